@@ -1,0 +1,109 @@
+/**
+ * Appending to and reading hash chains (design §3). Every append runs inside the caller's
+ * `BEGIN IMMEDIATE` transaction (or opens one), reads the chain tip, and writes the next
+ * entry with its exact canonical text; the UNIQUE constraints on (chain_id, sequence) and
+ * (chain_id, prev_entry_hash) make a forked chain impossible even across processes.
+ */
+import { randomUUID } from 'node:crypto';
+import { type AuditBundle, type AuditEntry, type AuditEntryBody, hashEntryBody } from '../format/entry.js';
+import { type Db, immediate } from '../store/db.js';
+import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
+
+/** Fields a caller supplies; everything else is filled in (null when not given). */
+export type EntryInput = Pick<AuditEntryBody, 'entry_type'> & Partial<Omit<AuditEntryBody, 'entry_type'>>;
+
+interface TipRow {
+  sequence_number: number;
+  entry_hash: string;
+  timestamp_utc: string;
+}
+
+/** Chain reading and writing over one database connection. */
+export class AuditChain {
+  private readonly tipStmt;
+  private readonly insertStmt;
+  private readonly chainStmt;
+
+  constructor(
+    readonly db: Db,
+    private readonly clock: MicroClock = systemMicroClock,
+  ) {
+    this.tipStmt = db.prepare<[string], TipRow>(
+      'SELECT sequence_number, entry_hash, timestamp_utc FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number DESC LIMIT 1',
+    );
+    this.insertStmt = db.prepare(
+      `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
+         execution_id, agent_id, timestamp_utc, canonical) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+    );
+    this.chainStmt = db.prepare<[string], { canonical: string; entry_hash: string }>(
+      'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number',
+    );
+  }
+
+  /**
+   * Appends one entry to `chainId`. Must run inside an IMMEDIATE transaction when combined
+   * with other writes; called alone it opens its own.
+   * @returns the stored entry (with `entry_hash`).
+   * @throws CanonicalJsonError if a field holds a value JCS cannot carry; SQLite errors.
+   */
+  append(chainId: string, input: EntryInput): AuditEntry {
+    if (!this.db.inTransaction) return immediate(this.db, () => this.append(chainId, input));
+    const tip = this.tipStmt.get(chainId);
+    let ts = formatMicros(this.clock());
+    if (tip && ts < tip.timestamp_utc) ts = tip.timestamp_utc; // never decreasing (C-CHAIN-2)
+    const body: AuditEntryBody = {
+      entry_version: 1,
+      entry_id: randomUUID(),
+      chain_id: chainId,
+      sequence_number: tip ? tip.sequence_number + 1 : 0,
+      timestamp_utc: ts,
+      entry_type: input.entry_type,
+      session_id: input.session_id ?? null,
+      call_id: input.call_id ?? null,
+      agent_id: input.agent_id ?? null,
+      workflow_id: input.workflow_id ?? null,
+      execution_id: input.execution_id ?? null,
+      tool_name: input.tool_name ?? null,
+      server_identity: input.server_identity ?? null,
+      policy_decision: input.policy_decision ?? null,
+      policy_rule_matched: input.policy_rule_matched ?? null,
+      disposition: input.disposition ?? null,
+      error_code: input.error_code ?? null,
+      latency_us: input.latency_us ?? null,
+      request_payload_hash: input.request_payload_hash ?? null,
+      response_payload_hash: input.response_payload_hash ?? null,
+      detail: input.detail ?? null,
+      prev_entry_hash: tip ? tip.entry_hash : 'genesis',
+    };
+    const { canonical, entry_hash } = hashEntryBody(body);
+    this.insertStmt.run(
+      chainId,
+      body.sequence_number,
+      body.prev_entry_hash,
+      entry_hash,
+      body.entry_type,
+      body.session_id,
+      body.execution_id,
+      body.agent_id,
+      body.timestamp_utc,
+      canonical,
+    );
+    return { ...body, entry_hash };
+  }
+
+  /** All entries of a chain in sequence order, parsed from their stored canonical text. */
+  entries(chainId: string): AuditEntry[] {
+    return this.chainStmt.all(chainId).map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+  }
+
+  /** Exports a chain as a bundle of stored canonical texts (what a verifier re-hashes). */
+  bundle(chainId: string, sessionId: string | null): AuditBundle {
+    return {
+      bundle_version: 1,
+      chain_id: chainId,
+      session_id: sessionId,
+      exported_at: new Date().toISOString(),
+      entries: this.chainStmt.all(chainId).map((r) => ({ canonical: r.canonical, entry_hash: r.entry_hash })),
+    };
+  }
+}

@@ -1,0 +1,216 @@
+/**
+ * One `tools/call`, from ingress to terminal commit, in order (design §9):
+ * params → session → tool route → policy → upstream → terminal audit entry.
+ * Every call that reaches this pipeline ends in exactly one terminal `tool_call` entry
+ * (design §3): in its session's chain, or in the gateway chain when no session could be
+ * resolved.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { AuditChain, EntryInput } from '../audit/chain.js';
+import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
+import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '../format/canonical.js';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '../format/entry.js';
+import type { SessionRow, SessionService } from '../session/service.js';
+import { type Db, immediate } from '../store/db.js';
+import type { CallOutcome, UpstreamPool } from '../upstream/pool.js';
+
+/** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (design §8). */
+export interface CallEvidence {
+  call_id: string;
+  session_id: string | null;
+  entry_hash: string;
+  sequence_number: number;
+  chain_id: string;
+}
+
+export const EVIDENCE_META_KEY = 'dev.cmcp/evidence';
+
+/** A JSON-RPC error produced by the pipeline (the gateway wraps it in a response). */
+export interface CallError {
+  code: number;
+  message: string;
+  data: Record<string, unknown>;
+}
+
+export type CallResponse = { result: Record<string, unknown> } | { error: CallError };
+
+interface CmcpParams {
+  session_id?: string;
+  workflow_id?: string;
+}
+
+const CMCP_KEYS = new Set(['session_id', 'workflow_id', 'execution_id', 'action_timestamp']);
+
+/** Terminal state of an allowed call, from its effect boundary (design §6). */
+function disposition(o: CallOutcome): 'completed' | 'not_attempted' | 'outcome_unknown' {
+  if (o.boundary === 'answered') return 'completed';
+  return o.boundary === 'not_sent' ? 'not_attempted' : 'outcome_unknown';
+}
+
+export class CallPipeline {
+  constructor(
+    private readonly db: Db,
+    private readonly chain: AuditChain,
+    private readonly sessions: SessionService,
+    private readonly upstreams: UpstreamPool,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Runs one `tools/call` for an authenticated agent. Never throws for caller faults: every
+   * outcome is a result or a JSON-RPC error, after its terminal audit entry is committed.
+   * @param startedAt process.hrtime.bigint() at receipt, for `latency_us`.
+   */
+  async call(agentId: string, rawParams: unknown, startedAt: bigint): Promise<CallResponse> {
+    const callId = randomUUID();
+    const base: EntryInput = { entry_type: 'tool_call', call_id: callId, agent_id: agentId, execution_id: null };
+    const latency = () => Number((process.hrtime.bigint() - startedAt) / 1000n);
+
+    // Unattributable refusals go to the gateway chain (nothing is off the record).
+    const refuseInGateway = (code: ErrorCode, message: string, extra: Partial<EntryInput> = {}) =>
+      this.refuse(GATEWAY_CHAIN_ID, null, { ...base, ...extra, latency_us: latency() }, code, message);
+
+    const params = rawParams;
+    if (typeof params !== 'object' || params === null || Array.isArray(params)) {
+      return refuseInGateway('INVALID_PARAMS', 'params must be an object');
+    }
+    const p = params as Record<string, unknown>;
+    const cmcpRaw = p._cmcp;
+    if (cmcpRaw !== undefined && (typeof cmcpRaw !== 'object' || cmcpRaw === null || Array.isArray(cmcpRaw))) {
+      return refuseInGateway('INVALID_PARAMS', '_cmcp must be an object');
+    }
+    const cmcp = (cmcpRaw ?? {}) as Record<string, unknown>;
+    for (const k of Object.keys(cmcp)) {
+      if (!CMCP_KEYS.has(k)) return refuseInGateway('INVALID_PARAMS', `unknown _cmcp member ${clip(k, 40)}`);
+    }
+    const c: CmcpParams = {};
+    if (cmcp.session_id !== undefined) {
+      if (typeof cmcp.session_id !== 'string' || cmcp.session_id.length > 100)
+        return refuseInGateway('INVALID_PARAMS', '_cmcp.session_id must be a string');
+      c.session_id = cmcp.session_id;
+    }
+    if (cmcp.workflow_id !== undefined) {
+      if (typeof cmcp.workflow_id !== 'string' || cmcp.workflow_id.length < 1 || cmcp.workflow_id.length > 200)
+        return refuseInGateway('INVALID_PARAMS', '_cmcp.workflow_id must be a string of 1–200 characters');
+      c.workflow_id = cmcp.workflow_id;
+    }
+    base.workflow_id = c.workflow_id ?? null;
+
+    let session: SessionRow;
+    try {
+      session = await this.sessions.resolve(agentId, c.session_id);
+    } catch (e) {
+      if (e instanceof CmcpError) return refuseInGateway(e.code, e.message, { detail: { session: 'unresolved' } });
+      throw e;
+    }
+    base.session_id = session.session_id;
+    const refuse = (code: ErrorCode, message: string, extra: Partial<EntryInput> = {}) =>
+      this.refuse(session.session_id, session, { ...base, ...extra, latency_us: latency() }, code, message);
+
+    const name = p.name;
+    if (typeof name !== 'string' || name.length < 1 || name.length > 256) {
+      return refuse('INVALID_PARAMS', 'name must be a string of 1–256 characters');
+    }
+    base.tool_name = name;
+    const args = p.arguments;
+    if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args))) {
+      return refuse('INVALID_PARAMS', 'arguments must be an object');
+    }
+    try {
+      // The gateway forwards exactly what it evaluated: refuse what JSON cannot carry exactly.
+      assertCanonicalizable(args ?? {}, { integersExact: true }, '/arguments');
+    } catch (e) {
+      if (e instanceof CanonicalJsonError) return refuse('INVALID_PARAMS', e.message);
+      throw e;
+    }
+    base.request_payload_hash = jcsDigest({ name, arguments: args ?? {} });
+
+    const route = this.upstreams.route(name);
+    if (!route) return refuse('UNKNOWN_TOOL', `unknown tool ${clip(name, 80)}`);
+    base.server_identity = route.upstream;
+
+    // Policy: no policy engine is configured yet, so every routed call is allowed and the
+    // decision is recorded as such (enforcement_mode "none" in the claim).
+    base.policy_decision = 'allow';
+
+    const outcome = await this.upstreams.call(route, args as Record<string, unknown> | undefined);
+    const disp = disposition(outcome);
+    let errorCode: ErrorCode | 'UPSTREAM_RPC_ERROR' | null = null;
+    let responseHash: string | null = null;
+    const detail: Record<string, unknown> = {};
+    if ('result' in outcome) {
+      try {
+        responseHash = jcsDigest(outcome.result);
+      } catch (e) {
+        detail.response_hash_error = (e as Error).message;
+      }
+    } else if ('rpcError' in outcome) {
+      errorCode = 'UPSTREAM_RPC_ERROR';
+      detail.upstream_error_code = outcome.rpcError.code;
+    } else {
+      errorCode = outcome.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
+      detail.failure = outcome.failure;
+    }
+
+    let entry: AuditEntry;
+    try {
+      entry = immediate(this.db, () => {
+        const e = this.chain.append(session.session_id, {
+          ...base,
+          disposition: disp,
+          error_code: errorCode,
+          response_payload_hash: responseHash,
+          latency_us: latency(),
+          detail: Object.keys(detail).length ? detail : null,
+        });
+        this.sessions.countCall(session.session_id);
+        return e;
+      });
+    } catch (e) {
+      this.log.error({ call_id: callId, err: (e as Error).message }, 'terminal audit entry could not be committed');
+      return {
+        error: { code: -32040, message: 'the outcome could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: callId } },
+      };
+    }
+    const evidence = this.evidence(entry);
+    if ('result' in outcome) {
+      const meta = (typeof outcome.result._meta === 'object' && outcome.result._meta) || {};
+      return { result: { ...outcome.result, _meta: { ...meta, [EVIDENCE_META_KEY]: evidence } } };
+    }
+    if ('rpcError' in outcome) {
+      return {
+        error: {
+          code: outcome.rpcError.code,
+          message: outcome.rpcError.message,
+          data: { error_code: 'UPSTREAM_RPC_ERROR', upstream_data: outcome.rpcError.data ?? null, call_id: callId, evidence },
+        },
+      };
+    }
+    const err = new CmcpError(errorCode as ErrorCode, outcome.boundary === 'not_sent' ? 'the upstream could not be reached; nothing was sent' : 'the upstream did not answer; the outcome is unknown');
+    return { error: { code: err.rpc, message: err.message, data: { error_code: err.code, call_id: callId, disposition: disp, evidence } } };
+  }
+
+  /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */
+  private refuse(chainId: string, session: SessionRow | null, input: EntryInput, code: ErrorCode, message: string): CallResponse {
+    const err = new CmcpError(code, message);
+    let entry: AuditEntry;
+    try {
+      entry = immediate(this.db, () => {
+        const e = this.chain.append(chainId, { ...input, disposition: 'refused', error_code: code });
+        if (session) this.sessions.countCall(session.session_id);
+        return e;
+      });
+    } catch (e) {
+      this.log.error({ call_id: input.call_id, err: (e as Error).message }, 'refusal could not be recorded');
+      return { error: { code: -32040, message: 'the refusal could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: input.call_id } } };
+    }
+    return {
+      error: { code: err.rpc, message: err.message, data: { error_code: code, call_id: input.call_id, evidence: this.evidence(entry) } },
+    };
+  }
+
+  private evidence(e: AuditEntry): CallEvidence {
+    return { call_id: e.call_id as string, session_id: e.session_id, entry_hash: e.entry_hash, sequence_number: e.sequence_number, chain_id: e.chain_id };
+  }
+}

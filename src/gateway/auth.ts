@@ -1,0 +1,38 @@
+/**
+ * Agent authentication (design §1): a bearer token is hashed with SHA-256 and looked up in
+ * the configured table; the agent_id never comes from the request body. In dev mode a
+ * request without a token is the `dev` agent (the listener is loopback-only there).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+export interface AgentEntry {
+  agent_id: string;
+  /** Lowercase hex SHA-256 of the bearer token. */
+  token_sha256: string;
+}
+
+export class Authenticator {
+  private readonly byHash = new Map<string, string>();
+
+  constructor(
+    agents: AgentEntry[],
+    private readonly devMode: boolean,
+  ) {
+    for (const a of agents) this.byHash.set(a.token_sha256, a.agent_id);
+  }
+
+  /**
+   * The agent for an `Authorization` header value, or null when unauthenticated.
+   * Only the token's SHA-256 is ever compared or kept.
+   */
+  authenticate(header: string | undefined): string | null {
+    if (header === undefined || header === '') return this.devMode ? 'dev' : null;
+    const m = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+    if (!m) return null;
+    const digest = createHash('sha256').update(m[1] as string).digest('hex');
+    for (const [h, agent] of this.byHash) {
+      if (timingSafeEqual(Buffer.from(h), Buffer.from(digest))) return agent;
+    }
+    return null;
+  }
+}

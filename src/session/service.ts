@@ -1,0 +1,271 @@
+/**
+ * Gateway sessions (design §1, §4): each is one audit chain whose root is bound into
+ * hardware evidence at creation and which ends in one signed claim at close. A session
+ * belongs to the agent that created it; for anyone else it does not exist.
+ */
+import { type KeyObject, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
+import { CmcpError } from '../errors/index.js';
+import { b64u } from '../format/canonical.js';
+import { bindingDigest, type Ed25519Jwk, reportData, type SessionBindingPreimage } from '../format/binding.js';
+import type { Claim, EvidenceJson } from '../format/claim.js';
+import type { AuditBundle } from '../format/entry.js';
+import { type Db, immediate } from '../store/db.js';
+import { type AttestationProvider, BindingError } from '../tee/provider.js';
+
+/** The gateway's in-memory signing identity (design §4): never written to disk. */
+export interface GatewayKey {
+  privateKey: KeyObject;
+  jwk: Ed25519Jwk;
+  /** 32-byte RFC 7638 thumbprint. */
+  thumbprint: Buffer;
+}
+
+/** A session row. */
+export interface SessionRow {
+  session_id: string;
+  agent_id: string;
+  is_default: number;
+  status: 'open' | 'closed';
+  created_at: string;
+  created_ms: number;
+  closed_at: string | null;
+  chain_root: string;
+  key_thumbprint: string;
+  call_count: number;
+  binding_json: string;
+}
+
+/** What `POST /sessions` returns. */
+export interface SessionCreated {
+  session_id: string;
+  chain_root: string;
+  binding: { provider: string; status: 'bound' | 'absent'; reason: string | null };
+}
+
+export interface SessionLimits {
+  defaultMaxCalls: number;
+  /** Seconds. */
+  defaultMaxAgeS: number;
+}
+
+export class SessionService {
+  /** Serialises default-session resolution per agent (creation and rotation). */
+  private readonly defaultLocks = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly chain: AuditChain,
+    private readonly key: GatewayKey,
+    private readonly provider: AttestationProvider,
+    private readonly limits: SessionLimits,
+    private readonly log: Logger,
+    private readonly facts: {
+      gatewayMeasurement: string | null;
+      policyBundleHash: string | null;
+      catalogHash: string | null;
+      enforcementMode: string;
+    },
+  ) {}
+
+  /**
+   * Opens a session: writes its genesis entry, then binds the chain root into hardware
+   * evidence. A binding failure is logged, recorded as `attestation_binding_failed`, and the
+   * session serves anyway with the binding absent (design §4).
+   * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
+   */
+  async create(agentId: string, opts: { isDefault?: boolean; challenge?: string | null } = {}): Promise<SessionCreated> {
+    const sessionId = randomUUID();
+    const now = new Date();
+    const thumb = b64u(this.key.thumbprint);
+    const root = immediate(this.db, () => {
+      const e = this.chain.append(sessionId, {
+        entry_type: 'session_open',
+        session_id: sessionId,
+        agent_id: agentId,
+        detail: { default_session: !!opts.isDefault, provider: this.provider.name },
+      });
+      this.db
+        .prepare(
+          `INSERT INTO sessions (session_id, agent_id, is_default, status, created_at, created_ms, chain_root,
+             key_thumbprint, call_count, binding_json) VALUES (?,?,?,?,?,?,?,?,0,'{}')`,
+        )
+        .run(sessionId, agentId, opts.isDefault ? 1 : 0, 'open', now.toISOString(), now.getTime(), e.entry_hash, thumb);
+      return e.entry_hash;
+    });
+
+    const preimage: SessionBindingPreimage = {
+      domain: 'cmcp.session-binding',
+      version: 1,
+      session_id: sessionId,
+      chain_root: root,
+      key_thumbprint: thumb,
+      gateway_measurement: this.facts.gatewayMeasurement,
+      policy_bundle_hash: this.facts.policyBundleHash,
+      catalog_hash: this.facts.catalogHash,
+      challenge: opts.challenge ?? null,
+    };
+    const rd = reportData(this.key.thumbprint, bindingDigest(preimage));
+    let evidence: EvidenceJson;
+    try {
+      const bound = await this.provider.bind(rd);
+      evidence = { provider: this.provider.name, status: 'bound', reason: null, report_data: b64u(rd), tpm: bound.tpm };
+    } catch (e) {
+      const reason = e instanceof BindingError ? e.reason : 'PROVIDER_FAULT';
+      const message = (e as Error).message;
+      this.log.warn({ session_id: sessionId, provider: this.provider.name, reason, err: message }, 'attestation binding failed; session continues without hardware binding');
+      evidence = { provider: this.provider.name, status: 'absent', reason, report_data: b64u(rd), tpm: null };
+    }
+    const record: SessionBindingRecord = { preimage, evidence };
+    immediate(this.db, () => {
+      this.chain.append(sessionId, {
+        entry_type: evidence.status === 'bound' ? 'attestation_bound' : 'attestation_binding_failed',
+        session_id: sessionId,
+        agent_id: agentId,
+        detail:
+          evidence.status === 'bound'
+            ? { provider: evidence.provider, report_data: evidence.report_data }
+            : { provider: evidence.provider, reason: evidence.reason, report_data: evidence.report_data },
+      });
+      this.db.prepare('UPDATE sessions SET binding_json = ? WHERE session_id = ?').run(JSON.stringify(record), sessionId);
+    });
+    return {
+      session_id: sessionId,
+      chain_root: root,
+      binding: { provider: evidence.provider, status: evidence.status, reason: evidence.reason },
+    };
+  }
+
+  /** The session row if it exists and belongs to `agentId`. */
+  get(agentId: string, sessionId: string): SessionRow | undefined {
+    const row = this.db
+      .prepare<[string], SessionRow>('SELECT * FROM sessions WHERE session_id = ?')
+      .get(sessionId);
+    return row && row.agent_id === agentId ? row : undefined;
+  }
+
+  /**
+   * The session a call runs in: the named one (must be open and the agent's), or the agent's
+   * default session, rotated (closed with a claim) after max calls or max age.
+   * @throws CmcpError UNKNOWN_SESSION | SESSION_CLOSED.
+   */
+  async resolve(agentId: string, sessionId: string | undefined): Promise<SessionRow> {
+    if (sessionId !== undefined) {
+      const row = this.get(agentId, sessionId);
+      if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+      if (row.status !== 'open') throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
+      return row;
+    }
+    const prev = this.defaultLocks.get(agentId) ?? Promise.resolve();
+    const next = prev.then(() => this.resolveDefault(agentId));
+    this.defaultLocks.set(
+      agentId,
+      next.catch(() => undefined),
+    );
+    return next;
+  }
+
+  private async resolveDefault(agentId: string): Promise<SessionRow> {
+    const row = this.db
+      .prepare<[string], SessionRow>(
+        "SELECT * FROM sessions WHERE agent_id = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
+      )
+      .get(agentId);
+    if (row) {
+      const expired =
+        row.call_count >= this.limits.defaultMaxCalls || Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
+      if (!expired) return row;
+      this.close(agentId, row.session_id, 'rotated');
+    }
+    const created = await this.create(agentId, { isDefault: true });
+    return this.get(agentId, created.session_id) as SessionRow;
+  }
+
+  /**
+   * Closes a session: appends `session_close`, then builds and stores the signed claim in
+   * the same transaction. Closing a closed session returns its stored claim.
+   * @throws CmcpError UNKNOWN_SESSION.
+   */
+  close(agentId: string, sessionId: string, reason = 'requested'): Claim {
+    return immediate(this.db, () => {
+      const row = this.get(agentId, sessionId);
+      if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+      if (row.status === 'closed') return storedClaim(this.db, sessionId) as Claim;
+      this.chain.append(sessionId, {
+        entry_type: 'session_close',
+        session_id: sessionId,
+        agent_id: agentId,
+        detail: { reason, calls: row.call_count },
+      });
+      this.db
+        .prepare("UPDATE sessions SET status = 'closed', closed_at = ? WHERE session_id = ?")
+        .run(new Date().toISOString(), sessionId);
+      return issueClaim(this.db, this.chain, {
+        sessionId,
+        agentId,
+        binding: this.bindingFor(row),
+        key: this.key.privateKey,
+        jwk: this.key.jwk,
+        enforcementMode: this.facts.enforcementMode,
+      });
+    });
+  }
+
+  /**
+   * The binding section for a session's claim. A session opened under an earlier process's
+   * key cannot be claimed as bound by this key: its evidence is reported absent
+   * (`GATEWAY_KEY_ROTATED`) with a preimage naming the current key, so the claim verifies
+   * as signed-only rather than pretending to a binding.
+   */
+  private bindingFor(row: SessionRow): SessionBindingRecord {
+    const record = JSON.parse(row.binding_json) as Partial<SessionBindingRecord>;
+    const thumb = b64u(this.key.thumbprint);
+    if (record.preimage && record.evidence && record.preimage.key_thumbprint === thumb) {
+      return record as SessionBindingRecord;
+    }
+    const preimage: SessionBindingPreimage = {
+      domain: 'cmcp.session-binding',
+      version: 1,
+      session_id: row.session_id,
+      chain_root: row.chain_root,
+      key_thumbprint: thumb,
+      gateway_measurement: this.facts.gatewayMeasurement,
+      policy_bundle_hash: this.facts.policyBundleHash,
+      catalog_hash: this.facts.catalogHash,
+      challenge: null,
+    };
+    const rd = reportData(this.key.thumbprint, bindingDigest(preimage));
+    return {
+      preimage,
+      evidence: {
+        provider: record.evidence?.provider ?? this.provider.name,
+        status: 'absent',
+        reason: record.preimage ? 'GATEWAY_KEY_ROTATED' : 'BINDING_NOT_COMPLETED',
+        report_data: b64u(rd),
+        tpm: null,
+      },
+    };
+  }
+
+  /** The stored claim of a closed session. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */
+  claim(agentId: string, sessionId: string): Claim {
+    const row = this.get(agentId, sessionId);
+    if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    const c = storedClaim(this.db, sessionId);
+    if (!c) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
+    return c;
+  }
+
+  /** The session's audit bundle (stored canonical entries). @throws CmcpError UNKNOWN_SESSION. */
+  bundle(agentId: string, sessionId: string): AuditBundle {
+    if (!this.get(agentId, sessionId)) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    return this.chain.bundle(sessionId, sessionId);
+  }
+
+  /** Counts one call against the session (inside the caller's transaction). */
+  countCall(sessionId: string): void {
+    this.db.prepare('UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(sessionId);
+  }
+}

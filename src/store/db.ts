@@ -1,0 +1,87 @@
+/**
+ * The gateway's single SQLite database (design §3): audit entries, sessions, claims and
+ * executions live together so that one transaction can cover an audit entry and the
+ * registry/session change it records.
+ */
+import Database from 'better-sqlite3';
+
+export type Db = Database.Database;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS audit_entries (
+  chain_id        TEXT    NOT NULL,
+  sequence_number INTEGER NOT NULL,
+  prev_entry_hash TEXT    NOT NULL,
+  entry_hash      TEXT    NOT NULL,
+  entry_type      TEXT    NOT NULL,
+  session_id      TEXT,
+  execution_id    TEXT,
+  agent_id        TEXT,
+  timestamp_utc   TEXT    NOT NULL,
+  canonical       TEXT    NOT NULL,   -- the exact JCS text that was hashed
+  PRIMARY KEY (chain_id, sequence_number),
+  UNIQUE (chain_id, prev_entry_hash)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS audit_entries_hash ON audit_entries(entry_hash);
+
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id    TEXT PRIMARY KEY,
+  agent_id      TEXT    NOT NULL,
+  is_default    INTEGER NOT NULL,
+  status        TEXT    NOT NULL CHECK (status IN ('open','closed')),
+  created_at    TEXT    NOT NULL,
+  created_ms    INTEGER NOT NULL,
+  closed_at     TEXT,
+  chain_root    TEXT    NOT NULL,
+  key_thumbprint TEXT   NOT NULL,    -- b64url; the gateway key that the binding covers
+  call_count    INTEGER NOT NULL DEFAULT 0,
+  binding_json  TEXT    NOT NULL     -- preimage + evidence section as it will appear in the claim
+);
+CREATE INDEX IF NOT EXISTS sessions_agent ON sessions(agent_id, status, is_default);
+
+CREATE TABLE IF NOT EXISTS claims (
+  claim_sequence INTEGER PRIMARY KEY,
+  session_id     TEXT NOT NULL UNIQUE,
+  claim_hash     TEXT NOT NULL,
+  canonical      TEXT NOT NULL        -- the exact JCS text of the signed claim
+);
+
+CREATE TABLE IF NOT EXISTS executions (
+  agent_id        TEXT NOT NULL,
+  execution_id    TEXT NOT NULL,
+  binding         TEXT NOT NULL,      -- Execution Action Binding v1, rendered sha256:<hex>
+  state           TEXT NOT NULL CHECK (state IN ('in_flight','completed','not_attempted','outcome_unknown')),
+  call_id         TEXT NOT NULL,
+  session_id      TEXT NOT NULL,
+  tool_name       TEXT NOT NULL,
+  created_at      TEXT NOT NULL,
+  updated_at      TEXT NOT NULL,
+  terminal_entry_hash TEXT,
+  PRIMARY KEY (agent_id, execution_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS executions_state ON executions(state);
+`;
+
+/**
+ * Opens (creating if needed) the database. `busy_timeout` is set before switching to WAL
+ * (design §3) so a second process waiting on the lock does not fail at once;
+ * `synchronous=FULL` makes every commit durable.
+ * @param busyTimeoutMs how long a writer waits for the lock before failing, milliseconds.
+ */
+export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
+  const db = new Database(path);
+  db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.pragma('foreign_keys = ON');
+  db.exec(SCHEMA);
+  return db;
+}
+
+/**
+ * Runs `fn` in a `BEGIN IMMEDIATE` transaction (C-SQL-1: never a deferred read that is
+ * later upgraded to a write). Rolls back and rethrows on any error.
+ */
+export function immediate<T>(db: Db, fn: () => T): T {
+  return db.transaction(fn).immediate();
+}

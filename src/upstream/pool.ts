@@ -1,0 +1,260 @@
+/**
+ * Outbound MCP: one official-SDK client per configured upstream (stdio child or Streamable
+ * HTTP), the merged tool list under gateway names, and calls that report their effect
+ * boundary so the caller can record `completed`, `not_attempted` or `outcome_unknown`.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode as McpErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { UpstreamConfig } from '../config/index.js';
+
+/** A tool definition exactly as the upstream sent it (unknown members kept). */
+export type ToolDefinition = { name: string } & Record<string, unknown>;
+
+/** A tool as the gateway exposes it. */
+export interface RoutedTool {
+  /** Name agents use: `<prefix>.<tool>` or the bare tool name when the prefix is empty. */
+  exposedName: string;
+  upstream: string;
+  /** The upstream's own tool name. */
+  toolName: string;
+  definition: ToolDefinition;
+}
+
+/**
+ * Where a call stopped relative to the upstream (design §6):
+ * `not_sent` — no request byte left the gateway; `maybe_sent` — it may have been received
+ * but no answer came; `answered` — the upstream answered (result or JSON-RPC error).
+ */
+export type EffectBoundary = 'not_sent' | 'maybe_sent' | 'answered';
+
+/** Outcome of one upstream call. */
+export type CallOutcome =
+  | { boundary: 'answered'; result: Record<string, unknown> }
+  | { boundary: 'answered'; rpcError: { code: number; message: string; data?: unknown } }
+  | { boundary: 'not_sent' | 'maybe_sent'; failure: string };
+
+const looseTools = z.looseObject({
+  tools: z.array(z.looseObject({ name: z.string() })),
+  nextCursor: z.string().optional(),
+});
+const looseResult = z.looseObject({});
+
+/** Errors whose cause shows that no connection was ever made, so nothing was sent. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOENT']);
+
+function causeCode(e: unknown): string | undefined {
+  let cur: unknown = e;
+  for (let i = 0; i < 5 && cur; i++) {
+    const c = (cur as { code?: unknown }).code;
+    if (typeof c === 'string') return c;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+class Upstream {
+  client: Client | null = null;
+  tools: ToolDefinition[] = [];
+  private connecting: Promise<Client> | null = null;
+
+  constructor(
+    readonly cfg: UpstreamConfig,
+    private readonly log: Logger,
+    private readonly onListChanged: () => void,
+  ) {}
+
+  /** `<name>` for stdio, `<name> (url)` for HTTP: recorded as the audit `server_identity`. */
+  get identity(): string {
+    return this.cfg.name;
+  }
+
+  get prefix(): string {
+    return this.cfg.prefix ?? this.cfg.name;
+  }
+
+  private transport(): Transport {
+    if (this.cfg.transport === 'stdio') {
+      const env: Record<string, string> = {};
+      // The SDK's default environment (PATH, HOME, …) plus the configured variables only.
+      for (const k of ['PATH', 'HOME', 'USER', 'LANG', 'TERM', 'SHELL', 'TMPDIR', 'npm_config_cache'])
+        if (process.env[k] !== undefined) env[k] = process.env[k] as string;
+      return new StdioClientTransport({
+        command: this.cfg.command,
+        args: this.cfg.args,
+        env: { ...env, ...this.cfg.env },
+        cwd: this.cfg.cwd,
+        stderr: 'pipe',
+      });
+    }
+    return new StreamableHTTPClientTransport(new URL(this.cfg.url));
+  }
+
+  /** Connects (once at a time) and returns a live client. @throws on connect failure. */
+  connect(): Promise<Client> {
+    if (this.client) return Promise.resolve(this.client);
+    if (this.connecting) return this.connecting;
+    this.connecting = (async () => {
+      const client = new Client({ name: 'cmcp-gateway', version: '0.1.0' }, { capabilities: {} });
+      const transport = this.transport();
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged());
+      client.onclose = () => {
+        if (this.client === client) this.client = null;
+        this.log.warn({ upstream: this.cfg.name }, 'upstream connection closed');
+      };
+      try {
+        await client.connect(transport);
+      } catch (e) {
+        await client.close().catch(() => undefined);
+        throw e;
+      }
+      if (transport instanceof StdioClientTransport) {
+        // Drain the child's stderr so it can never block; do not log it (it may carry arguments).
+        transport.stderr?.on('data', () => undefined);
+      }
+      this.client = client;
+      return client;
+    })().finally(() => {
+      this.connecting = null;
+    });
+    return this.connecting;
+  }
+
+  async listTools(): Promise<ToolDefinition[]> {
+    const client = await this.connect();
+    const out: ToolDefinition[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 100; page++) {
+      const r = await client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, looseTools);
+      out.push(...(r.tools as ToolDefinition[]));
+      cursor = r.nextCursor;
+      if (!cursor) break;
+    }
+    this.tools = out;
+    return out;
+  }
+
+  async call(toolName: string, args: Record<string, unknown> | undefined): Promise<CallOutcome> {
+    let client: Client;
+    try {
+      client = await this.connect();
+    } catch (e) {
+      return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
+    }
+    try {
+      const params: Record<string, unknown> = { name: toolName };
+      if (args !== undefined) params.arguments = args;
+      const result = await client.request({ method: 'tools/call', params }, looseResult, {
+        timeout: this.cfg.timeout_ms,
+        maxTotalTimeout: this.cfg.timeout_ms,
+      });
+      return { boundary: 'answered', result };
+    } catch (e) {
+      if (e instanceof McpError) {
+        if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
+        if (e.code === McpErrorCode.ConnectionClosed) return { boundary: 'maybe_sent', failure: 'connection closed' };
+        return { boundary: 'answered', rpcError: { code: e.code, message: e.message, data: e.data } };
+      }
+      const code = causeCode(e);
+      if (code && NOT_SENT_CODES.has(code)) return { boundary: 'not_sent', failure: code };
+      if (/not connected/i.test((e as Error).message)) return { boundary: 'not_sent', failure: 'not connected' };
+      return { boundary: 'maybe_sent', failure: code ?? 'transport error' };
+    }
+  }
+
+  async close(): Promise<void> {
+    const c = this.client;
+    this.client = null;
+    await c?.close().catch(() => undefined);
+  }
+}
+
+/** Thrown at start-up when two upstreams expose the same gateway tool name. */
+export class ToolNameClashError extends Error {
+  readonly code = 'TOOL_NAME_CLASH';
+}
+
+/** All upstreams and the routing table from gateway tool names to them. */
+export class UpstreamPool {
+  private readonly upstreams = new Map<string, Upstream>();
+  private routes = new Map<string, RoutedTool>();
+
+  constructor(
+    configs: UpstreamConfig[],
+    private readonly log: Logger,
+  ) {
+    for (const c of configs) {
+      this.upstreams.set(c.name, new Upstream(c, log, () => void this.refresh(c.name)));
+    }
+  }
+
+  /**
+   * Connects every upstream and lists its tools.
+   * @throws Error naming the upstream that could not be reached; ToolNameClashError.
+   */
+  async start(): Promise<void> {
+    for (const u of this.upstreams.values()) {
+      try {
+        await u.listTools();
+      } catch (e) {
+        throw new Error(`upstream ${u.cfg.name}: cannot list tools: ${(e as Error).message}`);
+      }
+    }
+    this.routes = this.buildRoutes(true);
+  }
+
+  private buildRoutes(strict: boolean): Map<string, RoutedTool> {
+    const routes = new Map<string, RoutedTool>();
+    for (const u of this.upstreams.values()) {
+      for (const t of u.tools) {
+        const exposedName = u.prefix ? `${u.prefix}.${t.name}` : t.name;
+        const prev = routes.get(exposedName);
+        if (prev) {
+          const msg = `tool name clash: ${exposedName} from upstreams ${prev.upstream} and ${u.cfg.name}`;
+          if (strict) throw new ToolNameClashError(msg);
+          this.log.error({ tool: exposedName }, 'tool name clash after list change; keeping the first');
+          continue;
+        }
+        routes.set(exposedName, { exposedName, upstream: u.cfg.name, toolName: t.name, definition: t });
+      }
+    }
+    return routes;
+  }
+
+  /** Re-lists one upstream after `notifications/tools/list_changed`. */
+  async refresh(name: string): Promise<void> {
+    const u = this.upstreams.get(name);
+    if (!u) return;
+    try {
+      await u.listTools();
+      this.routes = this.buildRoutes(false);
+      this.log.info({ upstream: name, tools: u.tools.length }, 'upstream tool list refreshed');
+    } catch (e) {
+      this.log.warn({ upstream: name, err: (e as Error).message }, 'tool list refresh failed');
+    }
+  }
+
+  /** The tools agents see, with gateway names; definitions otherwise as the upstream sent them. */
+  listTools(): ToolDefinition[] {
+    return [...this.routes.values()].map((r) => ({ ...r.definition, name: r.exposedName }));
+  }
+
+  route(exposedName: string): RoutedTool | undefined {
+    return this.routes.get(exposedName);
+  }
+
+  /** Calls a routed tool. Never throws: the outcome says how far the request got. */
+  call(route: RoutedTool, args: Record<string, unknown> | undefined): Promise<CallOutcome> {
+    const u = this.upstreams.get(route.upstream);
+    if (!u) return Promise.resolve({ boundary: 'not_sent', failure: 'unknown upstream' });
+    return u.call(route.toolName, args);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.upstreams.values()].map((u) => u.close()));
+  }
+}
