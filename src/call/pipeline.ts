@@ -11,8 +11,12 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
 import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '../format/canonical.js';
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '../format/entry.js';
+import { toolCallBinding } from '../execution/binding.js';
+import { checkExecutionId } from '../execution/ingress.js';
+import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediate } from '../store/db.js';
+import { maybeFail } from '../store/faults.js';
 import type { CallOutcome, UpstreamPool } from '../upstream/pool.js';
 
 /** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (design §8). */
@@ -54,6 +58,7 @@ export class CallPipeline {
     private readonly chain: AuditChain,
     private readonly sessions: SessionService,
     private readonly upstreams: UpstreamPool,
+    private readonly executions: ExecutionRegistry,
     private readonly log: Logger,
   ) {}
 
@@ -105,8 +110,8 @@ export class CallPipeline {
       throw e;
     }
     base.session_id = session.session_id;
-    const refuse = (code: ErrorCode, message: string, extra: Partial<EntryInput> = {}) =>
-      this.refuse(session.session_id, session, { ...base, ...extra, latency_us: latency() }, code, message);
+    const refuse = (code: ErrorCode, message: string, extra: Partial<EntryInput> = {}, data: Record<string, unknown> = {}) =>
+      this.refuse(session.session_id, session, { ...base, ...extra, latency_us: latency() }, code, message, data);
 
     const name = p.name;
     if (typeof name !== 'string' || name.length < 1 || name.length > 256) {
@@ -126,6 +131,17 @@ export class CallPipeline {
     }
     base.request_payload_hash = jcsDigest({ name, arguments: args ?? {} });
 
+    // execution_id ingress (design §6): refused before any reservation, audited as null.
+    const exec = checkExecutionId(cmcp);
+    if (exec.kind === 'invalid') return refuse('EXECUTION_ID_INVALID', `execution_id ${exec.reason}`);
+    let actionTimestamp: string | null = null;
+    if (cmcp.action_timestamp !== undefined) {
+      if (typeof cmcp.action_timestamp !== 'string' || cmcp.action_timestamp.length > 64)
+        return refuse('INVALID_PARAMS', '_cmcp.action_timestamp must be a string of at most 64 characters');
+      actionTimestamp = cmcp.action_timestamp;
+    }
+    const executionId = exec.kind === 'valid' ? exec.value : null;
+
     const route = this.upstreams.route(name);
     if (!route) return refuse('UNKNOWN_TOOL', `unknown tool ${clip(name, 80)}`);
     base.server_identity = route.upstream;
@@ -133,6 +149,41 @@ export class CallPipeline {
     // Policy: no policy engine is configured yet, so every routed call is allowed and the
     // decision is recorded as such (enforcement_mode "none" in the claim).
     base.policy_decision = 'allow';
+
+    // Admission (design §6): one IMMEDIATE transaction reserves the key or classifies it.
+    if (executionId !== null) {
+      base.execution_id = executionId;
+      const binding = toolCallBinding({
+        agentId,
+        serverIdentity: route.upstream,
+        toolName: name,
+        arguments: (args ?? {}) as Record<string, unknown>,
+        actionTimestamp,
+      });
+      let refusal: CallResponse | null = null;
+      try {
+        refusal = immediate(this.db, () => {
+          const a = this.executions.admit({ agentId, executionId, binding, callId, sessionId: session.session_id, toolName: name });
+          if (a.kind === 'admitted') return null;
+          const x = a.existing;
+          const terminal = x.state === 'in_flight' ? null : x.terminal_entry_hash;
+          return refuse(
+            a.kind,
+            a.kind === 'EXECUTION_COLLISION'
+              ? 'this execution_id is bound to a different action'
+              : a.kind === 'EXECUTION_IN_FLIGHT'
+                ? 'this execution_id is in flight'
+                : `this execution_id is terminal (${x.state}) and is never run again`,
+            { detail: { execution_state: x.state, first_call_id: x.call_id, terminal_entry_hash: terminal } },
+            { execution_id: executionId, execution_state: x.state, terminal_entry_hash: terminal },
+          );
+        });
+      } catch (e) {
+        this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
+        return { error: { code: -32040, message: 'admission could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: callId, execution_id: executionId } } };
+      }
+      if (refusal) return refusal;
+    }
 
     const outcome = await this.upstreams.call(route, args as Record<string, unknown> | undefined);
     const disp = disposition(outcome);
@@ -164,14 +215,17 @@ export class CallPipeline {
           latency_us: latency(),
           detail: Object.keys(detail).length ? detail : null,
         });
+        // The registry state and the audit disposition are the same word, in one commit.
+        if (executionId !== null) this.executions.finish(agentId, executionId, callId, disp, e.entry_hash);
         this.sessions.countCall(session.session_id);
+        maybeFail('terminal_commit');
         return e;
       });
     } catch (e) {
       this.log.error({ call_id: callId, err: (e as Error).message }, 'terminal audit entry could not be committed');
-      return {
-        error: { code: -32040, message: 'the outcome could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: callId } },
-      };
+      const data: Record<string, unknown> = { error_code: 'AUDIT_WRITE_FAILED', call_id: callId };
+      if (executionId !== null) Object.assign(data, { execution_id: executionId, execution_state: 'in_flight' });
+      return { error: { code: -32040, message: 'the outcome could not be recorded', data } };
     }
     const evidence = this.evidence(entry);
     if ('result' in outcome) {
@@ -188,14 +242,24 @@ export class CallPipeline {
       };
     }
     const err = new CmcpError(errorCode as ErrorCode, outcome.boundary === 'not_sent' ? 'the upstream could not be reached; nothing was sent' : 'the upstream did not answer; the outcome is unknown');
-    return { error: { code: err.rpc, message: err.message, data: { error_code: err.code, call_id: callId, disposition: disp, evidence } } };
+    const data: Record<string, unknown> = { error_code: err.code, call_id: callId, disposition: disp, evidence };
+    if (executionId !== null) Object.assign(data, { execution_id: executionId, execution_state: disp, terminal_entry_hash: entry.entry_hash });
+    return { error: { code: err.rpc, message: err.message, data } };
   }
 
   /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */
-  private refuse(chainId: string, session: SessionRow | null, input: EntryInput, code: ErrorCode, message: string): CallResponse {
+  private refuse(
+    chainId: string,
+    session: SessionRow | null,
+    input: EntryInput,
+    code: ErrorCode,
+    message: string,
+    data: Record<string, unknown> = {},
+  ): CallResponse {
     const err = new CmcpError(code, message);
     let entry: AuditEntry;
     try {
+      // Joins the caller's transaction when there is one (admission refusals).
       entry = immediate(this.db, () => {
         const e = this.chain.append(chainId, { ...input, disposition: 'refused', error_code: code });
         if (session) this.sessions.countCall(session.session_id);
@@ -206,7 +270,7 @@ export class CallPipeline {
       return { error: { code: -32040, message: 'the refusal could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: input.call_id } } };
     }
     return {
-      error: { code: err.rpc, message: err.message, data: { error_code: code, call_id: input.call_id, evidence: this.evidence(entry) } },
+      error: { code: err.rpc, message: err.message, data: { error_code: code, call_id: input.call_id, ...data, evidence: this.evidence(entry) } },
     };
   }
 

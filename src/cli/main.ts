@@ -5,6 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Command } from 'commander';
+import { registerExecutionsCommand } from './executions.js';
 import { registerStartCommand } from './start.js';
 import { registerVerifyCommand } from './verify.js';
 
@@ -16,6 +17,7 @@ program.exitOverride((err) => {
 
 registerStartCommand(program);
 registerVerifyCommand(program);
+registerExecutionsCommand(program);
 
 program
   .command('token')

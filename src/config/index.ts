@@ -59,6 +59,12 @@ export const configSchema = z
         port: z.number().int().min(0).max(65535).default(8787),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
+    /**
+     * Names this gateway instance in the execution registry. Recovery at start-up seals only
+     * the in-flight executions this instance admitted, so processes sharing one database
+     * file must use distinct ids.
+     */
+    instance_id: name.default('gateway'),
     /** SQLite database path (relative paths are relative to the config file). */
     database: z.string().min(1),
     upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),

@@ -5,6 +5,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { CmcpError, ERRORS, type ErrorCode } from '../errors/index.js';
+import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
@@ -21,6 +22,7 @@ export interface AppDeps {
   auth: Authenticator;
   mcp: McpEndpoint;
   sessions: SessionService;
+  executions: ExecutionRegistry;
   maxRequestBytes: number;
   /** Records unauthenticated requests in the gateway chain. */
   recordAuthFailure: (route: string) => void;
@@ -109,6 +111,23 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.post<{ Params: { id: string } }>('/sessions/:id/close', async (req) => d.sessions.close(req.agentId, req.params.id));
   app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req) => d.sessions.claim(req.agentId, req.params.id));
   app.get<{ Params: { id: string } }>('/sessions/:id/audit', async (req) => d.sessions.bundle(req.agentId, req.params.id));
+
+  // Read-only view of an execution for the agent that owns it (design §6). Never invokes anything.
+  app.get<{ Params: { id: string } }>('/executions/:id', async (req) => {
+    const row = d.executions.get(req.agentId, req.params.id);
+    if (!row) throw new CmcpError('EXECUTION_NOT_FOUND', 'unknown execution');
+    return {
+      execution_id: row.execution_id,
+      state: row.state,
+      call_id: row.call_id,
+      session_id: row.session_id,
+      tool_name: row.tool_name,
+      binding: row.binding,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+      terminal_entry_hash: row.terminal_entry_hash,
+    };
+  });
 
   return app;
 }

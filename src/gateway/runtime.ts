@@ -9,11 +9,13 @@ import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
 import { CallPipeline } from '../call/pipeline.js';
 import type { GatewayConfig } from '../config/index.js';
+import { ExecutionRegistry } from '../execution/registry.js';
 import { b64u } from '../format/canonical.js';
 import { ed25519PublicJwk, jwkThumbprint } from '../format/binding.js';
 import { GATEWAY_CHAIN_ID } from '../format/entry.js';
 import { type GatewayKey, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
+import { activeFaults } from '../store/faults.js';
 import { type AttestationProvider, SoftwareProvider } from '../tee/provider.js';
 import { TpmProvider } from '../tee/tpm-provider.js';
 import { UpstreamPool } from '../upstream/pool.js';
@@ -27,6 +29,7 @@ export interface Gateway {
   chain: AuditChain;
   sessions: SessionService;
   upstreams: UpstreamPool;
+  executions: ExecutionRegistry;
   provider: AttestationProvider;
   key: GatewayKey;
   /** `http://host:port` once listening. */
@@ -56,7 +59,9 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const db = openDatabase(cfg.database);
   const chain = new AuditChain(db);
+  const executions = new ExecutionRegistry(db, cfg.instance_id);
   const key = newGatewayKey();
+  if (activeFaults().length) log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
   const provider = makeProvider(cfg);
   const upstreams = new UpstreamPool(cfg.upstreams, log);
   try {
@@ -76,8 +81,12 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       dev_mode: cfg.dev_mode,
       upstreams: cfg.upstreams.map((u) => ({ name: u.name, transport: u.transport })),
       tools: upstreams.listTools().length,
+      instance_id: cfg.instance_id,
     },
   });
+  // Recovery before the listener opens: nothing admitted by an earlier process stays in flight.
+  const sealed = executions.sealInFlight(chain);
+  if (sealed) log.warn({ sealed }, 'sealed in-flight executions from a previous run as outcome_unknown');
   const sessions = new SessionService(
     db,
     chain,
@@ -87,7 +96,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     log,
     { gatewayMeasurement: null, policyBundleHash: null, catalogHash: null, enforcementMode: 'none' },
   );
-  const pipeline = new CallPipeline(db, chain, sessions, upstreams, log);
+  const pipeline = new CallPipeline(db, chain, sessions, upstreams, executions, log);
   const recordGateway = (entry_type: string, agentId: string | null, code: string, detail: Record<string, unknown>) => {
     try {
       chain.append(GATEWAY_CHAIN_ID, { entry_type, agent_id: agentId, disposition: 'refused', error_code: code, detail });
@@ -101,6 +110,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     auth: new Authenticator(cfg.agents, cfg.dev_mode),
     mcp,
     sessions,
+    executions,
     maxRequestBytes: cfg.limits.max_request_bytes,
     recordAuthFailure: (route) => recordGateway('request_refused', null, 'UNAUTHENTICATED', { route }),
   });
@@ -121,6 +131,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     chain,
     sessions,
     upstreams,
+    executions,
     provider,
     key,
     url,

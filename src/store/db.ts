@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS executions (
   call_id         TEXT NOT NULL,
   session_id      TEXT NOT NULL,
   tool_name       TEXT NOT NULL,
+  owner           TEXT NOT NULL,      -- instance_id of the gateway that admitted it (recovery scope)
   created_at      TEXT NOT NULL,
   updated_at      TEXT NOT NULL,
   terminal_entry_hash TEXT,

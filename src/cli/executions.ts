@@ -1,0 +1,66 @@
+/**
+ * `cmcp executions list|show --db FILE`: the operator's read-only view of the execution
+ * registry. Opens the database read-only; never invokes anything.
+ */
+import { existsSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import type { Command } from 'commander';
+import type { ExecutionRow } from '../execution/registry.js';
+
+function openReadOnly(file: string): Database.Database {
+  if (!existsSync(file)) {
+    process.stderr.write(`cmcp: no database at ${file}\n`);
+    process.exit(2);
+  }
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  db.pragma('busy_timeout = 5000');
+  return db;
+}
+
+function line(r: ExecutionRow): string {
+  return [r.state.padEnd(15), r.agent_id, r.execution_id, r.tool_name, r.call_id, r.updated_at].join('  ');
+}
+
+export function registerExecutionsCommand(program: Command): void {
+  const cmd = program.command('executions').description('read the execution registry (read-only)');
+  cmd
+    .command('list')
+    .description('list executions, newest first')
+    .requiredOption('--db <file>', 'gateway SQLite database')
+    .option('--agent <agent_id>', 'only this agent')
+    .option('--state <state>', 'only this state (in_flight, completed, not_attempted, outcome_unknown)')
+    .option('--json', 'JSON output')
+    .action((o: { db: string; agent?: string; state?: string; json?: boolean }) => {
+      const db = openReadOnly(o.db);
+      const rows = db
+        .prepare<[string | null, string | null, string | null, string | null], ExecutionRow>(
+          'SELECT * FROM executions WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR state = ?) ORDER BY created_at DESC',
+        )
+        .all(o.agent ?? null, o.agent ?? null, o.state ?? null, o.state ?? null);
+      db.close();
+      if (o.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+      else {
+        process.stdout.write(`${['state'.padEnd(15), 'agent', 'execution_id', 'tool', 'call_id', 'updated_at'].join('  ')}\n`);
+        for (const r of rows) process.stdout.write(`${line(r)}\n`);
+        process.stdout.write(`${rows.length} execution(s)\n`);
+      }
+    });
+  cmd
+    .command('show')
+    .description('show one execution')
+    .requiredOption('--db <file>', 'gateway SQLite database')
+    .requiredOption('--agent <agent_id>', 'the owning agent (execution ids are scoped by agent)')
+    .argument('<execution_id>')
+    .option('--json', 'JSON output')
+    .action((executionId: string, o: { db: string; agent: string; json?: boolean }) => {
+      const db = openReadOnly(o.db);
+      const row = db.prepare<[string, string], ExecutionRow>('SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?').get(o.agent, executionId);
+      db.close();
+      if (!row) {
+        process.stderr.write('cmcp: EXECUTION_NOT_FOUND: no such execution for this agent\n');
+        process.exit(1);
+      }
+      if (o.json) process.stdout.write(`${JSON.stringify(row, null, 2)}\n`);
+      else for (const [k, v] of Object.entries(row)) process.stdout.write(`${k.padEnd(20)} ${v ?? '-'}\n`);
+    });
+}

@@ -1,0 +1,123 @@
+/**
+ * The execution registry (design §6): one row per (agent_id, execution_id), reserved
+ * `in_flight` with an immutable action binding before the upstream is invoked, moved to a
+ * terminal state (`completed`, `not_attempted`, `outcome_unknown`) in the same transaction
+ * as the call's terminal audit entry. Terminal rows refuse reuse forever.
+ */
+import type { AuditChain } from '../audit/chain.js';
+import { GATEWAY_CHAIN_ID } from '../format/entry.js';
+import type { Db } from '../store/db.js';
+import { bindingsEqual } from './binding.js';
+
+export type ExecutionState = 'in_flight' | 'completed' | 'not_attempted' | 'outcome_unknown';
+export type TerminalState = Exclude<ExecutionState, 'in_flight'>;
+
+/** A registry row. */
+export interface ExecutionRow {
+  agent_id: string;
+  execution_id: string;
+  binding: string;
+  state: ExecutionState;
+  call_id: string;
+  session_id: string;
+  tool_name: string;
+  owner: string;
+  created_at: string;
+  updated_at: string;
+  terminal_entry_hash: string | null;
+}
+
+/** Result of admission: only `admitted` may reach the upstream. */
+export type Admission =
+  | { kind: 'admitted' }
+  | { kind: 'EXECUTION_COLLISION' | 'EXECUTION_IN_FLIGHT' | 'EXECUTION_REPLAY_REFUSED'; existing: ExecutionRow };
+
+export class ExecutionRegistry {
+  private readonly getStmt;
+  private readonly insertStmt;
+  private readonly finishStmt;
+
+  constructor(
+    private readonly db: Db,
+    /** This gateway's instance id: recovery seals only rows it owns. */
+    readonly owner: string,
+  ) {
+    this.getStmt = db.prepare<[string, string], ExecutionRow>('SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?');
+    this.insertStmt = db.prepare(
+      `INSERT INTO executions (agent_id, execution_id, binding, state, call_id, session_id, tool_name, owner, created_at, updated_at)
+       VALUES (?,?,?,'in_flight',?,?,?,?,?,?)`,
+    );
+    this.finishStmt = db.prepare(
+      `UPDATE executions SET state = ?, updated_at = ?, terminal_entry_hash = ?
+       WHERE agent_id = ? AND execution_id = ? AND call_id = ? AND state = 'in_flight'`,
+    );
+  }
+
+  /** The row for an agent's execution_id, or undefined. Reads never invoke anything. */
+  get(agentId: string, executionId: string): ExecutionRow | undefined {
+    return this.getStmt.get(agentId, executionId);
+  }
+
+  /**
+   * Admission, to be called inside the caller's `BEGIN IMMEDIATE` transaction: inserts an
+   * `in_flight` row, or classifies the existing one. A different binding is a collision
+   * whatever the state (checked first); then in_flight; then any terminal state is a replay.
+   */
+  admit(inp: { agentId: string; executionId: string; binding: string; callId: string; sessionId: string; toolName: string }): Admission {
+    if (!this.db.inTransaction) throw new Error('admission must run inside a transaction');
+    const existing = this.getStmt.get(inp.agentId, inp.executionId);
+    if (!existing) {
+      const now = new Date().toISOString();
+      this.insertStmt.run(inp.agentId, inp.executionId, inp.binding, inp.callId, inp.sessionId, inp.toolName, this.owner, now, now);
+      return { kind: 'admitted' };
+    }
+    if (!bindingsEqual(existing.binding, inp.binding)) return { kind: 'EXECUTION_COLLISION', existing };
+    if (existing.state === 'in_flight') return { kind: 'EXECUTION_IN_FLIGHT', existing };
+    return { kind: 'EXECUTION_REPLAY_REFUSED', existing };
+  }
+
+  /**
+   * Moves an admitted row to its terminal state, inside the transaction that appends the
+   * terminal audit entry. @throws if the row is not this call's in_flight row.
+   */
+  finish(agentId: string, executionId: string, callId: string, state: TerminalState, entryHash: string): void {
+    if (!this.db.inTransaction) throw new Error('terminal transition must run inside a transaction');
+    const r = this.finishStmt.run(state, new Date().toISOString(), entryHash, agentId, executionId, callId);
+    if (r.changes !== 1) throw new Error('execution row is not in flight for this call');
+  }
+
+  /**
+   * Start-up recovery (design §6): every `in_flight` row this instance owns becomes
+   * `outcome_unknown`, with one `execution_sealed` entry per row in the gateway chain, each
+   * in its own IMMEDIATE transaction. Must run before the listener opens.
+   * @returns the number of rows sealed.
+   */
+  sealInFlight(chain: AuditChain): number {
+    const rows = this.db
+      .prepare<[string], ExecutionRow>("SELECT * FROM executions WHERE state = 'in_flight' AND owner = ? ORDER BY created_at")
+      .all(this.owner);
+    for (const row of rows) {
+      this.db
+        .transaction(() => {
+          const e = chain.append(GATEWAY_CHAIN_ID, {
+            entry_type: 'execution_sealed',
+            agent_id: row.agent_id,
+            execution_id: row.execution_id,
+            call_id: row.call_id,
+            session_id: row.session_id,
+            tool_name: row.tool_name,
+            disposition: 'outcome_unknown',
+            detail: { reason: 'in_flight at start-up: the previous process stopped before a terminal outcome was recorded' },
+          });
+          this.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
+        })
+        .immediate();
+    }
+    return rows.length;
+  }
+
+  /** All rows (operators' `cmcp executions list`), newest first. */
+  list(limit = 1000): ExecutionRow[] {
+    return this.db.prepare<[number], ExecutionRow>('SELECT * FROM executions ORDER BY created_at DESC LIMIT ?').all(limit);
+  }
+}
