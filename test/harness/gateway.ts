@@ -132,7 +132,7 @@ export async function startChild(cfg: TestConfig, env: Record<string, string> = 
     stderr: () => out,
     stop(signal: NodeJS.Signals = 'SIGTERM') {
       return new Promise((res) => {
-        if (proc.exitCode !== null) return res(proc.exitCode);
+        if (proc.exitCode !== null || proc.signalCode !== null) return res(proc.exitCode);
         proc.once('exit', (code) => res(code));
         proc.kill(signal);
       });
