@@ -1,7 +1,12 @@
 /** Execution Action Binding v1: the published vectors and the tools/call adapter (issue 3 item 3). */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { assertRenderedBinding, bindingsEqual, computeBinding, toolCallBinding } from '../src/execution/binding.js';
+import {
+  assertRenderedBinding,
+  bindingsEqual,
+  computeBinding,
+  toolCallBinding,
+} from '../src/execution/binding.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 interface Vector {
@@ -14,7 +19,9 @@ interface Vector {
 }
 
 describe.skipIf(!hasVectors())('Execution Action Binding v1 vectors', () => {
-  const file = JSON.parse(readFileSync(vectorPath('execution-binding-v1', 'execution-action-binding-v1-vectors.json'), 'utf8')) as {
+  const file = JSON.parse(
+    readFileSync(vectorPath('execution-binding-v1', 'execution-action-binding-v1-vectors.json'), 'utf8'),
+  ) as {
     vectors: Vector[];
   };
   const expected = JSON.parse(readFileSync(vectorPath('execution-binding-v1', 'expected.json'), 'utf8')) as {
@@ -65,7 +72,13 @@ describe('v1 preimage rules', () => {
 });
 
 describe('tools/call adapter', () => {
-  const base = { agentId: 'alice', serverIdentity: 'fs', toolName: 'fs.write_file', arguments: { path: '/a', content: 'x', n: { b: 1, a: 2 } }, actionTimestamp: null };
+  const base = {
+    agentId: 'alice',
+    serverIdentity: 'fs',
+    toolName: 'fs.write_file',
+    arguments: { path: '/a', content: 'x', n: { b: 1, a: 2 } },
+    actionTimestamp: null,
+  };
   const b0 = toolCallBinding(base);
   it('arguments differing only in key order bind identically', () => {
     expect(toolCallBinding({ ...base, arguments: { n: { a: 2, b: 1 }, content: 'x', path: '/a' } })).toBe(b0);

@@ -10,14 +10,24 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import { type ChildGateway, cleanup, freePort, REPO_ROOT, rest, rpc, startChild, writeConfig } from './harness/gateway.js';
+import {
+  type ChildGateway,
+  cleanup,
+  freePort,
+  REPO_ROOT,
+  rest,
+  rpc,
+  startChild,
+  writeConfig,
+} from './harness/gateway.js';
 
 let up: CountingServer;
 const dirs: string[] = [];
 const children: ChildGateway[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` first');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js')))
+    throw new Error('dist/ is missing: run `npm run build` first');
   up = await startCountingServer();
 });
 afterAll(async () => {
@@ -26,8 +36,17 @@ afterAll(async () => {
   for (const d of dirs) cleanup(d);
 });
 
-async function gatewayOn(dir: string, instance: string, env: Record<string, string> = {}, timeoutMs = 10_000) {
-  const cfg = await writeConfig({ dir, port: await freePort(), upstreams: [{ name: 'c', transport: 'http', url: up.url, timeout_ms: timeoutMs }] });
+async function gatewayOn(
+  dir: string,
+  instance: string,
+  env: Record<string, string> = {},
+  timeoutMs = 10_000,
+) {
+  const cfg = await writeConfig({
+    dir,
+    port: await freePort(),
+    upstreams: [{ name: 'c', transport: 'http', url: up.url, timeout_ms: timeoutMs }],
+  });
   // Same database for every instance in `dir`; distinct instance ids (recovery scope).
   const { readFileSync, writeFileSync } = await import('node:fs');
   const file = join(dir, `${instance}.yaml`);
@@ -38,7 +57,12 @@ async function gatewayOn(dir: string, instance: string, env: Record<string, stri
 }
 
 function callAt(url: string, id: number, name: string, args: Record<string, unknown>, executionId: string) {
-  return rpc(url, 'alice-token', { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _cmcp: { execution_id: executionId } } });
+  return rpc(url, 'alice-token', {
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args, _cmcp: { execution_id: executionId } },
+  });
 }
 
 const uniq = (p: string) => `${p}-${Math.random().toString(36).slice(2)}`;
@@ -62,7 +86,9 @@ describe('two gateway processes sharing one database', () => {
       const x = uniq(`p-c1-${n}`);
       const marker = uniq('m');
       const rs = await Promise.all(
-        Array.from({ length: n }, (_, i) => callAt(i % 2 ? b.url : a.url, i, 'c.hold', { ms: 1500, marker }, x)),
+        Array.from({ length: n }, (_, i) =>
+          callAt(i % 2 ? b.url : a.url, i, 'c.hold', { ms: 1500, marker }, x),
+        ),
       );
       expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
       expect(rs.filter((r) => r.body.result)).toHaveLength(1);
@@ -111,17 +137,22 @@ describe('process restart', () => {
     const x = uniq('kill');
     const marker = uniq('m');
     const pending = callAt(child.url, 1, 'c.hold', { ms: 20_000, marker }, x).catch(() => null);
-    for (let i = 0; i < 100 && !up.invocations.some((v) => v.args.marker === marker); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && !up.invocations.some((v) => v.args.marker === marker); i++)
+      await new Promise((r) => setTimeout(r, 50));
     expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
     await child.stop('SIGKILL');
     await pending;
     const before = new Database(dbPath, { readonly: true });
-    expect(before.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({ state: 'in_flight' });
+    expect(before.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({
+      state: 'in_flight',
+    });
     before.close();
 
     const { child: again } = await gatewayOn(dir, 'gw-k');
     const db = new Database(dbPath, { readonly: true });
-    expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({ state: 'outcome_unknown' });
+    expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({
+      state: 'outcome_unknown',
+    });
     const sealed = db
       .prepare<[string], { canonical: string; entry_hash: string }>(
         "SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = 'gateway' AND entry_type = 'execution_sealed' AND execution_id = ?",
@@ -150,18 +181,38 @@ describe('process restart', () => {
     const x = uniq('fault');
     const marker = uniq('m');
     const r = await callAt(child.url, 1, 'c.record', { a: marker }, x);
-    expect(r.body.error.data).toMatchObject({ error_code: 'AUDIT_WRITE_FAILED', execution_id: x, execution_state: 'in_flight' });
+    expect(r.body.error.data).toMatchObject({
+      error_code: 'AUDIT_WRITE_FAILED',
+      execution_id: x,
+      execution_state: 'in_flight',
+    });
     expect(r.body.error.code).toBe(-32040);
     let db = new Database(dbPath, { readonly: true });
-    expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({ state: 'in_flight' });
+    expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({
+      state: 'in_flight',
+    });
     // No tool_call entry records an outcome for this execution (the transaction rolled back whole).
-    expect(db.prepare("SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'tool_call'").get(x)).toEqual({ n: 0 });
+    expect(
+      db
+        .prepare(
+          "SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'tool_call'",
+        )
+        .get(x),
+    ).toEqual({ n: 0 });
     db.close();
     await child.stop('SIGKILL');
     const { child: again } = await gatewayOn(dir, 'gw-f');
     db = new Database(dbPath, { readonly: true });
-    expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({ state: 'outcome_unknown' });
-    expect(db.prepare("SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'execution_sealed'").get(x)).toEqual({ n: 1 });
+    expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({
+      state: 'outcome_unknown',
+    });
+    expect(
+      db
+        .prepare(
+          "SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'execution_sealed'",
+        )
+        .get(x),
+    ).toEqual({ n: 1 });
     db.close();
     const retry = await callAt(again.url, 2, 'c.record', { a: marker }, x);
     expect(retry.body.error.data.error_code).toBe('EXECUTION_REPLAY_REFUSED');

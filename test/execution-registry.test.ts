@@ -16,11 +16,13 @@ let gw: Gateway;
 
 beforeAll(async () => {
   up = await startCountingServer();
-  cfg = await writeConfig({ upstreams: [
+  cfg = await writeConfig({
+    upstreams: [
       { name: 'c', transport: 'http', url: up.url, timeout_ms: 10_000 },
       // Same server, short gateway timeout: for outcome_unknown.
       { name: 'short', transport: 'http', url: up.url, timeout_ms: 400 },
-    ], });
+    ],
+  });
   gw = await startInProcess(cfg);
 });
 afterAll(async () => {
@@ -31,9 +33,15 @@ afterAll(async () => {
 
 let nextId = 0;
 function call(token: string, name: string, args: Record<string, unknown>, cmcp?: Record<string, unknown>) {
-  return rpc(gw.url, token, { jsonrpc: '2.0', id: ++nextId, method: 'tools/call', params: { name, arguments: args, ...(cmcp ? { _cmcp: cmcp } : {}) } });
+  return rpc(gw.url, token, {
+    jsonrpc: '2.0',
+    id: ++nextId,
+    method: 'tools/call',
+    params: { name, arguments: args, ...(cmcp ? { _cmcp: cmcp } : {}) },
+  });
 }
-const count = (pred: (a: Record<string, unknown>) => boolean) => up.invocations.filter((i) => pred(i.args)).length;
+const count = (pred: (a: Record<string, unknown>) => boolean) =>
+  up.invocations.filter((i) => pred(i.args)).length;
 const uniq = (p: string) => `${p}-${Math.random().toString(36).slice(2)}`;
 
 describe('ingress (table-driven)', () => {
@@ -59,15 +67,19 @@ describe('ingress (table-driven)', () => {
       expect(r.body.error.code).toBe(-32050);
       expect(count((a) => a.a === marker)).toBe(0);
       const ev = r.body.error.data.evidence;
-      const row = gw.db.prepare<[string], { canonical: string }>('SELECT canonical FROM audit_entries WHERE entry_hash = ?').get(ev.entry_hash);
+      const row = gw.db
+        .prepare<[string], { canonical: string }>('SELECT canonical FROM audit_entries WHERE entry_hash = ?')
+        .get(ev.entry_hash);
       expect(row?.canonical).toContain('"execution_id":null');
       expect(row?.canonical).toContain('"error_code":"EXECUTION_ID_INVALID"');
-      expect(gw.db.prepare('SELECT COUNT(*) AS n FROM executions WHERE call_id = ?').get(ev.call_id)).toEqual({ n: 0 });
+      expect(gw.db.prepare('SELECT COUNT(*) AS n FROM executions WHERE call_id = ?').get(ev.call_id)).toEqual(
+        { n: 0 },
+      );
     });
   }
   const valid: [string, string][] = [
     ['1 character', '!'],
-    ['200 characters', '~'.repeat(199) + 'z'],
+    ['200 characters', `${'~'.repeat(199)}z`],
     ['all printable ASCII', '!"#$%&\'()*+,-./0123456789:;<=>?@AZ[\\]^_`az{|}~'],
   ];
   for (const [label, value] of valid) {
@@ -80,7 +92,9 @@ describe('ingress (table-driven)', () => {
   it('an absent key means no correlation', async () => {
     const r = await call('alice-token', 'c.record', { a: uniq('absent') });
     const ev = r.body.result._meta['dev.cmcp/evidence'];
-    expect(gw.db.prepare('SELECT COUNT(*) AS n FROM executions WHERE call_id = ?').get(ev.call_id)).toEqual({ n: 0 });
+    expect(gw.db.prepare('SELECT COUNT(*) AS n FROM executions WHERE call_id = ?').get(ev.call_id)).toEqual({
+      n: 0,
+    });
   });
 });
 
@@ -107,7 +121,11 @@ describe('C-EXEC-1 concurrent same key (one process)', () => {
     it(`${n} concurrent identical calls: exactly one upstream execution, the rest in flight`, async () => {
       const x = uniq(`c1-${n}`);
       const marker = uniq('m');
-      const rs = await Promise.all(Array.from({ length: n }, () => call('alice-token', 'c.hold', { ms: 1000, marker }, { execution_id: x })));
+      const rs = await Promise.all(
+        Array.from({ length: n }, () =>
+          call('alice-token', 'c.hold', { ms: 1000, marker }, { execution_id: x }),
+        ),
+      );
       expect(up.invocations.filter((i) => i.args.marker === marker)).toHaveLength(1);
       const ok = rs.filter((r) => r.body.result);
       const inFlight = rs.filter((r) => r.body.error?.data.error_code === 'EXECUTION_IN_FLIGHT');
@@ -126,7 +144,9 @@ describe('C-EXEC-1 concurrent same key (one process)', () => {
     const x = uniq('c1-fail');
     const before = up.invocations.filter((i) => i.tool === 'hold').length;
     // The gateway times out (400 ms) before the held call returns: outcome_unknown.
-    const rs = await Promise.all(Array.from({ length: 5 }, () => call('alice-token', 'short.hold', { ms: 1500 }, { execution_id: x })));
+    const rs = await Promise.all(
+      Array.from({ length: 5 }, () => call('alice-token', 'short.hold', { ms: 1500 }, { execution_id: x })),
+    );
     expect(rs.filter((r) => r.body.error?.data.error_code === 'UPSTREAM_FAILED')).toHaveLength(1);
     expect(rs.filter((r) => r.body.error?.data.error_code === 'EXECUTION_IN_FLIGHT')).toHaveLength(4);
     const retry = await call('alice-token', 'short.hold', { ms: 1500 }, { execution_id: x });
@@ -177,20 +197,34 @@ describe('replay after each terminal state', () => {
     expect(st.body.created_at).toBeTruthy();
     expect(st.body.updated_at).toBeTruthy();
     // The audit disposition and the registry state are the same word.
-    const row = gw.db.prepare<[string], { canonical: string }>('SELECT canonical FROM audit_entries WHERE entry_hash = ?').get(terminal);
+    const row = gw.db
+      .prepare<[string], { canonical: string }>('SELECT canonical FROM audit_entries WHERE entry_hash = ?')
+      .get(terminal);
     expect(JSON.parse(row!.canonical).disposition).toBe('completed');
     // The refusal itself is audited under the asserted execution_id.
-    const refusal = gw.db.prepare<[string], { canonical: string }>('SELECT canonical FROM audit_entries WHERE entry_hash = ?').get(r2.body.error.data.evidence.entry_hash);
-    expect(JSON.parse(refusal!.canonical)).toMatchObject({ execution_id: x, error_code: 'EXECUTION_REPLAY_REFUSED', disposition: 'refused' });
+    const refusal = gw.db
+      .prepare<[string], { canonical: string }>('SELECT canonical FROM audit_entries WHERE entry_hash = ?')
+      .get(r2.body.error.data.evidence.entry_hash);
+    expect(JSON.parse(refusal!.canonical)).toMatchObject({
+      execution_id: x,
+      error_code: 'EXECUTION_REPLAY_REFUSED',
+      disposition: 'refused',
+    });
   });
 
   it('outcome_unknown (upstream holds the call past the timeout): refused, no second invocation', async () => {
     const x = uniq('unknown');
     const before = up.invocations.filter((i) => i.tool === 'hold').length;
     const r1 = await call('alice-token', 'short.hold', { ms: 2000 }, { execution_id: x });
-    expect(r1.body.error.data).toMatchObject({ error_code: 'UPSTREAM_FAILED', execution_state: 'outcome_unknown' });
+    expect(r1.body.error.data).toMatchObject({
+      error_code: 'UPSTREAM_FAILED',
+      execution_state: 'outcome_unknown',
+    });
     const r2 = await call('alice-token', 'short.hold', { ms: 2000 }, { execution_id: x });
-    expect(r2.body.error.data).toMatchObject({ error_code: 'EXECUTION_REPLAY_REFUSED', execution_state: 'outcome_unknown' });
+    expect(r2.body.error.data).toMatchObject({
+      error_code: 'EXECUTION_REPLAY_REFUSED',
+      execution_state: 'outcome_unknown',
+    });
     expect(up.invocations.filter((i) => i.tool === 'hold').length - before).toBe(1);
     up.release();
   });
@@ -204,10 +238,26 @@ describe('not_attempted', () => {
     try {
       await down.close();
       const x = uniq('na');
-      const r1 = await rpc(g2.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'd.record', arguments: { a: 1 }, _cmcp: { execution_id: x } } });
-      expect(r1.body.error.data).toMatchObject({ error_code: 'UPSTREAM_UNAVAILABLE', execution_state: 'not_attempted' });
-      const r2 = await rpc(g2.url, 'alice-token', { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'd.record', arguments: { a: 1 }, _cmcp: { execution_id: x } } });
-      expect(r2.body.error.data).toMatchObject({ error_code: 'EXECUTION_REPLAY_REFUSED', execution_state: 'not_attempted' });
+      const r1 = await rpc(g2.url, 'alice-token', {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'd.record', arguments: { a: 1 }, _cmcp: { execution_id: x } },
+      });
+      expect(r1.body.error.data).toMatchObject({
+        error_code: 'UPSTREAM_UNAVAILABLE',
+        execution_state: 'not_attempted',
+      });
+      const r2 = await rpc(g2.url, 'alice-token', {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'tools/call',
+        params: { name: 'd.record', arguments: { a: 1 }, _cmcp: { execution_id: x } },
+      });
+      expect(r2.body.error.data).toMatchObject({
+        error_code: 'EXECUTION_REPLAY_REFUSED',
+        execution_state: 'not_attempted',
+      });
       expect(down.invocations).toHaveLength(0);
       expect(g2.executions.get('alice', x)?.state).toBe('not_attempted');
     } finally {
@@ -229,7 +279,9 @@ describe('claims and bundles', () => {
     expect(JSON.stringify(claim.body)).not.toContain(x);
     expect(claim.body.transcript).toHaveLength(2);
     const bundle = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
-    const withX = bundle.body.entries.filter((e: { canonical: string }) => JSON.parse(e.canonical).execution_id === x);
+    const withX = bundle.body.entries.filter(
+      (e: { canonical: string }) => JSON.parse(e.canonical).execution_id === x,
+    );
     expect(withX).toHaveLength(2);
   });
 });

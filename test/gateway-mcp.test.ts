@@ -8,7 +8,15 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type CountingServer, startCountingServer, TINY_PNG } from './fixtures/counting-server.js';
-import { cleanup, everythingUpstream, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import {
+  cleanup,
+  everythingUpstream,
+  rest,
+  rpc,
+  startInProcess,
+  type TestConfig,
+  writeConfig,
+} from './harness/gateway.js';
 
 let upstream: CountingServer;
 let cfg: TestConfig;
@@ -29,7 +37,12 @@ afterAll(async () => {
 });
 
 const call = (token: string | null, id: unknown, name: string, args: unknown = {}, cmcp?: unknown) =>
-  rpc(gw.url, token, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, ...(cmcp ? { _cmcp: cmcp } : {}) } });
+  rpc(gw.url, token, {
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args, ...(cmcp ? { _cmcp: cmcp } : {}) },
+  });
 
 describe('MCP envelope', () => {
   it('C-MCP-2 a notification gets 202 and an empty body', async () => {
@@ -94,18 +107,36 @@ describe('MCP envelope', () => {
       });
       expect(r.body.result.protocolVersion).toBe(v);
     }
-    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
-    const list = await rpc(gw.url, 'alice-token', { jsonrpc: '2.0', id: 'l', method: 'tools/list', params: { _meta: meta } }, { 'mcp-protocol-version': '2026-07-28' });
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const list = await rpc(
+      gw.url,
+      'alice-token',
+      { jsonrpc: '2.0', id: 'l', method: 'tools/list', params: { _meta: meta } },
+      { 'mcp-protocol-version': '2026-07-28' },
+    );
     expect(list.status).toBe(200);
     expect(list.body.result.tools.map((t: { name: string }) => t.name)).toContain('counter.record');
     const c = await rpc(
       gw.url,
       'alice-token',
-      { jsonrpc: '2.0', id: 'c', method: 'tools/call', params: { _meta: meta, name: 'counter.record', arguments: { a: 1 } } },
+      {
+        jsonrpc: '2.0',
+        id: 'c',
+        method: 'tools/call',
+        params: { _meta: meta, name: 'counter.record', arguments: { a: 1 } },
+      },
       { 'mcp-protocol-version': '2026-07-28' },
     );
     expect(c.body.result.content[0].text).toMatch(/^count=/);
-    const bad = await rpc(gw.url, 'alice-token', { jsonrpc: '2.0', id: 'b', method: 'tools/list', params: { _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } });
+    const bad = await rpc(gw.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 'b',
+      method: 'tools/list',
+      params: { _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } },
+    });
     expect(bad.status).toBe(400);
   });
 });
@@ -191,12 +222,19 @@ describe('sessions', () => {
     const sid = s.body.session_id;
     await call('alice-token', 1, 'counter.record', { a: 2 }, { session_id: sid });
     await call('alice-token', 2, 'no.such.tool', {}, { session_id: sid });
-    await call('alice-token', 3, 'counter.record', { a: 9007199254740993 }, { session_id: sid });
+    // 2^53 + 1 as JSON text: JavaScript cannot hold it exactly, so the gateway refuses it.
+    await rpc(
+      gw.url,
+      'alice-token',
+      `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter.record","arguments":{"a":9007199254740993},"_cmcp":{"session_id":"${sid}"}}}`,
+    );
     await call('alice-token', 4, 'counter.fail', {}, { session_id: sid });
     const closed = await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
     expect(closed.status).toBe(200);
     const rows = gw.db
-      .prepare<[string], { canonical: string; entry_type: string }>('SELECT canonical, entry_type FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number')
+      .prepare<[string], { canonical: string; entry_type: string }>(
+        'SELECT canonical, entry_type FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number',
+      )
       .all(sid);
     const calls = rows.filter((r) => r.entry_type === 'tool_call');
     expect(calls).toHaveLength(4);
@@ -232,8 +270,15 @@ describe('the official SDK client through the gateway', () => {
     expect(tools.tools.map((t) => t.name)).toContain('everything.echo');
     const echo = await client.callTool({ name: 'everything.echo', arguments: { message: 'hi there' } });
     expect(JSON.stringify(echo.content)).toContain('hi there');
-    const sc = await client.callTool({ name: 'everything.get-structured-content', arguments: { location: 'Chicago' } });
-    expect(sc.structuredContent).toEqual({ temperature: 36, conditions: 'Light rain / drizzle', humidity: 82 });
+    const sc = await client.callTool({
+      name: 'everything.get-structured-content',
+      arguments: { location: 'Chicago' },
+    });
+    expect(sc.structuredContent).toEqual({
+      temperature: 36,
+      conditions: 'Light rain / drizzle',
+      humidity: 82,
+    });
     await client.close();
   });
 });

@@ -6,7 +6,7 @@
  * gateway serving and the claim signed-only.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fromB64u, b64u } from '../src/format/canonical.js';
+import { b64u, fromB64u } from '../src/format/canonical.js';
 import { type Claim, signClaim } from '../src/format/claim.js';
 import type { AuditBundle } from '../src/format/entry.js';
 import type { Gateway } from '../src/gateway/runtime.js';
@@ -37,14 +37,27 @@ afterAll(async () => {
   if (cfg) cleanup(cfg.dir);
 });
 
-const failed = (r: VerificationReport) => r.checks.filter((c) => c.status === 'fail').map((c) => c.reason_code);
+const failed = (r: VerificationReport) =>
+  r.checks.filter((c) => c.status === 'fail').map((c) => c.reason_code);
 
-async function closedSession(token = 'alice-token'): Promise<{ claim: Claim; bundle: AuditBundle; sid: string }> {
+async function closedSession(
+  token = 'alice-token',
+): Promise<{ claim: Claim; bundle: AuditBundle; sid: string }> {
   const s = await rest(gw.url, token, 'POST', '/sessions', {});
   expect(s.status).toBe(201);
   const sid = s.body.session_id as string;
-  await rpc(gw.url, token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'c.record', arguments: { a: 1 }, _cmcp: { session_id: sid } } });
-  await rpc(gw.url, token, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'c.nope', arguments: {}, _cmcp: { session_id: sid } } });
+  await rpc(gw.url, token, {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'c.record', arguments: { a: 1 }, _cmcp: { session_id: sid } },
+  });
+  await rpc(gw.url, token, {
+    jsonrpc: '2.0',
+    id: 2,
+    method: 'tools/call',
+    params: { name: 'c.nope', arguments: {}, _cmcp: { session_id: sid } },
+  });
   const claim = (await rest(gw.url, token, 'POST', `/sessions/${sid}/close`)).body as Claim;
   const bundle = (await rest(gw.url, token, 'GET', `/sessions/${sid}/audit`)).body as AuditBundle;
   return { claim, bundle, sid };
@@ -127,7 +140,10 @@ describe('TPM-bound sessions', () => {
   });
 
   it('the four tamperings give four distinct reasons', () => {
-    expect(new Set(['ENTRY_HASH_MISMATCH', 'QUOTE_SIGNATURE_INVALID', 'QUOTE_NONCE_MISMATCH', 'BUNDLE_TRUNCATED']).size).toBe(4);
+    expect(
+      new Set(['ENTRY_HASH_MISMATCH', 'QUOTE_SIGNATURE_INVALID', 'QUOTE_NONCE_MISMATCH', 'BUNDLE_TRUNCATED'])
+        .size,
+    ).toBe(4);
   });
 });
 
@@ -145,7 +161,12 @@ describe('binding failure', () => {
       expect(s.status).toBe(201);
       expect(s.body.binding.status).toBe('absent');
       const sid = s.body.session_id;
-      const call = await rpc(g2.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'c.record', arguments: { a: 'after-tpm-loss' }, _cmcp: { session_id: sid } } });
+      const call = await rpc(g2.url, 'alice-token', {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'c.record', arguments: { a: 'after-tpm-loss' }, _cmcp: { session_id: sid } },
+      });
       expect(call.body.result.content[0].text).toMatch(/^count=/);
       const entries = g2.chain.entries(sid);
       const failedEntry = entries.find((e) => e.entry_type === 'attestation_binding_failed');

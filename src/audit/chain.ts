@@ -93,7 +93,9 @@ export class AuditChain {
 
   /** All entries of a chain in sequence order, parsed from their stored canonical text. */
   entries(chainId: string): AuditEntry[] {
-    return this.chainStmt.all(chainId).map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+    return this.chainStmt
+      .all(chainId)
+      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
   }
 
   /** Exports a chain as a bundle of stored canonical texts (what a verifier re-hashes). */

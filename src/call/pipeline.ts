@@ -9,11 +9,11 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
-import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '../format/canonical.js';
-import { type AuditEntry, GATEWAY_CHAIN_ID } from '../format/entry.js';
 import { toolCallBinding } from '../execution/binding.js';
 import { checkExecutionId } from '../execution/ingress.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
+import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '../format/canonical.js';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '../format/entry.js';
 import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediate } from '../store/db.js';
 import { maybeFail } from '../store/faults.js';
@@ -69,7 +69,12 @@ export class CallPipeline {
    */
   async call(agentId: string, rawParams: unknown, startedAt: bigint): Promise<CallResponse> {
     const callId = randomUUID();
-    const base: EntryInput = { entry_type: 'tool_call', call_id: callId, agent_id: agentId, execution_id: null };
+    const base: EntryInput = {
+      entry_type: 'tool_call',
+      call_id: callId,
+      agent_id: agentId,
+      execution_id: null,
+    };
     const latency = () => Number((process.hrtime.bigint() - startedAt) / 1000n);
 
     // Unattributable refusals go to the gateway chain (nothing is off the record).
@@ -82,7 +87,10 @@ export class CallPipeline {
     }
     const p = params as Record<string, unknown>;
     const cmcpRaw = p._cmcp;
-    if (cmcpRaw !== undefined && (typeof cmcpRaw !== 'object' || cmcpRaw === null || Array.isArray(cmcpRaw))) {
+    if (
+      cmcpRaw !== undefined &&
+      (typeof cmcpRaw !== 'object' || cmcpRaw === null || Array.isArray(cmcpRaw))
+    ) {
       return refuseInGateway('INVALID_PARAMS', '_cmcp must be an object');
     }
     const cmcp = (cmcpRaw ?? {}) as Record<string, unknown>;
@@ -96,7 +104,11 @@ export class CallPipeline {
       c.session_id = cmcp.session_id;
     }
     if (cmcp.workflow_id !== undefined) {
-      if (typeof cmcp.workflow_id !== 'string' || cmcp.workflow_id.length < 1 || cmcp.workflow_id.length > 200)
+      if (
+        typeof cmcp.workflow_id !== 'string' ||
+        cmcp.workflow_id.length < 1 ||
+        cmcp.workflow_id.length > 200
+      )
         return refuseInGateway('INVALID_PARAMS', '_cmcp.workflow_id must be a string of 1–200 characters');
       c.workflow_id = cmcp.workflow_id;
     }
@@ -106,12 +118,25 @@ export class CallPipeline {
     try {
       session = await this.sessions.resolve(agentId, c.session_id);
     } catch (e) {
-      if (e instanceof CmcpError) return refuseInGateway(e.code, e.message, { detail: { session: 'unresolved' } });
+      if (e instanceof CmcpError)
+        return refuseInGateway(e.code, e.message, { detail: { session: 'unresolved' } });
       throw e;
     }
     base.session_id = session.session_id;
-    const refuse = (code: ErrorCode, message: string, extra: Partial<EntryInput> = {}, data: Record<string, unknown> = {}) =>
-      this.refuse(session.session_id, session, { ...base, ...extra, latency_us: latency() }, code, message, data);
+    const refuse = (
+      code: ErrorCode,
+      message: string,
+      extra: Partial<EntryInput> = {},
+      data: Record<string, unknown> = {},
+    ) =>
+      this.refuse(
+        session.session_id,
+        session,
+        { ...base, ...extra, latency_us: latency() },
+        code,
+        message,
+        data,
+      );
 
     const name = p.name;
     if (typeof name !== 'string' || name.length < 1 || name.length > 256) {
@@ -163,7 +188,14 @@ export class CallPipeline {
       let refusal: CallResponse | null = null;
       try {
         refusal = immediate(this.db, () => {
-          const a = this.executions.admit({ agentId, executionId, binding, callId, sessionId: session.session_id, toolName: name });
+          const a = this.executions.admit({
+            agentId,
+            executionId,
+            binding,
+            callId,
+            sessionId: session.session_id,
+            toolName: name,
+          });
           if (a.kind === 'admitted') return null;
           const x = a.existing;
           const terminal = x.state === 'in_flight' ? null : x.terminal_entry_hash;
@@ -180,7 +212,13 @@ export class CallPipeline {
         });
       } catch (e) {
         this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
-        return { error: { code: -32040, message: 'admission could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: callId, execution_id: executionId } } };
+        return {
+          error: {
+            code: -32040,
+            message: 'admission could not be recorded',
+            data: { error_code: 'AUDIT_WRITE_FAILED', call_id: callId, execution_id: executionId },
+          },
+        };
       }
       if (refusal) return refusal;
     }
@@ -222,9 +260,13 @@ export class CallPipeline {
         return e;
       });
     } catch (e) {
-      this.log.error({ call_id: callId, err: (e as Error).message }, 'terminal audit entry could not be committed');
+      this.log.error(
+        { call_id: callId, err: (e as Error).message },
+        'terminal audit entry could not be committed',
+      );
       const data: Record<string, unknown> = { error_code: 'AUDIT_WRITE_FAILED', call_id: callId };
-      if (executionId !== null) Object.assign(data, { execution_id: executionId, execution_state: 'in_flight' });
+      if (executionId !== null)
+        Object.assign(data, { execution_id: executionId, execution_state: 'in_flight' });
       return { error: { code: -32040, message: 'the outcome could not be recorded', data } };
     }
     const evidence = this.evidence(entry);
@@ -237,13 +279,33 @@ export class CallPipeline {
         error: {
           code: outcome.rpcError.code,
           message: outcome.rpcError.message,
-          data: { error_code: 'UPSTREAM_RPC_ERROR', upstream_data: outcome.rpcError.data ?? null, call_id: callId, evidence },
+          data: {
+            error_code: 'UPSTREAM_RPC_ERROR',
+            upstream_data: outcome.rpcError.data ?? null,
+            call_id: callId,
+            evidence,
+          },
         },
       };
     }
-    const err = new CmcpError(errorCode as ErrorCode, outcome.boundary === 'not_sent' ? 'the upstream could not be reached; nothing was sent' : 'the upstream did not answer; the outcome is unknown');
-    const data: Record<string, unknown> = { error_code: err.code, call_id: callId, disposition: disp, evidence };
-    if (executionId !== null) Object.assign(data, { execution_id: executionId, execution_state: disp, terminal_entry_hash: entry.entry_hash });
+    const err = new CmcpError(
+      errorCode as ErrorCode,
+      outcome.boundary === 'not_sent'
+        ? 'the upstream could not be reached; nothing was sent'
+        : 'the upstream did not answer; the outcome is unknown',
+    );
+    const data: Record<string, unknown> = {
+      error_code: err.code,
+      call_id: callId,
+      disposition: disp,
+      evidence,
+    };
+    if (executionId !== null)
+      Object.assign(data, {
+        execution_id: executionId,
+        execution_state: disp,
+        terminal_entry_hash: entry.entry_hash,
+      });
     return { error: { code: err.rpc, message: err.message, data } };
   }
 
@@ -267,14 +329,30 @@ export class CallPipeline {
       });
     } catch (e) {
       this.log.error({ call_id: input.call_id, err: (e as Error).message }, 'refusal could not be recorded');
-      return { error: { code: -32040, message: 'the refusal could not be recorded', data: { error_code: 'AUDIT_WRITE_FAILED', call_id: input.call_id } } };
+      return {
+        error: {
+          code: -32040,
+          message: 'the refusal could not be recorded',
+          data: { error_code: 'AUDIT_WRITE_FAILED', call_id: input.call_id },
+        },
+      };
     }
     return {
-      error: { code: err.rpc, message: err.message, data: { error_code: code, call_id: input.call_id, ...data, evidence: this.evidence(entry) } },
+      error: {
+        code: err.rpc,
+        message: err.message,
+        data: { error_code: code, call_id: input.call_id, ...data, evidence: this.evidence(entry) },
+      },
     };
   }
 
   private evidence(e: AuditEntry): CallEvidence {
-    return { call_id: e.call_id as string, session_id: e.session_id, entry_hash: e.entry_hash, sequence_number: e.sequence_number, chain_id: e.chain_id };
+    return {
+      call_id: e.call_id as string,
+      session_id: e.session_id,
+      entry_hash: e.entry_hash,
+      sequence_number: e.sequence_number,
+      chain_id: e.chain_id,
+    };
   }
 }

@@ -6,9 +6,15 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { AuditChain } from '../audit/chain.js';
-import { canonicalJson, sha256Hex } from '../format/canonical.js';
 import type { Ed25519Jwk, SessionBindingPreimage } from '../format/binding.js';
-import { CLAIM_PROFILE, type Claim, type EvidenceJson, signClaim, type TranscriptLine } from '../format/claim.js';
+import { canonicalJson, sha256Hex } from '../format/canonical.js';
+import {
+  CLAIM_PROFILE,
+  type Claim,
+  type EvidenceJson,
+  signClaim,
+  type TranscriptLine,
+} from '../format/claim.js';
 import type { Db } from '../store/db.js';
 
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */
@@ -68,7 +74,12 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
       enforcement_mode: inp.enforcementMode,
       catalog_hash: inp.binding.preimage.catalog_hash,
       cnf: { jwk: inp.jwk },
-      audit_chain: { chain_id: inp.sessionId, root: first.entry_hash, tip: last.entry_hash, length: entries.length },
+      audit_chain: {
+        chain_id: inp.sessionId,
+        root: first.entry_hash,
+        tip: last.entry_hash,
+        length: entries.length,
+      },
       transcript,
       counters,
       binding: { preimage: inp.binding.preimage },
@@ -90,6 +101,8 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
 
 /** The stored claim of a session, exactly as signed, or undefined. */
 export function storedClaim(db: Db, sessionId: string): Claim | undefined {
-  const row = db.prepare<[string], { canonical: string }>('SELECT canonical FROM claims WHERE session_id = ?').get(sessionId);
+  const row = db
+    .prepare<[string], { canonical: string }>('SELECT canonical FROM claims WHERE session_id = ?')
+    .get(sessionId);
   return row ? (JSON.parse(row.canonical) as Claim) : undefined;
 }

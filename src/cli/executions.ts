@@ -40,7 +40,9 @@ export function registerExecutionsCommand(program: Command): void {
       db.close();
       if (o.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
       else {
-        process.stdout.write(`${['state'.padEnd(15), 'agent', 'execution_id', 'tool', 'call_id', 'updated_at'].join('  ')}\n`);
+        process.stdout.write(
+          `${['state'.padEnd(15), 'agent', 'execution_id', 'tool', 'call_id', 'updated_at'].join('  ')}\n`,
+        );
         for (const r of rows) process.stdout.write(`${line(r)}\n`);
         process.stdout.write(`${rows.length} execution(s)\n`);
       }
@@ -54,7 +56,11 @@ export function registerExecutionsCommand(program: Command): void {
     .option('--json', 'JSON output')
     .action((executionId: string, o: { db: string; agent: string; json?: boolean }) => {
       const db = openReadOnly(o.db);
-      const row = db.prepare<[string, string], ExecutionRow>('SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?').get(o.agent, executionId);
+      const row = db
+        .prepare<[string, string], ExecutionRow>(
+          'SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?',
+        )
+        .get(o.agent, executionId);
       db.close();
       if (!row) {
         process.stderr.write('cmcp: EXECUTION_NOT_FOUND: no such execution for this agent\n');

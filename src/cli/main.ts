@@ -24,7 +24,9 @@ program
   .description('mint a random agent bearer token and print it with the SHA-256 to put in the config')
   .action(() => {
     const token = randomBytes(32).toString('base64url');
-    process.stdout.write(`token:        ${token}\ntoken_sha256: ${createHash('sha256').update(token).digest('hex')}\n`);
+    process.stdout.write(
+      `token:        ${token}\ntoken_sha256: ${createHash('sha256').update(token).digest('hex')}\n`,
+    );
   });
 
 await program.parseAsync(process.argv);

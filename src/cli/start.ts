@@ -34,7 +34,10 @@ export function registerStartCommand(program: Command): void {
         process.on('SIGINT', () => void stop('SIGINT'));
         process.on('SIGTERM', () => void stop('SIGTERM'));
       } catch (e) {
-        log.error({ err: (e as Error).message, code: (e as { code?: string }).code }, 'gateway failed to start');
+        log.error(
+          { err: (e as Error).message, code: (e as { code?: string }).code },
+          'gateway failed to start',
+        );
         process.stderr.write(`cmcp: cannot start: ${(e as Error).message}\n`);
         process.exit(1);
       }

@@ -7,7 +7,9 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
-const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters (SHA-256 of the token)');
+const hex64 = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters (SHA-256 of the token)');
 const name = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, 'must be 1–63 of A–Z a–z 0–9 _ - (starting alphanumeric)');
@@ -83,7 +85,11 @@ export const configSchema = z
     limits: z
       .strictObject({
         /** Largest accepted request body, bytes. */
-        max_request_bytes: z.number().int().min(1024).default(2 * 1024 * 1024),
+        max_request_bytes: z
+          .number()
+          .int()
+          .min(1024)
+          .default(2 * 1024 * 1024),
       })
       .default({ max_request_bytes: 2 * 1024 * 1024 }),
   })
@@ -103,11 +109,16 @@ export const configSchema = z
       });
     }
     if (!c.dev_mode && c.agents.length === 0) {
-      ctx.addIssue({ code: 'custom', path: ['agents'], message: 'at least one agent is required outside dev_mode' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['agents'],
+        message: 'at least one agent is required outside dev_mode',
+      });
     }
     const seen = new Set<string>();
     c.upstreams.forEach((u, i) => {
-      if (seen.has(u.name)) ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'name'], message: 'duplicate' });
+      if (seen.has(u.name))
+        ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'name'], message: 'duplicate' });
       seen.add(u.name);
     });
   });
@@ -145,7 +156,11 @@ function fieldPath(path: readonly PropertyKey[]): string {
  */
 export function parseConfig(raw: unknown, file = '(inline)'): GatewayConfig {
   const r = configSchema.safeParse(raw);
-  if (!r.success) throw new ConfigError(file, r.error.issues.map((i) => `${fieldPath(i.path)}: ${i.message}`));
+  if (!r.success)
+    throw new ConfigError(
+      file,
+      r.error.issues.map((i) => `${fieldPath(i.path)}: ${i.message}`),
+    );
   return r.data;
 }
 

@@ -27,7 +27,11 @@ export const ERRORS = {
     rpc: -32602,
     summary: 'Params are malformed (e.g. integers outside ±(2^53−1), lone surrogates, unknown _cmcp fields).',
   },
-  INTERNAL_ERROR: { http: 500, rpc: -32603, summary: 'An internal fault; details are in the server log only.' },
+  INTERNAL_ERROR: {
+    http: 500,
+    rpc: -32603,
+    summary: 'An internal fault; details are in the server log only.',
+  },
   UNAUTHENTICATED: { http: 401, rpc: -32001, summary: 'Missing or unknown bearer token.' },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32002, summary: 'The request body exceeds the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32003, summary: 'Content-Type must be application/json.' },
@@ -54,7 +58,11 @@ export const ERRORS = {
     rpc: -32033,
     summary: 'The upstream answered with a JSON-RPC error; its own code and message are relayed (completed).',
   },
-  UPSTREAM_RESULT_TOO_LARGE: { http: 502, rpc: -32032, summary: 'The upstream result exceeded the size cap.' },
+  UPSTREAM_RESULT_TOO_LARGE: {
+    http: 502,
+    rpc: -32032,
+    summary: 'The upstream result exceeded the size cap.',
+  },
   AUDIT_WRITE_FAILED: {
     http: 500,
     rpc: -32040,
@@ -70,13 +78,21 @@ export const ERRORS = {
     rpc: -32051,
     summary: 'This execution_id is bound to a different action (any state).',
   },
-  EXECUTION_IN_FLIGHT: { http: 409, rpc: -32052, summary: 'The same action under this execution_id is running.' },
+  EXECUTION_IN_FLIGHT: {
+    http: 409,
+    rpc: -32052,
+    summary: 'The same action under this execution_id is running.',
+  },
   EXECUTION_REPLAY_REFUSED: {
     http: 409,
     rpc: -32053,
     summary: 'This execution_id reached a terminal state; it is never run again.',
   },
-  EXECUTION_NOT_FOUND: { http: 404, rpc: -32054, summary: 'No execution with this id for the authenticated agent.' },
+  EXECUTION_NOT_FOUND: {
+    http: 404,
+    rpc: -32054,
+    summary: 'No execution with this id for the authenticated agent.',
+  },
   CONFIG_INVALID: { http: 500, rpc: -32603, summary: 'The configuration file failed validation.' },
   NOT_FOUND: { http: 404, rpc: -32601, summary: 'No such route or resource.' },
 } as const satisfies Record<string, ErrorSpec>;
@@ -110,6 +126,6 @@ export class CmcpError extends Error {
 
 /** Clips caller-supplied text before it is echoed in a message (design §7). */
 export function clip(text: unknown, max = 80): string {
-  const s = typeof text === 'string' ? text : JSON.stringify(text) ?? String(text);
+  const s = typeof text === 'string' ? text : (JSON.stringify(text) ?? String(text));
   return s.length > max ? `${s.slice(0, max)}…(${s.length} chars)` : s;
 }

@@ -41,13 +41,19 @@ const MEMBERS = ['action_scope', 'action_timestamp', 'action_type', 'agent_id', 
  * @throws BindingFormatError EAB_NOT_V1.
  */
 export function assertV1Preimage(p: unknown): asserts p is ExecutionActionBindingV1 {
-  if (typeof p !== 'object' || p === null || Array.isArray(p)) throw new BindingFormatError('EAB_NOT_V1', 'preimage is not an object');
+  if (typeof p !== 'object' || p === null || Array.isArray(p))
+    throw new BindingFormatError('EAB_NOT_V1', 'preimage is not an object');
   const keys = Object.keys(p).sort();
   if (keys.length !== MEMBERS.length || keys.some((k, i) => k !== MEMBERS[i]))
-    throw new BindingFormatError('EAB_NOT_V1', `preimage must have exactly the members ${MEMBERS.join(', ')}`);
+    throw new BindingFormatError(
+      'EAB_NOT_V1',
+      `preimage must have exactly the members ${MEMBERS.join(', ')}`,
+    );
   const o = p as Record<string, unknown>;
-  if (o.domain !== EAB_DOMAIN) throw new BindingFormatError('EAB_NOT_V1', 'domain is not cmcp.execution-action-binding');
-  if (o.version !== 1 || typeof o.version !== 'number') throw new BindingFormatError('EAB_NOT_V1', 'version is not the integer 1');
+  if (o.domain !== EAB_DOMAIN)
+    throw new BindingFormatError('EAB_NOT_V1', 'domain is not cmcp.execution-action-binding');
+  if (o.version !== 1 || typeof o.version !== 'number')
+    throw new BindingFormatError('EAB_NOT_V1', 'version is not the integer 1');
   for (const k of ['agent_id', 'action_type', 'action_scope', 'action_timestamp'])
     if (typeof o[k] !== 'string') throw new BindingFormatError('EAB_NOT_V1', `${k} must be a string`);
 }
@@ -58,7 +64,8 @@ export function assertV1Preimage(p: unknown): asserts p is ExecutionActionBindin
  *   CanonicalJsonError (a lone surrogate in a member).
  */
 export function computeBinding(preimage: unknown, alg: string = 'sha256'): string {
-  if (alg !== 'sha256' && alg !== 'sha384') throw new BindingFormatError('EAB_UNSUPPORTED_ALGORITHM', `unsupported algorithm ${alg}`);
+  if (alg !== 'sha256' && alg !== 'sha384')
+    throw new BindingFormatError('EAB_UNSUPPORTED_ALGORITHM', `unsupported algorithm ${alg}`);
   assertV1Preimage(preimage);
   return `${alg}:${createHash(alg).update(canonicalJson(preimage), 'utf8').digest('hex')}`;
 }
@@ -68,7 +75,8 @@ export function computeBinding(preimage: unknown, alg: string = 'sha256'): strin
  * @throws BindingFormatError EAB_MALFORMED.
  */
 export function assertRenderedBinding(b: string): void {
-  if (!/^(sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96})$/.test(b)) throw new BindingFormatError('EAB_MALFORMED', 'not <alg>:<lowercase hex>');
+  if (!/^(sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96})$/.test(b))
+    throw new BindingFormatError('EAB_MALFORMED', 'not <alg>:<lowercase hex>');
 }
 
 /** Constant-time equality of two rendered bindings (length leaks only the algorithm). */

@@ -30,7 +30,10 @@ export interface ExecutionRow {
 /** Result of admission: only `admitted` may reach the upstream. */
 export type Admission =
   | { kind: 'admitted' }
-  | { kind: 'EXECUTION_COLLISION' | 'EXECUTION_IN_FLIGHT' | 'EXECUTION_REPLAY_REFUSED'; existing: ExecutionRow };
+  | {
+      kind: 'EXECUTION_COLLISION' | 'EXECUTION_IN_FLIGHT' | 'EXECUTION_REPLAY_REFUSED';
+      existing: ExecutionRow;
+    };
 
 export class ExecutionRegistry {
   private readonly getStmt;
@@ -42,7 +45,9 @@ export class ExecutionRegistry {
     /** This gateway's instance id: recovery seals only rows it owns. */
     readonly owner: string,
   ) {
-    this.getStmt = db.prepare<[string, string], ExecutionRow>('SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?');
+    this.getStmt = db.prepare<[string, string], ExecutionRow>(
+      'SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?',
+    );
     this.insertStmt = db.prepare(
       `INSERT INTO executions (agent_id, execution_id, binding, state, call_id, session_id, tool_name, owner, created_at, updated_at)
        VALUES (?,?,?,'in_flight',?,?,?,?,?,?)`,
@@ -63,12 +68,29 @@ export class ExecutionRegistry {
    * `in_flight` row, or classifies the existing one. A different binding is a collision
    * whatever the state (checked first); then in_flight; then any terminal state is a replay.
    */
-  admit(inp: { agentId: string; executionId: string; binding: string; callId: string; sessionId: string; toolName: string }): Admission {
+  admit(inp: {
+    agentId: string;
+    executionId: string;
+    binding: string;
+    callId: string;
+    sessionId: string;
+    toolName: string;
+  }): Admission {
     if (!this.db.inTransaction) throw new Error('admission must run inside a transaction');
     const existing = this.getStmt.get(inp.agentId, inp.executionId);
     if (!existing) {
       const now = new Date().toISOString();
-      this.insertStmt.run(inp.agentId, inp.executionId, inp.binding, inp.callId, inp.sessionId, inp.toolName, this.owner, now, now);
+      this.insertStmt.run(
+        inp.agentId,
+        inp.executionId,
+        inp.binding,
+        inp.callId,
+        inp.sessionId,
+        inp.toolName,
+        this.owner,
+        now,
+        now,
+      );
       return { kind: 'admitted' };
     }
     if (!bindingsEqual(existing.binding, inp.binding)) return { kind: 'EXECUTION_COLLISION', existing };
@@ -80,7 +102,13 @@ export class ExecutionRegistry {
    * Moves an admitted row to its terminal state, inside the transaction that appends the
    * terminal audit entry. @throws if the row is not this call's in_flight row.
    */
-  finish(agentId: string, executionId: string, callId: string, state: TerminalState, entryHash: string): void {
+  finish(
+    agentId: string,
+    executionId: string,
+    callId: string,
+    state: TerminalState,
+    entryHash: string,
+  ): void {
     if (!this.db.inTransaction) throw new Error('terminal transition must run inside a transaction');
     const r = this.finishStmt.run(state, new Date().toISOString(), entryHash, agentId, executionId, callId);
     if (r.changes !== 1) throw new Error('execution row is not in flight for this call');
@@ -94,7 +122,9 @@ export class ExecutionRegistry {
    */
   sealInFlight(chain: AuditChain): number {
     const rows = this.db
-      .prepare<[string], ExecutionRow>("SELECT * FROM executions WHERE state = 'in_flight' AND owner = ? ORDER BY created_at")
+      .prepare<[string], ExecutionRow>(
+        "SELECT * FROM executions WHERE state = 'in_flight' AND owner = ? ORDER BY created_at",
+      )
       .all(this.owner);
     for (const row of rows) {
       this.db
@@ -107,7 +137,10 @@ export class ExecutionRegistry {
             session_id: row.session_id,
             tool_name: row.tool_name,
             disposition: 'outcome_unknown',
-            detail: { reason: 'in_flight at start-up: the previous process stopped before a terminal outcome was recorded' },
+            detail: {
+              reason:
+                'in_flight at start-up: the previous process stopped before a terminal outcome was recorded',
+            },
           });
           this.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
         })
@@ -118,6 +151,8 @@ export class ExecutionRegistry {
 
   /** All rows (operators' `cmcp executions list`), newest first. */
   list(limit = 1000): ExecutionRow[] {
-    return this.db.prepare<[number], ExecutionRow>('SELECT * FROM executions ORDER BY created_at DESC LIMIT ?').all(limit);
+    return this.db
+      .prepare<[number], ExecutionRow>('SELECT * FROM executions ORDER BY created_at DESC LIMIT ?')
+      .all(limit);
   }
 }

@@ -55,7 +55,8 @@ export function bindingDigest(preimage: SessionBindingPreimage): Buffer {
 
 /** REPORT_DATA (64 bytes) = key_thumbprint (32) ‖ binding_digest (32) (design §4). */
 export function reportData(keyThumbprint: Uint8Array, digest: Uint8Array): Buffer {
-  if (keyThumbprint.length !== 32 || digest.length !== 32) throw new Error('thumbprint and digest must be 32 bytes');
+  if (keyThumbprint.length !== 32 || digest.length !== 32)
+    throw new Error('thumbprint and digest must be 32 bytes');
   return Buffer.concat([keyThumbprint, digest]);
 }
 

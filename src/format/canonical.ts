@@ -47,7 +47,11 @@ function hasLoneSurrogate(s: string): boolean {
  *
  * @throws CanonicalJsonError naming the path of the first offending member.
  */
-export function assertCanonicalizable(value: unknown, opts: { integersExact?: boolean } = {}, path = ''): void {
+export function assertCanonicalizable(
+  value: unknown,
+  opts: { integersExact?: boolean } = {},
+  path = '',
+): void {
   switch (typeof value) {
     case 'string':
       if (hasLoneSurrogate(value)) throw new CanonicalJsonError('lone surrogate in string', path);

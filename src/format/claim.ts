@@ -2,9 +2,9 @@
  * TRACE claim format (design §5), shared by the gateway (which builds and signs claims)
  * and the verifier (which re-derives everything in them).
  */
-import { createPublicKey, verify as cryptoVerify, type KeyObject, sign as cryptoSign } from 'node:crypto';
-import { canonicalJson, fromB64u, sha256Hex } from './canonical.js';
+import { createPublicKey, sign as cryptoSign, verify as cryptoVerify, type KeyObject } from 'node:crypto';
 import type { Ed25519Jwk, SessionBindingPreimage } from './binding.js';
+import { canonicalJson, fromB64u, sha256Hex } from './canonical.js';
 
 /** Profile tag of claims produced by this version. */
 export const CLAIM_PROFILE = 'cmcp.trace-claim/1';
@@ -35,6 +35,11 @@ export interface TpmEvidenceJson {
   pcr_selection: PcrSelectionJson;
   /** PCR index (decimal string) → base64url digest. */
   pcr_values: Record<string, string>;
+  /**
+   * Qualified Name of the AK's parent (TPM 2.0 Part 1 §16), base64url: for a primary AK the
+   * 4-byte hierarchy handle. TPMS_ATTEST.qualifiedSigner = nameAlg ‖ H(this ‖ AK Name).
+   */
+  ak_parent_qualified_name: string;
   /** AK certificate chain, leaf first, base64url DER; empty until enrolled (issue 4). */
   ak_cert_chain: string[];
 }

@@ -2,7 +2,12 @@
  * The fastify application: authentication, `POST /mcp`, and the REST routes for sessions
  * (design §1, §8). Errors leave as JSON with a stable `error_code`; never a stack trace.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Logger } from 'pino';
 import { CmcpError, ERRORS, type ErrorCode } from '../errors/index.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
@@ -28,7 +33,12 @@ export interface AppDeps {
   recordAuthFailure: (route: string) => void;
 }
 
-function sendError(reply: FastifyReply, code: ErrorCode, message: string, extra: Record<string, unknown> = {}) {
+function sendError(
+  reply: FastifyReply,
+  code: ErrorCode,
+  message: string,
+  extra: Record<string, unknown> = {},
+) {
   return reply.code(ERRORS[code].http).send({ error: { error_code: code, message, ...extra } });
 }
 
@@ -50,7 +60,15 @@ export function buildApp(d: AppDeps): FastifyInstance {
       d.recordAuthFailure(req.routeOptions.url ?? 'unknown');
       reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
       if (req.url.startsWith('/mcp')) {
-        return reply.code(401).send({ jsonrpc: '2.0', id: null, error: { code: ERRORS.UNAUTHENTICATED.rpc, message: 'authentication required', data: { error_code: 'UNAUTHENTICATED' } } });
+        return reply.code(401).send({
+          jsonrpc: '2.0',
+          id: null,
+          error: {
+            code: ERRORS.UNAUTHENTICATED.rpc,
+            message: 'authentication required',
+            data: { error_code: 'UNAUTHENTICATED' },
+          },
+        });
       }
       return sendError(reply, 'UNAUTHENTICATED', 'authentication required');
     }
@@ -78,7 +96,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
     }
     if (isMcp) {
       const spec = ERRORS[code];
-      return reply.code(spec.http).send({ jsonrpc: '2.0', id: null, error: { code: spec.rpc, message, data: { error_code: code } } });
+      return reply
+        .code(spec.http)
+        .send({ jsonrpc: '2.0', id: null, error: { code: spec.rpc, message, data: { error_code: code } } });
     }
     return sendError(reply, code, message);
   });
@@ -88,7 +108,12 @@ export function buildApp(d: AppDeps): FastifyInstance {
 
   app.post('/mcp', async (req: FastifyRequest, reply) => {
     const hv = req.headers['mcp-protocol-version'];
-    const r = await d.mcp.handle(req.agentId, req.body, typeof hv === 'string' ? hv : undefined, req.startedAt);
+    const r = await d.mcp.handle(
+      req.agentId,
+      req.body,
+      typeof hv === 'string' ? hv : undefined,
+      req.startedAt,
+    );
     if (r.body === null) return reply.code(202).send();
     return reply.code(r.status).type('application/json').send(r.body);
   });
@@ -98,7 +123,8 @@ export function buildApp(d: AppDeps): FastifyInstance {
 
   app.post('/sessions', async (req, reply) => {
     const body = (req.body ?? {}) as { challenge?: unknown };
-    if (typeof body !== 'object' || Array.isArray(body)) throw new CmcpError('INVALID_REQUEST', 'body must be an object');
+    if (typeof body !== 'object' || Array.isArray(body))
+      throw new CmcpError('INVALID_REQUEST', 'body must be an object');
     let challenge: string | null = null;
     if (body.challenge !== undefined && body.challenge !== null) {
       if (typeof body.challenge !== 'string' || !/^[A-Za-z0-9_-]{1,172}$/.test(body.challenge))
@@ -108,9 +134,15 @@ export function buildApp(d: AppDeps): FastifyInstance {
     const s = await d.sessions.create(req.agentId, { challenge });
     return reply.code(201).send(s);
   });
-  app.post<{ Params: { id: string } }>('/sessions/:id/close', async (req) => d.sessions.close(req.agentId, req.params.id));
-  app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req) => d.sessions.claim(req.agentId, req.params.id));
-  app.get<{ Params: { id: string } }>('/sessions/:id/audit', async (req) => d.sessions.bundle(req.agentId, req.params.id));
+  app.post<{ Params: { id: string } }>('/sessions/:id/close', async (req) =>
+    d.sessions.close(req.agentId, req.params.id),
+  );
+  app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req) =>
+    d.sessions.claim(req.agentId, req.params.id),
+  );
+  app.get<{ Params: { id: string } }>('/sessions/:id/audit', async (req) =>
+    d.sessions.bundle(req.agentId, req.params.id),
+  );
 
   // Read-only view of an execution for the agent that owns it (design §6). Never invokes anything.
   app.get<{ Params: { id: string } }>('/executions/:id', async (req) => {

@@ -29,7 +29,9 @@ export class Authenticator {
     if (header === undefined || header === '') return this.devMode ? 'dev' : null;
     const m = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
     if (!m) return null;
-    const digest = createHash('sha256').update(m[1] as string).digest('hex');
+    const digest = createHash('sha256')
+      .update(m[1] as string)
+      .digest('hex');
     for (const [h, agent] of this.byHash) {
       if (timingSafeEqual(Buffer.from(h), Buffer.from(digest))) return agent;
     }

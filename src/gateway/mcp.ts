@@ -25,9 +25,18 @@ export interface RpcReply {
 
 export const SERVER_INFO = { name: 'cmcp', version: '0.1.0' };
 
-function rpcError(id: JsonRpcId | null, code: ErrorCode, message: string, status = 200, data: Record<string, unknown> = {}): RpcReply {
+function rpcError(
+  id: JsonRpcId | null,
+  code: ErrorCode,
+  message: string,
+  status = 200,
+  data: Record<string, unknown> = {},
+): RpcReply {
   const e = new CmcpError(code, message);
-  return { status, body: { jsonrpc: '2.0', id, error: { code: e.rpc, message, data: { error_code: code, ...data } } } };
+  return {
+    status,
+    body: { jsonrpc: '2.0', id, error: { code: e.rpc, message, data: { error_code: code, ...data } } },
+  };
 }
 
 function validId(id: unknown): id is JsonRpcId {
@@ -39,14 +48,23 @@ export class McpEndpoint {
     private readonly pipeline: CallPipeline,
     private readonly upstreams: UpstreamPool,
     /** Records requests refused before dispatch (batches, invalid envelopes). */
-    private readonly recordRefusal: (agentId: string, code: ErrorCode, detail: Record<string, unknown>) => void,
+    private readonly recordRefusal: (
+      agentId: string,
+      code: ErrorCode,
+      detail: Record<string, unknown>,
+    ) => void,
   ) {}
 
   /**
    * Handles one parsed POST body for an authenticated agent.
    * @param headerVersion the `MCP-Protocol-Version` header, if sent.
    */
-  async handle(agentId: string, body: unknown, headerVersion: string | undefined, startedAt: bigint): Promise<RpcReply> {
+  async handle(
+    agentId: string,
+    body: unknown,
+    headerVersion: string | undefined,
+    startedAt: bigint,
+  ): Promise<RpcReply> {
     if (Array.isArray(body)) {
       this.recordRefusal(agentId, 'BATCH_NOT_SUPPORTED', { items: body.length });
       return rpcError(null, 'BATCH_NOT_SUPPORTED', 'JSON-RPC batches are not supported', 400);
@@ -72,7 +90,12 @@ export class McpEndpoint {
     }
     if (!validId(msg.id)) {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'id must be a string or an integer' });
-      return rpcError(null, 'INVALID_REQUEST', 'id must be a string or an integer (null is not allowed)', 400);
+      return rpcError(
+        null,
+        'INVALID_REQUEST',
+        'id must be a string or an integer (null is not allowed)',
+        400,
+      );
     }
     const params = msg.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
@@ -84,8 +107,13 @@ export class McpEndpoint {
     const metaVersion = meta && typeof meta === 'object' ? meta[META_VERSION] : undefined;
     let stateless = false;
     if (metaVersion !== undefined) {
-      if (typeof metaVersion !== 'string' || !(STATELESS_VERSIONS as readonly string[]).includes(metaVersion)) {
-        return rpcError(id, 'INVALID_REQUEST', 'unsupported protocol version in _meta', 400, { supported: [...STATELESS_VERSIONS] });
+      if (
+        typeof metaVersion !== 'string' ||
+        !(STATELESS_VERSIONS as readonly string[]).includes(metaVersion)
+      ) {
+        return rpcError(id, 'INVALID_REQUEST', 'unsupported protocol version in _meta', 400, {
+          supported: [...STATELESS_VERSIONS],
+        });
       }
       if (headerVersion !== undefined && headerVersion !== metaVersion) {
         return rpcError(id, 'INVALID_REQUEST', 'MCP-Protocol-Version header does not match _meta', 400);
@@ -99,7 +127,9 @@ export class McpEndpoint {
       msg.method !== 'initialize' &&
       !([...HANDSHAKE_VERSIONS, '2025-03-26'] as string[]).includes(headerVersion)
     ) {
-      return rpcError(id, 'INVALID_REQUEST', 'unsupported MCP-Protocol-Version', 400, { supported: [...HANDSHAKE_VERSIONS] });
+      return rpcError(id, 'INVALID_REQUEST', 'unsupported MCP-Protocol-Version', 400, {
+        supported: [...HANDSHAKE_VERSIONS],
+      });
     }
 
     const ok = (result: Record<string, unknown>): RpcReply => ({
@@ -113,7 +143,11 @@ export class McpEndpoint {
           typeof requested === 'string' && (HANDSHAKE_VERSIONS as readonly string[]).includes(requested)
             ? requested
             : HANDSHAKE_VERSIONS[0];
-        return ok({ protocolVersion: version, capabilities: { tools: { listChanged: false } }, serverInfo: SERVER_INFO });
+        return ok({
+          protocolVersion: version,
+          capabilities: { tools: { listChanged: false } },
+          serverInfo: SERVER_INFO,
+        });
       }
       case 'server/discover':
         return ok({

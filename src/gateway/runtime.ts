@@ -10,8 +10,8 @@ import { AuditChain } from '../audit/chain.js';
 import { CallPipeline } from '../call/pipeline.js';
 import type { GatewayConfig } from '../config/index.js';
 import { ExecutionRegistry } from '../execution/registry.js';
-import { b64u } from '../format/canonical.js';
 import { ed25519PublicJwk, jwkThumbprint } from '../format/binding.js';
+import { b64u } from '../format/canonical.js';
 import { GATEWAY_CHAIN_ID } from '../format/entry.js';
 import { type GatewayKey, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
@@ -46,7 +46,11 @@ export function newGatewayKey(): GatewayKey {
 
 function makeProvider(cfg: GatewayConfig): AttestationProvider {
   if (cfg.attestation.provider === 'tpm') {
-    return new TpmProvider({ tcti: cfg.attestation.tcti, akAlgorithm: cfg.attestation.ak_algorithm, pcrs: cfg.attestation.pcrs });
+    return new TpmProvider({
+      tcti: cfg.attestation.tcti,
+      akAlgorithm: cfg.attestation.ak_algorithm,
+      pcrs: cfg.attestation.pcrs,
+    });
   }
   return new SoftwareProvider();
 }
@@ -61,7 +65,8 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const chain = new AuditChain(db);
   const executions = new ExecutionRegistry(db, cfg.instance_id);
   const key = newGatewayKey();
-  if (activeFaults().length) log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
+  if (activeFaults().length)
+    log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
   const provider = makeProvider(cfg);
   const upstreams = new UpstreamPool(cfg.upstreams, log);
   try {
@@ -97,14 +102,27 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     { gatewayMeasurement: null, policyBundleHash: null, catalogHash: null, enforcementMode: 'none' },
   );
   const pipeline = new CallPipeline(db, chain, sessions, upstreams, executions, log);
-  const recordGateway = (entry_type: string, agentId: string | null, code: string, detail: Record<string, unknown>) => {
+  const recordGateway = (
+    entry_type: string,
+    agentId: string | null,
+    code: string,
+    detail: Record<string, unknown>,
+  ) => {
     try {
-      chain.append(GATEWAY_CHAIN_ID, { entry_type, agent_id: agentId, disposition: 'refused', error_code: code, detail });
+      chain.append(GATEWAY_CHAIN_ID, {
+        entry_type,
+        agent_id: agentId,
+        disposition: 'refused',
+        error_code: code,
+        detail,
+      });
     } catch (e) {
       log.error({ err: (e as Error).message }, 'could not record a refused request');
     }
   };
-  const mcp = new McpEndpoint(pipeline, upstreams, (agentId, code, detail) => recordGateway('request_refused', agentId, code, detail));
+  const mcp = new McpEndpoint(pipeline, upstreams, (agentId, code, detail) =>
+    recordGateway('request_refused', agentId, code, detail),
+  );
   const app = buildApp({
     logger: log,
     auth: new Authenticator(cfg.agents, cfg.dev_mode),

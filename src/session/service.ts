@@ -8,8 +8,13 @@ import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
 import { CmcpError } from '../errors/index.js';
+import {
+  bindingDigest,
+  type Ed25519Jwk,
+  reportData,
+  type SessionBindingPreimage,
+} from '../format/binding.js';
 import { b64u } from '../format/canonical.js';
-import { bindingDigest, type Ed25519Jwk, reportData, type SessionBindingPreimage } from '../format/binding.js';
 import type { Claim, EvidenceJson } from '../format/claim.js';
 import type { AuditBundle } from '../format/entry.js';
 import { type Db, immediate } from '../store/db.js';
@@ -76,7 +81,10 @@ export class SessionService {
    * session serves anyway with the binding absent (design §4).
    * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
    */
-  async create(agentId: string, opts: { isDefault?: boolean; challenge?: string | null } = {}): Promise<SessionCreated> {
+  async create(
+    agentId: string,
+    opts: { isDefault?: boolean; challenge?: string | null } = {},
+  ): Promise<SessionCreated> {
     const sessionId = randomUUID();
     const now = new Date();
     const thumb = b64u(this.key.thumbprint);
@@ -92,7 +100,16 @@ export class SessionService {
           `INSERT INTO sessions (session_id, agent_id, is_default, status, created_at, created_ms, chain_root,
              key_thumbprint, call_count, binding_json) VALUES (?,?,?,?,?,?,?,?,0,'{}')`,
         )
-        .run(sessionId, agentId, opts.isDefault ? 1 : 0, 'open', now.toISOString(), now.getTime(), e.entry_hash, thumb);
+        .run(
+          sessionId,
+          agentId,
+          opts.isDefault ? 1 : 0,
+          'open',
+          now.toISOString(),
+          now.getTime(),
+          e.entry_hash,
+          thumb,
+        );
       return e.entry_hash;
     });
 
@@ -111,11 +128,20 @@ export class SessionService {
     let evidence: EvidenceJson;
     try {
       const bound = await this.provider.bind(rd);
-      evidence = { provider: this.provider.name, status: 'bound', reason: null, report_data: b64u(rd), tpm: bound.tpm };
+      evidence = {
+        provider: this.provider.name,
+        status: 'bound',
+        reason: null,
+        report_data: b64u(rd),
+        tpm: bound.tpm,
+      };
     } catch (e) {
       const reason = e instanceof BindingError ? e.reason : 'PROVIDER_FAULT';
       const message = (e as Error).message;
-      this.log.warn({ session_id: sessionId, provider: this.provider.name, reason, err: message }, 'attestation binding failed; session continues without hardware binding');
+      this.log.warn(
+        { session_id: sessionId, provider: this.provider.name, reason, err: message },
+        'attestation binding failed; session continues without hardware binding',
+      );
       evidence = { provider: this.provider.name, status: 'absent', reason, report_data: b64u(rd), tpm: null };
     }
     const record: SessionBindingRecord = { preimage, evidence };
@@ -129,7 +155,9 @@ export class SessionService {
             ? { provider: evidence.provider, report_data: evidence.report_data }
             : { provider: evidence.provider, reason: evidence.reason, report_data: evidence.report_data },
       });
-      this.db.prepare('UPDATE sessions SET binding_json = ? WHERE session_id = ?').run(JSON.stringify(record), sessionId);
+      this.db
+        .prepare('UPDATE sessions SET binding_json = ? WHERE session_id = ?')
+        .run(JSON.stringify(record), sessionId);
     });
     return {
       session_id: sessionId,
@@ -155,7 +183,8 @@ export class SessionService {
     if (sessionId !== undefined) {
       const row = this.get(agentId, sessionId);
       if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-      if (row.status !== 'open') throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
+      if (row.status !== 'open')
+        throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
       return row;
     }
     const prev = this.defaultLocks.get(agentId) ?? Promise.resolve();
@@ -175,7 +204,8 @@ export class SessionService {
       .get(agentId);
     if (row) {
       const expired =
-        row.call_count >= this.limits.defaultMaxCalls || Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
+        row.call_count >= this.limits.defaultMaxCalls ||
+        Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
       if (!expired) return row;
       this.close(agentId, row.session_id, 'rotated');
     }

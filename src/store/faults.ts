@@ -15,5 +15,6 @@ export function activeFaults(): string[] {
 
 /** Throws when `point` is switched on. Call inside the transaction to be failed. */
 export function maybeFail(point: FaultPoint): void {
-  if (active.has(point)) throw Object.assign(new Error(`injected fault at ${point}`), { code: 'INJECTED_FAULT' });
+  if (active.has(point))
+    throw Object.assign(new Error(`injected fault at ${point}`), { code: 'INJECTED_FAULT' });
 }

@@ -39,7 +39,10 @@ export interface AttestationProvider {
 export class SoftwareProvider implements AttestationProvider {
   readonly name = 'software';
   async bind(): Promise<BoundEvidence> {
-    throw new BindingError('SOFTWARE_PROVIDER', 'the software provider produces no hardware evidence (dev mode)');
+    throw new BindingError(
+      'SOFTWARE_PROVIDER',
+      'the software provider produces no hardware evidence (dev mode)',
+    );
   }
   close(): void {}
 }

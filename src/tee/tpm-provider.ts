@@ -3,10 +3,18 @@
  * (design §4; TPM 2.0 Part 3 §18.4 TPM2_Quote). The TPM is opened lazily and reopened after
  * a failure, so a TPM that comes back is used again without restarting the gateway.
  */
-import { b64u } from '../format/canonical.js';
-import { tpmQualifyingData } from '../format/binding.js';
+
 import { type AkAlgorithm, Tpm, type TpmAk, TpmError } from '../../native/tpm/index.js';
-import { type AttestationProvider, type BoundEvidence, BindingError } from './provider.js';
+import { tpmQualifyingData } from '../format/binding.js';
+import { b64u } from '../format/canonical.js';
+import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';
+
+/** A hierarchy's Qualified Name is its 4-byte handle (TPM 2.0 Part 1 §16). */
+function parentQualifiedName(hierarchy: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(hierarchy >>> 0);
+  return b;
+}
 
 export interface TpmProviderOptions {
   /** tpm2-tss TCTI configuration string. */
@@ -37,7 +45,11 @@ export class TpmProvider implements AttestationProvider {
         this.tpm = Tpm.open(this.opts.tcti);
         this.ak = this.tpm.createAk(this.opts.akAlgorithm);
       }
-      const q = this.tpm.quote(this.ak, tpmQualifyingData(reportData), [...this.opts.pcrs].sort((a, b) => a - b));
+      const q = this.tpm.quote(
+        this.ak,
+        tpmQualifyingData(reportData),
+        [...this.opts.pcrs].sort((a, b) => a - b),
+      );
       const pcrValues: Record<string, string> = {};
       for (const [i, v] of Object.entries(q.pcrValues)) pcrValues[i] = b64u(v);
       return {
@@ -45,6 +57,7 @@ export class TpmProvider implements AttestationProvider {
           attest: b64u(q.attest),
           signature: b64u(q.signature),
           ak_public: b64u(q.akPublic),
+          ak_parent_qualified_name: b64u(parentQualifiedName(this.ak.hierarchy)),
           pcr_selection: q.pcrSelection,
           pcr_values: pcrValues,
           ak_cert_chain: [],

@@ -7,7 +7,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode as McpErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpError,
+  ErrorCode as McpErrorCode,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
@@ -45,7 +49,14 @@ const looseTools = z.looseObject({
 const looseResult = z.looseObject({});
 
 /** Errors whose cause shows that no connection was ever made, so nothing was sent. */
-const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOENT']);
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOENT',
+]);
 
 function causeCode(e: unknown): string | undefined {
   let cur: unknown = e;
@@ -156,12 +167,14 @@ class Upstream {
     } catch (e) {
       if (e instanceof McpError) {
         if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
-        if (e.code === McpErrorCode.ConnectionClosed) return { boundary: 'maybe_sent', failure: 'connection closed' };
+        if (e.code === McpErrorCode.ConnectionClosed)
+          return { boundary: 'maybe_sent', failure: 'connection closed' };
         return { boundary: 'answered', rpcError: { code: e.code, message: e.message, data: e.data } };
       }
       const code = causeCode(e);
       if (code && NOT_SENT_CODES.has(code)) return { boundary: 'not_sent', failure: code };
-      if (/not connected/i.test((e as Error).message)) return { boundary: 'not_sent', failure: 'not connected' };
+      if (/not connected/i.test((e as Error).message))
+        return { boundary: 'not_sent', failure: 'not connected' };
       return { boundary: 'maybe_sent', failure: code ?? 'transport error' };
     }
   }

@@ -19,12 +19,24 @@ const MODULES = join(REPO_ROOT, 'node_modules', '@modelcontextprotocol');
 
 /** stdio upstream config for @modelcontextprotocol/server-everything. */
 export function everythingUpstream(name = 'everything', extra: Record<string, unknown> = {}) {
-  return { name, transport: 'stdio', command: process.execPath, args: [join(MODULES, 'server-everything', 'dist', 'index.js'), 'stdio'], ...extra };
+  return {
+    name,
+    transport: 'stdio',
+    command: process.execPath,
+    args: [join(MODULES, 'server-everything', 'dist', 'index.js'), 'stdio'],
+    ...extra,
+  };
 }
 
 /** stdio upstream config for @modelcontextprotocol/server-filesystem on `dir`. */
 export function filesystemUpstream(dir: string, name = 'fs', extra: Record<string, unknown> = {}) {
-  return { name, transport: 'stdio', command: process.execPath, args: [join(MODULES, 'server-filesystem', 'dist', 'index.js'), dir], ...extra };
+  return {
+    name,
+    transport: 'stdio',
+    command: process.execPath,
+    args: [join(MODULES, 'server-filesystem', 'dist', 'index.js'), dir],
+    ...extra,
+  };
 }
 
 /** A free TCP port on 127.0.0.1. */
@@ -71,7 +83,10 @@ export async function writeConfig(o: TestConfigOptions = {}): Promise<TestConfig
     database: dbPath,
     upstreams: o.upstreams ?? [],
     attestation: o.attestation ?? { provider: 'software' },
-    agents: agents.map((a) => ({ agent_id: a.agent_id, token_sha256: createHash('sha256').update(a.token).digest('hex') })),
+    agents: agents.map((a) => ({
+      agent_id: a.agent_id,
+      token_sha256: createHash('sha256').update(a.token).digest('hex'),
+    })),
     ...(o.sessions ? { sessions: o.sessions } : {}),
   };
   if ((raw.attestation as { provider: string }).provider === 'software') raw.dev_mode = true;
@@ -99,10 +114,14 @@ export interface ChildGateway {
 export async function startChild(cfg: TestConfig, env: Record<string, string> = {}): Promise<ChildGateway> {
   const port = (cfg.raw.listen as { port: number }).port;
   if (!port) throw new Error('child gateways need a fixed port (use freePort())');
-  const proc = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'start', '--config', cfg.file], {
-    env: { ...process.env, CMCP_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'start', '--config', cfg.file],
+    {
+      env: { ...process.env, CMCP_LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   proc.stdout?.on('data', (d) => {
     out += d;
@@ -151,6 +170,7 @@ export async function rpc(
   token: string | null,
   body: unknown,
   headers: Record<string, string> = {},
+  // biome-ignore lint/suspicious/noExplicitAny: responses are arbitrary JSON that tests assert field by field
 ): Promise<{ status: number; body: any; text: string; headers: Headers }> {
   const r = await fetch(`${baseUrl}/mcp`, {
     method: 'POST',
@@ -173,12 +193,22 @@ export async function rpc(
 }
 
 /** A REST call to the gateway as an agent. */
-export async function rest(baseUrl: string, token: string | null, method: string, path: string, body?: unknown) {
+export async function rest(
+  baseUrl: string,
+  token: string | null,
+  method: string,
+  path: string,
+  body?: unknown,
+) {
   const r = await fetch(`${baseUrl}${path}`, {
     method,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     body: body !== undefined ? JSON.stringify(body) : undefined,
   });
   const text = await r.text();
+  // biome-ignore lint/suspicious/noExplicitAny: responses are arbitrary JSON that tests assert field by field
   return { status: r.status, body: text ? (JSON.parse(text) as any) : null };
 }

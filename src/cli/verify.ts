@@ -1,0 +1,128 @@
+/**
+ * `cmcp verify <claim> [--audit <bundle>] [--json] [--challenge <b64url>] [--pcrs 0,1,2,7]
+ * [--previous-claim <file>]`: verifies a claim (and its audit bundle) offline.
+ *
+ * Exit codes: 0 when the verdict is not `invalid`; 1 when it is `invalid`; 2 for unreadable
+ * input (missing file, not JSON) or usage errors. Messages never include stack traces.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { type VerifyClaimOptions, verifyClaim } from '../verify/claim.js';
+import { renderJson, renderText } from '../verify/render.js';
+
+/** Largest input file accepted (bytes). */
+const MAX_INPUT_BYTES = 64 * 1024 * 1024;
+
+/** Options of the verify command, as commander parses them. */
+export interface VerifyCliOptions {
+  audit?: string;
+  json?: boolean;
+  challenge?: string;
+  pcrs?: string;
+  previousClaim?: string;
+}
+
+/** Output sinks (replaceable in tests). */
+export interface VerifyIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+/** A usage or input error: reported as one line, exit code 2. */
+export class VerifyInputError extends Error {}
+
+async function readJson(path: string, what: string): Promise<unknown> {
+  let text: string;
+  try {
+    const st = await stat(path);
+    if (!st.isFile()) throw new VerifyInputError(`${what} ${path} is not a file`);
+    if (st.size > MAX_INPUT_BYTES)
+      throw new VerifyInputError(`${what} ${path} is larger than ${MAX_INPUT_BYTES} bytes`);
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if (err instanceof VerifyInputError) throw err;
+    const code = (err as { code?: string }).code;
+    throw new VerifyInputError(`cannot read ${what} ${path}${code ? ` (${code})` : ''}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new VerifyInputError(`${what} ${path} is not JSON`);
+  }
+}
+
+/**
+ * Parses `--pcrs` ("0,1,2,7"): distinct decimal PCR indices 0–23, returned ascending.
+ * @throws VerifyInputError on any other text.
+ */
+export function parsePcrList(text: string): number[] {
+  const parts = text.split(',').map((p) => p.trim());
+  const out: number[] = [];
+  for (const p of parts) {
+    if (!/^(0|[1-9]\d?)$/.test(p) || Number(p) > 23) {
+      throw new VerifyInputError(`--pcrs: ${JSON.stringify(p.slice(0, 10))} is not a PCR index 0-23`);
+    }
+    if (out.includes(Number(p))) throw new VerifyInputError(`--pcrs: PCR ${p} listed twice`);
+    out.push(Number(p));
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/**
+ * Runs the verify command and returns its exit code (0, 1 or 2); writes the report to
+ * `io.stdout` and errors to `io.stderr`. Never throws.
+ */
+export async function runVerify(
+  claimPath: string,
+  opts: VerifyCliOptions,
+  io: VerifyIo = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t) },
+): Promise<number> {
+  try {
+    const vopts: VerifyClaimOptions = {};
+    if (opts.challenge !== undefined) {
+      if (!/^[A-Za-z0-9_-]+$/.test(opts.challenge) || opts.challenge.length % 4 === 1) {
+        throw new VerifyInputError('--challenge must be unpadded base64url');
+      }
+      vopts.expectedChallenge = opts.challenge;
+    }
+    if (opts.pcrs !== undefined) vopts.requiredPcrs = parsePcrList(opts.pcrs);
+    const claim = await readJson(claimPath, 'claim');
+    if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
+    if (opts.previousClaim !== undefined)
+      vopts.previousClaim = await readJson(opts.previousClaim, 'previous claim');
+    const report = verifyClaim(claim, vopts);
+    io.stdout(opts.json ? renderJson(report) : renderText(report));
+    return report.verdict === 'invalid' ? 1 : 0;
+  } catch (err) {
+    const msg =
+      err instanceof VerifyInputError
+        ? err.message
+        : `internal error: ${err instanceof Error ? err.message : String(err)}`;
+    io.stderr(`cmcp verify: ${msg.slice(0, 300)}\n`);
+    return 2;
+  }
+}
+
+/**
+ * Adds `verify <claim> [--audit <bundle>] [--json] [--challenge <b64url>] [--pcrs 0,1,2,7]
+ * [--previous-claim <file>]` to `program`. Sets `process.exitCode` to the result of
+ * {@link runVerify}; commander usage errors (missing argument, unknown option) exit with 2.
+ */
+export function registerVerifyCommand(program: Command): void {
+  program
+    .command('verify')
+    .description('verify a claim (and its audit bundle) offline; exit 1 if invalid, 2 on unreadable input')
+    .argument('<claim>', 'claim JSON file')
+    .option('--audit <bundle>', 'audit bundle JSON file of the claim chain')
+    .option('--json', 'print the report as JSON')
+    .option('--challenge <b64url>', 'the nonce the claim binding must carry')
+    .option('--pcrs <list>', 'required PCR selection (SHA-256 bank), e.g. 0,1,2,7')
+    .option('--previous-claim <file>', 'the claim issued before this one (checks the claim sequence)')
+    .exitOverride((err) => {
+      // Help and version exit 0; every other commander error is a usage error: exit 2.
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (claimPath: string, opts: VerifyCliOptions) => {
+      process.exitCode = await runVerify(claimPath, opts);
+    });
+}

@@ -1,0 +1,68 @@
+/**
+ * Rendering of a {@link VerificationReport} as human-readable text or JSON.
+ */
+import { type CheckStatus, HARDWARE_ANCHOR_CHECK, type Verdict, type VerificationReport } from './result.js';
+
+const VERDICT_TEXT: Record<Verdict, string> = {
+  'hardware-attested':
+    'hardware signature valid and bound to the claim; signing key chained to a pinned root',
+  'hardware-unanchored':
+    'hardware-format evidence is valid and bound to the claim, but its signing key is NOT chained to a pinned root',
+  'signed-only': 'the claim signature is valid; there is no valid hardware binding',
+  invalid: 'at least one check failed',
+};
+
+const STATUS_TEXT: Record<CheckStatus, string> = {
+  pass: 'PASS',
+  fail: 'FAIL',
+  absent: 'ABSENT',
+  'not-applicable': 'N/A',
+};
+
+/** Strips control characters (other than none) so untrusted detail cannot drive the terminal. */
+function clean(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+}
+
+/**
+ * Human-readable report: a verdict line, every check (status, id, reason code, detail), the
+ * trust anchors used (stating explicitly when the AK is not anchored to a pinned root), the
+ * notes and any execution_id groups. Ends with a newline.
+ */
+export function renderText(report: VerificationReport): string {
+  const lines: string[] = [];
+  lines.push(`Verdict: ${report.verdict.toUpperCase()} (${VERDICT_TEXT[report.verdict]})`);
+  const failed = report.checks.filter((c) => c.status === 'fail');
+  if (failed.length) lines.push(`Failed: ${failed.map((c) => `${c.id} ${c.reason_code}`).join(', ')}`);
+  lines.push('', 'Checks:');
+  const idWidth = Math.max(0, ...report.checks.map((c) => c.id.length));
+  for (const c of report.checks) {
+    lines.push(
+      `  ${STATUS_TEXT[c.status].padEnd(6)} ${c.id.padEnd(idWidth)}  ${c.reason_code}: ${clean(c.detail)}`,
+    );
+  }
+  lines.push('', 'Trust anchors:');
+  if (report.anchors_used.length === 0) lines.push('  none used');
+  for (const a of report.anchors_used) lines.push(`  ${clean(a.name)}  SHA-256 ${a.sha256_fingerprint}`);
+  const anchor = report.checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
+  if (anchor && anchor.status !== 'pass') {
+    lines.push(`  The signing key (AK) is NOT anchored to a pinned root (${anchor.reason_code}).`);
+  }
+  if (report.notes.length) {
+    lines.push('', 'Notes:');
+    for (const n of report.notes) lines.push(`  - ${clean(n)}`);
+  }
+  if (report.execution_id_groups?.length) {
+    lines.push('', 'Entries sharing an execution_id (informational; NOT a claim of one logical operation):');
+    for (const g of report.execution_id_groups) {
+      lines.push(`  ${clean(JSON.stringify(g.execution_id))}: sequence ${g.sequence_numbers.join(', ')}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** The report as pretty-printed JSON (2-space indent), ending with a newline. */
+export function renderJson(report: VerificationReport): string {
+  return `${JSON.stringify(report, null, 2)}\n`;
+}

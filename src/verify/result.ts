@@ -1,0 +1,204 @@
+/**
+ * Verification results for relying parties (design §5): every check is listed with a
+ * status and a stable reason code, and the verdict is computed from the checks alone.
+ *
+ * This module is part of the verifier wing (`src/verify/`): it imports only `src/format/*`,
+ * node built-ins and npm libraries — never the gateway, the store or `native/`.
+ */
+
+/**
+ * Outcome of one check.
+ * - `pass`: the check ran on parsed input and succeeded.
+ * - `fail`: the check ran and failed, **or its input failed to parse** (never skipped).
+ * - `absent`: the evidence the check needs is legitimately not there (e.g. the claim says
+ *   hardware binding is absent, AK not enrolled, no audit bundle supplied).
+ * - `not-applicable`: the relying party asked for nothing this check would test
+ *   (e.g. no expected challenge, no PCR policy).
+ */
+export type CheckStatus = 'pass' | 'fail' | 'absent' | 'not-applicable';
+
+/**
+ * Every reason code the verifier emits, with a one-line meaning. Codes are stable
+ * (upper snake case); new codes may be added, existing ones are never repurposed.
+ */
+export const REASON_CODES = {
+  // generic
+  OK: 'the check passed',
+  DEPENDENCY_FAILED: 'an input this check needs failed an earlier check, so this check fails too',
+  NOT_SUPPLIED: 'the caller supplied no input for this optional check',
+  // claim envelope
+  CLAIM_MALFORMED: 'the claim does not have the claim v1 shape',
+  CLAIM_NOT_CANONICALIZABLE: 'the claim holds a value RFC 8785 cannot carry (e.g. a lone surrogate)',
+  CLAIM_KEY_INVALID: 'cnf.jwk is not a usable Ed25519 public key',
+  CLAIM_SIGNATURE_INVALID: 'the Ed25519 claim signature does not verify under cnf.jwk',
+  KEY_THUMBPRINT_MISMATCH: 'binding preimage key_thumbprint is not the RFC 7638 thumbprint of cnf.jwk',
+  PREIMAGE_MALFORMED: 'the binding preimage has the wrong domain/version or cannot be canonicalised',
+  PREIMAGE_SESSION_MISMATCH: 'binding preimage session_id differs from the claim session_id',
+  PREIMAGE_CHAIN_ROOT_MISMATCH: 'binding preimage chain_root differs from audit_chain.root',
+  PREIMAGE_FIELD_MISMATCH:
+    'binding preimage gateway_measurement/policy_bundle_hash/catalog_hash differ from the claim',
+  CHALLENGE_MISMATCH: 'the binding challenge is not the challenge the verifier expected',
+  NO_CHALLENGE_EXPECTED: 'the verifier supplied no expected challenge',
+  REPORT_DATA_MALFORMED: 'evidence.report_data is not 64 bytes of base64url',
+  REPORT_DATA_MISMATCH: 'evidence.report_data is not thumbprint ‖ SHA-256(JCS(preimage))',
+  PREVIOUS_CLAIM_MALFORMED: 'the previous claim supplied for comparison does not parse',
+  CLAIM_NOT_SUCCESSOR: 'prev_claim_hash/claim_sequence do not follow the supplied previous claim',
+  NO_PREVIOUS_CLAIM: 'the verifier supplied no previous claim',
+  // hardware evidence (generic)
+  EVIDENCE_ABSENT: 'the claim states the hardware binding is absent (reason in detail)',
+  EVIDENCE_INCOMPLETE: 'the claim states a binding but carries no evidence this verifier can check',
+  EVIDENCE_MALFORMED: 'an evidence field is not valid base64url or has the wrong form',
+  AK_NOT_ENROLLED: 'no AK certificate chain: the AK is not anchored to a pinned root',
+  AK_CHAIN_UNANCHORED: 'AK certificates parse and certify the AK, but no pinned root is configured',
+  AK_CHAIN_MALFORMED: 'an AK certificate is not valid DER X.509',
+  AK_CERT_KEY_MISMATCH: 'the AK leaf certificate certifies a different key than the quoting AK',
+  AK_PUBLIC_NOT_SUPPLIED: 'only a bare AK key was supplied, so its TPM attributes and name are unknown',
+  // TPM structures
+  TPM_ATTEST_MALFORMED: 'TPMS_ATTEST does not unmarshal (bad size field or value)',
+  TPM_ATTEST_TRUNCATED: 'TPMS_ATTEST (or its TPM2B wrapper) ends before its declared content',
+  TPM_ATTEST_TRAILING_BYTES: 'bytes follow the TPMS_ATTEST (or TPM2B) content',
+  TPM_ATTEST_BAD_MAGIC: 'TPMS_ATTEST.magic is not TPM_GENERATED_VALUE 0xff544347',
+  TPM_ATTEST_NOT_QUOTE: 'TPMS_ATTEST.type is not TPM_ST_ATTEST_QUOTE 0x8018',
+  TPM_SIGNATURE_MALFORMED: 'TPMT_SIGNATURE does not unmarshal exactly',
+  TPM_SIGNATURE_UNSUPPORTED: 'TPMT_SIGNATURE algorithm or hash is not supported',
+  TPM_SIGNATURE_LENGTH_INVALID: 'RSA signature length differs from the modulus size, or ECDSA r/s too long',
+  AK_PUBLIC_MALFORMED: 'TPMT_PUBLIC does not unmarshal exactly or is not a valid key',
+  AK_PUBLIC_UNSUPPORTED: 'TPMT_PUBLIC key type, curve, size or nameAlg is not supported',
+  AK_ATTRIBUTES_INVALID: 'AK is not restricted+sign+fixedTPM+fixedParent, or has decrypt set',
+  SIGNATURE_SCHEME_MISMATCH: "the quote's signature scheme/hash differs from the AK's scheme",
+  QUOTE_SIGNATURE_INVALID: 'the quote signature does not verify under the AK',
+  QUOTE_NONCE_MISMATCH: 'quote extraData ≠ SHA-256(REPORT_DATA) of this claim (exact length compare)',
+  QUALIFIED_SIGNER_MISMATCH: 'TPMS_ATTEST.qualifiedSigner is not the TPM name of the AK',
+  PCR_SELECTION_MALFORMED: 'the PCR selection carried with the evidence is invalid',
+  PCR_SELECTION_MISMATCH: "the quote's PCR selection differs from the selection carried with it",
+  PCR_POLICY_MISMATCH: "the quote's PCR selection is not exactly the verifier's required selection",
+  NO_PCR_POLICY: 'the verifier supplied no required PCR selection',
+  PCR_VALUES_MALFORMED: 'a supplied PCR value is not valid or has the wrong length',
+  PCR_VALUE_MISSING: 'a selected PCR has no supplied value',
+  PCR_VALUE_UNSELECTED: 'a PCR value is supplied that the quote does not cover',
+  PCR_DIGEST_MISMATCH: 'pcrDigest recomputed from the values (selection order) differs from the quote',
+  // audit bundle
+  BUNDLE_NOT_PROVIDED: 'no audit bundle was supplied',
+  BUNDLE_MALFORMED: 'the audit bundle does not have the bundle v1 shape',
+  BUNDLE_EMPTY: 'the audit bundle holds no entries',
+  BUNDLE_SESSION_MISMATCH: 'the bundle (or an entry) is for another session than the claim',
+  ENTRY_MALFORMED: 'an entry canonical text does not parse as an audit entry v1',
+  ENTRY_NOT_CANONICAL: 'an entry canonical text is not its own RFC 8785 form',
+  ENTRY_HASH_MISMATCH: 'SHA-256 of an entry stored text differs from its entry_hash (content tampering)',
+  CHAIN_ID_MISMATCH: 'an entry (or the bundle) has a chain_id other than the expected one',
+  SEQUENCE_OUT_OF_ORDER: 'bundle entries are not listed in sequence order (reordering)',
+  SEQUENCE_DUPLICATE: 'two entries share a sequence number',
+  SEQUENCE_GAP: 'sequence numbers are not contiguous',
+  BUNDLE_NOT_FROM_GENESIS: 'the bundle does not start at sequence 0',
+  GENESIS_INVALID: 'entry 0 prev_entry_hash is not "genesis"',
+  LINK_BROKEN: 'an entry prev_entry_hash is not the entry_hash of its predecessor',
+  TIMESTAMP_MALFORMED: 'an entry timestamp is not RFC 3339 UTC',
+  TIMESTAMP_DECREASING: 'an entry timestamp is earlier than its predecessor',
+  CHAIN_SUBSTITUTED: 'a self-consistent chain whose root is not the claimed root (substitution)',
+  CHAIN_ROOT_MISMATCH: 'entry 0 hash is not the claimed root (and the bundle is not self-consistent)',
+  CHAIN_TIP_MISMATCH: 'the entry at the claimed length is not the claimed tip',
+  BUNDLE_TRUNCATED: 'the bundle is a valid prefix of the claimed chain but shorter (truncation)',
+  BUNDLE_EXTENDS_CLAIM: 'the bundle continues past the claimed tip: the claim is older than the bundle',
+  CHAIN_LENGTH_MISMATCH: 'the bundle length differs from the claimed length',
+  TRANSCRIPT_MISMATCH: 'a transcript line differs from the audit entry at its sequence number',
+} as const;
+
+/** A stable reason code (see {@link REASON_CODES}). */
+export type ReasonCode = keyof typeof REASON_CODES;
+
+/** One check: `id` is a stable dotted name (e.g. `claim.signature`, `tpm.pcr_digest`). */
+export interface CheckResult {
+  id: string;
+  status: CheckStatus;
+  reason_code: ReasonCode;
+  /** Human-readable detail; never contains unbounded attacker-controlled text. */
+  detail: string;
+}
+
+/**
+ * Verdict (design §5):
+ * - `hardware-attested`: hardware signature valid, evidence bound to the claim, signing key
+ *   chained to a pinned root.
+ * - `hardware-unanchored`: valid hardware-format evidence bound to the claim, but the signing
+ *   key is not chained to a pinned root.
+ * - `signed-only`: the claim signature is valid; no valid hardware binding.
+ * - `invalid`: at least one check failed.
+ */
+export type Verdict = 'hardware-attested' | 'hardware-unanchored' | 'signed-only' | 'invalid';
+
+/** A pinned trust anchor used in the verification, identified by SHA-256 of its DER. */
+export interface AnchorUsed {
+  name: string;
+  /** Colon-separated uppercase hex SHA-256 of the certificate DER. */
+  sha256_fingerprint: string;
+}
+
+/**
+ * Entries of one audit bundle sharing a caller-asserted execution_id (N ≥ 2). This is an
+ * observation for joins only: it does NOT claim the entries were the same logical operation.
+ */
+export interface ExecutionIdGroup {
+  execution_id: string;
+  /** Distinct agent_id values among the entries (the registry key is (agent_id, execution_id)). */
+  agent_ids: (string | null)[];
+  sequence_numbers: number[];
+  entry_hashes: string[];
+}
+
+/** The full report a verifier prints (text or JSON). */
+export interface VerificationReport {
+  verdict: Verdict;
+  checks: CheckResult[];
+  anchors_used: AnchorUsed[];
+  notes: string[];
+  execution_id_groups?: ExecutionIdGroup[];
+}
+
+/** Id of the check that a hardware signature covers the evidence (TPM quote, SNP report…). */
+export const HARDWARE_SIGNATURE_CHECK = 'evidence.signature';
+/** Id of the check that the hardware evidence carries this claim's binding (nonce/report data). */
+export const HARDWARE_BINDING_CHECK = 'evidence.binding';
+/** Id of the check that the hardware signing key chains to a pinned root. */
+export const HARDWARE_ANCHOR_CHECK = 'evidence.anchor';
+/** Id of the claim signature check. */
+export const CLAIM_SIGNATURE_CHECK = 'claim.signature';
+
+/** Builds a check result. */
+export function check(id: string, status: CheckStatus, reason_code: ReasonCode, detail: string): CheckResult {
+  return { id, status, reason_code, detail };
+}
+
+/** Shorthand for a passing check with reason `OK`. */
+export function pass(id: string, detail: string): CheckResult {
+  return check(id, 'pass', 'OK', detail);
+}
+
+/** Shorthand for a failing check. */
+export function fail(id: string, reason: ReasonCode, detail: string): CheckResult {
+  return check(id, 'fail', reason, detail);
+}
+
+/**
+ * Computes the verdict from a list of checks:
+ * 1. any `fail` → `invalid`; a claim signature check that is present and not `pass` → `invalid`;
+ * 2. {@link HARDWARE_SIGNATURE_CHECK} and {@link HARDWARE_BINDING_CHECK} both `pass` →
+ *    `hardware-attested` when {@link HARDWARE_ANCHOR_CHECK} is `pass`, else `hardware-unanchored`;
+ * 3. otherwise `signed-only`.
+ */
+export function computeVerdict(checks: readonly CheckResult[]): Verdict {
+  if (checks.some((c) => c.status === 'fail')) return 'invalid';
+  const status = (id: string) => checks.find((c) => c.id === id)?.status;
+  const sig = status(CLAIM_SIGNATURE_CHECK);
+  if (sig !== undefined && sig !== 'pass') return 'invalid';
+  if (status(HARDWARE_SIGNATURE_CHECK) === 'pass' && status(HARDWARE_BINDING_CHECK) === 'pass') {
+    return status(HARDWARE_ANCHOR_CHECK) === 'pass' ? 'hardware-attested' : 'hardware-unanchored';
+  }
+  return 'signed-only';
+}
+
+/** Bounded, escaped rendering of an untrusted string for `detail` text (max `max` chars). */
+export function quoteUntrusted(value: unknown, max = 80): string {
+  const s = typeof value === 'string' ? value : String(value);
+  const cut = s.length > max ? `${s.slice(0, max)}…` : s;
+  return JSON.stringify(cut);
+}

@@ -1,0 +1,105 @@
+/**
+ * The audit chain in SQLite: C-CHAIN-1 (concurrent appends from two connections), C-CHAIN-2
+ * (hash what you store: sub-millisecond clock, a clock stepping backwards, an undefined
+ * member), C-SQL-1 (IMMEDIATE transactions; a busy database fails the whole transaction).
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { AuditChain } from '../src/audit/chain.js';
+import { sha256Hex } from '../src/format/canonical.js';
+import { immediate, openDatabase } from '../src/store/db.js';
+import { verifyBundle } from '../src/verify/bundle.js';
+import { cleanup } from './harness/gateway.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'cmcp-chain-'));
+afterAll(() => cleanup(dir));
+
+describe('C-CHAIN-1 concurrent appends', () => {
+  for (const n of [2, 50]) {
+    for (const prefilled of [false, true]) {
+      it(`${n} interleaved appends from two connections to a ${prefilled ? 'non-empty' : 'empty'} chain`, async () => {
+        const file = join(dir, `c1-${n}-${prefilled}.db`);
+        const a = new AuditChain(openDatabase(file));
+        const b = new AuditChain(openDatabase(file));
+        if (prefilled) a.append('s', { entry_type: 'session_open' });
+        await Promise.all(
+          Array.from(
+            { length: n },
+            (_, i) =>
+              new Promise<void>((res) =>
+                setImmediate(() => {
+                  (i % 2 ? a : b).append('s', { entry_type: 'tool_call', call_id: `c${i}` });
+                  res();
+                }),
+              ),
+          ),
+        );
+        const entries = a.entries('s');
+        expect(entries).toHaveLength(n + (prefilled ? 1 : 0));
+        expect(new Set(entries.map((e) => e.sequence_number)).size).toBe(entries.length);
+        expect(new Set(entries.map((e) => e.prev_entry_hash)).size).toBe(entries.length);
+        const r = verifyBundle(a.bundle('s', null));
+        expect(r.checks.filter((c) => c.status === 'fail')).toEqual([]);
+        a.db.close();
+        b.db.close();
+      });
+    }
+  }
+});
+
+describe('C-CHAIN-2 hash what you store', () => {
+  it('sub-millisecond timestamps, a clock stepping backwards, and undefined members', () => {
+    let now = 1_764_460_800_000_123n; // µs
+    const clock = () => now;
+    const db = openDatabase(join(dir, 'c2.db'));
+    const chain = new AuditChain(db, clock);
+    const e1 = chain.append('s', {
+      entry_type: 'session_open',
+      detail: { x: 1, gone: undefined } as Record<string, unknown>,
+    });
+    now += 7n; // 7 µs later
+    const e2 = chain.append('s', { entry_type: 'tool_call' });
+    now -= 5_000_000n; // the wall clock steps back 5 s
+    const e3 = chain.append('s', { entry_type: 'tool_call' });
+    expect(e1.timestamp_utc).toMatch(/\.\d{6}Z$/);
+    expect(e2.timestamp_utc > e1.timestamp_utc).toBe(true);
+    expect(e3.timestamp_utc).toBe(e2.timestamp_utc); // never decreasing
+    const rows = db
+      .prepare<[], { canonical: string; entry_hash: string }>(
+        "SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = 's' ORDER BY sequence_number",
+      )
+      .all();
+    for (const r of rows) expect(sha256Hex(r.canonical)).toBe(r.entry_hash);
+    expect(rows[0]?.canonical).not.toContain('gone');
+    const report = verifyBundle(chain.bundle('s', null));
+    expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+    db.close();
+  });
+});
+
+describe('C-SQL-1 deferred upgrade cannot happen', () => {
+  it('a writer waits for the busy timeout, then fails its whole transaction cleanly', () => {
+    const file = join(dir, 'sql1.db');
+    const a = openDatabase(file, 200);
+    const b = openDatabase(file, 200);
+    const ca = new AuditChain(a);
+    const cb = new AuditChain(b);
+    ca.append('s', { entry_type: 'session_open' });
+    // A holds the write lock (IMMEDIATE) while B tries to append.
+    a.prepare('BEGIN IMMEDIATE').run();
+    ca.append('s', { entry_type: 'tool_call', call_id: 'a' });
+    const t0 = Date.now();
+    expect(() => immediate(b, () => cb.append('s', { entry_type: 'tool_call', call_id: 'b' }))).toThrow(
+      /busy|locked/i,
+    );
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
+    a.prepare('COMMIT').run();
+    expect(cb.entries('s').map((e) => e.call_id)).toEqual([null, 'a']);
+    cb.append('s', { entry_type: 'tool_call', call_id: 'b' });
+    expect(ca.entries('s').map((e) => e.sequence_number)).toEqual([0, 1, 2]);
+    a.close();
+    b.close();
+  });
+});
