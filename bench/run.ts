@@ -23,7 +23,13 @@ import { immediate, openDatabase } from '../src/store/db.js';
 function stats(samples: number[]) {
   const s = [...samples].sort((a, b) => a - b);
   const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))] as number;
-  return { n: s.length, p50: q(0.5), p90: q(0.9), p99: q(0.99), mean: s.reduce((a, b) => a + b, 0) / s.length };
+  return {
+    n: s.length,
+    p50: q(0.5),
+    p90: q(0.9),
+    p99: q(0.99),
+    mean: s.reduce((a, b) => a + b, 0) / s.length,
+  };
 }
 const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
 
@@ -36,11 +42,23 @@ function storeBench(dir: string, n: number) {
     const executionId = `exec-${i}`;
     if (correlated) {
       immediate(db, () =>
-        reg.admit({ agentId: 'bench', executionId, binding: `sha256:${'0'.repeat(64)}`, callId, sessionId: 's', toolName: 't' }),
+        reg.admit({
+          agentId: 'bench',
+          executionId,
+          binding: `sha256:${'0'.repeat(64)}`,
+          callId,
+          sessionId: 's',
+          toolName: 't',
+        }),
       );
     }
     immediate(db, () => {
-      const e = chain.append('s', { entry_type: 'tool_call', call_id: callId, execution_id: correlated ? executionId : null, disposition: 'completed' });
+      const e = chain.append('s', {
+        entry_type: 'tool_call',
+        call_id: callId,
+        execution_id: correlated ? executionId : null,
+        disposition: 'completed',
+      });
       if (correlated) reg.finish('bench', executionId, callId, 'completed', e.entry_hash);
     });
   };
@@ -60,7 +78,9 @@ function storeBench(dir: string, n: number) {
   const plainPerS = (n * 1e9) / Number(plainNs);
   const corrPerS = (n * 1e9) / Number(corrNs);
   console.log(`store: terminal commit alone          ${plainPerS.toFixed(0)} /s`);
-  console.log(`store: admission + terminal commit    ${corrPerS.toFixed(0)} /s  (ratio ${(corrPerS / plainPerS).toFixed(2)}× of plain)`);
+  console.log(
+    `store: admission + terminal commit    ${corrPerS.toFixed(0)} /s  (ratio ${(corrPerS / plainPerS).toFixed(2)}× of plain)`,
+  );
 }
 
 async function upstreamServer() {
@@ -70,8 +90,13 @@ async function upstreamServer() {
       return;
     }
     const server = new McpServer({ name: 'bench', version: '1' });
-    server.registerTool('noop', { description: 'returns at once' }, async () => ({ content: [{ type: 'text', text: 'ok' }] }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    server.registerTool('noop', { description: 'returns at once' }, async () => ({
+      content: [{ type: 'text', text: 'ok' }],
+    }));
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
     res.on('close', () => void transport.close());
     await server.connect(transport);
     const chunks: Buffer[] = [];
@@ -104,7 +129,11 @@ async function callBench(dir: string, n: number) {
         jsonrpc: '2.0',
         id: i,
         method: 'tools/call',
-        params: { name: 'b.noop', arguments: { i }, ...(correlated ? { _cmcp: { execution_id: `bench-${i}` } } : {}) },
+        params: {
+          name: 'b.noop',
+          arguments: { i },
+          ...(correlated ? { _cmcp: { execution_id: `bench-${i}` } } : {}),
+        },
       }),
     });
     const body = (await r.json()) as { result?: unknown };
@@ -129,8 +158,12 @@ async function callBench(dir: string, n: number) {
   up.http.close();
   const p = stats(plain);
   const c = stats(corr);
-  console.log(`call: without execution_id  p50 ${fmt(p.p50)}  p90 ${fmt(p.p90)}  p99 ${fmt(p.p99)}  (n=${p.n})`);
-  console.log(`call: with execution_id     p50 ${fmt(c.p50)}  p90 ${fmt(c.p90)}  p99 ${fmt(c.p99)}  (n=${c.n})`);
+  console.log(
+    `call: without execution_id  p50 ${fmt(p.p50)}  p90 ${fmt(p.p90)}  p99 ${fmt(p.p99)}  (n=${p.n})`,
+  );
+  console.log(
+    `call: with execution_id     p50 ${fmt(c.p50)}  p90 ${fmt(c.p90)}  p99 ${fmt(c.p99)}  (n=${c.n})`,
+  );
   console.log(`call: added latency p50 ${fmt(c.p50 - p.p50)}  (ratio ${(c.p50 / p.p50).toFixed(2)}×)`);
 }
 
