@@ -282,3 +282,88 @@ describe('the official SDK client through the gateway', () => {
     await client.close();
   });
 });
+
+describe('gateway chain and list changes', () => {
+  it('start-up and the attestation provider are on the gateway chain', () => {
+    const types = gw.chain.entries('gateway').map((e) => e.entry_type);
+    expect(types.slice(0, 2)).toEqual(['gateway_start', 'attestation_provider']);
+  });
+
+  it('C-MCP-5 an upstream notifications/tools/list_changed reaches the gateway tool list', async () => {
+    const { join } = await import('node:path');
+    const cfg2 = await writeConfig({
+      upstreams: [
+        {
+          name: 'grow',
+          transport: 'stdio',
+          command: process.execPath,
+          args: [join(import.meta.dirname, 'fixtures', 'list-changing-server.mjs')],
+        },
+      ],
+    });
+    const g2 = await startInProcess(cfg2);
+    try {
+      const names = async () =>
+        (
+          await rpc(g2.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/list' })
+        ).body.result.tools.map((t: { name: string }) => t.name);
+      expect(await names()).toEqual(['grow.grow']);
+      const r = await rpc(g2.url, 'alice-token', {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'tools/call',
+        params: { name: 'grow.grow', arguments: {} },
+      });
+      expect(r.body.result.content[0].text).toBe('added_1');
+      let listed: string[] = [];
+      for (let i = 0; i < 50 && !listed.includes('grow.added_1'); i++) {
+        await new Promise((res) => setTimeout(res, 50));
+        listed = await names();
+      }
+      expect(listed).toContain('grow.added_1');
+    } finally {
+      await g2.close();
+      cleanup(cfg2.dir);
+    }
+  });
+});
+
+describe('default session rotation', () => {
+  it('closes the default session with a claim after max calls, and after max age', async () => {
+    const cfg2 = await writeConfig({
+      upstreams: [{ name: 'counter', transport: 'http', url: upstream.url }],
+      sessions: { default_max_calls: 2, default_max_age_s: 1 },
+    });
+    const g2 = await startInProcess(cfg2);
+    try {
+      const sid = async () =>
+        (
+          await rpc(g2.url, 'alice-token', {
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name: 'counter.record', arguments: {} },
+          })
+        ).body.result._meta['dev.cmcp/evidence'].session_id as string;
+      const s1 = await sid();
+      expect(await sid()).toBe(s1);
+      const s2 = await sid(); // third call: s1 reached 2 calls
+      expect(s2).not.toBe(s1);
+      const claim = await rest(g2.url, 'alice-token', 'GET', `/sessions/${s1}/claim`);
+      expect(claim.status).toBe(200);
+      expect(claim.body.transcript).toHaveLength(2);
+      const closeEntry = g2.chain.entries(s1).at(-1);
+      expect(closeEntry?.entry_type).toBe('session_close');
+      expect(closeEntry?.detail?.reason).toBe('rotated');
+      await new Promise((res) => setTimeout(res, 1100));
+      const s3 = await sid();
+      expect(s3).not.toBe(s2);
+      expect((await rest(g2.url, 'alice-token', 'GET', `/sessions/${s2}/claim`)).status).toBe(200);
+      const open = await rest(g2.url, 'alice-token', 'GET', `/sessions/${s3}/claim`);
+      expect(open.body.error.error_code).toBe('SESSION_OPEN');
+    } finally {
+      await g2.close();
+      cleanup(cfg2.dir);
+    }
+  });
+});

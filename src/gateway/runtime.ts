@@ -89,6 +89,21 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       instance_id: cfg.instance_id,
     },
   });
+  chain.append(GATEWAY_CHAIN_ID, {
+    entry_type: 'attestation_provider',
+    detail:
+      cfg.attestation.provider === 'tpm'
+        ? {
+            provider: 'tpm',
+            ak_algorithm: cfg.attestation.ak_algorithm,
+            pcrs: cfg.attestation.pcrs,
+            reason: 'configured',
+          }
+        : {
+            provider: 'software',
+            reason: 'configured (dev mode): no hardware evidence; claims verify as signed-only',
+          },
+  });
   // Recovery before the listener opens: nothing admitted by an earlier process stays in flight.
   const sealed = executions.sealInFlight(chain);
   if (sealed) log.warn({ sealed }, 'sealed in-flight executions from a previous run as outcome_unknown');
