@@ -367,3 +367,21 @@ describe('default session rotation', () => {
     }
   });
 });
+
+describe('closing a session while a call runs', () => {
+  it('the claim stays valid: the late terminal entry goes to the gateway chain, naming the session', async () => {
+    const { verifyClaim } = await import('../src/verify/claim.js');
+    const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
+    const sid = s.body.session_id;
+    const pending = call('alice-token', 1, 'counter.hold', { ms: 400 }, { session_id: sid });
+    await new Promise((r) => setTimeout(r, 150));
+    const claim = await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
+    const r = await pending;
+    const ev = r.body.result._meta['dev.cmcp/evidence'];
+    expect(ev.chain_id).toBe('gateway');
+    expect(ev.session_id).toBe(sid);
+    const bundle = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
+    const report = verifyClaim(claim.body, { bundle: bundle.body });
+    expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+  });
+});

@@ -245,7 +245,7 @@ export class CallPipeline {
     let entry: AuditEntry;
     try {
       entry = immediate(this.db, () => {
-        const e = this.chain.append(session.session_id, {
+        const e = this.chain.append(this.liveChain(session.session_id), {
           ...base,
           disposition: disp,
           error_code: errorCode,
@@ -323,7 +323,11 @@ export class CallPipeline {
     try {
       // Joins the caller's transaction when there is one (admission refusals).
       entry = immediate(this.db, () => {
-        const e = this.chain.append(chainId, { ...input, disposition: 'refused', error_code: code });
+        const e = this.chain.append(session ? this.liveChain(chainId) : chainId, {
+          ...input,
+          disposition: 'refused',
+          error_code: code,
+        });
         if (session) this.sessions.countCall(session.session_id);
         return e;
       });
@@ -344,6 +348,18 @@ export class CallPipeline {
         data: { error_code: code, call_id: input.call_id, ...data, evidence: this.evidence(entry) },
       },
     };
+  }
+
+  /**
+   * The chain a call's terminal entry goes to: its session's, unless the session was closed
+   * (by the agent or by rotation) while the call ran — its claim already fixed the chain's
+   * tip, so the entry goes to the gateway chain instead (it still names the session).
+   */
+  private liveChain(sessionId: string): string {
+    const row = this.db
+      .prepare<[string], { status: string }>('SELECT status FROM sessions WHERE session_id = ?')
+      .get(sessionId);
+    return row?.status === 'open' ? sessionId : GATEWAY_CHAIN_ID;
   }
 
   private evidence(e: AuditEntry): CallEvidence {
