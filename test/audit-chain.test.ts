@@ -3,6 +3,7 @@
  * (hash what you store: sub-millisecond clock, a clock stepping backwards, an undefined
  * member), C-SQL-1 (IMMEDIATE transactions; a busy database fails the whole transaction).
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { AuditChain } from '../src/audit/chain.js';
 import { sha256Hex } from '../src/format/canonical.js';
 import { immediate, openDatabase } from '../src/store/db.js';
 import { verifyBundle } from '../src/verify/bundle.js';
-import { cleanup } from './harness/gateway.js';
+import { cleanup, REPO_ROOT } from './harness/gateway.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-chain-'));
 afterAll(() => cleanup(dir));
@@ -79,7 +80,62 @@ describe('C-CHAIN-2 hash what you store', () => {
   });
 });
 
+describe('C-CHAIN-1 concurrent appends from two OS processes', () => {
+  const script = (file: string, tag: string, n: number, go: number) => `
+    import { AuditChain } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'audit', 'chain.js'))};
+    import { openDatabase } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'db.js'))};
+    const chain = new AuditChain(openDatabase(${JSON.stringify(file)}, 10000));
+    while (Date.now() < ${go}) {}
+    for (let i = 0; i < ${n}; i++) chain.append('s', { entry_type: 'tool_call', call_id: '${tag}-' + i });
+  `;
+  for (const n of [2, 50]) {
+    for (const prefilled of [false, true]) {
+      it(`${n} appends from two processes to a ${prefilled ? 'non-empty' : 'empty'} chain`, async () => {
+        const file = join(dir, `p-${n}-${prefilled}.db`);
+        const chain = new AuditChain(openDatabase(file));
+        if (prefilled) chain.append('s', { entry_type: 'session_open' });
+        const go = Date.now() + 700; // both start appending at the same instant
+        const run = (tag: string) =>
+          new Promise<number | null>((res) => {
+            const p = spawn(process.execPath, ['--input-type=module', '-e', script(file, tag, n / 2, go)], { stdio: 'inherit' });
+            p.on('exit', (code) => res(code));
+          });
+        expect(await Promise.all([run('a'), run('b')])).toEqual([0, 0]);
+        const entries = chain.entries('s');
+        expect(entries).toHaveLength(n + (prefilled ? 1 : 0));
+        expect(new Set(entries.map((e) => e.call_id)).size).toBe(entries.length);
+        expect(new Set(entries.map((e) => e.prev_entry_hash)).size).toBe(entries.length);
+        expect(verifyBundle(chain.bundle('s', null)).checks.filter((c) => c.status === 'fail')).toEqual([]);
+        chain.db.close();
+      });
+    }
+  }
+});
+
 describe('C-SQL-1 deferred upgrade cannot happen', () => {
+  it('A reads the tip in a deferred transaction, B appends and commits, A cannot append', () => {
+    const file = join(dir, 'sql1-deferred.db');
+    const a = openDatabase(file);
+    const b = openDatabase(file);
+    const ca = new AuditChain(a);
+    const cb = new AuditChain(b);
+    ca.append('s', { entry_type: 'session_open' });
+    a.prepare('BEGIN').run(); // deferred
+    const tipSeenByA = a.prepare("SELECT entry_hash FROM audit_entries WHERE chain_id = 's' ORDER BY sequence_number DESC LIMIT 1").get();
+    cb.append('s', { entry_type: 'tool_call', call_id: 'b' });
+    expect(() => ca.append('s', { entry_type: 'tool_call', call_id: 'a' })).toThrow(/not BEGIN IMMEDIATE/);
+    a.prepare('ROLLBACK').run();
+    expect(tipSeenByA).toBeDefined();
+    ca.append('s', { entry_type: 'tool_call', call_id: 'a' });
+    expect(ca.entries('s').map((e) => [e.sequence_number, e.call_id])).toEqual([
+      [0, null],
+      [1, 'b'],
+      [2, 'a'],
+    ]);
+    a.close();
+    b.close();
+  });
+
   it('a writer waits for the busy timeout, then fails its whole transaction cleanly', () => {
     const file = join(dir, 'sql1.db');
     const a = openDatabase(file, 200);
@@ -88,17 +144,17 @@ describe('C-SQL-1 deferred upgrade cannot happen', () => {
     const cb = new AuditChain(b);
     ca.append('s', { entry_type: 'session_open' });
     // A holds the write lock (IMMEDIATE) while B tries to append.
-    a.prepare('BEGIN IMMEDIATE').run();
-    ca.append('s', { entry_type: 'tool_call', call_id: 'a' });
+    a.prepare('BEGIN IMMEDIATE').run(); // A holds the write lock
     const t0 = Date.now();
     expect(() => immediate(b, () => cb.append('s', { entry_type: 'tool_call', call_id: 'b' }))).toThrow(
       /busy|locked/i,
     );
     expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
     a.prepare('COMMIT').run();
-    expect(cb.entries('s').map((e) => e.call_id)).toEqual([null, 'a']);
+    // B's failed transaction left nothing behind; once the lock is free it appends normally.
+    expect(cb.entries('s').map((e) => e.sequence_number)).toEqual([0]);
     cb.append('s', { entry_type: 'tool_call', call_id: 'b' });
-    expect(ca.entries('s').map((e) => e.sequence_number)).toEqual([0, 1, 2]);
+    expect(ca.entries('s').map((e) => e.sequence_number)).toEqual([0, 1]);
     a.close();
     b.close();
   });

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type AuditBundle, type AuditEntry, type AuditEntryBody, hashEntryBody } from '../format/entry.js';
-import { type Db, immediate } from '../store/db.js';
+import { type Db, immediate, inImmediate } from '../store/db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
 
 /** Fields a caller supplies; everything else is filled in (null when not given). */
@@ -48,6 +48,8 @@ export class AuditChain {
    */
   append(chainId: string, input: EntryInput): AuditEntry {
     if (!this.db.inTransaction) return immediate(this.db, () => this.append(chainId, input));
+    // Never upgrade a deferred transaction whose reads may already be stale (C-SQL-1).
+    if (!inImmediate(this.db)) throw new Error('audit append inside a transaction that is not BEGIN IMMEDIATE');
     const tip = this.tipStmt.get(chainId);
     let ts = formatMicros(this.clock());
     if (tip && ts < tip.timestamp_utc) ts = tip.timestamp_utc; // never decreasing (C-CHAIN-2)

@@ -12,10 +12,19 @@ function openReadOnly(file: string): Database.Database {
     process.stderr.write(`cmcp: no database at ${file}\n`);
     process.exit(2);
   }
-  const db = new Database(file, { readonly: true, fileMustExist: true });
-  db.pragma('busy_timeout = 5000');
-  return db;
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    db.pragma('busy_timeout = 5000');
+    // Fails here (not later with a stack trace) when the file is no cmcp database.
+    db.prepare('SELECT 1 FROM executions LIMIT 1').all();
+    return db;
+  } catch (e) {
+    process.stderr.write(`cmcp: ${file} is not a readable cmcp database (${(e as { code?: string }).code ?? 'error'})\n`);
+    process.exit(2);
+  }
 }
+
+const STATES = ['in_flight', 'completed', 'not_attempted', 'outcome_unknown'];
 
 function line(r: ExecutionRow): string {
   return [r.state.padEnd(15), r.agent_id, r.execution_id, r.tool_name, r.call_id, r.updated_at].join('  ');
@@ -31,6 +40,10 @@ export function registerExecutionsCommand(program: Command): void {
     .option('--state <state>', 'only this state (in_flight, completed, not_attempted, outcome_unknown)')
     .option('--json', 'JSON output')
     .action((o: { db: string; agent?: string; state?: string; json?: boolean }) => {
+      if (o.state !== undefined && !STATES.includes(o.state)) {
+        process.stderr.write(`cmcp: --state must be one of ${STATES.join(', ')}\n`);
+        process.exit(2);
+      }
       const db = openReadOnly(o.db);
       const rows = db
         .prepare<[string | null, string | null, string | null, string | null], ExecutionRow>(

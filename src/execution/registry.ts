@@ -6,7 +6,7 @@
  */
 import type { AuditChain } from '../audit/chain.js';
 import { GATEWAY_CHAIN_ID } from '../format/entry.js';
-import type { Db } from '../store/db.js';
+import { type Db, immediate, inImmediate } from '../store/db.js';
 import { bindingsEqual } from './binding.js';
 
 export type ExecutionState = 'in_flight' | 'completed' | 'not_attempted' | 'outcome_unknown';
@@ -76,7 +76,7 @@ export class ExecutionRegistry {
     sessionId: string;
     toolName: string;
   }): Admission {
-    if (!this.db.inTransaction) throw new Error('admission must run inside a transaction');
+    if (!inImmediate(this.db)) throw new Error('admission must run inside a BEGIN IMMEDIATE transaction');
     const existing = this.getStmt.get(inp.agentId, inp.executionId);
     if (!existing) {
       const now = new Date().toISOString();
@@ -109,7 +109,8 @@ export class ExecutionRegistry {
     state: TerminalState,
     entryHash: string,
   ): void {
-    if (!this.db.inTransaction) throw new Error('terminal transition must run inside a transaction');
+    if (!inImmediate(this.db))
+      throw new Error('terminal transition must run inside a BEGIN IMMEDIATE transaction');
     const r = this.finishStmt.run(state, new Date().toISOString(), entryHash, agentId, executionId, callId);
     if (r.changes !== 1) throw new Error('execution row is not in flight for this call');
   }
@@ -127,24 +128,22 @@ export class ExecutionRegistry {
       )
       .all(this.owner);
     for (const row of rows) {
-      this.db
-        .transaction(() => {
-          const e = chain.append(GATEWAY_CHAIN_ID, {
-            entry_type: 'execution_sealed',
-            agent_id: row.agent_id,
-            execution_id: row.execution_id,
-            call_id: row.call_id,
-            session_id: row.session_id,
-            tool_name: row.tool_name,
-            disposition: 'outcome_unknown',
-            detail: {
-              reason:
-                'in_flight at start-up: the previous process stopped before a terminal outcome was recorded',
-            },
-          });
-          this.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
-        })
-        .immediate();
+      immediate(this.db, () => {
+        const e = chain.append(GATEWAY_CHAIN_ID, {
+          entry_type: 'execution_sealed',
+          agent_id: row.agent_id,
+          execution_id: row.execution_id,
+          call_id: row.call_id,
+          session_id: row.session_id,
+          tool_name: row.tool_name,
+          disposition: 'outcome_unknown',
+          detail: {
+            reason:
+              'in_flight at start-up: the previous process stopped before a terminal outcome was recorded',
+          },
+        });
+        this.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
+      });
     }
     return rows.length;
   }

@@ -24,6 +24,9 @@ export class CanonicalJsonError extends Error {
 /** Largest integer JCS/ECMAScript can carry exactly (2^53 − 1). */
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
+/** Deepest nesting of arrays/objects accepted; deeper input is refused, not recursed into. */
+export const MAX_JSON_DEPTH = 128;
+
 function hasLoneSurrogate(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
@@ -42,7 +45,8 @@ function hasLoneSurrogate(s: string): boolean {
  * Checks that `value` is plain JSON data that JCS can represent exactly.
  * Refuses: lone surrogates (RFC 8785 §3.2.2.2), NaN/Infinity, BigInt, functions, symbols,
  * `undefined` inside arrays, non-plain objects (Date, Map, Buffer, class instances),
- * and — when `integersExact` is set — integers outside ±(2^53 − 1) (design §2).
+ * nesting deeper than {@link MAX_JSON_DEPTH}, and — when `integersExact` is set — integers
+ * outside ±(2^53 − 1) (design §2).
  * `undefined` object members are dropped exactly as JSON.stringify drops them.
  *
  * @throws CanonicalJsonError naming the path of the first offending member.
@@ -51,6 +55,7 @@ export function assertCanonicalizable(
   value: unknown,
   opts: { integersExact?: boolean } = {},
   path = '',
+  depth = 0,
 ): void {
   switch (typeof value) {
     case 'string':
@@ -67,10 +72,11 @@ export function assertCanonicalizable(
       throw new CanonicalJsonError('BigInt is not JSON', path);
     case 'object': {
       if (value === null) return;
+      if (depth >= MAX_JSON_DEPTH) throw new CanonicalJsonError(`nested deeper than ${MAX_JSON_DEPTH} levels`, path);
       if (Array.isArray(value)) {
         value.forEach((v, i) => {
           if (v === undefined) throw new CanonicalJsonError('undefined array element', `${path}/${i}`);
-          assertCanonicalizable(v, opts, `${path}/${i}`);
+          assertCanonicalizable(v, opts, `${path}/${i}`, depth + 1);
         });
         return;
       }
@@ -80,7 +86,7 @@ export function assertCanonicalizable(
       for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
         if (hasLoneSurrogate(k)) throw new CanonicalJsonError('lone surrogate in member name', path);
         if (v === undefined) continue;
-        assertCanonicalizable(v, opts, `${path}/${k}`);
+        assertCanonicalizable(v, opts, `${path}/${k}`, depth + 1);
       }
       return;
     }

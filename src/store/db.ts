@@ -84,5 +84,25 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
  * later upgraded to a write). Rolls back and rethrows on any error.
  */
 export function immediate<T>(db: Db, fn: () => T): T {
-  return db.transaction(fn).immediate();
+  return db
+    .transaction(() => {
+      immediateDepth.set(db, (immediateDepth.get(db) ?? 0) + 1);
+      try {
+        return fn();
+      } finally {
+        immediateDepth.set(db, (immediateDepth.get(db) ?? 1) - 1);
+      }
+    })
+    .immediate();
+}
+
+/** How deep this connection is inside {@link immediate} transactions. */
+const immediateDepth = new WeakMap<Db, number>();
+
+/**
+ * True when the connection is inside a transaction opened by {@link immediate}. Writers check
+ * it so that a write can never join a deferred transaction that began with a read (C-SQL-1).
+ */
+export function inImmediate(db: Db): boolean {
+  return db.inTransaction && (immediateDepth.get(db) ?? 0) > 0;
 }
