@@ -1,0 +1,253 @@
+/**
+ * Operator controls (issue 6 item 6), served under /operator/* to operator credentials only:
+ *
+ * - `POST /operator/policy/reload` `{files: {name: base64url}, signature}` — a signed bundle
+ *   replaces the running policy without a restart (rules in src/policy/state.ts). Accepted
+ *   reloads are recorded as `policy_reload` in the gateway chain *with the bundle's files*, so
+ *   the exact policy text in force is on the record and a restart resumes it instead of
+ *   silently falling back to an older configured bundle. Open sessions are closed with claims
+ *   (reason `policy_reload`): every session's claim covers decisions of exactly the policy its
+ *   binding names, and the next session binds the new hash. Refusals are recorded as
+ *   `policy_reload_refused`.
+ * - `POST /operator/agents/{agent_id}/block` `{reason?}` — the kill switch: recorded as
+ *   `agent_blocked`; the agent's open sessions are closed with claims; every route refuses it
+ *   from then on (also after a restart: blocks are rebuilt from the gateway chain).
+ *   `…/unblock` lifts it (`agent_unblocked`).
+ * - `GET /operator/status` — running policy, catalog, drifted tools, blocked agents.
+ */
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import type { CatalogGuard } from '../catalog/guard.js';
+import { CmcpError, clip } from '../errors/index.js';
+import { b64u, fromB64u } from '../format/canonical.js';
+import { GATEWAY_CHAIN_ID } from '../format/entry.js';
+import type { PolicyBundle } from '../policy/bundle.js';
+import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
+import type { SessionFacts, SessionService } from '../session/service.js';
+import type { OperatorApi } from './app.js';
+
+interface Stored {
+  canonical: string;
+}
+
+/** Parses stored gateway-chain entries of the given types, in sequence order. */
+function gatewayEntries(chain: AuditChain, types: string[]): Record<string, unknown>[] {
+  const rows = chain.db
+    .prepare<string[], Stored>(
+      `SELECT canonical FROM audit_entries WHERE chain_id = ? AND entry_type IN (${types.map(() => '?').join(',')}) ORDER BY sequence_number`,
+    )
+    .all(GATEWAY_CHAIN_ID, ...types);
+  return rows.map((r) => JSON.parse(r.canonical) as Record<string, unknown>);
+}
+
+/** The policy_load / policy_reload detail describing a bundle. */
+export function bundleDetail(b: PolicyBundle): Record<string, unknown> {
+  return {
+    bundle_hash: b.hash,
+    version: b.manifest.version,
+    description: b.manifest.description,
+    files: b.files,
+    policy_ids: Object.keys(b.policies),
+  };
+}
+
+export class OperatorControls implements OperatorApi {
+  private readonly blocked = new Set<string>();
+  private readonly reloadHooks: ((bundle: PolicyBundle) => void)[] = [];
+
+  constructor(
+    private readonly chain: AuditChain,
+    private readonly sessions: SessionService,
+    private readonly facts: SessionFacts,
+    private readonly policy: PolicyState | null,
+    private readonly catalog: CatalogGuard | null,
+    /** Agent ids an operator may block (configured agents, plus `dev` in dev mode). */
+    private readonly knownAgents: Set<string>,
+    private readonly log: Logger,
+  ) {
+    for (const e of gatewayEntries(chain, ['agent_blocked', 'agent_unblocked'])) {
+      const id = e.agent_id as string;
+      if (e.entry_type === 'agent_blocked') this.blocked.add(id);
+      else this.blocked.delete(id);
+    }
+  }
+
+  /**
+   * Resumes the newest accepted reload recorded in the gateway chain when it is newer than the
+   * configured bundle and still verifies under the pinned key.
+   * @returns the resumed bundle, or null (the configured bundle stays).
+   */
+  resumeReloaded(): PolicyBundle | null {
+    if (!this.policy) return null;
+    const last = gatewayEntries(this.chain, ['policy_reload']).at(-1);
+    const d = last?.detail as { bundle_files?: Record<string, string>; signature?: string } | undefined;
+    if (!d?.bundle_files) return null;
+    try {
+      const files = new Map(Object.entries(d.bundle_files).map(([k, v]) => [k, fromB64u(v)] as const));
+      const b = this.policy.check(files, d.signature, this.policy.engine.bundle.manifest.version);
+      this.policy.install(b);
+      return b;
+    } catch (e) {
+      const why = e instanceof ReloadRefusedError ? e.reason : 'error';
+      if (why !== 'not_newer')
+        this.log.warn(
+          { reason: why },
+          'the last reloaded policy bundle could not be resumed; using the configured bundle',
+        );
+      return null;
+    }
+  }
+
+  /**
+   * Registers a hook run after an accepted reload is installed (and `facts.policyBundleHash`
+   * updated) but before open sessions are closed: e.g. to measure the gateway again, so the
+   * next session's binding covers the new measurement.
+   */
+  onReload(hook: (bundle: PolicyBundle) => void): void {
+    this.reloadHooks.push(hook);
+  }
+
+  isBlocked(agentId: string): boolean {
+    return this.blocked.has(agentId);
+  }
+
+  reloadPolicy(operatorId: string, body: unknown): Record<string, unknown> {
+    const refuse = (e: ReloadRefusedError): never => {
+      try {
+        this.chain.append(GATEWAY_CHAIN_ID, {
+          entry_type: 'policy_reload_refused',
+          disposition: 'refused',
+          error_code: 'POLICY_RELOAD_REFUSED',
+          detail: {
+            operator_id: operatorId,
+            reason: e.reason,
+            bundle_hash: e.bundleHash,
+            message: e.message.slice(0, 300),
+            diagnostics: e.diagnostics.slice(0, 20),
+          },
+        });
+      } catch (err) {
+        this.log.error({ err: (err as Error).message }, 'could not record a refused reload');
+      }
+      throw new CmcpError('POLICY_RELOAD_REFUSED', e.message.slice(0, 300), {
+        reason: e.reason,
+        bundle_hash: e.bundleHash,
+        diagnostics: e.diagnostics.slice(0, 20),
+      });
+    };
+    if (!this.policy) {
+      return refuse(new ReloadRefusedError('no_policy_key', 'no policy is configured; reloads are disabled'));
+    }
+    let next: PolicyBundle;
+    let signature: string | undefined;
+    let files: Map<string, Buffer>;
+    try {
+      ({ files, signature } = decodeReloadFiles(body));
+      next = this.policy.check(files, signature, this.policy.engine.bundle.manifest.version);
+    } catch (e) {
+      if (e instanceof ReloadRefusedError) return refuse(e);
+      throw e;
+    }
+    const previous = this.policy.engine.bundle;
+    const entry = this.chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'policy_reload',
+      detail: {
+        ...bundleDetail(next),
+        previous_bundle_hash: previous.hash,
+        previous_version: previous.manifest.version,
+        operator_id: operatorId,
+        enforcement_mode: this.policy.mode,
+        signature,
+        bundle_files: Object.fromEntries([...files].map(([k, v]) => [k, b64u(v)])),
+      },
+    });
+    this.policy.install(next);
+    this.facts.policyBundleHash = next.hash;
+    for (const hook of this.reloadHooks) {
+      try {
+        hook(next);
+      } catch (e) {
+        this.log.error({ err: (e as Error).message }, 'policy reload hook failed');
+      }
+    }
+    const closed = this.sessions.closeOpen(null, 'policy_reload');
+    this.log.info(
+      {
+        operator_id: operatorId,
+        bundle_hash: next.hash,
+        version: next.manifest.version,
+        sessions_closed: closed.length,
+      },
+      'policy reloaded',
+    );
+    return {
+      bundle_hash: next.hash,
+      version: next.manifest.version,
+      previous_bundle_hash: previous.hash,
+      previous_version: previous.manifest.version,
+      entry_hash: entry.entry_hash,
+      sessions_closed: closed,
+    };
+  }
+
+  blockAgent(operatorId: string, agentId: string, body: unknown): Record<string, unknown> {
+    if (!this.knownAgents.has(agentId))
+      throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
+    const b = (body ?? {}) as { reason?: unknown };
+    if (
+      typeof b !== 'object' ||
+      (b.reason !== undefined && (typeof b.reason !== 'string' || b.reason.length > 200))
+    )
+      throw new CmcpError('INVALID_REQUEST', 'body must be {reason?: string of at most 200 characters}');
+    if (this.blocked.has(agentId))
+      return { agent_id: agentId, blocked: true, already_blocked: true, sessions_closed: [] };
+    const entry = this.chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'agent_blocked',
+      agent_id: agentId,
+      detail: { operator_id: operatorId, reason: (b.reason as string | undefined) ?? null },
+    });
+    this.blocked.add(agentId);
+    const closed = this.sessions.closeOpen(agentId, 'agent_blocked');
+    this.log.warn(
+      { operator_id: operatorId, agent_id: agentId, sessions_closed: closed.length },
+      'agent blocked',
+    );
+    return { agent_id: agentId, blocked: true, entry_hash: entry.entry_hash, sessions_closed: closed };
+  }
+
+  unblockAgent(operatorId: string, agentId: string): Record<string, unknown> {
+    if (!this.knownAgents.has(agentId))
+      throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
+    if (!this.blocked.has(agentId)) return { agent_id: agentId, blocked: false };
+    const entry = this.chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'agent_unblocked',
+      agent_id: agentId,
+      detail: { operator_id: operatorId },
+    });
+    this.blocked.delete(agentId);
+    return { agent_id: agentId, blocked: false, entry_hash: entry.entry_hash };
+  }
+
+  status(): Record<string, unknown> {
+    const b = this.policy?.engine.bundle;
+    return {
+      policy: b
+        ? {
+            bundle_hash: b.hash,
+            version: b.manifest.version,
+            description: b.manifest.description,
+            enforcement_mode: this.policy?.mode,
+          }
+        : null,
+      enforcement_mode: this.facts.enforcementMode,
+      catalog: this.catalog
+        ? {
+            catalog_hash: this.catalog.hash,
+            tools: this.catalog.catalog.tools.length,
+            drifted: this.catalog.driftedTools(),
+          }
+        : null,
+      blocked_agents: [...this.blocked].sort(),
+    };
+  }
+}

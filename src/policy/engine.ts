@@ -1,0 +1,238 @@
+/**
+ * Cedar decisions for `tools/call` (issue 6 items 2–3). Every call is one Cedar request:
+ *
+ * - principal `Agent::"<agent_id>"` with the agent's configured `attributes`;
+ * - action `Action::"call_tool"`;
+ * - resource `Tool::"<exposed tool name>"`, a member of `Server::"<upstream name>"`, with
+ *   attributes `server`, `name` (the upstream's own tool name), `sensitivity`,
+ *   `sensitivity_level` and `annotations` (the MCP boolean hints present in the pinned
+ *   definition) taken from the catalog;
+ * - context `{arguments, workflow_id?, session: {calls, max_sensitivity,
+ *   max_sensitivity_level}}`.
+ *
+ * JSON → Cedar value mapping (Cedar has no null and no floats): strings, booleans and
+ * integers map to themselves; a non-integer number maps to the string of its ECMAScript
+ * form; `null` members are omitted (so `has` is false); arrays become sets. An object member
+ * named `__entity`, `__extn` or `__expr` (Cedar's JSON escapes) is refused, so arguments can
+ * never forge an entity reference or an extension value.
+ *
+ * Fail-closed rule: Cedar skips a policy whose evaluation errors (which would let a
+ * `forbid` that errors on unexpected input allow the call). The gateway instead treats any
+ * evaluation error as a deny, reported as `POLICY_EVALUATION_FAILED`.
+ *
+ * Requests are evaluated without the schema (arguments differ per tool, and Cedar records
+ * are closed); the schema validates every policy at load, and configured agents and catalog
+ * tools are checked against it as entities at load (see {@link checkEntities}).
+ *
+ * Cedar reference: https://docs.cedarpolicy.com/auth/authorization.html (decision, reasons,
+ * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
+ */
+import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
+import type { PolicyBundle } from './bundle.js';
+
+/** How a deny takes effect. */
+export type EnforcementMode = 'enforcing' | 'advisory' | 'silent';
+
+/** MCP tool annotation hints carried into Cedar (booleans only). */
+export const ANNOTATION_HINTS = [
+  'readOnlyHint',
+  'destructiveHint',
+  'idempotentHint',
+  'openWorldHint',
+] as const;
+
+/** What the gateway knows about the tool being called. */
+export interface ToolFacts {
+  exposedName: string;
+  server: string;
+  toolName: string;
+  sensitivity: Sensitivity;
+  /** The tool definition's `annotations` object (only boolean hints are used). */
+  annotations: unknown;
+}
+
+/** One call to decide. */
+export interface PolicyRequest {
+  agentId: string;
+  agentAttributes: Record<string, unknown>;
+  tool: ToolFacts;
+  arguments: Record<string, unknown>;
+  workflowId: string | null;
+  session: { calls: number; maxSensitivity: Sensitivity };
+}
+
+/** A decision. `decision` is Cedar's; `effective` says what the gateway does with it. */
+export interface PolicyDecision {
+  decision: 'allow' | 'deny';
+  /** Ids of the policies that determined the decision (Cedar's `reason`). */
+  matched: string[];
+  /** Ids of policies whose evaluation errored (non-empty ⇒ deny, fail closed). */
+  errored: string[];
+  /** Why the request could not be evaluated at all (input or engine fault), else null. */
+  failure: string | null;
+}
+
+/** Thrown by {@link toCedarValue} for input Cedar cannot carry honestly. */
+export class CedarValueError extends Error {
+  constructor(
+    message: string,
+    readonly path: string,
+  ) {
+    super(`${message} at ${path || '/'}`);
+  }
+}
+
+const ESCAPES = new Set(['__entity', '__extn', '__expr']);
+
+/**
+ * Maps JSON to a Cedar JSON value (module doc). `undefined`/`null` → undefined (omitted).
+ * @throws CedarValueError for escape members or non-JSON values.
+ */
+export function toCedarValue(v: unknown, path = ''): cedar.CedarValueJson | undefined {
+  if (v === null || v === undefined) return undefined;
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return v;
+    case 'number':
+      if (!Number.isFinite(v)) throw new CedarValueError('not a finite number', path);
+      return Number.isSafeInteger(v) ? v : String(v);
+    case 'object': {
+      if (Array.isArray(v)) {
+        const out: cedar.CedarValueJson[] = [];
+        v.forEach((x, i) => {
+          const c = toCedarValue(x, `${path}/${i}`);
+          if (c !== undefined) out.push(c);
+        });
+        return out;
+      }
+      const out: Record<string, cedar.CedarValueJson> = {};
+      for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+        if (ESCAPES.has(k)) throw new CedarValueError(`member name ${k} is reserved by Cedar`, path);
+        const c = toCedarValue(x, `${path}/${k}`);
+        if (c !== undefined) out[k] = c;
+      }
+      return out;
+    }
+    default:
+      throw new CedarValueError(`${typeof v} is not JSON`, path);
+  }
+}
+
+function record(v: unknown, path: string): Record<string, cedar.CedarValueJson> {
+  const c = toCedarValue(v ?? {}, path);
+  return c !== undefined && typeof c === 'object' && !Array.isArray(c)
+    ? (c as Record<string, cedar.CedarValueJson>)
+    : {};
+}
+
+/** The boolean MCP hints of an `annotations` value, as a Cedar record. */
+export function annotationHints(annotations: unknown): Record<string, boolean> {
+  const out: Record<string, boolean> = {};
+  if (typeof annotations !== 'object' || annotations === null) return out;
+  for (const h of ANNOTATION_HINTS) {
+    const v = (annotations as Record<string, unknown>)[h];
+    if (typeof v === 'boolean') out[h] = v;
+  }
+  return out;
+}
+
+/** The Agent entity of a request. */
+export function agentEntity(agentId: string, attributes: Record<string, unknown>): cedar.EntityJson {
+  return { uid: { type: 'Agent', id: agentId }, attrs: record(attributes, '/principal'), parents: [] };
+}
+
+/** The Tool entity (member of its Server) and the Server entity of a request. */
+export function toolEntities(t: ToolFacts): cedar.EntityJson[] {
+  return [
+    {
+      uid: { type: 'Tool', id: t.exposedName },
+      attrs: {
+        server: t.server,
+        name: t.toolName,
+        sensitivity: t.sensitivity,
+        sensitivity_level: sensitivityLevel(t.sensitivity),
+        annotations: annotationHints(t.annotations),
+      },
+      parents: [{ type: 'Server', id: t.server }],
+    },
+    { uid: { type: 'Server', id: t.server }, attrs: {}, parents: [] },
+  ];
+}
+
+/**
+ * Checks entities against the bundle's schema (Cedar `checkParseEntities`), so a configured
+ * agent or a catalog tool that does not fit the schema is found at load, not at call time.
+ * @returns one line per problem (empty when all conform).
+ */
+export function checkEntities(bundle: PolicyBundle, entities: cedar.EntityJson[]): string[] {
+  const problems: string[] = [];
+  for (const e of entities) {
+    const r = cedar.checkParseEntities({ entities: [e], schema: bundle.schema });
+    if (r.type !== 'success') {
+      const uid = e.uid as cedar.TypeAndId;
+      for (const err of r.errors) problems.push(`${uid.type}::${JSON.stringify(uid.id)}: ${err.message}`);
+    }
+  }
+  return problems;
+}
+
+/** A loaded bundle ready to decide requests. */
+export class PolicyEngine {
+  constructor(
+    readonly bundle: PolicyBundle,
+    readonly mode: EnforcementMode,
+  ) {}
+
+  /** Evaluates one request. Never throws: faults come back as `failure` (a deny). */
+  evaluate(req: PolicyRequest): PolicyDecision {
+    let context: cedar.Context;
+    let entities: cedar.EntityJson[];
+    try {
+      context = {
+        arguments: record(req.arguments, '/arguments'),
+        session: {
+          calls: req.session.calls,
+          max_sensitivity: req.session.maxSensitivity,
+          max_sensitivity_level: sensitivityLevel(req.session.maxSensitivity),
+        },
+      };
+      if (req.workflowId !== null) context.workflow_id = req.workflowId;
+      entities = [agentEntity(req.agentId, req.agentAttributes), ...toolEntities(req.tool)];
+    } catch (e) {
+      const msg = e instanceof CedarValueError ? e.message : 'request not representable in Cedar';
+      return { decision: 'deny', matched: [], errored: [], failure: msg.slice(0, 200) };
+    }
+    let answer: cedar.AuthorizationAnswer;
+    try {
+      answer = cedar.isAuthorized({
+        principal: { type: 'Agent', id: req.agentId },
+        action: { type: 'Action', id: 'call_tool' },
+        resource: { type: 'Tool', id: req.tool.exposedName },
+        context,
+        policies: { staticPolicies: this.bundle.policies },
+        entities,
+      });
+    } catch (e) {
+      return {
+        decision: 'deny',
+        matched: [],
+        errored: [],
+        failure: `cedar: ${(e as Error).message}`.slice(0, 200),
+      };
+    }
+    if (answer.type !== 'success') {
+      const first = answer.errors[0]?.message ?? 'unknown';
+      return { decision: 'deny', matched: [], errored: [], failure: `cedar: ${first}`.slice(0, 200) };
+    }
+    const { decision, diagnostics } = answer.response;
+    const errored = diagnostics.errors.map((e) => e.policyId);
+    return {
+      decision: errored.length ? 'deny' : decision,
+      matched: [...diagnostics.reason].sort(),
+      errored: [...new Set(errored)].sort(),
+      failure: null,
+    };
+  }
+}
