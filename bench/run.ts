@@ -4,6 +4,7 @@
  *     registry row, synchronous=FULL) per second, against the same terminal commit alone.
  *  2. Call level: end-to-end latency of `tools/call` through the gateway to a real MCP server,
  *     with and without execution_id, interleaved in one run so that drift hits both equally.
+ *  3. Verifications per second per evidence format (bench/verify.ts).
  * Reports ratios measured side by side; absolute numbers drift on shared machines.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -19,6 +20,7 @@ import { parseConfig } from '../src/config/index.js';
 import { ExecutionRegistry } from '../src/execution/registry.js';
 import { startGateway } from '../src/gateway/runtime.js';
 import { immediate, openDatabase } from '../src/store/db.js';
+import { runVerifyBench } from './verify.js';
 
 function stats(samples: number[]) {
   const s = [...samples].sort((a, b) => a - b);
@@ -170,8 +172,11 @@ async function callBench(dir: string, n: number) {
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-bench-'));
 try {
   const n = Number(process.env.CMCP_BENCH_N ?? 500);
+  console.log('== execution_id: admission + terminal commit ==');
   storeBench(dir, n);
   await callBench(dir, n);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
+console.log('\n== verification speed per format ==');
+await runVerifyBench();

@@ -1,6 +1,8 @@
 /**
  * `cmcp verify <claim> [--audit <bundle>] [--json] [--challenge <b64url>] [--pcrs 0,1,2,7]
- * [--previous-claim <file>]`: verifies a claim (and its audit bundle) offline.
+ * [--previous-claim <file>] [--policy-hash <sha256:hex>] [--catalog-hash <sha256:hex>]
+ * [--trust-store <file>] [--reference-values <file>] [--at <RFC 3339>]`: verifies a claim (and its
+ * audit bundle) offline. The trust store defaults to the repository's attestation/trust-store.yaml.
  *
  * Exit codes: 0 when the verdict is not `invalid`; 1 when it is `invalid`; 2 for unreadable
  * input (missing file, not JSON) or usage errors. Messages never include stack traces.
@@ -9,6 +11,14 @@ import { readFile, stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { type VerifyClaimOptions, verifyClaim } from '../verify/claim.js';
 import { renderJson, renderText } from '../verify/render.js';
+import {
+  defaultAttestationDir,
+  loadReferenceValues,
+  loadTrustStore,
+  PolicyFileError,
+  type ReferenceValues,
+  type TrustStore,
+} from '../verify/trust.js';
 
 /** Largest input file accepted (bytes). */
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
@@ -20,6 +30,65 @@ export interface VerifyCliOptions {
   challenge?: string;
   pcrs?: string;
   previousClaim?: string;
+  policyHash?: string;
+  catalogHash?: string;
+  /** Trust store YAML (default: the repository's attestation/trust-store.yaml). */
+  trustStore?: string;
+  /** Reference values YAML (default: none). */
+  referenceValues?: string;
+  /** Verification time (RFC 3339) for certificate and collateral validity (default: now). */
+  at?: string;
+}
+
+/** Trust store, reference values and clock chosen by `--trust-store`, `--reference-values`, `--at`. */
+export interface PolicyOptions {
+  trustStore: TrustStore;
+  trustStorePath: string | null;
+  referenceValues?: ReferenceValues;
+  now?: Date;
+}
+
+/**
+ * Loads `--trust-store` (default: the repository's `attestation/trust-store.yaml`, or an empty
+ * store when there is none), `--reference-values` and `--at`.
+ * @throws VerifyInputError when a file is unreadable or invalid, or `--at` is not RFC 3339.
+ */
+export function loadPolicyOptions(opts: {
+  trustStore?: string;
+  referenceValues?: string;
+  at?: string;
+}): PolicyOptions {
+  const load = <T>(path: string, what: string, fn: (p: string) => T): T => {
+    try {
+      return fn(path);
+    } catch (err) {
+      if (err instanceof PolicyFileError) throw new VerifyInputError(`${what} ${path}: ${err.message}`);
+      const code = (err as { code?: string }).code;
+      throw new VerifyInputError(`cannot read ${what} ${path}${code ? ` (${code})` : ''}`);
+    }
+  };
+  const dir = defaultAttestationDir();
+  const trustStorePath = opts.trustStore ?? (dir ? `${dir}/trust-store.yaml` : null);
+  const out: PolicyOptions = {
+    trustStore: trustStorePath
+      ? load(trustStorePath, 'trust store', loadTrustStore)
+      : { version: 1, roots: [] },
+    trustStorePath,
+  };
+  if (opts.referenceValues !== undefined) {
+    out.referenceValues = load(opts.referenceValues, 'reference values', loadReferenceValues);
+  }
+  if (opts.at !== undefined) {
+    const d = new Date(opts.at);
+    if (
+      !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(opts.at) ||
+      Number.isNaN(d.getTime())
+    ) {
+      throw new VerifyInputError('--at must be an RFC 3339 time, e.g. 2023-07-01T01:00:00Z');
+    }
+    out.now = d;
+  }
+  return out;
 }
 
 /** Output sinks (replaceable in tests). */
@@ -86,6 +155,19 @@ export async function runVerify(
       vopts.expectedChallenge = opts.challenge;
     }
     if (opts.pcrs !== undefined) vopts.requiredPcrs = parsePcrList(opts.pcrs);
+    const policy = loadPolicyOptions(opts);
+    vopts.trustStore = policy.trustStore;
+    if (policy.referenceValues) vopts.referenceValues = policy.referenceValues;
+    if (policy.now) vopts.now = policy.now;
+    for (const [flag, v] of [
+      ['--policy-hash', opts.policyHash],
+      ['--catalog-hash', opts.catalogHash],
+    ] as const) {
+      if (v !== undefined && !/^sha256:[0-9a-f]{64}$/.test(v))
+        throw new VerifyInputError(`${flag} must be sha256:<64 lowercase hex>`);
+    }
+    if (opts.policyHash !== undefined) vopts.expectedPolicyHash = opts.policyHash;
+    if (opts.catalogHash !== undefined) vopts.expectedCatalogHash = opts.catalogHash;
     const claim = await readJson(claimPath, 'claim');
     if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
     if (opts.previousClaim !== undefined)
@@ -118,6 +200,11 @@ export function registerVerifyCommand(program: Command): void {
     .option('--challenge <b64url>', 'the nonce the claim binding must carry')
     .option('--pcrs <list>', 'required PCR selection (SHA-256 bank), e.g. 0,1,2,7')
     .option('--previous-claim <file>', 'the claim issued before this one (checks the claim sequence)')
+    .option('--policy-hash <sha256:hex>', 'pin: the claim must name this policy bundle hash')
+    .option('--catalog-hash <sha256:hex>', 'pin: the claim must name this catalog hash')
+    .option('--trust-store <file>', "pinned roots (default: the repository's attestation/trust-store.yaml)")
+    .option('--reference-values <file>', 'reference values YAML (allowed TEE types, PCRs)')
+    .option('--at <time>', 'verification time (RFC 3339) for certificate validity (default: now)')
     .exitOverride((err) => {
       // Help and version exit 0; every other commander error is a usage error: exit 2.
       process.exit(err.exitCode === 0 ? 0 : 2);

@@ -549,6 +549,8 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
       if (
         e.tool_name !== line.tool_name ||
         e.policy_decision !== line.policy_decision ||
+        (line.policy_rule_matched !== undefined &&
+          JSON.stringify(e.policy_rule_matched) !== JSON.stringify(line.policy_rule_matched)) ||
         e.disposition !== line.disposition ||
         e.error_code !== line.error_code
       ) {

@@ -5,13 +5,14 @@
  *
  * Imports only `src/format/*`, sibling verifier modules, node built-ins and npm libraries.
  */
-import { type KeyObject, X509Certificate } from 'node:crypto';
 import { z } from 'zod';
 import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '../format/binding.js';
 import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from '../format/canonical.js';
 import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from '../format/claim.js';
+import { verifyAkCertChain } from './akcert.js';
 import { verifyBundle } from './bundle.js';
 import {
+  type AnchorUsed,
   type CheckResult,
   check,
   computeVerdict,
@@ -24,7 +25,11 @@ import {
   type ReasonCode,
   type VerificationReport,
 } from './result.js';
+import { verifySnpReport } from './snp.js';
+import { verifyTdxQuote } from './tdx.js';
 import { type PcrValue, TPM_ALG, verifyTpmQuote } from './tpm.js';
+import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
+import { type Cert, CertError, parseCert } from './x509.js';
 
 const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'not 64 lowercase hex');
@@ -48,6 +53,7 @@ export const claimSchema = z.object({
       sequence_number: int0,
       tool_name: z.string().nullable(),
       policy_decision: z.string().nullable(),
+      policy_rule_matched: z.array(z.string()).nullable().optional(),
       disposition: z.string().nullable(),
       error_code: z.string().nullable(),
     }),
@@ -85,6 +91,14 @@ export const claimSchema = z.object({
         ak_parent_qualified_name: b64url,
       })
       .nullable(),
+    sev_snp: z
+      .object({
+        report: b64url,
+        certs: z.array(z.object({ guid: z.string(), kind: z.string(), der: b64url })),
+        source: z.string(),
+      })
+      .optional(),
+    tdx: z.object({ quote: b64url, source: z.string() }).optional(),
   }),
   claim_sequence: int0,
   prev_claim_hash: hex64.nullable(),
@@ -104,6 +118,16 @@ export interface VerifyClaimOptions {
   requiredPcrs?: number[];
   /** The claim issued just before this one; checks `prev_claim_hash` and `claim_sequence`. */
   previousClaim?: unknown;
+  /** Pinned policy bundle hash (`sha256:<hex>`): adds check `claim.policy_hash`. */
+  expectedPolicyHash?: string;
+  /** Pinned catalog hash (`sha256:<hex>`): adds check `claim.catalog_hash`. */
+  expectedCatalogHash?: string;
+  /** Pinned roots; without one, no AK chain can be anchored (verdict at best hardware-unanchored). */
+  trustStore?: TrustStore;
+  /** Reference values (allowed TEE types, required PCRs, expected PCR values). */
+  referenceValues?: ReferenceValues;
+  /** Verification time for certificate validity; defaults to now. */
+  now?: Date;
 }
 
 function firstIssue(err: z.ZodError): string {
@@ -136,14 +160,18 @@ function replaceCheck(checks: CheckResult[], id: string, replacement: CheckResul
  * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
  * {@link verifyBundle} (or `audit.bundle` absent).
  *
- * The verdict is `hardware-unanchored` at best today: AK certificates are not enrolled, so
- * `evidence.anchor` is `absent` and no pinned root is used. Never throws.
+ * `evidence.anchor` passes when `evidence.tpm.ak_cert_chain` (leaf first) certifies the quoting
+ * AK and chains to a root pinned in `opts.trustStore` at `opts.now` ({@link verifyAkCertChain});
+ * the verdict can then be `hardware-attested` and the root is listed in `anchors_used` by SHA-256
+ * fingerprint. Without a chain (or a pinned root) the verdict is `hardware-unanchored` at best.
+ * Never throws.
  */
 export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): VerificationReport {
   const checks: CheckResult[] = [];
   const notes: string[] = [];
+  const anchors: AnchorUsed[] = [];
   const report = (): VerificationReport => {
-    const r: VerificationReport = { verdict: computeVerdict(checks), checks, anchors_used: [], notes };
+    const r: VerificationReport = { verdict: computeVerdict(checks), checks, anchors_used: anchors, notes };
     return r;
   };
 
@@ -379,8 +407,33 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     }
   }
 
+  // claim.policy_hash / claim.catalog_hash: pins asked for by the relying party (issue 6).
+  // The binding.preimage check ties these claim fields to the bound preimage.
+  if (opts.expectedPolicyHash !== undefined) {
+    checks.push(
+      c.policy_bundle_hash === opts.expectedPolicyHash
+        ? pass('claim.policy_hash', `policy_bundle_hash is the pinned ${opts.expectedPolicyHash}`)
+        : fail(
+            'claim.policy_hash',
+            'POLICY_HASH_MISMATCH',
+            `policy_bundle_hash ${quoteUntrusted(c.policy_bundle_hash ?? 'null', 80)} is not the pinned ${quoteUntrusted(opts.expectedPolicyHash, 80)}`,
+          ),
+    );
+  }
+  if (opts.expectedCatalogHash !== undefined) {
+    checks.push(
+      c.catalog_hash === opts.expectedCatalogHash
+        ? pass('claim.catalog_hash', `catalog_hash is the pinned ${opts.expectedCatalogHash}`)
+        : fail(
+            'claim.catalog_hash',
+            'CATALOG_HASH_MISMATCH',
+            `catalog_hash ${quoteUntrusted(c.catalog_hash ?? 'null', 80)} is not the pinned ${quoteUntrusted(opts.expectedCatalogHash, 80)}`,
+          ),
+    );
+  }
+
   // hardware evidence
-  verifyEvidence(c, expectedReportData, opts, checks, notes);
+  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
 
   // audit bundle
   if (opts.bundle === undefined) {
@@ -418,8 +471,23 @@ function verifyEvidence(
   opts: VerifyClaimOptions,
   checks: CheckResult[],
   notes: string[],
+  anchors: AnchorUsed[],
 ): void {
   const ev = c.evidence;
+  const rv = opts.referenceValues;
+  const allowed = rv?.allowed_tee_types;
+  if (allowed && ev.status === 'bound') {
+    const tee = ev.provider === 'tpm' ? 'tpm' : ev.provider;
+    checks.push(
+      (allowed as readonly string[]).includes(tee)
+        ? pass('policy.tee_type', `${tee} is an allowed TEE type`)
+        : fail(
+            'policy.tee_type',
+            'TEE_TYPE_NOT_ALLOWED',
+            `${quoteUntrusted(tee, 32)} is not one of ${allowed.join(', ')}`,
+          ),
+    );
+  }
   if (ev.status === 'absent') {
     const why = `hardware binding absent: provider ${quoteUntrusted(ev.provider, 32)}, reason ${quoteUntrusted(ev.reason ?? 'none given', 64)}`;
     checks.push(check('evidence.status', 'absent', 'EVIDENCE_ABSENT', why));
@@ -442,6 +510,10 @@ function verifyEvidence(
     return;
   }
   const tpm = ev.tpm;
+  if ((ev.provider === 'sev-snp' && ev.sev_snp) || (ev.provider === 'tdx' && ev.tdx)) {
+    verifyTeeEvidence(ev, expectedReportData, opts, checks, notes, anchors);
+    return;
+  }
   if (ev.provider !== 'tpm' || tpm === null) {
     checks.push(
       fail(
@@ -474,6 +546,8 @@ function verifyEvidence(
   }
   if (pcrValuesProblem) pcrValues = undefined;
   const pcrs = tpm.pcr_selection.pcrs;
+  const rvPcrs = rv?.tpm?.required_pcrs;
+  const requiredPcrs = opts.requiredPcrs ?? (rvPcrs ? [...rvPcrs].sort((a, b) => a - b) : undefined);
   const selectionOk = pcrs.every((p, i) => i === 0 || p > (pcrs[i - 1] ?? -1));
 
   const q = verifyTpmQuote({
@@ -485,9 +559,7 @@ function verifyEvidence(
     expectedExtraDataLabel: 'SHA-256(REPORT_DATA) of this claim',
     pcrValues: pcrValues ?? [],
     declaredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs }],
-    ...(opts.requiredPcrs
-      ? { requiredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs: opts.requiredPcrs }] }
-      : {}),
+    ...(requiredPcrs ? { requiredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs: requiredPcrs }] } : {}),
   });
   const qc = q.checks;
   if (!attest)
@@ -527,55 +599,132 @@ function verifyEvidence(
     replaceCheck(qc, 'tpm.pcr_digest', fail('tpm.pcr_digest', 'PCR_VALUES_MALFORMED', pcrValuesProblem));
   checks.push(...qc);
 
-  // AK anchor
-  checks.push(akAnchorCheck(tpm.ak_cert_chain, q.akPublic?.key));
-  const anchor = checks[checks.length - 1];
-  if (anchor && anchor.status !== 'pass') {
-    notes.push(
-      'The AK is NOT anchored to a pinned root: AK certificates are not enrolled yet, so no certificate ' +
-        'chain was validated and hardware-attested is not reachable. A valid quote yields hardware-unanchored: ' +
-        'it shows a TPM-format key signed the binding, not which TPM or platform holds that key.',
+  // expected PCR values (reference values)
+  const pins = rv?.tpm?.pcrs;
+  if (pins) {
+    const bad = Object.entries(pins).filter(([i, allowedValues]: [string, string[]]) => {
+      const v = pcrValues?.find((p) => p.index === Number(i));
+      return !v || !allowedValues.includes(Buffer.from(v.value).toString('hex'));
+    });
+    const digest = checks.find((x) => x.id === 'tpm.pcr_digest');
+    checks.push(
+      bad.length
+        ? fail(
+            'tpm.pcr_values',
+            'MEASUREMENT_NOT_ALLOWED',
+            `PCR ${bad.map(([i]) => i).join(', ')} not an expected value`,
+          )
+        : digest?.status === 'pass'
+          ? pass(
+              'tpm.pcr_values',
+              `PCR ${Object.keys(pins).join(', ')} have expected values (and are quoted)`,
+            )
+          : fail('tpm.pcr_values', 'DEPENDENCY_FAILED', 'the PCR values are not the quoted ones'),
     );
   }
-}
 
-function akAnchorCheck(chain: readonly string[], akKey: KeyObject | undefined): CheckResult {
-  if (chain.length === 0) {
-    return check(
-      HARDWARE_ANCHOR_CHECK,
-      'absent',
-      'AK_NOT_ENROLLED',
-      'no AK certificate chain (AK enrollment not implemented): the AK is not anchored to a pinned root',
-    );
-  }
-  const certs: X509Certificate[] = [];
-  for (const [i, text] of chain.entries()) {
+  // AK anchor: the AK certificate chain (leaf first) to a pinned root
+  const certs: Cert[] = [];
+  let malformed: CheckResult | null = null;
+  for (const [i, text] of tpm.ak_cert_chain.entries()) {
     const der = tryB64u(text);
     try {
-      if (!der) throw new Error('not base64url');
-      certs.push(new X509Certificate(der));
+      if (!der) throw new CertError('AK_CHAIN_MALFORMED', 'not base64url');
+      certs.push(parseCert(der));
     } catch (err) {
-      return fail(
+      malformed = fail(
         HARDWARE_ANCHOR_CHECK,
         'AK_CHAIN_MALFORMED',
         `ak_cert_chain[${i}] is not a DER certificate (${err instanceof Error ? err.message.slice(0, 80) : 'error'})`,
       );
+      break;
     }
   }
-  const leaf = certs[0];
-  if (!akKey) return fail(HARDWARE_ANCHOR_CHECK, 'DEPENDENCY_FAILED', 'AK public area did not parse');
-  const spki = (k: KeyObject) => k.export({ format: 'der', type: 'spki' });
-  if (!leaf || !spki(leaf.publicKey).equals(spki(akKey))) {
-    return fail(
-      HARDWARE_ANCHOR_CHECK,
-      'AK_CERT_KEY_MISMATCH',
-      'the AK leaf certificate certifies a different key than the AK that signed the quote',
+  if (malformed) checks.push(malformed);
+  else {
+    const a = verifyAkCertChain({
+      certs,
+      akKey: q.akPublic?.key,
+      trustStore: opts.trustStore ?? EMPTY_TRUST_STORE,
+      at: opts.now ?? new Date(),
+    });
+    checks.push(a.check);
+    if (a.anchor) anchors.push(a.anchor);
+  }
+  const anchor = checks[checks.length - 1];
+  if (anchor && anchor.status !== 'pass') {
+    notes.push(
+      `The AK is NOT anchored to a pinned root (${anchor.reason_code}): ${
+        certs.length === 0
+          ? 'the claim carries no AK certificate chain, so no chain was validated and hardware-attested is not reachable. '
+          : 'its certificate chain does not end at a root pinned in the trust store. '
+      }A valid quote then yields hardware-unanchored: it shows a TPM-format key signed the binding, not which TPM or platform holds that key.`,
     );
   }
-  return check(
-    HARDWARE_ANCHOR_CHECK,
-    'absent',
-    'AK_CHAIN_UNANCHORED',
-    `${certs.length} AK certificate(s) parse and the leaf certifies the AK, but no pinned root is configured`,
-  );
+}
+
+/**
+ * SEV-SNP / TDX evidence of a claim: the report / quote must carry exactly this claim's
+ * REPORT_DATA (`evidence.binding`), and is verified like raw evidence (signature, certificate
+ * chain to the pinned AMD ARK / Intel root, platform policy from the reference values).
+ * Collateral is not carried in claims, so the TDX TCB status is reported as unknown.
+ */
+function verifyTeeEvidence(
+  ev: ParsedClaim['evidence'],
+  expectedReportData: Buffer | null,
+  opts: VerifyClaimOptions,
+  checks: CheckResult[],
+  notes: string[],
+  anchors: AnchorUsed[],
+): void {
+  checks.push(pass('evidence.status', `provider ${ev.provider} reports the binding bound`));
+  const trustStore = opts.trustStore ?? EMPTY_TRUST_STORE;
+  const at = opts.now ?? new Date();
+  const common = {
+    trustStore,
+    at,
+    expectedReportData: expectedReportData ?? Buffer.alloc(0),
+    ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
+  };
+  let result: { checks: CheckResult[]; anchors: AnchorUsed[]; notes?: string[] };
+  if (ev.provider === 'sev-snp' && ev.sev_snp) {
+    const report = tryB64u(ev.sev_snp.report);
+    const certs = ev.sev_snp.certs.map((c) => tryB64u(c.der));
+    result = verifySnpReport({
+      ...common,
+      report: report ?? Buffer.alloc(0),
+      certs: certs.map((c) => c ?? Buffer.from('not base64url')),
+    });
+    if (!report)
+      replaceCheck(
+        result.checks,
+        'snp.report_parse',
+        fail('snp.report_parse', 'EVIDENCE_MALFORMED', 'report is not base64url'),
+      );
+  } else {
+    const quote = tryB64u(ev.tdx?.quote ?? '');
+    result = verifyTdxQuote({ ...common, quote: quote ?? Buffer.alloc(0) });
+    if (!quote)
+      replaceCheck(
+        result.checks,
+        'tdx.quote_parse',
+        fail('tdx.quote_parse', 'EVIDENCE_MALFORMED', 'quote is not base64url'),
+      );
+  }
+  if (!expectedReportData) {
+    replaceCheck(
+      result.checks,
+      HARDWARE_BINDING_CHECK,
+      fail(HARDWARE_BINDING_CHECK, 'DEPENDENCY_FAILED', 'REPORT_DATA could not be computed from the claim'),
+    );
+  }
+  checks.push(...result.checks);
+  anchors.push(...result.anchors);
+  notes.push(...(result.notes ?? []));
+  const anchor = checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
+  if (anchor && anchor.status !== 'pass') {
+    notes.push(
+      `The ${ev.provider} signing key is NOT anchored to a pinned root (${anchor.reason_code}): the verdict is hardware-unanchored at best.`,
+    );
+  }
 }

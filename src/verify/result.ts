@@ -43,6 +43,8 @@ export const REASON_CODES = {
   REPORT_DATA_MISMATCH: 'evidence.report_data is not thumbprint ‖ SHA-256(JCS(preimage))',
   PREVIOUS_CLAIM_MALFORMED: 'the previous claim supplied for comparison does not parse',
   CLAIM_NOT_SUCCESSOR: 'prev_claim_hash/claim_sequence do not follow the supplied previous claim',
+  POLICY_HASH_MISMATCH: 'the claim policy_bundle_hash is not the policy bundle hash the verifier pinned',
+  CATALOG_HASH_MISMATCH: 'the claim catalog_hash is not the catalog hash the verifier pinned',
   NO_PREVIOUS_CLAIM: 'the verifier supplied no previous claim',
   // hardware evidence (generic)
   EVIDENCE_ABSENT: 'the claim states the hardware binding is absent (reason in detail)',
@@ -101,6 +103,63 @@ export const REASON_CODES = {
   BUNDLE_EXTENDS_CLAIM: 'the bundle continues past the claimed tip: the claim is older than the bundle',
   CHAIN_LENGTH_MISMATCH: 'the bundle length differs from the claimed length',
   TRANSCRIPT_MISMATCH: 'a transcript line differs from the audit entry at its sequence number',
+  // certificate chains and trust anchors (TPM AK, SEV-SNP VCEK/VLEK, TDX PCK, collateral signers)
+  CHAIN_NOT_SUPPLIED: 'no certificate chain was supplied for the signing key',
+  CERT_MALFORMED: 'a certificate is not valid DER/PEM X.509',
+  CHAIN_INCOMPLETE: 'no supplied certificate issued a certificate of the chain (missing intermediate)',
+  CHAIN_SIGNATURE_INVALID: 'a certificate signature does not verify under its issuer key',
+  CHAIN_CA_INVALID: 'an issuing certificate is not a CA (basicConstraints, keyUsage keyCertSign or pathLen)',
+  CERT_NOT_VALID_AT_TIME: 'a certificate is expired or not yet valid at the verification time',
+  END_ENTITY_INVALID: 'the leaf certificate breaks the end-entity profile (CA flag, EKU, key usage, name)',
+  ROOT_NOT_PINNED: 'the chain ends at a self-signed root whose SHA-256 fingerprint is not pinned',
+  ANCHOR_PURPOSE_MISMATCH: 'the chain ends at a pinned root for another purpose or product',
+  CERT_REVOKED: 'a certificate of the chain is listed in a CRL',
+  // trust store and reference values
+  TRUST_STORE_INVALID: 'the trust store file does not validate',
+  REFERENCE_VALUES_INVALID: 'the reference values file does not validate',
+  NO_POLICY: 'the reference values set no requirement for this check',
+  TEE_TYPE_NOT_ALLOWED: 'the reference values do not allow this TEE type',
+  MEASUREMENT_NOT_ALLOWED: 'a measurement is not one of the values the reference values allow',
+  EVIDENCE_BINDING_MISMATCH:
+    'the report data / nonce in the evidence is not the expected value (exact length)',
+  // AMD SEV-SNP
+  SNP_REPORT_MALFORMED: 'the SEV-SNP report is not 1184 bytes or a reserved/padding field is not zero',
+  SNP_VERSION_UNSUPPORTED: 'the SEV-SNP report version is not in the allow-list (2, 3, 5)',
+  SNP_SIGNATURE_ALGO_UNSUPPORTED: 'SIGNATURE_ALGO is not 1 (ECDSA P-384 with SHA-384)',
+  SNP_SIGNATURE_MALFORMED: 'the signature r/s are not valid P-384 scalars',
+  SNP_SIGNATURE_INVALID:
+    'the ECDSA P-384 signature over bytes 0x000-0x29F does not verify under the VCEK/VLEK',
+  SNP_SIGNING_KEY_UNSUPPORTED: 'SIGNER_INFO.SIGNING_KEY is neither VCEK (0) nor VLEK (1)',
+  SNP_SIGNER_MISMATCH: 'the certificate presented is not the kind of key (VCEK/VLEK) the report names',
+  SNP_CERT_KEY_INVALID: 'the VCEK/VLEK certificate key is not an EC P-384 key',
+  SNP_PRODUCT_UNKNOWN: 'the product (Milan, Genoa, Turin) could not be determined from configuration or VCEK',
+  SNP_PRODUCT_MISMATCH: 'the product named by configuration, VCEK and report CPUID disagree',
+  SNP_HWID_MISMATCH: 'the VCEK hwID extension is not the report CHIP_ID',
+  SNP_TCB_MISMATCH: 'the VCEK TCB (SPL) extensions are not the report REPORTED_TCB',
+  SNP_DEBUG_ENABLED: 'POLICY.DEBUG is set and the reference values do not allow debug',
+  SNP_VMPL_NOT_ALLOWED: 'the report VMPL is not allowed by the reference values',
+  SNP_TCB_TOO_LOW: 'REPORTED_TCB is below the minimum TCB for this product',
+  // Intel TDX
+  TDX_QUOTE_MALFORMED: 'the TDX quote does not parse (bad size, type or layout)',
+  TDX_QUOTE_TRUNCATED: 'the TDX quote ends before its declared content',
+  TDX_VERSION_UNSUPPORTED: 'the quote version is not 4 or 5',
+  TDX_BODY_TYPE_UNSUPPORTED: 'the quote body type / TEE type is not a TD report (TDX 1.0 / 1.5)',
+  TDX_ATT_KEY_TYPE_UNSUPPORTED: 'the attestation key type is not 2 (ECDSA-256 with P-256)',
+  TDX_CERT_DATA_UNSUPPORTED: 'certification data is not QE report (6) with a PCK chain (5) inside',
+  TDX_ATTESTATION_KEY_INVALID: 'the attestation key is not a valid P-256 point',
+  TDX_QUOTE_SIGNATURE_INVALID: 'the ECDSA P-256 quote signature does not verify under the attestation key',
+  TDX_QE_REPORT_SIGNATURE_INVALID: 'the QE report signature does not verify under the PCK certificate key',
+  TDX_QE_REPORT_DATA_MISMATCH:
+    'QE REPORTDATA is not SHA-256(attestation key ‖ QE auth data) followed by zeros',
+  TDX_DEBUG_ENABLED: 'TD_ATTRIBUTES.DEBUG is set',
+  TDX_TRAILING_BYTES: 'bytes follow the declared quote and the reference values refuse them',
+  COLLATERAL_NOT_SUPPLIED: 'no collateral (TCB info, QE identity, CRLs) was supplied: TCB status unknown',
+  COLLATERAL_MALFORMED: 'collateral does not parse',
+  COLLATERAL_SIGNATURE_INVALID: 'a collateral signature does not verify over the raw bytes received',
+  COLLATERAL_EXPIRED: 'collateral is outside its issueDate/nextUpdate window at the verification time',
+  COLLATERAL_MISMATCH: 'collateral is for another platform (FMSPC, PCEID, TDX module, QE identity)',
+  TCB_LEVEL_NOT_FOUND: 'no TCB level of the TCB info matches the platform (TCB level not supported)',
+  TCB_STATUS_NOT_ACCEPTED: 'the TCB status is not one the reference values accept',
 } as const;
 
 /** A stable reason code (see {@link REASON_CODES}). */
@@ -129,6 +188,8 @@ export type Verdict = 'hardware-attested' | 'hardware-unanchored' | 'signed-only
 /** A pinned trust anchor used in the verification, identified by SHA-256 of its DER. */
 export interface AnchorUsed {
   name: string;
+  /** What the anchor vouched for, e.g. `tpm-ak`, `sev-snp-vcek`, `tdx-pck`, `tdx-collateral`. */
+  used_for?: string;
   /** Colon-separated uppercase hex SHA-256 of the certificate DER. */
   sha256_fingerprint: string;
 }
@@ -182,7 +243,9 @@ export function fail(id: string, reason: ReasonCode, detail: string): CheckResul
  * Computes the verdict from a list of checks:
  * 1. any `fail` → `invalid`; a claim signature check that is present and not `pass` → `invalid`;
  * 2. {@link HARDWARE_SIGNATURE_CHECK} and {@link HARDWARE_BINDING_CHECK} both `pass` →
- *    `hardware-attested` when {@link HARDWARE_ANCHOR_CHECK} is `pass`, else `hardware-unanchored`;
+ *    `hardware-attested` when {@link HARDWARE_ANCHOR_CHECK} is `pass`, else `hardware-unanchored`.
+ *    For raw evidence (no claim signature check in the list) a binding that is `not-applicable`
+ *    (the relying party supplied no nonce) counts like `pass`;
  * 3. otherwise `signed-only`.
  */
 export function computeVerdict(checks: readonly CheckResult[]): Verdict {
@@ -190,7 +253,11 @@ export function computeVerdict(checks: readonly CheckResult[]): Verdict {
   const status = (id: string) => checks.find((c) => c.id === id)?.status;
   const sig = status(CLAIM_SIGNATURE_CHECK);
   if (sig !== undefined && sig !== 'pass') return 'invalid';
-  if (status(HARDWARE_SIGNATURE_CHECK) === 'pass' && status(HARDWARE_BINDING_CHECK) === 'pass') {
+  const binding = status(HARDWARE_BINDING_CHECK);
+  // Raw evidence (no claim): a relying party that asked for no nonce gets binding not-applicable,
+  // and the evidence can still be hardware-attested. A claim always has a binding to check.
+  const bindingOk = binding === 'pass' || (sig === undefined && binding === 'not-applicable');
+  if (status(HARDWARE_SIGNATURE_CHECK) === 'pass' && bindingOk) {
     return status(HARDWARE_ANCHOR_CHECK) === 'pass' ? 'hardware-attested' : 'hardware-unanchored';
   }
   return 'signed-only';

@@ -1,0 +1,247 @@
+/**
+ * `cmcp verify-evidence`: verifies raw hardware evidence that cmcp did not necessarily produce,
+ * with the same checks, verdicts and output as `cmcp verify`.
+ *
+ * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-cert <f>…`,
+ *   `--nonce <hex>`, `--pcrs-file <yaml|json>`]
+ * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`, `--report-data <hex>`]
+ * - TDX: `--tdx-quote <quote>` [`--report-data <hex>`, `--tcb-info`, `--qe-identity`,
+ *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`]
+ * - all: `--trust-store`, `--reference-values`, `--at <RFC 3339>`, `--json`
+ *
+ * Exit codes: 0 when the verdict is not `invalid`; 1 when it is; 2 for unreadable input or usage
+ * errors (one line on stderr, no stack trace).
+ */
+import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
+import { readFile, stat } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '../verify/evidence.js';
+import { renderJson, renderText } from '../verify/render.js';
+import type { VerificationReport } from '../verify/result.js';
+import type { TdxCollateral } from '../verify/tdx-collateral.js';
+import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../verify/tpm.js';
+import { SNP_PRODUCTS, type SnpProduct } from '../verify/trust.js';
+import { loadPolicyOptions, VerifyInputError, type VerifyIo } from './verify.js';
+
+const MAX_INPUT_BYTES = 16 * 1024 * 1024;
+
+/** Options of `verify-evidence`, as commander parses them. */
+export interface VerifyEvidenceCliOptions {
+  tpmQuote?: string;
+  tpmSig?: string;
+  tpmSigFormat?: string;
+  ak?: string;
+  akCert?: string[];
+  nonce?: string;
+  pcrsFile?: string;
+  snpReport?: string;
+  certs?: string[];
+  product?: string;
+  reportData?: string;
+  tdxQuote?: string;
+  tcbInfo?: string;
+  qeIdentity?: string;
+  tcbSigningChain?: string;
+  pckCrl?: string;
+  rootCrl?: string;
+  trustStore?: string;
+  referenceValues?: string;
+  at?: string;
+  json?: boolean;
+}
+
+async function readBytes(path: string, what: string): Promise<Buffer> {
+  try {
+    const st = await stat(path);
+    if (!st.isFile()) throw new VerifyInputError(`${what} ${path} is not a file`);
+    if (st.size > MAX_INPUT_BYTES)
+      throw new VerifyInputError(`${what} ${path} is larger than ${MAX_INPUT_BYTES} bytes`);
+    return await readFile(path);
+  } catch (err) {
+    if (err instanceof VerifyInputError) throw err;
+    const code = (err as { code?: string }).code;
+    throw new VerifyInputError(`cannot read ${what} ${path}${code ? ` (${code})` : ''}`);
+  }
+}
+
+function hexArg(text: string, flag: string, len?: number): Buffer {
+  const t = text.trim();
+  if (!/^([0-9a-fA-F]{2})+$/.test(t) || (len !== undefined && t.length !== 2 * len)) {
+    throw new VerifyInputError(`${flag} must be ${len === undefined ? '' : `${len} bytes of `}hex`);
+  }
+  return Buffer.from(t, 'hex');
+}
+
+/** A nonce/report-data argument: hex text, or `@file` holding hex text. */
+async function hexOrFile(value: string, flag: string, len?: number): Promise<Buffer> {
+  if (value.startsWith('@'))
+    return hexArg((await readBytes(value.slice(1), flag)).toString('utf8'), flag, len);
+  return hexArg(value, flag, len);
+}
+
+/** AK: PEM (SPKI or certificate), DER SPKI, or TPMT_PUBLIC wire bytes. */
+function akFrom(bytes: Buffer): { public: Uint8Array } | { key: KeyObject } {
+  const text = bytes.toString('latin1');
+  try {
+    if (text.startsWith('-----BEGIN CERTIFICATE-----')) {
+      return { key: new X509Certificate(bytes).publicKey };
+    }
+    if (text.startsWith('-----BEGIN')) return { key: createPublicKey(text) };
+    if (bytes[0] === 0x30) return { key: createPublicKey({ key: bytes, format: 'der', type: 'spki' }) };
+  } catch {
+    throw new VerifyInputError('--ak is not a usable public key');
+  }
+  return { public: bytes };
+}
+
+/** PCR values file: YAML/JSON map of SHA-256 PCR index → hex value. */
+function pcrValuesFrom(bytes: Buffer): PcrValue[] {
+  let doc: unknown;
+  try {
+    doc = parseYaml(bytes.toString('utf8'), { maxAliasCount: 0 });
+  } catch {
+    throw new VerifyInputError('--pcrs-file is not YAML/JSON (a map of PCR index to hex SHA-256 value)');
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
+    throw new VerifyInputError('--pcrs-file must map PCR index to hex SHA-256 value');
+  }
+  return Object.entries(doc as Record<string, unknown>).map(([k, v]) => {
+    if (!/^(0|[1-9]\d?)$/.test(k) || Number(k) > 23 || typeof v !== 'string') {
+      throw new VerifyInputError('--pcrs-file must map PCR index (0-23) to a hex string');
+    }
+    return { hashAlg: TPM_ALG.SHA256, index: Number(k), value: hexArg(v, `--pcrs-file PCR ${k}`, 32) };
+  });
+}
+
+/** Runs `verify-evidence` and returns its exit code (0, 1 or 2). Never throws. */
+export async function runVerifyEvidence(
+  opts: VerifyEvidenceCliOptions,
+  io: VerifyIo = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t) },
+): Promise<number> {
+  try {
+    const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
+    if (kinds.length !== 1) {
+      throw new VerifyInputError('give exactly one of --tpm-quote, --snp-report, --tdx-quote');
+    }
+    const policy = loadPolicyOptions(opts);
+    const common = {
+      trustStore: policy.trustStore,
+      ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
+      ...(policy.now ? { now: policy.now } : {}),
+    };
+    let report: VerificationReport;
+    if (opts.tpmQuote !== undefined) {
+      if (opts.tpmSig === undefined || opts.ak === undefined) {
+        throw new VerifyInputError('--tpm-quote needs --tpm-sig and --ak');
+      }
+      const fmt = opts.tpmSigFormat ?? 'tpmt';
+      if (fmt !== 'tpmt' && fmt !== 'raw-rsassa-sha256' && fmt !== 'raw-rsassa-sha384') {
+        throw new VerifyInputError('--tpm-sig-format must be tpmt, raw-rsassa-sha256 or raw-rsassa-sha384');
+      }
+      const raw = await readBytes(opts.tpmQuote, 'TPM quote');
+      // A bare TPMS_ATTEST starts with TPM_GENERATED_VALUE; otherwise it must be a TPM2B_ATTEST.
+      let attest: Buffer = raw;
+      if (raw.length >= 4 && raw.readUInt32BE(0) !== TPM_GENERATED_VALUE) {
+        try {
+          attest = unwrapTpm2bAttest(raw);
+        } catch {
+          attest = raw; // reported by the verifier as a parse failure
+        }
+      }
+      report = verifyTpmEvidence({
+        ...common,
+        attest,
+        signature: await readBytes(opts.tpmSig, 'TPM signature'),
+        signatureFormat: fmt,
+        ak: akFrom(await readBytes(opts.ak, 'AK')),
+        akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
+        ...(opts.nonce !== undefined ? { nonce: await hexOrFile(opts.nonce, '--nonce') } : {}),
+        ...(opts.pcrsFile !== undefined
+          ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file')) }
+          : {}),
+      });
+    } else if (opts.snpReport !== undefined) {
+      if (!opts.certs?.length)
+        throw new VerifyInputError('--snp-report needs --certs (VCEK/VLEK and ASK/ARK)');
+      if (opts.product !== undefined && !(SNP_PRODUCTS as readonly string[]).includes(opts.product)) {
+        throw new VerifyInputError(`--product must be one of ${SNP_PRODUCTS.join(', ')}`);
+      }
+      report = verifySnpEvidence({
+        ...common,
+        report: await readBytes(opts.snpReport, 'SEV-SNP report'),
+        certs: await Promise.all(opts.certs.map((f) => readBytes(f, 'certificate'))),
+        ...(opts.product ? { product: opts.product as SnpProduct } : {}),
+        ...(opts.reportData !== undefined
+          ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
+          : {}),
+      });
+    } else {
+      const collateral: TdxCollateral = {};
+      const parts: [keyof TdxCollateral, string | undefined, string][] = [
+        ['tcbInfo', opts.tcbInfo, 'TCB info'],
+        ['qeIdentity', opts.qeIdentity, 'QE identity'],
+        ['tcbSigningChain', opts.tcbSigningChain, 'TCB signing chain'],
+        ['pckCrl', opts.pckCrl, 'PCK CRL'],
+        ['rootCrl', opts.rootCrl, 'Root CA CRL'],
+      ];
+      for (const [k, path, what] of parts)
+        if (path !== undefined) collateral[k] = await readBytes(path, what);
+      report = verifyTdxEvidence({
+        ...common,
+        quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
+        ...(Object.keys(collateral).length ? { collateral } : {}),
+        ...(opts.reportData !== undefined
+          ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
+          : {}),
+      });
+    }
+    io.stdout(opts.json ? renderJson(report) : renderText(report));
+    return report.verdict === 'invalid' ? 1 : 0;
+  } catch (err) {
+    const msg =
+      err instanceof VerifyInputError
+        ? err.message
+        : `internal error: ${err instanceof Error ? err.message : String(err)}`;
+    io.stderr(`cmcp verify-evidence: ${msg.slice(0, 300)}\n`);
+    return 2;
+  }
+}
+
+/** Adds `verify-evidence` to `program`; usage errors exit 2, an invalid verdict exits 1. */
+export function registerVerifyEvidenceCommand(program: Command): void {
+  const collect = (v: string, prev: string[] = []) => [...prev, v];
+  program
+    .command('verify-evidence')
+    .description('verify raw TPM / SEV-SNP / TDX evidence offline; exit 1 if invalid, 2 on unreadable input')
+    .option('--tpm-quote <file>', 'TPMS_ATTEST (or TPM2B_ATTEST) bytes of a TPM2_Quote')
+    .option('--tpm-sig <file>', 'the quote signature (TPMT_SIGNATURE unless --tpm-sig-format says raw)')
+    .option('--tpm-sig-format <fmt>', 'tpmt | raw-rsassa-sha256 | raw-rsassa-sha384 (tpm2_quote -f plain)')
+    .option('--ak <file>', 'AK public key: PEM/DER SubjectPublicKeyInfo, PEM certificate, or TPMT_PUBLIC')
+    .option('--ak-cert <file>', 'AK certificate chain, leaf first (DER or PEM; repeat)', collect)
+    .option('--nonce <hex|@file>', 'expected qualifyingData (extraData), compared at exact length')
+    .option('--pcrs-file <file>', 'YAML/JSON map of SHA-256 PCR index to hex value')
+    .option('--snp-report <file>', 'SEV-SNP ATTESTATION_REPORT (1184 bytes)')
+    .option('--certs <file>', 'VCEK/VLEK and ASK/ASVK+ARK certificates (DER or PEM; repeat)', collect)
+    .option('--product <name>', 'SEV-SNP product: Milan, Genoa or Turin (else from the VCEK)')
+    .option('--report-data <hex|@file>', 'expected 64-byte REPORT_DATA / REPORTDATA')
+    .option('--tdx-quote <file>', 'TDX DCAP quote (v4 or v5)')
+    .option('--tcb-info <file>', 'Intel PCS TCB info response body')
+    .option('--qe-identity <file>', 'Intel PCS QE identity response body')
+    .option('--tcb-signing-chain <file>', 'TCB-Info-Issuer-Chain (PEM)')
+    .option('--pck-crl <file>', 'PCK CRL (DER or PEM)')
+    .option('--root-crl <file>', 'Intel SGX Root CA CRL (DER or PEM)')
+    .option('--trust-store <file>', "pinned roots (default: the repository's attestation/trust-store.yaml)")
+    .option('--reference-values <file>', 'reference values YAML')
+    .option(
+      '--at <time>',
+      'verification time (RFC 3339) for certificate and collateral validity (default: now)',
+    )
+    .option('--json', 'print the report as JSON')
+    .exitOverride((err) => {
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (opts: VerifyEvidenceCliOptions) => {
+      process.exitCode = await runVerifyEvidence(opts);
+    });
+}

@@ -1,0 +1,209 @@
+/**
+ * Raw hardware evidence (not produced by cmcp) → the same {@link VerificationReport} claims
+ * get: TPM quote (+ AK certificate chain), SEV-SNP report (+ VCEK/VLEK chain), TDX quote
+ * (+ PCS collateral). No claim is involved, so `evidence.binding` is checked only against a
+ * nonce / report data the relying party supplies (and is `not-applicable` otherwise).
+ */
+import type { KeyObject } from 'node:crypto';
+import { verifyAkCertChain } from './akcert.js';
+import {
+  type AnchorUsed,
+  type CheckResult,
+  check,
+  computeVerdict,
+  fail,
+  HARDWARE_ANCHOR_CHECK,
+  pass,
+  type VerificationReport,
+} from './result.js';
+import { type SnpInput, verifySnpReport } from './snp.js';
+import { type TdxInput, verifyTdxQuote } from './tdx.js';
+import { type PcrSelection, type PcrValue, TPM_ALG, type TpmQuoteInput, verifyTpmQuote } from './tpm.js';
+import { EMPTY_TRUST_STORE, type ReferenceValues, type TeeType, type TrustStore } from './trust.js';
+import { type Cert, CertError, certsFromBytes } from './x509.js';
+
+/** `policy.tee_type`: whether the reference values allow this TEE type. */
+export function teeTypeCheck(tee: TeeType, rv: ReferenceValues | undefined): CheckResult {
+  const allowed = rv?.allowed_tee_types;
+  if (!allowed)
+    return check('policy.tee_type', 'not-applicable', 'NO_POLICY', `${tee}; no TEE type restriction`);
+  return allowed.includes(tee)
+    ? pass('policy.tee_type', `${tee} is an allowed TEE type`)
+    : fail('policy.tee_type', 'TEE_TYPE_NOT_ALLOWED', `${tee} is not one of ${allowed.join(', ')}`);
+}
+
+/** Runs `fn`; an unexpected exception becomes a failed `verify.internal` check (never a crash). */
+function guarded(fn: () => VerificationReport): VerificationReport {
+  try {
+    return fn();
+  } catch (err) {
+    const checks = [
+      fail(
+        'verify.internal',
+        'EVIDENCE_MALFORMED',
+        `verification stopped: ${(err as Error)?.message?.slice(0, 120) ?? 'error'}`,
+      ),
+    ];
+    return { verdict: computeVerdict(checks), checks, anchors_used: [], notes: [] };
+  }
+}
+
+function report(checks: CheckResult[], anchors: AnchorUsed[], notes: string[]): VerificationReport {
+  const verdict = computeVerdict(checks);
+  const anchor = checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
+  if (anchor && anchor.status !== 'pass' && verdict !== 'invalid') {
+    notes.push(`The signing key is NOT anchored to a pinned root (${anchor.reason_code}).`);
+  }
+  if (!checks.some((c) => c.id === 'evidence.binding' && c.status === 'pass')) {
+    notes.push(
+      'No expected nonce / report data was checked: the evidence is not shown to be fresh or bound to anything.',
+    );
+  }
+  return { verdict, checks, anchors_used: anchors, notes };
+}
+
+/** Options common to raw evidence. */
+export interface RawEvidenceOptions {
+  trustStore?: TrustStore;
+  referenceValues?: ReferenceValues;
+  /** Verification time; defaults to now. */
+  now?: Date;
+}
+
+/** Raw TPM evidence. */
+export interface RawTpmEvidence extends RawEvidenceOptions {
+  attest: Uint8Array;
+  /** TPMT_SIGNATURE bytes, or a raw signature (RSASSA with the hash given, e.g. tpm2_quote -f plain). */
+  signature: Uint8Array;
+  /** How `signature` is framed. */
+  signatureFormat?: 'tpmt' | 'raw-rsassa-sha256' | 'raw-rsassa-sha384';
+  /** AK as TPMT_PUBLIC wire bytes or a node key (PEM SPKI or from a certificate). */
+  ak: { public: Uint8Array } | { key: KeyObject };
+  /** AK certificate chain files (DER/PEM), leaf first. */
+  akCertChain?: readonly Uint8Array[];
+  /** Expected qualifyingData (exact bytes); undefined ⇒ not-applicable. */
+  nonce?: Uint8Array;
+  /** PCR values (SHA-256 bank). */
+  pcrValues?: readonly PcrValue[];
+}
+
+/** Verifies a raw TPM quote (+ AK certificate chain) and reports like a claim. Never throws. */
+export function verifyTpmEvidence(e: RawTpmEvidence): VerificationReport {
+  return guarded(() => tpmEvidence(e));
+}
+
+function tpmEvidence(e: RawTpmEvidence): VerificationReport {
+  const trust = e.trustStore ?? EMPTY_TRUST_STORE;
+  const at = e.now ?? new Date();
+  const rv = e.referenceValues;
+  const checks: CheckResult[] = [teeTypeCheck('tpm', rv)];
+  const notes: string[] = [];
+  const anchors: AnchorUsed[] = [];
+  const signature: TpmQuoteInput['signature'] =
+    e.signatureFormat === 'raw-rsassa-sha256' || e.signatureFormat === 'raw-rsassa-sha384'
+      ? {
+          sigAlg: TPM_ALG.RSASSA,
+          hashAlg: e.signatureFormat === 'raw-rsassa-sha256' ? TPM_ALG.SHA256 : TPM_ALG.SHA384,
+          sig: Buffer.from(e.signature),
+        }
+      : e.signature;
+  const required = rv?.tpm?.required_pcrs;
+  const requiredSelection: PcrSelection[] | undefined = required
+    ? [{ hashAlg: TPM_ALG.SHA256, pcrs: [...required].sort((a, b) => a - b) }]
+    : undefined;
+  const q = verifyTpmQuote({
+    attest: e.attest,
+    signature,
+    ak: e.ak,
+    expectedExtraData: e.nonce ?? null,
+    expectedExtraDataLabel: 'the expected nonce',
+    ...(e.pcrValues ? { pcrValues: e.pcrValues } : {}),
+    ...(requiredSelection ? { requiredSelection } : {}),
+  });
+  checks.push(...q.checks);
+  // expected PCR values from the reference values
+  const pins = rv?.tpm?.pcrs;
+  if (!pins) checks.push(check('tpm.pcr_values', 'not-applicable', 'NO_POLICY', 'no expected PCR values'));
+  else if (!e.pcrValues)
+    checks.push(check('tpm.pcr_values', 'absent', 'NOT_SUPPLIED', 'no PCR values supplied'));
+  else {
+    const bad = Object.entries(pins).filter(([i, allowed]) => {
+      const v = e.pcrValues?.find((p) => p.hashAlg === TPM_ALG.SHA256 && p.index === Number(i));
+      return !v || !allowed.includes(Buffer.from(v.value).toString('hex'));
+    });
+    const digest = checks.find((c) => c.id === 'tpm.pcr_digest');
+    checks.push(
+      bad.length
+        ? fail(
+            'tpm.pcr_values',
+            'MEASUREMENT_NOT_ALLOWED',
+            `PCR ${bad.map(([i]) => i).join(', ')} not an expected value`,
+          )
+        : digest?.status === 'pass'
+          ? pass(
+              'tpm.pcr_values',
+              `PCR ${Object.keys(pins).join(', ')} have expected values (and are quoted)`,
+            )
+          : fail('tpm.pcr_values', 'DEPENDENCY_FAILED', 'the PCR values are not the quoted ones'),
+    );
+  }
+  let certs: Cert[] = [];
+  let certProblem: CheckResult | null = null;
+  try {
+    certs = (e.akCertChain ?? []).flatMap((c) => certsFromBytes(c));
+  } catch (err) {
+    certProblem = fail(
+      HARDWARE_ANCHOR_CHECK,
+      err instanceof CertError ? err.code : 'CERT_MALFORMED',
+      (err as Error).message,
+    );
+  }
+  const akKey = q.akPublic?.key ?? ('key' in e.ak ? e.ak.key : undefined);
+  if (certProblem) checks.push(certProblem);
+  else {
+    const a = verifyAkCertChain({ certs, akKey, trustStore: trust, at });
+    checks.push(a.check);
+    if (a.anchor) anchors.push(a.anchor);
+  }
+  return report(checks, anchors, notes);
+}
+
+/** Raw SEV-SNP evidence. */
+export interface RawSnpEvidence
+  extends RawEvidenceOptions,
+    Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'> {}
+
+/** Verifies a raw SEV-SNP report (+ certificates) and reports like a claim. Never throws. */
+export function verifySnpEvidence(e: RawSnpEvidence): VerificationReport {
+  return guarded(() => snpEvidence(e));
+}
+
+function snpEvidence(e: RawSnpEvidence): VerificationReport {
+  const r = verifySnpReport({
+    ...e,
+    trustStore: e.trustStore ?? EMPTY_TRUST_STORE,
+    at: e.now ?? new Date(),
+    ...(e.referenceValues ? { referenceValues: e.referenceValues } : {}),
+  });
+  return report([teeTypeCheck('sev-snp', e.referenceValues), ...r.checks], r.anchors, []);
+}
+
+/** Raw TDX evidence. */
+export interface RawTdxEvidence
+  extends RawEvidenceOptions,
+    Omit<TdxInput, 'trustStore' | 'at' | 'referenceValues'> {}
+
+/** Verifies a raw TDX quote (+ collateral) and reports like a claim. Never throws. */
+export function verifyTdxEvidence(e: RawTdxEvidence): VerificationReport {
+  return guarded(() => tdxEvidence(e));
+}
+
+function tdxEvidence(e: RawTdxEvidence): VerificationReport {
+  const r = verifyTdxQuote({
+    ...e,
+    trustStore: e.trustStore ?? EMPTY_TRUST_STORE,
+    at: e.now ?? new Date(),
+    ...(e.referenceValues ? { referenceValues: e.referenceValues } : {}),
+  });
+  return report([teeTypeCheck('tdx', e.referenceValues), ...r.checks], r.anchors, [...r.notes]);
+}

@@ -1,0 +1,226 @@
+/**
+ * Trust store (pinned roots by SHA-256 fingerprint) and reference values (expected
+ * measurements, PCRs, minimum TCB, allowed TEE types): YAML files validated with zod.
+ *
+ * The trust store holds facts only — names, fingerprints, sources. Vendor certificates travel
+ * with the evidence; a chain is anchored when it ends at a certificate whose SHA-256
+ * fingerprint is pinned here for the right purpose (and product, for AMD).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+/** What a pinned root may anchor. */
+export const ROOT_PURPOSES = [
+  /** AMD SEV-SNP ARK (per product); anchors VCEK (via ASK) and VLEK (via ASVK). */
+  'amd-ark',
+  /** Intel SGX Root CA; anchors TDX PCK certificates and PCS collateral signers. */
+  'intel-sgx-root',
+  /** TPM manufacturer EK roots. */
+  'tpm-manufacturer',
+  /** Cloud vTPM AK/EK roots (e.g. Azure Virtual TPM Root 2023). */
+  'cloud-vtpm',
+  /** An operator's own AK certificate authority. */
+  'tpm-ak-root',
+] as const;
+export type RootPurpose = (typeof ROOT_PURPOSES)[number];
+
+/** AMD SEV-SNP products whose ARK is pinned separately. */
+export const SNP_PRODUCTS = ['Milan', 'Genoa', 'Turin'] as const;
+export type SnpProduct = (typeof SNP_PRODUCTS)[number];
+
+const fingerprint = z
+  .string()
+  .transform((s) => s.replace(/:/g, '').toLowerCase())
+  .pipe(z.string().regex(/^[0-9a-f]{64}$/, 'not a SHA-256 fingerprint (64 hex digits, colons allowed)'));
+
+/** zod schema of one pinned root. */
+export const trustRootSchema = z.strictObject({
+  name: z.string().min(1).max(200),
+  purpose: z.enum(ROOT_PURPOSES),
+  /** Required for `amd-ark`. */
+  product: z.enum(SNP_PRODUCTS).optional(),
+  /** SHA-256 of the certificate DER. */
+  sha256: fingerprint,
+  /** SHA-256 of the SubjectPublicKeyInfo DER (informational). */
+  spki_sha256: fingerprint.optional(),
+  /** Where the fact comes from. */
+  source: z.string().min(1),
+  /** How it was confirmed, or why it was not. */
+  verified: z.string().optional(),
+});
+export type TrustRoot = z.infer<typeof trustRootSchema>;
+
+/** zod schema of the trust store file. */
+export const trustStoreSchema = z
+  .strictObject({ version: z.literal(1), roots: z.array(trustRootSchema) })
+  .superRefine((ts, ctx) => {
+    ts.roots.forEach((r, i) => {
+      if (r.purpose === 'amd-ark' && !r.product) {
+        ctx.addIssue({ code: 'custom', path: ['roots', i, 'product'], message: 'amd-ark needs a product' });
+      }
+    });
+  });
+export type TrustStore = z.infer<typeof trustStoreSchema>;
+
+/** An empty trust store: nothing is anchored. */
+export const EMPTY_TRUST_STORE: TrustStore = { version: 1, roots: [] };
+
+/** A trust store or reference values file that does not validate. */
+export class PolicyFileError extends Error {
+  constructor(
+    readonly code: 'TRUST_STORE_INVALID' | 'REFERENCE_VALUES_INVALID',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'PolicyFileError';
+  }
+}
+
+function firstIssue(err: z.ZodError): string {
+  const i = err.issues[0];
+  return i ? `${i.path.join('.') || '(root)'}: ${i.message}`.slice(0, 200) : 'invalid';
+}
+
+function parseYamlText(text: string, code: PolicyFileError['code']): unknown {
+  try {
+    return parseYaml(text, { maxAliasCount: 0 });
+  } catch (err) {
+    throw new PolicyFileError(code, `not YAML: ${(err instanceof Error ? err.message : '').slice(0, 120)}`);
+  }
+}
+
+/** Parses and validates trust store YAML text. @throws PolicyFileError TRUST_STORE_INVALID */
+export function parseTrustStore(text: string): TrustStore {
+  const r = trustStoreSchema.safeParse(parseYamlText(text, 'TRUST_STORE_INVALID'));
+  if (!r.success) throw new PolicyFileError('TRUST_STORE_INVALID', `trust store: ${firstIssue(r.error)}`);
+  return r.data;
+}
+
+/** Reads a trust store file. @throws PolicyFileError, or an fs error when unreadable */
+export function loadTrustStore(path: string): TrustStore {
+  return parseTrustStore(readFileSync(path, 'utf8'));
+}
+
+/** Roots of the store that may anchor `purposes` (and, when given, `product`). */
+export function rootsFor(
+  store: TrustStore,
+  purposes: readonly RootPurpose[],
+  product?: SnpProduct,
+): TrustRoot[] {
+  return store.roots.filter((r) => purposes.includes(r.purpose) && (!product || r.product === product));
+}
+
+/** Colon-separated uppercase form of a hex SHA-256, as anchors are printed. */
+export function colonFingerprint(hex: string): string {
+  return hex.toUpperCase().match(/.{2}/g)?.join(':') ?? hex;
+}
+
+// ---------- reference values ----------
+
+const hexBytes = (n: number) =>
+  z
+    .string()
+    .transform((s) => s.toLowerCase())
+    .pipe(z.string().regex(new RegExp(`^[0-9a-f]{${2 * n}}$`), `not ${n} bytes of hex`));
+const byte = z.number().int().min(0).max(255);
+
+/** Minimum SEV-SNP TCB component SPLs (Milan/Genoa: bootloader, tee, snp, microcode; Turin adds fmc). */
+export const snpTcbSchema = z.strictObject({
+  bootloader: byte.optional(),
+  tee: byte.optional(),
+  snp: byte.optional(),
+  microcode: byte.optional(),
+  fmc: byte.optional(),
+});
+export type SnpTcbMinimum = z.infer<typeof snpTcbSchema>;
+
+export const TEE_TYPES = ['tpm', 'sev-snp', 'tdx'] as const;
+export type TeeType = (typeof TEE_TYPES)[number];
+
+/** TCB statuses Intel PCS reports. */
+export const TDX_TCB_STATUSES = [
+  'UpToDate',
+  'SWHardeningNeeded',
+  'ConfigurationNeeded',
+  'ConfigurationAndSWHardeningNeeded',
+  'OutOfDate',
+  'OutOfDateConfigurationNeeded',
+  'Revoked',
+] as const;
+
+/** zod schema of the reference values file. */
+export const referenceValuesSchema = z.strictObject({
+  version: z.literal(1),
+  /** TEE types the relying party accepts; absent ⇒ all. */
+  allowed_tee_types: z.array(z.enum(TEE_TYPES)).min(1).optional(),
+  tpm: z
+    .strictObject({
+      /** PCR bank of the required selection and values. */
+      pcr_bank: z.literal('sha256').default('sha256'),
+      /** The quote must select exactly these PCRs. */
+      required_pcrs: z.array(z.number().int().min(0).max(23)).optional(),
+      /** Expected PCR values (index → hex); each listed PCR must equal one of the values. */
+      pcrs: z.record(z.string().regex(/^(0|[1-9]\d?)$/), z.array(hexBytes(32)).min(1)).optional(),
+    })
+    .optional(),
+  sev_snp: z
+    .strictObject({
+      /** Accept reports whose POLICY.DEBUG is set (default false). */
+      allow_debug: z.boolean().default(false),
+      /** Accepted VMPL values. */
+      vmpl: z.array(z.number().int().min(0).max(3)).min(1).optional(),
+      /** Minimum REPORTED_TCB per product. */
+      minimum_tcb: z.partialRecord(z.enum(['Milan', 'Genoa', 'Turin']), snpTcbSchema).optional(),
+      /** Accepted MEASUREMENT values (48 bytes hex). */
+      measurements: z.array(hexBytes(48)).min(1).optional(),
+      /** Accepted HOST_DATA values (32 bytes hex). */
+      host_data: z.array(hexBytes(32)).min(1).optional(),
+    })
+    .optional(),
+  tdx: z
+    .strictObject({
+      /** Accept TDs with TD_ATTRIBUTES.DEBUG set (default false). */
+      allow_debug: z.boolean().default(false),
+      mrtd: z.array(hexBytes(48)).min(1).optional(),
+      /** RTMR index (0-3) → accepted values. */
+      rtmr: z.partialRecord(z.enum(['0', '1', '2', '3']), z.array(hexBytes(48)).min(1)).optional(),
+      mrconfigid: z.array(hexBytes(48)).min(1).optional(),
+      /** TCB statuses accepted when collateral is supplied (default: UpToDate only). */
+      accepted_tcb_status: z.array(z.enum(TDX_TCB_STATUSES)).min(1).default(['UpToDate']),
+      /** Refuse bytes after the declared quote (default: tolerate and report them). */
+      reject_trailing_bytes: z.boolean().default(false),
+    })
+    .optional(),
+});
+export type ReferenceValues = z.infer<typeof referenceValuesSchema>;
+
+/** Parses and validates reference values YAML text. @throws PolicyFileError REFERENCE_VALUES_INVALID */
+export function parseReferenceValues(text: string): ReferenceValues {
+  const r = referenceValuesSchema.safeParse(parseYamlText(text, 'REFERENCE_VALUES_INVALID'));
+  if (!r.success) {
+    throw new PolicyFileError('REFERENCE_VALUES_INVALID', `reference values: ${firstIssue(r.error)}`);
+  }
+  return r.data;
+}
+
+/** Reads a reference values file. @throws PolicyFileError, or an fs error when unreadable */
+export function loadReferenceValues(path: string): ReferenceValues {
+  return parseReferenceValues(readFileSync(path, 'utf8'));
+}
+
+/**
+ * The repository's `attestation/` folder (found by walking up from this module, so it works
+ * from `src/` and from `dist/src/`), or null when not found.
+ */
+export function defaultAttestationDir(): string | null {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    const candidate = join(dir, 'attestation', 'trust-store.yaml');
+    if (existsSync(candidate)) return join(dir, 'attestation');
+    dir = resolve(dir, '..');
+  }
+  return null;
+}
