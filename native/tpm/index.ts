@@ -1,3 +1,26 @@
 /** Native TPM 2.0 layer (tpm2-tss via koffi). */
+export { makeCredential } from './credential.js';
+export { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
 export { TpmError, type TpmErrorCode } from './errors.js';
-export { type AkAlgorithm, akTemplate, TPM_RH_ENDORSEMENT, Tpm, type TpmAk, type TpmQuote } from './tpm.js';
+export {
+  akAttributeProblem,
+  hierarchyQualifiedName,
+  nameOfPublic,
+  parsePublic,
+  publicKeyOf,
+  qualifiedNameOf,
+  spkiDer,
+} from './public.js';
+export {
+  type AkAlgorithm,
+  type AkBlobs,
+  akTemplate,
+  isHandleAbsent,
+  type NvPublic,
+  type ReadPublicResult,
+  TPM_RH_ENDORSEMENT,
+  Tpm,
+  type TpmAk,
+  type TpmEk,
+  type TpmQuote,
+} from './tpm.js';

@@ -14,6 +14,8 @@ export const ESYS_TR_RH_OWNER = 0x101;
 export const ESYS_TR_RH_NULL = 0x107;
 export const ESYS_TR_RH_ENDORSEMENT = 0x10b;
 export const ESYS_TR_RH_PLATFORM = 0x10c;
+/** TPM2_SE_POLICY (Part 2 §6.14): a policy session. */
+export const TPM2_SE_POLICY = 0x01;
 /** ESYS_TR_PCR0 .. ESYS_TR_PCR31 are 0 .. 31. */
 export const ESYS_TR_PCR0 = 0;
 
@@ -85,6 +87,139 @@ export interface TssBindings {
     pcrValues: Out<NativePtr>,
   ): number;
   Esys_PCR_Extend(ctx: NativePtr, pcrHandle: number, s1: number, s2: number, s3: number, digests: In): number;
+  Esys_TR_FromTPMPublic(
+    ctx: NativePtr,
+    tpmHandle: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    object: [number],
+  ): number;
+  Esys_TR_Close(ctx: NativePtr, object: [number]): number;
+  Esys_ReadPublic(
+    ctx: NativePtr,
+    objectHandle: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    outPublic: Out<NativePtr>,
+    name: Out<NativePtr>,
+    qualifiedName: Out<NativePtr>,
+  ): number;
+  Esys_NV_ReadPublic(
+    ctx: NativePtr,
+    nvIndex: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    nvPublic: Out<NativePtr>,
+    nvName: Out<NativePtr>,
+  ): number;
+  Esys_NV_Read(
+    ctx: NativePtr,
+    authHandle: number,
+    nvIndex: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    size: number,
+    offset: number,
+    data: Out<NativePtr>,
+  ): number;
+  Esys_NV_DefineSpace(
+    ctx: NativePtr,
+    authHandle: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    auth: In,
+    publicInfo: In,
+    nvHandle: [number],
+  ): number;
+  Esys_NV_Write(
+    ctx: NativePtr,
+    authHandle: number,
+    nvIndex: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    data: In,
+    offset: number,
+  ): number;
+  Esys_Create(
+    ctx: NativePtr,
+    parent: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    inSensitive: In,
+    inPublic: In,
+    outsideInfo: In,
+    creationPcr: In,
+    outPrivate: Out<NativePtr>,
+    outPublic: Out<NativePtr>,
+    creationData: Out<NativePtr>,
+    creationHash: Out<NativePtr>,
+    creationTicket: Out<NativePtr>,
+  ): number;
+  Esys_Load(
+    ctx: NativePtr,
+    parent: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    inPrivate: In,
+    inPublic: In,
+    objectHandle: [number],
+  ): number;
+  Esys_StartAuthSession(
+    ctx: NativePtr,
+    tpmKey: number,
+    bind: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    nonceCaller: In,
+    sessionType: number,
+    symmetric: In,
+    authHash: number,
+    sessionHandle: [number],
+  ): number;
+  Esys_PolicySecret(
+    ctx: NativePtr,
+    authHandle: number,
+    policySession: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    nonceTPM: In,
+    cpHashA: In,
+    policyRef: In,
+    expiration: number,
+    timeout: Out<NativePtr>,
+    policyTicket: Out<NativePtr>,
+  ): number;
+  Esys_ActivateCredential(
+    ctx: NativePtr,
+    activateHandle: number,
+    keyHandle: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    credentialBlob: In,
+    secret: In,
+    certInfo: Out<NativePtr>,
+  ): number;
+  Esys_EvictControl(
+    ctx: NativePtr,
+    auth: number,
+    objectHandle: number,
+    s1: number,
+    s2: number,
+    s3: number,
+    persistentHandle: number,
+    newObjectHandle: [number],
+  ): number;
   Tss2_RC_Decode(rc: number): string;
   marshal: Record<MuType, (src: NativePtr | Buffer, buf: Buffer, size: number, off: [number]) => number>;
   unmarshal: Record<MuType, (buf: Buffer, size: number, off: [number], dest: Buffer) => number>;
@@ -102,6 +237,15 @@ export const MU_TYPES = [
   'TPML_PCR_SELECTION',
   'TPML_DIGEST',
   'TPML_DIGEST_VALUES',
+  'TPM2B_PRIVATE',
+  'TPM2B_DIGEST',
+  'TPM2B_NONCE',
+  'TPM2B_AUTH',
+  'TPM2B_ID_OBJECT',
+  'TPM2B_ENCRYPTED_SECRET',
+  'TPMT_SYM_DEF',
+  'TPM2B_NV_PUBLIC',
+  'TPM2B_MAX_NV_BUFFER',
 ] as const;
 export type MuType = (typeof MU_TYPES)[number];
 
@@ -170,6 +314,59 @@ export function tss(): TssBindings {
     ),
     Esys_PCR_Extend: esys.func(
       'uint32_t Esys_PCR_Extend(void *ctx, uint32_t pcr, uint32_t s1, uint32_t s2, uint32_t s3, const void *digests)',
+    ),
+    Esys_TR_FromTPMPublic: esys.func(
+      'uint32_t Esys_TR_FromTPMPublic(void *ctx, uint32_t tpmHandle, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        '_Out_ uint32_t *object)',
+    ),
+    Esys_TR_Close: esys.func('uint32_t Esys_TR_Close(void *ctx, _Inout_ uint32_t *object)'),
+    Esys_ReadPublic: esys.func(
+      'uint32_t Esys_ReadPublic(void *ctx, uint32_t object, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        '_Out_ void **outPublic, _Out_ void **name, _Out_ void **qualifiedName)',
+    ),
+    Esys_NV_ReadPublic: esys.func(
+      'uint32_t Esys_NV_ReadPublic(void *ctx, uint32_t nvIndex, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        '_Out_ void **nvPublic, _Out_ void **nvName)',
+    ),
+    Esys_NV_Read: esys.func(
+      'uint32_t Esys_NV_Read(void *ctx, uint32_t auth, uint32_t nvIndex, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        'uint16_t size, uint16_t offset, _Out_ void **data)',
+    ),
+    Esys_NV_DefineSpace: esys.func(
+      'uint32_t Esys_NV_DefineSpace(void *ctx, uint32_t auth, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        'const void *authValue, const void *publicInfo, _Out_ uint32_t *nvHandle)',
+    ),
+    Esys_NV_Write: esys.func(
+      'uint32_t Esys_NV_Write(void *ctx, uint32_t auth, uint32_t nvIndex, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        'const void *data, uint16_t offset)',
+    ),
+    Esys_Create: esys.func(
+      'uint32_t Esys_Create(void *ctx, uint32_t parent, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        'const void *inSensitive, const void *inPublic, const void *outsideInfo, const void *creationPcr, ' +
+        '_Out_ void **outPrivate, _Out_ void **outPublic, _Out_ void **creationData, ' +
+        '_Out_ void **creationHash, _Out_ void **creationTicket)',
+    ),
+    Esys_Load: esys.func(
+      'uint32_t Esys_Load(void *ctx, uint32_t parent, uint32_t s1, uint32_t s2, uint32_t s3, ' +
+        'const void *inPrivate, const void *inPublic, _Out_ uint32_t *objectHandle)',
+    ),
+    Esys_StartAuthSession: esys.func(
+      'uint32_t Esys_StartAuthSession(void *ctx, uint32_t tpmKey, uint32_t bind, uint32_t s1, uint32_t s2, ' +
+        'uint32_t s3, const void *nonceCaller, uint8_t sessionType, const void *symmetric, uint16_t authHash, ' +
+        '_Out_ uint32_t *sessionHandle)',
+    ),
+    Esys_PolicySecret: esys.func(
+      'uint32_t Esys_PolicySecret(void *ctx, uint32_t authHandle, uint32_t policySession, uint32_t s1, ' +
+        'uint32_t s2, uint32_t s3, const void *nonceTPM, const void *cpHashA, const void *policyRef, ' +
+        'int32_t expiration, _Out_ void **timeout, _Out_ void **policyTicket)',
+    ),
+    Esys_ActivateCredential: esys.func(
+      'uint32_t Esys_ActivateCredential(void *ctx, uint32_t activateHandle, uint32_t keyHandle, uint32_t s1, ' +
+        'uint32_t s2, uint32_t s3, const void *credentialBlob, const void *secret, _Out_ void **certInfo)',
+    ),
+    Esys_EvictControl: esys.func(
+      'uint32_t Esys_EvictControl(void *ctx, uint32_t auth, uint32_t object, uint32_t s1, uint32_t s2, ' +
+        'uint32_t s3, uint32_t persistentHandle, _Out_ uint32_t *newObjectHandle)',
     ),
     Tss2_RC_Decode: rc.func('const char *Tss2_RC_Decode(uint32_t rc)'),
     marshal,

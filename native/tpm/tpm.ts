@@ -3,20 +3,30 @@
  * extends, and quotes. Sources: TCG TPM 2.0 Library spec Parts 1-3 (rev 1.59); tpm2-tss 3.x ESYS.
  */
 import { createHash } from 'node:crypto';
+import { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
 import { TpmError } from './errors.js';
 import {
   ESYS_TR_NONE,
   ESYS_TR_PASSWORD,
   ESYS_TR_PCR0,
   ESYS_TR_RH_ENDORSEMENT,
+  ESYS_TR_RH_OWNER,
   fromStruct,
   type NativePtr,
   rcError,
   TPM2_RC_INITIALIZE,
+  TPM2_SE_POLICY,
   TPM2_SU_CLEAR,
   toStruct,
   tss,
 } from './lib.js';
+import {
+  akAttributeProblem,
+  hierarchyQualifiedName,
+  nameOfPublic,
+  parsePublic,
+  qualifiedNameOf,
+} from './public.js';
 import {
   MAX_PCR_INDEX,
   parseDigestList,
@@ -63,11 +73,65 @@ export interface TpmAk {
    * carries this value, not `name`.
    */
   readonly qualifiedName: Buffer;
-  /** The hierarchy the AK is a primary key of (TPM_RH_ENDORSEMENT, 0x4000000B). */
+  /** The hierarchy the AK lives in (TPM_RH_ENDORSEMENT, 0x4000000B, for primary and EK-parented AKs). */
   readonly hierarchy: number;
-  /** TPM2_FlushContext (Part 3 §28.4). Idempotent; also done by {@link Tpm.close}. */
+  /**
+   * Qualified Name of the AK's parent: the 4-byte hierarchy handle for a primary AK, the EK's
+   * Qualified Name (nameAlg ‖ H(0x4000000B ‖ EK Name)) for an EK-parented AK.
+   */
+  readonly parentQualifiedName: Buffer;
+  /** The persistent handle (0x81xxxxxx) of a persistent AK, or null for a transient one. */
+  readonly persistentHandle: number | null;
+  /**
+   * Transient: TPM2_FlushContext (Part 3 §28.4). Persistent: releases the ESYS handle only (the
+   * key stays in the TPM). Idempotent; also done by {@link Tpm.close}.
+   */
   flush(): void;
 }
+
+/** An endorsement key recreated from its default template (a transient primary key). */
+export interface TpmEk {
+  readonly algorithm: EkAlgorithm;
+  /** TPMT_PUBLIC wire bytes. */
+  readonly publicArea: Buffer;
+  readonly name: Buffer;
+  /** nameAlg ‖ H(TPM_RH_ENDORSEMENT ‖ Name): the parent QN of EK-parented keys. */
+  readonly qualifiedName: Buffer;
+  flush(): void;
+}
+
+/** An AK created under an EK, as blobs that TPM2_Load accepts again under the same EK. */
+export interface AkBlobs {
+  /** TPM2B_PRIVATE wire bytes (with size prefix; wrapped by the EK, useless elsewhere). */
+  privateBlob: Buffer;
+  /** TPMT_PUBLIC wire bytes. */
+  publicArea: Buffer;
+}
+
+/** NV index metadata (TPMS_NV_PUBLIC, Part 2 §13.5). */
+export interface NvPublic {
+  index: number;
+  nameAlg: number;
+  attributes: number;
+  size: number;
+}
+
+/** Public area of an object the TPM holds, with the Names the TPM computed (TPM2_ReadPublic). */
+export interface ReadPublicResult {
+  publicArea: Buffer;
+  name: Buffer;
+  qualifiedName: Buffer;
+}
+
+/** True when a TPM return code is TPM_RC_HANDLE (format-1, any parameter/handle number). */
+export function isHandleAbsent(rc: number | null): boolean {
+  if (rc === null) return false;
+  const r = rc >>> 0;
+  return (r & 0xffff0000) === 0 && (r & 0x80) !== 0 && (r & 0x3f) === 0x0b;
+}
+
+/** NV reads are done in chunks no TPM refuses (TPM2_PT_NV_BUFFER_MAX is at least 512 in practice). */
+const NV_CHUNK = 512;
 
 /** TPM_RH_ENDORSEMENT (Part 2 §7.4): the handle, and so the Name and Qualified Name, of the hierarchy. */
 export const TPM_RH_ENDORSEMENT = 0x4000000b;
@@ -117,15 +181,6 @@ function sha256(...parts: Uint8Array[]): Buffer {
   return h.digest();
 }
 
-function nameOf(publicArea: Buffer): Buffer {
-  return Buffer.concat([new WireWriter().u16(TPM2_ALG_SHA256).done(), sha256(publicArea)]);
-}
-
-function qualifiedNameOf(hierarchy: number, name: Buffer): Buffer {
-  const parentQn = new WireWriter().u32(hierarchy).done();
-  return Buffer.concat([new WireWriter().u16(TPM2_ALG_SHA256).done(), sha256(parentQn, name)]);
-}
-
 /** Accepts 0..31 integers, returns them deduplicated and ascending. */
 function normalisePcrs(pcrs: readonly number[]): number[] {
   if (!Array.isArray(pcrs) || pcrs.length === 0) {
@@ -142,9 +197,17 @@ function normalisePcrs(pcrs: readonly number[]): number[] {
   return [...new Set(pcrs)].sort((a, b) => a - b);
 }
 
-class LoadedAk implements TpmAk {
+/** Something holding an ESYS_TR that {@link Tpm.close} must release. */
+interface Loaded {
+  handle: number | null;
+  /** Persistent objects and NV indices are released with Esys_TR_Close, never flushed. */
+  readonly persistent: boolean;
+}
+
+class LoadedAk implements TpmAk, Loaded {
   /** ESYS_TR of the loaded key; null once flushed. */
   handle: number | null;
+  readonly qualifiedName: Buffer;
 
   constructor(
     readonly owner: Tpm,
@@ -152,15 +215,58 @@ class LoadedAk implements TpmAk {
     readonly algorithm: AkAlgorithm,
     readonly publicArea: Buffer,
     readonly name: Buffer,
-    readonly qualifiedName: Buffer,
+    readonly parentQualifiedName: Buffer,
     readonly hierarchy: number,
+    readonly persistentHandle: number | null,
   ) {
     this.handle = handle;
+    this.qualifiedName = qualifiedNameOf(parentQualifiedName, name);
+  }
+
+  get persistent(): boolean {
+    return this.persistentHandle !== null;
   }
 
   flush(): void {
-    this.owner.flushAk(this);
+    this.owner.release(this);
   }
+}
+
+class LoadedEk implements TpmEk, Loaded {
+  handle: number | null;
+  readonly persistent = false;
+  readonly qualifiedName: Buffer;
+
+  constructor(
+    readonly owner: Tpm,
+    handle: number,
+    readonly algorithm: EkAlgorithm,
+    readonly publicArea: Buffer,
+    readonly name: Buffer,
+  ) {
+    this.handle = handle;
+    this.qualifiedName = qualifiedNameOf(hierarchyQualifiedName(TPM_RH_ENDORSEMENT), name);
+  }
+
+  flush(): void {
+    this.owner.release(this);
+  }
+}
+
+/** AK algorithm of a restricted signing public area, or null when it is neither RSA-2048 nor ECC P-256. */
+function akAlgorithmOf(publicArea: Buffer): AkAlgorithm | null {
+  const p = parsePublic(publicArea);
+  if (p.rsa && p.rsa.keyBits === 2048) return 'rsa2048';
+  if (p.ecc && p.ecc.curve === TPM2_ECC_NIST_P256) return 'ecc-p256';
+  return null;
+}
+
+/** The contents of a TPM2B wire value (drops the 2-byte size, checks nothing trails). */
+function unwrap2b(wire: Buffer, what: string): Buffer {
+  const r = new WireReader(wire, what);
+  const v = r.tpm2b();
+  r.end();
+  return v;
 }
 
 /** Frees every non-null ESYS output pointer (Esys_Free). */
@@ -187,7 +293,7 @@ function ptr(out: [NativePtr | null], what: string): NativePtr {
 export class Tpm {
   private esys: NativePtr | null;
   private tcti: NativePtr | null;
-  private readonly loaded = new Set<LoadedAk>();
+  private readonly loaded = new Set<Loaded>();
   private lost: TpmError | null = null;
 
   private constructor(esys: NativePtr, tcti: NativePtr) {
@@ -268,8 +374,40 @@ export class Tpm {
    * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_CLOSED
    */
   createAk(alg: AkAlgorithm): TpmAk {
+    const { handle, publicArea, name } = this.createPrimary(akTemplate(alg), 'AK');
+    const ak = new LoadedAk(
+      this,
+      handle,
+      alg,
+      publicArea,
+      name,
+      hierarchyQualifiedName(TPM_RH_ENDORSEMENT),
+      TPM_RH_ENDORSEMENT,
+      null,
+    );
+    this.loaded.add(ak);
+    return ak;
+  }
+
+  /**
+   * Recreates the endorsement key from the TCG default template (see native/tpm/ek.ts) with
+   * TPM2_CreatePrimary in the endorsement hierarchy. Deterministic: the same TPM always yields
+   * the key its EK certificate was issued for. Transient: flush it.
+   * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_CLOSED
+   */
+  createEk(alg: EkAlgorithm): TpmEk {
+    const { handle, publicArea, name } = this.createPrimary(ekTemplate(alg), 'EK');
+    const ek = new LoadedEk(this, handle, alg, publicArea, name);
+    this.loaded.add(ek);
+    return ek;
+  }
+
+  /** TPM2_CreatePrimary in the endorsement hierarchy; returns the transient handle, public area and Name. */
+  private createPrimary(
+    template: Buffer,
+    what: string,
+  ): { handle: number; publicArea: Buffer; name: Buffer } {
     const ctx = this.ctx();
-    const template = akTemplate(alg);
     const lib = tss();
     const inSensitive = toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done());
     const inPublic = toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(template).done());
@@ -280,11 +418,10 @@ export class Tpm {
     const creationData: [NativePtr | null] = [null];
     const creationHash: [NativePtr | null] = [null];
     const creationTicket: [NativePtr | null] = [null];
-    const nameOut: [NativePtr | null] = [null];
     let created = false;
     try {
       this.check(
-        'TPM2_CreatePrimary',
+        `TPM2_CreatePrimary(${what})`,
         lib.Esys_CreatePrimary(
           ctx,
           ESYS_TR_RH_ENDORSEMENT,
@@ -303,47 +440,547 @@ export class Tpm {
         ),
       );
       created = true;
-      const pub2b = fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'TPM2_CreatePrimary outPublic'));
-      const r = new WireReader(pub2b, 'TPM2B_PUBLIC');
-      const publicArea = r.tpm2b();
-      r.end();
-      const name = nameOf(publicArea);
+      const publicArea = unwrap2b(
+        fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'TPM2_CreatePrimary outPublic')),
+        'TPM2B_PUBLIC',
+      );
+      const name = nameOfPublic(publicArea);
       // ESYS computes the name from the response too; disagreeing means a marshalling bug.
-      this.check('Esys_TR_GetName', lib.Esys_TR_GetName(ctx, handle[0], nameOut));
-      const esysName = new WireReader(
-        fromStruct('TPM2B_NAME', ptr(nameOut, 'Esys_TR_GetName')),
-        'TPM2B_NAME',
-      );
-      if (!esysName.tpm2b().equals(name)) {
-        throw new TpmError('TPM_BAD_RESPONSE', 'AK name from ESYS differs from SHA-256 of its TPMT_PUBLIC');
+      if (!this.esysName(handle[0]).equals(name)) {
+        throw new TpmError('TPM_BAD_RESPONSE', `${what} name from ESYS differs from H(TPMT_PUBLIC)`);
       }
-      const ak = new LoadedAk(
-        this,
-        handle[0],
-        alg,
-        publicArea,
-        name,
-        qualifiedNameOf(TPM_RH_ENDORSEMENT, name),
-        TPM_RH_ENDORSEMENT,
-      );
-      this.loaded.add(ak);
-      return ak;
+      return { handle: handle[0], publicArea, name };
     } catch (err) {
       if (created && !this.lost) lib.Esys_FlushContext(ctx, handle[0]);
       throw err;
     } finally {
-      freeAll(outPublic, creationData, creationHash, creationTicket, nameOut);
+      freeAll(outPublic, creationData, creationHash, creationTicket);
     }
   }
 
-  /** @internal Used by {@link TpmAk.flush}. */
-  flushAk(ak: LoadedAk): void {
-    if (ak.handle === null) return;
-    const handle = ak.handle;
-    ak.handle = null;
-    this.loaded.delete(ak);
+  private esysName(handle: number): Buffer {
+    const out: [NativePtr | null] = [null];
+    try {
+      this.check('Esys_TR_GetName', tss().Esys_TR_GetName(this.ctx(), handle, out));
+      return unwrap2b(fromStruct('TPM2B_NAME', ptr(out, 'Esys_TR_GetName')), 'TPM2B_NAME');
+    } finally {
+      freeAll(out);
+    }
+  }
+
+  /**
+   * An ESYS_TR for a TPM handle (persistent object or NV index), or null when the TPM has
+   * nothing there (TPM_RC_HANDLE). Release it with Esys_TR_Close.
+   */
+  private trFromTpm(tpmHandle: number): number | null {
+    const out: [number] = [ESYS_TR_NONE];
+    const rc = tss().Esys_TR_FromTPMPublic(
+      this.ctx(),
+      tpmHandle >>> 0,
+      ESYS_TR_NONE,
+      ESYS_TR_NONE,
+      ESYS_TR_NONE,
+      out,
+    );
+    if (rc !== 0) {
+      if (isHandleAbsent(rc)) return null;
+      this.check(`Esys_TR_FromTPMPublic(0x${(tpmHandle >>> 0).toString(16)})`, rc);
+    }
+    return out[0];
+  }
+
+  private trClose(tr: number): void {
     if (this.esys === null || this.lost) return;
-    this.check('TPM2_FlushContext', tss().Esys_FlushContext(this.esys, handle));
+    const h: [number] = [tr];
+    tss().Esys_TR_Close(this.esys, h);
+  }
+
+  /**
+   * TPM2_NV_ReadPublic (Part 3 §31.6) of an NV index, or null when the index is not defined.
+   * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_BAD_RESPONSE
+   */
+  nvPublic(index: number): NvPublic | null {
+    const tr = this.trFromTpm(index);
+    if (tr === null) return null;
+    const pubOut: [NativePtr | null] = [null];
+    const nameOut: [NativePtr | null] = [null];
+    try {
+      this.check(
+        'TPM2_NV_ReadPublic',
+        tss().Esys_NV_ReadPublic(this.ctx(), tr, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, pubOut, nameOut),
+      );
+      const r = new WireReader(
+        unwrap2b(fromStruct('TPM2B_NV_PUBLIC', ptr(pubOut, 'NV_ReadPublic')), 'TPM2B_NV_PUBLIC'),
+        'TPMS_NV_PUBLIC',
+      );
+      const nv: NvPublic = { index: r.u32(), nameAlg: r.u16(), attributes: r.u32(), size: 0 };
+      r.tpm2b(); // authPolicy
+      nv.size = r.u16();
+      r.end();
+      if (nv.index !== index >>> 0)
+        throw new TpmError('TPM_BAD_RESPONSE', 'NV_ReadPublic answered another index');
+      return nv;
+    } finally {
+      freeAll(pubOut, nameOut);
+      this.trClose(tr);
+    }
+  }
+
+  /**
+   * Reads a whole NV index with its own (empty) authorization (TPM2_NV_Read, Part 3 §31.13), in
+   * chunks. Returns null when the index is not defined. EK and platform certificate indices are
+   * AUTHREAD with an empty authValue.
+   * @throws TpmError TPM_RC (e.g. not readable), TPM_UNREACHABLE
+   */
+  readNv(index: number): Buffer | null {
+    const pub = this.nvPublic(index);
+    if (pub === null) return null;
+    const tr = this.trFromTpm(index);
+    if (tr === null) return null;
+    const parts: Buffer[] = [];
+    try {
+      for (let off = 0; off < pub.size; off += NV_CHUNK) {
+        const n = Math.min(NV_CHUNK, pub.size - off);
+        const out: [NativePtr | null] = [null];
+        try {
+          this.check(
+            `TPM2_NV_Read(0x${index.toString(16)})`,
+            tss().Esys_NV_Read(this.ctx(), tr, tr, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, n, off, out),
+          );
+          const chunk = unwrap2b(
+            fromStruct('TPM2B_MAX_NV_BUFFER', ptr(out, 'NV_Read')),
+            'TPM2B_MAX_NV_BUFFER',
+          );
+          if (chunk.length !== n) throw new TpmError('TPM_BAD_RESPONSE', 'NV_Read returned a short chunk');
+          parts.push(chunk);
+        } finally {
+          freeAll(out);
+        }
+      }
+    } finally {
+      this.trClose(tr);
+    }
+    return Buffer.concat(parts);
+  }
+
+  /**
+   * Defines an owner-authorized NV index (empty authValue, AUTHREAD|AUTHWRITE|OWNERREAD|OWNERWRITE|NO_DA)
+   * and writes `data` into it. Used to stage platform certificates (e.g. a cloud AK certificate)
+   * on a software TPM; a real platform provisions these itself.
+   * @throws TpmError TPM_RC (e.g. NV_DEFINED), TPM_UNREACHABLE
+   */
+  writeNewNv(index: number, data: Buffer): void {
+    const ctx = this.ctx();
+    const lib = tss();
+    const attrs = 0x00000002 | 0x00000004 | 0x00020000 | 0x00040000 | 0x02000000;
+    const nvPub = new WireWriter()
+      .u32(index)
+      .u16(TPM2_ALG_SHA256)
+      .u32(attrs)
+      .tpm2b(Buffer.alloc(0))
+      .u16(data.length)
+      .done();
+    const nvTr: [number] = [ESYS_TR_NONE];
+    this.check(
+      'TPM2_NV_DefineSpace',
+      lib.Esys_NV_DefineSpace(
+        ctx,
+        ESYS_TR_RH_OWNER,
+        ESYS_TR_PASSWORD,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        toStruct('TPM2B_AUTH', new WireWriter().u16(0).done()),
+        toStruct('TPM2B_NV_PUBLIC', new WireWriter().tpm2b(nvPub).done()),
+        nvTr,
+      ),
+    );
+    try {
+      for (let off = 0; off < data.length; off += NV_CHUNK) {
+        const chunk = data.subarray(off, Math.min(data.length, off + NV_CHUNK));
+        this.check(
+          'TPM2_NV_Write',
+          lib.Esys_NV_Write(
+            ctx,
+            nvTr[0],
+            nvTr[0],
+            ESYS_TR_PASSWORD,
+            ESYS_TR_NONE,
+            ESYS_TR_NONE,
+            toStruct('TPM2B_MAX_NV_BUFFER', new WireWriter().tpm2b(chunk).done()),
+            off,
+          ),
+        );
+      }
+    } finally {
+      this.trClose(nvTr[0]);
+    }
+  }
+
+  /**
+   * TPM2_ReadPublic (Part 3 §12.4) of a persistent object, with the Name and Qualified Name
+   * the TPM computed. Null when nothing is persisted at `tpmHandle`.
+   */
+  readPublic(tpmHandle: number): ReadPublicResult | null {
+    const tr = this.trFromTpm(tpmHandle);
+    if (tr === null) return null;
+    try {
+      return this.readPublicTr(tr);
+    } finally {
+      this.trClose(tr);
+    }
+  }
+
+  private readPublicTr(tr: number): ReadPublicResult {
+    const pubOut: [NativePtr | null] = [null];
+    const nameOut: [NativePtr | null] = [null];
+    const qnOut: [NativePtr | null] = [null];
+    try {
+      this.check(
+        'TPM2_ReadPublic',
+        tss().Esys_ReadPublic(
+          this.ctx(),
+          tr,
+          ESYS_TR_NONE,
+          ESYS_TR_NONE,
+          ESYS_TR_NONE,
+          pubOut,
+          nameOut,
+          qnOut,
+        ),
+      );
+      const publicArea = unwrap2b(fromStruct('TPM2B_PUBLIC', ptr(pubOut, 'ReadPublic')), 'TPM2B_PUBLIC');
+      const name = unwrap2b(fromStruct('TPM2B_NAME', ptr(nameOut, 'ReadPublic name')), 'TPM2B_NAME');
+      const qualifiedName = unwrap2b(fromStruct('TPM2B_NAME', ptr(qnOut, 'ReadPublic qn')), 'TPM2B_NAME');
+      if (!nameOfPublic(publicArea).equals(name)) {
+        throw new TpmError('TPM_BAD_RESPONSE', 'ReadPublic name is not H(TPMT_PUBLIC)');
+      }
+      return { publicArea, name, qualifiedName };
+    } finally {
+      freeAll(pubOut, nameOut, qnOut);
+    }
+  }
+
+  /**
+   * Runs `fn` with the authorization session the EK's USER role needs: a policy session
+   * satisfied with PolicySecret(TPM_RH_ENDORSEMENT) (Part 3 §23.4) for the low-range templates
+   * (userWithAuth clear), or the empty password for the high-range ones. The session is flushed.
+   */
+  private withEkAuth<T>(ek: LoadedEk, fn: (session: number) => T): T {
+    if (!EK_PROFILES[ek.algorithm].needsPolicy) return fn(ESYS_TR_PASSWORD);
+    const ctx = this.ctx();
+    const lib = tss();
+    const sess: [number] = [ESYS_TR_NONE];
+    this.check(
+      'TPM2_StartAuthSession(policy)',
+      lib.Esys_StartAuthSession(
+        ctx,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        null,
+        TPM2_SE_POLICY,
+        toStruct('TPMT_SYM_DEF', new WireWriter().u16(TPM2_ALG_NULL).done()),
+        TPM2_ALG_SHA256,
+        sess,
+      ),
+    );
+    const timeout: [NativePtr | null] = [null];
+    const ticket: [NativePtr | null] = [null];
+    try {
+      this.check(
+        'TPM2_PolicySecret(TPM_RH_ENDORSEMENT)',
+        lib.Esys_PolicySecret(
+          ctx,
+          ESYS_TR_RH_ENDORSEMENT,
+          sess[0],
+          ESYS_TR_PASSWORD,
+          ESYS_TR_NONE,
+          ESYS_TR_NONE,
+          null,
+          null,
+          null,
+          0,
+          timeout,
+          ticket,
+        ),
+      );
+      freeAll(timeout, ticket);
+      return fn(sess[0]);
+    } finally {
+      freeAll(timeout, ticket);
+      if (!this.lost && this.esys !== null) lib.Esys_FlushContext(this.esys, sess[0]);
+    }
+  }
+
+  private ekHandle(ek: TpmEk): LoadedEk {
+    if (!(ek instanceof LoadedEk) || ek.owner !== this) {
+      throw new TpmError('TPM_BAD_INPUT', 'EK was not created by this Tpm');
+    }
+    if (ek.handle === null) throw new TpmError('TPM_CLOSED', 'EK has been flushed');
+    return ek;
+  }
+
+  private akHandle(ak: TpmAk): LoadedAk & { handle: number } {
+    if (!(ak instanceof LoadedAk) || ak.owner !== this) {
+      throw new TpmError('TPM_BAD_INPUT', 'AK was not created by this Tpm');
+    }
+    if (ak.handle === null) throw new TpmError('TPM_CLOSED', 'AK has been flushed');
+    return ak as LoadedAk & { handle: number };
+  }
+
+  /**
+   * Creates an attestation key as a child of the EK (TPM2_Create, Part 3 §12.1) from
+   * {@link akTemplate}. Returns the blobs; load them with {@link loadAkUnderEk}. The AK's
+   * attributes are checked (restricted, sign, fixedTPM, fixedParent, sensitiveDataOrigin, no decrypt).
+   * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_BAD_RESPONSE
+   */
+  createAkUnderEk(ekIn: TpmEk, alg: AkAlgorithm): AkBlobs {
+    const ek = this.ekHandle(ekIn);
+    const ctx = this.ctx();
+    const lib = tss();
+    const inSensitive = toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done());
+    const inPublic = toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(akTemplate(alg)).done());
+    const outsideInfo = toStruct('TPM2B_DATA', new WireWriter().u16(0).done());
+    const creationPcr = toStruct('TPML_PCR_SELECTION', new WireWriter().u32(0).done());
+    const outPrivate: [NativePtr | null] = [null];
+    const outPublic: [NativePtr | null] = [null];
+    const creationData: [NativePtr | null] = [null];
+    const creationHash: [NativePtr | null] = [null];
+    const creationTicket: [NativePtr | null] = [null];
+    try {
+      this.withEkAuth(ek, (session) =>
+        this.check(
+          'TPM2_Create(AK under EK)',
+          lib.Esys_Create(
+            ctx,
+            ek.handle as number,
+            session,
+            ESYS_TR_NONE,
+            ESYS_TR_NONE,
+            inSensitive,
+            inPublic,
+            outsideInfo,
+            creationPcr,
+            outPrivate,
+            outPublic,
+            creationData,
+            creationHash,
+            creationTicket,
+          ),
+        ),
+      );
+      const privateBlob = fromStruct('TPM2B_PRIVATE', ptr(outPrivate, 'Create outPrivate'));
+      const publicArea = unwrap2b(
+        fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'Create outPublic')),
+        'TPM2B_PUBLIC',
+      );
+      const problem = akAttributeProblem(parsePublic(publicArea).attributes);
+      if (problem) throw new TpmError('TPM_BAD_RESPONSE', problem);
+      return { privateBlob, publicArea };
+    } finally {
+      freeAll(outPrivate, outPublic, creationData, creationHash, creationTicket);
+    }
+  }
+
+  /**
+   * Loads AK blobs under the EK (TPM2_Load, Part 3 §12.2). Refuses a public area that is not
+   * a restricted signing key fixed to this TPM and parent.
+   * @throws TpmError TPM_BAD_INPUT (not an acceptable AK), TPM_RC (e.g. blobs of another EK)
+   */
+  loadAkUnderEk(ekIn: TpmEk, blobs: AkBlobs): TpmAk {
+    const ek = this.ekHandle(ekIn);
+    const problem = akAttributeProblem(parsePublic(blobs.publicArea).attributes);
+    if (problem) throw new TpmError('TPM_BAD_INPUT', problem);
+    const alg = akAlgorithmOf(blobs.publicArea);
+    if (!alg) throw new TpmError('TPM_BAD_INPUT', 'AK is neither RSA-2048 nor ECC P-256');
+    const ctx = this.ctx();
+    const lib = tss();
+    const handle: [number] = [ESYS_TR_NONE];
+    this.withEkAuth(ek, (session) =>
+      this.check(
+        'TPM2_Load(AK under EK)',
+        lib.Esys_Load(
+          ctx,
+          ek.handle as number,
+          session,
+          ESYS_TR_NONE,
+          ESYS_TR_NONE,
+          toStruct('TPM2B_PRIVATE', blobs.privateBlob),
+          toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(blobs.publicArea).done()),
+          handle,
+        ),
+      ),
+    );
+    const name = nameOfPublic(blobs.publicArea);
+    const ak = new LoadedAk(
+      this,
+      handle[0],
+      alg,
+      Buffer.from(blobs.publicArea),
+      name,
+      ek.qualifiedName,
+      TPM_RH_ENDORSEMENT,
+      null,
+    );
+    this.loaded.add(ak);
+    return ak;
+  }
+
+  /**
+   * TPM2_ActivateCredential (Part 3 §12.5): the TPM decrypts the credential blob with the EK and
+   * releases the credential only if it was made for the Name of `ak`, which must be loaded.
+   * @param credentialBlob TPM2B_ID_OBJECT wire bytes; @param secret TPM2B_ENCRYPTED_SECRET wire bytes.
+   * @throws TpmError TPM_RC (TPM_RC_INTEGRITY etc. when the credential was not made for this AK/EK)
+   */
+  activateCredential(akIn: TpmAk, ekIn: TpmEk, credentialBlob: Buffer, secret: Buffer): Buffer {
+    const ak = this.akHandle(akIn);
+    const ek = this.ekHandle(ekIn);
+    const ctx = this.ctx();
+    const lib = tss();
+    const out: [NativePtr | null] = [null];
+    try {
+      this.withEkAuth(ek, (session) =>
+        this.check(
+          'TPM2_ActivateCredential',
+          lib.Esys_ActivateCredential(
+            ctx,
+            ak.handle,
+            ek.handle as number,
+            ESYS_TR_PASSWORD,
+            session,
+            ESYS_TR_NONE,
+            toStruct('TPM2B_ID_OBJECT', credentialBlob),
+            toStruct('TPM2B_ENCRYPTED_SECRET', secret),
+            out,
+          ),
+        ),
+      );
+      return unwrap2b(fromStruct('TPM2B_DIGEST', ptr(out, 'ActivateCredential certInfo')), 'TPM2B_DIGEST');
+    } finally {
+      freeAll(out);
+    }
+  }
+
+  /**
+   * Makes a loaded transient AK persistent at `persistentHandle` (TPM2_EvictControl, Part 3
+   * §28.5, owner authorization with the empty password). Returns the persistent AK; the
+   * transient one stays loaded (flush it).
+   * @throws TpmError TPM_BAD_INPUT (handle outside the owner range), TPM_RC (NV_DEFINED when occupied)
+   */
+  persistAk(akIn: TpmAk, persistentHandle: number): TpmAk {
+    const ak = this.akHandle(akIn);
+    if (persistentHandle < 0x81000000 || persistentHandle > 0x817fffff) {
+      throw new TpmError(
+        'TPM_BAD_INPUT',
+        'persistent handle must be in 0x81000000..0x817FFFFF (owner range)',
+      );
+    }
+    const newHandle: [number] = [ESYS_TR_NONE];
+    this.check(
+      'TPM2_EvictControl(persist)',
+      tss().Esys_EvictControl(
+        this.ctx(),
+        ESYS_TR_RH_OWNER,
+        ak.handle,
+        ESYS_TR_PASSWORD,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        persistentHandle >>> 0,
+        newHandle,
+      ),
+    );
+    const p = new LoadedAk(
+      this,
+      newHandle[0],
+      ak.algorithm,
+      ak.publicArea,
+      ak.name,
+      ak.parentQualifiedName,
+      ak.hierarchy,
+      persistentHandle >>> 0,
+    );
+    this.loaded.add(p);
+    return p;
+  }
+
+  /**
+   * Removes the persistent object at `persistentHandle` (TPM2_EvictControl). Returns false when
+   * nothing was there.
+   */
+  evictPersistent(persistentHandle: number): boolean {
+    const tr = this.trFromTpm(persistentHandle);
+    if (tr === null) return false;
+    const out: [number] = [ESYS_TR_NONE];
+    // On success ESYS invalidates `tr` itself; on failure release it.
+    const rc = tss().Esys_EvictControl(
+      this.ctx(),
+      ESYS_TR_RH_OWNER,
+      tr,
+      ESYS_TR_PASSWORD,
+      ESYS_TR_NONE,
+      ESYS_TR_NONE,
+      persistentHandle >>> 0,
+      out,
+    );
+    if (rc !== 0) {
+      this.trClose(tr);
+      this.check('TPM2_EvictControl(evict)', rc);
+    }
+    return true;
+  }
+
+  /**
+   * Opens the persistent AK at `persistentHandle` for quoting. `parentQualifiedName` is the QN
+   * of its parent (the EK's QN for an enrolled AK, a hierarchy handle for a primary one); it
+   * must reproduce the Qualified Name the TPM reports, or the key is refused (it would sign
+   * quotes whose qualifiedSigner a verifier cannot reproduce). Returns null when the handle is empty.
+   * @throws TpmError TPM_BAD_INPUT (not an acceptable AK, or wrong parent), TPM_RC, TPM_UNREACHABLE
+   */
+  loadPersistentAk(persistentHandle: number, parentQualifiedName: Buffer): TpmAk | null {
+    const tr = this.trFromTpm(persistentHandle);
+    if (tr === null) return null;
+    try {
+      const pub = this.readPublicTr(tr);
+      const problem = akAttributeProblem(parsePublic(pub.publicArea).attributes);
+      if (problem) throw new TpmError('TPM_BAD_INPUT', problem);
+      const alg = akAlgorithmOf(pub.publicArea);
+      if (!alg) throw new TpmError('TPM_BAD_INPUT', 'AK is neither RSA-2048 nor ECC P-256');
+      if (!qualifiedNameOf(parentQualifiedName, pub.name).equals(pub.qualifiedName)) {
+        throw new TpmError(
+          'TPM_BAD_INPUT',
+          `the key at 0x${persistentHandle.toString(16)} is not a child of the expected parent (Qualified Name differs)`,
+        );
+      }
+      const ak = new LoadedAk(
+        this,
+        tr,
+        alg,
+        pub.publicArea,
+        pub.name,
+        parentQualifiedName,
+        // a primary key's parent QN is its hierarchy handle; an EK child lives in the endorsement hierarchy
+        parentQualifiedName.length === 4 ? parentQualifiedName.readUInt32BE(0) : TPM_RH_ENDORSEMENT,
+        persistentHandle >>> 0,
+      );
+      this.loaded.add(ak);
+      return ak;
+    } catch (err) {
+      this.trClose(tr);
+      throw err;
+    }
+  }
+
+  /** @internal Used by {@link TpmAk.flush} and {@link TpmEk.flush}. */
+  release(obj: Loaded): void {
+    if (obj.handle === null) return;
+    const handle = obj.handle;
+    obj.handle = null;
+    this.loaded.delete(obj);
+    if (this.esys === null || this.lost) return;
+    if (obj.persistent) this.trClose(handle);
+    else this.check('TPM2_FlushContext', tss().Esys_FlushContext(this.esys, handle));
   }
 
   /**
@@ -412,10 +1049,7 @@ export class Tpm {
    */
   quote(ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): TpmQuote {
     const ctx = this.ctx();
-    if (!(ak instanceof LoadedAk) || ak.owner !== this) {
-      throw new TpmError('TPM_BAD_INPUT', 'AK was not created by this Tpm');
-    }
-    if (ak.handle === null) throw new TpmError('TPM_CLOSED', 'AK has been flushed');
+    const loaded = this.akHandle(ak);
     if (!(qualifyingData instanceof Uint8Array) || qualifyingData.length > 32) {
       throw new TpmError('TPM_BAD_INPUT', 'qualifyingData must be a Buffer of at most 32 bytes');
     }
@@ -436,7 +1070,7 @@ export class Tpm {
           'TPM2_Quote',
           lib.Esys_Quote(
             ctx,
-            ak.handle,
+            loaded.handle,
             ESYS_TR_PASSWORD,
             ESYS_TR_NONE,
             ESYS_TR_NONE,
@@ -510,9 +1144,12 @@ export class Tpm {
   close(): void {
     if (this.esys === null) return;
     const lib = tss();
-    for (const ak of this.loaded) {
-      if (ak.handle !== null && !this.lost) lib.Esys_FlushContext(this.esys, ak.handle);
-      ak.handle = null;
+    for (const obj of this.loaded) {
+      if (obj.handle !== null && !this.lost) {
+        if (obj.persistent) lib.Esys_TR_Close(this.esys, [obj.handle]);
+        else lib.Esys_FlushContext(this.esys, obj.handle);
+      }
+      obj.handle = null;
     }
     this.loaded.clear();
     const esys: [NativePtr | null] = [this.esys];

@@ -4,7 +4,13 @@
  * down: the session records `attestation_binding_failed` and its claim says the binding
  * is absent.
  */
-import type { TpmEvidenceJson } from '../format/claim.js';
+import type {
+  MeasurementJson,
+  SevSnpEvidenceJson,
+  TdxEvidenceJson,
+  TpmEvidenceJson,
+} from '../format/claim.js';
+import type { GatewayMeasurement } from '../measure/index.js';
 
 /** Why a binding could not be made; `reason` is a stable upper-snake code. */
 export class BindingError extends Error {
@@ -17,15 +23,35 @@ export class BindingError extends Error {
   }
 }
 
-/** Hardware evidence over one REPORT_DATA. */
+/** Hardware evidence over one REPORT_DATA (members are copied into the claim's `evidence`). */
 export interface BoundEvidence {
   tpm: TpmEvidenceJson | null;
+  sev_snp?: SevSnpEvidenceJson;
+  tdx?: TdxEvidenceJson;
+  measurement?: MeasurementJson;
 }
+
+/**
+ * Assurance tiers for `minimum_tier` (issue 4 item 6): `software` attests nothing, `tpm` is a
+ * TPM quote (discrete, firmware or virtual TPM), `tee` is a confidential-VM report (SEV-SNP, TDX)
+ * whose signing key belongs to the CPU vendor and which covers the guest's memory.
+ */
+export type AttestationTier = 'software' | 'tpm' | 'tee';
+export const TIER_RANK: Record<AttestationTier, number> = { software: 0, tpm: 1, tee: 2 };
 
 /** A source of hardware evidence. Implementations serialise their own device access. */
 export interface AttestationProvider {
   /** `tpm`, `sev-snp`, `tdx` or `software`. */
   readonly name: string;
+  readonly tier: AttestationTier;
+  /**
+   * Start-up work (open the device, load the AK, extend the measurement PCR). Never throws: a
+   * failure is returned in the detail (`ok: false`, `reason`) and retried at the next bind.
+   * @returns what the gateway chain's `attestation_provider` entry records.
+   */
+  start?(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>>;
+  /** The measurement section a claim carries even when the binding failed (null: none). */
+  measurementEvidence?(): MeasurementJson | null;
   /**
    * Produces evidence covering `reportData` (64 bytes).
    * @throws BindingError with the reason when no evidence can be produced.
@@ -38,6 +64,15 @@ export interface AttestationProvider {
 /** Development-only provider: attests nothing, so every claim it yields is signed-only. */
 export class SoftwareProvider implements AttestationProvider {
   readonly name = 'software';
+  readonly tier = 'software' as const;
+  private measurement: MeasurementJson | null = null;
+  async start(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>> {
+    this.measurement = measurement?.json ?? null;
+    return { ok: true, reason: null };
+  }
+  measurementEvidence(): MeasurementJson | null {
+    return this.measurement;
+  }
   async bind(): Promise<BoundEvidence> {
     throw new BindingError(
       'SOFTWARE_PROVIDER',

@@ -1,73 +1,314 @@
 /**
  * TPM 2.0 provider: quotes sha256 PCRs with qualifyingData = SHA-256(REPORT_DATA)
- * (design §4; TPM 2.0 Part 3 §18.4 TPM2_Quote). The TPM is opened lazily and reopened after
- * a failure, so a TPM that comes back is used again without restarting the gateway.
+ * (design §4; TPM 2.0 Part 3 §18.4 TPM2_Quote). The TPM is opened at start-up (and lazily
+ * reopened after a failure, so a TPM that comes back is used again without restarting).
+ *
+ * Which AK signs (issue 4 item 2), in order:
+ *  1. `enrolled`: the persistent, EK-parented AK that `cmcp tpm enroll` certified, named by the
+ *     enrollment record; its AK certificate chain is carried in every claim.
+ *  2. `platform`: a cloud-provisioned AK with its certificate in NV (Azure Trusted Launch: AK at
+ *     0x81000003, certificate at NV 0x01C101D0), used only when the certificate's key is the AK.
+ *  3. `ephemeral`: a primary AK of the endorsement hierarchy, no certificate (hardware-unanchored).
+ * When an enrollment record is configured but cannot be used, binding fails with the reason
+ * (it never silently degrades to an unanchored key).
+ *
+ * Measurement (issue 4 item 3): the gateway measurement digest is extended into the measurement
+ * PCR once, and that PCR is in every quote; the claim carries the PCR value read just before the
+ * extend, so PCR = SHA-256(pcr_before ‖ digest) can be checked.
  */
 
-import { type AkAlgorithm, Tpm, type TpmAk, TpmError } from '../../native/tpm/index.js';
+import { X509Certificate } from 'node:crypto';
+import {
+  type AkAlgorithm,
+  hierarchyQualifiedName,
+  parsePublic,
+  publicKeyOf,
+  qualifiedNameOf,
+  spkiDer,
+  Tpm,
+  type TpmAk,
+  TpmError,
+} from '../../native/tpm/index.js';
 import { tpmQualifyingData } from '../format/binding.js';
-import { b64u } from '../format/canonical.js';
+import { b64u, fromB64u } from '../format/canonical.js';
+import type { MeasurementJson } from '../format/claim.js';
+import { type GatewayMeasurement, pcrExtend } from '../measure/index.js';
+import { EnrollmentError, type EnrollmentRecord, readEnrollmentRecord } from './enrollment.js';
 import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';
+import { trimDer } from './x509.js';
 
-/** A hierarchy's Qualified Name is its 4-byte handle (TPM 2.0 Part 1 §16). */
-function parentQualifiedName(hierarchy: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(hierarchy >>> 0);
-  return b;
-}
+/** Azure Trusted Launch / Confidential VM vTPM: AK persistent handle and its certificate's NV index. */
+export const AZURE_AK_HANDLE = 0x81000003;
+export const AZURE_AK_CERT_NV = 0x01c101d0;
+
+/** Hierarchies a platform AK may be a primary key of (Part 2 §7.4), tried in this order. */
+const HIERARCHIES = [0x4000000b, 0x40000001, 0x4000000c, 0x40000007];
 
 export interface TpmProviderOptions {
   /** tpm2-tss TCTI configuration string. */
   tcti: string;
+  /** Algorithm of an ephemeral AK. */
   akAlgorithm: AkAlgorithm;
-  /** sha256-bank PCR indices to quote. */
+  /** sha256-bank PCR indices to quote (the measurement PCR is added). */
   pcrs: number[];
+  /** PCR the gateway measurement is extended into; null: no extend (measurement still carried). */
+  measurementPcr?: number | null;
+  /** Enrollment record written by `cmcp tpm enroll`; absent: platform AK, else ephemeral. */
+  enrollmentRecord?: string | null;
+  /** Look for a cloud platform AK (default true). */
+  platformAk?: boolean;
+  /** DER certificates above the platform AK certificate, carried after it in claims. */
+  platformAkChain?: Buffer[];
 }
+
+type AkSource = 'enrolled' | 'platform' | 'ephemeral';
 
 export class TpmProvider implements AttestationProvider {
   readonly name = 'tpm';
+  readonly tier = 'tpm' as const;
   private tpm: Tpm | null = null;
   private ak: TpmAk | null = null;
+  private akSource: AkSource = 'ephemeral';
+  private chain: string[] = [];
+  private notes: string[] = [];
+  private measurement: GatewayMeasurement | null = null;
+  /** Set once the measurement is in the PCR: the value before and after our extend. */
+  private measured: { before: Buffer; after: Buffer } | null = null;
   /** Serialises device access: one TPM command sequence at a time. */
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: TpmProviderOptions) {}
 
-  bind(reportData: Buffer): Promise<BoundEvidence> {
-    const run = this.queue.then(() => this.bindNow(reportData));
+  private serial<T>(fn: () => T): Promise<T> {
+    const run = this.queue.then(fn);
     this.queue = run.catch(() => undefined);
     return run;
   }
 
+  async start(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>> {
+    this.measurement = measurement;
+    return this.serial(() => {
+      try {
+        this.ensureReady();
+        return { ok: true, reason: null, ...this.describe() };
+      } catch (e) {
+        const err = this.toBindingError(e);
+        this.reset();
+        return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
+      }
+    });
+  }
+
+  /** What the gateway chain records about the AK and the measurement. */
+  describe(): Record<string, unknown> {
+    return {
+      ak_source: this.ak ? this.akSource : null,
+      ak_name: this.ak ? this.ak.name.toString('hex') : null,
+      ak_handle: this.ak?.persistentHandle != null ? `0x${this.ak.persistentHandle.toString(16)}` : null,
+      ak_cert_chain_length: this.chain.length,
+      pcrs: this.quotePcrs(),
+      measurement_pcr: this.opts.measurementPcr ?? null,
+      pcr_before: this.measured ? b64u(this.measured.before) : null,
+      pcr_after: this.measured ? b64u(this.measured.after) : null,
+      notes: this.notes,
+    };
+  }
+
+  measurementEvidence(): MeasurementJson | null {
+    if (!this.measurement) return null;
+    const pcr = this.opts.measurementPcr;
+    if (pcr == null || !this.measured) return this.measurement.json;
+    return { ...this.measurement.json, pcr, pcr_before: b64u(this.measured.before) };
+  }
+
+  private quotePcrs(): number[] {
+    const set = new Set(this.opts.pcrs);
+    if (this.opts.measurementPcr != null) set.add(this.opts.measurementPcr);
+    return [...set].sort((a, b) => a - b);
+  }
+
+  bind(reportData: Buffer): Promise<BoundEvidence> {
+    return this.serial(() => this.bindNow(reportData));
+  }
+
   private bindNow(reportData: Buffer): BoundEvidence {
     try {
-      if (!this.tpm || !this.ak) {
-        this.tpm = Tpm.open(this.opts.tcti);
-        this.ak = this.tpm.createAk(this.opts.akAlgorithm);
-      }
-      const q = this.tpm.quote(
-        this.ak,
-        tpmQualifyingData(reportData),
-        [...this.opts.pcrs].sort((a, b) => a - b),
-      );
+      this.ensureReady();
+      const tpm = this.tpm as Tpm;
+      const ak = this.ak as TpmAk;
+      const q = tpm.quote(ak, tpmQualifyingData(reportData), this.quotePcrs());
       const pcrValues: Record<string, string> = {};
       for (const [i, v] of Object.entries(q.pcrValues)) pcrValues[i] = b64u(v);
-      return {
+      const out: BoundEvidence = {
         tpm: {
           attest: b64u(q.attest),
           signature: b64u(q.signature),
           ak_public: b64u(q.akPublic),
-          ak_parent_qualified_name: b64u(parentQualifiedName(this.ak.hierarchy)),
+          ak_parent_qualified_name: b64u(ak.parentQualifiedName),
           pcr_selection: q.pcrSelection,
           pcr_values: pcrValues,
-          ak_cert_chain: [],
+          ak_cert_chain: [...this.chain],
+          ak_source: this.akSource,
         },
       };
+      const m = this.measurementEvidence();
+      if (m) out.measurement = m;
+      return out;
     } catch (e) {
       this.reset();
-      if (e instanceof TpmError) throw new BindingError(e.code, e.message);
-      throw new BindingError('TPM_FAILED', (e as Error).message);
+      throw this.toBindingError(e);
     }
+  }
+
+  private toBindingError(e: unknown): BindingError {
+    if (e instanceof BindingError) return e;
+    if (e instanceof EnrollmentError) return new BindingError(e.reason, e.message);
+    if (e instanceof TpmError) return new BindingError(e.code, e.message);
+    return new BindingError('TPM_FAILED', (e as Error).message);
+  }
+
+  /** Opens the TPM, selects the AK and extends the measurement, as far as not done yet. */
+  private ensureReady(): void {
+    let opened = false;
+    if (!this.tpm || !this.ak) {
+      this.reset();
+      this.tpm = Tpm.open(this.opts.tcti);
+      this.notes = [];
+      this.selectAk(this.tpm);
+      opened = true;
+    }
+    if (opened || !this.measured) this.ensureMeasured(this.tpm);
+  }
+
+  private selectAk(tpm: Tpm): void {
+    if (this.opts.enrollmentRecord) {
+      this.ak = this.loadEnrolled(tpm, readEnrollmentRecord(this.opts.enrollmentRecord));
+      this.akSource = 'enrolled';
+      return;
+    }
+    if (this.opts.platformAk !== false) {
+      const platform = this.loadPlatformAk(tpm);
+      if (platform) {
+        this.ak = platform.ak;
+        this.chain = platform.chain;
+        this.akSource = 'platform';
+        return;
+      }
+    }
+    this.ak = tpm.createAk(this.opts.akAlgorithm);
+    this.chain = [];
+    this.akSource = 'ephemeral';
+  }
+
+  private loadEnrolled(tpm: Tpm, rec: EnrollmentRecord): TpmAk {
+    const hex = `0x${rec.ak_handle.toString(16)}`;
+    let ak: TpmAk | null;
+    try {
+      ak = tpm.loadPersistentAk(rec.ak_handle, fromB64u(rec.ak_parent_qualified_name));
+    } catch (e) {
+      if (e instanceof TpmError && e.code === 'TPM_BAD_INPUT') {
+        throw new BindingError(
+          'AK_ENROLLMENT_MISMATCH',
+          `the key at ${hex} is not the enrolled AK: ${e.message}`,
+        );
+      }
+      throw e;
+    }
+    if (!ak)
+      throw new BindingError(
+        'AK_NOT_PERSISTED',
+        `no key at the enrolled AK handle ${hex} (evicted, or TPM cleared)`,
+      );
+    if (b64u(ak.publicArea) !== rec.ak_public) {
+      ak.flush();
+      throw new BindingError(
+        'AK_ENROLLMENT_MISMATCH',
+        `the key at ${hex} is not the enrolled AK (public area differs)`,
+      );
+    }
+    const leaf = rec.ak_cert_chain[0];
+    let leafOk = false;
+    try {
+      leafOk =
+        leaf !== undefined &&
+        spkiDer(new X509Certificate(fromB64u(leaf)).publicKey).equals(
+          spkiDer(publicKeyOf(parsePublic(ak.publicArea))),
+        );
+    } catch {
+      leafOk = false;
+    }
+    if (!leafOk) {
+      ak.flush();
+      throw new BindingError('AK_CERT_KEY_MISMATCH', 'the enrolled AK certificate does not certify the AK');
+    }
+    this.chain = [...rec.ak_cert_chain];
+    return ak;
+  }
+
+  /**
+   * A cloud platform AK (Azure) when both the key and its certificate exist and the certificate
+   * certifies that key. A certificate for another key is refused (recorded in notes): binding a
+   * quote to a certificate of a different key would claim an anchor that does not exist.
+   */
+  private loadPlatformAk(tpm: Tpm): { ak: TpmAk; chain: string[] } | null {
+    const certBytes = tpm.readNv(AZURE_AK_CERT_NV);
+    const pub = certBytes ? tpm.readPublic(AZURE_AK_HANDLE) : null;
+    if (!certBytes || !pub) return null;
+    let cert: X509Certificate;
+    try {
+      cert = new X509Certificate(trimDer(certBytes));
+    } catch {
+      this.notes.push('platform AK certificate at NV 0x01c101d0 does not parse: ignored');
+      return null;
+    }
+    let keyMatches = false;
+    try {
+      keyMatches = spkiDer(cert.publicKey).equals(spkiDer(publicKeyOf(parsePublic(pub.publicArea))));
+    } catch {
+      keyMatches = false;
+    }
+    if (!keyMatches) {
+      this.notes.push('platform AK certificate certifies another key than the AK at 0x81000003: refused');
+      return null;
+    }
+    const parent = HIERARCHIES.map(hierarchyQualifiedName).find((qn) =>
+      qualifiedNameOf(qn, pub.name).equals(pub.qualifiedName),
+    );
+    if (!parent) {
+      this.notes.push(
+        'platform AK at 0x81000003 is not a primary key of a hierarchy: its parent QN is unknown',
+      );
+      return null;
+    }
+    let ak: TpmAk | null;
+    try {
+      ak = tpm.loadPersistentAk(AZURE_AK_HANDLE, parent);
+    } catch (e) {
+      this.notes.push(`platform AK refused: ${(e as Error).message.slice(0, 120)}`);
+      return null;
+    }
+    return ak ? { ak, chain: [cert.raw, ...(this.opts.platformAkChain ?? [])].map((d) => b64u(d)) } : null;
+  }
+
+  /**
+   * Extends the measurement into its PCR once per TPM boot: after a TPM reset (the PCR is back to
+   * zeros although we extended it) the extend is repeated.
+   */
+  private ensureMeasured(tpm: Tpm): void {
+    const pcr = this.opts.measurementPcr;
+    if (pcr == null || !this.measurement) return;
+    if (this.measured) {
+      const now = tpm.readPcrs([pcr])[pcr] as Buffer;
+      if (!(now.every((b) => b === 0) && !this.measured.after.every((b) => b === 0))) return;
+      this.notes.push(`PCR ${pcr} was reset since the measurement: extended again`);
+    }
+    const before = tpm.readPcrs([pcr])[pcr] as Buffer;
+    tpm.extendPcr(pcr, this.measurement.bytes);
+    const after = tpm.readPcrs([pcr])[pcr] as Buffer;
+    if (!after.equals(pcrExtend(before, this.measurement.bytes))) {
+      this.notes.push(`PCR ${pcr} was extended by someone else while measuring`);
+    }
+    this.measured = { before, after };
   }
 
   private reset(): void {
@@ -78,6 +319,7 @@ export class TpmProvider implements AttestationProvider {
     }
     this.tpm = null;
     this.ak = null;
+    this.chain = [];
   }
 
   close(): void {

@@ -54,7 +54,11 @@ export async function freePort(): Promise<number> {
 export interface TestConfigOptions {
   upstreams?: Record<string, unknown>[];
   attestation?: Record<string, unknown>;
-  agents?: { agent_id: string; token: string }[];
+  agents?: { agent_id: string; token: string; attributes?: Record<string, unknown> }[];
+  /** Operators (issue 6): tokens stored as SHA-256 only. */
+  operators?: { operator_id: string; token: string }[];
+  /** Further top-level config members (e.g. `policy`, `catalog`). */
+  extra?: Record<string, unknown>;
   dev_mode?: boolean;
   sessions?: Record<string, unknown>;
   dir?: string;
@@ -86,8 +90,18 @@ export async function writeConfig(o: TestConfigOptions = {}): Promise<TestConfig
     agents: agents.map((a) => ({
       agent_id: a.agent_id,
       token_sha256: createHash('sha256').update(a.token).digest('hex'),
+      ...(a.attributes ? { attributes: a.attributes } : {}),
     })),
+    ...(o.operators
+      ? {
+          operators: o.operators.map((op) => ({
+            operator_id: op.operator_id,
+            token_sha256: createHash('sha256').update(op.token).digest('hex'),
+          })),
+        }
+      : {}),
     ...(o.sessions ? { sessions: o.sessions } : {}),
+    ...(o.extra ?? {}),
   };
   if ((raw.attestation as { provider: string }).provider === 'software') raw.dev_mode = true;
   const file = join(dir, 'cmcp.yaml');

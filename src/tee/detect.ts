@@ -1,0 +1,194 @@
+/**
+ * Provider selection (issue 4 item 6). An explicit provider is used as configured. `auto` tries
+ * SEV-SNP, then TDX (both through configfs-tsm; SEV-SNP also through /dev/sev-guest), then a TPM,
+ * and never falls back to `software`, which stays explicit and dev-mode only. `minimum_tier`
+ * refuses to start below the configured tier. The result says which provider was chosen and why,
+ * for the start-up log and the gateway chain's `attestation_provider` entry.
+ */
+import { existsSync } from 'node:fs';
+import { Tpm } from '../../native/tpm/index.js';
+import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
+import type { AttestationConfig } from '../config/index.js';
+import { type AttestationProvider, type AttestationTier, SoftwareProvider, TIER_RANK } from './provider.js';
+import { TpmProvider } from './tpm-provider.js';
+import { SevSnpProvider, TdxProvider } from './tsm-provider.js';
+import { loadCertFiles } from './x509.js';
+
+/** A start-up refusal: `code` is ATTESTATION_UNAVAILABLE or ATTESTATION_TIER_TOO_LOW. */
+export class AttestationStartError extends Error {
+  constructor(
+    readonly code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AttestationStartError';
+  }
+}
+
+export interface Candidate {
+  provider: 'sev-snp' | 'tdx' | 'tpm';
+  available: boolean;
+  reason: string;
+}
+
+export interface ProviderSelection {
+  provider: AttestationProvider;
+  /** Recorded in the gateway chain (`attestation_provider`) and logged. */
+  detail: {
+    provider: string;
+    tier: AttestationTier;
+    minimum_tier: AttestationTier | null;
+    /** `configured` or `auto-detected`, with why. */
+    reason: string;
+    candidates?: Candidate[];
+  };
+}
+
+function tpmProvider(a: Extract<AttestationConfig, { provider: 'tpm' | 'auto' }>): TpmProvider {
+  return new TpmProvider({
+    tcti: a.tcti,
+    akAlgorithm: a.ak_algorithm,
+    pcrs: a.pcrs,
+    measurementPcr: a.measurement_pcr,
+    enrollmentRecord: a.enrollment?.record ?? null,
+    platformAk: a.platform_ak,
+    platformAkChain: loadCertFiles(a.platform_ak_chain),
+  });
+}
+
+function tsmOptions(a: Extract<AttestationConfig, { provider: 'sev-snp' | 'tdx' | 'auto' }>) {
+  return { tsmPath: a.tsm_path, sevGuestDevice: a.sev_guest_device, timeoutMs: a.tsm_timeout_ms };
+}
+
+/** Probes configfs-tsm: its provider name, or why there is none. */
+async function probeTsm(root: string): Promise<{ provider: string | null; why: string }> {
+  try {
+    const p = await tsmProvider(root);
+    return p === null
+      ? { provider: null, why: `no configfs-tsm report directory at ${root}` }
+      : { provider: p, why: `configfs-tsm at ${root} reports provider ${JSON.stringify(p.slice(0, 40))}` };
+  } catch (e) {
+    return {
+      provider: null,
+      why: `configfs-tsm at ${root} is unusable: ${(e as Error).message.slice(0, 120)}`,
+    };
+  }
+}
+
+/** True when a TPM answers on `tcti` (opened, one PCR read, closed). */
+function probeTpm(tcti: string): { ok: boolean; why: string } {
+  let tpm: Tpm | null = null;
+  try {
+    tpm = Tpm.open(tcti);
+    tpm.readPcrs([0]);
+    return { ok: true, why: `a TPM answers on ${tcti}` };
+  } catch (e) {
+    return { ok: false, why: `no TPM on ${tcti}: ${(e as Error).message.slice(0, 120)}` };
+  } finally {
+    tpm?.close();
+  }
+}
+
+async function autoDetect(a: Extract<AttestationConfig, { provider: 'auto' }>): Promise<ProviderSelection> {
+  const candidates: Candidate[] = [];
+  const root = a.tsm_path ?? TSM_REPORT_ROOT;
+  const tsm = await probeTsm(root);
+  // 1. SEV-SNP
+  if (tsm.provider === 'sev_guest') {
+    candidates.push({ provider: 'sev-snp', available: true, reason: tsm.why });
+  } else if (existsSync(a.sev_guest_device)) {
+    candidates.push({
+      provider: 'sev-snp',
+      available: true,
+      reason: `${a.sev_guest_device} exists (${tsm.why})`,
+    });
+  } else {
+    candidates.push({
+      provider: 'sev-snp',
+      available: false,
+      reason: `${tsm.why}; no ${a.sev_guest_device}`,
+    });
+  }
+  // 2. TDX
+  candidates.push(
+    tsm.provider === 'tdx_guest'
+      ? { provider: 'tdx', available: true, reason: tsm.why }
+      : { provider: 'tdx', available: false, reason: tsm.why },
+  );
+  // 3. TPM — only probed when no confidential-VM provider was found (design §4: prefer SNP/TDX)
+  if (!candidates.some((c) => c.available)) {
+    const t = probeTpm(a.tcti);
+    candidates.push({ provider: 'tpm', available: t.ok, reason: t.why });
+  } else {
+    candidates.push({
+      provider: 'tpm',
+      available: false,
+      reason: 'not probed: a confidential-VM provider is preferred',
+    });
+  }
+  const chosen = candidates.find((c) => c.available);
+  if (!chosen) {
+    throw new AttestationStartError(
+      'ATTESTATION_UNAVAILABLE',
+      `attestation provider auto found no hardware (${candidates.map((c) => `${c.provider}: ${c.reason}`).join('; ')}); ` +
+        'auto never falls back to software: configure `provider: software` with dev_mode for development',
+    );
+  }
+  const provider =
+    chosen.provider === 'sev-snp'
+      ? new SevSnpProvider(tsmOptions(a))
+      : chosen.provider === 'tdx'
+        ? new TdxProvider(tsmOptions(a))
+        : tpmProvider(a);
+  return {
+    provider,
+    detail: {
+      provider: provider.name,
+      tier: provider.tier,
+      minimum_tier: a.minimum_tier ?? null,
+      reason: `auto-detected: ${chosen.reason}`,
+      candidates,
+    },
+  };
+}
+
+/**
+ * Builds the configured provider (or detects one), then applies `minimum_tier`.
+ * @throws AttestationStartError
+ */
+export async function selectProvider(a: AttestationConfig): Promise<ProviderSelection> {
+  let sel: ProviderSelection;
+  if (a.provider === 'auto') {
+    sel = await autoDetect(a);
+  } else {
+    const provider =
+      a.provider === 'tpm'
+        ? tpmProvider(a)
+        : a.provider === 'sev-snp'
+          ? new SevSnpProvider(tsmOptions(a))
+          : a.provider === 'tdx'
+            ? new TdxProvider(tsmOptions(a))
+            : new SoftwareProvider();
+    sel = {
+      provider,
+      detail: {
+        provider: provider.name,
+        tier: provider.tier,
+        minimum_tier: a.minimum_tier ?? null,
+        reason:
+          provider.name === 'software'
+            ? 'configured (dev mode): no hardware evidence; claims verify as signed-only'
+            : 'configured',
+      },
+    };
+  }
+  const min = a.minimum_tier;
+  if (min && TIER_RANK[sel.provider.tier] < TIER_RANK[min]) {
+    sel.provider.close();
+    throw new AttestationStartError(
+      'ATTESTATION_TIER_TOO_LOW',
+      `attestation provider ${sel.provider.name} (tier ${sel.provider.tier}) is below minimum_tier ${min} (${sel.detail.reason})`,
+    );
+  }
+  return sel;
+}
