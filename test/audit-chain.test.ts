@@ -97,7 +97,9 @@ describe('C-CHAIN-1 concurrent appends from two OS processes', () => {
         const go = Date.now() + 700; // both start appending at the same instant
         const run = (tag: string) =>
           new Promise<number | null>((res) => {
-            const p = spawn(process.execPath, ['--input-type=module', '-e', script(file, tag, n / 2, go)], { stdio: 'inherit' });
+            const p = spawn(process.execPath, ['--input-type=module', '-e', script(file, tag, n / 2, go)], {
+              stdio: 'inherit',
+            });
             p.on('exit', (code) => res(code));
           });
         expect(await Promise.all([run('a'), run('b')])).toEqual([0, 0]);
@@ -121,7 +123,11 @@ describe('C-SQL-1 deferred upgrade cannot happen', () => {
     const cb = new AuditChain(b);
     ca.append('s', { entry_type: 'session_open' });
     a.prepare('BEGIN').run(); // deferred
-    const tipSeenByA = a.prepare("SELECT entry_hash FROM audit_entries WHERE chain_id = 's' ORDER BY sequence_number DESC LIMIT 1").get();
+    const tipSeenByA = a
+      .prepare(
+        "SELECT entry_hash FROM audit_entries WHERE chain_id = 's' ORDER BY sequence_number DESC LIMIT 1",
+      )
+      .get();
     cb.append('s', { entry_type: 'tool_call', call_id: 'b' });
     expect(() => ca.append('s', { entry_type: 'tool_call', call_id: 'a' })).toThrow(/not BEGIN IMMEDIATE/);
     a.prepare('ROLLBACK').run();

@@ -385,3 +385,56 @@ describe('closing a session while a call runs', () => {
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
   });
 });
+
+describe('C-JCS-1 and malformed params through the gateway', () => {
+  const cases: [string, string][] = [
+    ['lone surrogate in an argument value', '"arguments":{"a":"\\uD800"}'],
+    ['lone surrogate in an argument key', '"arguments":{"\\uDC00":1}'],
+    ['lone surrogate in the tool name', '"name":"counter.record\\uD800"'],
+    ['lone surrogate in workflow_id', '"_cmcp":{"workflow_id":"\\uDBFF"}'],
+    ['lone surrogate in action_timestamp', '"_cmcp":{"execution_id":"x-jcs","action_timestamp":"\\uD800"}'],
+    ['nesting 2000 deep', `"arguments":{"a":${'['.repeat(2000)}${']'.repeat(2000)}}`],
+  ];
+  for (const [label, member] of cases) {
+    it(`${label}: INVALID_PARAMS before the upstream, one terminal entry, the caller's id`, async () => {
+      const before = upstream.invocations.length;
+      const body =
+        `{"jsonrpc":"2.0","id":"jcs-1","method":"tools/call","params":{"name":"counter.record",${member}}}`.replace(
+          '"name":"counter.record","name":',
+          '"name":',
+        );
+      const r = await rpc(gw.url, 'alice-token', body);
+      expect(r.status).toBe(200);
+      expect(r.body.id).toBe('jcs-1');
+      expect(r.body.error.data.error_code).toBe('INVALID_PARAMS');
+      expect(upstream.invocations.length).toBe(before);
+      const ev = r.body.error.data.evidence;
+      const entry = gw.chain.entries(ev.chain_id).find((e) => e.entry_hash === ev.entry_hash);
+      expect(entry).toMatchObject({
+        entry_type: 'tool_call',
+        disposition: 'refused',
+        error_code: 'INVALID_PARAMS',
+        execution_id: null,
+      });
+    });
+  }
+
+  it('a client JSON-RPC response gets 202; text/plain gets 415', async () => {
+    const resp = await rpc(gw.url, 'alice-token', { jsonrpc: '2.0', id: 5, result: {} });
+    expect(resp.status).toBe(202);
+    const r = await fetch(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: '{}',
+    });
+    expect(r.status).toBe(415);
+  });
+
+  it('a malformed URL gets cmcp’s own 400, without echoing it', async () => {
+    const r = await fetch(`${gw.url}/executions/%ZZ-secret`);
+    expect(r.status).toBe(400);
+    const text = await r.text();
+    expect(JSON.parse(text).error.error_code).toBe('INVALID_REQUEST');
+    expect(text).not.toContain('secret');
+  });
+});

@@ -49,7 +49,8 @@ export class AuditChain {
   append(chainId: string, input: EntryInput): AuditEntry {
     if (!this.db.inTransaction) return immediate(this.db, () => this.append(chainId, input));
     // Never upgrade a deferred transaction whose reads may already be stale (C-SQL-1).
-    if (!inImmediate(this.db)) throw new Error('audit append inside a transaction that is not BEGIN IMMEDIATE');
+    if (!inImmediate(this.db))
+      throw new Error('audit append inside a transaction that is not BEGIN IMMEDIATE');
     const tip = this.tipStmt.get(chainId);
     let ts = formatMicros(this.clock());
     if (tip && ts < tip.timestamp_utc) ts = tip.timestamp_utc; // never decreasing (C-CHAIN-2)

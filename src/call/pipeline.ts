@@ -1,6 +1,9 @@
 /**
  * One `tools/call`, from ingress to terminal commit, in order (design §9):
- * params → session → tool route → policy → upstream → terminal audit entry.
+ * blocked agent → params → session → tool route → catalog → policy → execution admission →
+ * upstream → terminal audit entry. The catalog gate precedes the policy because the Cedar
+ * resource's attributes come from the tool's catalog pin: a tool without a trustworthy
+ * definition is never evaluated.
  * Every call that reaches this pipeline ends in exactly one terminal `tool_call` entry
  * (design §3): in its session's chain, or in the gateway chain when no session could be
  * resolved.
@@ -8,16 +11,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
+import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
+import type { CatalogGuard } from '../catalog/guard.js';
 import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
 import { toolCallBinding } from '../execution/binding.js';
 import { checkExecutionId } from '../execution/ingress.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '../format/canonical.js';
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '../format/entry.js';
+import type { PolicyEngine } from '../policy/engine.js';
 import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediate } from '../store/db.js';
 import { maybeFail } from '../store/faults.js';
-import type { CallOutcome, UpstreamPool } from '../upstream/pool.js';
+import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
 
 /** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (design §8). */
 export interface CallEvidence {
@@ -39,9 +45,41 @@ export interface CallError {
 
 export type CallResponse = { result: Record<string, unknown> } | { error: CallError };
 
+/**
+ * Policy, catalog and identity controls of the pipeline (issue 6). The defaults (no
+ * controls) keep the pre-policy behaviour: every routed call is allowed.
+ */
+export interface CallControls {
+  /** The engine deciding calls now (changes on a signed reload), or null: no policy. */
+  policy(): PolicyEngine | null;
+  /** The catalog check, or null: no catalog. */
+  catalog: CatalogGuard | null;
+  /** Configured Cedar principal attributes of an agent. */
+  agentAttributes(agentId: string): Record<string, unknown>;
+  /** True when an operator blocked this agent (kill switch). */
+  isBlocked(agentId: string): boolean;
+}
+
+const NO_CONTROLS: CallControls = {
+  policy: () => null,
+  catalog: null,
+  agentAttributes: () => ({}),
+  isBlocked: () => false,
+};
+
 interface CmcpParams {
   session_id?: string;
   workflow_id?: string;
+}
+
+/** True when the string has no lone surrogate (so JCS can carry it, RFC 8785 §3.2.2.2). */
+function isWellFormed(s: string): boolean {
+  try {
+    assertCanonicalizable(s);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 const CMCP_KEYS = new Set(['session_id', 'workflow_id', 'execution_id', 'action_timestamp']);
@@ -60,7 +98,34 @@ export class CallPipeline {
     private readonly upstreams: UpstreamPool,
     private readonly executions: ExecutionRegistry,
     private readonly log: Logger,
+    private readonly controls: CallControls = NO_CONTROLS,
   ) {}
+
+  /** Highest sensitivity among the calls a session forwarded (session id → level index). */
+  private readonly seenSensitivity = new Map<string, number>();
+
+  /** The catalog sensitivity of a routed tool (`unclassified` without a catalog). */
+  private sensitivityOf(route: RoutedTool | undefined): Sensitivity {
+    if (!route || !this.controls.catalog) return 'unclassified';
+    return this.controls.catalog.find(route.upstream, route.toolName)?.sensitivity ?? 'unclassified';
+  }
+
+  /** Highest sensitivity a session has forwarded so far; rebuilt from its chain after a restart. */
+  private maxSensitivity(sessionId: string): Sensitivity {
+    let level = this.seenSensitivity.get(sessionId);
+    if (level === undefined) {
+      level = 0;
+      for (const e of this.chain.entries(sessionId)) {
+        if (e.entry_type !== 'tool_call' || e.tool_name === null) continue;
+        if (e.disposition !== 'completed' && e.disposition !== 'outcome_unknown') continue;
+        const l = SENSITIVITY_LEVELS.indexOf(this.sensitivityOf(this.upstreams.route(e.tool_name)));
+        if (l > level) level = l;
+      }
+      if (this.seenSensitivity.size > 10_000) this.seenSensitivity.clear(); // rebuilt on demand
+      this.seenSensitivity.set(sessionId, level);
+    }
+    return SENSITIVITY_LEVELS[level] ?? 'unclassified';
+  }
 
   /**
    * Runs one `tools/call` for an authenticated agent. Never throws for caller faults: every
@@ -69,6 +134,27 @@ export class CallPipeline {
    */
   async call(agentId: string, rawParams: unknown, startedAt: bigint): Promise<CallResponse> {
     const callId = randomUUID();
+    try {
+      return await this.run(agentId, rawParams, startedAt, callId);
+    } catch (e) {
+      // An unexpected fault still ends in a terminal entry (design §3), on the gateway chain.
+      this.log.error({ call_id: callId, err: (e as Error).message }, 'tools/call fault');
+      return this.refuse(
+        GATEWAY_CHAIN_ID,
+        null,
+        { entry_type: 'tool_call', call_id: callId, agent_id: agentId, execution_id: null },
+        'INTERNAL_ERROR',
+        'internal error',
+      );
+    }
+  }
+
+  private async run(
+    agentId: string,
+    rawParams: unknown,
+    startedAt: bigint,
+    callId: string,
+  ): Promise<CallResponse> {
     const base: EntryInput = {
       entry_type: 'tool_call',
       call_id: callId,
@@ -80,6 +166,10 @@ export class CallPipeline {
     // Unattributable refusals go to the gateway chain (nothing is off the record).
     const refuseInGateway = (code: ErrorCode, message: string, extra: Partial<EntryInput> = {}) =>
       this.refuse(GATEWAY_CHAIN_ID, null, { ...base, ...extra, latency_us: latency() }, code, message);
+
+    if (this.controls.isBlocked(agentId)) {
+      return refuseInGateway('AGENT_BLOCKED', 'this agent identity is blocked by an operator');
+    }
 
     const params = rawParams;
     if (typeof params !== 'object' || params === null || Array.isArray(params)) {
@@ -99,7 +189,11 @@ export class CallPipeline {
     }
     const c: CmcpParams = {};
     if (cmcp.session_id !== undefined) {
-      if (typeof cmcp.session_id !== 'string' || cmcp.session_id.length > 100)
+      if (
+        typeof cmcp.session_id !== 'string' ||
+        cmcp.session_id.length > 100 ||
+        !/^[\x21-\x7e]+$/.test(cmcp.session_id)
+      )
         return refuseInGateway('INVALID_PARAMS', '_cmcp.session_id must be a string');
       c.session_id = cmcp.session_id;
     }
@@ -107,7 +201,8 @@ export class CallPipeline {
       if (
         typeof cmcp.workflow_id !== 'string' ||
         cmcp.workflow_id.length < 1 ||
-        cmcp.workflow_id.length > 200
+        cmcp.workflow_id.length > 200 ||
+        !isWellFormed(cmcp.workflow_id)
       )
         return refuseInGateway('INVALID_PARAMS', '_cmcp.workflow_id must be a string of 1–200 characters');
       c.workflow_id = cmcp.workflow_id;
@@ -137,6 +232,15 @@ export class CallPipeline {
         message,
         data,
       );
+
+    try {
+      // Everything that may reach an audit entry or the upstream must be JSON that JCS can
+      // carry exactly: checked before any reservation or upstream call.
+      assertCanonicalizable(p, { integersExact: true }, '/params');
+    } catch (e) {
+      if (e instanceof CanonicalJsonError) return refuse('INVALID_PARAMS', clip(e.message, 160));
+      throw e;
+    }
 
     const name = p.name;
     if (typeof name !== 'string' || name.length < 1 || name.length > 256) {
@@ -168,12 +272,84 @@ export class CallPipeline {
     const executionId = exec.kind === 'valid' ? exec.value : null;
 
     const route = this.upstreams.route(name);
-    if (!route) return refuse('UNKNOWN_TOOL', `unknown tool ${clip(name, 80)}`);
+    const catalog = this.controls.catalog;
+    if (!route) {
+      const pinned = catalog?.findExposed(name, (s, t) => this.upstreams.exposedName(s, t));
+      if (catalog && !pinned)
+        return refuse('TOOL_NOT_IN_CATALOG', `tool ${clip(name, 80)} is not in the catalog`);
+      if (!pinned) return refuse('UNKNOWN_TOOL', `unknown tool ${clip(name, 80)}`);
+      return refuse(
+        'CATALOG_DRIFT',
+        'the upstream no longer offers this pinned tool; it is blocked',
+        { server_identity: pinned.server, detail: { pinned_hash: pinned.sha256, live_hash: null } },
+        { pinned_hash: pinned.sha256, live_hash: null },
+      );
+    }
     base.server_identity = route.upstream;
 
-    // Policy: no policy engine is configured yet, so every routed call is allowed and the
-    // decision is recorded as such (enforcement_mode "none" in the claim).
-    base.policy_decision = 'allow';
+    // Catalog: only pinned tools whose live definition still matches the pin.
+    let annotations: unknown = route.definition.annotations;
+    if (catalog) {
+      const chk = catalog.check(route.upstream, route.toolName);
+      if (chk.kind === 'not_in_catalog')
+        return refuse('TOOL_NOT_IN_CATALOG', `tool ${clip(name, 80)} is not in the catalog`);
+      if (chk.kind === 'drift')
+        return refuse(
+          'CATALOG_DRIFT',
+          "the upstream's definition of this tool differs from its catalog pin; it is blocked",
+          { detail: { pinned_hash: chk.pinned, live_hash: chk.live } },
+          { pinned_hash: chk.pinned, live_hash: chk.live },
+        );
+      annotations = chk.tool.definition.annotations;
+    }
+
+    // Policy (Cedar): decided before anything is reserved or sent. Without a policy every
+    // routed call is allowed (enforcement_mode "none" in the claim).
+    const policyDetail: Record<string, unknown> = {};
+    let advisory: Record<string, unknown> | null = null;
+    const engine = this.controls.policy();
+    if (!engine) {
+      base.policy_decision = 'allow';
+    } else {
+      const d = engine.evaluate({
+        agentId,
+        agentAttributes: this.controls.agentAttributes(agentId),
+        tool: {
+          exposedName: name,
+          server: route.upstream,
+          toolName: route.toolName,
+          sensitivity: this.sensitivityOf(route),
+          annotations,
+        },
+        arguments: (args ?? {}) as Record<string, unknown>,
+        workflowId: c.workflow_id ?? null,
+        session: { calls: session.call_count, maxSensitivity: this.maxSensitivity(session.session_id) },
+      });
+      base.policy_rule_matched = d.matched;
+      if (d.errored.length) policyDetail.policy_errors = d.errored;
+      if (d.failure) policyDetail.policy_failure = d.failure;
+      if (d.decision === 'allow') {
+        base.policy_decision = 'allow';
+      } else if (engine.mode === 'enforcing') {
+        base.policy_decision = 'deny';
+        const failed = d.failure !== null || d.errored.length > 0;
+        return refuse(
+          failed ? 'POLICY_EVALUATION_FAILED' : 'POLICY_DENY',
+          failed ? 'the call could not be evaluated by the policy; refused' : 'denied by policy',
+          { detail: Object.keys(policyDetail).length ? policyDetail : null },
+          { policy_ids: d.matched, ...policyDetail },
+        );
+      } else if (engine.mode === 'advisory') {
+        base.policy_decision = 'advisory_deny';
+        advisory = { policy_decision: 'advisory_deny', policy_ids: d.matched };
+        this.log.warn(
+          { call_id: callId, agent_id: agentId, tool: name, policy_ids: d.matched },
+          'advisory deny',
+        );
+      } else {
+        base.policy_decision = 'silent_deny';
+      }
+    }
 
     // Admission (design §6): one IMMEDIATE transaction reserves the key or classifies it.
     if (executionId !== null) {
@@ -227,7 +403,12 @@ export class CallPipeline {
     const disp = disposition(outcome);
     let errorCode: ErrorCode | 'UPSTREAM_RPC_ERROR' | null = null;
     let responseHash: string | null = null;
-    const detail: Record<string, unknown> = {};
+    const detail: Record<string, unknown> = { ...policyDetail };
+    if (disp !== 'not_attempted') {
+      const l = SENSITIVITY_LEVELS.indexOf(this.sensitivityOf(route));
+      if (l > (this.seenSensitivity.get(session.session_id) ?? 0))
+        this.seenSensitivity.set(session.session_id, l);
+    }
     if ('result' in outcome) {
       try {
         responseHash = jcsDigest(outcome.result);
@@ -269,7 +450,8 @@ export class CallPipeline {
         Object.assign(data, { execution_id: executionId, execution_state: 'in_flight' });
       return { error: { code: -32040, message: 'the outcome could not be recorded', data } };
     }
-    const evidence = this.evidence(entry);
+    const evidence: CallEvidence & { policy_advisory?: Record<string, unknown> } = this.evidence(entry);
+    if (advisory) evidence.policy_advisory = advisory;
     if ('result' in outcome) {
       const meta = (typeof outcome.result._meta === 'object' && outcome.result._meta) || {};
       return { result: { ...outcome.result, _meta: { ...meta, [EVIDENCE_META_KEY]: evidence } } };

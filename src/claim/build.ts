@@ -1,7 +1,7 @@
 /**
  * Builds, signs and stores a session's TRACE claim (design §5) from what the database
  * holds: the chain's root/tip/length, a transcript of its tool_call entries (tool,
- * decision, disposition — never arguments or execution ids), and the binding section
+ * decision, matched policy ids, disposition — never arguments or execution ids), and the binding section
  * recorded at session creation.
  */
 import type { KeyObject } from 'node:crypto';
@@ -49,6 +49,7 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
       sequence_number: e.sequence_number,
       tool_name: e.tool_name,
       policy_decision: e.policy_decision,
+      policy_rule_matched: e.policy_rule_matched,
       disposition: e.disposition,
       error_code: e.error_code,
     });

@@ -19,7 +19,9 @@ function openReadOnly(file: string): Database.Database {
     db.prepare('SELECT 1 FROM executions LIMIT 1').all();
     return db;
   } catch (e) {
-    process.stderr.write(`cmcp: ${file} is not a readable cmcp database (${(e as { code?: string }).code ?? 'error'})\n`);
+    process.stderr.write(
+      `cmcp: ${file} is not a readable cmcp database (${(e as { code?: string }).code ?? 'error'})\n`,
+    );
     process.exit(2);
   }
 }

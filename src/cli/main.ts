@@ -5,9 +5,13 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { Command } from 'commander';
+import { registerCatalogCommand } from './catalog.js';
 import { registerExecutionsCommand } from './executions.js';
+import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
+import { registerTpmCommand } from './tpm.js';
 import { registerVerifyCommand } from './verify.js';
+import { registerVerifyEvidenceCommand } from './verify-evidence.js';
 
 const program = new Command();
 program.name('cmcp').description('Confidential MCP gateway').version('0.1.0');
@@ -17,7 +21,11 @@ program.exitOverride((err) => {
 
 registerStartCommand(program);
 registerVerifyCommand(program);
+registerVerifyEvidenceCommand(program);
 registerExecutionsCommand(program);
+registerTpmCommand(program);
+registerPolicyCommand(program);
+registerCatalogCommand(program);
 
 program
   .command('token')

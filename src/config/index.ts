@@ -40,16 +40,135 @@ const httpUpstream = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
 });
 
-const tpmAttestation = z.strictObject({
-  provider: z.literal('tpm'),
+// ---- attestation (issue 4; docs/attestation.md) ----
+
+/** A TPM persistent handle in the owner range, as a number or `0x…` text. */
+const persistentHandle = z
+  .union([z.number().int(), z.string().regex(/^0x[0-9a-fA-F]{1,8}$/, 'must be 0x followed by hex digits')])
+  .transform((v) => (typeof v === 'string' ? Number.parseInt(v, 16) : v))
+  .pipe(
+    z
+      .number()
+      .int()
+      .min(0x81000000)
+      .max(0x817fffff, 'must be an owner persistent handle 0x81000000–0x817FFFFF'),
+  );
+
+/** `cmcp tpm enroll` inputs and the record the gateway loads at start-up (paths relative to the config). */
+const tpmEnrollment = z.strictObject({
+  /** Enrollment record (JSON) written by `cmcp tpm enroll` and read at start-up. */
+  record: z.string().min(1),
+  /** Persistent handle the enrolled AK is kept at. */
+  ak_handle: persistentHandle.default(0x81000101),
+  /** Which EK (and EK certificate NV index) enrollment uses. */
+  ek_algorithm: z.enum(['rsa2048', 'ecc-p256', 'ecc-p384']).default('rsa2048'),
+  /** Pinned TPM manufacturer roots (PEM/DER files) the EK certificate must chain to. */
+  ek_roots: z.array(z.string().min(1)).default([]),
+  /** Intermediate CA certificates between EK certificates and those roots. */
+  ek_intermediates: z.array(z.string().min(1)).default([]),
+  /** The operator's AK CA: private key and certificate (PEM). Used by `cmcp tpm enroll` only. */
+  ak_ca_key: z.string().min(1).optional(),
+  ak_ca_cert: z.string().min(1).optional(),
+  /** Certificates above the AK CA certificate, carried in claims. */
+  ak_ca_chain: z.array(z.string().min(1)).default([]),
+  ak_cert_days: z.number().int().min(1).max(36_500).default(825),
+});
+
+const tpmFields = {
   /** tpm2-tss TCTI string, e.g. `swtpm:host=127.0.0.1,port=2321` or `device:/dev/tpmrm0`. */
   tcti: z.string().min(1),
   ak_algorithm: z.enum(['ecc-p256', 'rsa2048']).default('ecc-p256'),
-  /** sha256-bank PCRs included in every quote. */
+  /** sha256-bank PCRs included in every quote (the measurement PCR is always added). */
   pcrs: z.array(z.number().int().min(0).max(23)).min(1).default([0, 1, 2, 7]),
+  /** PCR the gateway measurement is extended into at start-up; null: do not extend. */
+  measurement_pcr: z.number().int().min(0).max(23).nullable().default(15),
+  /** Enrolled AK (absent: a cloud platform AK if present, else an ephemeral, unanchored AK). */
+  enrollment: tpmEnrollment.optional(),
+  /** Use a cloud platform AK (Azure: 0x81000003 with its certificate at NV 0x01C101D0) when present. */
+  platform_ak: z.boolean().default(true),
+  /** Certificates above the platform AK certificate (e.g. Azure Virtual TPM CA 03), carried in claims. */
+  platform_ak_chain: z.array(z.string().min(1)).default([]),
+};
+
+const tsmFields = {
+  /** configfs-tsm report directory. */
+  tsm_path: z.string().min(1).default('/sys/kernel/config/tsm/report'),
+  /** SEV-SNP guest device (ioctl fallback when configfs-tsm is missing). */
+  sev_guest_device: z.string().min(1).default('/dev/sev-guest'),
+  /** Time limit of one configfs-tsm report. */
+  tsm_timeout_ms: z.number().int().min(100).max(120_000).default(10_000),
+};
+
+/** Refuse to start when the chosen provider is below this tier (software < tpm < tee). */
+const minimumTier = { minimum_tier: z.enum(['software', 'tpm', 'tee']).optional() };
+
+const tpmAttestation = z.strictObject({ provider: z.literal('tpm'), ...tpmFields, ...minimumTier });
+const softwareAttestation = z.strictObject({ provider: z.literal('software'), ...minimumTier });
+const sevSnpAttestation = z.strictObject({ provider: z.literal('sev-snp'), ...tsmFields, ...minimumTier });
+const tdxAttestation = z.strictObject({ provider: z.literal('tdx'), ...tsmFields, ...minimumTier });
+/** `auto`: sev-snp, then tdx, then tpm; never software. */
+const autoAttestation = z.strictObject({
+  provider: z.literal('auto'),
+  ...tsmFields,
+  ...tpmFields,
+  tcti: z.string().min(1).default('device:/dev/tpmrm0'),
+  ...minimumTier,
 });
 
-const softwareAttestation = z.strictObject({ provider: z.literal('software') });
+export type AttestationConfig = z.infer<typeof attestationSchema>;
+const attestationSchema = z.discriminatedUnion('provider', [
+  tpmAttestation,
+  softwareAttestation,
+  sevSnpAttestation,
+  tdxAttestation,
+  autoAttestation,
+]);
+
+/** Resolves the attestation section's file paths against the config file's folder. */
+function resolveAttestationPaths(a: AttestationConfig, abs: (p: string) => string): void {
+  if (a.provider === 'tpm' || a.provider === 'auto') a.platform_ak_chain = a.platform_ak_chain.map(abs);
+  if ((a.provider === 'tpm' || a.provider === 'auto') && a.enrollment) {
+    const e = a.enrollment;
+    e.record = abs(e.record);
+    e.ek_roots = e.ek_roots.map(abs);
+    e.ek_intermediates = e.ek_intermediates.map(abs);
+    e.ak_ca_chain = e.ak_ca_chain.map(abs);
+    if (e.ak_ca_key) e.ak_ca_key = abs(e.ak_ca_key);
+    if (e.ak_ca_cert) e.ak_ca_cert = abs(e.ak_ca_cert);
+  }
+}
+
+/** Cedar principal attributes of an agent (`principal.<name>` in policies; docs/policy.md). */
+const agentAttributes = z.record(
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'attribute names are Cedar identifiers (1–64 chars)'),
+  z.json(),
+);
+
+const agent = z.strictObject({
+  agent_id: z.string().regex(/^[\x21-\x7e]{1,200}$/, 'must be 1–200 printable ASCII characters (0x21–0x7E)'),
+  token_sha256: hex64,
+  attributes: agentAttributes.default({}),
+});
+
+/** Operators use /operator/* only; their tokens are never agent tokens (issue 6 item 6). */
+const operator = z.strictObject({ operator_id: name, token_sha256: hex64 });
+
+const policy = z.strictObject({
+  /** Policy bundle folder (manifest.json, one *.cedarschema, *.cedar); relative to the config. */
+  bundle: z.string().min(1),
+  /** enforcing: a deny refuses the call; advisory: recorded as advisory_deny, call proceeds;
+   * silent: recorded as silent_deny, never blocks and never tells the caller. */
+  enforcement_mode: z.enum(['enforcing', 'advisory', 'silent']).default('enforcing'),
+  /** Pinned Ed25519 public key for signed reloads (SPKI PEM or base64url raw 32 bytes). */
+  signing_key: z.string().min(1).optional(),
+});
+
+const catalog = z.strictObject({
+  /** catalog.json (relative to the config). */
+  file: z.string().min(1),
+  /** Seconds between re-lists of every upstream's tools for drift checks; 0 turns it off. */
+  relist_interval_s: z.number().int().min(0).max(86_400).default(300),
+});
 
 export const configSchema = z
   .strictObject({
@@ -70,10 +189,13 @@ export const configSchema = z
     /** SQLite database path (relative paths are relative to the config file). */
     database: z.string().min(1),
     upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),
-    attestation: z.discriminatedUnion('provider', [tpmAttestation, softwareAttestation]),
-    agents: z
-      .array(z.strictObject({ agent_id: z.string().min(1).max(200), token_sha256: hex64 }))
-      .default([]),
+    attestation: attestationSchema,
+    agents: z.array(agent).default([]),
+    operators: z.array(operator).default([]),
+    /** Optional: absent ⇒ every routed call is allowed and claims say enforcement_mode "none". */
+    policy: policy.optional(),
+    /** Optional: absent ⇒ every upstream tool is exposed as listed and catalog_hash is null. */
+    catalog: catalog.optional(),
     sessions: z
       .strictObject({
         /** A default (implicit) session is closed with a claim after this many calls. */
@@ -115,6 +237,37 @@ export const configSchema = z
         message: 'at least one agent is required outside dev_mode',
       });
     }
+    const tokens = new Set(c.agents.map((a) => a.token_sha256));
+    const agentIds = new Set<string>();
+    const agentTokens = new Set<string>();
+    c.agents.forEach((a, i) => {
+      if (agentIds.has(a.agent_id))
+        ctx.addIssue({ code: 'custom', path: ['agents', i, 'agent_id'], message: 'duplicate' });
+      agentIds.add(a.agent_id);
+      // One token, one identity: a shared hash would silently map to whichever agent came last.
+      if (agentTokens.has(a.token_sha256))
+        ctx.addIssue({ code: 'custom', path: ['agents', i, 'token_sha256'], message: 'duplicate token' });
+      agentTokens.add(a.token_sha256);
+      if (c.dev_mode && a.agent_id === 'dev')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['agents', i, 'agent_id'],
+          message: '"dev" is the identity of unauthenticated loopback requests in dev_mode',
+        });
+    });
+    const opIds = new Set<string>();
+    c.operators.forEach((o, i) => {
+      if (tokens.has(o.token_sha256))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['operators', i, 'token_sha256'],
+          message: 'an operator token must not also be an agent token (or another operator token)',
+        });
+      tokens.add(o.token_sha256);
+      if (opIds.has(o.operator_id))
+        ctx.addIssue({ code: 'custom', path: ['operators', i, 'operator_id'], message: 'duplicate' });
+      opIds.add(o.operator_id);
+    });
     const seen = new Set<string>();
     c.upstreams.forEach((u, i) => {
       if (seen.has(u.name))
@@ -126,6 +279,7 @@ export const configSchema = z
 /** A validated configuration. */
 export type GatewayConfig = z.infer<typeof configSchema>;
 export type UpstreamConfig = GatewayConfig['upstreams'][number];
+export type AgentConfig = GatewayConfig['agents'][number];
 
 /** True for 127.0.0.0/8, ::1 and `localhost`. */
 export function isLoopback(host: string): boolean {
@@ -165,8 +319,8 @@ export function parseConfig(raw: unknown, file = '(inline)'): GatewayConfig {
 }
 
 /**
- * Reads and validates a YAML config file. Relative `database` and stdio `cwd` paths are
- * resolved against the file's folder.
+ * Reads and validates a YAML config file. Relative `database`, stdio `cwd`, `policy.bundle`
+ * and `catalog.file` paths are resolved against the file's folder.
  * @throws ConfigError (unreadable file, YAML syntax error, or validation issues).
  */
 export function loadConfig(file: string): GatewayConfig {
@@ -187,5 +341,8 @@ export function loadConfig(file: string): GatewayConfig {
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
   cfg.database = abs(cfg.database);
   for (const u of cfg.upstreams) if (u.transport === 'stdio' && u.cwd) u.cwd = abs(u.cwd);
+  resolveAttestationPaths(cfg.attestation, abs);
+  if (cfg.policy) cfg.policy.bundle = abs(cfg.policy.bundle);
+  if (cfg.catalog) cfg.catalog.file = abs(cfg.catalog.file);
   return cfg;
 }

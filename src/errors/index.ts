@@ -93,6 +93,64 @@ export const ERRORS = {
     rpc: -32054,
     summary: 'No execution with this id for the authenticated agent.',
   },
+  TOOL_NOT_IN_CATALOG: {
+    http: 404,
+    rpc: -32021,
+    summary: 'A catalog is configured and this tool is not pinned in it.',
+  },
+  CATALOG_DRIFT: {
+    http: 409,
+    rpc: -32022,
+    summary:
+      "The upstream's live definition of this tool differs from its catalog pin (or the tool is gone); only this tool is blocked.",
+  },
+  POLICY_DENY: {
+    http: 403,
+    rpc: -32060,
+    summary: 'The Cedar policy denied the call (enforcing mode); data.policy_ids names the matched policies.',
+  },
+  POLICY_EVALUATION_FAILED: {
+    http: 403,
+    rpc: -32061,
+    summary:
+      'The call could not be evaluated (a policy errored, or the request cannot be expressed in Cedar); refused, fail closed.',
+  },
+  POLICY_BUNDLE_INVALID: {
+    http: 400,
+    rpc: -32062,
+    summary: "The policy bundle failed to load; Cedar's diagnostics are listed.",
+  },
+  POLICY_RELOAD_REFUSED: {
+    http: 409,
+    rpc: -32063,
+    summary:
+      'A policy reload was refused (unsigned, bad signature, not a higher version, no policy key, or an invalid bundle); data.reason says which.',
+  },
+  CATALOG_INVALID: {
+    http: 400,
+    rpc: -32064,
+    summary: 'The catalog file is unreadable or its pins do not hold.',
+  },
+  OPERATOR_UNAUTHENTICATED: {
+    http: 401,
+    rpc: -32070,
+    summary: 'Operator routes need an operator token; agent tokens are refused there.',
+  },
+  OPERATOR_CREDENTIAL_REFUSED: {
+    http: 403,
+    rpc: -32071,
+    summary: 'An operator token was presented on an agent route; operator credentials never act as agents.',
+  },
+  AGENT_BLOCKED: {
+    http: 403,
+    rpc: -32072,
+    summary: 'An operator blocked this agent identity (kill switch); every route refuses it.',
+  },
+  AGENT_NOT_FOUND: {
+    http: 404,
+    rpc: -32073,
+    summary: 'No configured agent has this id.',
+  },
   CONFIG_INVALID: { http: 500, rpc: -32603, summary: 'The configuration file failed validation.' },
   NOT_FOUND: { http: 404, rpc: -32601, summary: 'No such route or resource.' },
 } as const satisfies Record<string, ErrorSpec>;

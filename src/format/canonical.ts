@@ -72,7 +72,8 @@ export function assertCanonicalizable(
       throw new CanonicalJsonError('BigInt is not JSON', path);
     case 'object': {
       if (value === null) return;
-      if (depth >= MAX_JSON_DEPTH) throw new CanonicalJsonError(`nested deeper than ${MAX_JSON_DEPTH} levels`, path);
+      if (depth >= MAX_JSON_DEPTH)
+        throw new CanonicalJsonError(`nested deeper than ${MAX_JSON_DEPTH} levels`, path);
       if (Array.isArray(value)) {
         value.forEach((v, i) => {
           if (v === undefined) throw new CanonicalJsonError('undefined array element', `${path}/${i}`);

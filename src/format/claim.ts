@@ -14,6 +14,11 @@ export interface TranscriptLine {
   sequence_number: number;
   tool_name: string | null;
   policy_decision: string | null;
+  /**
+   * Ids of the Cedar policies that determined the decision (null without a policy). Always
+   * written by this version; optional so claims issued before issue 6 still parse.
+   */
+  policy_rule_matched?: string[] | null;
   disposition: string | null;
   error_code: string | null;
 }
@@ -40,8 +45,60 @@ export interface TpmEvidenceJson {
    * 4-byte hierarchy handle. TPMS_ATTEST.qualifiedSigner = nameAlg ‖ H(this ‖ AK Name).
    */
   ak_parent_qualified_name: string;
-  /** AK certificate chain, leaf first, base64url DER; empty until enrolled (issue 4). */
+  /**
+   * AK certificate chain, leaf first, base64url DER: the operator AK CA's certificate for an
+   * enrolled AK (`cmcp tpm enroll`), the cloud's certificate for a platform AK (Azure), or empty
+   * for an ephemeral AK.
+   */
   ak_cert_chain: string[];
+  /** Where the AK came from: `enrolled`, `platform` or `ephemeral` (absent in older claims). */
+  ak_source?: 'enrolled' | 'platform' | 'ephemeral';
+}
+
+/**
+ * The gateway measurement (issue 4 item 3) and the inputs it was computed from. A verifier
+ * recomputes `digest` from the inputs (docs/attestation.md), compares it with the claim's
+ * `gateway_measurement`, and — for TPM evidence — checks the quoted PCR:
+ * PCR[pcr] = SHA-256(pcr_before ‖ digest bytes).
+ */
+export interface MeasurementJson {
+  /** Encoding version of the measurement (1). */
+  version: 1;
+  /** `sha256:<hex>` over the length-prefixed inputs; equals the claim's gateway_measurement. */
+  digest: string;
+  inputs: {
+    /** `sha256:<hex>` over the sorted (path, SHA-256) list of the files under dist/. */
+    code: string;
+    /** Number of files the code digest covers. */
+    code_files: number;
+    /** `sha256:<hex>` of package-lock.json, or null when absent. */
+    lockfile: string | null;
+    policy_bundle_hash: string | null;
+    catalog_hash: string | null;
+    /** `sha256:<hex>` of JCS(effective config). */
+    config: string;
+  };
+  /** TPM only: the sha256-bank PCR the digest was extended into, and its value just before. */
+  pcr?: number;
+  /** base64url, 32 bytes. */
+  pcr_before?: string;
+}
+
+/** SEV-SNP evidence (issue 4 item 4); byte strings base64url. */
+export interface SevSnpEvidenceJson {
+  /** The raw ATTESTATION_REPORT (1184 bytes), REPORT_DATA = the claim's report_data. */
+  report: string;
+  /** Certificates from the GHCB certificate table (auxblob), DER; empty when the host gave none. */
+  certs: { guid: string; kind: 'vcek' | 'vlek' | 'ask' | 'ark' | 'other'; der: string }[];
+  /** `configfs-tsm` or `sev-guest-ioctl`. */
+  source: 'configfs-tsm' | 'sev-guest-ioctl';
+}
+
+/** TDX evidence (issue 4 item 5): a DCAP quote whose REPORTDATA = the claim's report_data. */
+export interface TdxEvidenceJson {
+  /** The DCAP quote (v4/v5) as returned by the kernel. */
+  quote: string;
+  source: 'configfs-tsm';
 }
 
 /** Hardware evidence section: either bound, or absent with the reason. */
@@ -55,6 +112,12 @@ export interface EvidenceJson {
   /** base64url of the 64-byte REPORT_DATA. */
   report_data: string;
   tpm: TpmEvidenceJson | null;
+  /** Present when the provider is `sev-snp` and the binding is bound. */
+  sev_snp?: SevSnpEvidenceJson;
+  /** Present when the provider is `tdx` and the binding is bound. */
+  tdx?: TdxEvidenceJson;
+  /** The gateway measurement and its inputs, whenever the gateway computed one. */
+  measurement?: MeasurementJson;
 }
 
 /** The signed claim (design §5). */

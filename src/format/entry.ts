@@ -13,7 +13,15 @@ export type EntryType =
   | 'attestation_binding_failed'
   | 'tool_call'
   | 'request_refused'
-  | 'session_close';
+  | 'session_close'
+  | 'policy_load'
+  | 'policy_reload'
+  | 'policy_reload_refused'
+  | 'catalog_load'
+  | 'catalog_drift'
+  | 'catalog_drift_cleared'
+  | 'agent_blocked'
+  | 'agent_unblocked';
 
 /** The chain id of gateway-level events (design §3). */
 export const GATEWAY_CHAIN_ID = 'gateway';

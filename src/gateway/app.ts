@@ -11,6 +11,7 @@ import Fastify, {
 import type { Logger } from 'pino';
 import { CmcpError, ERRORS, type ErrorCode } from '../errors/index.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
+import { fromB64u } from '../format/canonical.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
@@ -18,8 +19,18 @@ import type { McpEndpoint } from './mcp.js';
 declare module 'fastify' {
   interface FastifyRequest {
     agentId: string;
+    operatorId: string;
     startedAt: bigint;
   }
+}
+
+/** Operator actions behind /operator/* (issue 6 item 6); implemented in operator.ts. */
+export interface OperatorApi {
+  isBlocked(agentId: string): boolean;
+  reloadPolicy(operatorId: string, body: unknown): Record<string, unknown>;
+  blockAgent(operatorId: string, agentId: string, body: unknown): Record<string, unknown>;
+  unblockAgent(operatorId: string, agentId: string): Record<string, unknown>;
+  status(): Record<string, unknown>;
 }
 
 export interface AppDeps {
@@ -31,6 +42,9 @@ export interface AppDeps {
   maxRequestBytes: number;
   /** Records unauthenticated requests in the gateway chain. */
   recordAuthFailure: (route: string) => void;
+  /** Records other refused requests (operator credential misuse, blocked agents). */
+  recordRefusal?: (agentId: string | null, code: ErrorCode, detail: Record<string, unknown>) => void;
+  operator?: OperatorApi;
 }
 
 function sendError(
@@ -48,14 +62,62 @@ export function buildApp(d: AppDeps): FastifyInstance {
     loggerInstance: d.logger as unknown as FastifyBaseLogger,
     bodyLimit: d.maxRequestBytes,
     // Request logs carry method, url and status only: no headers (tokens), no bodies (arguments).
+    // Execution ids are up to 200 printable characters, percent-encoded in paths.
+    routerOptions: { maxParamLength: 1024 },
+    // Errors raised by the router itself (bad percent-encoding, over-long parameters) leave in
+    // cmcp's error format, without echoing the URL.
+    frameworkErrors: (_err, _req, reply) => {
+      void (reply as FastifyReply)
+        .code(400)
+        .send({ error: { error_code: 'INVALID_REQUEST', message: 'malformed request URL' } });
+    },
   });
+  // JSON only: without this, fastify's default text/plain parser would hand strings to the routes.
+  app.removeContentTypeParser('text/plain');
   app.decorateRequest('agentId', '');
+  app.decorateRequest('operatorId', '');
   app.decorateRequest('startedAt', 0n);
+  const record = d.recordRefusal ?? (() => undefined);
 
   app.addHook('onRequest', async (req, reply) => {
     req.startedAt = process.hrtime.bigint();
     if (req.url === '/healthz') return;
+    const route = req.routeOptions.url ?? 'unknown';
+    if (req.url === '/operator' || req.url.startsWith('/operator/')) {
+      // Operator routes: operator tokens only; an agent token is refused here.
+      const op = d.auth.operator(req.headers.authorization);
+      if (!op) {
+        const isAgent = req.headers.authorization ? d.auth.authenticate(req.headers.authorization) : null;
+        record(isAgent, 'OPERATOR_UNAUTHENTICATED', { route, agent_token: isAgent !== null });
+        reply.header('WWW-Authenticate', 'Bearer realm="cmcp-operator"');
+        return sendError(
+          reply,
+          'OPERATOR_UNAUTHENTICATED',
+          isAgent !== null
+            ? 'operator routes do not accept agent credentials'
+            : 'operator authentication required',
+        );
+      }
+      req.operatorId = op;
+      return;
+    }
     const agent = d.auth.authenticate(req.headers.authorization);
+    if (!agent && d.auth.operator(req.headers.authorization)) {
+      record(null, 'OPERATOR_CREDENTIAL_REFUSED', { route });
+      const message = 'operator credentials are not accepted on agent routes';
+      if (req.url.startsWith('/mcp')) {
+        return reply.code(ERRORS.OPERATOR_CREDENTIAL_REFUSED.http).send({
+          jsonrpc: '2.0',
+          id: null,
+          error: {
+            code: ERRORS.OPERATOR_CREDENTIAL_REFUSED.rpc,
+            message,
+            data: { error_code: 'OPERATOR_CREDENTIAL_REFUSED' },
+          },
+        });
+      }
+      return sendError(reply, 'OPERATOR_CREDENTIAL_REFUSED', message);
+    }
     if (!agent) {
       d.recordAuthFailure(req.routeOptions.url ?? 'unknown');
       reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
@@ -73,15 +135,23 @@ export function buildApp(d: AppDeps): FastifyInstance {
       return sendError(reply, 'UNAUTHENTICATED', 'authentication required');
     }
     req.agentId = agent;
+    // A blocked agent: refused on every REST route here; on /mcp the MCP layer answers with a
+    // JSON-RPC error (and a tools/call still gets its terminal tool_call entry).
+    if (d.operator?.isBlocked(agent) && !req.url.startsWith('/mcp')) {
+      record(agent, 'AGENT_BLOCKED', { route });
+      return sendError(reply, 'AGENT_BLOCKED', 'this agent identity is blocked by an operator');
+    }
   });
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     const isMcp = req.url.startsWith('/mcp');
     let code: ErrorCode = 'INTERNAL_ERROR';
     let message = 'internal error';
+    let extra: Record<string, unknown> = {};
     if (err instanceof CmcpError) {
       code = err.code;
       message = err.message;
+      extra = err.data;
     } else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
       code = 'PAYLOAD_TOO_LARGE';
       message = `request body exceeds the limit of ${d.maxRequestBytes} bytes`;
@@ -100,7 +170,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
         .code(spec.http)
         .send({ jsonrpc: '2.0', id: null, error: { code: spec.rpc, message, data: { error_code: code } } });
     }
-    return sendError(reply, code, message);
+    return sendError(reply, code, message, extra);
   });
   app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
 
@@ -108,12 +178,25 @@ export function buildApp(d: AppDeps): FastifyInstance {
 
   app.post('/mcp', async (req: FastifyRequest, reply) => {
     const hv = req.headers['mcp-protocol-version'];
-    const r = await d.mcp.handle(
-      req.agentId,
-      req.body,
-      typeof hv === 'string' ? hv : undefined,
-      req.startedAt,
-    );
+    let r: Awaited<ReturnType<McpEndpoint['handle']>>;
+    try {
+      r = await d.mcp.handle(req.agentId, req.body, typeof hv === 'string' ? hv : undefined, req.startedAt);
+    } catch (e) {
+      // Answer the request that caused it, by its own id, without internals.
+      req.log.error({ err: (e as Error).message }, 'MCP request fault');
+      const raw = (req.body as { id?: unknown } | null)?.id;
+      const id =
+        typeof raw === 'string' || (typeof raw === 'number' && Number.isSafeInteger(raw)) ? raw : null;
+      return reply.code(200).send({
+        jsonrpc: '2.0',
+        id,
+        error: {
+          code: ERRORS.INTERNAL_ERROR.rpc,
+          message: 'internal error',
+          data: { error_code: 'INTERNAL_ERROR' },
+        },
+      });
+    }
     if (r.body === null) return reply.code(202).send();
     return reply.code(r.status).type('application/json').send(r.body);
   });
@@ -127,8 +210,20 @@ export function buildApp(d: AppDeps): FastifyInstance {
       throw new CmcpError('INVALID_REQUEST', 'body must be an object');
     let challenge: string | null = null;
     if (body.challenge !== undefined && body.challenge !== null) {
-      if (typeof body.challenge !== 'string' || !/^[A-Za-z0-9_-]{1,172}$/.test(body.challenge))
-        throw new CmcpError('INVALID_REQUEST', 'challenge must be base64url, at most 128 bytes');
+      let bytes = -1;
+      try {
+        // Exactly the form verifiers accept: unpadded base64url, 8–64 bytes.
+        if (typeof body.challenge === 'string' && body.challenge.length <= 86)
+          bytes = fromB64u(body.challenge).length;
+      } catch {
+        bytes = -1;
+      }
+      if (
+        bytes < 8 ||
+        bytes > 64 ||
+        fromB64u(body.challenge as string).toString('base64url') !== body.challenge
+      )
+        throw new CmcpError('INVALID_REQUEST', 'challenge must be unpadded base64url of 8–64 bytes');
       challenge = body.challenge;
     }
     const s = await d.sessions.create(req.agentId, { challenge });
@@ -160,6 +255,18 @@ export function buildApp(d: AppDeps): FastifyInstance {
       terminal_entry_hash: row.terminal_entry_hash,
     };
   });
+
+  if (d.operator) {
+    const op = d.operator;
+    app.get('/operator/status', async () => op.status());
+    app.post('/operator/policy/reload', async (req) => op.reloadPolicy(req.operatorId, req.body));
+    app.post<{ Params: { agent_id: string } }>('/operator/agents/:agent_id/block', async (req) =>
+      op.blockAgent(req.operatorId, req.params.agent_id, req.body),
+    );
+    app.post<{ Params: { agent_id: string } }>('/operator/agents/:agent_id/unblock', async (req) =>
+      op.unblockAgent(req.operatorId, req.params.agent_id),
+    );
+  }
 
   return app;
 }

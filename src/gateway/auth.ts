@@ -11,14 +11,50 @@ export interface AgentEntry {
   token_sha256: string;
 }
 
+/** An operator credential (issue 6 item 6): used on /operator/* only. */
+export interface OperatorEntry {
+  operator_id: string;
+  /** Lowercase hex SHA-256 of the bearer token. */
+  token_sha256: string;
+}
+
+function tokenDigest(header: string | undefined): string | null {
+  if (header === undefined || header === '') return null;
+  const m = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+  if (!m) return null;
+  return createHash('sha256')
+    .update(m[1] as string)
+    .digest('hex');
+}
+
+function lookup(table: Map<string, string>, digest: string): string | null {
+  let found: string | null = null;
+  for (const [h, id] of table) {
+    if (timingSafeEqual(Buffer.from(h), Buffer.from(digest))) found = id;
+  }
+  return found;
+}
+
 export class Authenticator {
   private readonly byHash = new Map<string, string>();
+  private readonly operators = new Map<string, string>();
 
   constructor(
     agents: AgentEntry[],
     private readonly devMode: boolean,
+    operators: OperatorEntry[] = [],
   ) {
     for (const a of agents) this.byHash.set(a.token_sha256, a.agent_id);
+    for (const o of operators) this.operators.set(o.token_sha256, o.operator_id);
+  }
+
+  /**
+   * The operator for an `Authorization` header value, or null. Agent tokens never match,
+   * and there is no dev-mode default operator.
+   */
+  operator(header: string | undefined): string | null {
+    const digest = tokenDigest(header);
+    return digest ? lookup(this.operators, digest) : null;
   }
 
   /**

@@ -5,8 +5,15 @@
  * version and client capabilities in each request's `_meta`) are served by the same code.
  */
 import type { CallPipeline } from '../call/pipeline.js';
-import { CmcpError, type ErrorCode } from '../errors/index.js';
-import type { UpstreamPool } from '../upstream/pool.js';
+import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
+import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+
+/** What `tools/list` shows and who is blocked (issue 6); defaults: live tools, nobody. */
+export interface McpControls {
+  /** The tools agents see (the catalog's approved definitions when a catalog is configured). */
+  listTools?: () => ToolDefinition[];
+  isBlocked?: (agentId: string) => boolean;
+}
 
 /** Protocol revisions answered by `initialize` (newest first). */
 export const HANDSHAKE_VERSIONS = ['2025-11-25', '2025-06-18'] as const;
@@ -53,6 +60,7 @@ export class McpEndpoint {
       code: ErrorCode,
       detail: Record<string, unknown>,
     ) => void,
+    private readonly controls: McpControls = {},
   ) {}
 
   /**
@@ -76,17 +84,31 @@ export class McpEndpoint {
     const msg = body as Record<string, unknown>;
     const hasId = Object.hasOwn(msg, 'id');
     const id = hasId && validId(msg.id) ? msg.id : null;
+    if (
+      msg.jsonrpc === '2.0' &&
+      !Object.hasOwn(msg, 'method') &&
+      (Object.hasOwn(msg, 'result') || Object.hasOwn(msg, 'error'))
+    ) {
+      // A response from the client: accepted (Streamable HTTP), though the gateway never
+      // sends server-to-client requests.
+      return { status: 202, body: null };
+    }
     if (msg.jsonrpc !== '2.0' || typeof msg.method !== 'string') {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'jsonrpc or method missing' });
       return rpcError(id, 'INVALID_REQUEST', 'jsonrpc must be "2.0" and method a string', 400);
     }
-    if (Object.hasOwn(msg, 'result') || Object.hasOwn(msg, 'error')) {
-      // A response from the client: the gateway never sends server-to-client requests.
-      return { status: 202, body: null };
-    }
     if (!hasId) {
       // A notification: accepted, never answered (JSON-RPC 2.0 §4.1).
       return { status: 202, body: null };
+    }
+    if (this.controls.isBlocked?.(agentId) && msg.method !== 'tools/call') {
+      // tools/call goes on to the pipeline, which records its terminal tool_call refusal.
+      this.recordRefusal(agentId, 'AGENT_BLOCKED', { method: clip(msg.method, 64) });
+      return rpcError(
+        validId(msg.id) ? msg.id : null,
+        'AGENT_BLOCKED',
+        'this agent identity is blocked by an operator',
+      );
     }
     if (!validId(msg.id)) {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'id must be a string or an integer' });
@@ -158,7 +180,9 @@ export class McpEndpoint {
       case 'ping':
         return ok({});
       case 'tools/list':
-        return ok({ tools: this.upstreams.listTools() });
+        return ok({
+          tools: this.controls.listTools ? this.controls.listTools() : this.upstreams.listTools(),
+        });
       case 'tools/call': {
         const { _meta: _ignored, ...callParams } = (params ?? {}) as Record<string, unknown>;
         const r = await this.pipeline.call(agentId, callParams, startedAt);

@@ -7,21 +7,29 @@ import { generateKeyPairSync } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
-import { CallPipeline } from '../call/pipeline.js';
+import { type CallControls, CallPipeline } from '../call/pipeline.js';
+import { loadCatalogFile } from '../catalog/catalog.js';
+import { CatalogGuard } from '../catalog/guard.js';
 import type { GatewayConfig } from '../config/index.js';
 import { ExecutionRegistry } from '../execution/registry.js';
 import { ed25519PublicJwk, jwkThumbprint } from '../format/binding.js';
 import { b64u } from '../format/canonical.js';
 import { GATEWAY_CHAIN_ID } from '../format/entry.js';
-import { type GatewayKey, SessionService } from '../session/service.js';
+import { measureGateway } from '../measure/index.js';
+import { loadBundleDir } from '../policy/bundle.js';
+import { agentEntity, checkEntities, PolicyEngine, toolEntities } from '../policy/engine.js';
+import { parsePolicyPublicKey } from '../policy/signature.js';
+import { PolicyState } from '../policy/state.js';
+import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
-import { type AttestationProvider, SoftwareProvider } from '../tee/provider.js';
-import { TpmProvider } from '../tee/tpm-provider.js';
+import { type ProviderSelection, selectProvider } from '../tee/detect.js';
+import type { AttestationProvider } from '../tee/provider.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { McpEndpoint } from './mcp.js';
+import { bundleDetail, OperatorControls } from './operator.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -32,6 +40,11 @@ export interface Gateway {
   executions: ExecutionRegistry;
   provider: AttestationProvider;
   key: GatewayKey;
+  /** Policy bundle hash, catalog hash, enforcement mode (mutated by a policy reload). */
+  facts: SessionFacts;
+  policy: PolicyState | null;
+  catalog: CatalogGuard | null;
+  operator: OperatorControls;
   /** `http://host:port` once listening. */
   url: string;
   close(): Promise<void>;
@@ -44,30 +57,54 @@ export function newGatewayKey(): GatewayKey {
   return { privateKey, jwk, thumbprint: jwkThumbprint(jwk) };
 }
 
-function makeProvider(cfg: GatewayConfig): AttestationProvider {
-  if (cfg.attestation.provider === 'tpm') {
-    return new TpmProvider({
-      tcti: cfg.attestation.tcti,
-      akAlgorithm: cfg.attestation.ak_algorithm,
-      pcrs: cfg.attestation.pcrs,
-    });
+/** Thrown at start-up when the policy, its key, or the catalog cannot be used. */
+export class StartupError extends Error {
+  constructor(
+    readonly code: 'POLICY_BUNDLE_INVALID' | 'CATALOG_INVALID' | 'POLICY_KEY_INVALID',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'StartupError';
   }
-  return new SoftwareProvider();
+}
+
+/**
+ * Loads the configured policy bundle and catalog (both optional) before anything starts.
+ * @throws PolicyBundleError | CatalogError | PolicyKeyError | StartupError
+ */
+function loadPolicyAndCatalog(cfg: GatewayConfig) {
+  const catalog = cfg.catalog ? loadCatalogFile(cfg.catalog.file) : null;
+  if (!cfg.policy) return { catalog, bundle: null, signingKey: null };
+  const bundle = loadBundleDir(cfg.policy.bundle);
+  const signingKey = cfg.policy.signing_key ? parsePolicyPublicKey(cfg.policy.signing_key) : null;
+  return { catalog, bundle, signingKey };
 }
 
 /**
  * Starts a gateway and listens.
- * @throws ConfigError-like errors on unreachable upstreams, tool-name clashes, or a busy port.
+ * @throws ConfigError-like errors on unreachable upstreams, tool-name clashes, or a busy port;
+ *   PolicyBundleError, CatalogError, PolicyKeyError or StartupError for an unusable policy or
+ *   catalog (the gateway never starts with a policy it could not load).
  */
 export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
+  const loaded = loadPolicyAndCatalog(cfg);
   const db = openDatabase(cfg.database);
   const chain = new AuditChain(db);
   const executions = new ExecutionRegistry(db, cfg.instance_id);
   const key = newGatewayKey();
   if (activeFaults().length)
     log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
-  const provider = makeProvider(cfg);
+  // Attestation provider (issue 4 item 6): configured or auto-detected; minimum_tier refuses here.
+  let selection: ProviderSelection;
+  try {
+    selection = await selectProvider(cfg.attestation);
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+  const provider = selection.provider;
+  log.info(selection.detail, 'attestation provider selected');
   const upstreams = new UpstreamPool(cfg.upstreams, log);
   try {
     await upstreams.start();
@@ -91,19 +128,87 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   });
   chain.append(GATEWAY_CHAIN_ID, {
     entry_type: 'attestation_provider',
-    detail:
-      cfg.attestation.provider === 'tpm'
-        ? {
-            provider: 'tpm',
-            ak_algorithm: cfg.attestation.ak_algorithm,
-            pcrs: cfg.attestation.pcrs,
-            reason: 'configured',
-          }
-        : {
-            provider: 'software',
-            reason: 'configured (dev mode): no hardware evidence; claims verify as signed-only',
-          },
+    detail: selection.detail,
   });
+  const fail = async (e: unknown): Promise<never> => {
+    await upstreams.close();
+    provider.close();
+    db.close();
+    throw e;
+  };
+
+  // Catalog and policy (issue 6): loaded before the listener opens, each recorded in the
+  // gateway chain with its hash; the hashes go into every session binding and claim.
+  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
+  let catalog: CatalogGuard | null = null;
+  if (loaded.catalog && cfg.catalog) {
+    catalog = new CatalogGuard(loaded.catalog.catalog, loaded.catalog.hash, chain, log);
+    const configured = new Set(cfg.upstreams.map((u) => u.name));
+    chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'catalog_load',
+      detail: {
+        catalog_hash: loaded.catalog.hash,
+        file: cfg.catalog.file,
+        tools: loaded.catalog.catalog.tools.map((t) => ({
+          server: t.server,
+          name: t.name,
+          sha256: t.sha256,
+          sensitivity: t.sensitivity,
+        })),
+        unknown_servers: [...new Set(loaded.catalog.catalog.tools.map((t) => t.server))].filter(
+          (sv) => !configured.has(sv),
+        ),
+        relist_interval_s: cfg.catalog.relist_interval_s,
+      },
+    });
+    // First contact: the tools listed at start-up are compared with their pins now.
+    upstreams.observe((server, tools, trigger) => catalog?.observe(server, tools, trigger));
+  }
+  const requiredEntities = () => [
+    ...cfg.agents.map((a) => agentEntity(a.agent_id, a.attributes as Record<string, unknown>)),
+    ...(catalog?.catalog.tools ?? []).flatMap((t) =>
+      toolEntities({
+        exposedName: upstreams.exposedName(t.server, t.name) ?? `${t.server}.${t.name}`,
+        server: t.server,
+        toolName: t.name,
+        sensitivity: t.sensitivity,
+        annotations: t.definition.annotations,
+      }),
+    ),
+  ];
+  let policy: PolicyState | null = null;
+  if (loaded.bundle && cfg.policy) {
+    const misfits = checkEntities(loaded.bundle, requiredEntities());
+    if (misfits.length)
+      await fail(
+        new StartupError(
+          'POLICY_BUNDLE_INVALID',
+          `configured agents or catalog tools do not fit the policy schema:\n  ${misfits.join('\n  ')}`,
+        ),
+      );
+    policy = new PolicyState(
+      new PolicyEngine(loaded.bundle, cfg.policy.enforcement_mode),
+      loaded.signingKey,
+      requiredEntities,
+    );
+    chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'policy_load',
+      detail: {
+        ...bundleDetail(loaded.bundle),
+        source: 'config',
+        folder: cfg.policy.bundle,
+        enforcement_mode: cfg.policy.enforcement_mode,
+        signing_key: loaded.signingKey !== null,
+      },
+    });
+  }
+  const facts: SessionFacts = {
+    gatewayMeasurement: null,
+    policyBundleHash: policy?.engine.bundle.hash ?? null,
+    catalogHash: catalog?.hash ?? null,
+    enforcementMode: policy?.mode ?? 'none',
+  };
+
   // Recovery before the listener opens: nothing admitted by an earlier process stays in flight.
   const sealed = executions.sealInFlight(chain);
   if (sealed) log.warn({ sealed }, 'sealed in-flight executions from a previous run as outcome_unknown');
@@ -114,9 +219,54 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     provider,
     { defaultMaxCalls: cfg.sessions.default_max_calls, defaultMaxAgeS: cfg.sessions.default_max_age_s },
     log,
-    { gatewayMeasurement: null, policyBundleHash: null, catalogHash: null, enforcementMode: 'none' },
+    facts,
   );
-  const pipeline = new CallPipeline(db, chain, sessions, upstreams, executions, log);
+  const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
+  if (cfg.dev_mode) knownAgents.add('dev');
+  const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
+  const resumed = operator.resumeReloaded();
+  if (resumed && policy) {
+    facts.policyBundleHash = resumed.hash;
+    chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'policy_load',
+      detail: { ...bundleDetail(resumed), source: 'reload_resumed', enforcement_mode: policy.mode },
+    });
+    log.info(
+      { bundle_hash: resumed.hash, version: resumed.manifest.version },
+      'resumed the last reloaded policy',
+    );
+  }
+  // Gateway measurement (issue 4 item 3) of what runs now: code, lockfile, policy, catalog and
+  // config; extended into the measurement PCR by the TPM provider and recorded in the chain.
+  const measurement = measureGateway({
+    policyBundleHash: facts.policyBundleHash,
+    catalogHash: facts.catalogHash,
+    config: cfg,
+  });
+  facts.gatewayMeasurement = measurement.json.digest;
+  const started = (await provider.start?.(measurement)) ?? { ok: true, reason: null };
+  chain.append(GATEWAY_CHAIN_ID, {
+    entry_type: 'gateway_measurement',
+    detail: { ...measurement.json, provider: provider.name, provider_start: started },
+  });
+  if (started.ok === false) {
+    log.warn(
+      { provider: provider.name, reason: started.reason },
+      'attestation provider not ready at start-up; binding is retried at every session',
+    );
+    chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'attestation_binding_failed',
+      detail: { phase: 'start-up', provider: provider.name, reason: started.reason },
+    });
+  }
+  if (measurement.json.inputs.code_files === 0) log.warn('gateway measurement covers no files under dist/');
+  const controls: CallControls = {
+    policy: () => policy?.engine ?? null,
+    catalog,
+    agentAttributes: (id) => agentAttrs.get(id) ?? {},
+    isBlocked: (id) => operator.isBlocked(id),
+  };
+  const pipeline = new CallPipeline(db, chain, sessions, upstreams, executions, log, controls);
   const recordGateway = (
     entry_type: string,
     agentId: string | null,
@@ -135,12 +285,29 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       log.error({ err: (e as Error).message }, 'could not record a refused request');
     }
   };
-  const mcp = new McpEndpoint(pipeline, upstreams, (agentId, code, detail) =>
-    recordGateway('request_refused', agentId, code, detail),
+  const mcp = new McpEndpoint(
+    pipeline,
+    upstreams,
+    (agentId, code, detail) => recordGateway('request_refused', agentId, code, detail),
+    {
+      isBlocked: (id) => operator.isBlocked(id),
+      ...(catalog
+        ? {
+            // The approved definitions of usable pins, under gateway names (issue 6 item 4).
+            listTools: () =>
+              (catalog?.usable() ?? []).flatMap((t) => {
+                const exposed = upstreams.exposedName(t.server, t.name);
+                return exposed ? [{ ...t.definition, name: exposed }] : [];
+              }),
+          }
+        : {}),
+    },
   );
   const app = buildApp({
     logger: log,
-    auth: new Authenticator(cfg.agents, cfg.dev_mode),
+    auth: new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators),
+    operator,
+    recordRefusal: (agentId, code, detail) => recordGateway('request_refused', agentId, code, detail),
     mcp,
     sessions,
     executions,
@@ -151,11 +318,14 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   try {
     url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
   } catch (e) {
-    await upstreams.close();
-    provider.close();
-    db.close();
-    throw e;
+    return fail(e);
   }
+  // Periodic re-list for drift checks (catches definitions changed without a notification).
+  const relist =
+    catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
+      ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
+      : null;
+  relist?.unref();
   log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
   let closed = false;
   return {
@@ -167,10 +337,15 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     executions,
     provider,
     key,
+    facts,
+    policy,
+    catalog,
+    operator,
     url,
     async close() {
       if (closed) return;
       closed = true;
+      if (relist) clearInterval(relist);
       await app.close();
       await upstreams.close();
       provider.close();

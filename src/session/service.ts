@@ -43,6 +43,15 @@ export interface SessionRow {
   binding_json: string;
 }
 
+/** Gateway facts folded into every binding preimage and claim. */
+export interface SessionFacts {
+  gatewayMeasurement: string | null;
+  policyBundleHash: string | null;
+  catalogHash: string | null;
+  /** `enforcing` | `advisory` | `silent`, or `none` without a policy. */
+  enforcementMode: string;
+}
+
 /** What `POST /sessions` returns. */
 export interface SessionCreated {
   session_id: string;
@@ -67,12 +76,11 @@ export class SessionService {
     private readonly provider: AttestationProvider,
     private readonly limits: SessionLimits,
     private readonly log: Logger,
-    private readonly facts: {
-      gatewayMeasurement: string | null;
-      policyBundleHash: string | null;
-      catalogHash: string | null;
-      enforcementMode: string;
-    },
+    /**
+     * What the gateway runs (design §4, issue 6): read at every session creation and claim,
+     * so a policy reload (which mutates this object) binds the next session to the new hash.
+     */
+    private readonly facts: SessionFacts,
   ) {}
 
   /**
@@ -133,7 +141,7 @@ export class SessionService {
         status: 'bound',
         reason: null,
         report_data: b64u(rd),
-        tpm: bound.tpm,
+        ...bound,
       };
     } catch (e) {
       const reason = e instanceof BindingError ? e.reason : 'PROVIDER_FAULT';
@@ -142,7 +150,15 @@ export class SessionService {
         { session_id: sessionId, provider: this.provider.name, reason, err: message },
         'attestation binding failed; session continues without hardware binding',
       );
-      evidence = { provider: this.provider.name, status: 'absent', reason, report_data: b64u(rd), tpm: null };
+      const measurement = this.provider.measurementEvidence?.() ?? null;
+      evidence = {
+        provider: this.provider.name,
+        status: 'absent',
+        reason,
+        report_data: b64u(rd),
+        tpm: null,
+        ...(measurement ? { measurement } : {}),
+      };
     }
     const record: SessionBindingRecord = { preimage, evidence };
     immediate(this.db, () => {
@@ -277,6 +293,38 @@ export class SessionService {
         tpm: null,
       },
     };
+  }
+
+  /**
+   * Closes every open session (of one agent, or of all agents) with a claim each: used by
+   * the kill switch and by a policy reload, so no session's claim spans two policies.
+   * @returns the closed sessions with the signature of each claim.
+   */
+  closeOpen(
+    agentId: string | null,
+    reason: string,
+  ): { session_id: string; agent_id: string; claim_sequence: number }[] {
+    const rows = (
+      agentId === null
+        ? this.db
+            .prepare<[], SessionRow>("SELECT * FROM sessions WHERE status = 'open' ORDER BY created_ms")
+            .all()
+        : this.db
+            .prepare<[string], SessionRow>(
+              "SELECT * FROM sessions WHERE status = 'open' AND agent_id = ? ORDER BY created_ms",
+            )
+            .all(agentId)
+    ) as SessionRow[];
+    const out: { session_id: string; agent_id: string; claim_sequence: number }[] = [];
+    for (const r of rows) {
+      try {
+        const c = this.close(r.agent_id, r.session_id, reason);
+        out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
+      } catch (e) {
+        this.log.error({ session_id: r.session_id, err: (e as Error).message }, 'could not close session');
+      }
+    }
+    return out;
   }
 
   /** The stored claim of a closed session. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */

@@ -186,6 +186,12 @@ class Upstream {
   }
 }
 
+/** Why an upstream's tools were (re-)listed. */
+export type ListTrigger = 'first_contact' | 'list_changed' | 'interval';
+
+/** Called after every successful listing of one upstream's tools. */
+export type ListObserver = (server: string, tools: ToolDefinition[], trigger: ListTrigger) => void;
+
 /** Thrown at start-up when two upstreams expose the same gateway tool name. */
 export class ToolNameClashError extends Error {
   readonly code = 'TOOL_NAME_CLASH';
@@ -195,13 +201,14 @@ export class ToolNameClashError extends Error {
 export class UpstreamPool {
   private readonly upstreams = new Map<string, Upstream>();
   private routes = new Map<string, RoutedTool>();
+  private observer: ListObserver | null = null;
 
   constructor(
     configs: UpstreamConfig[],
     private readonly log: Logger,
   ) {
     for (const c of configs) {
-      this.upstreams.set(c.name, new Upstream(c, log, () => void this.refresh(c.name)));
+      this.upstreams.set(c.name, new Upstream(c, log, () => void this.refresh(c.name, 'list_changed')));
     }
   }
 
@@ -238,17 +245,44 @@ export class UpstreamPool {
     return routes;
   }
 
-  /** Re-lists one upstream after `notifications/tools/list_changed`. */
-  async refresh(name: string): Promise<void> {
+  /**
+   * Sets the observer told about every listing from now on (the catalog check), and reports
+   * the tools already listed at start-up to it as `first_contact`.
+   */
+  observe(observer: ListObserver): void {
+    this.observer = observer;
+    for (const u of this.upstreams.values()) observer(u.cfg.name, u.tools, 'first_contact');
+  }
+
+  /** Re-lists one upstream (after `notifications/tools/list_changed`, or periodically). */
+  async refresh(name: string, trigger: ListTrigger = 'list_changed'): Promise<void> {
     const u = this.upstreams.get(name);
     if (!u) return;
     try {
       await u.listTools();
       this.routes = this.buildRoutes(false);
-      this.log.info({ upstream: name, tools: u.tools.length }, 'upstream tool list refreshed');
+      this.log.info({ upstream: name, tools: u.tools.length, trigger }, 'upstream tool list refreshed');
+      this.observer?.(name, u.tools, trigger);
     } catch (e) {
       this.log.warn({ upstream: name, err: (e as Error).message }, 'tool list refresh failed');
     }
+  }
+
+  /** Re-lists every upstream (the periodic re-list). */
+  async refreshAll(trigger: ListTrigger = 'interval'): Promise<void> {
+    await Promise.all([...this.upstreams.keys()].map((n) => this.refresh(n, trigger)));
+  }
+
+  /** The gateway name of an upstream's tool (`<prefix>.<tool>` or the bare name). */
+  exposedName(server: string, toolName: string): string | undefined {
+    const u = this.upstreams.get(server);
+    if (!u) return undefined;
+    return u.prefix ? `${u.prefix}.${toolName}` : toolName;
+  }
+
+  /** Every upstream's last listed tools, as the upstream sent them. */
+  toolLists(): { server: string; tools: ToolDefinition[] }[] {
+    return [...this.upstreams.values()].map((u) => ({ server: u.cfg.name, tools: u.tools }));
   }
 
   /** The tools agents see, with gateway names; definitions otherwise as the upstream sent them. */
