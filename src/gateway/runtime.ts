@@ -10,7 +10,7 @@ import { AuditChain } from '../audit/chain.js';
 import { type CallControls, CallPipeline } from '../call/pipeline.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
-import type { GatewayConfig } from '../config/index.js';
+import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ExecutionRegistry } from '../execution/registry.js';
 import { ed25519PublicJwk, jwkThumbprint } from '../format/binding.js';
 import { b64u } from '../format/canonical.js';
@@ -28,6 +28,7 @@ import type { AttestationProvider } from '../tee/provider.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
+import { AuthFailureRecorder } from './auth-failures.js';
 import { McpEndpoint } from './mcp.js';
 import { bundleDetail, OperatorControls } from './operator.js';
 
@@ -221,6 +222,21 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     log,
     facts,
   );
+  const stale = sessions.closeStale();
+  if (stale)
+    log.warn(
+      { sessions: stale },
+      'closed sessions left open by a previous run (claims issued, binding absent)',
+    );
+  if (cfg.dev_mode)
+    log.warn(
+      'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',
+    );
+  else if (!isLoopback(cfg.listen.host))
+    log.warn(
+      { host: cfg.listen.host },
+      'listening beyond loopback without TLS: terminate TLS in front of the gateway',
+    );
   const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
   if (cfg.dev_mode) knownAgents.add('dev');
   const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
@@ -303,6 +319,11 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         : {}),
     },
   );
+  // Unauthenticated requests are on the record without letting anyone grow the database at
+  // will: the first in each window is written at once, the rest as one counted entry.
+  const authFailures = new AuthFailureRecorder((count, routes, windowStart) =>
+    recordGateway('request_refused', null, 'UNAUTHENTICATED', { count, routes, window_start: windowStart }),
+  );
   const app = buildApp({
     logger: log,
     auth: new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators),
@@ -312,7 +333,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     sessions,
     executions,
     maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure: (route) => recordGateway('request_refused', null, 'UNAUTHENTICATED', { route }),
+    recordAuthFailure: (route) => authFailures.record(route),
   });
   let url: string;
   try {
@@ -347,6 +368,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       closed = true;
       if (relist) clearInterval(relist);
       await app.close();
+      authFailures.flush();
       await upstreams.close();
       provider.close();
       db.close();

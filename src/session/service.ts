@@ -342,6 +342,24 @@ export class SessionService {
     return this.chain.bundle(sessionId, sessionId);
   }
 
+  /**
+   * Start-up: closes, with claims, every session still open under another gateway key (an
+   * earlier process). Such a session can never again be claimed as hardware-bound by this
+   * key, so it is ended honestly (its claim reports the binding absent, GATEWAY_KEY_ROTATED)
+   * instead of silently continuing as signed-only; agents open or get a fresh one.
+   * @returns the number of sessions closed.
+   */
+  closeStale(): number {
+    const thumb = b64u(this.key.thumbprint);
+    const rows = this.db
+      .prepare<[string], { session_id: string; agent_id: string }>(
+        "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND key_thumbprint != ?",
+      )
+      .all(thumb);
+    for (const r of rows) this.close(r.agent_id, r.session_id, 'gateway_restarted');
+    return rows.length;
+  }
+
   /** Counts one call against the session (inside the caller's transaction). */
   countCall(sessionId: string): void {
     this.db.prepare('UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(sessionId);

@@ -1,0 +1,76 @@
+/**
+ * Gateway lifecycle: sessions left open by an earlier process are closed honestly at start-up,
+ * and unauthenticated requests are recorded at a bounded rate.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyClaim } from '../src/verify/claim.js';
+import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+
+let up: CountingServer;
+let cfg: TestConfig;
+
+beforeAll(async () => {
+  up = await startCountingServer();
+  cfg = await writeConfig({ upstreams: [{ name: 'c', transport: 'http', url: up.url }] });
+});
+afterAll(async () => {
+  await up?.close();
+  if (cfg) cleanup(cfg.dir);
+});
+
+const callIn = (url: string, sid?: string) =>
+  rpc(url, 'alice-token', {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'c.record', arguments: {}, ...(sid ? { _cmcp: { session_id: sid } } : {}) },
+  });
+
+describe('restart', () => {
+  it('closes sessions left open under the previous key, with claims that say the binding is absent', async () => {
+    let gw = await startInProcess(cfg);
+    const explicit = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    await callIn(gw.url, explicit);
+    const defaultSid = (await callIn(gw.url)).body.result._meta['dev.cmcp/evidence'].session_id as string;
+    await gw.close();
+
+    gw = await startInProcess(cfg);
+    try {
+      for (const sid of [explicit, defaultSid]) {
+        const claim = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/claim`);
+        expect(claim.status).toBe(200);
+        expect(claim.body.evidence).toMatchObject({ status: 'absent', reason: 'GATEWAY_KEY_ROTATED' });
+        const bundle = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
+        const last = JSON.parse(bundle.body.entries.at(-1).canonical);
+        expect(last).toMatchObject({ entry_type: 'session_close', detail: { reason: 'gateway_restarted' } });
+        expect(verifyClaim(claim.body, { bundle: bundle.body }).verdict).toBe('signed-only');
+      }
+      const again = await callIn(gw.url, explicit);
+      expect(again.body.error.data.error_code).toBe('SESSION_CLOSED');
+      const fresh = (await callIn(gw.url)).body.result._meta['dev.cmcp/evidence'].session_id;
+      expect(fresh).not.toBe(defaultSid);
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe('unauthenticated requests', () => {
+  it('are all on the record, in a bounded number of entries', async () => {
+    const gw = await startInProcess(cfg);
+    const before = gw.chain.entries('gateway').length;
+    for (let i = 0; i < 40; i++) await rpc(gw.url, 'wrong-token', { jsonrpc: '2.0', id: i, method: 'ping' });
+    await gw.close(); // flushes the open window
+    const { openDatabase } = await import('../src/store/db.js');
+    const { AuditChain } = await import('../src/audit/chain.js');
+    const db = openDatabase(cfg.dbPath);
+    const entries = new AuditChain(db)
+      .entries('gateway')
+      .slice(before)
+      .filter((e) => e.error_code === 'UNAUTHENTICATED');
+    db.close();
+    expect(entries.length).toBeLessThanOrEqual(2);
+    expect(entries.reduce((n, e) => n + Number(e.detail?.count ?? 0), 0)).toBe(40);
+  });
+});
