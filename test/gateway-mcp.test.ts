@@ -307,7 +307,7 @@ describe('gateway chain and list changes', () => {
         (
           await rpc(g2.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/list' })
         ).body.result.tools.map((t: { name: string }) => t.name);
-      expect(await names()).toEqual(['grow.grow']);
+      expect(await names()).toEqual(['grow.grow', 'grow.big']);
       const r = await rpc(g2.url, 'alice-token', {
         jsonrpc: '2.0',
         id: 2,

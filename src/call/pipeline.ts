@@ -418,6 +418,9 @@ export class CallPipeline {
     } else if ('rpcError' in outcome) {
       errorCode = 'UPSTREAM_RPC_ERROR';
       detail.upstream_error_code = outcome.rpcError.code;
+    } else if ('tooLarge' in outcome) {
+      errorCode = 'UPSTREAM_RESULT_TOO_LARGE';
+      detail.result_cap_bytes = outcome.tooLarge.capBytes;
     } else {
       errorCode = outcome.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
       detail.failure = outcome.failure;
@@ -469,6 +472,25 @@ export class CallPipeline {
           },
         },
       };
+    }
+    if ('tooLarge' in outcome) {
+      const tl = new CmcpError(
+        'UPSTREAM_RESULT_TOO_LARGE',
+        `the upstream result exceeds the ${outcome.tooLarge.capBytes}-byte limit`,
+      );
+      const data: Record<string, unknown> = {
+        error_code: tl.code,
+        call_id: callId,
+        limit_bytes: outcome.tooLarge.capBytes,
+        evidence,
+      };
+      if (executionId !== null)
+        Object.assign(data, {
+          execution_id: executionId,
+          execution_state: disp,
+          terminal_entry_hash: entry.entry_hash,
+        });
+      return { error: { code: tl.rpc, message: tl.message, data } };
     }
     const err = new CmcpError(
       errorCode as ErrorCode,

@@ -212,8 +212,14 @@ export const configSchema = z
           .int()
           .min(1024)
           .default(2 * 1024 * 1024),
+        /** Largest tools/call result read from an upstream, bytes; the read stops there (C-MCP-4). */
+        max_result_bytes: z
+          .number()
+          .int()
+          .min(1024)
+          .default(2 * 1024 * 1024),
       })
-      .default({ max_request_bytes: 2 * 1024 * 1024 }),
+      .default({ max_request_bytes: 2 * 1024 * 1024, max_result_bytes: 2 * 1024 * 1024 }),
   })
   .superRefine((c, ctx) => {
     if (c.attestation.provider === 'software' && !c.dev_mode) {

@@ -106,7 +106,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   }
   const provider = selection.provider;
   log.info(selection.detail, 'attestation provider selected');
-  const upstreams = new UpstreamPool(cfg.upstreams, log);
+  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
   try {
     await upstreams.start();
   } catch (e) {

@@ -3,6 +3,8 @@
  * HTTP), the merged tool list under gateway names, and calls that report their effect
  * boundary so the caller can record `completed`, `not_attempted` or `outcome_unknown`.
  */
+
+import type { ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -40,6 +42,8 @@ export type EffectBoundary = 'not_sent' | 'maybe_sent' | 'answered';
 export type CallOutcome =
   | { boundary: 'answered'; result: Record<string, unknown> }
   | { boundary: 'answered'; rpcError: { code: number; message: string; data?: unknown } }
+  /** The upstream answered with more than the result cap; the read stopped at the cap. */
+  | { boundary: 'answered'; tooLarge: { capBytes: number } }
   | { boundary: 'not_sent' | 'maybe_sent'; failure: string };
 
 const looseTools = z.looseObject({
@@ -68,16 +72,72 @@ function causeCode(e: unknown): string | undefined {
   return undefined;
 }
 
+/** Default result cap (C-MCP-4): 2 MiB. */
+export const DEFAULT_MAX_RESULT_BYTES = 2 * 1024 * 1024;
+
+/** Thrown into a capped response body when it passes the cap. */
+class ResultTooLargeError extends Error {
+  readonly code = 'UPSTREAM_RESULT_TOO_LARGE';
+}
+
+/**
+ * A fetch for the SDK's Streamable HTTP transport that stops reading a POST response body at
+ * `cap` bytes (C-MCP-4): the body is cancelled, the read errors, and `onOverflow` is told.
+ * Long-lived GET event streams are not capped (they carry many messages over time).
+ */
+function cappedFetch(cap: number, onOverflow: () => void): typeof fetch {
+  return async (input, init) => {
+    const res = await fetch(input, init);
+    if (!res.body || (init?.method ?? 'GET').toUpperCase() !== 'POST') return res;
+    const reader = res.body.getReader();
+    let seen = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(ctrl) {
+        const { done, value } = await reader.read();
+        if (done) {
+          ctrl.close();
+          return;
+        }
+        seen += value.byteLength;
+        if (seen > cap) {
+          onOverflow();
+          await reader.cancel().catch(() => undefined);
+          ctrl.error(new ResultTooLargeError(`response exceeds ${cap} bytes`));
+          return;
+        }
+        ctrl.enqueue(value);
+      },
+      cancel(reason) {
+        return reader.cancel(reason);
+      },
+    });
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
 class Upstream {
   client: Client | null = null;
   tools: ToolDefinition[] = [];
   private connecting: Promise<Client> | null = null;
 
+  /** Bumped whenever a response from this upstream overran the result cap. */
+  private overflows = 0;
+
   constructor(
     readonly cfg: UpstreamConfig,
     private readonly log: Logger,
     private readonly onListChanged: () => void,
+    /** Largest result read from this upstream, bytes (C-MCP-4). */
+    private readonly maxResultBytes: number,
   ) {}
+
+  private overflowed(): void {
+    this.overflows++;
+    this.log.warn(
+      { upstream: this.cfg.name, cap: this.maxResultBytes },
+      'upstream response over the result cap; read stopped',
+    );
+  }
 
   /** `<name>` for stdio, `<name> (url)` for HTTP: recorded as the audit `server_identity`. */
   get identity(): string {
@@ -102,7 +162,9 @@ class Upstream {
         stderr: 'pipe',
       });
     }
-    return new StreamableHTTPClientTransport(new URL(this.cfg.url));
+    return new StreamableHTTPClientTransport(new URL(this.cfg.url), {
+      fetch: cappedFetch(this.maxResultBytes, () => this.overflowed()),
+    });
   }
 
   /** Connects (once at a time) and returns a live client. @throws on connect failure. */
@@ -126,6 +188,7 @@ class Upstream {
       if (transport instanceof StdioClientTransport) {
         // Drain the child's stderr so it can never block; do not log it (it may carry arguments).
         transport.stderr?.on('data', () => undefined);
+        this.capStdio(transport);
       }
       this.client = client;
       return client;
@@ -133,6 +196,33 @@ class Upstream {
       this.connecting = null;
     });
     return this.connecting;
+  }
+
+  /**
+   * Stops reading a stdio upstream at the result cap: one JSON-RPC message is one line, so a
+   * line longer than the cap kills the child (the next call reconnects). The SDK does not
+   * expose the child's stdout, hence the guarded look at its process handle; without it, the
+   * size check after parsing in {@link call} still refuses the result.
+   */
+  private capStdio(transport: StdioClientTransport): void {
+    const child = (transport as unknown as { _process?: ChildProcess })._process;
+    if (!child?.stdout) {
+      this.log.warn(
+        { upstream: this.cfg.name },
+        'cannot watch stdio output size; relying on the size check after parsing',
+      );
+      return;
+    }
+    let lineBytes = 0;
+    child.stdout.on('data', (chunk: Buffer) => {
+      const nl = chunk.lastIndexOf(0x0a);
+      lineBytes = nl >= 0 ? chunk.length - nl - 1 : lineBytes + chunk.length;
+      if (lineBytes > this.maxResultBytes) {
+        lineBytes = 0;
+        this.overflowed();
+        child.kill('SIGKILL');
+      }
+    });
   }
 
   async listTools(): Promise<ToolDefinition[]> {
@@ -156,6 +246,7 @@ class Upstream {
     } catch (e) {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
+    const overflowsBefore = this.overflows;
     try {
       const params: Record<string, unknown> = { name: toolName };
       if (args !== undefined) params.arguments = args;
@@ -163,8 +254,17 @@ class Upstream {
         timeout: this.cfg.timeout_ms,
         maxTotalTimeout: this.cfg.timeout_ms,
       });
+      if (
+        this.overflows !== overflowsBefore ||
+        Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes
+      )
+        return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
       return { boundary: 'answered', result };
     } catch (e) {
+      // A response cut at the cap surfaces as a transport error, a closed connection or a
+      // timeout; the upstream did answer, so the call is completed, with a too-large result.
+      if (this.overflows !== overflowsBefore)
+        return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
       if (e instanceof McpError) {
         if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
         if (e.code === McpErrorCode.ConnectionClosed)
@@ -203,12 +303,17 @@ export class UpstreamPool {
   private routes = new Map<string, RoutedTool>();
   private observer: ListObserver | null = null;
 
+  /** @param maxResultBytes largest tools/call result read from an upstream, bytes. */
   constructor(
     configs: UpstreamConfig[],
     private readonly log: Logger,
+    maxResultBytes = DEFAULT_MAX_RESULT_BYTES,
   ) {
     for (const c of configs) {
-      this.upstreams.set(c.name, new Upstream(c, log, () => void this.refresh(c.name, 'list_changed')));
+      this.upstreams.set(
+        c.name,
+        new Upstream(c, log, () => void this.refresh(c.name, 'list_changed'), maxResultBytes),
+      );
     }
   }
 
