@@ -3,7 +3,8 @@
  * with the same checks, verdicts and output as `cmcp verify`.
  *
  * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-cert <f>…`,
- *   `--nonce <hex>`, `--pcrs-file <yaml|json>`]
+ *   `--nonce <hex>`, `--pcrs-file <yaml|json>`, `--event-log <file>`]
+ * - TCG2 event log alone: `--event-log <file>` (replayed PCRs are reported; nothing is signed)
  * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`, `--report-data <hex>`]
  * - TDX: `--tdx-quote <quote>` [`--report-data <hex>`, `--tcb-info`, `--qe-identity`,
  *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`]
@@ -16,7 +17,12 @@ import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
-import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '../verify/evidence.js';
+import {
+  verifyEventLogEvidence,
+  verifySnpEvidence,
+  verifyTdxEvidence,
+  verifyTpmEvidence,
+} from '../verify/evidence.js';
 import { renderJson, renderText } from '../verify/render.js';
 import type { VerificationReport } from '../verify/result.js';
 import type { TdxCollateral } from '../verify/tdx-collateral.js';
@@ -35,6 +41,7 @@ export interface VerifyEvidenceCliOptions {
   akCert?: string[];
   nonce?: string;
   pcrsFile?: string;
+  eventLog?: string;
   snpReport?: string;
   certs?: string[];
   product?: string;
@@ -121,8 +128,14 @@ export async function runVerifyEvidence(
 ): Promise<number> {
   try {
     const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
-    if (kinds.length !== 1) {
-      throw new VerifyInputError('give exactly one of --tpm-quote, --snp-report, --tdx-quote');
+    const logOnly = kinds.length === 0 && opts.eventLog !== undefined;
+    if (kinds.length !== 1 && !logOnly) {
+      throw new VerifyInputError(
+        'give exactly one of --tpm-quote, --snp-report, --tdx-quote (or --event-log alone)',
+      );
+    }
+    if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
+      throw new VerifyInputError('--event-log goes with --tpm-quote (or alone)');
     }
     const policy = loadPolicyOptions(opts);
     const common = {
@@ -131,7 +144,9 @@ export async function runVerifyEvidence(
       ...(policy.now ? { now: policy.now } : {}),
     };
     let report: VerificationReport;
-    if (opts.tpmQuote !== undefined) {
+    if (logOnly) {
+      report = verifyEventLogEvidence({ log: await readBytes(opts.eventLog as string, 'event log') });
+    } else if (opts.tpmQuote !== undefined) {
       if (opts.tpmSig === undefined || opts.ak === undefined) {
         throw new VerifyInputError('--tpm-quote needs --tpm-sig and --ak');
       }
@@ -160,6 +175,7 @@ export async function runVerifyEvidence(
         ...(opts.pcrsFile !== undefined
           ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file')) }
           : {}),
+        ...(opts.eventLog !== undefined ? { eventLog: await readBytes(opts.eventLog, 'event log') } : {}),
       });
     } else if (opts.snpReport !== undefined) {
       if (!opts.certs?.length)
@@ -221,6 +237,10 @@ export function registerVerifyEvidenceCommand(program: Command): void {
     .option('--ak-cert <file>', 'AK certificate chain, leaf first (DER or PEM; repeat)', collect)
     .option('--nonce <hex|@file>', 'expected qualifyingData (extraData), compared at exact length')
     .option('--pcrs-file <file>', 'YAML/JSON map of SHA-256 PCR index to hex value')
+    .option(
+      '--event-log <file>',
+      'TCG2 crypto-agile event log (binary_bios_measurements): replayed; with --tpm-quote compared to the quoted PCRs',
+    )
     .option('--snp-report <file>', 'SEV-SNP ATTESTATION_REPORT (1184 bytes)')
     .option('--certs <file>', 'VCEK/VLEK and ASK/ASVK+ARK certificates (DER or PEM; repeat)', collect)
     .option('--product <name>', 'SEV-SNP product: Milan, Genoa or Turin (else from the VCEK)')

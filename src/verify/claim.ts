@@ -11,6 +11,7 @@ import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from '../format/can
 import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from '../format/claim.js';
 import { verifyAkCertChain } from './akcert.js';
 import { verifyBundle } from './bundle.js';
+import { verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
   type CheckResult,
@@ -99,6 +100,8 @@ export const claimSchema = z.object({
       })
       .optional(),
     tdx: z.object({ quote: b64url, source: z.string() }).optional(),
+    /** Checked by {@link verifyMeasurement} (a malformed one fails there, not in claim.shape). */
+    measurement: z.unknown().optional(),
   }),
   claim_sequence: int0,
   prev_claim_hash: hex64.nullable(),
@@ -434,6 +437,36 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
 
   // hardware evidence
   verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
+
+  // gateway measurement: inputs → digest → claim/preimage → quoted measurement PCR
+  {
+    const ev = c.evidence;
+    const tpm = ev.status === 'bound' && ev.provider === 'tpm' ? ev.tpm : null;
+    let tpmInput: Parameters<typeof verifyMeasurement>[0]['tpm'];
+    if (tpm) {
+      const values = new Map<number, Buffer>();
+      for (const [k, v] of Object.entries(tpm.pcr_values)) {
+        const bytes = tryB64u(v);
+        if (/^(0|[1-9]\d?)$/.test(k) && bytes) values.set(Number(k), bytes);
+      }
+      const passed = (id: string) => checks.find((x) => x.id === id)?.status === 'pass';
+      tpmInput = {
+        pcrs: tpm.pcr_selection.pcrs,
+        values,
+        quoted: passed('tpm.pcr_digest') && passed(HARDWARE_SIGNATURE_CHECK),
+      };
+    }
+    const m = verifyMeasurement({
+      measurement: (raw.evidence as { measurement?: unknown }).measurement,
+      claimMeasurement: c.gateway_measurement,
+      preimageMeasurement: pre.gateway_measurement,
+      claimPolicyHash: c.policy_bundle_hash,
+      ...(tpmInput ? { tpm: tpmInput } : {}),
+      provider: ev.provider,
+    });
+    checks.push(...m.checks);
+    notes.push(...m.notes);
+  }
 
   // audit bundle
   if (opts.bundle === undefined) {

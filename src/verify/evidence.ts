@@ -6,6 +6,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import { verifyAkCertChain } from './akcert.js';
+import { verifyEventLog } from './eventlog.js';
 import {
   type AnchorUsed,
   type CheckResult,
@@ -13,6 +14,7 @@ import {
   computeVerdict,
   fail,
   HARDWARE_ANCHOR_CHECK,
+  HARDWARE_SIGNATURE_CHECK,
   pass,
   type VerificationReport,
 } from './result.js';
@@ -85,6 +87,11 @@ export interface RawTpmEvidence extends RawEvidenceOptions {
   nonce?: Uint8Array;
   /** PCR values (SHA-256 bank). */
   pcrValues?: readonly PcrValue[];
+  /**
+   * A TCG2 crypto-agile event log (`binary_bios_measurements`): replayed and, for the PCRs it
+   * covers, compared with `pcrValues` (checks `eventlog.parse`, `eventlog.pcrs`).
+   */
+  eventLog?: Uint8Array;
 }
 
 /** Verifies a raw TPM quote (+ AK certificate chain) and reports like a claim. Never throws. */
@@ -147,6 +154,19 @@ function tpmEvidence(e: RawTpmEvidence): VerificationReport {
           : fail('tpm.pcr_values', 'DEPENDENCY_FAILED', 'the PCR values are not the quoted ones'),
     );
   }
+  // event log replay against the quoted PCR values
+  let eventLog: VerificationReport['event_log'];
+  if (e.eventLog) {
+    const digest = checks.find((c) => c.id === 'tpm.pcr_digest');
+    const el = verifyEventLog({
+      log: e.eventLog,
+      ...(e.pcrValues ? { pcrValues: e.pcrValues } : {}),
+      pcrValuesQuoted: digest?.status === 'pass',
+    });
+    checks.push(...el.checks);
+    notes.push(...el.notes);
+    eventLog = el.summary;
+  }
   let certs: Cert[] = [];
   let certProblem: CheckResult | null = null;
   try {
@@ -165,7 +185,42 @@ function tpmEvidence(e: RawTpmEvidence): VerificationReport {
     checks.push(a.check);
     if (a.anchor) anchors.push(a.anchor);
   }
-  return report(checks, anchors, notes);
+  const r = report(checks, anchors, notes);
+  if (eventLog) r.event_log = eventLog;
+  return r;
+}
+
+/** A TCG2 event log on its own (no quote). */
+export interface RawEventLogEvidence {
+  log: Uint8Array;
+}
+
+/**
+ * Parses and replays an event log without a quote: checks `eventlog.parse` and `eventlog.pcrs`
+ * (not-applicable), the replayed PCRs in `event_log`. Nothing signs a log, so the verdict is at
+ * best `signed-only` (meaning here: no hardware signature was checked). Never throws.
+ */
+export function verifyEventLogEvidence(e: RawEventLogEvidence): VerificationReport {
+  return guarded(() => {
+    const el = verifyEventLog({ log: e.log });
+    const checks: CheckResult[] = [
+      ...el.checks,
+      check(
+        HARDWARE_SIGNATURE_CHECK,
+        'absent',
+        'NOT_SUPPLIED',
+        'an event log is not signed: give the quote (--tpm-quote, --pcrs-file) to compare it with',
+      ),
+    ];
+    const r: VerificationReport = {
+      verdict: computeVerdict(checks),
+      checks,
+      anchors_used: [],
+      notes: [...el.notes],
+    };
+    if (el.summary) r.event_log = el.summary;
+    return r;
+  });
 }
 
 /** Raw SEV-SNP evidence. */

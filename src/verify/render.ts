@@ -49,6 +49,17 @@ export function renderText(report: VerificationReport): string {
   if (anchor && anchor.status !== 'pass') {
     lines.push(`  The signing key (AK) is NOT anchored to a pinned root (${anchor.reason_code}).`);
   }
+  if (report.event_log) {
+    const el = report.event_log;
+    lines.push(
+      '',
+      `Event log (replayed): ${el.events} events; ${el.algorithms.map((a) => `${a.alg}/${a.digest_size}`).join(', ')}; StartupLocality ${el.startup_locality ?? 'none'}`,
+    );
+    for (const [bank, pcrs] of Object.entries(el.pcrs)) {
+      for (const [i, v] of Object.entries(pcrs))
+        lines.push(`  ${bank.padEnd(6)} PCR ${i.padStart(2)}  ${clean(v)}`);
+    }
+  }
   if (report.notes.length) {
     lines.push('', 'Notes:');
     for (const n of report.notes) lines.push(`  - ${clean(n)}`);

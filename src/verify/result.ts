@@ -160,6 +160,23 @@ export const REASON_CODES = {
   COLLATERAL_MISMATCH: 'collateral is for another platform (FMSPC, PCEID, TDX module, QE identity)',
   TCB_LEVEL_NOT_FOUND: 'no TCB level of the TCB info matches the platform (TCB level not supported)',
   TCB_STATUS_NOT_ACCEPTED: 'the TCB status is not one the reference values accept',
+  TDX_MODULE_IDENTITY_NOT_FOUND:
+    'TEE_TCB_SVN names a TDX module version (TDX_xx) the TCB info has no tdxModuleIdentities entry for',
+  TDX_MODULE_TCB_LEVEL_NOT_FOUND:
+    'no TCB level of the matching TDX module identity covers the module ISVSVN (TEE_TCB_SVN[0])',
+  // TCG2 event logs
+  EVENTLOG_TRUNCATED: 'the event log ends inside an event: a declared size exceeds the remaining bytes',
+  EVENTLOG_MALFORMED:
+    'the event log is not a well-formed crypto-agile TCG2 log (header, algorithms, sizes or PCR index)',
+  EVENTLOG_PCR_MISMATCH: 'a PCR replayed from the event log differs from the quoted value',
+  EVENTLOG_BANK_MISSING: 'the event log has no digests for the bank of the quoted PCR values',
+  // gateway measurement (issue 4 item 3)
+  MEASUREMENT_MALFORMED: 'evidence.measurement does not have the measurement v1 shape',
+  MEASUREMENT_INPUTS_MISMATCH: 'the digest recomputed from evidence.measurement.inputs is not its digest',
+  MEASUREMENT_CLAIM_MISMATCH:
+    'evidence.measurement.digest differs from the claim or preimage gateway_measurement',
+  MEASUREMENT_PCR_NOT_QUOTED: 'the measurement PCR is not in the quote selection or has no quoted value',
+  MEASUREMENT_PCR_MISMATCH: 'the quoted measurement PCR is not SHA-256(pcr_before ‖ measurement digest)',
 } as const;
 
 /** A stable reason code (see {@link REASON_CODES}). */
@@ -206,6 +223,18 @@ export interface ExecutionIdGroup {
   entry_hashes: string[];
 }
 
+/** A replayed TCG2 event log (`verify-evidence --event-log`). */
+export interface EventLogSummary {
+  /** Events including the Spec ID header. */
+  events: number;
+  algorithms: { alg: string; digest_size: number }[];
+  startup_locality: number | null;
+  /** PCRs that received at least one extend (or PCR 0 with a StartupLocality event). */
+  covered_pcrs: number[];
+  /** bank name → PCR index (decimal string) → lowercase hex of the replayed value. */
+  pcrs: Record<string, Record<string, string>>;
+}
+
 /** The full report a verifier prints (text or JSON). */
 export interface VerificationReport {
   verdict: Verdict;
@@ -213,6 +242,8 @@ export interface VerificationReport {
   anchors_used: AnchorUsed[];
   notes: string[];
   execution_id_groups?: ExecutionIdGroup[];
+  /** Present when an event log was supplied and parsed. */
+  event_log?: EventLogSummary;
 }
 
 /** Id of the check that a hardware signature covers the evidence (TPM quote, SNP report…). */

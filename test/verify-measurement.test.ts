@@ -1,0 +1,537 @@
+/**
+ * Gateway measurement checks in `verifyClaim` (issue 4 item 3): `evidence.measurement` is
+ * recomputed from its inputs (an encoder independent of the gateway's src/measure), tied to the
+ * claim and the binding preimage, and for TPM evidence to the quoted measurement PCR. Claims are
+ * built here from src/format with software TPM-format quotes (correct and tampered), plus one end
+ * to end run on swtpm with a real gateway.
+ */
+import { createHash, generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  bindingDigest,
+  ed25519PublicJwk,
+  jwkThumbprint,
+  reportData,
+  type SessionBindingPreimage,
+  tpmQualifyingData,
+} from '../src/format/binding.js';
+import { b64u } from '../src/format/canonical.js';
+import {
+  CLAIM_PROFILE,
+  type Claim,
+  type MeasurementJson,
+  signClaim,
+  type UnsignedClaim,
+} from '../src/format/claim.js';
+import { hashEntryBody } from '../src/format/entry.js';
+import { measurementDigest } from '../src/measure/index.js';
+import { verifyClaim } from '../src/verify/claim.js';
+import { recomputeMeasurement } from '../src/verify/measurement.js';
+import type { VerificationReport } from '../src/verify/result.js';
+import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import { startSwtpm } from './harness/swtpm.js';
+
+const sha256 = (...parts: (Buffer | string)[]) => {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p);
+  return h.digest();
+};
+const tag = (b: Buffer) => `sha256:${b.toString('hex')}`;
+
+/** Independent encoder of docs/attestation.md "Gateway measurement" v1 (test-side). */
+function lp(s: string): Buffer {
+  const b = Buffer.from(s, 'utf8');
+  const n = Buffer.alloc(4);
+  n.writeUInt32BE(b.length);
+  return Buffer.concat([n, b]);
+}
+function encode(i: MeasurementJson['inputs']): Buffer {
+  const v = Buffer.alloc(4);
+  v.writeUInt32BE(1);
+  const parts = [lp('cmcp.gateway-measurement'), v];
+  for (const k of ['code', 'lockfile', 'policy_bundle_hash', 'catalog_hash', 'config'] as const) {
+    parts.push(lp(k), lp((i[k] as string | null) ?? ''));
+  }
+  return sha256(Buffer.concat(parts));
+}
+
+const INPUTS: MeasurementJson['inputs'] = {
+  code: tag(sha256('code')),
+  code_files: 42,
+  lockfile: tag(sha256('lock')),
+  policy_bundle_hash: 'sha256:bb',
+  catalog_hash: 'sha256:cc',
+  config: tag(sha256('{"a":1}')),
+};
+const DIGEST = encode(INPUTS);
+const ZERO = Buffer.alloc(32);
+
+// ---------- software TPM-format quote over arbitrary sha256 PCRs ----------
+const u16 = (n: number) => {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(n);
+  return b;
+};
+const u32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n >>> 0);
+  return b;
+};
+const tpm2b = (b: Uint8Array) => Buffer.concat([u16(b.length), b]);
+const ENDORSEMENT = Buffer.from('4000000b', 'hex');
+
+interface SoftTpm {
+  priv: KeyObject;
+  akPublic: Buffer;
+  qualifiedName: Buffer;
+}
+function softTpm(): SoftTpm {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const jwk = publicKey.export({ format: 'jwk' }) as { x: string; y: string };
+  const akPublic = Buffer.concat([
+    u16(0x0023),
+    u16(0x000b),
+    u32(0x00050072),
+    tpm2b(Buffer.alloc(0)),
+    u16(0x0010),
+    u16(0x0018),
+    u16(0x000b),
+    u16(0x0003),
+    u16(0x0010),
+    tpm2b(Buffer.from(jwk.x, 'base64url')),
+    tpm2b(Buffer.from(jwk.y, 'base64url')),
+  ]);
+  const name = Buffer.concat([u16(0x000b), sha256(akPublic)]);
+  return {
+    priv: privateKey,
+    akPublic,
+    qualifiedName: Buffer.concat([u16(0x000b), sha256(ENDORSEMENT, name)]),
+  };
+}
+function quote(tpm: SoftTpm, extraData: Buffer, pcrs: number[], values: Map<number, Buffer>) {
+  const select = Buffer.alloc(3);
+  for (const p of pcrs) select[p >> 3] = (select[p >> 3] ?? 0) | (1 << (p & 7));
+  const attest = Buffer.concat([
+    u32(0xff544347),
+    u16(0x8018),
+    tpm2b(tpm.qualifiedName),
+    tpm2b(extraData),
+    Buffer.alloc(8, 0),
+    u32(2),
+    u32(0),
+    Buffer.from([1]),
+    Buffer.alloc(8, 1),
+    u32(1),
+    u16(0x000b),
+    Buffer.from([3]),
+    select,
+    tpm2b(sha256(Buffer.concat(pcrs.map((p) => values.get(p) ?? Buffer.alloc(0))))),
+  ]);
+  const p1363 = sign('sha256', attest, { key: tpm.priv, dsaEncoding: 'ieee-p1363' });
+  return {
+    attest,
+    signature: Buffer.concat([
+      u16(0x0018),
+      u16(0x000b),
+      tpm2b(p1363.subarray(0, 32)),
+      tpm2b(p1363.subarray(32)),
+    ]),
+  };
+}
+
+// ---------- claims ----------
+interface BuildOpts {
+  /** The measurement to carry; undefined ⇒ a genuine one (pcr 15, pcr_before zero, for TPM). */
+  measurement?: unknown;
+  /** No evidence.measurement at all. */
+  noMeasurement?: boolean;
+  tpm?: boolean;
+  pcrs?: number[];
+  pcrBefore?: Buffer;
+  /** Overrides of the quoted values (quote and pcr_values agree). */
+  quoted?: Record<number, Buffer>;
+  /** Overrides of pcr_values only (the quote signs other values). */
+  claimedOnly?: Record<number, Buffer>;
+  gatewayMeasurement?: string | null;
+  preimageMeasurement?: string | null;
+  policyHash?: string;
+}
+
+function build(o: BuildOpts = {}): Claim {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const sessionId = randomUUID();
+  const { entry_hash } = hashEntryBody({
+    entry_version: 1,
+    entry_id: randomUUID(),
+    chain_id: sessionId,
+    sequence_number: 0,
+    timestamp_utc: '2026-11-30T12:00:00.000001Z',
+    entry_type: 'session_open',
+    session_id: sessionId,
+    call_id: null,
+    agent_id: 'agent-a',
+    workflow_id: null,
+    execution_id: null,
+    tool_name: null,
+    server_identity: null,
+    policy_decision: null,
+    policy_rule_matched: null,
+    disposition: null,
+    error_code: null,
+    latency_us: null,
+    request_payload_hash: null,
+    response_payload_hash: null,
+    detail: null,
+    prev_entry_hash: 'genesis',
+  });
+  const jwk = ed25519PublicJwk(privateKey);
+  const thumb = jwkThumbprint(jwk);
+  const gm = o.gatewayMeasurement === undefined ? tag(DIGEST) : o.gatewayMeasurement;
+  const policy = o.policyHash ?? 'sha256:bb';
+  const preimage: SessionBindingPreimage = {
+    domain: 'cmcp.session-binding',
+    version: 1,
+    session_id: sessionId,
+    chain_root: entry_hash,
+    key_thumbprint: b64u(thumb),
+    gateway_measurement: o.preimageMeasurement === undefined ? gm : o.preimageMeasurement,
+    policy_bundle_hash: policy,
+    catalog_hash: 'sha256:cc',
+    challenge: null,
+  };
+  const rd = reportData(thumb, bindingDigest(preimage));
+  const pcrBefore = o.pcrBefore ?? ZERO;
+  const genuine: MeasurementJson = o.tpm
+    ? { version: 1, digest: tag(DIGEST), inputs: INPUTS, pcr: 15, pcr_before: b64u(pcrBefore) }
+    : { version: 1, digest: tag(DIGEST), inputs: INPUTS };
+  const measurement = o.measurement === undefined ? genuine : o.measurement;
+  let evidence: Claim['evidence'];
+  if (o.tpm) {
+    const tpm = softTpm();
+    const pcrs = o.pcrs ?? [0, 7, 15];
+    const values = new Map<number, Buffer>(pcrs.map((p) => [p, sha256(`boot-${p}`)]));
+    values.set(15, sha256(pcrBefore, DIGEST));
+    for (const [k, v] of Object.entries(o.quoted ?? {})) values.set(Number(k), v);
+    const q = quote(tpm, tpmQualifyingData(rd), pcrs, values);
+    const claimed = new Map(values);
+    for (const [k, v] of Object.entries(o.claimedOnly ?? {})) claimed.set(Number(k), v);
+    evidence = {
+      provider: 'tpm',
+      status: 'bound',
+      reason: null,
+      report_data: b64u(rd),
+      tpm: {
+        attest: b64u(q.attest),
+        signature: b64u(q.signature),
+        ak_public: b64u(tpm.akPublic),
+        pcr_selection: { hash: 'sha256', pcrs },
+        pcr_values: Object.fromEntries(
+          pcrs.map((p) => [String(p), b64u(claimed.get(p) ?? Buffer.alloc(32))]),
+        ),
+        ak_parent_qualified_name: b64u(ENDORSEMENT),
+        ak_cert_chain: [],
+      },
+    };
+  } else {
+    evidence = {
+      provider: 'software',
+      status: 'absent',
+      reason: 'SOFTWARE_PROVIDER',
+      report_data: b64u(rd),
+      tpm: null,
+    };
+  }
+  if (!o.noMeasurement) (evidence as { measurement?: unknown }).measurement = measurement;
+  const unsigned: UnsignedClaim = {
+    claim_version: 1,
+    profile: CLAIM_PROFILE,
+    issued_at: '2026-11-30T13:00:00Z',
+    session_id: sessionId,
+    agent_id: 'agent-a',
+    gateway_measurement: gm,
+    policy_bundle_hash: policy,
+    enforcement_mode: 'enforce',
+    catalog_hash: 'sha256:cc',
+    cnf: { jwk },
+    audit_chain: { chain_id: sessionId, root: entry_hash, tip: entry_hash, length: 1 },
+    transcript: [],
+    counters: { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 },
+    binding: { preimage },
+    evidence,
+    claim_sequence: 0,
+    prev_claim_hash: null,
+  };
+  return signClaim(unsigned, privateKey);
+}
+
+const get = (r: VerificationReport, id: string) => {
+  const c = r.checks.find((x) => x.id === id);
+  if (!c) throw new Error(`no check ${id}`);
+  return c;
+};
+const failedCodes = (r: VerificationReport) =>
+  r.checks.filter((c) => c.status === 'fail').map((c) => c.reason_code);
+
+describe('measurement encoding', () => {
+  it('the verifier recomputes the documented encoding (test encoder) and agrees with the gateway encoder, nulls included', () => {
+    const variants: MeasurementJson['inputs'][] = [
+      INPUTS,
+      { ...INPUTS, lockfile: null, policy_bundle_hash: null, catalog_hash: null },
+      { ...INPUTS, policy_bundle_hash: 'sha256:é✓', code_files: 0 },
+    ];
+    for (const v of variants) {
+      expect(recomputeMeasurement(v).equals(encode(v))).toBe(true);
+      expect(recomputeMeasurement(v).equals(measurementDigest(v))).toBe(true);
+    }
+    // code_files is informational: not part of the digest
+    expect(recomputeMeasurement({ ...INPUTS, code_files: 1 }).equals(DIGEST)).toBe(true);
+  });
+});
+
+describe('verifyClaim: evidence.measurement', () => {
+  it('TPM claim, pcr_before zero: digest, claim and PCR checks pass; note says measured from reset', () => {
+    const r = verifyClaim(build({ tpm: true }));
+    expect(failedCodes(r)).toEqual([]);
+    expect(r.verdict).toBe('hardware-unanchored');
+    expect(get(r, 'measurement.digest').status).toBe('pass');
+    expect(get(r, 'measurement.claim').status).toBe('pass');
+    expect(get(r, 'measurement.pcr')).toMatchObject({ status: 'pass', reason_code: 'OK' });
+    expect(get(r, 'measurement.pcr').detail).toMatch(/measured from reset/);
+    expect(r.notes.join('\n')).toMatch(/pcr_before is 32 zero bytes — measured from reset/);
+  });
+
+  it('TPM claim, pcr_before not zero: passes, and the note says earlier extends happened', () => {
+    const r = verifyClaim(build({ tpm: true, pcrBefore: sha256('previous run') }));
+    expect(failedCodes(r)).toEqual([]);
+    expect(get(r, 'measurement.pcr').detail).toMatch(/earlier extends happened/);
+    expect(r.notes.join('\n')).toMatch(/earlier extends happened/);
+    expect(r.notes.join('\n')).not.toMatch(/measured from reset/);
+  });
+
+  it('tampered input (config) with the old digest → MEASUREMENT_INPUTS_MISMATCH (claim re-signed: only that is wrong)', () => {
+    const m = {
+      version: 1,
+      digest: tag(DIGEST),
+      inputs: { ...INPUTS, config: tag(sha256('{"a":2}')) },
+      pcr: 15,
+      pcr_before: b64u(ZERO),
+    };
+    const r = verifyClaim(build({ tpm: true, measurement: m }));
+    expect(get(r, 'claim.signature').status).toBe('pass');
+    expect(get(r, 'measurement.digest')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_INPUTS_MISMATCH',
+    });
+    expect(get(r, 'measurement.claim').status).toBe('pass');
+    // the PCR holds the stated digest, which is not what the inputs encode to
+    expect(get(r, 'measurement.pcr')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_PCR_MISMATCH',
+    });
+    expect(r.verdict).toBe('invalid');
+    for (const k of ['code', 'lockfile', 'policy_bundle_hash', 'catalog_hash'] as const) {
+      const mm = { version: 1, digest: tag(DIGEST), inputs: { ...INPUTS, [k]: tag(sha256('other')) } };
+      expect(get(verifyClaim(build({ measurement: mm })), 'measurement.digest').reason_code, k).toBe(
+        'MEASUREMENT_INPUTS_MISMATCH',
+      );
+    }
+  });
+
+  it('a consistent measurement that is not the claim / preimage gateway_measurement → MEASUREMENT_CLAIM_MISMATCH', () => {
+    const other = tag(sha256('another gateway'));
+    const r = verifyClaim(build({ tpm: true, gatewayMeasurement: other }));
+    expect(get(r, 'measurement.digest').status).toBe('pass');
+    expect(get(r, 'measurement.claim')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_CLAIM_MISMATCH',
+    });
+    expect(get(r, 'measurement.claim').detail).toMatch(/claim gateway_measurement and binding preimage/);
+    // only the preimage differs (the preimage check fails too, and the measurement check says which)
+    const p = verifyClaim(build({ preimageMeasurement: other }));
+    expect(get(p, 'measurement.claim').detail).toMatch(/^binding preimage gateway_measurement differs/);
+    expect(failedCodes(p)).toEqual(
+      expect.arrayContaining(['MEASUREMENT_CLAIM_MISMATCH', 'PREIMAGE_FIELD_MISMATCH']),
+    );
+    // and a null gateway_measurement with a measurement present
+    const n = verifyClaim(build({ gatewayMeasurement: null }));
+    expect(get(n, 'measurement.claim').reason_code).toBe('MEASUREMENT_CLAIM_MISMATCH');
+  });
+
+  it('the measurement PCR not in the quote selection → MEASUREMENT_PCR_NOT_QUOTED', () => {
+    const r = verifyClaim(build({ tpm: true, pcrs: [0, 7] }));
+    expect(get(r, 'tpm.pcr_digest').status).toBe('pass');
+    expect(get(r, 'measurement.pcr')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_PCR_NOT_QUOTED',
+    });
+    const m16 = { version: 1, digest: tag(DIGEST), inputs: INPUTS, pcr: 16, pcr_before: b64u(ZERO) };
+    expect(get(verifyClaim(build({ tpm: true, measurement: m16 })), 'measurement.pcr').reason_code).toBe(
+      'MEASUREMENT_PCR_NOT_QUOTED',
+    );
+  });
+
+  it('the quoted PCR is not SHA-256(pcr_before ‖ digest) (extended after the gateway) → MEASUREMENT_PCR_MISMATCH', () => {
+    const later = sha256(sha256(ZERO, DIGEST), sha256('someone else'));
+    const r = verifyClaim(build({ tpm: true, quoted: { 15: later } }));
+    expect(get(r, 'tpm.pcr_digest').status).toBe('pass');
+    expect(get(r, 'measurement.pcr')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_PCR_MISMATCH',
+    });
+    expect(r.verdict).toBe('invalid');
+    // a wrong pcr_before is the same mismatch
+    const wrongBefore = {
+      version: 1,
+      digest: tag(DIGEST),
+      inputs: INPUTS,
+      pcr: 15,
+      pcr_before: b64u(sha256('x')),
+    };
+    expect(
+      get(verifyClaim(build({ tpm: true, measurement: wrongBefore })), 'measurement.pcr').reason_code,
+    ).toBe('MEASUREMENT_PCR_MISMATCH');
+  });
+
+  it('a PCR 15 value that matches but is not the quoted one → DEPENDENCY_FAILED (pcrDigest fails)', () => {
+    const r = verifyClaim(
+      build({ tpm: true, quoted: { 15: sha256('other') }, claimedOnly: { 15: sha256(ZERO, DIGEST) } }),
+    );
+    expect(get(r, 'tpm.pcr_digest').status).toBe('fail');
+    expect(get(r, 'measurement.pcr')).toMatchObject({ status: 'fail', reason_code: 'DEPENDENCY_FAILED' });
+  });
+
+  it('malformed measurements fail MEASUREMENT_MALFORMED (never skipped); the claim shape still passes', () => {
+    const bad: unknown[] = [
+      { version: 2, digest: tag(DIGEST), inputs: INPUTS },
+      { version: 1, digest: DIGEST.toString('hex'), inputs: INPUTS },
+      { version: 1, digest: tag(DIGEST), inputs: { ...INPUTS, extra: 'x' } },
+      { version: 1, digest: tag(DIGEST), inputs: INPUTS, unknown: 1 },
+      { version: 1, digest: tag(DIGEST), inputs: { ...INPUTS, code: 'sha256:AB' } },
+      'sha256:aa',
+    ];
+    for (const m of bad) {
+      const r = verifyClaim(build({ measurement: m }));
+      expect(get(r, 'claim.shape').status).toBe('pass');
+      expect(get(r, 'measurement.digest'), JSON.stringify(m)).toMatchObject({
+        status: 'fail',
+        reason_code: 'MEASUREMENT_MALFORMED',
+      });
+      expect(get(r, 'measurement.claim').reason_code).toBe('DEPENDENCY_FAILED');
+      expect(r.verdict).toBe('invalid');
+    }
+    const short = {
+      version: 1,
+      digest: tag(DIGEST),
+      inputs: INPUTS,
+      pcr: 15,
+      pcr_before: b64u(Buffer.alloc(31)),
+    };
+    expect(get(verifyClaim(build({ tpm: true, measurement: short })), 'measurement.pcr').reason_code).toBe(
+      'MEASUREMENT_MALFORMED',
+    );
+    const half = { version: 1, digest: tag(DIGEST), inputs: INPUTS, pcr: 15 };
+    expect(get(verifyClaim(build({ tpm: true, measurement: half })), 'measurement.pcr').reason_code).toBe(
+      'MEASUREMENT_MALFORMED',
+    );
+  });
+
+  it('TPM evidence with no measurement PCR (measurement_pcr: null) → measurement.pcr absent with a note', () => {
+    const noPcr = { version: 1, digest: tag(DIGEST), inputs: INPUTS };
+    const r = verifyClaim(build({ tpm: true, measurement: noPcr }));
+    expect(failedCodes(r)).toEqual([]);
+    expect(get(r, 'measurement.pcr')).toMatchObject({ status: 'absent', reason_code: 'NOT_SUPPLIED' });
+    expect(r.notes.join('\n')).toMatch(/does not cover the gateway measurement/);
+  });
+
+  it('signed-only claim with a measurement: digest and claim checked, no PCR (not-applicable); without one: absent', () => {
+    const r = verifyClaim(build());
+    expect(failedCodes(r)).toEqual([]);
+    expect(r.verdict).toBe('signed-only');
+    expect(get(r, 'measurement.digest').status).toBe('pass');
+    expect(get(r, 'measurement.pcr').status).toBe('not-applicable');
+    const none = verifyClaim(build({ noMeasurement: true }));
+    expect(failedCodes(none)).toEqual([]);
+    for (const id of ['measurement.digest', 'measurement.claim', 'measurement.pcr']) {
+      expect(get(none, id)).toMatchObject({ status: 'absent', reason_code: 'NOT_SUPPLIED' });
+    }
+  });
+
+  it('a policy reloaded after start-up is a note, not a failure', () => {
+    const r = verifyClaim(build({ tpm: true, policyHash: 'sha256:reloaded' }));
+    expect(failedCodes(r)).toEqual([]);
+    expect(r.notes.join('\n')).toMatch(/policy was reloaded after start-up/);
+  });
+});
+
+describe('end to end on swtpm: a gateway measures itself into PCR 15; verifyClaim checks it', () => {
+  let sw: Awaited<ReturnType<typeof startSwtpm>>;
+  let cfg: TestConfig;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'cmcp-verify-measure-'));
+    sw = await startSwtpm();
+    cfg = await writeConfig({
+      dir,
+      attestation: { provider: 'tpm', tcti: sw.tcti, ak_algorithm: 'ecc-p256', pcrs: [0, 7] },
+    });
+  });
+  afterAll(async () => {
+    await sw?.stop();
+    if (cfg) cleanup(cfg.dir);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const claimOf = async (url: string): Promise<Claim> => {
+    const s = await rest(url, 'alice-token', 'POST', '/sessions', {});
+    expect(s.status).toBe(201);
+    return (await rest(url, 'alice-token', 'POST', `/sessions/${s.body.session_id as string}/close`))
+      .body as Claim;
+  };
+
+  it('first run: measured from reset; restart: earlier extends; tampered inputs and digest are caught', async () => {
+    const gw = await startInProcess(cfg);
+    let first: Claim;
+    try {
+      first = await claimOf(gw.url);
+    } finally {
+      await gw.close();
+    }
+    expect(first.evidence.status).toBe('bound');
+    const r1 = verifyClaim(first);
+    expect(failedCodes(r1)).toEqual([]);
+    expect(r1.verdict).toBe('hardware-unanchored');
+    for (const id of ['measurement.digest', 'measurement.claim', 'measurement.pcr'])
+      expect(get(r1, id).status, id).toBe('pass');
+    expect(get(r1, 'measurement.pcr').detail).toMatch(/^quoted PCR 15 .*measured from reset/);
+    // the recomputation agrees with the independent test-side encoder
+    const m = first.evidence.measurement as MeasurementJson;
+    expect(m.digest).toBe(tag(encode(m.inputs)));
+
+    const gw2 = await startInProcess(cfg);
+    let second: Claim;
+    try {
+      second = await claimOf(gw2.url);
+    } finally {
+      await gw2.close();
+    }
+    const r2 = verifyClaim(second);
+    expect(failedCodes(r2)).toEqual([]);
+    expect(get(r2, 'measurement.pcr').detail).toMatch(/earlier extends happened/);
+
+    // tampering (the gateway signature then fails too, but each measurement check says what is wrong)
+    const t = JSON.parse(JSON.stringify(second)) as Claim;
+    const tm = t.evidence.measurement as MeasurementJson;
+    tm.inputs.config = tag(sha256('tampered'));
+    expect(get(verifyClaim(t), 'measurement.digest').reason_code).toBe('MEASUREMENT_INPUTS_MISMATCH');
+    const t2 = JSON.parse(JSON.stringify(second)) as Claim;
+    (t2.evidence.measurement as MeasurementJson).pcr_before = b64u(ZERO);
+    expect(get(verifyClaim(t2), 'measurement.pcr').reason_code).toBe('MEASUREMENT_PCR_MISMATCH');
+    const t3 = JSON.parse(JSON.stringify(second)) as Claim;
+    (t3.evidence.measurement as MeasurementJson).pcr = 0;
+    expect(get(verifyClaim(t3), 'measurement.pcr').reason_code).toBe('MEASUREMENT_PCR_MISMATCH');
+    (t3.evidence.measurement as MeasurementJson).pcr = 16;
+    expect(get(verifyClaim(t3), 'measurement.pcr').reason_code).toBe('MEASUREMENT_PCR_NOT_QUOTED');
+  });
+});
