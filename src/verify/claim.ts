@@ -28,7 +28,7 @@ import {
 } from './result.js';
 import { verifySnpReport } from './snp.js';
 import { verifyTdxQuote } from './tdx.js';
-import { type PcrValue, TPM_ALG, verifyTpmQuote } from './tpm.js';
+import { type PcrValue, pcrPinsCheck, TPM_ALG, verifyTpmQuote } from './tpm.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
 import { type Cert, CertError, parseCert } from './x509.js';
 
@@ -634,27 +634,7 @@ function verifyEvidence(
 
   // expected PCR values (reference values)
   const pins = rv?.tpm?.pcrs;
-  if (pins) {
-    const bad = Object.entries(pins).filter(([i, allowedValues]: [string, string[]]) => {
-      const v = pcrValues?.find((p) => p.index === Number(i));
-      return !v || !allowedValues.includes(Buffer.from(v.value).toString('hex'));
-    });
-    const digest = checks.find((x) => x.id === 'tpm.pcr_digest');
-    checks.push(
-      bad.length
-        ? fail(
-            'tpm.pcr_values',
-            'MEASUREMENT_NOT_ALLOWED',
-            `PCR ${bad.map(([i]) => i).join(', ')} not an expected value`,
-          )
-        : digest?.status === 'pass'
-          ? pass(
-              'tpm.pcr_values',
-              `PCR ${Object.keys(pins).join(', ')} have expected values (and are quoted)`,
-            )
-          : fail('tpm.pcr_values', 'DEPENDENCY_FAILED', 'the PCR values are not the quoted ones'),
-    );
-  }
+  if (pins) checks.push(pcrPinsCheck(pins, pcrValues ?? [], checks));
 
   // AK anchor: the AK certificate chain (leaf first) to a pinned root
   const certs: Cert[] = [];

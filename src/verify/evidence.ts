@@ -20,7 +20,14 @@ import {
 } from './result.js';
 import { type SnpInput, verifySnpReport } from './snp.js';
 import { type TdxInput, verifyTdxQuote } from './tdx.js';
-import { type PcrSelection, type PcrValue, TPM_ALG, type TpmQuoteInput, verifyTpmQuote } from './tpm.js';
+import {
+  type PcrSelection,
+  type PcrValue,
+  pcrPinsCheck,
+  TPM_ALG,
+  type TpmQuoteInput,
+  verifyTpmQuote,
+} from './tpm.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TeeType, type TrustStore } from './trust.js';
 import { type Cert, CertError, certsFromBytes } from './x509.js';
 
@@ -133,27 +140,7 @@ function tpmEvidence(e: RawTpmEvidence): VerificationReport {
   if (!pins) checks.push(check('tpm.pcr_values', 'not-applicable', 'NO_POLICY', 'no expected PCR values'));
   else if (!e.pcrValues)
     checks.push(check('tpm.pcr_values', 'absent', 'NOT_SUPPLIED', 'no PCR values supplied'));
-  else {
-    const bad = Object.entries(pins).filter(([i, allowed]) => {
-      const v = e.pcrValues?.find((p) => p.hashAlg === TPM_ALG.SHA256 && p.index === Number(i));
-      return !v || !allowed.includes(Buffer.from(v.value).toString('hex'));
-    });
-    const digest = checks.find((c) => c.id === 'tpm.pcr_digest');
-    checks.push(
-      bad.length
-        ? fail(
-            'tpm.pcr_values',
-            'MEASUREMENT_NOT_ALLOWED',
-            `PCR ${bad.map(([i]) => i).join(', ')} not an expected value`,
-          )
-        : digest?.status === 'pass'
-          ? pass(
-              'tpm.pcr_values',
-              `PCR ${Object.keys(pins).join(', ')} have expected values (and are quoted)`,
-            )
-          : fail('tpm.pcr_values', 'DEPENDENCY_FAILED', 'the PCR values are not the quoted ones'),
-    );
-  }
+  else checks.push(pcrPinsCheck(pins, e.pcrValues, checks));
   // event log replay against the quoted PCR values
   let eventLog: VerificationReport['event_log'];
   if (e.eventLog) {

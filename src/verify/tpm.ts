@@ -969,3 +969,28 @@ export function verifyTpmQuote(input: TpmQuoteInput): TpmQuoteResult {
   }
   return out;
 }
+
+/**
+ * The `tpm.pcr_values` check: each pinned SHA-256 PCR (reference values, index → allowed hex
+ * values) must have a supplied value among the allowed ones, and those values must be the
+ * quoted ones (`tpm.pcr_digest` passed, found in `checks`).
+ */
+export function pcrPinsCheck(
+  pins: Record<string, string[]>,
+  values: readonly PcrValue[],
+  checks: readonly CheckResult[],
+): CheckResult {
+  const bad = Object.entries(pins).filter(([i, allowed]) => {
+    const v = values.find((p) => p.hashAlg === TPM_ALG.SHA256 && p.index === Number(i));
+    return !v || !allowed.includes(Buffer.from(v.value).toString('hex'));
+  });
+  if (bad.length)
+    return fail(
+      'tpm.pcr_values',
+      'MEASUREMENT_NOT_ALLOWED',
+      `PCR ${bad.map(([i]) => i).join(', ')} not an expected value`,
+    );
+  if (checks.find((c) => c.id === 'tpm.pcr_digest')?.status !== 'pass')
+    return fail('tpm.pcr_values', 'DEPENDENCY_FAILED', 'the PCR values are not the quoted ones');
+  return pass('tpm.pcr_values', `PCR ${Object.keys(pins).join(', ')} have expected values (and are quoted)`);
+}
