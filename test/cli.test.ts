@@ -110,6 +110,14 @@ describe('cmcp verify', () => {
     expect(report.checks.every((c: { status: string }) => c.status !== 'fail')).toBe(true);
   });
 
+  it('--require makes a weaker verdict fail: signed-only is not hardware-attested', async () => {
+    const args = ['verify', join(cfg.dir, 'claim.json'), '--audit', join(cfg.dir, 'bundle.json')];
+    expect((await cmcp(...args, '--require', 'signed-only')).code).toBe(0);
+    expect((await cmcp(...args, '--require', 'hardware-unanchored')).code).toBe(1);
+    expect((await cmcp(...args, '--require', 'hardware-attested')).code).toBe(1);
+    expect((await cmcp(...args, '--require', 'invalid')).code).toBe(2);
+  });
+
   it('exits 1 on an invalid claim, 2 on unreadable input', async () => {
     const { readFileSync } = await import('node:fs');
     const bundle = JSON.parse(readFileSync(join(cfg.dir, 'bundle.json'), 'utf8'));

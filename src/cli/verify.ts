@@ -11,6 +11,7 @@ import { readFile, stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { type VerifyClaimOptions, verifyClaim } from '../verify/claim.js';
 import { renderJson, renderText } from '../verify/render.js';
+import type { Verdict } from '../verify/result.js';
 import {
   defaultAttestationDir,
   loadReferenceValues,
@@ -25,6 +26,8 @@ const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 
 /** Options of the verify command, as commander parses them. */
 export interface VerifyCliOptions {
+  /** Weakest acceptable verdict (`--require`); default signed-only. */
+  require?: string;
   audit?: string;
   json?: boolean;
   challenge?: string;
@@ -96,6 +99,9 @@ export interface VerifyIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
 }
+
+/** Verdicts from strongest to weakest (design §5). */
+const VERDICT_ORDER: Verdict[] = ['hardware-attested', 'hardware-unanchored', 'signed-only', 'invalid'];
 
 /** A usage or input error: reported as one line, exit code 2. */
 export class VerifyInputError extends Error {}
@@ -172,9 +178,13 @@ export async function runVerify(
     if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
     if (opts.previousClaim !== undefined)
       vopts.previousClaim = await readJson(opts.previousClaim, 'previous claim');
+    const minimum = opts.require ?? 'signed-only';
+    if (!VERDICT_ORDER.includes(minimum as Verdict) || minimum === 'invalid')
+      throw new VerifyInputError(`--require must be one of ${VERDICT_ORDER.slice(0, 3).join(', ')}`);
     const report = verifyClaim(claim, vopts);
     io.stdout(opts.json ? renderJson(report) : renderText(report));
-    return report.verdict === 'invalid' ? 1 : 0;
+    // Exit 1 for `invalid`, and for any verdict weaker than the one the relying party requires.
+    return VERDICT_ORDER.indexOf(report.verdict) > VERDICT_ORDER.indexOf(minimum as Verdict) ? 1 : 0;
   } catch (err) {
     const msg =
       err instanceof VerifyInputError
@@ -205,6 +215,10 @@ export function registerVerifyCommand(program: Command): void {
     .option('--trust-store <file>', "pinned roots (default: the repository's attestation/trust-store.yaml)")
     .option('--reference-values <file>', 'reference values YAML (allowed TEE types, PCRs)')
     .option('--at <time>', 'verification time (RFC 3339) for certificate validity (default: now)')
+    .option(
+      '--require <verdict>',
+      'exit 1 unless the verdict is at least this: hardware-attested, hardware-unanchored or signed-only (default)',
+    )
     .exitOverride((err) => {
       // Help and version exit 0; every other commander error is a usage error: exit 2.
       process.exit(err.exitCode === 0 ? 0 : 2);
