@@ -74,3 +74,36 @@ describe('unauthenticated requests', () => {
     expect(entries.reduce((n, e) => n + Number(e.detail?.count ?? 0), 0)).toBe(40);
   });
 });
+
+describe('operator routes', () => {
+  it('percent-encoded paths are authenticated as operator requests (no agent bypass)', async () => {
+    const c2 = await writeConfig({
+      upstreams: [{ name: 'c', transport: 'http', url: up.url }],
+      operators: [{ operator_id: 'root', token: 'op-token' }],
+    });
+    const gw = await startInProcess(c2);
+    try {
+      for (const path of [
+        '/operator/status',
+        '/%6Fperator/status',
+        '/%6fperator/status',
+        '/op%65rator/status',
+      ]) {
+        const asAgent = await rest(gw.url, 'alice-token', 'GET', path);
+        expect(asAgent.status, path).toBe(401);
+        const noToken = await rest(gw.url, null, 'GET', path);
+        expect(noToken.status, path).toBe(401);
+      }
+      const block = await rest(gw.url, 'alice-token', 'POST', '/%6Fperator/agents/bob/block', {});
+      expect(block.status).toBe(401);
+      const asOperator = await rest(gw.url, 'op-token', 'GET', '/%6Fperator/status');
+      expect(asOperator.status).toBe(200);
+      // bob is not blocked
+      const r = await rpc(gw.url, 'bob-token', { jsonrpc: '2.0', id: 1, method: 'ping' });
+      expect(r.status).toBe(200);
+    } finally {
+      await gw.close();
+      cleanup(c2.dir);
+    }
+  });
+});

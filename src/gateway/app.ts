@@ -47,6 +47,11 @@ export interface AppDeps {
   operator?: OperatorApi;
 }
 
+/** The matched route pattern (e.g. `/sessions/:id/close`), or the raw path when none matched. */
+function routeOf(req: FastifyRequest): string {
+  return req.routeOptions.url ?? req.url.split('?')[0] ?? '';
+}
+
 function sendError(
   reply: FastifyReply,
   code: ErrorCode,
@@ -81,9 +86,12 @@ export function buildApp(d: AppDeps): FastifyInstance {
 
   app.addHook('onRequest', async (req, reply) => {
     req.startedAt = process.hrtime.bigint();
-    if (req.url === '/healthz') return;
+    // Decisions use the matched route pattern, never the raw URL: `/%6Fperator/…` is routed
+    // to the operator handlers and must be authenticated as an operator request.
+    const routePath = routeOf(req);
+    if (routePath === '/healthz') return;
     const route = req.routeOptions.url ?? 'unknown';
-    if (req.url === '/operator' || req.url.startsWith('/operator/')) {
+    if (routePath === '/operator' || routePath.startsWith('/operator/')) {
       // Operator routes: operator tokens only; an agent token is refused here.
       const op = d.auth.operator(req.headers.authorization);
       if (!op) {
@@ -105,7 +113,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
     if (!agent && d.auth.operator(req.headers.authorization)) {
       record(null, 'OPERATOR_CREDENTIAL_REFUSED', { route });
       const message = 'operator credentials are not accepted on agent routes';
-      if (req.url.startsWith('/mcp')) {
+      if (routePath === '/mcp') {
         return reply.code(ERRORS.OPERATOR_CREDENTIAL_REFUSED.http).send({
           jsonrpc: '2.0',
           id: null,
@@ -121,7 +129,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
     if (!agent) {
       d.recordAuthFailure(req.routeOptions.url ?? 'unknown');
       reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
-      if (req.url.startsWith('/mcp')) {
+      if (routePath === '/mcp') {
         return reply.code(401).send({
           jsonrpc: '2.0',
           id: null,
@@ -137,14 +145,14 @@ export function buildApp(d: AppDeps): FastifyInstance {
     req.agentId = agent;
     // A blocked agent: refused on every REST route here; on /mcp the MCP layer answers with a
     // JSON-RPC error (and a tools/call still gets its terminal tool_call entry).
-    if (d.operator?.isBlocked(agent) && !req.url.startsWith('/mcp')) {
+    if (d.operator?.isBlocked(agent) && routePath !== '/mcp') {
       record(agent, 'AGENT_BLOCKED', { route });
       return sendError(reply, 'AGENT_BLOCKED', 'this agent identity is blocked by an operator');
     }
   });
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-    const isMcp = req.url.startsWith('/mcp');
+    const isMcp = routeOf(req) === '/mcp';
     let code: ErrorCode = 'INTERNAL_ERROR';
     let message = 'internal error';
     let extra: Record<string, unknown> = {};
