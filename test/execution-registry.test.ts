@@ -58,6 +58,7 @@ describe('ingress (table-driven)', () => {
     ['newline', 'has\nnewline'],
     ['non-ASCII', 'café'],
     ['DEL 0x7F', 'x\x7f'],
+    ['lone surrogate', '\uD800'],
   ];
   for (const [label, value] of cases) {
     it(`refuses ${label} as EXECUTION_ID_INVALID before any reservation, audited with execution_id null`, async () => {
@@ -77,6 +78,14 @@ describe('ingress (table-driven)', () => {
       );
     });
   }
+  it('refuses 2^53+1 (JSON text) as EXECUTION_ID_INVALID', async () => {
+    const r = await rpc(
+      gw.url,
+      'alice-token',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"c.record","arguments":{},"_cmcp":{"execution_id":9007199254740993}}}',
+    );
+    expect(r.body.error.data.error_code).toBe('EXECUTION_ID_INVALID');
+  });
   const valid: [string, string][] = [
     ['1 character', '!'],
     ['200 characters', `${'~'.repeat(199)}z`],

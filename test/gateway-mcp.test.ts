@@ -307,7 +307,7 @@ describe('gateway chain and list changes', () => {
         (
           await rpc(g2.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/list' })
         ).body.result.tools.map((t: { name: string }) => t.name);
-      expect(await names()).toEqual(['grow.grow', 'grow.big']);
+      expect(await names()).toEqual(['grow.grow', 'grow.big', 'grow.pid', 'grow.slow']);
       const r = await rpc(g2.url, 'alice-token', {
         jsonrpc: '2.0',
         id: 2,
@@ -418,6 +418,37 @@ describe('C-JCS-1 and malformed params through the gateway', () => {
       });
     });
   }
+
+  it('a tools/call refused by the MCP layer still has its terminal tool_call entry', async () => {
+    for (const body of [
+      { jsonrpc: '2.0', id: 'env-1', method: 'tools/call', params: 'x' },
+      {
+        jsonrpc: '2.0',
+        id: 'env-2',
+        method: 'tools/call',
+        params: {
+          name: 'counter.record',
+          _meta: { 'io.modelcontextprotocol/protocolVersion': '1999-01-01' },
+        },
+      },
+    ]) {
+      const r = await rpc(gw.url, 'alice-token', body);
+      expect(r.body.id).toBe(body.id);
+      const ev = r.body.error.data.evidence;
+      const entry = gw.chain.entries(ev.chain_id).find((e) => e.entry_hash === ev.entry_hash);
+      expect(entry).toMatchObject({ entry_type: 'tool_call', disposition: 'refused', agent_id: 'alice' });
+    }
+  });
+
+  it('the Bearer scheme is case-insensitive (RFC 7235 §2.1)', async () => {
+    const r = await rpc(
+      gw.url,
+      null,
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { authorization: 'bearer alice-token' },
+    );
+    expect(r.status).toBe(200);
+  });
 
   it('a client JSON-RPC response gets 202; text/plain gets 415', async () => {
     const resp = await rpc(gw.url, 'alice-token', { jsonrpc: '2.0', id: 5, result: {} });

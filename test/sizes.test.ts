@@ -75,7 +75,44 @@ describe('C-MCP-4 sizes', () => {
     expect(ok.body.result.content[0].text).toHaveLength(1000);
   });
 
-  it('a 3.5 MiB result over stdio: the read stops at the cap, then the upstream is usable again', async () => {
+  it('the HTTP read stops at the cap: a 64 MiB result is never read to its end', async () => {
+    const r = await call('c.big', { bytes: 64 * MiB });
+    expect(r.body.error.data.error_code).toBe('UPSTREAM_RESULT_TOO_LARGE');
+    await new Promise((res) => setTimeout(res, 300));
+    const last = up.responses.filter((x) => x.tool === 'big').at(-1);
+    // The connection closed after the cap plus socket buffers, far short of 64 MiB.
+    expect(last?.bytesWritten).not.toBeNull();
+    expect(last?.bytesWritten ?? Infinity).toBeLessThan(24 * MiB);
+  });
+
+  it('a too-large result is attributed only to its own call (concurrent HTTP calls)', async () => {
+    const [held, big] = await Promise.all([
+      call('c.hold', { ms: 800 }),
+      (async () => {
+        await new Promise((res) => setTimeout(res, 100));
+        return call('c.big', { bytes: 3.5 * MiB });
+      })(),
+    ]);
+    expect(big.body.error.data.error_code).toBe('UPSTREAM_RESULT_TOO_LARGE');
+    expect(held.body.result.content[0].text).toBe('released');
+  });
+
+  it('stdio: a call sharing the child with an oversized response ends outcome_unknown, not too-large', async () => {
+    const [slow, big] = await Promise.all([
+      call('g.slow', {}),
+      (async () => {
+        await new Promise((res) => setTimeout(res, 100));
+        return call('g.big', {});
+      })(),
+    ]);
+    for (const r of [slow, big]) {
+      expect(r.body.error.data.error_code).toBe('UPSTREAM_FAILED');
+      expect(r.body.error.data.disposition).toBe('outcome_unknown');
+    }
+  });
+
+  it('a 3.5 MiB result over stdio: the read stops at the cap (the child is stopped), then the upstream is usable again', async () => {
+    const pid1 = (await call('g.pid', {})).body.result.content[0].text;
     const r = await call('g.big', {});
     expect(r.body.error.data.error_code).toBe('UPSTREAM_RESULT_TOO_LARGE');
     const ev = r.body.error.data.evidence;
@@ -83,5 +120,7 @@ describe('C-MCP-4 sizes', () => {
     expect(entry?.error_code).toBe('UPSTREAM_RESULT_TOO_LARGE');
     const next = await call('g.grow', {});
     expect(next.body.result.content[0].text).toMatch(/^added_/);
+    const pid2 = (await call('g.pid', {})).body.result.content[0].text;
+    expect(pid2).not.toBe(pid1);
   });
 });

@@ -149,6 +149,26 @@ export class CallPipeline {
     }
   }
 
+  /**
+   * Records the terminal `tool_call` entry (gateway chain) of a tools/call refused by the MCP
+   * layer before its params could be read (envelope errors), and returns its JSON-RPC error.
+   */
+  refuseEnvelope(agentId: string, code: ErrorCode, message: string, startedAt: bigint): CallResponse {
+    return this.refuse(
+      GATEWAY_CHAIN_ID,
+      null,
+      {
+        entry_type: 'tool_call',
+        call_id: randomUUID(),
+        agent_id: agentId,
+        execution_id: null,
+        latency_us: Number((process.hrtime.bigint() - startedAt) / 1000n),
+      },
+      code,
+      message,
+    );
+  }
+
   private async run(
     agentId: string,
     rawParams: unknown,
@@ -233,6 +253,10 @@ export class CallPipeline {
         data,
       );
 
+    // execution_id ingress first (design §6): anything but a valid id is EXECUTION_ID_INVALID,
+    // refused before any reservation and audited with execution_id null.
+    const exec = checkExecutionId(cmcp);
+    if (exec.kind === 'invalid') return refuse('EXECUTION_ID_INVALID', `execution_id ${exec.reason}`);
     try {
       // Everything that may reach an audit entry or the upstream must be JSON that JCS can
       // carry exactly: checked before any reservation or upstream call.
@@ -261,8 +285,6 @@ export class CallPipeline {
     base.request_payload_hash = jcsDigest({ name, arguments: args ?? {} });
 
     // execution_id ingress (design §6): refused before any reservation, audited as null.
-    const exec = checkExecutionId(cmcp);
-    if (exec.kind === 'invalid') return refuse('EXECUTION_ID_INVALID', `execution_id ${exec.reason}`);
     let actionTimestamp: string | null = null;
     if (cmcp.action_timestamp !== undefined) {
       if (typeof cmcp.action_timestamp !== 'string' || cmcp.action_timestamp.length > 64)

@@ -20,7 +20,7 @@ export interface OperatorEntry {
 
 function tokenDigest(header: string | undefined): string | null {
   if (header === undefined || header === '') return null;
-  const m = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+  const m = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
   if (!m) return null;
   return createHash('sha256')
     .update(m[1] as string)
@@ -63,7 +63,7 @@ export class Authenticator {
    */
   authenticate(header: string | undefined): string | null {
     if (header === undefined || header === '') return this.devMode ? 'dev' : null;
-    const m = /^Bearer ([\x21-\x7e]{1,512})$/.exec(header);
+    const m = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
     if (!m) return null;
     const digest = createHash('sha256')
       .update(m[1] as string)

@@ -119,9 +119,22 @@ export class McpEndpoint {
         400,
       );
     }
+    // A tools/call refused here still ends in its one terminal tool_call entry (design §3).
+    const refuse = (
+      status: number,
+      code: ErrorCode,
+      message: string,
+      data: Record<string, unknown> = {},
+    ): RpcReply => {
+      if (msg.method !== 'tools/call') return rpcError(id, code, message, status, data);
+      const r = this.pipeline.refuseEnvelope(agentId, code, message, startedAt);
+      const error =
+        'error' in r ? { ...r.error, data: { ...r.error.data, ...data } } : { code: -32603, message };
+      return { status, body: { jsonrpc: '2.0', id, error } };
+    };
     const params = msg.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
-      return rpcError(id, 'INVALID_PARAMS', 'params must be an object');
+      return refuse(200, 'INVALID_PARAMS', 'params must be an object');
     }
 
     // Stateless 2026-07-28: the version travels in _meta and must agree with the header.
@@ -133,15 +146,15 @@ export class McpEndpoint {
         typeof metaVersion !== 'string' ||
         !(STATELESS_VERSIONS as readonly string[]).includes(metaVersion)
       ) {
-        return rpcError(id, 'INVALID_REQUEST', 'unsupported protocol version in _meta', 400, {
+        return refuse(400, 'INVALID_REQUEST', 'unsupported protocol version in _meta', {
           supported: [...STATELESS_VERSIONS],
         });
       }
       if (headerVersion !== undefined && headerVersion !== metaVersion) {
-        return rpcError(id, 'INVALID_REQUEST', 'MCP-Protocol-Version header does not match _meta', 400);
+        return refuse(400, 'INVALID_REQUEST', 'MCP-Protocol-Version header does not match _meta');
       }
       if (typeof meta?.[META_CAPS] !== 'object' || meta[META_CAPS] === null) {
-        return rpcError(id, 'INVALID_PARAMS', `_meta["${META_CAPS}"] is required on stateless requests`);
+        return refuse(200, 'INVALID_PARAMS', `_meta["${META_CAPS}"] is required on stateless requests`);
       }
       stateless = true;
     } else if (
@@ -149,9 +162,14 @@ export class McpEndpoint {
       msg.method !== 'initialize' &&
       !([...HANDSHAKE_VERSIONS, '2025-03-26'] as string[]).includes(headerVersion)
     ) {
-      return rpcError(id, 'INVALID_REQUEST', 'unsupported MCP-Protocol-Version', 400, {
-        supported: [...HANDSHAKE_VERSIONS],
-      });
+      return refuse(
+        400,
+        'INVALID_REQUEST',
+        headerVersion === STATELESS_VERSIONS[0]
+          ? `${headerVersion} requests carry their protocol version and client capabilities in params._meta`
+          : 'unsupported MCP-Protocol-Version',
+        { supported: [...HANDSHAKE_VERSIONS, ...STATELESS_VERSIONS] },
+      );
     }
 
     const ok = (result: Record<string, unknown>): RpcReply => ({

@@ -4,6 +4,7 @@
  * boundary so the caller can record `completed`, `not_attempted` or `outcome_unknown`.
  */
 
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -75,6 +76,16 @@ function causeCode(e: unknown): string | undefined {
 /** Default result cap (C-MCP-4): 2 MiB. */
 export const DEFAULT_MAX_RESULT_BYTES = 2 * 1024 * 1024;
 
+/** Per-call state shared with the capped fetch and the stdio watcher. */
+interface CallContext {
+  /** This call's own response passed the result cap. */
+  overflowed: boolean;
+  /** The connection was cut because another call's response passed the cap. */
+  cutOff: boolean;
+}
+
+const callContext = new AsyncLocalStorage<CallContext>();
+
 /** Thrown into a capped response body when it passes the cap. */
 class ResultTooLargeError extends Error {
   readonly code = 'UPSTREAM_RESULT_TOO_LARGE';
@@ -85,10 +96,16 @@ class ResultTooLargeError extends Error {
  * `cap` bytes (C-MCP-4): the body is cancelled, the read errors, and `onOverflow` is told.
  * Long-lived GET event streams are not capped (they carry many messages over time).
  */
-function cappedFetch(cap: number, onOverflow: () => void): typeof fetch {
+function cappedFetch(cap: number, onOverflow: (ctx: CallContext | undefined) => void): typeof fetch {
   return async (input, init) => {
-    const res = await fetch(input, init);
-    if (!res.body || (init?.method ?? 'GET').toUpperCase() !== 'POST') return res;
+    const ctx = callContext.getStore();
+    if ((init?.method ?? 'GET').toUpperCase() !== 'POST') return fetch(input, init);
+    // Our own abort, so that passing the cap closes the connection instead of letting the
+    // HTTP client drain the rest of the body.
+    const stop = new AbortController();
+    const signal = init?.signal ? AbortSignal.any([init.signal, stop.signal]) : stop.signal;
+    const res = await fetch(input, { ...init, signal });
+    if (!res.body) return res;
     const reader = res.body.getReader();
     let seen = 0;
     const body = new ReadableStream<Uint8Array>({
@@ -100,7 +117,8 @@ function cappedFetch(cap: number, onOverflow: () => void): typeof fetch {
         }
         seen += value.byteLength;
         if (seen > cap) {
-          onOverflow();
+          onOverflow(ctx);
+          stop.abort();
           await reader.cancel().catch(() => undefined);
           ctrl.error(new ResultTooLargeError(`response exceeds ${cap} bytes`));
           return;
@@ -120,8 +138,8 @@ class Upstream {
   tools: ToolDefinition[] = [];
   private connecting: Promise<Client> | null = null;
 
-  /** Bumped whenever a response from this upstream overran the result cap. */
-  private overflows = 0;
+  /** Calls in flight on this upstream, each with what happened to its response. */
+  private readonly inflight = new Set<CallContext>();
 
   constructor(
     readonly cfg: UpstreamConfig,
@@ -131,8 +149,16 @@ class Upstream {
     private readonly maxResultBytes: number,
   ) {}
 
-  private overflowed(): void {
-    this.overflows++;
+  /**
+   * A response overran the cap. Over HTTP the response belongs to the call whose request
+   * fetched it (`ctx`). Over stdio all calls share one child: with one call in flight it is
+   * that call's response; with several, the killed child leaves each without an answer, so
+   * none of them is attributed the oversized result (each ends outcome_unknown).
+   */
+  private overflowed(ctx: CallContext | undefined): void {
+    if (ctx) ctx.overflowed = true;
+    else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
+    else for (const c of this.inflight) c.cutOff = true;
     this.log.warn(
       { upstream: this.cfg.name, cap: this.maxResultBytes },
       'upstream response over the result cap; read stopped',
@@ -163,7 +189,7 @@ class Upstream {
       });
     }
     return new StreamableHTTPClientTransport(new URL(this.cfg.url), {
-      fetch: cappedFetch(this.maxResultBytes, () => this.overflowed()),
+      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx)),
     });
   }
 
@@ -219,7 +245,7 @@ class Upstream {
       lineBytes = nl >= 0 ? chunk.length - nl - 1 : lineBytes + chunk.length;
       if (lineBytes > this.maxResultBytes) {
         lineBytes = 0;
-        this.overflowed();
+        this.overflowed(undefined);
         child.kill('SIGKILL');
       }
     });
@@ -246,25 +272,30 @@ class Upstream {
     } catch (e) {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
-    const overflowsBefore = this.overflows;
+    const ctx: CallContext = { overflowed: false, cutOff: false };
+    this.inflight.add(ctx);
     try {
       const params: Record<string, unknown> = { name: toolName };
       if (args !== undefined) params.arguments = args;
-      const result = await client.request({ method: 'tools/call', params }, looseResult, {
-        timeout: this.cfg.timeout_ms,
-        maxTotalTimeout: this.cfg.timeout_ms,
-      });
-      if (
-        this.overflows !== overflowsBefore ||
-        Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes
-      )
+      // The call's context follows its request into the capped fetch (AsyncLocalStorage).
+      const result = await callContext.run(ctx, () =>
+        client.request({ method: 'tools/call', params }, looseResult, {
+          timeout: this.cfg.timeout_ms,
+          maxTotalTimeout: this.cfg.timeout_ms,
+        }),
+      );
+      if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)
         return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
       return { boundary: 'answered', result };
     } catch (e) {
-      // A response cut at the cap surfaces as a transport error, a closed connection or a
-      // timeout; the upstream did answer, so the call is completed, with a too-large result.
-      if (this.overflows !== overflowsBefore)
-        return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
+      // This call's own response was cut at the cap: the upstream did answer (completed), too
+      // large. A call whose connection was cut for another call's response never got an answer.
+      if (ctx.overflowed) return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
+      if (ctx.cutOff)
+        return {
+          boundary: 'maybe_sent',
+          failure: "connection cut: another call's response exceeded the cap",
+        };
       if (e instanceof McpError) {
         if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
         if (e.code === McpErrorCode.ConnectionClosed)
@@ -276,6 +307,8 @@ class Upstream {
       if (/not connected/i.test((e as Error).message))
         return { boundary: 'not_sent', failure: 'not connected' };
       return { boundary: 'maybe_sent', failure: code ?? 'transport error' };
+    } finally {
+      this.inflight.delete(ctx);
     }
   }
 
