@@ -113,6 +113,20 @@ describe('two gateway processes sharing one database', () => {
     expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
   });
 
+  it('a session belongs to the instance that opened it: the other instance neither uses nor closes it', async () => {
+    const sid = (await rest(b.url, 'alice-token', 'POST', '/sessions', {})).body.session_id;
+    const use = await rpc(a.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'c.record', arguments: {}, _cmcp: { session_id: sid } },
+    });
+    expect(use.body.error.data.error_code).toBe('UNKNOWN_SESSION');
+    expect((await rest(a.url, 'alice-token', 'POST', `/sessions/${sid}/close`)).status).toBe(404);
+    const claim = await rest(b.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
+    expect(claim.body.evidence.reason).not.toBe('GATEWAY_KEY_ROTATED');
+  });
+
   it('C-CHAIN-1: both processes append to the shared gateway chain without forking it', () => {
     const db = new Database(dbPath, { readonly: true });
     const rows = db

@@ -30,7 +30,9 @@ const callIn = (url: string, sid?: string) =>
 describe('restart', () => {
   it('closes sessions left open under the previous key, with claims that say the binding is absent', async () => {
     let gw = await startInProcess(cfg);
-    const explicit = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    const challenge = 'AAECAwQFBgcICQ';
+    const explicit = (await rest(gw.url, 'alice-token', 'POST', '/sessions', { challenge })).body
+      .session_id as string;
     await callIn(gw.url, explicit);
     const defaultSid = (await callIn(gw.url)).body.result._meta['dev.cmcp/evidence'].session_id as string;
     await gw.close();
@@ -44,7 +46,12 @@ describe('restart', () => {
         const bundle = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
         const last = JSON.parse(bundle.body.entries.at(-1).canonical);
         expect(last).toMatchObject({ entry_type: 'session_close', detail: { reason: 'gateway_restarted' } });
-        expect(verifyClaim(claim.body, { bundle: bundle.body }).verdict).toBe('signed-only');
+        const report = verifyClaim(claim.body, {
+          bundle: bundle.body,
+          ...(sid === explicit ? { expectedChallenge: challenge } : {}),
+        });
+        expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+        expect(report.verdict).toBe('signed-only');
       }
       const again = await callIn(gw.url, explicit);
       expect(again.body.error.data.error_code).toBe('SESSION_CLOSED');
@@ -104,6 +111,52 @@ describe('operator routes', () => {
     } finally {
       await gw.close();
       cleanup(c2.dir);
+    }
+  });
+});
+
+describe('one live process per instance', () => {
+  it('a second start of a running instance stops before recovery, measurement or session changes', async () => {
+    const { freePort, startChild } = await import('./harness/gateway.js');
+    const { spawnSync } = await import('node:child_process');
+    const { REPO_ROOT } = await import('./harness/gateway.js');
+    const { join } = await import('node:path');
+    const c3 = await writeConfig({
+      port: await freePort(),
+      upstreams: [{ name: 'c', transport: 'http', url: up.url }],
+    });
+    const a = await startChild(c3);
+    try {
+      const sid = (await rest(a.url, 'alice-token', 'POST', '/sessions', {})).body.session_id;
+      const held = rpc(a.url, 'alice-token', {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'c.hold',
+          arguments: { ms: 2500 },
+          _cmcp: { session_id: sid, execution_id: 'lock-x' },
+        },
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      const b = spawnSync(
+        process.execPath,
+        [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'start', '--config', c3.file],
+        {
+          encoding: 'utf8',
+          timeout: 30_000,
+        },
+      );
+      expect(b.status).toBe(1);
+      expect(b.stderr).toMatch(/instance "gateway" is already running/);
+      const r = await held;
+      expect(r.body.result.content[0].text).toBe('released');
+      const claim = await rest(a.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
+      expect(claim.status).toBe(200);
+      expect(claim.body.transcript.at(-1)).toMatchObject({ disposition: 'completed' });
+    } finally {
+      await a.stop();
+      cleanup(c3.dir);
     }
   });
 });

@@ -15,7 +15,7 @@ import { ExecutionRegistry } from '../execution/registry.js';
 import { ed25519PublicJwk, jwkThumbprint } from '../format/binding.js';
 import { b64u } from '../format/canonical.js';
 import { GATEWAY_CHAIN_ID } from '../format/entry.js';
-import { measureGateway } from '../measure/index.js';
+import { measureGateway, remeasureGateway } from '../measure/index.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { agentEntity, checkEntities, PolicyEngine, toolEntities } from '../policy/engine.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
@@ -23,6 +23,7 @@ import { PolicyState } from '../policy/state.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
+import { acquireInstance, type InstanceLock } from '../store/instance-lock.js';
 import { type ProviderSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { UpstreamPool } from '../upstream/pool.js';
@@ -91,6 +92,20 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const loaded = loadPolicyAndCatalog(cfg);
   const db = openDatabase(cfg.database);
+  // Before anything destructive (recovery, stale-session close, measurement extend): a second
+  // start of a running instance stops here.
+  let instance: InstanceLock;
+  try {
+    instance = acquireInstance(db, cfg.instance_id);
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+  if (instance.tookOverFrom)
+    log.warn(
+      { previous: instance.tookOverFrom },
+      'taking over the instance from a process that stopped without closing',
+    );
   const chain = new AuditChain(db);
   const executions = new ExecutionRegistry(db, cfg.instance_id);
   const key = newGatewayKey();
@@ -101,6 +116,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   try {
     selection = await selectProvider(cfg.attestation);
   } catch (e) {
+    instance.release();
     db.close();
     throw e;
   }
@@ -112,6 +128,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   } catch (e) {
     await upstreams.close();
     provider.close();
+    instance.release();
     db.close();
     throw e;
   }
@@ -134,6 +151,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const fail = async (e: unknown): Promise<never> => {
     await upstreams.close();
     provider.close();
+    instance.release();
     db.close();
     throw e;
   };
@@ -221,6 +239,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     { defaultMaxCalls: cfg.sessions.default_max_calls, defaultMaxAgeS: cfg.sessions.default_max_age_s },
     log,
     facts,
+    cfg.instance_id,
   );
   const stale = sessions.closeStale();
   if (stale)
@@ -263,7 +282,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const started = (await provider.start?.(measurement)) ?? { ok: true, reason: null };
   chain.append(GATEWAY_CHAIN_ID, {
     entry_type: 'gateway_measurement',
-    detail: { ...measurement.json, provider: provider.name, provider_start: started },
+    detail: { ...measurement.json, trigger: 'start-up', provider: provider.name, provider_start: started },
   });
   if (started.ok === false) {
     log.warn(
@@ -276,6 +295,53 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     });
   }
   if (measurement.json.inputs.code_files === 0) log.warn('gateway measurement covers no files under dist/');
+  // An accepted policy reload re-measures the gateway (issue 6 item 6): the same code, lockfile,
+  // catalog and config inputs, the new bundle hash. Sessions bound from now on name the new
+  // digest (facts); the provider carries it in their evidence (the TPM provider extends it into
+  // the measurement PCR, in order with quotes); the gateway chain records it once the provider
+  // has answered. close() waits for that.
+  let current = measurement;
+  let remeasuring: Promise<void> = Promise.resolve();
+  operator.onReload((bundle) => {
+    const previous = current;
+    const next = remeasureGateway(previous, { policyBundleHash: bundle.hash });
+    current = next;
+    facts.gatewayMeasurement = next.json.digest;
+    const answered: Promise<Record<string, unknown>> =
+      provider.remeasure?.(next) ?? Promise.resolve({ ok: true, reason: null });
+    remeasuring = remeasuring.then(async () => {
+      const result = await answered;
+      try {
+        chain.append(GATEWAY_CHAIN_ID, {
+          entry_type: 'gateway_measurement',
+          detail: {
+            ...next.json,
+            trigger: 'policy_reload',
+            previous_digest: previous.json.digest,
+            policy_version: bundle.manifest.version,
+            provider: provider.name,
+            provider_remeasure: result,
+          },
+        });
+        if (result.ok === false) {
+          log.warn(
+            { provider: provider.name, reason: result.reason },
+            'could not extend the re-measured gateway now; retried at the next session binding',
+          );
+          chain.append(GATEWAY_CHAIN_ID, {
+            entry_type: 'attestation_binding_failed',
+            detail: { phase: 'policy-reload', provider: provider.name, reason: result.reason },
+          });
+        }
+      } catch (e) {
+        log.error({ err: (e as Error).message }, 'could not record the gateway measurement after a reload');
+      }
+    });
+    log.info(
+      { gateway_measurement: next.json.digest, bundle_hash: bundle.hash },
+      'gateway re-measured after the policy reload',
+    );
+  });
   const controls: CallControls = {
     policy: () => policy?.engine ?? null,
     catalog,
@@ -370,7 +436,9 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       await app.close();
       authFailures.flush();
       await upstreams.close();
+      await remeasuring;
       provider.close();
+      instance.release();
       db.close();
     },
   };

@@ -41,6 +41,8 @@ export interface SessionRow {
   key_thumbprint: string;
   call_count: number;
   binding_json: string;
+  /** instance_id of the gateway that opened the session. */
+  owner: string;
 }
 
 /** Gateway facts folded into every binding preimage and claim. */
@@ -81,6 +83,8 @@ export class SessionService {
      * so a policy reload (which mutates this object) binds the next session to the new hash.
      */
     private readonly facts: SessionFacts,
+    /** This gateway's instance_id: sessions are used and closed only by the instance that opened them. */
+    private readonly instanceId = 'gateway',
   ) {}
 
   /**
@@ -106,7 +110,7 @@ export class SessionService {
       this.db
         .prepare(
           `INSERT INTO sessions (session_id, agent_id, is_default, status, created_at, created_ms, chain_root,
-             key_thumbprint, call_count, binding_json) VALUES (?,?,?,?,?,?,?,?,0,'{}')`,
+             key_thumbprint, call_count, binding_json, owner) VALUES (?,?,?,?,?,?,?,?,0,'{}',?)`,
         )
         .run(
           sessionId,
@@ -117,6 +121,7 @@ export class SessionService {
           now.getTime(),
           e.entry_hash,
           thumb,
+          this.instanceId,
         );
       return e.entry_hash;
     });
@@ -133,6 +138,9 @@ export class SessionService {
       challenge: opts.challenge ?? null,
     };
     const rd = reportData(this.key.thumbprint, bindingDigest(preimage));
+    // Taken with the preimage, so a reload during the bind cannot pair a newer measurement
+    // with this preimage's digest.
+    const measurementAtBind = this.provider.measurementEvidence?.() ?? null;
     let evidence: EvidenceJson;
     try {
       const bound = await this.provider.bind(rd);
@@ -150,7 +158,7 @@ export class SessionService {
         { session_id: sessionId, provider: this.provider.name, reason, err: message },
         'attestation binding failed; session continues without hardware binding',
       );
-      const measurement = this.provider.measurementEvidence?.() ?? null;
+      const measurement = measurementAtBind;
       evidence = {
         provider: this.provider.name,
         status: 'absent',
@@ -198,7 +206,8 @@ export class SessionService {
   async resolve(agentId: string, sessionId: string | undefined): Promise<SessionRow> {
     if (sessionId !== undefined) {
       const row = this.get(agentId, sessionId);
-      if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+      // Another instance's session is not usable here: its binding is that instance's key.
+      if (!row || row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
       if (row.status !== 'open')
         throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
       return row;
@@ -214,10 +223,10 @@ export class SessionService {
 
   private async resolveDefault(agentId: string): Promise<SessionRow> {
     const row = this.db
-      .prepare<[string], SessionRow>(
-        "SELECT * FROM sessions WHERE agent_id = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
+      .prepare<[string, string], SessionRow>(
+        "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
       )
-      .get(agentId);
+      .get(agentId, this.instanceId);
     if (row) {
       const expired =
         row.call_count >= this.limits.defaultMaxCalls ||
@@ -239,6 +248,8 @@ export class SessionService {
       const row = this.get(agentId, sessionId);
       if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
       if (row.status === 'closed') return storedClaim(this.db, sessionId) as Claim;
+      // Only the instance that opened a session can close it: the claim is signed with its key.
+      if (row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
       this.chain.append(sessionId, {
         entry_type: 'session_close',
         session_id: sessionId,
@@ -271,18 +282,23 @@ export class SessionService {
     if (record.preimage && record.evidence && record.preimage.key_thumbprint === thumb) {
       return record as SessionBindingRecord;
     }
-    const preimage: SessionBindingPreimage = {
-      domain: 'cmcp.session-binding',
-      version: 1,
-      session_id: row.session_id,
-      chain_root: row.chain_root,
-      key_thumbprint: thumb,
-      gateway_measurement: this.facts.gatewayMeasurement,
-      policy_bundle_hash: this.facts.policyBundleHash,
-      catalog_hash: this.facts.catalogHash,
-      challenge: null,
-    };
+    // Keep what the session was opened under (challenge, measurement, policy and catalog
+    // hashes); only the key that signs the claim is this process's.
+    const preimage: SessionBindingPreimage = record.preimage
+      ? { ...record.preimage, key_thumbprint: thumb }
+      : {
+          domain: 'cmcp.session-binding',
+          version: 1,
+          session_id: row.session_id,
+          chain_root: row.chain_root,
+          key_thumbprint: thumb,
+          gateway_measurement: this.facts.gatewayMeasurement,
+          policy_bundle_hash: this.facts.policyBundleHash,
+          catalog_hash: this.facts.catalogHash,
+          challenge: null,
+        };
     const rd = reportData(this.key.thumbprint, bindingDigest(preimage));
+    const measurement = (record.evidence as { measurement?: unknown } | undefined)?.measurement;
     return {
       preimage,
       evidence: {
@@ -291,7 +307,8 @@ export class SessionService {
         reason: record.preimage ? 'GATEWAY_KEY_ROTATED' : 'BINDING_NOT_COMPLETED',
         report_data: b64u(rd),
         tpm: null,
-      },
+        ...(measurement ? { measurement } : {}),
+      } as SessionBindingRecord['evidence'],
     };
   }
 
@@ -307,13 +324,15 @@ export class SessionService {
     const rows = (
       agentId === null
         ? this.db
-            .prepare<[], SessionRow>("SELECT * FROM sessions WHERE status = 'open' ORDER BY created_ms")
-            .all()
-        : this.db
             .prepare<[string], SessionRow>(
-              "SELECT * FROM sessions WHERE status = 'open' AND agent_id = ? ORDER BY created_ms",
+              "SELECT * FROM sessions WHERE status = 'open' AND owner = ? ORDER BY created_ms",
             )
-            .all(agentId)
+            .all(this.instanceId)
+        : this.db
+            .prepare<[string, string], SessionRow>(
+              "SELECT * FROM sessions WHERE status = 'open' AND owner = ? AND agent_id = ? ORDER BY created_ms",
+            )
+            .all(this.instanceId, agentId)
     ) as SessionRow[];
     const out: { session_id: string; agent_id: string; claim_sequence: number }[] = [];
     for (const r of rows) {
@@ -352,10 +371,10 @@ export class SessionService {
   closeStale(): number {
     const thumb = b64u(this.key.thumbprint);
     const rows = this.db
-      .prepare<[string], { session_id: string; agent_id: string }>(
-        "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND key_thumbprint != ?",
+      .prepare<[string, string], { session_id: string; agent_id: string }>(
+        "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? AND key_thumbprint != ?",
       )
-      .all(thumb);
+      .all(this.instanceId, thumb);
     for (const r of rows) this.close(r.agent_id, r.session_id, 'gateway_restarted');
     return rows.length;
   }

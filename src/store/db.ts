@@ -35,7 +35,17 @@ CREATE TABLE IF NOT EXISTS sessions (
   chain_root    TEXT    NOT NULL,
   key_thumbprint TEXT   NOT NULL,    -- b64url; the gateway key that the binding covers
   call_count    INTEGER NOT NULL DEFAULT 0,
-  binding_json  TEXT    NOT NULL     -- preimage + evidence section as it will appear in the claim
+  binding_json  TEXT    NOT NULL,    -- preimage + evidence section as it will appear in the claim
+  owner         TEXT    NOT NULL DEFAULT 'gateway'  -- instance_id of the gateway that opened it
+);
+
+-- One live process per instance_id (see store/instance-lock.ts).
+CREATE TABLE IF NOT EXISTS instances (
+  instance_id  TEXT PRIMARY KEY,
+  pid          INTEGER NOT NULL,
+  hostname     TEXT    NOT NULL,
+  started_at   TEXT    NOT NULL,
+  heartbeat_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sessions_agent ON sessions(agent_id, status, is_default);
 
@@ -75,6 +85,10 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
+  // Databases made before sessions had an owner get the column (and the default instance id).
+  const cols = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('sessions')").all();
+  if (cols.length && !cols.some((c) => c.name === 'owner'))
+    db.exec("ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'gateway'");
   db.exec(SCHEMA);
   return db;
 }
