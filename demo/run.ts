@@ -5,11 +5,15 @@
  *  - an ordinary MCP client (the official SDK, Streamable HTTP, bearer token) uses tools of two real
  *    MCP servers (`@modelcontextprotocol/server-filesystem` and `server-everything`, over stdio)
  *    through the gateway, with results (text and structuredContent) passed through intact;
+ *  - every call is decided by Cedar against the example policy bundle (examples/policy) and the
+ *    pinned tool catalog (examples/catalog.json): writes only into the workspace's outbox, so one
+ *    write outside it is refused with POLICY_DENY and the id of the policy that forbade it;
  *  - the calls run in a gateway session whose audit-chain root was bound into a TPM quote
  *    (a software TPM, swtpm) when the session opened, over a fresh verifier challenge;
  *  - closing the session yields a signed claim that the offline verifier (`cmcp verify`)
  *    re-derives from the claim and the audit bundle alone: claim signature → key thumbprint →
- *    binding preimage → TPM quote over SHA-256(REPORT_DATA) → chain root, tip and length.
+ *    binding preimage → TPM quote over SHA-256(REPORT_DATA) → chain root, tip and length, with the
+ *    policy and catalog hashes pinned (`--policy-hash`, `--catalog-hash`) to those of the files.
  *
  * Expected verdict: `hardware-unanchored` (the swtpm AK is not chained to a pinned root). Exit 0 on
  * `hardware-unanchored` or `hardware-attested`, 1 otherwise. Everything started is stopped on
@@ -19,6 +23,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   closeSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -35,15 +40,19 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { stringify } from 'yaml';
 import { provisionSwtpm, type SwtpmInstance, startSwtpm } from '../native/tpm/swtpm.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 const MCP_SERVERS = join(REPO_ROOT, 'node_modules', '@modelcontextprotocol');
+const POLICY_BUNDLE = join(REPO_ROOT, 'examples', 'policy');
+const CATALOG_FILE = join(REPO_ROOT, 'examples', 'catalog.json');
 const ACCEPTED_VERDICTS = new Set(['hardware-unanchored', 'hardware-attested']);
 const AGENT_ID = 'demo-agent';
+/** Cedar principal attributes of the demo agent: a writer (examples/policy/00-baseline.cedar). */
+const AGENT_ATTRIBUTES = { team: 'eng', roles: ['writer'] };
 
 /**
  * Aborted by the first SIGINT/SIGTERM. Steps stop at their next await (or the next step) and the
@@ -179,7 +188,10 @@ function lastLines(file: string, n: number): string {
 
 interface Workspace {
   dir: string;
+  /** The folder server-filesystem serves (its only allowed directory). */
   filesDir: string;
+  /** `filesDir/outbox`: the only place the example policy lets writing tools touch. */
+  outboxDir: string;
   configFile: string;
   logFile: string;
 }
@@ -192,8 +204,15 @@ function makeWorkspace(keep: boolean): Workspace {
     else rmSync(dir, { recursive: true, force: true });
   });
   const filesDir = join(dir, 'files');
-  mkdirSync(filesDir);
-  return { dir, filesDir, configFile: join(dir, 'cmcp.yaml'), logFile: join(dir, 'gateway.log') };
+  const outboxDir = join(filesDir, 'outbox');
+  mkdirSync(outboxDir, { recursive: true });
+  return {
+    dir,
+    filesDir,
+    outboxDir,
+    configFile: join(dir, 'cmcp.yaml'),
+    logFile: join(dir, 'gateway.log'),
+  };
 }
 
 /**
@@ -212,14 +231,25 @@ function startTpm(ws: Workspace): Promise<SwtpmInstance> {
   return starting;
 }
 
-/** Writes the gateway config; the agent's token is stored only as its SHA-256. */
+/**
+ * Writes the gateway config; the agent's token is stored only as its SHA-256. Policy and catalog
+ * are the reviewed examples in the repository, used as they are.
+ */
 function writeConfig(ws: Workspace, tcti: string, port: number, token: string): void {
   const config = {
     dev_mode: false,
     listen: { host: '127.0.0.1', port },
     database: join(ws.dir, 'cmcp.db'),
     attestation: { provider: 'tpm', tcti, ak_algorithm: 'ecc-p256' },
-    agents: [{ agent_id: AGENT_ID, token_sha256: createHash('sha256').update(token).digest('hex') }],
+    agents: [
+      {
+        agent_id: AGENT_ID,
+        token_sha256: createHash('sha256').update(token).digest('hex'),
+        attributes: AGENT_ATTRIBUTES,
+      },
+    ],
+    policy: { bundle: POLICY_BUNDLE, enforcement_mode: 'enforcing' },
+    catalog: { file: CATALOG_FILE },
     upstreams: [
       {
         name: 'fs',
@@ -359,7 +389,39 @@ async function callInSession(
   return result;
 }
 
-async function useTools(client: Client, sessionId: string, filesDir: string): Promise<void> {
+/**
+ * A call the policy must refuse: the gateway answers with a JSON-RPC error (POLICY_DENY, the
+ * matched policy ids, and evidence of the refusal's audit entry in our session); the upstream
+ * never sees the call.
+ */
+async function deniedInSession(
+  client: Client,
+  sessionId: string,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<void> {
+  const params = { name, arguments: args, _cmcp: { session_id: sessionId } };
+  try {
+    await client.callTool(params, undefined, { signal });
+  } catch (e) {
+    if (!(e instanceof McpError)) throw e;
+    const data = e.data as
+      | { error_code?: string; policy_ids?: string[]; evidence?: CallEvidence }
+      | undefined;
+    if (data?.error_code !== 'POLICY_DENY')
+      throw new Error(`${name}: expected POLICY_DENY, got ${e.message} ${JSON.stringify(data)}`);
+    if (data.evidence?.session_id !== sessionId)
+      throw new Error(`${name}: the refusal was not recorded in session ${sessionId}`);
+    info(
+      `${name}  ✗ #${data.evidence.sequence_number} ${data.evidence.entry_hash.slice(0, 16)}…  ` +
+        `POLICY_DENY by ${(data.policy_ids ?? []).join(', ') || '(no permit)'} (JSON-RPC ${e.code})`,
+    );
+    return;
+  }
+  throw new Error(`${name}: the policy allowed a call it must refuse`);
+}
+
+async function useTools(client: Client, sessionId: string, ws: Workspace): Promise<void> {
   const { tools } = await client.listTools(undefined, { signal });
   const byUpstream = new Map<string, string[]>();
   for (const t of tools) {
@@ -378,9 +440,14 @@ async function useTools(client: Client, sessionId: string, filesDir: string): Pr
   }
 
   console.log('');
-  const path = join(filesDir, 'hello.txt');
+  const path = join(ws.outboxDir, 'hello.txt');
   const content = `Hello from the cmcp demo, ${new Date().toISOString()}\n`;
   await callInSession(client, sessionId, 'fs.write_file', { path, content });
+  // Outside the outbox: forbidden by the example policy's guardrail, never reaches the server.
+  const outside = join(ws.filesDir, 'outside-the-outbox.txt');
+  info(`fs.write_file to ${outside} (outside ${ws.outboxDir}):`);
+  await deniedInSession(client, sessionId, 'fs.write_file', { path: outside, content });
+  if (existsSync(outside)) throw new Error('the denied write reached server-filesystem');
   const read = await callInSession(client, sessionId, 'fs.read_text_file', { path });
   if (textOf(read) !== content) throw new Error('fs.read_text_file did not return what fs.write_file wrote');
   await callInSession(client, sessionId, 'everything.echo', { message: 'through the gateway and back' });
@@ -403,10 +470,34 @@ interface VerifyReport {
   checks: { id: string; status: string; reason_code: string; detail: string }[];
 }
 
-async function verify(ws: Workspace, challenge: string): Promise<VerifyOutcome> {
+/** The hashes a relying party pins, computed by the CLI from the reviewed files themselves. */
+async function hashOf(kind: 'policy' | 'catalog', path: string): Promise<string> {
+  const r = await runCli([kind, 'hash', path]);
+  const hash = r.stdout.trim();
+  if (r.code !== 0 || !/^sha256:[0-9a-f]{64}$/.test(hash))
+    throw new Error(`cmcp ${kind} hash ${path} failed: ${r.stderr || r.stdout}`);
+  return hash;
+}
+
+async function verify(
+  ws: Workspace,
+  challenge: string,
+  pins: { policy: string; catalog: string },
+): Promise<VerifyOutcome> {
   const claim = join(ws.dir, 'claim.json');
   const audit = join(ws.dir, 'audit.json');
-  const args = ['verify', claim, '--audit', audit, '--challenge', challenge];
+  const args = [
+    'verify',
+    claim,
+    '--audit',
+    audit,
+    '--challenge',
+    challenge,
+    '--policy-hash',
+    pins.policy,
+    '--catalog-hash',
+    pins.catalog,
+  ];
   const text = await runCli(args);
   const json = await runCli([...args, '--json']);
   if (json.code === 2 || text.code === 2)
@@ -444,6 +535,12 @@ async function main(keep: boolean): Promise<number> {
   info(
     `config ${ws.configFile} (attestation tpm / ecc-p256, agent ${AGENT_ID}, token stored as SHA-256 only)`,
   );
+  const pins = {
+    policy: await hashOf('policy', POLICY_BUNDLE),
+    catalog: await hashOf('catalog', CATALOG_FILE),
+  };
+  info(`policy  ${POLICY_BUNDLE} (enforcing) ${pins.policy}`);
+  info(`catalog ${CATALOG_FILE} ${pins.catalog}`);
   logFile = ws.logFile;
   await startGatewayProcess(ws, url);
   info(`gateway listening on ${url} (log: ${ws.logFile})`);
@@ -459,7 +556,7 @@ async function main(keep: boolean): Promise<number> {
 
   step('Using tools through the gateway with the MCP SDK client (Streamable HTTP)');
   const client = await connectClient(url, token);
-  await useTools(client, session.session_id, ws.filesDir);
+  await useTools(client, session.session_id, ws);
 
   step('Closing the session and fetching its claim and audit bundle');
   await rest(url, token, 'POST', `/sessions/${session.session_id}/close`);
@@ -473,14 +570,21 @@ async function main(keep: boolean): Promise<number> {
   const claim = JSON.parse(claimText) as {
     audit_chain: { root: string; tip: string; length: number };
     counters: Record<string, number>;
+    policy_bundle_hash: string | null;
+    catalog_hash: string | null;
+    enforcement_mode: string;
   };
   info(`chain root   ${claim.audit_chain.root}`);
   info(`chain tip    ${claim.audit_chain.tip}`);
   info(`chain length ${claim.audit_chain.length} entries`);
   info(`counters     ${JSON.stringify(claim.counters)}`);
+  info(`policy       ${claim.policy_bundle_hash} (${claim.enforcement_mode})`);
+  info(`catalog      ${claim.catalog_hash}`);
 
-  step('Verifying offline: cmcp verify claim.json --audit audit.json --challenge …');
-  const v = await verify(ws, challenge);
+  step(
+    'Verifying offline: cmcp verify claim.json --audit audit.json --challenge … --policy-hash … --catalog-hash …',
+  );
+  const v = await verify(ws, challenge, pins);
   console.log(indent(v.text));
 
   const ok = ACCEPTED_VERDICTS.has(v.verdict);
@@ -488,6 +592,8 @@ async function main(keep: boolean): Promise<number> {
     `\n${ok ? 'PASS' : 'FAIL'}: verdict ${v.verdict} for session ${session.session_id} ` +
       `(${((Date.now() - started) / 1000).toFixed(1)} s)`,
   );
+  console.log(`  policy hash  ${pins.policy} (examples/policy, pinned with --policy-hash)`);
+  console.log(`  catalog hash ${pins.catalog} (examples/catalog.json, pinned with --catalog-hash)`);
   for (const f of v.failed) console.log(`  failed check: ${f}`);
   return ok ? 0 : 1;
 }

@@ -14,6 +14,7 @@ import {
   measurementDigest,
   packageRoot,
   pcrExtend,
+  remeasureGateway,
 } from '../src/measure/index.js';
 
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest();
@@ -120,5 +121,18 @@ describe('gateway measurement', () => {
     expect(packageRoot()).toMatch(/main$|[^/]+$/);
     const d = sha('m');
     expect(pcrExtend(Buffer.alloc(32), d).equals(sha(Buffer.concat([Buffer.alloc(32), d])))).toBe(true);
+  });
+
+  it('a reload re-measurement keeps the start-up code, lockfile, catalog and config inputs, with the new policy', () => {
+    const base = { root, policyBundleHash: 'sha256:01', catalogHash: 'sha256:c0', config: { x: 1 } };
+    const start = measureGateway(base);
+    // dist/ changes on disk after start-up: not what this process runs, so not measured again
+    writeFileSync(join(root, 'dist', 'late.js'), 'built after start');
+    const again = remeasureGateway(start, { policyBundleHash: 'sha256:02' });
+    rmSync(join(root, 'dist', 'late.js'));
+    expect(again.json.inputs).toEqual({ ...start.json.inputs, policy_bundle_hash: 'sha256:02' });
+    expect(again.json).toEqual(measureGateway({ ...base, policyBundleHash: 'sha256:02' }).json);
+    expect(again.bytes.equals(measurementDigest(again.json.inputs))).toBe(true);
+    expect(again.json.digest).not.toBe(start.json.digest);
   });
 });

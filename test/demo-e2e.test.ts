@@ -1,7 +1,8 @@
 /**
- * The demo flow as an end-to-end test (issue 2 item 12): swtpm, the gateway with the TPM
- * provider in its own process, server-filesystem and server-everything over stdio, the
- * official SDK client, claim + bundle, `cmcp verify`. Runs `dist/demo/run.js` exactly as
+ * The demo flow as an end-to-end test (issue 2 item 12, issue 6 item 8): swtpm, the gateway with
+ * the TPM provider in its own process, the example policy bundle and catalog, server-filesystem
+ * and server-everything over stdio, the official SDK client, one call the policy denies, claim +
+ * bundle, `cmcp verify --policy-hash --catalog-hash`. Runs `dist/demo/run.js` exactly as
  * `npm run demo` does and checks its verdict and that it leaves nothing running.
  */
 import { execFile } from 'node:child_process';
@@ -9,6 +10,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { loadCatalogFile } from '../src/catalog/catalog.js';
+import { hashBundleDir } from '../src/policy/bundle.js';
 import { REPO_ROOT } from './harness/gateway.js';
 
 const run = promisify(execFile);
@@ -23,6 +26,20 @@ describe('npm run demo', () => {
     expect(stdout).toContain('fs.read_text_file');
     expect(stdout).toContain('everything.echo');
     expect(stdout).toContain('"conditions":"Light rain / drizzle"');
+    // One write outside the outbox, refused by the example policy's guardrail.
+    expect(stdout).toMatch(
+      /fs\.write_file {2}✗ #\d+ [0-9a-f]{16}… {2}POLICY_DENY by fs-writes-only-in-outbox/,
+    );
+    // The example policy and catalog ran, and verify pinned their hashes.
+    const policyHash = hashBundleDir(join(REPO_ROOT, 'examples', 'policy'));
+    const catalogHash = loadCatalogFile(join(REPO_ROOT, 'examples', 'catalog.json')).hash;
+    expect(stdout).toContain(`policy hash  ${policyHash} (examples/policy, pinned with --policy-hash)`);
+    expect(stdout).toContain(
+      `catalog hash ${catalogHash} (examples/catalog.json, pinned with --catalog-hash)`,
+    );
+    expect(stdout).toContain(`claim.policy_hash       OK: policy_bundle_hash is the pinned ${policyHash}`);
+    expect(stdout).toContain(`claim.catalog_hash      OK: catalog_hash is the pinned ${catalogHash}`);
+    expect(stdout).toContain('"refused":1');
     const m = /session ([0-9a-f-]{36})/.exec(stdout);
     // Nothing of this run is left behind: no gateway or swtpm naming its temp folder.
     const ps = await run('ps', ['-eo', 'pid,stat,args']);

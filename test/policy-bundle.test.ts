@@ -180,7 +180,7 @@ describe('Cedar requests', () => {
       sensitivity: 'confidential',
       annotations: { readOnlyHint: false, destructiveHint: true, title: 'ignored' },
     },
-    arguments: { path: '/tmp/cmcp-workspace/outbox/a.txt', content: 'x' },
+    arguments: { path: '/srv/workspace/outbox/a.txt', content: 'x' },
     workflowId: 'wf-1',
     session: { calls: 0, maxSensitivity: 'unclassified' },
     ...over,
@@ -197,8 +197,13 @@ describe('Cedar requests', () => {
     expect(d.decision).toBe('deny');
     expect(d.matched).toEqual(['fs-writes-only-in-outbox']);
     expect(
-      engine.evaluate(req({ arguments: { path: '/tmp/cmcp-workspace/outbox/../x', content: '' } })).decision,
+      engine.evaluate(req({ arguments: { path: '/srv/workspace/outbox/../x', content: '' } })).decision,
     ).toBe('deny');
+    // outside the outbox folder, or not an absolute path
+    for (const path of ['/srv/workspace/notes.txt', 'outbox/a.txt', '/srv/workspace/outboxes/a.txt'])
+      expect(engine.evaluate(req({ arguments: { path, content: '' } })).matched, path).toEqual([
+        'fs-writes-only-in-outbox',
+      ]);
     // by agent: no writer role ⇒ no permit ⇒ default deny, nothing matched
     expect(engine.evaluate(req({ agentAttributes: { team: 'eng' } }))).toMatchObject({
       decision: 'deny',

@@ -1,13 +1,15 @@
 /**
  * Cedar decisions on every call (issue 6 items 2, 3, 5, 7) with real upstreams:
- * @modelcontextprotocol/server-filesystem on /tmp/cmcp-workspace and server-everything,
- * behind the example bundle (examples/policy) and catalog (examples/catalog.json).
+ * @modelcontextprotocol/server-filesystem on a fresh temp workspace (removed afterwards) and
+ * server-everything, behind the example bundle (examples/policy) and catalog
+ * (examples/catalog.json).
  * Allow and deny by tool, by argument value and by agent; fail-closed evaluation; session
  * facts; enforcing, advisory and silent modes; decisions and policy ids in the chain and in
  * the claim transcript; `cmcp verify --policy-hash`.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
@@ -26,7 +28,9 @@ import {
   writeConfig,
 } from './harness/gateway.js';
 
-const WORKSPACE = '/tmp/cmcp-workspace';
+// A fresh workspace per run (realpath: server-filesystem compares resolved paths against its
+// allowed directory). The example bundle allows writes only in its `outbox` folder.
+const WORKSPACE = realpathSync(mkdtempSync(join(tmpdir(), 'cmcp-policy-ws-')));
 const OUTBOX = join(WORKSPACE, 'outbox');
 const BUNDLE = join(REPO_ROOT, 'examples', 'policy');
 const CATALOG = join(REPO_ROOT, 'examples', 'catalog.json');
@@ -62,6 +66,7 @@ beforeAll(() => {
   mkdirSync(OUTBOX, { recursive: true });
   writeFileSync(NOTE, 'confidential note\n');
 });
+afterAll(() => rmSync(WORKSPACE, { recursive: true, force: true }));
 
 describe('enforcing (the example bundle)', () => {
   let cfg: TestConfig;

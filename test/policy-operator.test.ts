@@ -190,6 +190,20 @@ describe('signed policy reload', () => {
     const s2 = ok.body.result._meta['dev.cmcp/evidence'].session_id;
     const c2 = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${s2}/close`)).body;
     expect(c2.binding.preimage.policy_bundle_hash).toBe(hashBundleDir(v3));
+    // The reload re-measured the gateway: the next session binds the new measurement, which names v3.
+    expect(r.body.gateway_measurement).toBe(gw.facts.gatewayMeasurement);
+    expect(c2.gateway_measurement).toBe(r.body.gateway_measurement);
+    expect(c2.evidence.measurement.inputs.policy_bundle_hash).toBe(hashBundleDir(v3));
+    expect(c1.gateway_measurement).not.toBe(c2.gateway_measurement);
+    expect(gatewayEntries(gw, 'gateway_measurement').at(-1)?.detail).toMatchObject({
+      trigger: 'policy_reload',
+      digest: r.body.gateway_measurement,
+      previous_digest: c1.gateway_measurement,
+      inputs: { policy_bundle_hash: hashBundleDir(v3) },
+    });
+    const v2report = verifyClaim(c2, { expectedPolicyHash: hashBundleDir(v3) });
+    expect(v2report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+    expect(v2report.notes.join('\n')).not.toMatch(/reloaded after start-up/);
     expect(c2.transcript[0]).toMatchObject({
       policy_decision: 'allow',
       policy_rule_matched: ['allow-read-only-tools'],

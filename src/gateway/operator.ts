@@ -7,7 +7,8 @@
  *   the exact policy text in force is on the record and a restart resumes it instead of
  *   silently falling back to an older configured bundle. Open sessions are closed with claims
  *   (reason `policy_reload`): every session's claim covers decisions of exactly the policy its
- *   binding names, and the next session binds the new hash. Refusals are recorded as
+ *   binding names, and the next session binds the new hash and the gateway measurement taken
+ *   again with it (runtime.ts registers that hook). Refusals are recorded as
  *   `policy_reload_refused`.
  * - `POST /operator/agents/{agent_id}/block` `{reason?}` — the kill switch: recorded as
  *   `agent_blocked`; the agent's open sessions are closed with claims; every route refuses it
@@ -185,6 +186,8 @@ export class OperatorControls implements OperatorApi {
       version: next.manifest.version,
       previous_bundle_hash: previous.hash,
       previous_version: previous.manifest.version,
+      // The gateway measurement the next session binds (re-measured by a reload hook, if any).
+      gateway_measurement: this.facts.gatewayMeasurement,
       entry_hash: entry.entry_hash,
       sessions_closed: closed,
     };

@@ -140,3 +140,21 @@ export function measureGateway(m: MeasurementInputs): GatewayMeasurement {
 export function pcrExtend(before: Buffer, digest: Buffer): Buffer {
   return createHash('sha256').update(before).update(digest).digest();
 }
+
+/**
+ * The gateway measurement after a policy reload (issue 6 item 6): the same code, lockfile,
+ * catalog and config inputs as `previous` (what this process started with — dist/ is not read
+ * again, so a build on disk after start-up is never claimed as running), with the new policy
+ * bundle hash, encoded as above.
+ */
+export function remeasureGateway(
+  previous: GatewayMeasurement,
+  change: { policyBundleHash: string | null },
+): GatewayMeasurement {
+  const inputs: MeasurementJson['inputs'] = {
+    ...previous.json.inputs,
+    policy_bundle_hash: change.policyBundleHash,
+  };
+  const bytes = measurementDigest(inputs);
+  return { json: { version: MEASUREMENT_VERSION, digest: tagged(bytes), inputs }, bytes };
+}

@@ -50,6 +50,15 @@ export interface AttestationProvider {
    * @returns what the gateway chain's `attestation_provider` entry records.
    */
   start?(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>>;
+  /**
+   * A new gateway measurement after an accepted policy reload (issue 6 item 6): bindings
+   * requested from now on carry it. The TPM provider extends it into the measurement PCR, in
+   * order with quotes (a quote requested before this call still sees the previous state). Never
+   * throws: a failure is returned in the detail (`ok: false`, `reason`) and the extend is
+   * retried at the next bind.
+   * @returns what the gateway chain's `gateway_measurement` entry records about the provider.
+   */
+  remeasure?(measurement: GatewayMeasurement): Promise<Record<string, unknown>>;
   /** The measurement section a claim carries even when the binding failed (null: none). */
   measurementEvidence?(): MeasurementJson | null;
   /**
@@ -68,6 +77,10 @@ export class SoftwareProvider implements AttestationProvider {
   private measurement: MeasurementJson | null = null;
   async start(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>> {
     this.measurement = measurement?.json ?? null;
+    return { ok: true, reason: null };
+  }
+  async remeasure(measurement: GatewayMeasurement): Promise<Record<string, unknown>> {
+    this.measurement = measurement.json;
     return { ok: true, reason: null };
   }
   measurementEvidence(): MeasurementJson | null {

@@ -14,7 +14,9 @@
  *
  * Measurement (issue 4 item 3): the gateway measurement digest is extended into the measurement
  * PCR once, and that PCR is in every quote; the claim carries the PCR value read just before the
- * extend, so PCR = SHA-256(pcr_before ‖ digest) can be checked.
+ * extend, so PCR = SHA-256(pcr_before ‖ digest) can be checked. A policy reload re-measures the
+ * gateway (issue 6 item 6): the new digest is extended on top, and later claims carry it with
+ * the PCR value read just before that extend.
  */
 
 import { X509Certificate } from 'node:crypto';
@@ -88,6 +90,29 @@ export class TpmProvider implements AttestationProvider {
   async start(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>> {
     this.measurement = measurement;
     return this.serial(() => {
+      try {
+        this.ensureReady();
+        return { ok: true, reason: null, ...this.describe() };
+      } catch (e) {
+        const err = this.toBindingError(e);
+        this.reset();
+        return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
+      }
+    });
+  }
+
+  /**
+   * After a policy reload: the new measurement is extended into the measurement PCR (once, on
+   * top of whatever is there: `pcr_before` is the value read just before this extend), in the
+   * same queue as quotes, so a quote requested before this call carries the previous measurement
+   * and its PCR state, and every quote requested after it carries this one. When the TPM is not
+   * reachable now, the extend happens at the next bind (ensureReady).
+   */
+  remeasure(measurement: GatewayMeasurement): Promise<Record<string, unknown>> {
+    return this.serial(() => {
+      this.measurement = measurement;
+      // The new digest is not in the PCR yet: ensureMeasured extends it.
+      this.measured = null;
       try {
         this.ensureReady();
         return { ok: true, reason: null, ...this.describe() };

@@ -66,6 +66,12 @@ abstract class TsmProviderBase implements AttestationProvider {
     return { ok: true, reason: null, tsm_path: this.root, source: this.source() };
   }
 
+  /** REPORT_DATA carries the measurement (via the preimage): no device work, effective at once. */
+  async remeasure(measurement: GatewayMeasurement): Promise<Record<string, unknown>> {
+    this.measurement = measurement.json;
+    return { ok: true, reason: null };
+  }
+
   /** Where reports will come from right now. */
   abstract source(): string;
 
@@ -74,11 +80,14 @@ abstract class TsmProviderBase implements AttestationProvider {
   }
 
   bind(reportData: Buffer): Promise<BoundEvidence> {
+    // The measurement in force when the binding was requested (the preimage names it), even if
+    // a policy reload re-measures the gateway while this report waits its turn.
+    const measurement = this.measurement;
     // One report at a time: a configfs entry per request, but the PSP/TDX module serialises anyway.
     const run = this.queue.then(async () => {
       try {
         const ev = await this.bindNow(reportData);
-        if (this.measurement) ev.measurement = this.measurement;
+        if (measurement) ev.measurement = measurement;
         return ev;
       } catch (e) {
         throw toBindingError(e);

@@ -147,7 +147,7 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
   );
   if (m.inputs.policy_bundle_hash !== input.claimPolicyHash) {
     notes.push(
-      `The measurement covers policy ${quoteUntrusted(m.inputs.policy_bundle_hash ?? 'none', 80)} (at start-up); the claim binds policy ${quoteUntrusted(input.claimPolicyHash ?? 'none', 80)}: the policy was reloaded after start-up.`,
+      `The measurement covers policy ${quoteUntrusted(m.inputs.policy_bundle_hash ?? 'none', 80)} (at start-up); the claim binds policy ${quoteUntrusted(input.claimPolicyHash ?? 'none', 80)}: the policy was reloaded after start-up and the gateway did not measure itself again (the measurement does not name the policy that decided).`,
     );
   }
 
