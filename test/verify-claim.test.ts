@@ -3,23 +3,16 @@
  * a real hash chain, software 'absent' evidence, and software-made TPM-format quotes for the
  * 'bound' path (the lead's swtpm e2e test covers a live TPM).
  */
-import { createHash, generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
+import { createHash, generateKeyPairSync, type KeyObject, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { registerVerifyCommand, runVerify } from '../src/cli/verify.js';
-import {
-  bindingDigest,
-  ed25519PublicJwk,
-  jwkThumbprint,
-  reportData,
-  type SessionBindingPreimage,
-  tpmQualifyingData,
-} from '../src/format/binding.js';
+import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '../src/format/binding.js';
 import { b64u, fromB64u } from '../src/format/canonical.js';
-import { CLAIM_PROFILE, type Claim, claimHash, signClaim, type UnsignedClaim } from '../src/format/claim.js';
+import { type Claim, claimHash, signClaim, type UnsignedClaim } from '../src/format/claim.js';
 import {
   type AuditBundle,
   type AuditEntryBody,
@@ -30,155 +23,26 @@ import { verifyClaim } from '../src/verify/claim.js';
 import { renderJson, renderText } from '../src/verify/render.js';
 import type { VerificationReport } from '../src/verify/result.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
-
-// ---------- chain ----------
-function entryBody(
-  sessionId: string,
-  seq: number,
-  prev: string,
-  over: Partial<AuditEntryBody> = {},
-): AuditEntryBody {
-  return {
-    entry_version: 1,
-    entry_id: randomUUID(),
-    chain_id: sessionId,
-    sequence_number: seq,
-    timestamp_utc: `2026-11-30T12:00:${String(seq).padStart(2, '0')}.000001Z`,
-    entry_type: seq === 0 ? 'session_open' : 'tool_call',
-    session_id: sessionId,
-    call_id: seq === 0 ? null : randomUUID(),
-    agent_id: 'agent-a',
-    workflow_id: null,
-    execution_id: null,
-    tool_name: seq === 0 ? null : 'echo',
-    server_identity: seq === 0 ? null : 'everything',
-    policy_decision: seq === 0 ? null : 'allow',
-    policy_rule_matched: null,
-    disposition: seq === 0 ? null : 'completed',
-    error_code: null,
-    latency_us: seq === 0 ? null : 1200 + seq,
-    request_payload_hash: null,
-    response_payload_hash: null,
-    detail: null,
-    prev_entry_hash: prev,
-    ...over,
-  };
-}
-
-/** A real chain of `n` entries; entries 2 and 4 share execution_id "exec-1". */
-function makeChain(
-  sessionId: string,
-  n: number,
-  salt = '',
-): { entries: BundleEntry[]; bodies: AuditEntryBody[] } {
-  const entries: BundleEntry[] = [];
-  const bodies: AuditEntryBody[] = [];
-  let prev = 'genesis';
-  for (let seq = 0; seq < n; seq++) {
-    const over: Partial<AuditEntryBody> = {};
-    if (seq === 2 || seq === 4) over.execution_id = 'exec-1';
-    if (salt) over.detail = { salt };
-    const body = entryBody(sessionId, seq, prev, over);
-    const { canonical, entry_hash } = hashEntryBody(body);
-    entries.push({ canonical, entry_hash });
-    bodies.push(body);
-    prev = entry_hash;
-  }
-  return { entries, bodies };
-}
-
-function bundleOf(sessionId: string, entries: BundleEntry[]): AuditBundle {
-  return {
-    bundle_version: 1,
-    chain_id: sessionId,
-    session_id: sessionId,
-    exported_at: '2026-11-30T13:00:00Z',
-    entries,
-  };
-}
+import {
+  bindSession,
+  bundleOf,
+  ENDORSEMENT_QN,
+  makeChain,
+  type SoftTpm,
+  softQuote,
+  softTpm,
+  unsignedClaim,
+} from './support/evidence.js';
 
 // ---------- TPM-format software quote ----------
-const u16 = (n: number) => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(n);
-  return b;
-};
-const u32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
-const tpm2b = (b: Uint8Array) => Buffer.concat([u16(b.length), b]);
-
-interface SoftTpm {
-  priv: KeyObject;
-  akPublic: Buffer;
-  name: Buffer;
-  qualifiedName: Buffer;
-}
-
-const ENDORSEMENT_QN = Buffer.from('4000000b', 'hex');
-
-function softTpm(): SoftTpm {
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  const jwk = publicKey.export({ format: 'jwk' }) as { x: string; y: string };
-  const akPublic = Buffer.concat([
-    u16(0x0023), // TPM_ALG_ECC
-    u16(0x000b), // nameAlg sha256
-    u32(0x00050072), // fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|restricted|sign
-    tpm2b(Buffer.alloc(0)),
-    u16(0x0010), // symmetric NULL
-    u16(0x0018), // ECDSA
-    u16(0x000b), // sha256
-    u16(0x0003), // NIST P-256
-    u16(0x0010), // kdf NULL
-    tpm2b(Buffer.from(jwk.x, 'base64url')),
-    tpm2b(Buffer.from(jwk.y, 'base64url')),
-  ]);
-  const name = Buffer.concat([u16(0x000b), createHash('sha256').update(akPublic).digest()]);
-  // A primary AK in the endorsement hierarchy: QN = nameAlg ‖ H(0x4000000B ‖ Name) (Part 1 §16).
-  const qualifiedName = Buffer.concat([
-    u16(0x000b),
-    createHash('sha256').update(ENDORSEMENT_QN).update(name).digest(),
-  ]);
-  return { priv: privateKey, akPublic, name, qualifiedName };
-}
-
 const PCRS = [0, 1, 2, 7];
 const pcrValue = (i: number) => createHash('sha256').update(`boot-${i}`).digest();
 
 function quote(tpm: SoftTpm, extraData: Buffer): { attest: Buffer; signature: Buffer } {
-  const select = Buffer.from([0x07, 0x00, 0x00]);
-  select[0] = (select[0] ?? 0) | 0x80; // PCR 7
   const pcrDigest = createHash('sha256')
     .update(Buffer.concat(PCRS.map(pcrValue)))
     .digest();
-  const clock = Buffer.alloc(8);
-  clock.writeBigUInt64BE(4242n);
-  const attest = Buffer.concat([
-    u32(0xff544347),
-    u16(0x8018),
-    tpm2b(tpm.qualifiedName),
-    tpm2b(extraData),
-    clock,
-    u32(2),
-    u32(0),
-    Buffer.from([1]),
-    Buffer.alloc(8, 1),
-    u32(1),
-    u16(0x000b),
-    Buffer.from([3]),
-    select,
-    tpm2b(pcrDigest),
-  ]);
-  const p1363 = sign('sha256', attest, { key: tpm.priv, dsaEncoding: 'ieee-p1363' });
-  const signature = Buffer.concat([
-    u16(0x0018),
-    u16(0x000b),
-    tpm2b(p1363.subarray(0, 32)),
-    tpm2b(p1363.subarray(32)),
-  ]);
-  return { attest, signature };
+  return softQuote(tpm, { extraData, pcrs: PCRS, pcrDigest, clock: 4242n });
 }
 
 // ---------- claim ----------
@@ -205,25 +69,19 @@ interface BuildOpts {
 }
 
 function build(opts: BuildOpts = {}): Built {
-  const { privateKey } = generateKeyPairSync('ed25519');
   const sessionId = randomUUID();
   const { entries, bodies } = makeChain(sessionId, opts.length ?? 6);
-  const jwk = ed25519PublicJwk(privateKey);
-  const thumb = jwkThumbprint(jwk);
   const root = entries[0]?.entry_hash ?? '';
   const tip = entries[entries.length - 1]?.entry_hash ?? '';
-  const preimage: SessionBindingPreimage = {
-    domain: 'cmcp.session-binding',
-    version: 1,
-    session_id: sessionId,
-    chain_root: root,
-    key_thumbprint: b64u(thumb),
-    gateway_measurement: 'sha256:aa',
-    policy_bundle_hash: 'sha256:bb',
-    catalog_hash: 'sha256:cc',
+  const session = bindSession({
+    sessionId,
+    chainRoot: root,
+    gatewayMeasurement: 'sha256:aa',
+    policyBundleHash: 'sha256:bb',
+    catalogHash: 'sha256:cc',
     challenge: opts.challenge === undefined ? null : opts.challenge,
-  };
-  const rd = reportData(thumb, bindingDigest(preimage));
+  });
+  const rd = session.reportData;
   let evidence: Claim['evidence'];
   const tpm = opts.tpm ?? 'absent';
   if (tpm === 'absent') {
@@ -263,29 +121,18 @@ function build(opts: BuildOpts = {}): Built {
       disposition: b.disposition,
       error_code: b.error_code,
     }));
-  const unsigned: UnsignedClaim = {
-    claim_version: 1,
-    profile: CLAIM_PROFILE,
-    issued_at: '2026-11-30T13:00:00Z',
-    session_id: sessionId,
-    agent_id: 'agent-a',
-    gateway_measurement: 'sha256:aa',
-    policy_bundle_hash: 'sha256:bb',
-    enforcement_mode: 'enforce',
-    catalog_hash: 'sha256:cc',
-    cnf: { jwk },
+  const unsigned = unsignedClaim(session, {
     audit_chain: { chain_id: sessionId, root, tip, length: entries.length },
     transcript,
     counters: { tool_calls: transcript.length, allowed: transcript.length, refused: 0, faulted: 0 },
-    binding: { preimage },
     evidence,
     claim_sequence: opts.claimSequence ?? 0,
     prev_claim_hash: opts.prevClaimHash ?? null,
-  };
+  });
   return {
-    claim: signClaim(unsigned, privateKey),
+    claim: signClaim(unsigned, session.privateKey),
     bundle: bundleOf(sessionId, entries),
-    key: privateKey,
+    key: session.privateKey,
     unsigned,
     bodies,
     reportData: rd,

@@ -5,27 +5,14 @@
  * built here from src/format with software TPM-format quotes (correct and tampered), plus one end
  * to end run on swtpm with a real gateway.
  */
-import { createHash, generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  bindingDigest,
-  ed25519PublicJwk,
-  jwkThumbprint,
-  reportData,
-  type SessionBindingPreimage,
-  tpmQualifyingData,
-} from '../src/format/binding.js';
+import { tpmQualifyingData } from '../src/format/binding.js';
 import { b64u } from '../src/format/canonical.js';
-import {
-  CLAIM_PROFILE,
-  type Claim,
-  type MeasurementJson,
-  signClaim,
-  type UnsignedClaim,
-} from '../src/format/claim.js';
+import type { Claim, MeasurementJson } from '../src/format/claim.js';
 import { hashEntryBody } from '../src/format/entry.js';
 import { measurementDigest } from '../src/measure/index.js';
 import { verifyClaim } from '../src/verify/claim.js';
@@ -33,6 +20,15 @@ import { recomputeMeasurement } from '../src/verify/measurement.js';
 import type { VerificationReport } from '../src/verify/result.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { startSwtpm } from './harness/swtpm.js';
+import {
+  bindSession,
+  ENDORSEMENT_QN,
+  entryBody,
+  type SoftTpm,
+  signedClaim,
+  softQuote,
+  softTpm,
+} from './support/evidence.js';
 
 const sha256 = (...parts: (Buffer | string)[]) => {
   const h = createHash('sha256');
@@ -70,76 +66,9 @@ const DIGEST = encode(INPUTS);
 const ZERO = Buffer.alloc(32);
 
 // ---------- software TPM-format quote over arbitrary sha256 PCRs ----------
-const u16 = (n: number) => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(n);
-  return b;
-};
-const u32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
-const tpm2b = (b: Uint8Array) => Buffer.concat([u16(b.length), b]);
-const ENDORSEMENT = Buffer.from('4000000b', 'hex');
-
-interface SoftTpm {
-  priv: KeyObject;
-  akPublic: Buffer;
-  qualifiedName: Buffer;
-}
-function softTpm(): SoftTpm {
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  const jwk = publicKey.export({ format: 'jwk' }) as { x: string; y: string };
-  const akPublic = Buffer.concat([
-    u16(0x0023),
-    u16(0x000b),
-    u32(0x00050072),
-    tpm2b(Buffer.alloc(0)),
-    u16(0x0010),
-    u16(0x0018),
-    u16(0x000b),
-    u16(0x0003),
-    u16(0x0010),
-    tpm2b(Buffer.from(jwk.x, 'base64url')),
-    tpm2b(Buffer.from(jwk.y, 'base64url')),
-  ]);
-  const name = Buffer.concat([u16(0x000b), sha256(akPublic)]);
-  return {
-    priv: privateKey,
-    akPublic,
-    qualifiedName: Buffer.concat([u16(0x000b), sha256(ENDORSEMENT, name)]),
-  };
-}
 function quote(tpm: SoftTpm, extraData: Buffer, pcrs: number[], values: Map<number, Buffer>) {
-  const select = Buffer.alloc(3);
-  for (const p of pcrs) select[p >> 3] = (select[p >> 3] ?? 0) | (1 << (p & 7));
-  const attest = Buffer.concat([
-    u32(0xff544347),
-    u16(0x8018),
-    tpm2b(tpm.qualifiedName),
-    tpm2b(extraData),
-    Buffer.alloc(8, 0),
-    u32(2),
-    u32(0),
-    Buffer.from([1]),
-    Buffer.alloc(8, 1),
-    u32(1),
-    u16(0x000b),
-    Buffer.from([3]),
-    select,
-    tpm2b(sha256(Buffer.concat(pcrs.map((p) => values.get(p) ?? Buffer.alloc(0))))),
-  ]);
-  const p1363 = sign('sha256', attest, { key: tpm.priv, dsaEncoding: 'ieee-p1363' });
-  return {
-    attest,
-    signature: Buffer.concat([
-      u16(0x0018),
-      u16(0x000b),
-      tpm2b(p1363.subarray(0, 32)),
-      tpm2b(p1363.subarray(32)),
-    ]),
-  };
+  const pcrDigest = sha256(Buffer.concat(pcrs.map((p) => values.get(p) ?? Buffer.alloc(0))));
+  return softQuote(tpm, { extraData, pcrs, pcrDigest });
 }
 
 // ---------- claims ----------
@@ -161,48 +90,19 @@ interface BuildOpts {
 }
 
 function build(o: BuildOpts = {}): Claim {
-  const { privateKey } = generateKeyPairSync('ed25519');
   const sessionId = randomUUID();
-  const { entry_hash } = hashEntryBody({
-    entry_version: 1,
-    entry_id: randomUUID(),
-    chain_id: sessionId,
-    sequence_number: 0,
-    timestamp_utc: '2026-11-30T12:00:00.000001Z',
-    entry_type: 'session_open',
-    session_id: sessionId,
-    call_id: null,
-    agent_id: 'agent-a',
-    workflow_id: null,
-    execution_id: null,
-    tool_name: null,
-    server_identity: null,
-    policy_decision: null,
-    policy_rule_matched: null,
-    disposition: null,
-    error_code: null,
-    latency_us: null,
-    request_payload_hash: null,
-    response_payload_hash: null,
-    detail: null,
-    prev_entry_hash: 'genesis',
-  });
-  const jwk = ed25519PublicJwk(privateKey);
-  const thumb = jwkThumbprint(jwk);
+  const { entry_hash } = hashEntryBody(entryBody(sessionId, 0, 'genesis'));
   const gm = o.gatewayMeasurement === undefined ? tag(DIGEST) : o.gatewayMeasurement;
   const policy = o.policyHash ?? 'sha256:bb';
-  const preimage: SessionBindingPreimage = {
-    domain: 'cmcp.session-binding',
-    version: 1,
-    session_id: sessionId,
-    chain_root: entry_hash,
-    key_thumbprint: b64u(thumb),
-    gateway_measurement: o.preimageMeasurement === undefined ? gm : o.preimageMeasurement,
-    policy_bundle_hash: policy,
-    catalog_hash: 'sha256:cc',
+  const session = bindSession({
+    sessionId,
+    chainRoot: entry_hash,
+    gatewayMeasurement: o.preimageMeasurement === undefined ? gm : o.preimageMeasurement,
+    policyBundleHash: policy,
+    catalogHash: 'sha256:cc',
     challenge: null,
-  };
-  const rd = reportData(thumb, bindingDigest(preimage));
+  });
+  const rd = session.reportData;
   const pcrBefore = o.pcrBefore ?? ZERO;
   const genuine: MeasurementJson = o.tpm
     ? { version: 1, digest: tag(DIGEST), inputs: INPUTS, pcr: 15, pcr_before: b64u(pcrBefore) }
@@ -231,7 +131,7 @@ function build(o: BuildOpts = {}): Claim {
         pcr_values: Object.fromEntries(
           pcrs.map((p) => [String(p), b64u(claimed.get(p) ?? Buffer.alloc(32))]),
         ),
-        ak_parent_qualified_name: b64u(ENDORSEMENT),
+        ak_parent_qualified_name: b64u(ENDORSEMENT_QN),
         ak_cert_chain: [],
       },
     };
@@ -245,26 +145,11 @@ function build(o: BuildOpts = {}): Claim {
     };
   }
   if (!o.noMeasurement) (evidence as { measurement?: unknown }).measurement = measurement;
-  const unsigned: UnsignedClaim = {
-    claim_version: 1,
-    profile: CLAIM_PROFILE,
-    issued_at: '2026-11-30T13:00:00Z',
-    session_id: sessionId,
-    agent_id: 'agent-a',
+  return signedClaim(session, {
     gateway_measurement: gm,
-    policy_bundle_hash: policy,
-    enforcement_mode: 'enforce',
-    catalog_hash: 'sha256:cc',
-    cnf: { jwk },
     audit_chain: { chain_id: sessionId, root: entry_hash, tip: entry_hash, length: 1 },
-    transcript: [],
-    counters: { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 },
-    binding: { preimage },
     evidence,
-    claim_sequence: 0,
-    prev_claim_hash: null,
-  };
-  return signClaim(unsigned, privateKey);
+  });
 }
 
 const get = (r: VerificationReport, id: string) => {

@@ -4,27 +4,13 @@
  * verdict hardware-attested. Fixed clocks per ../shared/vectors/README.md.
  */
 import 'reflect-metadata';
-import {
-  createHash,
-  createPublicKey,
-  generateKeyPairSync,
-  KeyObject,
-  randomUUID,
-  sign,
-  webcrypto,
-} from 'node:crypto';
+import { createHash, createPublicKey, KeyObject, randomUUID, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as px from '@peculiar/x509';
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  bindingDigest,
-  ed25519PublicJwk,
-  jwkThumbprint,
-  reportData,
-  tpmQualifyingData,
-} from '../src/format/binding.js';
+import { tpmQualifyingData } from '../src/format/binding.js';
 import { b64u } from '../src/format/canonical.js';
-import { CLAIM_PROFILE, type Claim, signClaim, type UnsignedClaim } from '../src/format/claim.js';
+import type { Claim, UnsignedClaim } from '../src/format/claim.js';
 import { verifyAkCertChain } from '../src/verify/akcert.js';
 import { verifyClaim } from '../src/verify/claim.js';
 import { verifyTpmEvidence } from '../src/verify/evidence.js';
@@ -32,6 +18,15 @@ import type { CheckResult, VerificationReport } from '../src/verify/result.js';
 import { loadTrustStore, type TrustStore } from '../src/verify/trust.js';
 import { type Cert, certsFromBytes, validateChain } from '../src/verify/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
+import {
+  akNames,
+  bindSession,
+  ENDORSEMENT_QN,
+  eccAkPublic,
+  quoteAttest,
+  signedClaim,
+  signQuote,
+} from './support/evidence.js';
 
 const get = (checks: readonly CheckResult[], id: string): CheckResult => {
   const c = checks.find((x) => x.id === id);
@@ -329,88 +324,37 @@ async function makePki(o: { leafIsCa?: boolean; eku?: string[]; leafNotAfter?: D
   };
 }
 
-const u16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
-const u32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
-const tpm2b = (b: Uint8Array) => Buffer.concat([u16(b.length), b]);
+/** Session `sessionId` with chain root `root`, bound with no hashes and no challenge. */
+const bareSession = (sessionId: string, root: string) =>
+  bindSession({
+    sessionId,
+    chainRoot: root,
+    gatewayMeasurement: null,
+    policyBundleHash: null,
+    catalogHash: null,
+    challenge: null,
+  });
 
 function claimWithChain(pki: Pki, chain: Buffer[]): Claim {
-  const { privateKey } = generateKeyPairSync('ed25519');
   const sessionId = randomUUID();
-  const jwk = ed25519PublicJwk(privateKey);
-  const thumb = jwkThumbprint(jwk);
   const root = createHash('sha256').update('root').digest('hex');
-  const preimage = {
-    domain: 'cmcp.session-binding' as const,
-    version: 1 as const,
-    session_id: sessionId,
-    chain_root: root,
-    key_thumbprint: b64u(thumb),
-    gateway_measurement: null,
-    policy_bundle_hash: null,
-    catalog_hash: null,
-    challenge: null,
-  };
-  const rd = reportData(thumb, bindingDigest(preimage));
-  const jwkAk = pki.akPub.export({ format: 'jwk' }) as { x: string; y: string };
-  const akPublic = Buffer.concat([
-    u16(0x0023),
-    u16(0x000b),
-    u32(0x00050072),
-    tpm2b(Buffer.alloc(0)),
-    u16(0x0010),
-    u16(0x0018),
-    u16(0x000b),
-    u16(0x0003),
-    u16(0x0010),
-    tpm2b(Buffer.from(jwkAk.x, 'base64url')),
-    tpm2b(Buffer.from(jwkAk.y, 'base64url')),
-  ]);
-  const name = Buffer.concat([u16(0x000b), createHash('sha256').update(akPublic).digest()]);
-  const parentQn = Buffer.from('4000000b', 'hex');
-  const qn = Buffer.concat([u16(0x000b), createHash('sha256').update(parentQn).update(name).digest()]);
+  const session = bareSession(sessionId, root);
+  const rd = session.reportData;
+  const akPublic = eccAkPublic(pki.akPub);
+  const parentQn = ENDORSEMENT_QN;
+  const { qualifiedName: qn } = akNames(akPublic, parentQn);
   const pcrValue = createHash('sha256').update('pcr0').digest();
-  const clock = Buffer.alloc(8);
-  const attest = Buffer.concat([
-    u32(0xff544347),
-    u16(0x8018),
-    tpm2b(qn),
-    tpm2b(tpmQualifyingData(rd)),
-    clock,
-    u32(0),
-    u32(0),
-    Buffer.from([1]),
-    Buffer.alloc(8),
-    u32(1),
-    u16(0x000b),
-    Buffer.from([3, 1, 0, 0]),
-    tpm2b(createHash('sha256').update(pcrValue).digest()),
-  ]);
-  const p1363 = sign('sha256', attest, { key: pki.akPriv, dsaEncoding: 'ieee-p1363' });
-  const signature = Buffer.concat([
-    u16(0x0018),
-    u16(0x000b),
-    tpm2b(p1363.subarray(0, 32)),
-    tpm2b(p1363.subarray(32)),
-  ]);
-  const unsigned: UnsignedClaim = {
-    claim_version: 1,
-    profile: CLAIM_PROFILE,
-    issued_at: '2026-11-30T13:00:00Z',
-    session_id: sessionId,
-    agent_id: 'agent-a',
-    gateway_measurement: null,
-    policy_bundle_hash: null,
-    enforcement_mode: 'enforce',
-    catalog_hash: null,
-    cnf: { jwk },
+  const attest = quoteAttest({
+    qualifiedName: qn,
+    extraData: tpmQualifyingData(rd),
+    resetCount: 0,
+    firmwareVersion: Buffer.alloc(8),
+    pcrs: [0],
+    pcrDigest: createHash('sha256').update(pcrValue).digest(),
+  });
+  const signature = signQuote(attest, pki.akPriv);
+  return signedClaim(session, {
     audit_chain: { chain_id: sessionId, root, tip: root, length: 1 },
-    transcript: [],
-    counters: { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 },
-    binding: { preimage },
     evidence: {
       provider: 'tpm',
       status: 'bound',
@@ -426,10 +370,7 @@ function claimWithChain(pki: Pki, chain: Buffer[]): Claim {
         ak_cert_chain: chain.map((c) => b64u(c)),
       },
     },
-    claim_sequence: 0,
-    prev_claim_hash: null,
-  };
-  return signClaim(unsigned, privateKey);
+  });
 }
 
 describe('claims with evidence.tpm.ak_cert_chain', () => {
@@ -569,45 +510,20 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
 // ---------- claims carrying SEV-SNP / TDX evidence ----------
 
 function teeClaim(provider: 'sev-snp' | 'tdx', evidence: Record<string, unknown>): Claim {
-  const { privateKey } = generateKeyPairSync('ed25519');
   const sessionId = randomUUID();
-  const jwk = ed25519PublicJwk(privateKey);
-  const thumb = jwkThumbprint(jwk);
   const root = createHash('sha256').update('tee-root').digest('hex');
-  const preimage = {
-    domain: 'cmcp.session-binding' as const,
-    version: 1 as const,
-    session_id: sessionId,
-    chain_root: root,
-    key_thumbprint: b64u(thumb),
-    gateway_measurement: null,
-    policy_bundle_hash: null,
-    catalog_hash: null,
-    challenge: null,
-  };
-  const rd = reportData(thumb, bindingDigest(preimage));
-  return signClaim(
-    {
-      claim_version: 1,
-      profile: CLAIM_PROFILE,
-      issued_at: '2026-11-30T13:00:00Z',
-      session_id: sessionId,
-      agent_id: 'agent-a',
-      gateway_measurement: null,
-      policy_bundle_hash: null,
-      enforcement_mode: 'enforce',
-      catalog_hash: null,
-      cnf: { jwk },
-      audit_chain: { chain_id: sessionId, root, tip: root, length: 1 },
-      transcript: [],
-      counters: { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 },
-      binding: { preimage },
-      evidence: { provider, status: 'bound', reason: null, report_data: b64u(rd), tpm: null, ...evidence },
-      claim_sequence: 0,
-      prev_claim_hash: null,
-    } as UnsignedClaim,
-    privateKey,
-  );
+  const session = bareSession(sessionId, root);
+  return signedClaim(session, {
+    audit_chain: { chain_id: sessionId, root, tip: root, length: 1 },
+    evidence: {
+      provider,
+      status: 'bound',
+      reason: null,
+      report_data: b64u(session.reportData),
+      tpm: null,
+      ...evidence,
+    } as UnsignedClaim['evidence'],
+  });
 }
 
 describe.skipIf(!hasVectors())('claims with evidence.sev_snp / evidence.tdx', () => {

@@ -29,54 +29,15 @@ import {
   verifyTpmSignature,
 } from '../src/verify/tpm.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
+import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from './support/evidence.js';
 
 // ---------- small wire builders (independent of the parser under test) ----------
 const u8 = (n: number) => Buffer.from([n]);
-const u16 = (n: number) => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(n);
-  return b;
-};
-const u32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
 const u64 = (n: bigint) => {
   const b = Buffer.alloc(8);
   b.writeBigUInt64BE(n);
   return b;
 };
-const tpm2b = (b: Uint8Array) => Buffer.concat([u16(b.length), b]);
-const AK_ATTRS = 0x00050072; // fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|restricted|sign
-
-function eccAkPublic(
-  pub: KeyObject,
-  attrs = AK_ATTRS,
-  scheme: number = TPM_ALG.ECDSA,
-  hash: number = TPM_ALG.SHA256,
-): Buffer {
-  const jwk = pub.export({ format: 'jwk' }) as { x: string; y: string };
-  return Buffer.concat([
-    u16(TPM_ALG.ECC),
-    u16(TPM_ALG.SHA256),
-    u32(attrs),
-    tpm2b(Buffer.alloc(0)),
-    u16(TPM_ALG.NULL),
-    u16(scheme),
-    u16(hash),
-    u16(0x0003),
-    u16(TPM_ALG.NULL),
-    tpm2b(Buffer.from(jwk.x, 'base64url')),
-    tpm2b(Buffer.from(jwk.y, 'base64url')),
-  ]);
-}
-
-function selectBytes(pcrs: number[]): Buffer {
-  const b = Buffer.alloc(3);
-  for (const p of pcrs) b[p >> 3] = (b[p >> 3] ?? 0) | (1 << (p & 7));
-  return b;
-}
 
 function buildAttest(o: { signer: Buffer; extraData: Buffer; pcrs: number[]; pcrDigest: Buffer }): Buffer {
   return Buffer.concat([
