@@ -412,25 +412,25 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
 
   // claim.policy_hash / claim.catalog_hash: pins asked for by the relying party (issue 6).
   // The binding.preimage check ties these claim fields to the bound preimage.
-  if (opts.expectedPolicyHash !== undefined) {
+  const pins = [
+    [
+      'claim.policy_hash',
+      'policy_bundle_hash',
+      c.policy_bundle_hash,
+      opts.expectedPolicyHash,
+      'POLICY_HASH_MISMATCH',
+    ],
+    ['claim.catalog_hash', 'catalog_hash', c.catalog_hash, opts.expectedCatalogHash, 'CATALOG_HASH_MISMATCH'],
+  ] as const;
+  for (const [id, field, actual, pinned, reason] of pins) {
+    if (pinned === undefined) continue;
     checks.push(
-      c.policy_bundle_hash === opts.expectedPolicyHash
-        ? pass('claim.policy_hash', `policy_bundle_hash is the pinned ${opts.expectedPolicyHash}`)
+      actual === pinned
+        ? pass(id, `${field} is the pinned ${pinned}`)
         : fail(
-            'claim.policy_hash',
-            'POLICY_HASH_MISMATCH',
-            `policy_bundle_hash ${quoteUntrusted(c.policy_bundle_hash ?? 'null', 80)} is not the pinned ${quoteUntrusted(opts.expectedPolicyHash, 80)}`,
-          ),
-    );
-  }
-  if (opts.expectedCatalogHash !== undefined) {
-    checks.push(
-      c.catalog_hash === opts.expectedCatalogHash
-        ? pass('claim.catalog_hash', `catalog_hash is the pinned ${opts.expectedCatalogHash}`)
-        : fail(
-            'claim.catalog_hash',
-            'CATALOG_HASH_MISMATCH',
-            `catalog_hash ${quoteUntrusted(c.catalog_hash ?? 'null', 80)} is not the pinned ${quoteUntrusted(opts.expectedCatalogHash, 80)}`,
+            id,
+            reason,
+            `${field} ${quoteUntrusted(actual ?? 'null', 80)} is not the pinned ${quoteUntrusted(pinned, 80)}`,
           ),
     );
   }
