@@ -23,26 +23,26 @@ import {
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import * as px from '@peculiar/x509';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/verify/evidence';
 import {
   bindingDigest,
   ed25519PublicJwk,
   jwkThumbprint,
   reportData,
   tpmQualifyingData,
-} from '../src/format/binding.js';
-import { b64u } from '../src/format/canonical.js';
-import { CLAIM_PROFILE, type Claim, signClaim } from '../src/format/claim.js';
-import { verifyClaim } from '../src/verify/claim.js';
-import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '../src/verify/evidence.js';
-import type { VerificationReport } from '../src/verify/result.js';
-import { TPM_ALG } from '../src/verify/tpm.js';
+} from '@cmcp/verify/format/binding';
+import { b64u } from '@cmcp/verify/format/canonical';
+import { CLAIM_PROFILE, type Claim, signClaim } from '@cmcp/verify/format/claim';
+import type { VerificationReport } from '@cmcp/verify/result';
+import { TPM_ALG } from '@cmcp/verify/tpm';
 import {
   defaultAttestationDir,
   loadTrustStore,
   parseReferenceValues,
   type TrustStore,
-} from '../src/verify/trust.js';
+} from '@cmcp/verify/trust';
+import * as px from '@peculiar/x509';
 
 /** One bench line. */
 export interface VerifyBenchResult {

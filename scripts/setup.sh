@@ -43,5 +43,5 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 echo "setup: building"
-rm -rf dist
-npx tsc -p tsconfig.json
+rm -rf dist packages/*/dist
+npm run -s build

@@ -9,6 +9,7 @@ import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fromB64u } from '@cmcp/verify/format/canonical';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import {
@@ -22,7 +23,6 @@ import {
 } from '../native/tpm/index.js';
 import { startSwtpm as startSwtpmInPlace } from '../native/tpm/swtpm.js';
 import { runEnroll } from '../src/cli/tpm.js';
-import { fromB64u } from '../src/format/canonical.js';
 import { EnrollmentError, enrollTpm, readEk } from '../src/tee/enrollment.js';
 import { loadAkCa, loadCertFiles } from '../src/tee/x509.js';
 import { enrollmentSection, makeAkCa, type TestAkCa } from './harness/attestation-ca.js';

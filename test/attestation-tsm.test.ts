@@ -7,6 +7,8 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { fromB64u } from '@cmcp/verify/format/canonical';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tsmReport } from '../native/tsm/configfs.js';
 import {
@@ -21,10 +23,8 @@ import {
   snpReportViaIoctl,
 } from '../native/tsm/snp.js';
 import { tdxReportDataOffset } from '../native/tsm/tdx.js';
-import { fromB64u } from '../src/format/canonical.js';
 import { BindingError } from '../src/tee/provider.js';
 import { SevSnpProvider, TdxProvider } from '../src/tee/tsm-provider.js';
-import { verifyClaim } from '../src/verify/claim.js';
 import { type FakeTsm, snpRecorded, startFakeTsm, tdxRecorded } from './harness/fake-tsm.js';
 import { cleanup, rest, startInProcess, writeConfig } from './harness/gateway.js';
 import { hasVectors } from './harness/vectors.js';

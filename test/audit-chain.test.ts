@@ -7,11 +7,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { verifyBundle } from '@cmcp/verify/bundle';
+import { sha256Hex } from '@cmcp/verify/format/canonical';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
-import { sha256Hex } from '../src/format/canonical.js';
 import { immediate, openDatabase } from '../src/store/db.js';
-import { verifyBundle } from '../src/verify/bundle.js';
 import { cleanup, REPO_ROOT } from './harness/gateway.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-chain-'));

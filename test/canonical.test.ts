@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { verifyBundle } from '@cmcp/verify/bundle';
+import { CanonicalJsonError, canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
+import { type AuditEntryBody, hashEntryBody } from '@cmcp/verify/format/entry';
 import { describe, expect, it } from 'vitest';
-import { CanonicalJsonError, canonicalJson, sha256Hex } from '../src/format/canonical.js';
-import { type AuditEntryBody, hashEntryBody } from '../src/format/entry.js';
-import { verifyBundle } from '../src/verify/bundle.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const CASES = ['arrays', 'french', 'structures', 'unicode', 'values', 'weird'] as const;

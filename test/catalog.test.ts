@@ -9,6 +9,8 @@ import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { verifyClaim } from '@cmcp/verify/claim';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -21,10 +23,8 @@ import {
   snapshotCatalog,
 } from '../src/catalog/catalog.js';
 import { parseConfig } from '../src/config/index.js';
-import type { AuditEntry } from '../src/format/entry.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
-import { verifyClaim } from '../src/verify/claim.js';
 import {
   cleanup,
   everythingUpstream,

@@ -2,8 +2,9 @@
  * Gateway lifecycle: sessions left open by an earlier process are closed honestly at start-up,
  * and unauthenticated requests are recorded at a bounded rate.
  */
+
+import { verifyClaim } from '@cmcp/verify/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyClaim } from '../src/verify/claim.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 

@@ -11,11 +11,11 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { verifyBundle } from '@cmcp/verify/bundle';
+import { verifyClaim } from '@cmcp/verify/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { hashBundleDir } from '../src/policy/bundle.js';
-import { verifyBundle } from '../src/verify/bundle.js';
-import { verifyClaim } from '../src/verify/claim.js';
 import {
   cleanup,
   everythingUpstream,

@@ -10,15 +10,15 @@
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import type { Claim, MeasurementJson } from '@cmcp/verify/format/claim';
+import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { b64u, fromB64u } from '../src/format/canonical.js';
-import type { Claim, MeasurementJson } from '../src/format/claim.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { measurementDigest, pcrExtend } from '../src/measure/index.js';
 import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';
-import { verifyClaim } from '../src/verify/claim.js';
-import type { VerificationReport } from '../src/verify/result.js';
 import {
   cleanup,
   everythingUpstream,

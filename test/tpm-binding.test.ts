@@ -5,13 +5,14 @@
  * each part fails with its own reason; a TPM that is gone at session creation leaves the
  * gateway serving and the claim signed-only.
  */
+
+import { verifyClaim } from '@cmcp/verify/claim';
+import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import { type Claim, signClaim } from '@cmcp/verify/format/claim';
+import type { AuditBundle } from '@cmcp/verify/format/entry';
+import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { b64u, fromB64u } from '../src/format/canonical.js';
-import { type Claim, signClaim } from '../src/format/claim.js';
-import type { AuditBundle } from '../src/format/entry.js';
 import type { Gateway } from '../src/gateway/runtime.js';
-import { verifyClaim } from '../src/verify/claim.js';
-import type { VerificationReport } from '../src/verify/result.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { startSwtpm } from './harness/swtpm.js';

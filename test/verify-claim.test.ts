@@ -7,21 +7,21 @@ import { createHash, generateKeyPairSync, type KeyObject, randomUUID } from 'nod
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Command } from 'commander';
-import { afterAll, describe, expect, it, vi } from 'vitest';
-import { registerVerifyCommand, runVerify } from '../src/cli/verify.js';
-import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '../src/format/binding.js';
-import { b64u, fromB64u } from '../src/format/canonical.js';
-import { type Claim, claimHash, signClaim, type UnsignedClaim } from '../src/format/claim.js';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '@cmcp/verify/format/binding';
+import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import { type Claim, claimHash, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
 import {
   type AuditBundle,
   type AuditEntryBody,
   type BundleEntry,
   hashEntryBody,
-} from '../src/format/entry.js';
-import { verifyClaim } from '../src/verify/claim.js';
-import { renderJson, renderText } from '../src/verify/render.js';
-import type { VerificationReport } from '../src/verify/result.js';
+} from '@cmcp/verify/format/entry';
+import { renderJson, renderText } from '@cmcp/verify/render';
+import type { VerificationReport } from '@cmcp/verify/result';
+import { Command } from 'commander';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { registerVerifyCommand, runVerify } from '../src/cli/verify.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 import {
   bindSession,

@@ -8,16 +8,16 @@ import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '../src/cli/verify-evidence.js';
 import {
   EventLogError,
   parseEventLog,
   replayEventLog,
   summarizeEventLog,
   verifyEventLog,
-} from '../src/verify/eventlog.js';
-import { type PcrValue, TPM_ALG } from '../src/verify/tpm.js';
+} from '@cmcp/verify/eventlog';
+import { type PcrValue, TPM_ALG } from '@cmcp/verify/tpm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '../src/cli/verify-evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const DIR = ['tpm', 'eventlogs'];

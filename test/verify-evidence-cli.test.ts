@@ -5,6 +5,14 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  defaultAttestationDir,
+  loadReferenceValues,
+  loadTrustStore,
+  parseReferenceValues,
+  parseTrustStore,
+} from '@cmcp/verify/trust';
+import { certsFromBytes } from '@cmcp/verify/x509';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { runVerify } from '../src/cli/verify.js';
@@ -13,14 +21,6 @@ import {
   runVerifyEvidence,
   type VerifyEvidenceCliOptions,
 } from '../src/cli/verify-evidence.js';
-import {
-  defaultAttestationDir,
-  loadReferenceValues,
-  loadTrustStore,
-  parseReferenceValues,
-  parseTrustStore,
-} from '../src/verify/trust.js';
-import { certsFromBytes } from '../src/verify/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-verify-evidence-'));

@@ -12,12 +12,12 @@
  */
 import { createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { CheckResult } from '@cmcp/verify/result';
+import { verifySnpReport } from '@cmcp/verify/snp';
+import { parseTdxQuote, verifyTdxQuote } from '@cmcp/verify/tdx';
+import { type PcrValue, TPM_ALG, verifyTpmQuote } from '@cmcp/verify/tpm';
+import { loadTrustStore, parseReferenceValues } from '@cmcp/verify/trust';
 import { describe, expect, it } from 'vitest';
-import type { CheckResult } from '../src/verify/result.js';
-import { verifySnpReport } from '../src/verify/snp.js';
-import { parseTdxQuote, verifyTdxQuote } from '../src/verify/tdx.js';
-import { type PcrValue, TPM_ALG, verifyTpmQuote } from '../src/verify/tpm.js';
-import { loadTrustStore, parseReferenceValues } from '../src/verify/trust.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const N = Number(process.env.CMCP_PROPERTY_N ?? 10_000);

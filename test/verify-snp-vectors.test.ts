@@ -4,9 +4,8 @@
  * vector folder and the expectation. Fixed clock: 2026-11-30 (all certificates valid).
  */
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
-import { verifySnpEvidence } from '../src/verify/evidence.js';
-import type { CheckResult, VerificationReport } from '../src/verify/result.js';
+import { verifySnpEvidence } from '@cmcp/verify/evidence';
+import type { CheckResult, VerificationReport } from '@cmcp/verify/result';
 import {
   decodeSnpTcb,
   parseSnpReport,
@@ -15,9 +14,10 @@ import {
   SNP_REPORT_SIZE,
   type SnpInput,
   verifySnpReport,
-} from '../src/verify/snp.js';
-import { loadTrustStore, parseReferenceValues, type TrustStore } from '../src/verify/trust.js';
-import { certsFromBytes, issuedBy, validateChain } from '../src/verify/x509.js';
+} from '@cmcp/verify/snp';
+import { loadTrustStore, parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
+import { certsFromBytes, issuedBy, validateChain } from '@cmcp/verify/x509';
+import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const AT = new Date('2026-11-30T00:00:00Z');

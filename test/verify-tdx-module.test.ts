@@ -10,10 +10,8 @@
 import 'reflect-metadata';
 import { createPrivateKey, sign as nodeSign, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import * as px from '@peculiar/x509';
-import { beforeAll, describe, expect, it } from 'vitest';
-import type { CheckResult } from '../src/verify/result.js';
-import { parseTdxQuote, pckExtension, verifyTdxQuote } from '../src/verify/tdx.js';
+import type { CheckResult } from '@cmcp/verify/result';
+import { parseTdxQuote, pckExtension, verifyTdxQuote } from '@cmcp/verify/tdx';
 import {
   evaluateTdxTcb,
   matchTdxModule,
@@ -21,14 +19,11 @@ import {
   type TdxPlatformTcb,
   topLevelMembers,
   verifyTdxCollateral,
-} from '../src/verify/tdx-collateral.js';
-import {
-  loadTrustStore,
-  parseReferenceValues,
-  parseTrustStore,
-  type TrustStore,
-} from '../src/verify/trust.js';
-import { type Cert, parseCert, pemBlocks, validateChain } from '../src/verify/x509.js';
+} from '@cmcp/verify/tdx-collateral';
+import { loadTrustStore, parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
+import { type Cert, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
+import * as px from '@peculiar/x509';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 px.cryptoProvider.set(webcrypto as unknown as Parameters<typeof px.cryptoProvider.set>[0]);

@@ -5,13 +5,13 @@
  */
 import { verify as cryptoVerify, generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { verifyTdxEvidence } from '@cmcp/verify/evidence';
+import type { CheckResult } from '@cmcp/verify/result';
+import { parseTdxQuote, pckExtension, type TdxInput, verifyTdxQuote } from '@cmcp/verify/tdx';
+import { type TdxCollateral, topLevelMembers, verifyTdxCollateral } from '@cmcp/verify/tdx-collateral';
+import { loadTrustStore, parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
+import { certsFromBytes, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
 import { describe, expect, it } from 'vitest';
-import { verifyTdxEvidence } from '../src/verify/evidence.js';
-import type { CheckResult } from '../src/verify/result.js';
-import { parseTdxQuote, pckExtension, type TdxInput, verifyTdxQuote } from '../src/verify/tdx.js';
-import { type TdxCollateral, topLevelMembers, verifyTdxCollateral } from '../src/verify/tdx-collateral.js';
-import { loadTrustStore, parseReferenceValues, type TrustStore } from '../src/verify/trust.js';
-import { certsFromBytes, parseCert, pemBlocks, validateChain } from '../src/verify/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const AT = new Date('2023-07-01T01:00:00Z');

@@ -6,17 +6,17 @@
 import 'reflect-metadata';
 import { createHash, createPublicKey, KeyObject, randomUUID, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { verifyAkCertChain } from '@cmcp/verify/akcert';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { verifyTpmEvidence } from '@cmcp/verify/evidence';
+import { tpmQualifyingData } from '@cmcp/verify/format/binding';
+import { b64u } from '@cmcp/verify/format/canonical';
+import type { Claim, UnsignedClaim } from '@cmcp/verify/format/claim';
+import type { CheckResult, VerificationReport } from '@cmcp/verify/result';
+import { loadTrustStore, type TrustStore } from '@cmcp/verify/trust';
+import { type Cert, certsFromBytes, validateChain } from '@cmcp/verify/x509';
 import * as px from '@peculiar/x509';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { tpmQualifyingData } from '../src/format/binding.js';
-import { b64u } from '../src/format/canonical.js';
-import type { Claim, UnsignedClaim } from '../src/format/claim.js';
-import { verifyAkCertChain } from '../src/verify/akcert.js';
-import { verifyClaim } from '../src/verify/claim.js';
-import { verifyTpmEvidence } from '../src/verify/evidence.js';
-import type { CheckResult, VerificationReport } from '../src/verify/result.js';
-import { loadTrustStore, type TrustStore } from '../src/verify/trust.js';
-import { type Cert, certsFromBytes, validateChain } from '../src/verify/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 import {
   akNames,

@@ -13,8 +13,7 @@ import {
   X509Certificate,
 } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
-import type { CheckResult } from '../src/verify/result.js';
+import type { CheckResult } from '@cmcp/verify/result';
 import {
   computePcrDigest,
   type PcrValue,
@@ -27,7 +26,8 @@ import {
   unwrapTpm2bAttest,
   verifyTpmQuote,
   verifyTpmSignature,
-} from '../src/verify/tpm.js';
+} from '@cmcp/verify/tpm';
+import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from './support/evidence.js';
 

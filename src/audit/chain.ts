@@ -5,7 +5,12 @@
  * (chain_id, prev_entry_hash) make a forked chain impossible even across processes.
  */
 import { randomUUID } from 'node:crypto';
-import { type AuditBundle, type AuditEntry, type AuditEntryBody, hashEntryBody } from '../format/entry.js';
+import {
+  type AuditBundle,
+  type AuditEntry,
+  type AuditEntryBody,
+  hashEntryBody,
+} from '@cmcp/verify/format/entry';
 import { type Db, immediate, inImmediate } from '../store/db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
 

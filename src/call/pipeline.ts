@@ -9,16 +9,16 @@
  * resolved.
  */
 import { randomUUID } from 'node:crypto';
+import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
+import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '@cmcp/verify/format/canonical';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
-import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
 import { toolCallBinding } from '../execution/binding.js';
 import { checkExecutionId } from '../execution/ingress.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
-import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '../format/canonical.js';
-import { type AuditEntry, GATEWAY_CHAIN_ID } from '../format/entry.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediate } from '../store/db.js';

@@ -16,8 +16,8 @@
  *   does not change it but any member does.
  */
 import { readFileSync } from 'node:fs';
+import { jcsDigest } from '@cmcp/verify/format/canonical';
 import { z } from 'zod';
-import { jcsDigest } from '../format/canonical.js';
 
 /** Sensitivity levels, lowest first (`unclassified` = not set by a reviewer). */
 export const SENSITIVITY_LEVELS = ['unclassified', 'public', 'internal', 'confidential', 'secret'] as const;

@@ -6,9 +6,10 @@
  * `catalog_drift` entry in the gateway chain records the old and new hashes. When the live
  * definition matches its pin again the block is lifted and `catalog_drift_cleared` recorded.
  */
+
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
-import { GATEWAY_CHAIN_ID } from '../format/entry.js';
 import { type Catalog, type CatalogTool, definitionHash } from './catalog.js';
 
 /** What triggered a re-check. */

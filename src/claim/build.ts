@@ -5,16 +5,16 @@
  * recorded at session creation.
  */
 import type { KeyObject } from 'node:crypto';
-import type { AuditChain } from '../audit/chain.js';
-import type { Ed25519Jwk, SessionBindingPreimage } from '../format/binding.js';
-import { canonicalJson, sha256Hex } from '../format/canonical.js';
+import type { Ed25519Jwk, SessionBindingPreimage } from '@cmcp/verify/format/binding';
+import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import {
   CLAIM_PROFILE,
   type Claim,
   type EvidenceJson,
   signClaim,
   type TranscriptLine,
-} from '../format/claim.js';
+} from '@cmcp/verify/format/claim';
+import type { AuditChain } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
 
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */

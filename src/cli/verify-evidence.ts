@@ -15,19 +15,19 @@
  */
 import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
-import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 import {
   verifyEventLogEvidence,
   verifySnpEvidence,
   verifyTdxEvidence,
   verifyTpmEvidence,
-} from '../verify/evidence.js';
-import { renderJson, renderText } from '../verify/render.js';
-import type { VerificationReport } from '../verify/result.js';
-import type { TdxCollateral } from '../verify/tdx-collateral.js';
-import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../verify/tpm.js';
-import { SNP_PRODUCTS, type SnpProduct } from '../verify/trust.js';
+} from '@cmcp/verify/evidence';
+import { renderJson, renderText } from '@cmcp/verify/render';
+import type { VerificationReport } from '@cmcp/verify/result';
+import type { TdxCollateral } from '@cmcp/verify/tdx-collateral';
+import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '@cmcp/verify/tpm';
+import { SNP_PRODUCTS, type SnpProduct } from '@cmcp/verify/trust';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
 import { loadPolicyOptions, VerifyInputError, type VerifyIo } from './verify.js';
 
 const MAX_INPUT_BYTES = 16 * 1024 * 1024;

@@ -8,10 +8,9 @@
  * input (missing file, not JSON) or usage errors. Messages never include stack traces.
  */
 import { readFile, stat } from 'node:fs/promises';
-import type { Command } from 'commander';
-import { type VerifyClaimOptions, verifyClaim } from '../verify/claim.js';
-import { renderJson, renderText } from '../verify/render.js';
-import type { Verdict } from '../verify/result.js';
+import { type VerifyClaimOptions, verifyClaim } from '@cmcp/verify/claim';
+import { renderJson, renderText } from '@cmcp/verify/render';
+import type { Verdict } from '@cmcp/verify/result';
 import {
   defaultAttestationDir,
   loadReferenceValues,
@@ -19,7 +18,8 @@ import {
   PolicyFileError,
   type ReferenceValues,
   type TrustStore,
-} from '../verify/trust.js';
+} from '@cmcp/verify/trust';
+import type { Command } from 'commander';
 
 /** Largest input file accepted (bytes). */
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;

@@ -6,7 +6,7 @@
  * rendered string, in constant time.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { canonicalJson, sha256Hex } from '../format/canonical.js';
+import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 
 export const EAB_DOMAIN = 'cmcp.execution-action-binding';
 

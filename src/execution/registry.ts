@@ -4,8 +4,9 @@
  * terminal state (`completed`, `not_attempted`, `outcome_unknown`) in the same transaction
  * as the call's terminal audit entry. Terminal rows refuse reuse forever.
  */
+
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain } from '../audit/chain.js';
-import { GATEWAY_CHAIN_ID } from '../format/entry.js';
 import { type Db, immediate, inImmediate } from '../store/db.js';
 import { bindingsEqual } from './binding.js';
 

@@ -2,6 +2,9 @@
  * The fastify application: authentication, `POST /mcp`, and the REST routes for sessions
  * (design §1, §8). Errors leave as JSON with a stable `error_code`; never a stack trace.
  */
+
+import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import { fromB64u } from '@cmcp/verify/format/canonical';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -9,9 +12,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { CmcpError, ERRORS, type ErrorCode } from '../errors/index.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
-import { fromB64u } from '../format/canonical.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';

@@ -4,8 +4,9 @@
  * clients (`initialize` 2025-06-18 / 2025-11-25) and stateless 2026-07-28 requests (protocol
  * version and client capabilities in each request's `_meta`) are served by the same code.
  */
+
+import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallPipeline } from '../call/pipeline.js';
-import { CmcpError, clip, type ErrorCode } from '../errors/index.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 
 /** What `tools/list` shows and who is blocked (issue 6); defaults: live tools, nobody. */

@@ -16,12 +16,13 @@
  *   `…/unblock` lifts it (`agent_unblocked`).
  * - `GET /operator/status` — running policy, catalog, drifted tools, blocked agents.
  */
+
+import { CmcpError, clip } from '@cmcp/verify/errors/index';
+import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
-import { CmcpError, clip } from '../errors/index.js';
-import { b64u, fromB64u } from '../format/canonical.js';
-import { GATEWAY_CHAIN_ID } from '../format/entry.js';
 import type { PolicyBundle } from '../policy/bundle.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';

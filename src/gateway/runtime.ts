@@ -4,6 +4,9 @@
  * chain's `gateway_start` entry before the listener opens.
  */
 import { generateKeyPairSync } from 'node:crypto';
+import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
+import { b64u } from '@cmcp/verify/format/canonical';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
@@ -12,9 +15,6 @@ import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ExecutionRegistry } from '../execution/registry.js';
-import { ed25519PublicJwk, jwkThumbprint } from '../format/binding.js';
-import { b64u } from '../format/canonical.js';
-import { GATEWAY_CHAIN_ID } from '../format/entry.js';
 import { measureGateway, remeasureGateway } from '../measure/index.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { agentEntity, checkEntities, PolicyEngine, toolEntities } from '../policy/engine.js';

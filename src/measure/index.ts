@@ -22,8 +22,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { canonicalJson } from '../format/canonical.js';
-import type { MeasurementJson } from '../format/claim.js';
+import { canonicalJson } from '@cmcp/verify/format/canonical';
+import type { MeasurementJson } from '@cmcp/verify/format/claim';
 
 export const MEASUREMENT_VERSION = 1;
 

@@ -17,7 +17,7 @@ import {
   generateKeyPairSync,
   type KeyObject,
 } from 'node:crypto';
-import { canonicalJson, fromB64u } from '../format/canonical.js';
+import { canonicalJson, fromB64u } from '@cmcp/verify/format/canonical';
 
 /** Thrown for an unusable key. */
 export class PolicyKeyError extends Error {

@@ -8,7 +8,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { fromB64u } from '../format/canonical.js';
+import { fromB64u } from '@cmcp/verify/format/canonical';
 import { bundleDigests, loadBundleFromFiles, type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { checkEntities, type EnforcementMode, PolicyEngine } from './engine.js';
 import { verifyBundleSignature } from './signature.js';

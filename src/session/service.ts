@@ -4,19 +4,19 @@
  * belongs to the agent that created it; for anyone else it does not exist.
  */
 import { type KeyObject, randomUUID } from 'node:crypto';
-import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
-import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
-import { CmcpError } from '../errors/index.js';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import {
   bindingDigest,
   type Ed25519Jwk,
   reportData,
   type SessionBindingPreimage,
-} from '../format/binding.js';
-import { b64u } from '../format/canonical.js';
-import type { Claim, EvidenceJson } from '../format/claim.js';
-import type { AuditBundle } from '../format/entry.js';
+} from '@cmcp/verify/format/binding';
+import { b64u } from '@cmcp/verify/format/canonical';
+import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
+import type { AuditBundle } from '@cmcp/verify/format/entry';
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
 import { type Db, immediate } from '../store/db.js';
 import { type AttestationProvider, BindingError } from '../tee/provider.js';
 

@@ -16,6 +16,7 @@
  */
 import { randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
 import { z } from 'zod';
 import {
   type AkAlgorithm,
@@ -33,7 +34,6 @@ import {
   type TpmEk,
   TpmError,
 } from '../../native/tpm/index.js';
-import { b64u, fromB64u } from '../format/canonical.js';
 import { type AkCa, chainToRoots, issueAkCertificate, OID_TCG_KP_EK_CERTIFICATE, trimDer } from './x509.js';
 
 /** Why enrollment refused; `reason` is a stable upper-snake code. */

@@ -9,7 +9,7 @@ import type {
   SevSnpEvidenceJson,
   TdxEvidenceJson,
   TpmEvidenceJson,
-} from '../format/claim.js';
+} from '@cmcp/verify/format/claim';
 import type { GatewayMeasurement } from '../measure/index.js';
 
 /** Why a binding could not be made; `reason` is a stable upper-snake code. */

@@ -20,6 +20,9 @@
  */
 
 import { X509Certificate } from 'node:crypto';
+import { tpmQualifyingData } from '@cmcp/verify/format/binding';
+import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import type { MeasurementJson } from '@cmcp/verify/format/claim';
 import {
   type AkAlgorithm,
   hierarchyQualifiedName,
@@ -31,9 +34,6 @@ import {
   type TpmAk,
   TpmError,
 } from '../../native/tpm/index.js';
-import { tpmQualifyingData } from '../format/binding.js';
-import { b64u, fromB64u } from '../format/canonical.js';
-import type { MeasurementJson } from '../format/claim.js';
 import { type GatewayMeasurement, pcrExtend } from '../measure/index.js';
 import { EnrollmentError, type EnrollmentRecord, readEnrollmentRecord } from './enrollment.js';
 import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';

@@ -6,11 +6,11 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { b64u } from '@cmcp/verify/format/canonical';
+import type { MeasurementJson, SevSnpEvidenceJson } from '@cmcp/verify/format/claim';
 import { TSM_REPORT_ROOT, TsmError, tsmReport } from '../../native/tsm/configfs.js';
 import { checkSnpReport, parseCertTable, SnpError, snpReportViaIoctl } from '../../native/tsm/snp.js';
 import { checkTdxQuote, TdxError } from '../../native/tsm/tdx.js';
-import { b64u } from '../format/canonical.js';
-import type { MeasurementJson, SevSnpEvidenceJson } from '../format/claim.js';
 import type { GatewayMeasurement } from '../measure/index.js';
 import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';
 

@@ -12,15 +12,15 @@ import {
   jwkThumbprint,
   reportData,
   type SessionBindingPreimage,
-} from '../../src/format/binding.js';
-import { b64u } from '../../src/format/canonical.js';
-import { CLAIM_PROFILE, type Claim, signClaim, type UnsignedClaim } from '../../src/format/claim.js';
+} from '@cmcp/verify/format/binding';
+import { b64u } from '@cmcp/verify/format/canonical';
+import { CLAIM_PROFILE, type Claim, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
 import {
   type AuditBundle,
   type AuditEntryBody,
   type BundleEntry,
   hashEntryBody,
-} from '../../src/format/entry.js';
+} from '@cmcp/verify/format/entry';
 
 // ---------- TPM wire encoders ----------
 

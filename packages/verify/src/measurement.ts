@@ -17,13 +17,13 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { fromB64u } from '../format/canonical.js';
+import { fromB64u } from './format/canonical.js';
 import { type CheckResult, check, fail, pass, quoteUntrusted } from './result.js';
 
 const tagged = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'not sha256:<64 lowercase hex>');
 const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
 
-/** zod schema of `evidence.measurement` v1 (src/format/claim.ts `MeasurementJson`). */
+/** zod schema of `evidence.measurement` v1 (packages/verify/src/format/claim.ts `MeasurementJson`). */
 export const measurementSchema = z
   .object({
     version: z.literal(1),

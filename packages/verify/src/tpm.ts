@@ -17,7 +17,7 @@ import {
   verify as cryptoVerify,
   type KeyObject,
 } from 'node:crypto';
-import { b64u } from '../format/canonical.js';
+import { b64u } from './format/canonical.js';
 import {
   type CheckResult,
   check,

@@ -3,14 +3,14 @@
  * claim signature → key thumbprint → binding preimage → REPORT_DATA → hardware evidence
  * (TPM quote: signature, nonce, AK, PCRs) → AK anchor → audit bundle.
  *
- * Imports only `src/format/*`, sibling verifier modules, node built-ins and npm libraries.
+ * Imports only `packages/verify/src/format/*`, sibling verifier modules, node built-ins and npm libraries.
  */
 import { z } from 'zod';
-import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '../format/binding.js';
-import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from '../format/canonical.js';
-import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from '../format/claim.js';
 import { verifyAkCertChain } from './akcert.js';
 import { verifyBundle } from './bundle.js';
+import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from './format/binding.js';
+import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
+import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
 import { verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
@@ -36,7 +36,7 @@ const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'not 64 lowercase hex');
 const int0 = z.number().int().min(0);
 
-/** zod schema of a claim v1 (src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
+/** zod schema of a claim v1 (packages/verify/src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
 export const claimSchema = z.object({
   claim_version: z.literal(1),
   profile: z.literal(CLAIM_PROFILE),

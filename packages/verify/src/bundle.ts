@@ -13,9 +13,9 @@
  * Entries are ordered by `sequence_number`, never by time.
  */
 import { z } from 'zod';
-import { canonicalJson, sha256Hex } from '../format/canonical.js';
-import type { TranscriptLine } from '../format/claim.js';
-import type { AuditEntryBody } from '../format/entry.js';
+import { canonicalJson, sha256Hex } from './format/canonical.js';
+import type { TranscriptLine } from './format/claim.js';
+import type { AuditEntryBody } from './format/entry.js';
 import {
   type CheckResult,
   check,
@@ -55,7 +55,7 @@ export const auditEntryBodySchema = z.object({
   prev_entry_hash: z.string(),
 });
 
-/** zod schema of an audit bundle v1 (src/format/entry.ts AuditBundle). */
+/** zod schema of an audit bundle v1 (packages/verify/src/format/entry.ts AuditBundle). */
 export const auditBundleSchema = z.object({
   bundle_version: z.literal(1),
   chain_id: z.string(),
@@ -148,7 +148,7 @@ function list(items: readonly (string | number)[], max = 8): string {
 }
 
 /**
- * Verifies an audit bundle (src/format/entry.ts `AuditBundle`) and, if `expect` is given,
+ * Verifies an audit bundle (packages/verify/src/format/entry.ts `AuditBundle`) and, if `expect` is given,
  * compares it with what a claim states.
  *
  * Per entry: SHA-256 of the stored `canonical` text equals `entry_hash`; the text parses as an

@@ -5,7 +5,7 @@ import { ERRORS } from './index.js';
 const lines = [
   '# Error codes',
   '',
-  'Generated from `src/errors/index.ts` by `npm run docs:errors`; do not edit by hand.',
+  'Generated from `packages/verify/src/errors/index.ts` by `npm run docs:errors`; do not edit by hand.',
   'Tool-call refusals are JSON-RPC errors in an HTTP 200 response (`error.data.error_code` holds the code);',
   'REST routes answer with the HTTP status and `{"error":{"error_code","message"}}`.',
   '',

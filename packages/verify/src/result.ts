@@ -2,7 +2,7 @@
  * Verification results for relying parties (design §5): every check is listed with a
  * status and a stable reason code, and the verdict is computed from the checks alone.
  *
- * This module is part of the verifier wing (`src/verify/`): it imports only `src/format/*`,
+ * This module is part of the verifier wing (`packages/verify/`): it imports only `packages/verify/src/format/*`,
  * node built-ins and npm libraries — never the gateway, the store or `native/`.
  */
 
