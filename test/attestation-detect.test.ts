@@ -7,9 +7,9 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/index.js';
 import { selectProvider } from '../src/tee/detect.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { startFakeTsm } from './harness/fake-tsm.js';
 import { cleanup, freePort, rest, rpc, startInProcess, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 import { hasVectors } from './harness/vectors.js';
 
 const base = { database: '/tmp/x.db', dev_mode: true };

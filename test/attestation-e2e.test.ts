@@ -16,9 +16,9 @@ import { runVerify } from '../src/cli/verify.js';
 import { fromB64u } from '../src/format/canonical.js';
 import type { Claim } from '../src/format/claim.js';
 import { issueAkCertificate, loadAkCa } from '../src/tee/x509.js';
-import { enrollmentSection, makeAkCa, type TestAkCa, writeTrustStore } from './harness/attestation-ca.js';
+import { enrollmentSection, makeAkCa, type TestAkCa, writeTrustStore } from '../testing/attestation-ca.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 
 const sha256 = (...b: (Buffer | string)[]) => {
   const h = createHash('sha256');

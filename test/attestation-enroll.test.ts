@@ -20,13 +20,13 @@ import {
   Tpm,
   TpmError,
 } from '../native/tpm/index.js';
-import { startSwtpm as startSwtpmInPlace } from '../native/tpm/swtpm.js';
 import { runEnroll } from '../src/cli/tpm.js';
 import { fromB64u } from '../src/format/canonical.js';
 import { EnrollmentError, enrollTpm, readEk } from '../src/tee/enrollment.js';
 import { loadAkCa, loadCertFiles } from '../src/tee/x509.js';
-import { enrollmentSection, makeAkCa, type TestAkCa } from './harness/attestation-ca.js';
-import { startSwtpm, swtpmCa, swtpmRunContext } from './harness/swtpm.js';
+import { enrollmentSection, makeAkCa, type TestAkCa } from '../testing/attestation-ca.js';
+import { startSwtpm as startSwtpmInPlace } from '../testing/swtpm.js';
+import { startSwtpm, swtpmCa, swtpmRunContext } from '../testing/vitest-swtpm.js';
 
 const sha = (alg: string, ...b: Buffer[]) => createHash(alg).update(Buffer.concat(b)).digest();
 const u32 = (v: number) => {

@@ -19,6 +19,7 @@ import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';
 import { verifyClaim } from '../src/verify/claim.js';
 import type { VerificationReport } from '../src/verify/result.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import {
   cleanup,
   everythingUpstream,
@@ -29,7 +30,6 @@ import {
   type TestConfig,
   writeConfig,
 } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 
 const EXAMPLE = join(REPO_ROOT, 'examples', 'policy');
 const OP = 'operator-token-1';

@@ -12,9 +12,9 @@ import type { AuditBundle } from '../src/format/entry.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { verifyClaim } from '../src/verify/claim.js';
 import type { VerificationReport } from '../src/verify/result.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 
 let up: CountingServer;
 let tpm: Awaited<ReturnType<typeof startSwtpm>>;

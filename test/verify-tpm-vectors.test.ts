@@ -28,8 +28,8 @@ import {
   verifyTpmQuote,
   verifyTpmSignature,
 } from '../src/verify/tpm.js';
+import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from '../testing/evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
-import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from './support/evidence.js';
 
 // ---------- small wire builders (independent of the parser under test) ----------
 const u8 = (n: number) => Buffer.from([n]);
