@@ -7,12 +7,12 @@
  * - `sev-snp`: the Milan report with VCEK ← ASK ← ARK;
  * - `tdx`: the SPR E4 quote with its PCK chain; `tdx+collateral`: plus TCB info, QE identity, CRLs.
  *
- * Uses ../shared/vectors (or CMCP_VECTORS_DIR); formats whose vectors are missing are skipped.
+ * Uses the repository's test/vectors; formats whose vectors are missing are skipped.
  * Run directly (`node dist/bench/verify.js`) or through `runVerifyBench()`.
  */
 import { createPublicKey } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Claim } from '../src/format/claim.js';
 import { verifyClaim } from '../src/verify/claim.js';
@@ -65,7 +65,7 @@ export async function runVerifyBench(
   const budget = opts.budgetMs ?? 1000;
   const attestationDir = defaultAttestationDir();
   const repo = attestationDir ? dirname(attestationDir) : process.cwd();
-  const vectors = process.env.CMCP_VECTORS_DIR ?? resolve(repo, '..', 'shared', 'vectors');
+  const vectors = join(repo, 'test', 'vectors');
   const trust = attestationDir
     ? loadTrustStore(join(attestationDir, 'trust-store.yaml'))
     : { version: 1 as const, roots: [] };

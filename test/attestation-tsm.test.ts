@@ -1,7 +1,7 @@
 /**
  * SEV-SNP and TDX providers through configfs-tsm (issue 4 items 4, 5, 7, 8), against a
  * temporary fake configfs-tsm tree whose fake "kernel" child process answers inblob writes with
- * recorded evidence from ../shared/vectors. These tests cover our file ABI handling (entry
+ * recorded evidence from test/vectors. These tests cover our file ABI handling (entry
  * lifecycle, generation, provider, auxblob certificate table), not signatures.
  */
 import { randomBytes, X509Certificate } from 'node:crypto';

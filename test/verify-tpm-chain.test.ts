@@ -1,7 +1,7 @@
 /**
  * TPM AK certificate chains to pinned roots: the Azure vTPM AK certificate (CA-03 ← Root 2023),
  * the ms-tpm-20-ref synthetic chains, and claims whose `evidence.tpm.ak_cert_chain` makes the
- * verdict hardware-attested. Fixed clocks per ../shared/vectors/README.md.
+ * verdict hardware-attested. Fixed clocks per test/vectors/README.md.
  */
 import 'reflect-metadata';
 import { createHash, createPublicKey, randomUUID } from 'node:crypto';

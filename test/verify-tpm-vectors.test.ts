@@ -1,5 +1,5 @@
 /**
- * TPM quote parsing and verification against independent vectors (../shared/vectors/tpm) and
+ * TPM quote parsing and verification against independent vectors (test/vectors/tpm) and
  * the C-TPM-1..4 cases. Certificate-chain expectations of the vectors are left for the AK
  * enrollment issue (see the report).
  */
