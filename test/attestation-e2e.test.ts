@@ -1,5 +1,5 @@
 /**
- * Enrollment, measurement and quoting end to end on swtpm (issue 4 items 2, 3, 8): `cmcp tpm
+ * Enrollment, measurement and quoting end to end on swtpm (docs/spec/tpm.md#ek-and-ak-enrollment, docs/spec/measurement.md): `cmcp tpm
  * enroll`, a gateway that loads the enrolled AK, extends its measurement into PCR 15 and quotes
  * it, and `cmcp verify` offline against a trust store pinning the test AK CA → hardware-attested.
  * The measurement is recomputed here from its inputs with an independent encoder, and the PCR

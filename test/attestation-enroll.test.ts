@@ -1,5 +1,5 @@
 /**
- * EK and AK enrollment on swtpm (issue 4 items 1, 2): the EK certificate from NV against the
+ * EK and AK enrollment on swtpm (docs/spec/tpm.md#ek-and-ak-enrollment): the EK certificate from NV against the
  * template EK, software MakeCredential + TPM ActivateCredential, `cmcp tpm enroll` issuing an AK
  * certificate from a throwaway AK CA, persistence of the AK across a TPM restart, and the
  * refusals (untrusted EK certificate, certificate for another key, unacceptable AK attributes,

@@ -1,5 +1,5 @@
 /**
- * Gateway measurement checks in `verifyClaim` (issue 4 item 3): `evidence.measurement` is
+ * Gateway measurement checks in `verifyClaim` (docs/spec/measurement.md): `evidence.measurement` is
  * recomputed from its inputs (an encoder independent of the gateway's src/measure), tied to the
  * claim and the binding preimage, and for TPM evidence to the quoted measurement PCR. Claims are
  * built here from src/format with software TPM-format quotes (correct and tampered), plus one end

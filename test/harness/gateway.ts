@@ -46,7 +46,7 @@ export interface TestConfigOptions {
   upstreams?: Record<string, unknown>[];
   attestation?: Record<string, unknown>;
   agents?: { agent_id: string; token: string; attributes?: Record<string, unknown> }[];
-  /** Operators (issue 6): tokens stored as SHA-256 only. */
+  /** Operators (docs/spec/policy.md#operator-controls): tokens stored as SHA-256 only. */
   operators?: { operator_id: string; token: string }[];
   /** Further top-level config members (e.g. `policy`, `catalog`). */
   extra?: Record<string, unknown>;
