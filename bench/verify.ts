@@ -7,33 +7,16 @@
  * - `sev-snp`: the Milan report with VCEK ← ASK ← ARK;
  * - `tdx`: the SPR E4 quote with its PCK chain; `tdx+collateral`: plus TCB info, QE identity, CRLs.
  *
- * Uses ../shared/vectors (or CMCP_VECTORS_DIR); formats whose vectors are missing are skipped.
+ * Uses the repository's test/vectors; formats whose vectors are missing are skipped.
  * Run directly (`node dist/bench/verify.js`) or through `runVerifyBench()`.
  */
-import 'reflect-metadata';
-import {
-  createHash,
-  createPublicKey,
-  generateKeyPairSync,
-  KeyObject,
-  randomUUID,
-  sign,
-  webcrypto,
-} from 'node:crypto';
+import { createPublicKey } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/verify/evidence';
-import {
-  bindingDigest,
-  ed25519PublicJwk,
-  jwkThumbprint,
-  reportData,
-  tpmQualifyingData,
-} from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { CLAIM_PROFILE, type Claim, signClaim } from '@cmcp/verify/format/claim';
+import type { Claim } from '@cmcp/verify/format/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { TPM_ALG } from '@cmcp/verify/tpm';
 import {
@@ -42,7 +25,7 @@ import {
   parseReferenceValues,
   type TrustStore,
 } from '@cmcp/verify/trust';
-import * as px from '@peculiar/x509';
+import { certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
 
 /** One bench line. */
 export interface VerifyBenchResult {
@@ -67,168 +50,11 @@ function measure(format: string, fn: () => VerificationReport, budgetMs = 1000):
   return { format, verdict: first.verdict, perSecond: 1000 / ms, meanMs: ms, n };
 }
 
-const u16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
-const u32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
-const tpm2b = (b: Uint8Array) => Buffer.concat([u16(b.length), b]);
-
-/** A claim bound to a software-made ECDSA TPM quote whose AK has a 3-certificate chain. */
+/** A claim bound to a software-made ECDSA TPM quote over PCRs 0–7 whose AK has a 3-certificate chain. */
 async function claimWithChain(): Promise<{ claim: Claim; trust: TrustStore }> {
-  px.cryptoProvider.set(webcrypto as unknown as Parameters<typeof px.cryptoProvider.set>[0]);
-  const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
-  const gen = () =>
-    webcrypto.subtle.generateKey(alg, true, ['sign', 'verify']) as Promise<webcrypto.CryptoKeyPair>;
-  const [rk, ck, ak] = await Promise.all([gen(), gen(), gen()]);
-  const nb = new Date('2026-01-01T00:00:00Z');
-  const na = new Date('2036-01-01T00:00:00Z');
-  const root = await px.X509CertificateGenerator.createSelfSigned({
-    serialNumber: '01',
-    name: 'CN=bench AK root',
-    notBefore: nb,
-    notAfter: na,
-    keys: rk,
-    signingAlgorithm: alg,
-    extensions: [new px.BasicConstraintsExtension(true, undefined, true)],
-  });
-  const ca = await px.X509CertificateGenerator.create({
-    serialNumber: '02',
-    subject: 'CN=bench AK CA',
-    issuer: root.subject,
-    notBefore: nb,
-    notAfter: na,
-    publicKey: ck.publicKey,
-    signingKey: rk.privateKey,
-    signingAlgorithm: alg,
-    extensions: [new px.BasicConstraintsExtension(true, 0, true)],
-  });
-  const leaf = await px.X509CertificateGenerator.create({
-    serialNumber: '03',
-    subject: 'CN=bench AK',
-    issuer: ca.subject,
-    notBefore: nb,
-    notAfter: na,
-    publicKey: ak.publicKey,
-    signingKey: ck.privateKey,
-    signingAlgorithm: alg,
-    extensions: [
-      new px.BasicConstraintsExtension(false, undefined, true),
-      new px.ExtendedKeyUsageExtension(['2.23.133.8.3']),
-    ],
-  });
-  const akPub = KeyObject.from(ak.publicKey);
-  const akPriv = KeyObject.from(ak.privateKey);
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const jwk = ed25519PublicJwk(privateKey);
-  const thumb = jwkThumbprint(jwk);
-  const sessionId = randomUUID();
-  const chainRoot = createHash('sha256').update('bench').digest('hex');
-  const preimage = {
-    domain: 'cmcp.session-binding' as const,
-    version: 1 as const,
-    session_id: sessionId,
-    chain_root: chainRoot,
-    key_thumbprint: b64u(thumb),
-    gateway_measurement: null,
-    policy_bundle_hash: null,
-    catalog_hash: null,
-    challenge: null,
-  };
-  const rd = reportData(thumb, bindingDigest(preimage));
-  const xy = akPub.export({ format: 'jwk' }) as { x: string; y: string };
-  const akPublic = Buffer.concat([
-    u16(TPM_ALG.ECC),
-    u16(TPM_ALG.SHA256),
-    u32(0x00050072),
-    tpm2b(Buffer.alloc(0)),
-    u16(TPM_ALG.NULL),
-    u16(TPM_ALG.ECDSA),
-    u16(TPM_ALG.SHA256),
-    u16(0x0003),
-    u16(TPM_ALG.NULL),
-    tpm2b(Buffer.from(xy.x, 'base64url')),
-    tpm2b(Buffer.from(xy.y, 'base64url')),
-  ]);
-  const name = Buffer.concat([u16(TPM_ALG.SHA256), createHash('sha256').update(akPublic).digest()]);
-  const parentQn = Buffer.from('4000000b', 'hex');
-  const qn = Buffer.concat([
-    u16(TPM_ALG.SHA256),
-    createHash('sha256').update(parentQn).update(name).digest(),
-  ]);
-  const pcrs = [0, 1, 2, 3, 4, 5, 6, 7];
-  const values = pcrs.map((i) => createHash('sha256').update(`pcr${i}`).digest());
-  const attest = Buffer.concat([
-    u32(0xff544347),
-    u16(0x8018),
-    tpm2b(qn),
-    tpm2b(tpmQualifyingData(rd)),
-    Buffer.alloc(8),
-    u32(0),
-    u32(0),
-    Buffer.from([1]),
-    Buffer.alloc(8),
-    u32(1),
-    u16(TPM_ALG.SHA256),
-    Buffer.from([3, 0xff, 0, 0]),
-    tpm2b(createHash('sha256').update(Buffer.concat(values)).digest()),
-  ]);
-  const p1363 = sign('sha256', attest, { key: akPriv, dsaEncoding: 'ieee-p1363' });
-  const signature = Buffer.concat([
-    u16(TPM_ALG.ECDSA),
-    u16(TPM_ALG.SHA256),
-    tpm2b(p1363.subarray(0, 32)),
-    tpm2b(p1363.subarray(32)),
-  ]);
-  const claim = signClaim(
-    {
-      claim_version: 1,
-      profile: CLAIM_PROFILE,
-      issued_at: '2026-11-30T13:00:00Z',
-      session_id: sessionId,
-      agent_id: 'bench',
-      gateway_measurement: null,
-      policy_bundle_hash: null,
-      enforcement_mode: 'enforce',
-      catalog_hash: null,
-      cnf: { jwk },
-      audit_chain: { chain_id: sessionId, root: chainRoot, tip: chainRoot, length: 1 },
-      transcript: [],
-      counters: { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 },
-      binding: { preimage },
-      evidence: {
-        provider: 'tpm',
-        status: 'bound',
-        reason: null,
-        report_data: b64u(rd),
-        tpm: {
-          attest: b64u(attest),
-          signature: b64u(signature),
-          ak_public: b64u(akPublic),
-          pcr_selection: { hash: 'sha256', pcrs },
-          pcr_values: Object.fromEntries(pcrs.map((i) => [String(i), b64u(values[i] as Buffer)])),
-          ak_parent_qualified_name: b64u(parentQn),
-          ak_cert_chain: [leaf, ca, root].map((c) => b64u(Buffer.from(c.rawData))),
-        },
-      },
-      claim_sequence: 0,
-      prev_claim_hash: null,
-    },
-    privateKey,
-  );
-  const trust: TrustStore = {
-    version: 1,
-    roots: [
-      {
-        name: 'bench AK root',
-        purpose: 'tpm-ak-root',
-        sha256: createHash('sha256').update(Buffer.from(root.rawData)).digest('hex'),
-        source: 'generated by the bench',
-      },
-    ],
-  };
-  return { claim, trust };
+  const pki = await makeAkPki();
+  const chain = [pki.leaf, pki.ca, pki.root].map(certDer);
+  return { claim: claimWithAkChain(pki, chain, [0, 1, 2, 3, 4, 5, 6, 7]), trust: pinnedAkRoot(pki.root) };
 }
 
 /** Runs the verification bench, prints a table and returns the results. */
@@ -239,7 +65,7 @@ export async function runVerifyBench(
   const budget = opts.budgetMs ?? 1000;
   const attestationDir = defaultAttestationDir();
   const repo = attestationDir ? dirname(attestationDir) : process.cwd();
-  const vectors = process.env.CMCP_VECTORS_DIR ?? resolve(repo, '..', 'shared', 'vectors');
+  const vectors = join(repo, 'test', 'vectors');
   const trust = attestationDir
     ? loadTrustStore(join(attestationDir, 'trust-store.yaml'))
     : { version: 1 as const, roots: [] };

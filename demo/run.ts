@@ -19,7 +19,7 @@
  * `hardware-unanchored` or `hardware-attested`, 1 otherwise. Everything started is stopped on
  * success, failure and Ctrl-C; the temp folder is removed unless `--keep` is given.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -32,7 +32,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -42,7 +41,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { stringify } from 'yaml';
-import { provisionSwtpm, type SwtpmInstance, startSwtpm } from '../native/tpm/swtpm.js';
+import { exited, freeLoopbackPort, waitExit } from '../testing/process.js';
+import { provisionSwtpm, type SwtpmInstance, startSwtpm } from '../testing/swtpm.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
@@ -129,33 +129,6 @@ function cleanupAll(): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------------------------
-
-/** A TCP port that was free on 127.0.0.1 a moment ago. */
-function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const srv = createServer();
-    srv.once('error', fail);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => ok(port));
-    });
-  });
-}
-
-function exited(child: ChildProcess): boolean {
-  return child.exitCode !== null || child.signalCode !== null;
-}
-
-function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
-  if (exited(child)) return Promise.resolve(true);
-  return new Promise((ok) => {
-    const t = setTimeout(() => ok(false), ms);
-    child.once('exit', () => {
-      clearTimeout(t);
-      ok(true);
-    });
-  });
-}
 
 /** Runs `node dist/src/cli/main.js ARGS` to completion; never rejects on a non-zero exit. */
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -529,7 +502,7 @@ async function main(keep: boolean): Promise<number> {
 
   step('Writing the gateway config and starting `cmcp start`');
   const token = randomBytes(32).toString('base64url');
-  const port = await freePort();
+  const port = await freeLoopbackPort();
   const url = `http://127.0.0.1:${port}`;
   writeConfig(ws, tpm.tcti, port, token);
   info(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (`npm test`): set up, build, type-check, lint, then run every test.
-# Prints a closing `N passed, N failed, N skipped` line.
+# Prints a closing `N passed, N failed, N skipped` line (scripts/test-summary.mjs), where failed
+# also counts test files that failed to load or errored outside a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,13 +11,12 @@ echo "test: lint"
 npx biome check .
 echo "test: vitest"
 mkdir -p .tmp
+rm -f .tmp/vitest.json
 set +e
 npx vitest run --reporter=default --reporter=json --outputFile.json=.tmp/vitest.json "$@"
 rc=$?
 set -e
-node -e '
-const r = JSON.parse(require("fs").readFileSync(".tmp/vitest.json", "utf8"));
-const skipped = (r.numPendingTests || 0) + (r.numTodoTests || 0);
-console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
-' || true
+# The closing line counts a test file that failed to load, or a suite that errored outside any
+# test, as a failure: it never says "0 failed" when vitest failed.
+node scripts/test-summary.mjs .tmp/vitest.json "$rc" || rc=1
 exit $rc

@@ -1,15 +1,16 @@
 /**
- * Provider detection and minimum tier (issue 4 item 6), and the TPM failure classes of item 7
- * (device absent, TPM return code): `auto` tries sev-snp, tdx, then tpm, never software; the
- * choice and the reason are logged and recorded in the gateway chain; below `minimum_tier` the
- * gateway refuses to start; binding failures leave the gateway serving.
+ * Provider detection and minimum tier (docs/spec/attestation.md#selection-and-tiers), and the
+ * TPM failure classes (docs/spec/attestation.md#failure-classes: device absent, TPM return
+ * code): `auto` tries sev-snp, tdx, then tpm, never software; the choice and the reason are
+ * logged and recorded in the gateway chain; below `minimum_tier` the gateway refuses to start;
+ * binding failures leave the gateway serving.
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/index.js';
 import { selectProvider } from '../src/tee/detect.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { startFakeTsm } from './harness/fake-tsm.js';
 import { cleanup, freePort, rest, rpc, startInProcess, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 import { hasVectors } from './harness/vectors.js';
 
 const base = { database: '/tmp/x.db', dev_mode: true };

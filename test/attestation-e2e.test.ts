@@ -1,5 +1,5 @@
 /**
- * Enrollment, measurement and quoting end to end on swtpm (issue 4 items 2, 3, 8): `cmcp tpm
+ * Enrollment, measurement and quoting end to end on swtpm (docs/spec/tpm.md#ek-and-ak-enrollment, docs/spec/measurement.md): `cmcp tpm
  * enroll`, a gateway that loads the enrolled AK, extends its measurement into PCR 15 and quotes
  * it, and `cmcp verify` offline against a trust store pinning the test AK CA → hardware-attested.
  * The measurement is recomputed here from its inputs with an independent encoder, and the PCR
@@ -16,9 +16,9 @@ import { parsePublic, publicKeyOf, spkiDer, Tpm } from '../native/tpm/index.js';
 import { runEnroll } from '../src/cli/tpm.js';
 import { runVerify } from '../src/cli/verify.js';
 import { issueAkCertificate, loadAkCa } from '../src/tee/x509.js';
-import { enrollmentSection, makeAkCa, type TestAkCa, writeTrustStore } from './harness/attestation-ca.js';
+import { enrollmentSection, makeAkCa, type TestAkCa, writeTrustStore } from '../testing/attestation-ca.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 
 const sha256 = (...b: (Buffer | string)[]) => {
   const h = createHash('sha256');

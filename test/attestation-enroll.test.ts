@@ -1,5 +1,5 @@
 /**
- * EK and AK enrollment on swtpm (issue 4 items 1, 2): the EK certificate from NV against the
+ * EK and AK enrollment on swtpm (docs/spec/tpm.md#ek-and-ak-enrollment): the EK certificate from NV against the
  * template EK, software MakeCredential + TPM ActivateCredential, `cmcp tpm enroll` issuing an AK
  * certificate from a throwaway AK CA, persistence of the AK across a TPM restart, and the
  * refusals (untrusted EK certificate, certificate for another key, unacceptable AK attributes,
@@ -21,12 +21,12 @@ import {
   Tpm,
   TpmError,
 } from '../native/tpm/index.js';
-import { startSwtpm as startSwtpmInPlace } from '../native/tpm/swtpm.js';
 import { runEnroll } from '../src/cli/tpm.js';
 import { EnrollmentError, enrollTpm, readEk } from '../src/tee/enrollment.js';
 import { loadAkCa, loadCertFiles } from '../src/tee/x509.js';
-import { enrollmentSection, makeAkCa, type TestAkCa } from './harness/attestation-ca.js';
-import { startSwtpm, swtpmCa, swtpmRunContext } from './harness/swtpm.js';
+import { enrollmentSection, makeAkCa, type TestAkCa } from '../testing/attestation-ca.js';
+import { startSwtpm as startSwtpmInPlace } from '../testing/swtpm.js';
+import { startSwtpm, swtpmCa, swtpmRunContext } from '../testing/vitest-swtpm.js';
 
 const sha = (alg: string, ...b: Buffer[]) => createHash(alg).update(Buffer.concat(b)).digest();
 const u32 = (v: number) => {

@@ -1,5 +1,5 @@
 /**
- * Gateway measurement (issue 4 item 3): versioned, length-prefixed digest of dist/, the lockfile,
+ * Gateway measurement (docs/spec/measurement.md): versioned, length-prefixed digest of dist/, the lockfile,
  * the policy bundle hash, the catalog hash and the effective config. Checked against an
  * independent encoder; every input changes the digest; file order and timestamps do not.
  */

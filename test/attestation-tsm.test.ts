@@ -1,7 +1,7 @@
 /**
- * SEV-SNP and TDX providers through configfs-tsm (issue 4 items 4, 5, 7, 8), against a
+ * SEV-SNP and TDX providers through configfs-tsm (docs/spec/attestation.md#sev-snp-and-tdx-through-configfs-tsm), against a
  * temporary fake configfs-tsm tree whose fake "kernel" child process answers inblob writes with
- * recorded evidence from ../shared/vectors. These tests cover our file ABI handling (entry
+ * recorded evidence from test/vectors. These tests cover our file ABI handling (entry
  * lifecycle, generation, provider, auxblob certificate table), not signatures.
  */
 import { randomBytes, X509Certificate } from 'node:crypto';
@@ -96,7 +96,7 @@ describe.skipIf(!hasVectors())('configfs-tsm providers (fake kernel, recorded ev
     expect(readdirSync(f.root)).toEqual([]);
   });
 
-  // ---- one test per failure class (issue 4 item 7) ----
+  // ---- one test per failure class (docs/spec/attestation.md#failure-classes) ----
 
   it('device absent: no configfs-tsm and no /dev/sev-guest → DEVICE_ABSENT', async () => {
     const p = new SevSnpProvider({

@@ -1,5 +1,5 @@
 /**
- * The tool catalog (issue 6 item 4) in front of real MCP servers: tools/list returns the
+ * The tool catalog (docs/spec/policy.md#catalog) in front of real MCP servers: tools/list returns the
  * approved definitions only; unpinned tools are TOOL_NOT_IN_CATALOG; drift — at first
  * contact, on notifications/tools/list_changed, and on the periodic re-list — blocks only the
  * drifted tool and is recorded with old and new hashes; the catalog hash is in the

@@ -1,5 +1,5 @@
 /**
- * The demo flow as an end-to-end test (issue 2 item 12, issue 6 item 8): swtpm, the gateway with
+ * The demo flow as an end-to-end test (README's quick start; examples/ as in docs/spec/policy.md): swtpm, the gateway with
  * the TPM provider in its own process, the example policy bundle and catalog, server-filesystem
  * and server-everything over stdio, the official SDK client, one call the policy denies, claim +
  * bundle, `cmcp verify --policy-hash --catalog-hash`. Runs `dist/demo/run.js` exactly as

@@ -1,4 +1,4 @@
-/** Execution Action Binding v1: the published vectors and the tools/call adapter (issue 3 item 3). */
+/** Execution Action Binding v1: the published vectors and the tools/call adapter (docs/spec/execution.md#action-binding). */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {

@@ -1,5 +1,5 @@
 /**
- * execution_id across OS processes (issue 3 item 10): two `cmcp start` processes sharing one
+ * execution_id across OS processes (docs/spec/execution.md#admission; C-EXEC-1, C-EXEC-2): two `cmcp start` processes sharing one
  * database file race on the same key (C-EXEC-1, C-EXEC-2); SIGKILL while the upstream holds
  * an admitted call, then restart and recovery; an injected terminal-commit fault. The
  * counting upstream lives in this test process and outlives the gateways.

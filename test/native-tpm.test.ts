@@ -6,7 +6,7 @@
 import { createHash, createPublicKey, type KeyObject, randomBytes, verify } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AkAlgorithm, Tpm, type TpmAk, TpmError, type TpmQuote } from '../native/tpm/index.js';
-import { startSwtpm } from './harness/swtpm.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 
 // ---- Independent wire parsing (deliberately not reusing native/tpm/wire.ts) ----
 

@@ -1,5 +1,5 @@
 /**
- * Policy bundles (issue 6 item 1), the Cedar request mapping and fail-closed evaluation
+ * Policy bundles (docs/spec/policy.md#policy-bundle), the Cedar request mapping and fail-closed evaluation
  * (items 2–3), and bundle signatures (item 6), using the real Cedar engine
  * (@cedar-policy/cedar-wasm) and the example bundle in examples/policy.
  */

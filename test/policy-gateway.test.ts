@@ -1,5 +1,5 @@
 /**
- * Cedar decisions on every call (issue 6 items 2, 3, 5, 7) with real upstreams:
+ * Cedar decisions on every call (docs/spec/policy.md#cedar-requests, #enforcement-modes) with real upstreams:
  * @modelcontextprotocol/server-filesystem on a fresh temp workspace (removed afterwards) and
  * server-everything, behind the example bundle (examples/policy) and catalog
  * (examples/catalog.json).

@@ -1,5 +1,5 @@
 /**
- * Operator controls (issue 6 item 6) against a real gateway and server-everything: operator
+ * Operator controls (docs/spec/policy.md#operator-controls) against a real gateway and server-everything: operator
  * and agent credentials never substitute for each other; a signed policy reload takes effect
  * without a restart, is recorded, closes open sessions with claims and binds the next session
  * to the new hash; unsigned, wrongly signed, same-version and downgraded bundles are refused;

@@ -1,5 +1,5 @@
 /**
- * A signed policy reload is measured again (issue 6 item 6, issue 4 item 3), end to end on
+ * A signed policy reload is measured again (docs/spec/measurement.md#after-a-policy-reload), end to end on
  * swtpm with a real gateway: the reload through the operator route recomputes the gateway
  * measurement with the new bundle hash, records a `gateway_measurement` entry (trigger
  * `policy_reload`) and extends the new digest into the measurement PCR; the next session's claim
@@ -19,6 +19,7 @@ import type { Gateway } from '../src/gateway/runtime.js';
 import { measurementDigest, pcrExtend } from '../src/measure/index.js';
 import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import {
   cleanup,
   everythingUpstream,
@@ -29,7 +30,6 @@ import {
   type TestConfig,
   writeConfig,
 } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 
 const EXAMPLE = join(REPO_ROOT, 'examples', 'policy');
 const OP = 'operator-token-1';

@@ -13,9 +13,9 @@ import type { AuditBundle } from '@cmcp/verify/format/entry';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 
 let up: CountingServer;
 let tpm: Awaited<ReturnType<typeof startSwtpm>>;
@@ -78,7 +78,7 @@ describe('TPM-bound sessions', () => {
 
   it('binds the chain root into a quote and verifies as hardware-unanchored', () => {
     expect(a.claim.evidence.status).toBe('bound');
-    // PCR 15 carries the gateway measurement and is in every quote (issue 4 item 3).
+    // PCR 15 carries the gateway measurement and is in every quote (docs/spec/measurement.md#pcr-extend-tpm).
     expect(a.claim.evidence.tpm?.pcr_selection).toEqual({ hash: 'sha256', pcrs: [0, 1, 2, 7, 15] });
     expect(a.claim.binding.preimage.chain_root).toBe(a.claim.audit_chain.root);
     const r = verifyClaim(a.claim, { bundle: a.bundle });

@@ -1,5 +1,5 @@
 /**
- * End-to-end claim verification with real claims built from src/format: an Ed25519 gateway key,
+ * End-to-end claim verification with real claims built from packages/verify/src/format: an Ed25519 gateway key,
  * a real hash chain, software 'absent' evidence, and software-made TPM-format quotes for the
  * 'bound' path (the lead's swtpm e2e test covers a live TPM).
  */
@@ -22,17 +22,18 @@ import type { VerificationReport } from '@cmcp/verify/result';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { registerVerifyCommand, runVerify } from '../src/cli/verify.js';
-import { hasVectors, vectorPath } from './harness/vectors.js';
 import {
   bindSession,
   bundleOf,
-  ENDORSEMENT_QN,
   makeChain,
   type SoftTpm,
   softQuote,
   softTpm,
+  softwareEvidence,
+  tpmEvidence,
   unsignedClaim,
-} from './support/evidence.js';
+} from '../testing/evidence.js';
+import { hasVectors, vectorPath } from './harness/vectors.js';
 
 // ---------- TPM-format software quote ----------
 const PCRS = [0, 1, 2, 7];
@@ -85,32 +86,21 @@ function build(opts: BuildOpts = {}): Built {
   let evidence: Claim['evidence'];
   const tpm = opts.tpm ?? 'absent';
   if (tpm === 'absent') {
-    evidence = {
-      provider: 'software',
-      status: 'absent',
-      reason: 'SOFTWARE_PROVIDER',
-      report_data: b64u(rd),
-      tpm: null,
-    };
+    evidence = softwareEvidence(rd);
   } else {
     const own = tpmQualifyingData(rd);
     const q = quote(tpm, opts.extraData ? opts.extraData(own) : own);
     const attest = opts.mutateAttest ? opts.mutateAttest(q.attest) : q.attest;
-    evidence = {
-      provider: 'tpm',
-      status: 'bound',
-      reason: null,
-      report_data: b64u(rd),
-      tpm: {
-        attest: b64u(attest),
-        signature: b64u(q.signature),
-        ak_public: b64u(tpm.akPublic),
-        pcr_selection: { hash: 'sha256', pcrs: PCRS },
-        pcr_values: Object.fromEntries(PCRS.map((i) => [String(i), b64u(pcrValue(i))])),
-        ak_parent_qualified_name: b64u(opts.parentQualifiedName ?? ENDORSEMENT_QN),
-        ak_cert_chain: opts.akCertChain ?? [],
-      },
-    };
+    evidence = tpmEvidence({
+      reportData: rd,
+      attest,
+      signature: q.signature,
+      akPublic: tpm.akPublic,
+      pcrs: PCRS,
+      pcrValue,
+      ...(opts.parentQualifiedName ? { parentQualifiedName: opts.parentQualifiedName } : {}),
+      ...(opts.akCertChain ? { akCertChain: opts.akCertChain } : {}),
+    });
   }
   const transcript = bodies
     .filter((b) => b.entry_type === 'tool_call')

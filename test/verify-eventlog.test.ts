@@ -1,5 +1,5 @@
 /**
- * TCG2 crypto-agile event logs against ../shared/vectors/tpm/eventlogs: every expectation of its
+ * TCG2 crypto-agile event logs against test/vectors/tpm/eventlogs: every expectation of its
  * PROVENANCE.md (replay per bank, flipped digest byte, truncation, wrong bank) plus strictness
  * cases on synthetic logs (header, algorithms, StartupLocality, garbage). Expected values come
  * from the vector files (go-tpm-tools / tpm2_eventlog), never from the code under test.

@@ -1,8 +1,8 @@
 /**
- * Gateway measurement checks in `verifyClaim` (issue 4 item 3): `evidence.measurement` is
+ * Gateway measurement checks in `verifyClaim` (docs/spec/measurement.md): `evidence.measurement` is
  * recomputed from its inputs (an encoder independent of the gateway's src/measure), tied to the
  * claim and the binding preimage, and for TPM evidence to the quoted measurement PCR. Claims are
- * built here from src/format with software TPM-format quotes (correct and tampered), plus one end
+ * built here from packages/verify/src/format with software TPM-format quotes (correct and tampered), plus one end
  * to end run on swtpm with a real gateway.
  */
 import { createHash, randomUUID } from 'node:crypto';
@@ -18,17 +18,18 @@ import { recomputeMeasurement } from '@cmcp/verify/measurement';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measurementDigest } from '../src/measure/index.js';
-import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
 import {
   bindSession,
-  ENDORSEMENT_QN,
   entryBody,
   type SoftTpm,
   signedClaim,
   softQuote,
   softTpm,
-} from './support/evidence.js';
+  softwareEvidence,
+  tpmEvidence,
+} from '../testing/evidence.js';
+import { startSwtpm } from '../testing/vitest-swtpm.js';
+import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 const sha256 = (...parts: (Buffer | string)[]) => {
   const h = createHash('sha256');
@@ -118,31 +119,16 @@ function build(o: BuildOpts = {}): Claim {
     const q = quote(tpm, tpmQualifyingData(rd), pcrs, values);
     const claimed = new Map(values);
     for (const [k, v] of Object.entries(o.claimedOnly ?? {})) claimed.set(Number(k), v);
-    evidence = {
-      provider: 'tpm',
-      status: 'bound',
-      reason: null,
-      report_data: b64u(rd),
-      tpm: {
-        attest: b64u(q.attest),
-        signature: b64u(q.signature),
-        ak_public: b64u(tpm.akPublic),
-        pcr_selection: { hash: 'sha256', pcrs },
-        pcr_values: Object.fromEntries(
-          pcrs.map((p) => [String(p), b64u(claimed.get(p) ?? Buffer.alloc(32))]),
-        ),
-        ak_parent_qualified_name: b64u(ENDORSEMENT_QN),
-        ak_cert_chain: [],
-      },
-    };
+    evidence = tpmEvidence({
+      reportData: rd,
+      attest: q.attest,
+      signature: q.signature,
+      akPublic: tpm.akPublic,
+      pcrs,
+      pcrValue: (p) => claimed.get(p) ?? Buffer.alloc(32),
+    });
   } else {
-    evidence = {
-      provider: 'software',
-      status: 'absent',
-      reason: 'SOFTWARE_PROVIDER',
-      report_data: b64u(rd),
-      tpm: null,
-    };
+    evidence = softwareEvidence(rd);
   }
   if (!o.noMeasurement) (evidence as { measurement?: unknown }).measurement = measurement;
   return signedClaim(session, {

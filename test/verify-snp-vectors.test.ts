@@ -1,5 +1,5 @@
 /**
- * SEV-SNP verification against ../shared/vectors/snp (go-sev-guest-milan, amd-roots) and case
+ * SEV-SNP verification against test/vectors/snp (go-sev-guest-milan, amd-roots) and case
  * C-SNP-1. Every expectation in the two PROVENANCE.md files is a test here; names follow the
  * vector folder and the expectation. Fixed clock: 2026-11-30 (all certificates valid).
  */

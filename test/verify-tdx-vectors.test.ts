@@ -1,5 +1,5 @@
 /**
- * TDX quote and collateral verification against ../shared/vectors/tdx (go-tdx-guest-spr-e4,
+ * TDX quote and collateral verification against test/vectors/tdx (go-tdx-guest-spr-e4,
  * collateral). Every expectation in the two PROVENANCE.md files is a test here. Fixed clock:
  * 2023-07-01T01:00:00Z (go-tdx-guest's test time; collateral and PCK chain all valid).
  */

@@ -1,32 +1,24 @@
 /**
  * TPM AK certificate chains to pinned roots: the Azure vTPM AK certificate (CA-03 ← Root 2023),
  * the ms-tpm-20-ref synthetic chains, and claims whose `evidence.tpm.ak_cert_chain` makes the
- * verdict hardware-attested. Fixed clocks per ../shared/vectors/README.md.
+ * verdict hardware-attested. Fixed clocks per test/vectors/README.md.
  */
 import 'reflect-metadata';
-import { createHash, createPublicKey, KeyObject, randomUUID, webcrypto } from 'node:crypto';
+import { createHash, createPublicKey, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { verifyAkCertChain } from '@cmcp/verify/akcert';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { verifyTpmEvidence } from '@cmcp/verify/evidence';
-import { tpmQualifyingData } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim, UnsignedClaim } from '@cmcp/verify/format/claim';
 import type { CheckResult, VerificationReport } from '@cmcp/verify/result';
 import { loadTrustStore, type TrustStore } from '@cmcp/verify/trust';
 import { type Cert, certsFromBytes, validateChain } from '@cmcp/verify/x509';
-import * as px from '@peculiar/x509';
+import type * as px from '@peculiar/x509';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { type AkPki, bareSession, claimWithAkChain, makeAkPki } from '../testing/ak-pki.js';
+import { signedClaim } from '../testing/evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
-import {
-  akNames,
-  bindSession,
-  ENDORSEMENT_QN,
-  eccAkPublic,
-  quoteAttest,
-  signedClaim,
-  signQuote,
-} from './support/evidence.js';
 
 const get = (checks: readonly CheckResult[], id: string): CheckResult => {
   const c = checks.find((x) => x.id === id);
@@ -254,132 +246,13 @@ describe.skipIf(!hasVectors())('tpm/ms-tpm-20-ref-v183 synthetic AK chains', () 
 
 // ---------- claims carrying an AK certificate chain ----------
 
-px.cryptoProvider.set(webcrypto as unknown as Parameters<typeof px.cryptoProvider.set>[0]);
-const ECDSA = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
-
-interface Pki {
-  root: px.X509Certificate;
-  ca: px.X509Certificate;
-  leaf: px.X509Certificate;
-  akPriv: KeyObject;
-  akPub: KeyObject;
-}
-
-async function makePki(o: { leafIsCa?: boolean; eku?: string[]; leafNotAfter?: Date } = {}): Promise<Pki> {
-  const gen = () =>
-    webcrypto.subtle.generateKey(ECDSA, true, ['sign', 'verify']) as Promise<webcrypto.CryptoKeyPair>;
-  const [rootKeys, caKeys, akKeys] = await Promise.all([gen(), gen(), gen()]);
-  const nb = new Date('2026-01-01T00:00:00Z');
-  const na = new Date('2036-01-01T00:00:00Z');
-  const root = await px.X509CertificateGenerator.createSelfSigned({
-    serialNumber: '01',
-    name: 'CN=test AK root',
-    notBefore: nb,
-    notAfter: na,
-    keys: rootKeys,
-    signingAlgorithm: ECDSA,
-    extensions: [
-      new px.BasicConstraintsExtension(true, undefined, true),
-      new px.KeyUsagesExtension(px.KeyUsageFlags.keyCertSign | px.KeyUsageFlags.cRLSign, true),
-      await px.SubjectKeyIdentifierExtension.create(rootKeys.publicKey),
-    ],
-  });
-  const ca = await px.X509CertificateGenerator.create({
-    serialNumber: '02',
-    subject: 'CN=test AK CA',
-    issuer: root.subject,
-    notBefore: nb,
-    notAfter: na,
-    publicKey: caKeys.publicKey,
-    signingKey: rootKeys.privateKey,
-    signingAlgorithm: ECDSA,
-    extensions: [
-      new px.BasicConstraintsExtension(true, 0, true),
-      new px.KeyUsagesExtension(px.KeyUsageFlags.keyCertSign, true),
-      await px.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
-      await px.AuthorityKeyIdentifierExtension.create(rootKeys.publicKey),
-    ],
-  });
-  const leaf = await px.X509CertificateGenerator.create({
-    serialNumber: '03',
-    subject: 'CN=test AK',
-    issuer: ca.subject,
-    notBefore: nb,
-    notAfter: o.leafNotAfter ?? na,
-    publicKey: akKeys.publicKey,
-    signingKey: caKeys.privateKey,
-    signingAlgorithm: ECDSA,
-    extensions: [
-      new px.BasicConstraintsExtension(o.leafIsCa ?? false, undefined, true),
-      new px.ExtendedKeyUsageExtension(o.eku ?? ['2.23.133.8.3']),
-      await px.AuthorityKeyIdentifierExtension.create(caKeys.publicKey),
-    ],
-  });
-  return {
-    root,
-    ca,
-    leaf,
-    akPriv: KeyObject.from(akKeys.privateKey),
-    akPub: KeyObject.from(akKeys.publicKey),
-  };
-}
-
-/** Session `sessionId` with chain root `root`, bound with no hashes and no challenge. */
-const bareSession = (sessionId: string, root: string) =>
-  bindSession({
-    sessionId,
-    chainRoot: root,
-    gatewayMeasurement: null,
-    policyBundleHash: null,
-    catalogHash: null,
-    challenge: null,
-  });
-
-function claimWithChain(pki: Pki, chain: Buffer[]): Claim {
-  const sessionId = randomUUID();
-  const root = createHash('sha256').update('root').digest('hex');
-  const session = bareSession(sessionId, root);
-  const rd = session.reportData;
-  const akPublic = eccAkPublic(pki.akPub);
-  const parentQn = ENDORSEMENT_QN;
-  const { qualifiedName: qn } = akNames(akPublic, parentQn);
-  const pcrValue = createHash('sha256').update('pcr0').digest();
-  const attest = quoteAttest({
-    qualifiedName: qn,
-    extraData: tpmQualifyingData(rd),
-    resetCount: 0,
-    firmwareVersion: Buffer.alloc(8),
-    pcrs: [0],
-    pcrDigest: createHash('sha256').update(pcrValue).digest(),
-  });
-  const signature = signQuote(attest, pki.akPriv);
-  return signedClaim(session, {
-    audit_chain: { chain_id: sessionId, root, tip: root, length: 1 },
-    evidence: {
-      provider: 'tpm',
-      status: 'bound',
-      reason: null,
-      report_data: b64u(rd),
-      tpm: {
-        attest: b64u(attest),
-        signature: b64u(signature),
-        ak_public: b64u(akPublic),
-        pcr_selection: { hash: 'sha256', pcrs: [0] },
-        pcr_values: { '0': b64u(pcrValue) },
-        ak_parent_qualified_name: b64u(parentQn),
-        ak_cert_chain: chain.map((c) => b64u(c)),
-      },
-    },
-  });
-}
-
 describe('claims with evidence.tpm.ak_cert_chain', () => {
-  let pki: Pki;
+  let pki: AkPki;
   let pinned: TrustStore;
   const der = (c: px.X509Certificate) => Buffer.from(c.rawData);
   const AT = new Date('2026-11-30T00:00:00Z');
   beforeAll(async () => {
-    pki = await makePki();
+    pki = await makeAkPki();
     pinned = {
       version: 1,
       roots: [
@@ -394,7 +267,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
   });
 
   it('a chain to a pinned root makes evidence.anchor pass and the verdict hardware-attested, naming the root by SHA-256', () => {
-    const claim = claimWithChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]);
+    const claim = claimWithAkChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]);
     const r = verifyClaim(claim, { trustStore: pinned, now: AT });
     expect(failed(r)).toEqual([]);
     expect(get(r.checks, 'evidence.anchor').status).toBe('pass');
@@ -406,12 +279,12 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
   });
 
   it('intermediates may come in any order after the leaf', () => {
-    const claim = claimWithChain(pki, [der(pki.leaf), der(pki.root), der(pki.ca)]);
+    const claim = claimWithAkChain(pki, [der(pki.leaf), der(pki.root), der(pki.ca)]);
     expect(verifyClaim(claim, { trustStore: pinned, now: AT }).verdict).toBe('hardware-attested');
   });
 
   it('the same chain without a trust store (or with the repo store) → ROOT_NOT_PINNED, hardware-unanchored', () => {
-    const claim = claimWithChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]);
+    const claim = claimWithAkChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]);
     const r = verifyClaim(claim, { now: AT });
     expect(get(r.checks, 'evidence.anchor')).toMatchObject({
       status: 'absent',
@@ -422,7 +295,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
   });
 
   it('missing intermediate → CHAIN_INCOMPLETE (invalid)', () => {
-    const r = verifyClaim(claimWithChain(pki, [der(pki.leaf), der(pki.root)]), {
+    const r = verifyClaim(claimWithAkChain(pki, [der(pki.leaf), der(pki.root)]), {
       trustStore: pinned,
       now: AT,
     });
@@ -431,7 +304,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
   });
 
   it('verification after the leaf expired → CERT_NOT_VALID_AT_TIME', () => {
-    const r = verifyClaim(claimWithChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]), {
+    const r = verifyClaim(claimWithAkChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]), {
       trustStore: pinned,
       now: new Date('2037-01-01T00:00:00Z'),
     });
@@ -440,7 +313,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
 
   it('end-entity rules: a leaf that is a CA, or whose EKU lacks tcg-kp-AIKCertificate → END_ENTITY_INVALID', async () => {
     for (const o of [{ leafIsCa: true }, { eku: ['1.3.6.1.5.5.7.3.2'] }]) {
-      const bad = await makePki(o);
+      const bad = await makeAkPki(o);
       const store: TrustStore = {
         version: 1,
         roots: [
@@ -452,7 +325,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
           },
         ],
       };
-      const r = verifyClaim(claimWithChain(bad, [der(bad.leaf), der(bad.ca), der(bad.root)]), {
+      const r = verifyClaim(claimWithAkChain(bad, [der(bad.leaf), der(bad.ca), der(bad.root)]), {
         trustStore: store,
         now: AT,
       });
@@ -461,8 +334,8 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
   });
 
   it('a leaf certifying another key → AK_CERT_KEY_MISMATCH, even when the chain is pinned', async () => {
-    const other = await makePki();
-    const claim = claimWithChain(pki, [der(other.leaf), der(other.ca), der(other.root)]);
+    const other = await makeAkPki();
+    const claim = claimWithAkChain(pki, [der(other.leaf), der(other.ca), der(other.root)]);
     const store: TrustStore = {
       version: 1,
       roots: [
@@ -484,7 +357,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
       version: 1,
       roots: [{ ...(pinned.roots[0] as TrustStore['roots'][number]), purpose: 'intel-sgx-root' }],
     };
-    const r = verifyClaim(claimWithChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]), {
+    const r = verifyClaim(claimWithAkChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]), {
       trustStore: store,
       now: AT,
     });
@@ -496,7 +369,7 @@ describe('claims with evidence.tpm.ak_cert_chain', () => {
 
   it('speed: a claim with a TPM quote and its chain verifies in well under 10 ms', () => {
     // CPU time of this process, not wall-clock: other test workers share the 2 cores.
-    const claim = claimWithChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]);
+    const claim = claimWithAkChain(pki, [der(pki.leaf), der(pki.ca), der(pki.root)]);
     expect(verifyClaim(claim, { trustStore: pinned, now: AT }).verdict).toBe('hardware-attested'); // warm
     const n = 50;
     const c0 = process.cpuUsage();

@@ -1,5 +1,5 @@
 /**
- * TPM quote parsing and verification against independent vectors (../shared/vectors/tpm) and
+ * TPM quote parsing and verification against independent vectors (test/vectors/tpm) and
  * the C-TPM-1..4 cases. Certificate-chain expectations of the vectors are left for the AK
  * enrollment issue (see the report).
  */
@@ -28,8 +28,8 @@ import {
   verifyTpmSignature,
 } from '@cmcp/verify/tpm';
 import { describe, expect, it } from 'vitest';
+import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from '../testing/evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
-import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from './support/evidence.js';
 
 // ---------- small wire builders (independent of the parser under test) ----------
 const u8 = (n: number) => Buffer.from([n]);

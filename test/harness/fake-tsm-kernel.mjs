@@ -1,6 +1,6 @@
 // A fake configfs-tsm "kernel" for tests (see fake-tsm.ts): it watches a report directory,
 // gives each new entry its attribute files (provider, generation, inblob), and answers an
-// inblob write with recorded evidence from ../shared/vectors, the way the kernel's outblob/
+// inblob write with recorded evidence from test/vectors, the way the kernel's outblob/
 // auxblob/generation attributes behave. It tests the gateway's file ABI handling, not signatures.
 //
 // argv[2]: JSON { root, provider, outblob (path), auxblob (path|null), reportDataOffset, mode }

@@ -1,7 +1,7 @@
 /**
  * A temporary fake configfs-tsm tree (`<dir>/report`) driven by a small fake "kernel" child
  * process (fake-tsm-kernel.mjs) that answers inblob writes with recorded evidence from
- * ../shared/vectors: the go-sev-guest Milan report with its VCEK/ASK/ARK as a GHCB certificate
+ * test/vectors: the go-sev-guest Milan report with its VCEK/ASK/ARK as a GHCB certificate
  * table, or the go-tdx-guest SPR DCAP quote. It exercises our file ABI handling (entries,
  * generation, provider, auxblob), not signatures.
  */

@@ -5,7 +5,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +12,7 @@ import pino from 'pino';
 import { stringify } from 'yaml';
 import { parseConfig } from '../../src/config/index.js';
 import { type Gateway, startGateway } from '../../src/gateway/runtime.js';
+import { freeLoopbackPort } from '../../testing/process.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const MODULES = join(REPO_ROOT, 'node_modules', '@modelcontextprotocol');
@@ -39,23 +39,14 @@ export function filesystemUpstream(dir: string, name = 'fs', extra: Record<strin
   };
 }
 
-/** A free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => res(p));
-    });
-  });
-}
+/** A free TCP port on 127.0.0.1 (testing/process.ts). */
+export const freePort = freeLoopbackPort;
 
 export interface TestConfigOptions {
   upstreams?: Record<string, unknown>[];
   attestation?: Record<string, unknown>;
   agents?: { agent_id: string; token: string; attributes?: Record<string, unknown> }[];
-  /** Operators (issue 6): tokens stored as SHA-256 only. */
+  /** Operators (docs/spec/policy.md#operator-controls): tokens stored as SHA-256 only. */
   operators?: { operator_id: string; token: string }[];
   /** Further top-level config members (e.g. `policy`, `catalog`). */
   extra?: Record<string, unknown>;

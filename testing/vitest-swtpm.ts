@@ -1,6 +1,6 @@
 /**
- * Test harness for swtpm: a thin wrapper over native/tpm/swtpm.ts. The test run's global setup
- * (global-setup.ts) provisions one TPM state folder + local CA per run and hands it to the test
+ * The vitest side of swtpm: a thin wrapper over ./swtpm.ts. The test run's global setup
+ * (test/harness/global-setup.ts) provisions one TPM state folder + local CA per run and hands it to the test
  * workers with vitest `provide`/`inject` (key `cmcpSwtpm`); each test file then starts its own
  * swtpm on a copy with {@link startSwtpm}.
  */
@@ -14,7 +14,7 @@ import {
   type SwtpmCa,
   type SwtpmInstance,
   startSwtpm as startSwtpmCore,
-} from '../../native/tpm/swtpm.js';
+} from './swtpm.js';
 
 /** What global setup provides to every test worker. */
 export interface SwtpmRunContext {

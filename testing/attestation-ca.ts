@@ -8,7 +8,7 @@ import { createHash, webcrypto } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
-import { swtpmCa } from './swtpm.js';
+import { swtpmCa } from './vitest-swtpm.js';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 

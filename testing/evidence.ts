@@ -162,6 +162,57 @@ export function softQuote(
   return { attest, signature: signQuote(attest, tpm.priv) };
 }
 
+// ---------- claim evidence ----------
+
+/** A claim's `evidence` when the software provider made no hardware binding (status absent). */
+export function softwareEvidence(reportData: Buffer): Claim['evidence'] {
+  return {
+    provider: 'software',
+    status: 'absent',
+    reason: 'SOFTWARE_PROVIDER',
+    report_data: b64u(reportData),
+    tpm: null,
+  };
+}
+
+/** The parts of a TPM quote a claim carries as `evidence.tpm`. */
+export interface TpmEvidenceParts {
+  reportData: Buffer;
+  /** The TPMS_ATTEST bytes the AK signed. */
+  attest: Buffer;
+  /** The TPMT_SIGNATURE. */
+  signature: Buffer;
+  /** The AK's TPMT_PUBLIC. */
+  akPublic: Buffer;
+  /** The quoted sha256-bank PCRs, ascending. */
+  pcrs: number[];
+  /** The value the claim lists for PCR `pcr`. */
+  pcrValue: (pcr: number) => Buffer;
+  /** Qualified Name of the AK's parent (default {@link ENDORSEMENT_QN}). */
+  parentQualifiedName?: Buffer;
+  /** base64url DER certificates, leaf first (default none). */
+  akCertChain?: string[];
+}
+
+/** A claim's `evidence` bound by a TPM quote (provider tpm, status bound), byte strings base64url. */
+export function tpmEvidence(p: TpmEvidenceParts): Claim['evidence'] {
+  return {
+    provider: 'tpm',
+    status: 'bound',
+    reason: null,
+    report_data: b64u(p.reportData),
+    tpm: {
+      attest: b64u(p.attest),
+      signature: b64u(p.signature),
+      ak_public: b64u(p.akPublic),
+      pcr_selection: { hash: 'sha256', pcrs: p.pcrs },
+      pcr_values: Object.fromEntries(p.pcrs.map((i) => [String(i), b64u(p.pcrValue(i))])),
+      ak_parent_qualified_name: b64u(p.parentQualifiedName ?? ENDORSEMENT_QN),
+      ak_cert_chain: p.akCertChain ?? [],
+    },
+  };
+}
+
 // ---------- audit chain ----------
 
 /**

@@ -1,6 +1,6 @@
 /**
  * swtpm (software TPM 2.0) provisioning and process control for tests and `npm run demo`.
- * Loopback only. Provisioning follows docs/tpm-notes: a throwaway local CA in a folder of ours
+ * Loopback only. Provisioning follows docs/spec/tpm.md ("swtpm for tests"): a throwaway local CA in a folder of ours
  * (never the system /var/lib/swtpm-localca), EK certificates, no --allow-signing.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -18,6 +18,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
+import { waitExit } from './process.js';
 
 const LOOPBACK = '127.0.0.1';
 const REQUIRED_BINARIES = ['swtpm', 'swtpm_setup', 'swtpm_localca'] as const;
@@ -220,17 +221,6 @@ function installExitHook(): void {
       cleanup();
     }
     live.clear();
-  });
-}
-
-function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((ok) => {
-    const t = setTimeout(() => ok(false), ms);
-    child.once('exit', () => {
-      clearTimeout(t);
-      ok(true);
-    });
   });
 }
 
