@@ -20,6 +20,8 @@ import type { McpEndpoint } from './mcp.js';
 declare module 'fastify' {
   interface FastifyRequest {
     agentId: string;
+    /** Decided once per request by the agent auth hook (operator kill switch). */
+    agentBlocked: boolean;
     operatorId: string;
     startedAt: bigint;
   }
@@ -81,6 +83,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   // JSON only: without this, fastify's default text/plain parser would hand strings to the routes.
   app.removeContentTypeParser('text/plain');
   app.decorateRequest('agentId', '');
+  app.decorateRequest('agentBlocked', false);
   app.decorateRequest('operatorId', '');
   app.decorateRequest('startedAt', 0n);
   const record = d.recordRefusal ?? (() => undefined);
@@ -144,9 +147,10 @@ export function buildApp(d: AppDeps): FastifyInstance {
       return sendError(reply, 'UNAUTHENTICATED', 'authentication required');
     }
     req.agentId = agent;
+    req.agentBlocked = d.operator?.isBlocked(agent) ?? false;
     // A blocked agent: refused on every REST route here; on /mcp the MCP layer answers with a
     // JSON-RPC error (and a tools/call still gets its terminal tool_call entry).
-    if (d.operator?.isBlocked(agent) && routePath !== '/mcp') {
+    if (req.agentBlocked && routePath !== '/mcp') {
       record(agent, 'AGENT_BLOCKED', { route });
       return sendError(reply, 'AGENT_BLOCKED', 'this agent identity is blocked by an operator');
     }
@@ -189,7 +193,12 @@ export function buildApp(d: AppDeps): FastifyInstance {
     const hv = req.headers['mcp-protocol-version'];
     let r: Awaited<ReturnType<McpEndpoint['handle']>>;
     try {
-      r = await d.mcp.handle(req.agentId, req.body, typeof hv === 'string' ? hv : undefined, req.startedAt);
+      r = await d.mcp.handle(
+        { agentId: req.agentId, blocked: req.agentBlocked },
+        req.body,
+        typeof hv === 'string' ? hv : undefined,
+        req.startedAt,
+      );
     } catch (e) {
       // Answer the request that caused it, by its own id, without internals.
       req.log.error({ err: (e as Error).message }, 'MCP request fault');

@@ -5,15 +5,15 @@
  * version and client capabilities in each request's `_meta`) are served by the same code.
  */
 
-import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { CallPipeline } from '../call/pipeline.js';
+import { CmcpError, clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import type { CallOrchestrator } from '../call/orchestrator.js';
+import type { Caller } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 
-/** What `tools/list` shows and who is blocked (issue 6); defaults: live tools, nobody. */
+/** What `tools/list` shows (issue 6); default: the live tools. */
 export interface McpControls {
   /** The tools agents see (the catalog's approved definitions when a catalog is configured). */
   listTools?: () => ToolDefinition[];
-  isBlocked?: (agentId: string) => boolean;
 }
 
 /** Protocol revisions answered by `initialize` (newest first). */
@@ -53,7 +53,7 @@ function validId(id: unknown): id is JsonRpcId {
 
 export class McpEndpoint {
   constructor(
-    private readonly pipeline: CallPipeline,
+    private readonly calls: CallOrchestrator,
     private readonly upstreams: UpstreamPool,
     /** Records requests refused before dispatch (batches, invalid envelopes). */
     private readonly recordRefusal: (
@@ -66,14 +66,16 @@ export class McpEndpoint {
 
   /**
    * Handles one parsed POST body for an authenticated agent.
+   * @param caller the agent and whether it is blocked, as the agent auth hook decided.
    * @param headerVersion the `MCP-Protocol-Version` header, if sent.
    */
   async handle(
-    agentId: string,
+    caller: Caller,
     body: unknown,
     headerVersion: string | undefined,
     startedAt: bigint,
   ): Promise<RpcReply> {
+    const { agentId } = caller;
     if (Array.isArray(body)) {
       this.recordRefusal(agentId, 'BATCH_NOT_SUPPORTED', { items: body.length });
       return rpcError(null, 'BATCH_NOT_SUPPORTED', 'JSON-RPC batches are not supported', 400);
@@ -102,8 +104,8 @@ export class McpEndpoint {
       // A notification: accepted, never answered (JSON-RPC 2.0 §4.1).
       return { status: 202, body: null };
     }
-    if (this.controls.isBlocked?.(agentId) && msg.method !== 'tools/call') {
-      // tools/call goes on to the pipeline, which records its terminal tool_call refusal.
+    if (caller.blocked && msg.method !== 'tools/call') {
+      // tools/call goes on to the call path, which records its terminal tool_call refusal.
       this.recordRefusal(agentId, 'AGENT_BLOCKED', { method: clip(msg.method, 64) });
       return rpcError(
         validId(msg.id) ? msg.id : null,
@@ -128,9 +130,11 @@ export class McpEndpoint {
       data: Record<string, unknown> = {},
     ): RpcReply => {
       if (msg.method !== 'tools/call') return rpcError(id, code, message, status, data);
-      const r = this.pipeline.refuseEnvelope(agentId, code, message, startedAt);
+      const r = this.calls.refuseEnvelope(agentId, code, message, startedAt);
       const error =
-        'error' in r ? { ...r.error, data: { ...r.error.data, ...data } } : { code: -32603, message };
+        'error' in r
+          ? { ...r.error, data: { ...r.error.data, ...data } }
+          : { code: ERRORS.INTERNAL_ERROR.rpc, message };
       return { status, body: { jsonrpc: '2.0', id, error } };
     };
     const params = msg.params;
@@ -204,7 +208,7 @@ export class McpEndpoint {
         });
       case 'tools/call': {
         const { _meta: _ignored, ...callParams } = (params ?? {}) as Record<string, unknown>;
-        const r = await this.pipeline.call(agentId, callParams, startedAt);
+        const r = await this.calls.call(caller, callParams, startedAt);
         if ('result' in r) return ok(r.result);
         return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
       }

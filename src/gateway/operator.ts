@@ -28,18 +28,9 @@ import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../poli
 import type { SessionFacts, SessionService } from '../session/service.js';
 import type { OperatorApi } from './app.js';
 
-interface Stored {
-  canonical: string;
-}
-
-/** Parses stored gateway-chain entries of the given types, in sequence order. */
+/** Gateway-chain entries of the given types, in sequence order. */
 function gatewayEntries(chain: AuditChain, types: string[]): Record<string, unknown>[] {
-  const rows = chain.db
-    .prepare<string[], Stored>(
-      `SELECT canonical FROM audit_entries WHERE chain_id = ? AND entry_type IN (${types.map(() => '?').join(',')}) ORDER BY sequence_number`,
-    )
-    .all(GATEWAY_CHAIN_ID, ...types);
-  return rows.map((r) => JSON.parse(r.canonical) as Record<string, unknown>);
+  return chain.entriesOfTypes(GATEWAY_CHAIN_ID, types) as unknown as Record<string, unknown>[];
 }
 
 /** The policy_load / policy_reload detail describing a bundle. */

@@ -10,7 +10,8 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
-import { type CallControls, CallPipeline } from '../call/pipeline.js';
+import type { CallControls } from '../call/gates.js';
+import { CallOrchestrator } from '../call/orchestrator.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
@@ -346,9 +347,8 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     policy: () => policy?.engine ?? null,
     catalog,
     agentAttributes: (id) => agentAttrs.get(id) ?? {},
-    isBlocked: (id) => operator.isBlocked(id),
   };
-  const pipeline = new CallPipeline(db, chain, sessions, upstreams, executions, log, controls);
+  const calls = new CallOrchestrator(db, chain, sessions, upstreams, executions, log, controls);
   const recordGateway = (
     entry_type: string,
     agentId: string | null,
@@ -368,11 +368,10 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     }
   };
   const mcp = new McpEndpoint(
-    pipeline,
+    calls,
     upstreams,
     (agentId, code, detail) => recordGateway('request_refused', agentId, code, detail),
     {
-      isBlocked: (id) => operator.isBlocked(id),
       ...(catalog
         ? {
             // The approved definitions of usable pins, under gateway names (issue 6 item 4).
