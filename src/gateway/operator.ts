@@ -26,7 +26,7 @@ import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyBundle } from '../policy/bundle.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';
-import type { OperatorApi } from './app.js';
+import type { OperatorApi } from './routes/operator.js';
 
 /** Gateway-chain entries of the given types, in sequence order. */
 function gatewayEntries(chain: AuditChain, types: string[]): Record<string, unknown>[] {
