@@ -24,6 +24,7 @@ import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyBundle } from '../policy/bundle.js';
+import { bundleDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';
 import type { OperatorApi } from './routes/operator.js';
@@ -31,17 +32,6 @@ import type { OperatorApi } from './routes/operator.js';
 /** Gateway-chain entries of the given types, in sequence order. */
 function gatewayEntries(chain: AuditChain, types: string[]): Record<string, unknown>[] {
   return chain.entriesOfTypes(GATEWAY_CHAIN_ID, types) as unknown as Record<string, unknown>[];
-}
-
-/** The policy_load / policy_reload detail describing a bundle. */
-export function bundleDetail(b: PolicyBundle): Record<string, unknown> {
-  return {
-    bundle_hash: b.hash,
-    version: b.manifest.version,
-    description: b.manifest.description,
-    files: b.files,
-    policy_ids: Object.keys(b.policies),
-  };
 }
 
 export class OperatorControls implements OperatorApi {

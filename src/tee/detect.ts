@@ -6,8 +6,10 @@
  * for the start-up log and the gateway chain's `attestation_provider` entry.
  */
 import { existsSync } from 'node:fs';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
+import type { AuditChain } from '../audit/chain.js';
 import type { AttestationConfig } from '../config/index.js';
 import { type AttestationProvider, type AttestationTier, SoftwareProvider, TIER_RANK } from './provider.js';
 import { TpmProvider } from './tpm-provider.js';
@@ -150,6 +152,11 @@ async function autoDetect(a: Extract<AttestationConfig, { provider: 'auto' }>): 
       candidates,
     },
   };
+}
+
+/** Records the selection as `attestation_provider` in the gateway chain (start-up). */
+export function recordSelection(chain: AuditChain, selection: ProviderSelection): void {
+  chain.append(GATEWAY_CHAIN_ID, { entry_type: 'attestation_provider', detail: selection.detail });
 }
 
 /**
