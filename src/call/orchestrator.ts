@@ -110,7 +110,8 @@ export class CallOrchestrator {
     try {
       session = await this.sessions.resolve(caller.agentId, read.sessionId);
     } catch (e) {
-      if (!(e instanceof CmcpError)) throw e;
+      // Only "no such session" is the caller's fault; anything else is a fault of the gateway.
+      if (!(e instanceof CmcpError && (e.code === 'UNKNOWN_SESSION' || e.code === 'SESSION_CLOSED'))) throw e;
       return refuse({ code: e.code, message: e.message, entry: { detail: { session: 'unresolved' } } });
     }
     sessionId = session.session_id;

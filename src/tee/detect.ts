@@ -5,7 +5,9 @@
  * refuses to start below the configured tier. The result says which provider was chosen and why,
  * for the start-up log and the gateway chain's `attestation_provider` entry.
  */
+
 import { existsSync } from 'node:fs';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
@@ -17,12 +19,10 @@ import { SevSnpProvider, TdxProvider } from './tsm-provider.js';
 import { loadCertFiles } from './x509.js';
 
 /** A start-up refusal: `code` is ATTESTATION_UNAVAILABLE or ATTESTATION_TIER_TOO_LOW. */
-export class AttestationStartError extends Error {
-  constructor(
-    readonly code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW',
-    message: string,
-  ) {
-    super(message);
+export class AttestationStartError extends CmcpError {
+  declare readonly code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW';
+  constructor(code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW', message: string) {
+    super(code, message);
     this.name = 'AttestationStartError';
   }
 }
