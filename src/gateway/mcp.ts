@@ -5,10 +5,11 @@
  * version and client capabilities in each request's `_meta`) are served by the same code.
  */
 
-import { CmcpError, clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallOrchestrator } from '../call/orchestrator.js';
 import type { Caller } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+import { jsonRpcError } from './replies.js';
 
 /** What `tools/list` shows (issue 6); default: the live tools. */
 export interface McpControls {
@@ -40,11 +41,7 @@ function rpcError(
   status = 200,
   data: Record<string, unknown> = {},
 ): RpcReply {
-  const e = new CmcpError(code, message);
-  return {
-    status,
-    body: { jsonrpc: '2.0', id, error: { code: e.rpc, message, data: { error_code: code, ...data } } },
-  };
+  return { status, body: jsonRpcError(id, code, message, data) };
 }
 
 function validId(id: unknown): id is JsonRpcId {

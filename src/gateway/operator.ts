@@ -8,7 +8,7 @@
  *   silently falling back to an older configured bundle. Open sessions are closed with claims
  *   (reason `policy_reload`): every session's claim covers decisions of exactly the policy its
  *   binding names, and the next session binds the new hash and the gateway measurement taken
- *   again with it (runtime.ts registers that hook). Refusals are recorded as
+ *   again with it (measure/record.ts, hooked by runtime.ts). Refusals are recorded as
  *   `policy_reload_refused`.
  * - `POST /operator/agents/{agent_id}/block` `{reason?}` — the kill switch: recorded as
  *   `agent_blocked`; the agent's open sessions are closed with claims; every route refuses it

@@ -42,6 +42,11 @@ export interface GatewayRefusals {
   authFailures: AuthFailureRecorder;
 }
 
+/**
+ * The gateway's `request_refused` recorders over one chain.
+ * @returns a sink that never throws (a failed append is logged), and the rate-bounded recorder
+ *   of unauthenticated requests (flush it at shutdown).
+ */
 export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals {
   const refused: RefusalSink = (agentId, code, detail) => {
     try {

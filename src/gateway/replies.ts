@@ -28,6 +28,23 @@ export function sendError(
   return reply.code(ERRORS[code].http).send({ error: { error_code: code, message, ...extra } });
 }
 
+/**
+ * The one JSON-RPC 2.0 error response body (§5.1) of the gateway's own errors: the registry's
+ * JSON-RPC code, and the cmcp code in `data.error_code`.
+ */
+export function jsonRpcError(
+  id: string | number | null,
+  code: ErrorCode,
+  message: string,
+  data: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: ERRORS[code].rpc, message, data: { error_code: code, ...data } },
+  };
+}
+
 /** A JSON-RPC error reply (id null: the request could not be read or was refused before it). */
 export function sendRpcError(
   reply: FastifyReply,
@@ -35,11 +52,7 @@ export function sendRpcError(
   message: string,
   status = ERRORS[code].http,
 ) {
-  return reply.code(status).send({
-    jsonrpc: '2.0',
-    id: null,
-    error: { code: ERRORS[code].rpc, message, data: { error_code: code } },
-  });
+  return reply.code(status).send(jsonRpcError(null, code, message));
 }
 
 /**

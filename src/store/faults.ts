@@ -17,6 +17,5 @@ export function activeFaults(): string[] {
 
 /** Throws when `point` is switched on. Call inside the transaction to be failed. */
 export function maybeFail(point: FaultPoint): void {
-  if (active.has(point))
-    throw new CmcpError('INJECTED_FAULT', `injected fault at ${point}`);
+  if (active.has(point)) throw new CmcpError('INJECTED_FAULT', `injected fault at ${point}`);
 }

@@ -4,14 +4,14 @@
  * of this plugin (and on its not-found handler), so a path's spelling cannot move a request
  * from one authentication to another.
  */
-import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ExecutionRegistry } from '../../execution/registry.js';
 import type { SessionService } from '../../session/service.js';
 import type { Authenticator } from '../auth.js';
 import type { McpEndpoint } from '../mcp.js';
-import { isJsonRpc, sendError, sendRpcError } from '../replies.js';
+import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from '../replies.js';
 import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../schemas.js';
 
 declare module 'fastify' {
@@ -94,15 +94,7 @@ function mcpFault(req: FastifyRequest, reply: FastifyReply, e: unknown) {
   req.log.error({ err: (e as Error).message }, 'MCP request fault');
   const raw = (req.body as { id?: unknown } | null)?.id;
   const id = typeof raw === 'string' || (typeof raw === 'number' && Number.isSafeInteger(raw)) ? raw : null;
-  return reply.code(200).send({
-    jsonrpc: '2.0',
-    id,
-    error: {
-      code: ERRORS.INTERNAL_ERROR.rpc,
-      message: 'internal error',
-      data: { error_code: 'INTERNAL_ERROR' },
-    },
-  });
+  return reply.code(200).send(jsonRpcError(id, 'INTERNAL_ERROR', 'internal error'));
 }
 
 /** The agent routes plugin (registered at the root: its not-found handler is the root's). */
