@@ -29,11 +29,6 @@ import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../poli
 import type { SessionFacts, SessionService } from '../session/service.js';
 import type { OperatorApi } from './routes/operator.js';
 
-/** Gateway-chain entries of the given types, in sequence order. */
-function gatewayEntries(chain: AuditChain, types: string[]): Record<string, unknown>[] {
-  return chain.entriesOfTypes(GATEWAY_CHAIN_ID, types) as unknown as Record<string, unknown>[];
-}
-
 export class OperatorControls implements OperatorApi {
   private readonly blocked = new Set<string>();
   private readonly reloadHooks: ((bundle: PolicyBundle) => void)[] = [];
@@ -48,7 +43,8 @@ export class OperatorControls implements OperatorApi {
     private readonly knownAgents: Set<string>,
     private readonly log: Logger,
   ) {
-    for (const e of gatewayEntries(chain, ['agent_blocked', 'agent_unblocked'])) {
+    // Blocks are rebuilt from the gateway chain, so they survive a restart.
+    for (const e of chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['agent_blocked', 'agent_unblocked'])) {
       const id = e.agent_id as string;
       if (e.entry_type === 'agent_blocked') this.blocked.add(id);
       else this.blocked.delete(id);
@@ -62,7 +58,7 @@ export class OperatorControls implements OperatorApi {
    */
   resumeReloaded(): PolicyBundle | null {
     if (!this.policy) return null;
-    const last = gatewayEntries(this.chain, ['policy_reload']).at(-1);
+    const last = this.chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['policy_reload']).at(-1);
     const d = last?.detail as { bundle_files?: Record<string, string>; signature?: string } | undefined;
     if (!d?.bundle_files) return null;
     try {
