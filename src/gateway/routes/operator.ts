@@ -61,7 +61,8 @@ export function operatorRoutes(d: OperatorRouteDeps) {
     const op = d.operator;
     if (!op) return;
     app.get('/status', { schema: operatorStatusSchema }, async () => op.status());
-    app.post('/policy/reload', { schema: reloadSchema }, async (req) =>
+    // A malformed reload is refused and recorded by reloadPolicy itself (schemas.ts).
+    app.post('/policy/reload', { schema: reloadSchema, attachValidation: true }, async (req) =>
       op.reloadPolicy(req.operatorId, req.body),
     );
     // The body's shape is checked by blockAgent, after the agent is known to exist (as before
