@@ -106,6 +106,17 @@ export class AuditChain {
       .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
   }
 
+  /** A chain's entries of the given types, in sequence order (e.g. the gateway chain's blocks). */
+  entriesOfTypes(chainId: string, types: readonly string[]): AuditEntry[] {
+    if (types.length === 0) return [];
+    return this.db
+      .prepare<string[], { canonical: string; entry_hash: string }>(
+        `SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? AND entry_type IN (${types.map(() => '?').join(',')}) ORDER BY sequence_number`,
+      )
+      .all(chainId, ...types)
+      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+  }
+
   /** Exports a chain as a bundle of stored canonical texts (what a verifier re-hashes). */
   bundle(chainId: string, sessionId: string | null): AuditBundle {
     return {

@@ -16,6 +16,7 @@
  *   does not change it but any member does.
  */
 import { readFileSync } from 'node:fs';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
 import { z } from 'zod';
 
@@ -50,13 +51,13 @@ export interface Catalog {
 }
 
 /** A catalog file that cannot be used. */
-export class CatalogError extends Error {
-  readonly code = 'CATALOG_INVALID';
+export class CatalogError extends CmcpError {
+  declare readonly code: 'CATALOG_INVALID';
   constructor(
     message: string,
     readonly issues: string[] = [],
   ) {
-    super(issues.length ? `${message}:\n  ${issues.join('\n  ')}` : message);
+    super('CATALOG_INVALID', issues.length ? `${message}:\n  ${issues.join('\n  ')}` : message);
     this.name = 'CatalogError';
   }
 }

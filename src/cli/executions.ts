@@ -3,20 +3,25 @@
  * registry. Opens the database read-only; never invokes anything.
  */
 import { existsSync } from 'node:fs';
-import Database from 'better-sqlite3';
 import type { Command } from 'commander';
-import type { ExecutionRow } from '../execution/registry.js';
+import {
+  assertRegistry,
+  type ExecutionRow,
+  type ExecutionState,
+  listExecutions,
+  readExecution,
+} from '../execution/registry.js';
+import { type Db, openReadOnlyDatabase } from '../store/db.js';
 
-function openReadOnly(file: string): Database.Database {
+function openReadOnly(file: string): Db {
   if (!existsSync(file)) {
     process.stderr.write(`cmcp: no database at ${file}\n`);
     process.exit(2);
   }
   try {
-    const db = new Database(file, { readonly: true, fileMustExist: true });
-    db.pragma('busy_timeout = 5000');
+    const db = openReadOnlyDatabase(file);
     // Fails here (not later with a stack trace) when the file is no cmcp database.
-    db.prepare('SELECT 1 FROM executions LIMIT 1').all();
+    assertRegistry(db);
     return db;
   } catch (e) {
     process.stderr.write(
@@ -47,11 +52,10 @@ export function registerExecutionsCommand(program: Command): void {
         process.exit(2);
       }
       const db = openReadOnly(o.db);
-      const rows = db
-        .prepare<[string | null, string | null, string | null, string | null], ExecutionRow>(
-          'SELECT * FROM executions WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR state = ?) ORDER BY created_at DESC',
-        )
-        .all(o.agent ?? null, o.agent ?? null, o.state ?? null, o.state ?? null);
+      const rows = listExecutions(db, {
+        agentId: o.agent ?? null,
+        state: (o.state as ExecutionState | undefined) ?? null,
+      });
       db.close();
       if (o.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
       else {
@@ -71,11 +75,7 @@ export function registerExecutionsCommand(program: Command): void {
     .option('--json', 'JSON output')
     .action((executionId: string, o: { db: string; agent: string; json?: boolean }) => {
       const db = openReadOnly(o.db);
-      const row = db
-        .prepare<[string, string], ExecutionRow>(
-          'SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?',
-        )
-        .get(o.agent, executionId);
+      const row = readExecution(db, o.agent, executionId);
       db.close();
       if (!row) {
         process.stderr.write('cmcp: EXECUTION_NOT_FOUND: no such execution for this agent\n');

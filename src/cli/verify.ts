@@ -9,6 +9,7 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { type VerifyClaimOptions, verifyClaim } from '@cmcp/verify/claim';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { renderJson, renderText } from '@cmcp/verify/render';
 import type { Verdict } from '@cmcp/verify/result';
 import {
@@ -104,7 +105,13 @@ export interface VerifyIo {
 const VERDICT_ORDER: Verdict[] = ['hardware-attested', 'hardware-unanchored', 'signed-only', 'invalid'];
 
 /** A usage or input error: reported as one line, exit code 2. */
-export class VerifyInputError extends Error {}
+export class VerifyInputError extends CmcpError {
+  declare readonly code: 'VERIFY_INPUT_INVALID';
+  constructor(message: string) {
+    super('VERIFY_INPUT_INVALID', message);
+    this.name = 'VerifyInputError';
+  }
+}
 
 async function readJson(path: string, what: string): Promise<unknown> {
   let text: string;

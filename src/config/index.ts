@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
@@ -293,13 +294,13 @@ export function isLoopback(host: string): boolean {
 }
 
 /** Thrown for an unreadable or invalid config. `issues` are `path: message` lines. */
-export class ConfigError extends Error {
-  readonly code = 'CONFIG_INVALID';
+export class ConfigError extends CmcpError {
+  declare readonly code: 'CONFIG_INVALID';
   constructor(
     readonly file: string,
     readonly issues: string[],
   ) {
-    super(`invalid config ${file}:\n  ${issues.join('\n  ')}`);
+    super('CONFIG_INVALID', `invalid config ${file}:\n  ${issues.join('\n  ')}`);
     this.name = 'ConfigError';
   }
 }

@@ -6,6 +6,7 @@
  * rendered string, in constant time.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 
 export const EAB_DOMAIN = 'cmcp.execution-action-binding';
@@ -23,12 +24,10 @@ export interface ExecutionActionBindingV1 {
 export type BindingAlgorithm = 'sha256' | 'sha384';
 
 /** Why a preimage or rendered binding is refused. `code` is stable. */
-export class BindingFormatError extends Error {
-  constructor(
-    readonly code: 'EAB_NOT_V1' | 'EAB_UNSUPPORTED_ALGORITHM' | 'EAB_MALFORMED',
-    message: string,
-  ) {
-    super(message);
+export class BindingFormatError extends CmcpError {
+  declare readonly code: 'EAB_NOT_V1' | 'EAB_UNSUPPORTED_ALGORITHM' | 'EAB_MALFORMED';
+  constructor(code: 'EAB_NOT_V1' | 'EAB_UNSUPPORTED_ALGORITHM' | 'EAB_MALFORMED', message: string) {
+    super(code, message);
     this.name = 'BindingFormatError';
   }
 }

@@ -148,11 +148,37 @@ export class ExecutionRegistry {
     }
     return rows.length;
   }
+}
 
-  /** All rows (operators' `cmcp executions list`), newest first. */
-  list(limit = 1000): ExecutionRow[] {
-    return this.db
-      .prepare<[number], ExecutionRow>('SELECT * FROM executions ORDER BY created_at DESC LIMIT ?')
-      .all(limit);
-  }
+/** A filter of {@link listExecutions}: null members match everything. */
+export interface ExecutionFilter {
+  agentId: string | null;
+  state: ExecutionState | null;
+}
+
+/**
+ * Registry rows matching `filter`, newest first (operators' `cmcp executions list`). Reads
+ * only: works on a read-only connection.
+ * @throws SQLite errors, e.g. when the database holds no registry.
+ */
+export function listExecutions(db: Db, filter: ExecutionFilter): ExecutionRow[] {
+  return db
+    .prepare<[string | null, string | null, string | null, string | null], ExecutionRow>(
+      'SELECT * FROM executions WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR state = ?) ORDER BY created_at DESC',
+    )
+    .all(filter.agentId, filter.agentId, filter.state, filter.state);
+}
+
+/** One agent's execution row, or undefined (read-only connections too). */
+export function readExecution(db: Db, agentId: string, executionId: string): ExecutionRow | undefined {
+  return db
+    .prepare<[string, string], ExecutionRow>(
+      'SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?',
+    )
+    .get(agentId, executionId);
+}
+
+/** Throws unless the database holds an execution registry (a cheap probe for read-only tools). */
+export function assertRegistry(db: Db): void {
+  db.prepare('SELECT 1 FROM executions LIMIT 1').all();
 }

@@ -5,15 +5,16 @@
  * version and client capabilities in each request's `_meta`) are served by the same code.
  */
 
-import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { CallPipeline } from '../call/pipeline.js';
+import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import type { CallOrchestrator } from '../call/orchestrator.js';
+import type { Caller } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+import { jsonRpcError } from './replies.js';
 
-/** What `tools/list` shows and who is blocked (issue 6); defaults: live tools, nobody. */
+/** What `tools/list` shows (issue 6); default: the live tools. */
 export interface McpControls {
   /** The tools agents see (the catalog's approved definitions when a catalog is configured). */
   listTools?: () => ToolDefinition[];
-  isBlocked?: (agentId: string) => boolean;
 }
 
 /** Protocol revisions answered by `initialize` (newest first). */
@@ -40,11 +41,7 @@ function rpcError(
   status = 200,
   data: Record<string, unknown> = {},
 ): RpcReply {
-  const e = new CmcpError(code, message);
-  return {
-    status,
-    body: { jsonrpc: '2.0', id, error: { code: e.rpc, message, data: { error_code: code, ...data } } },
-  };
+  return { status, body: jsonRpcError(id, code, message, data) };
 }
 
 function validId(id: unknown): id is JsonRpcId {
@@ -53,7 +50,7 @@ function validId(id: unknown): id is JsonRpcId {
 
 export class McpEndpoint {
   constructor(
-    private readonly pipeline: CallPipeline,
+    private readonly calls: CallOrchestrator,
     private readonly upstreams: UpstreamPool,
     /** Records requests refused before dispatch (batches, invalid envelopes). */
     private readonly recordRefusal: (
@@ -66,21 +63,60 @@ export class McpEndpoint {
 
   /**
    * Handles one parsed POST body for an authenticated agent.
+   * @param caller the agent and whether it is blocked, as the agent auth hook decided.
    * @param headerVersion the `MCP-Protocol-Version` header, if sent.
    */
   async handle(
-    agentId: string,
+    caller: Caller,
     body: unknown,
     headerVersion: string | undefined,
     startedAt: bigint,
   ): Promise<RpcReply> {
+    const env = this.envelope(caller, body);
+    if ('reply' in env) return env.reply;
+    const { msg, id, method } = env;
+    // A tools/call refused here still ends in its one terminal tool_call entry (design §3).
+    const refuse = (v: Refused): RpcReply => {
+      if (method !== 'tools/call') return rpcError(id, v.code, v.message, v.status, v.data);
+      const r = this.calls.refuseEnvelope(caller.agentId, v.code, v.message, startedAt);
+      const error =
+        'error' in r
+          ? { ...r.error, data: { ...r.error.data, ...v.data } }
+          : { code: ERRORS.INTERNAL_ERROR.rpc, message: v.message };
+      return { status: v.status, body: { jsonrpc: '2.0', id, error } };
+    };
+    const params = msg.params;
+    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
+      return refuse({ status: 200, code: 'INVALID_PARAMS', message: 'params must be an object' });
+    }
+    const version = negotiate(method, params as Record<string, unknown> | undefined, headerVersion);
+    if ('refused' in version) return refuse(version.refused);
+    return this.dispatch(
+      caller,
+      method,
+      id,
+      params as Record<string, unknown> | undefined,
+      version.stateless,
+      startedAt,
+    );
+  }
+
+  /**
+   * The JSON-RPC envelope: batches, non-objects, client responses, notifications, blocked
+   * agents (all methods but tools/call) and ids are settled here.
+   */
+  private envelope(
+    caller: Caller,
+    body: unknown,
+  ): { reply: RpcReply } | { msg: Record<string, unknown>; id: JsonRpcId; method: string } {
+    const { agentId } = caller;
     if (Array.isArray(body)) {
       this.recordRefusal(agentId, 'BATCH_NOT_SUPPORTED', { items: body.length });
-      return rpcError(null, 'BATCH_NOT_SUPPORTED', 'JSON-RPC batches are not supported', 400);
+      return { reply: rpcError(null, 'BATCH_NOT_SUPPORTED', 'JSON-RPC batches are not supported', 400) };
     }
     if (typeof body !== 'object' || body === null) {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'not an object' });
-      return rpcError(null, 'INVALID_REQUEST', 'the body must be a JSON-RPC request object', 400);
+      return { reply: rpcError(null, 'INVALID_REQUEST', 'the body must be a JSON-RPC request object', 400) };
     }
     const msg = body as Record<string, unknown>;
     const hasId = Object.hasOwn(msg, 'id');
@@ -92,94 +128,49 @@ export class McpEndpoint {
     ) {
       // A response from the client: accepted (Streamable HTTP), though the gateway never
       // sends server-to-client requests.
-      return { status: 202, body: null };
+      return { reply: { status: 202, body: null } };
     }
     if (msg.jsonrpc !== '2.0' || typeof msg.method !== 'string') {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'jsonrpc or method missing' });
-      return rpcError(id, 'INVALID_REQUEST', 'jsonrpc must be "2.0" and method a string', 400);
+      return { reply: rpcError(id, 'INVALID_REQUEST', 'jsonrpc must be "2.0" and method a string', 400) };
     }
-    if (!hasId) {
-      // A notification: accepted, never answered (JSON-RPC 2.0 §4.1).
-      return { status: 202, body: null };
-    }
-    if (this.controls.isBlocked?.(agentId) && msg.method !== 'tools/call') {
-      // tools/call goes on to the pipeline, which records its terminal tool_call refusal.
+    // A notification: accepted, never answered (JSON-RPC 2.0 §4.1).
+    if (!hasId) return { reply: { status: 202, body: null } };
+    if (caller.blocked && msg.method !== 'tools/call') {
+      // tools/call goes on to the call path, which records its terminal tool_call refusal.
       this.recordRefusal(agentId, 'AGENT_BLOCKED', { method: clip(msg.method, 64) });
-      return rpcError(
-        validId(msg.id) ? msg.id : null,
-        'AGENT_BLOCKED',
-        'this agent identity is blocked by an operator',
-      );
+      return { reply: rpcError(id, 'AGENT_BLOCKED', 'this agent identity is blocked by an operator') };
     }
-    if (!validId(msg.id)) {
+    if (id === null) {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'id must be a string or an integer' });
-      return rpcError(
-        null,
-        'INVALID_REQUEST',
-        'id must be a string or an integer (null is not allowed)',
-        400,
-      );
+      return {
+        reply: rpcError(
+          null,
+          'INVALID_REQUEST',
+          'id must be a string or an integer (null is not allowed)',
+          400,
+        ),
+      };
     }
-    // A tools/call refused here still ends in its one terminal tool_call entry (design §3).
-    const refuse = (
-      status: number,
-      code: ErrorCode,
-      message: string,
-      data: Record<string, unknown> = {},
-    ): RpcReply => {
-      if (msg.method !== 'tools/call') return rpcError(id, code, message, status, data);
-      const r = this.pipeline.refuseEnvelope(agentId, code, message, startedAt);
-      const error =
-        'error' in r ? { ...r.error, data: { ...r.error.data, ...data } } : { code: -32603, message };
-      return { status, body: { jsonrpc: '2.0', id, error } };
-    };
-    const params = msg.params;
-    if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
-      return refuse(200, 'INVALID_PARAMS', 'params must be an object');
-    }
+    return { msg, id, method: msg.method };
+  }
 
-    // Stateless 2026-07-28: the version travels in _meta and must agree with the header.
-    const meta = (params as { _meta?: Record<string, unknown> } | undefined)?._meta;
-    const metaVersion = meta && typeof meta === 'object' ? meta[META_VERSION] : undefined;
-    let stateless = false;
-    if (metaVersion !== undefined) {
-      if (
-        typeof metaVersion !== 'string' ||
-        !(STATELESS_VERSIONS as readonly string[]).includes(metaVersion)
-      ) {
-        return refuse(400, 'INVALID_REQUEST', 'unsupported protocol version in _meta', {
-          supported: [...STATELESS_VERSIONS],
-        });
-      }
-      if (headerVersion !== undefined && headerVersion !== metaVersion) {
-        return refuse(400, 'INVALID_REQUEST', 'MCP-Protocol-Version header does not match _meta');
-      }
-      if (typeof meta?.[META_CAPS] !== 'object' || meta[META_CAPS] === null) {
-        return refuse(200, 'INVALID_PARAMS', `_meta["${META_CAPS}"] is required on stateless requests`);
-      }
-      stateless = true;
-    } else if (
-      headerVersion !== undefined &&
-      msg.method !== 'initialize' &&
-      !([...HANDSHAKE_VERSIONS, '2025-03-26'] as string[]).includes(headerVersion)
-    ) {
-      return refuse(
-        400,
-        'INVALID_REQUEST',
-        headerVersion === STATELESS_VERSIONS[0]
-          ? `${headerVersion} requests carry their protocol version and client capabilities in params._meta`
-          : 'unsupported MCP-Protocol-Version',
-        { supported: [...HANDSHAKE_VERSIONS, ...STATELESS_VERSIONS] },
-      );
-    }
-
+  /** Answers a request whose envelope and protocol version were accepted. */
+  private async dispatch(
+    caller: Caller,
+    method: string,
+    id: JsonRpcId,
+    params: Record<string, unknown> | undefined,
+    stateless: boolean,
+    startedAt: bigint,
+  ): Promise<RpcReply> {
     const ok = (result: Record<string, unknown>): RpcReply => ({
       status: 200,
       body: { jsonrpc: '2.0', id, result: stateless ? { resultType: 'complete', ...result } : result },
     });
-    switch (msg.method) {
+    switch (method) {
       case 'initialize': {
-        const requested = (params as { protocolVersion?: unknown } | undefined)?.protocolVersion;
+        const requested = params?.protocolVersion;
         const version =
           typeof requested === 'string' && (HANDSHAKE_VERSIONS as readonly string[]).includes(requested)
             ? requested
@@ -203,8 +194,8 @@ export class McpEndpoint {
           tools: this.controls.listTools ? this.controls.listTools() : this.upstreams.listTools(),
         });
       case 'tools/call': {
-        const { _meta: _ignored, ...callParams } = (params ?? {}) as Record<string, unknown>;
-        const r = await this.pipeline.call(agentId, callParams, startedAt);
+        const { _meta: _ignored, ...callParams } = params ?? {};
+        const r = await this.calls.call(caller, callParams, startedAt);
         if ('result' in r) return ok(r.result);
         return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
       }
@@ -212,4 +203,70 @@ export class McpEndpoint {
         return rpcError(id, 'METHOD_NOT_FOUND', 'method not found');
     }
   }
+}
+
+/** A refusal before dispatch: its HTTP status, code, message and extra error data. */
+interface Refused {
+  status: number;
+  code: ErrorCode;
+  message: string;
+  data?: Record<string, unknown>;
+}
+
+/**
+ * The protocol revision of a request: stateless 2026-07-28 when `_meta` names it (it must
+ * agree with the header and carry client capabilities), else a handshake-era revision.
+ */
+function negotiate(
+  method: string,
+  params: Record<string, unknown> | undefined,
+  headerVersion: string | undefined,
+): { stateless: boolean } | { refused: Refused } {
+  const meta = params?._meta as Record<string, unknown> | undefined;
+  const metaVersion = meta && typeof meta === 'object' ? meta[META_VERSION] : undefined;
+  if (metaVersion !== undefined) {
+    if (typeof metaVersion !== 'string' || !(STATELESS_VERSIONS as readonly string[]).includes(metaVersion))
+      return {
+        refused: {
+          status: 400,
+          code: 'INVALID_REQUEST',
+          message: 'unsupported protocol version in _meta',
+          data: { supported: [...STATELESS_VERSIONS] },
+        },
+      };
+    if (headerVersion !== undefined && headerVersion !== metaVersion)
+      return {
+        refused: {
+          status: 400,
+          code: 'INVALID_REQUEST',
+          message: 'MCP-Protocol-Version header does not match _meta',
+        },
+      };
+    if (typeof meta?.[META_CAPS] !== 'object' || meta[META_CAPS] === null)
+      return {
+        refused: {
+          status: 200,
+          code: 'INVALID_PARAMS',
+          message: `_meta["${META_CAPS}"] is required on stateless requests`,
+        },
+      };
+    return { stateless: true };
+  }
+  if (
+    headerVersion !== undefined &&
+    method !== 'initialize' &&
+    !([...HANDSHAKE_VERSIONS, '2025-03-26'] as string[]).includes(headerVersion)
+  )
+    return {
+      refused: {
+        status: 400,
+        code: 'INVALID_REQUEST',
+        message:
+          headerVersion === STATELESS_VERSIONS[0]
+            ? `${headerVersion} requests carry their protocol version and client capabilities in params._meta`
+            : 'unsupported MCP-Protocol-Version',
+        data: { supported: [...HANDSHAKE_VERSIONS, ...STATELESS_VERSIONS] },
+      },
+    };
+  return { stateless: false };
 }

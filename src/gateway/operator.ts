@@ -8,7 +8,7 @@
  *   silently falling back to an older configured bundle. Open sessions are closed with claims
  *   (reason `policy_reload`): every session's claim covers decisions of exactly the policy its
  *   binding names, and the next session binds the new hash and the gateway measurement taken
- *   again with it (runtime.ts registers that hook). Refusals are recorded as
+ *   again with it (measure/record.ts, hooked by runtime.ts). Refusals are recorded as
  *   `policy_reload_refused`.
  * - `POST /operator/agents/{agent_id}/block` `{reason?}` — the kill switch: recorded as
  *   `agent_blocked`; the agent's open sessions are closed with claims; every route refuses it
@@ -24,34 +24,10 @@ import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyBundle } from '../policy/bundle.js';
+import { bundleDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';
-import type { OperatorApi } from './app.js';
-
-interface Stored {
-  canonical: string;
-}
-
-/** Parses stored gateway-chain entries of the given types, in sequence order. */
-function gatewayEntries(chain: AuditChain, types: string[]): Record<string, unknown>[] {
-  const rows = chain.db
-    .prepare<string[], Stored>(
-      `SELECT canonical FROM audit_entries WHERE chain_id = ? AND entry_type IN (${types.map(() => '?').join(',')}) ORDER BY sequence_number`,
-    )
-    .all(GATEWAY_CHAIN_ID, ...types);
-  return rows.map((r) => JSON.parse(r.canonical) as Record<string, unknown>);
-}
-
-/** The policy_load / policy_reload detail describing a bundle. */
-export function bundleDetail(b: PolicyBundle): Record<string, unknown> {
-  return {
-    bundle_hash: b.hash,
-    version: b.manifest.version,
-    description: b.manifest.description,
-    files: b.files,
-    policy_ids: Object.keys(b.policies),
-  };
-}
+import type { OperatorApi } from './routes/operator.js';
 
 export class OperatorControls implements OperatorApi {
   private readonly blocked = new Set<string>();
@@ -67,7 +43,8 @@ export class OperatorControls implements OperatorApi {
     private readonly knownAgents: Set<string>,
     private readonly log: Logger,
   ) {
-    for (const e of gatewayEntries(chain, ['agent_blocked', 'agent_unblocked'])) {
+    // Blocks are rebuilt from the gateway chain, so they survive a restart.
+    for (const e of chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['agent_blocked', 'agent_unblocked'])) {
       const id = e.agent_id as string;
       if (e.entry_type === 'agent_blocked') this.blocked.add(id);
       else this.blocked.delete(id);
@@ -81,7 +58,7 @@ export class OperatorControls implements OperatorApi {
    */
   resumeReloaded(): PolicyBundle | null {
     if (!this.policy) return null;
-    const last = gatewayEntries(this.chain, ['policy_reload']).at(-1);
+    const last = this.chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['policy_reload']).at(-1);
     const d = last?.detail as { bundle_files?: Record<string, string>; signature?: string } | undefined;
     if (!d?.bundle_files) return null;
     try {

@@ -1,37 +1,38 @@
 /**
- * Wires a running gateway from a validated config: database, gateway key, attestation
- * provider, upstreams, sessions, call pipeline and HTTP app. Start-up writes the gateway
- * chain's `gateway_start` entry before the listener opens.
+ * Composes a running gateway from a validated config, in start-up order: database and instance
+ * lock, attestation provider, upstreams, catalog and policy, recovery, sessions, operator
+ * controls, measurement, call path and HTTP app. Each module records its own start-up entries
+ * in the gateway chain (gateway_start, attestation_provider, catalog_load, policy_load,
+ * execution_sealed, gateway_measurement) before the listener opens.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
-import { type CallControls, CallPipeline } from '../call/pipeline.js';
+import { CallOrchestrator } from '../call/orchestrator.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
-import { CatalogGuard } from '../catalog/guard.js';
+import type { CatalogGuard } from '../catalog/guard.js';
+import { catalogToolList, startCatalog } from '../catalog/startup.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ExecutionRegistry } from '../execution/registry.js';
-import { measureGateway, remeasureGateway } from '../measure/index.js';
+import { GatewayMeasurer } from '../measure/record.js';
 import { loadBundleDir } from '../policy/bundle.js';
-import { agentEntity, checkEntities, PolicyEngine, toolEntities } from '../policy/engine.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
-import { PolicyState } from '../policy/state.js';
+import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
+import type { PolicyState } from '../policy/state.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
-import { acquireInstance, type InstanceLock } from '../store/instance-lock.js';
-import { type ProviderSelection, selectProvider } from '../tee/detect.js';
+import { acquireInstance } from '../store/instance-lock.js';
+import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
-import { AuthFailureRecorder } from './auth-failures.js';
 import { McpEndpoint } from './mcp.js';
-import { bundleDetail, OperatorControls } from './operator.js';
+import { OperatorControls } from './operator.js';
+import { gatewayRefusals, recordGatewayStart } from './records.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -59,20 +60,9 @@ export function newGatewayKey(): GatewayKey {
   return { privateKey, jwk, thumbprint: jwkThumbprint(jwk) };
 }
 
-/** Thrown at start-up when the policy, its key, or the catalog cannot be used. */
-export class StartupError extends Error {
-  constructor(
-    readonly code: 'POLICY_BUNDLE_INVALID' | 'CATALOG_INVALID' | 'POLICY_KEY_INVALID',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'StartupError';
-  }
-}
-
 /**
  * Loads the configured policy bundle and catalog (both optional) before anything starts.
- * @throws PolicyBundleError | CatalogError | PolicyKeyError | StartupError
+ * @throws PolicyBundleError | CatalogError | PolicyKeyError
  */
 function loadPolicyAndCatalog(cfg: GatewayConfig) {
   const catalog = cfg.catalog ? loadCatalogFile(cfg.catalog.file) : null;
@@ -82,145 +72,64 @@ function loadPolicyAndCatalog(cfg: GatewayConfig) {
   return { catalog, bundle, signingKey };
 }
 
-/**
- * Starts a gateway and listens.
- * @throws ConfigError-like errors on unreachable upstreams, tool-name clashes, or a busy port;
- *   PolicyBundleError, CatalogError, PolicyKeyError or StartupError for an unusable policy or
- *   catalog (the gateway never starts with a policy it could not load).
- */
-export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
-  const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
-  const loaded = loadPolicyAndCatalog(cfg);
-  const db = openDatabase(cfg.database);
-  // Before anything destructive (recovery, stale-session close, measurement extend): a second
-  // start of a running instance stops here.
-  let instance: InstanceLock;
-  try {
-    instance = acquireInstance(db, cfg.instance_id);
-  } catch (e) {
-    db.close();
-    throw e;
-  }
-  if (instance.tookOverFrom)
-    log.warn(
-      { previous: instance.tookOverFrom },
-      'taking over the instance from a process that stopped without closing',
-    );
-  const chain = new AuditChain(db);
-  const executions = new ExecutionRegistry(db, cfg.instance_id);
-  const key = newGatewayKey();
+/** Start-up warnings about how exposed this gateway is. */
+function warnExposure(cfg: GatewayConfig, log: Logger): void {
   if (activeFaults().length)
     log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
-  // Attestation provider (issue 4 item 6): configured or auto-detected; minimum_tier refuses here.
-  let selection: ProviderSelection;
-  try {
-    selection = await selectProvider(cfg.attestation);
-  } catch (e) {
-    instance.release();
-    db.close();
-    throw e;
-  }
-  const provider = selection.provider;
-  log.info(selection.detail, 'attestation provider selected');
-  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
-  try {
-    await upstreams.start();
-  } catch (e) {
-    await upstreams.close();
-    provider.close();
-    instance.release();
-    db.close();
-    throw e;
-  }
-  chain.append(GATEWAY_CHAIN_ID, {
-    entry_type: 'gateway_start',
-    detail: {
-      version: '0.1.0',
-      key_thumbprint: b64u(key.thumbprint),
-      provider: provider.name,
-      dev_mode: cfg.dev_mode,
-      upstreams: cfg.upstreams.map((u) => ({ name: u.name, transport: u.transport })),
-      tools: upstreams.listTools().length,
-      instance_id: cfg.instance_id,
-    },
-  });
-  chain.append(GATEWAY_CHAIN_ID, {
-    entry_type: 'attestation_provider',
-    detail: selection.detail,
-  });
-  const fail = async (e: unknown): Promise<never> => {
-    await upstreams.close();
-    provider.close();
-    instance.release();
-    db.close();
-    throw e;
-  };
-
-  // Catalog and policy (issue 6): loaded before the listener opens, each recorded in the
-  // gateway chain with its hash; the hashes go into every session binding and claim.
-  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-  let catalog: CatalogGuard | null = null;
-  if (loaded.catalog && cfg.catalog) {
-    catalog = new CatalogGuard(loaded.catalog.catalog, loaded.catalog.hash, chain, log);
-    const configured = new Set(cfg.upstreams.map((u) => u.name));
-    chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'catalog_load',
-      detail: {
-        catalog_hash: loaded.catalog.hash,
-        file: cfg.catalog.file,
-        tools: loaded.catalog.catalog.tools.map((t) => ({
-          server: t.server,
-          name: t.name,
-          sha256: t.sha256,
-          sensitivity: t.sensitivity,
-        })),
-        unknown_servers: [...new Set(loaded.catalog.catalog.tools.map((t) => t.server))].filter(
-          (sv) => !configured.has(sv),
-        ),
-        relist_interval_s: cfg.catalog.relist_interval_s,
-      },
-    });
-    // First contact: the tools listed at start-up are compared with their pins now.
-    upstreams.observe((server, tools, trigger) => catalog?.observe(server, tools, trigger));
-  }
-  const requiredEntities = () => [
-    ...cfg.agents.map((a) => agentEntity(a.agent_id, a.attributes as Record<string, unknown>)),
-    ...(catalog?.catalog.tools ?? []).flatMap((t) =>
-      toolEntities({
-        exposedName: upstreams.exposedName(t.server, t.name) ?? `${t.server}.${t.name}`,
-        server: t.server,
-        toolName: t.name,
-        sensitivity: t.sensitivity,
-        annotations: t.definition.annotations,
-      }),
-    ),
-  ];
-  let policy: PolicyState | null = null;
-  if (loaded.bundle && cfg.policy) {
-    const misfits = checkEntities(loaded.bundle, requiredEntities());
-    if (misfits.length)
-      await fail(
-        new StartupError(
-          'POLICY_BUNDLE_INVALID',
-          `configured agents or catalog tools do not fit the policy schema:\n  ${misfits.join('\n  ')}`,
-        ),
-      );
-    policy = new PolicyState(
-      new PolicyEngine(loaded.bundle, cfg.policy.enforcement_mode),
-      loaded.signingKey,
-      requiredEntities,
+  if (cfg.dev_mode)
+    log.warn(
+      'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',
     );
-    chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'policy_load',
-      detail: {
-        ...bundleDetail(loaded.bundle),
-        source: 'config',
-        folder: cfg.policy.bundle,
-        enforcement_mode: cfg.policy.enforcement_mode,
-        signing_key: loaded.signingKey !== null,
-      },
-    });
-  }
+  else if (!isLoopback(cfg.listen.host))
+    log.warn(
+      { host: cfg.listen.host },
+      'listening beyond loopback without TLS: terminate TLS in front of the gateway',
+    );
+}
+
+/** What the controls phase needs from the core. */
+interface Core {
+  db: Db;
+  chain: AuditChain;
+  key: GatewayKey;
+  provider: AttestationProvider;
+  upstreams: UpstreamPool;
+  executions: ExecutionRegistry;
+  log: Logger;
+}
+
+/**
+ * Catalog, policy, recovery, sessions, operator controls and measurement, in that order:
+ * everything a session binding names is settled before the first session can open.
+ */
+async function startControls(
+  cfg: GatewayConfig,
+  loaded: ReturnType<typeof loadPolicyAndCatalog>,
+  core: Core,
+) {
+  const { db, chain, key, provider, upstreams, executions, log } = core;
+  // Catalog and policy (issue 6): their hashes go into every session binding and claim.
+  const catalog =
+    loaded.catalog && cfg.catalog
+      ? startCatalog(
+          loaded.catalog,
+          cfg.catalog,
+          cfg.upstreams.map((u) => u.name),
+          chain,
+          upstreams,
+          log,
+        )
+      : null;
+  const policy =
+    loaded.bundle && cfg.policy
+      ? startPolicy(
+          loaded.bundle,
+          loaded.signingKey,
+          cfg.policy,
+          configuredEntities(cfg, catalog, upstreams),
+          chain,
+        )
+      : null;
   const facts: SessionFacts = {
     gatewayMeasurement: null,
     policyBundleHash: policy?.engine.bundle.hash ?? null,
@@ -247,199 +156,161 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       { sessions: stale },
       'closed sessions left open by a previous run (claims issued, binding absent)',
     );
-  if (cfg.dev_mode)
-    log.warn(
-      'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',
-    );
-  else if (!isLoopback(cfg.listen.host))
-    log.warn(
-      { host: cfg.listen.host },
-      'listening beyond loopback without TLS: terminate TLS in front of the gateway',
-    );
+  warnExposure(cfg, log);
+
   const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
   if (cfg.dev_mode) knownAgents.add('dev');
   const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
   const resumed = operator.resumeReloaded();
   if (resumed && policy) {
     facts.policyBundleHash = resumed.hash;
-    chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'policy_load',
-      detail: { ...bundleDetail(resumed), source: 'reload_resumed', enforcement_mode: policy.mode },
-    });
+    recordResumedPolicy(chain, resumed, policy);
     log.info(
       { bundle_hash: resumed.hash, version: resumed.manifest.version },
       'resumed the last reloaded policy',
     );
   }
-  // Gateway measurement (issue 4 item 3) of what runs now: code, lockfile, policy, catalog and
-  // config; extended into the measurement PCR by the TPM provider and recorded in the chain.
-  const measurement = measureGateway({
+  // Gateway measurement (issue 4 item 3) of what runs now, taken again after every reload.
+  const measurer = new GatewayMeasurer(provider, chain, facts, log);
+  await measurer.start({
     policyBundleHash: facts.policyBundleHash,
     catalogHash: facts.catalogHash,
     config: cfg,
   });
-  facts.gatewayMeasurement = measurement.json.digest;
-  const started = (await provider.start?.(measurement)) ?? { ok: true, reason: null };
-  chain.append(GATEWAY_CHAIN_ID, {
-    entry_type: 'gateway_measurement',
-    detail: { ...measurement.json, trigger: 'start-up', provider: provider.name, provider_start: started },
-  });
-  if (started.ok === false) {
-    log.warn(
-      { provider: provider.name, reason: started.reason },
-      'attestation provider not ready at start-up; binding is retried at every session',
-    );
-    chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'attestation_binding_failed',
-      detail: { phase: 'start-up', provider: provider.name, reason: started.reason },
-    });
-  }
-  if (measurement.json.inputs.code_files === 0) log.warn('gateway measurement covers no files under dist/');
-  // An accepted policy reload re-measures the gateway (issue 6 item 6): the same code, lockfile,
-  // catalog and config inputs, the new bundle hash. Sessions bound from now on name the new
-  // digest (facts); the provider carries it in their evidence (the TPM provider extends it into
-  // the measurement PCR, in order with quotes); the gateway chain records it once the provider
-  // has answered. close() waits for that.
-  let current = measurement;
-  let remeasuring: Promise<void> = Promise.resolve();
-  operator.onReload((bundle) => {
-    const previous = current;
-    const next = remeasureGateway(previous, { policyBundleHash: bundle.hash });
-    current = next;
-    facts.gatewayMeasurement = next.json.digest;
-    const answered: Promise<Record<string, unknown>> =
-      provider.remeasure?.(next) ?? Promise.resolve({ ok: true, reason: null });
-    remeasuring = remeasuring.then(async () => {
-      const result = await answered;
-      try {
-        chain.append(GATEWAY_CHAIN_ID, {
-          entry_type: 'gateway_measurement',
-          detail: {
-            ...next.json,
-            trigger: 'policy_reload',
-            previous_digest: previous.json.digest,
-            policy_version: bundle.manifest.version,
-            provider: provider.name,
-            provider_remeasure: result,
-          },
-        });
-        if (result.ok === false) {
-          log.warn(
-            { provider: provider.name, reason: result.reason },
-            'could not extend the re-measured gateway now; retried at the next session binding',
-          );
-          chain.append(GATEWAY_CHAIN_ID, {
-            entry_type: 'attestation_binding_failed',
-            detail: { phase: 'policy-reload', provider: provider.name, reason: result.reason },
-          });
-        }
-      } catch (e) {
-        log.error({ err: (e as Error).message }, 'could not record the gateway measurement after a reload');
-      }
-    });
-    log.info(
-      { gateway_measurement: next.json.digest, bundle_hash: bundle.hash },
-      'gateway re-measured after the policy reload',
-    );
-  });
-  const controls: CallControls = {
+  operator.onReload((bundle) => measurer.reload(bundle));
+
+  return { catalog, policy, facts, sessions, operator, measurer };
+}
+
+/** The call path, the MCP layer and the HTTP app over them (not yet listening). */
+function buildHttp(
+  cfg: GatewayConfig,
+  core: Omit<Core, 'key' | 'provider'> & { sessions: SessionService },
+  catalog: CatalogGuard | null,
+  policy: PolicyState | null,
+  operator: OperatorControls,
+) {
+  const { db, chain, sessions, upstreams, executions, log } = core;
+  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
+  const calls = new CallOrchestrator(db, chain, sessions, upstreams, executions, log, {
     policy: () => policy?.engine ?? null,
     catalog,
     agentAttributes: (id) => agentAttrs.get(id) ?? {},
-    isBlocked: (id) => operator.isBlocked(id),
-  };
-  const pipeline = new CallPipeline(db, chain, sessions, upstreams, executions, log, controls);
-  const recordGateway = (
-    entry_type: string,
-    agentId: string | null,
-    code: string,
-    detail: Record<string, unknown>,
-  ) => {
-    try {
-      chain.append(GATEWAY_CHAIN_ID, {
-        entry_type,
-        agent_id: agentId,
-        disposition: 'refused',
-        error_code: code,
-        detail,
-      });
-    } catch (e) {
-      log.error({ err: (e as Error).message }, 'could not record a refused request');
-    }
-  };
+  });
+  const refusals = gatewayRefusals(chain, log);
   const mcp = new McpEndpoint(
-    pipeline,
+    calls,
     upstreams,
-    (agentId, code, detail) => recordGateway('request_refused', agentId, code, detail),
-    {
-      isBlocked: (id) => operator.isBlocked(id),
-      ...(catalog
-        ? {
-            // The approved definitions of usable pins, under gateway names (issue 6 item 4).
-            listTools: () =>
-              (catalog?.usable() ?? []).flatMap((t) => {
-                const exposed = upstreams.exposedName(t.server, t.name);
-                return exposed ? [{ ...t.definition, name: exposed }] : [];
-              }),
-          }
-        : {}),
-    },
-  );
-  // Unauthenticated requests are on the record without letting anyone grow the database at
-  // will: the first in each window is written at once, the rest as one counted entry.
-  const authFailures = new AuthFailureRecorder((count, routes, windowStart) =>
-    recordGateway('request_refused', null, 'UNAUTHENTICATED', { count, routes, window_start: windowStart }),
+    refusals.refused,
+    catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {},
   );
   const app = buildApp({
     logger: log,
     auth: new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators),
     operator,
-    recordRefusal: (agentId, code, detail) => recordGateway('request_refused', agentId, code, detail),
+    recordRefusal: refusals.refused,
     mcp,
     sessions,
     executions,
     maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure: (route) => authFailures.record(route),
+    recordAuthFailure: (route) => refusals.authFailures.record(route),
   });
-  let url: string;
+  return { app, refusals };
+}
+
+/**
+ * Starts a gateway and listens. On any start-up failure what was opened is closed again.
+ * @throws InstanceBusyError when the instance runs elsewhere; AttestationStartError; upstream
+ *   or tool-name-clash errors; PolicyBundleError, CatalogError or PolicyKeyError for an
+ *   unusable policy or catalog (the gateway never starts with a policy it could not load); a
+ *   busy port.
+ */
+export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
+  const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
+  const loaded = loadPolicyAndCatalog(cfg);
+  const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
+  const db = openDatabase(cfg.database);
+  opened.push(() => {
+    db.close();
+  });
   try {
-    url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
+    // Before anything destructive (recovery, stale-session close, measurement extend): a second
+    // start of a running instance stops here.
+    const instance = acquireInstance(db, cfg.instance_id);
+    opened.push(() => instance.release());
+    if (instance.tookOverFrom)
+      log.warn(
+        { previous: instance.tookOverFrom },
+        'taking over the instance from a process that stopped without closing',
+      );
+    const chain = new AuditChain(db);
+    const executions = new ExecutionRegistry(db, cfg.instance_id);
+    const key = newGatewayKey();
+    // Attestation provider (issue 4 item 6): configured or auto-detected; minimum_tier refuses here.
+    const selection = await selectProvider(cfg.attestation);
+    const provider = selection.provider;
+    opened.push(() => provider.close());
+    log.info(selection.detail, 'attestation provider selected');
+    const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
+    opened.push(() => upstreams.close());
+    await upstreams.start();
+    recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
+    recordSelection(chain, selection);
+
+    const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
+      db,
+      chain,
+      key,
+      provider,
+      upstreams,
+      executions,
+      log,
+    });
+    const { app, refusals } = buildHttp(
+      cfg,
+      { db, chain, sessions, upstreams, executions, log },
+      catalog,
+      policy,
+      operator,
+    );
+    const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
+    // Periodic re-list for drift checks (catches definitions changed without a notification).
+    const relist =
+      catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
+        ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
+        : null;
+    relist?.unref();
+    log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
+    let closed = false;
+    return {
+      app,
+      db,
+      chain,
+      sessions,
+      upstreams,
+      executions,
+      provider,
+      key,
+      facts,
+      policy,
+      catalog,
+      operator,
+      url,
+      async close() {
+        if (closed) return;
+        closed = true;
+        if (relist) clearInterval(relist);
+        await app.close();
+        refusals.authFailures.flush();
+        await upstreams.close();
+        await measurer.settled();
+        provider.close();
+        instance.release();
+        db.close();
+      },
+    };
   } catch (e) {
-    return fail(e);
+    for (const close of opened.reverse()) await close();
+    throw e;
   }
-  // Periodic re-list for drift checks (catches definitions changed without a notification).
-  const relist =
-    catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
-      ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
-      : null;
-  relist?.unref();
-  log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
-  let closed = false;
-  return {
-    app,
-    db,
-    chain,
-    sessions,
-    upstreams,
-    executions,
-    provider,
-    key,
-    facts,
-    policy,
-    catalog,
-    operator,
-    url,
-    async close() {
-      if (closed) return;
-      closed = true;
-      if (relist) clearInterval(relist);
-      await app.close();
-      authFailures.flush();
-      await upstreams.close();
-      await remeasuring;
-      provider.close();
-      instance.release();
-      db.close();
-    },
-  };
 }

@@ -21,6 +21,7 @@
 import { lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { canonicalJson, jcsDigest, sha256Tagged } from '@cmcp/verify/format/canonical';
 
 /** `manifest.json` of a bundle. */
@@ -58,13 +59,16 @@ export const MAX_BUNDLE_FILE_BYTES = 1024 * 1024;
 export const MAX_BUNDLE_FILES = 256;
 
 /** A bundle that cannot be loaded. `diagnostics` are one line each (Cedar's messages included). */
-export class PolicyBundleError extends Error {
-  readonly code = 'POLICY_BUNDLE_INVALID';
+export class PolicyBundleError extends CmcpError {
+  declare readonly code: 'POLICY_BUNDLE_INVALID';
   constructor(
     message: string,
     readonly diagnostics: string[] = [],
   ) {
-    super(diagnostics.length ? `${message}:\n  ${diagnostics.join('\n  ')}` : message);
+    super(
+      'POLICY_BUNDLE_INVALID',
+      diagnostics.length ? `${message}:\n  ${diagnostics.join('\n  ')}` : message,
+    );
     this.name = 'PolicyBundleError';
   }
 }

@@ -28,6 +28,7 @@
  * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
  */
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
 import type { PolicyBundle } from './bundle.js';
 
@@ -74,12 +75,14 @@ export interface PolicyDecision {
 }
 
 /** Thrown by {@link toCedarValue} for input Cedar cannot carry honestly. */
-export class CedarValueError extends Error {
+export class CedarValueError extends CmcpError {
+  declare readonly code: 'CEDAR_VALUE_INVALID';
   constructor(
     message: string,
     readonly path: string,
   ) {
-    super(`${message} at ${path || '/'}`);
+    super('CEDAR_VALUE_INVALID', `${message} at ${path || '/'}`);
+    this.name = 'CedarValueError';
   }
 }
 

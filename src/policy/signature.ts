@@ -17,11 +17,16 @@ import {
   generateKeyPairSync,
   type KeyObject,
 } from 'node:crypto';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { canonicalJson, fromB64u } from '@cmcp/verify/format/canonical';
 
 /** Thrown for an unusable key. */
-export class PolicyKeyError extends Error {
-  readonly code = 'POLICY_KEY_INVALID';
+export class PolicyKeyError extends CmcpError {
+  declare readonly code: 'POLICY_KEY_INVALID';
+  constructor(message: string) {
+    super('POLICY_KEY_INVALID', message);
+    this.name = 'PolicyKeyError';
+  }
 }
 
 /** The exact bytes a policy key signs for a bundle hash. */

@@ -8,6 +8,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import { bundleDigests, loadBundleFromFiles, type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { checkEntities, type EnforcementMode, PolicyEngine } from './engine.js';
@@ -23,15 +24,15 @@ export type ReloadRefusal =
   | 'request_invalid';
 
 /** A refused reload. */
-export class ReloadRefusedError extends Error {
-  readonly code = 'POLICY_RELOAD_REFUSED';
+export class ReloadRefusedError extends CmcpError {
+  declare readonly code: 'POLICY_RELOAD_REFUSED';
   constructor(
     readonly reason: ReloadRefusal,
     message: string,
     readonly diagnostics: string[] = [],
     readonly bundleHash: string | null = null,
   ) {
-    super(message);
+    super('POLICY_RELOAD_REFUSED', message);
     this.name = 'ReloadRefusedError';
   }
 }

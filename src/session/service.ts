@@ -379,6 +379,14 @@ export class SessionService {
     return rows.length;
   }
 
+  /** True when the session exists and is open (read inside the caller's transaction). */
+  isOpen(sessionId: string): boolean {
+    const row = this.db
+      .prepare<[string], { status: string }>('SELECT status FROM sessions WHERE session_id = ?')
+      .get(sessionId);
+    return row?.status === 'open';
+  }
+
   /** Counts one call against the session (inside the caller's transaction). */
   countCall(sessionId: string): void {
     this.db.prepare('UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(sessionId);

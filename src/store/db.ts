@@ -94,6 +94,17 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
 }
 
 /**
+ * Opens an existing database read-only (operators' inspection commands): no schema is made,
+ * nothing can be written.
+ * @throws SQLite errors (e.g. SQLITE_CANTOPEN, SQLITE_NOTADB).
+ */
+export function openReadOnlyDatabase(path: string, busyTimeoutMs = 5000): Db {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+  return db;
+}
+
+/**
  * Runs `fn` in a `BEGIN IMMEDIATE` transaction (C-SQL-1: never a deferred read that is
  * later upgraded to a write). Rolls back and rethrows on any error.
  */

@@ -4,6 +4,8 @@
  * the gateway fail closed (a fault reported, nothing recorded as done); it is read once at
  * start-up and logged loudly when set.
  */
+import { CmcpError } from '@cmcp/verify/errors/index';
+
 export type FaultPoint = 'terminal_commit';
 
 const active = new Set<string>((process.env.CMCP_FAULT_INJECT ?? '').split(',').filter(Boolean));
@@ -15,6 +17,5 @@ export function activeFaults(): string[] {
 
 /** Throws when `point` is switched on. Call inside the transaction to be failed. */
 export function maybeFail(point: FaultPoint): void {
-  if (active.has(point))
-    throw Object.assign(new Error(`injected fault at ${point}`), { code: 'INJECTED_FAULT' });
+  if (active.has(point)) throw new CmcpError('INJECTED_FAULT', `injected fault at ${point}`);
 }

@@ -9,6 +9,7 @@
  * {@link STALE_AFTER_MS} (another host, or a hung process).
  */
 import { hostname } from 'node:os';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Db, immediate } from './db.js';
 
 /** A heartbeat older than this frees the lock, milliseconds. */
@@ -16,8 +17,12 @@ export const STALE_AFTER_MS = 30_000;
 const HEARTBEAT_MS = 5_000;
 
 /** Thrown when another live process holds the instance. `code` is stable. */
-export class InstanceBusyError extends Error {
-  readonly code = 'INSTANCE_RUNNING';
+export class InstanceBusyError extends CmcpError {
+  declare readonly code: 'INSTANCE_RUNNING';
+  constructor(message: string) {
+    super('INSTANCE_RUNNING', message);
+    this.name = 'InstanceBusyError';
+  }
 }
 
 interface Row {

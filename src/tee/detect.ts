@@ -5,9 +5,13 @@
  * refuses to start below the configured tier. The result says which provider was chosen and why,
  * for the start-up log and the gateway chain's `attestation_provider` entry.
  */
+
 import { existsSync } from 'node:fs';
+import { CmcpError } from '@cmcp/verify/errors/index';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
+import type { AuditChain } from '../audit/chain.js';
 import type { AttestationConfig } from '../config/index.js';
 import { type AttestationProvider, type AttestationTier, SoftwareProvider, TIER_RANK } from './provider.js';
 import { TpmProvider } from './tpm-provider.js';
@@ -15,12 +19,10 @@ import { SevSnpProvider, TdxProvider } from './tsm-provider.js';
 import { loadCertFiles } from './x509.js';
 
 /** A start-up refusal: `code` is ATTESTATION_UNAVAILABLE or ATTESTATION_TIER_TOO_LOW. */
-export class AttestationStartError extends Error {
-  constructor(
-    readonly code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW',
-    message: string,
-  ) {
-    super(message);
+export class AttestationStartError extends CmcpError {
+  declare readonly code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW';
+  constructor(code: 'ATTESTATION_UNAVAILABLE' | 'ATTESTATION_TIER_TOO_LOW', message: string) {
+    super(code, message);
     this.name = 'AttestationStartError';
   }
 }
@@ -150,6 +152,11 @@ async function autoDetect(a: Extract<AttestationConfig, { provider: 'auto' }>): 
       candidates,
     },
   };
+}
+
+/** Records the selection as `attestation_provider` in the gateway chain (start-up). */
+export function recordSelection(chain: AuditChain, selection: ProviderSelection): void {
+  chain.append(GATEWAY_CHAIN_ID, { entry_type: 'attestation_provider', detail: selection.detail });
 }
 
 /**

@@ -16,6 +16,7 @@
  */
 import { randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
 import { z } from 'zod';
 import {
@@ -36,13 +37,14 @@ import {
 } from '../../native/tpm/index.js';
 import { type AkCa, chainToRoots, issueAkCertificate, OID_TCG_KP_EK_CERTIFICATE, trimDer } from './x509.js';
 
-/** Why enrollment refused; `reason` is a stable upper-snake code. */
-export class EnrollmentError extends Error {
+/** Why enrollment refused (code TPM_ENROLLMENT_REFUSED); `reason` is a stable upper-snake word. */
+export class EnrollmentError extends CmcpError {
+  declare readonly code: 'TPM_ENROLLMENT_REFUSED';
   constructor(
     readonly reason: string,
     message: string,
   ) {
-    super(message);
+    super('TPM_ENROLLMENT_REFUSED', message);
     this.name = 'EnrollmentError';
   }
 }

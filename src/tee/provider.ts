@@ -4,6 +4,8 @@
  * down: the session records `attestation_binding_failed` and its claim says the binding
  * is absent.
  */
+
+import { CmcpError } from '@cmcp/verify/errors/index';
 import type {
   MeasurementJson,
   SevSnpEvidenceJson,
@@ -12,13 +14,14 @@ import type {
 } from '@cmcp/verify/format/claim';
 import type { GatewayMeasurement } from '../measure/index.js';
 
-/** Why a binding could not be made; `reason` is a stable upper-snake code. */
-export class BindingError extends Error {
+/** Why a binding could not be made (code ATTESTATION_BINDING_FAILED); `reason` is a stable upper-snake word. */
+export class BindingError extends CmcpError {
+  declare readonly code: 'ATTESTATION_BINDING_FAILED';
   constructor(
     readonly reason: string,
     message: string,
   ) {
-    super(message);
+    super('ATTESTATION_BINDING_FAILED', message);
     this.name = 'BindingError';
   }
 }

@@ -6,6 +6,7 @@
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ChildProcess } from 'node:child_process';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -87,8 +88,12 @@ interface CallContext {
 const callContext = new AsyncLocalStorage<CallContext>();
 
 /** Thrown into a capped response body when it passes the cap. */
-class ResultTooLargeError extends Error {
-  readonly code = 'UPSTREAM_RESULT_TOO_LARGE';
+class ResultTooLargeError extends CmcpError {
+  declare readonly code: 'UPSTREAM_RESULT_TOO_LARGE';
+  constructor(message: string) {
+    super('UPSTREAM_RESULT_TOO_LARGE', message);
+    this.name = 'ResultTooLargeError';
+  }
 }
 
 /**
@@ -326,8 +331,12 @@ export type ListTrigger = 'first_contact' | 'list_changed' | 'interval';
 export type ListObserver = (server: string, tools: ToolDefinition[], trigger: ListTrigger) => void;
 
 /** Thrown at start-up when two upstreams expose the same gateway tool name. */
-export class ToolNameClashError extends Error {
-  readonly code = 'TOOL_NAME_CLASH';
+export class ToolNameClashError extends CmcpError {
+  declare readonly code: 'TOOL_NAME_CLASH';
+  constructor(message: string) {
+    super('TOOL_NAME_CLASH', message);
+    this.name = 'ToolNameClashError';
+  }
 }
 
 /** All upstreams and the routing table from gateway tool names to them. */

@@ -153,13 +153,92 @@ export const ERRORS = {
   },
   CONFIG_INVALID: { http: 500, rpc: -32603, summary: 'The configuration file failed validation.' },
   NOT_FOUND: { http: 404, rpc: -32601, summary: 'No such route or resource.' },
+  // Codes of the gateway's own error classes (src/). Start-up, CLI and internal codes never
+  // travel in a JSON-RPC response: they carry -32603 and a 500 (or the HTTP status that names
+  // the fault) for completeness.
+  CANONICAL_JSON_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      "A value cannot be canonicalised under cmcp's JCS profile (RFC 8785): a lone surrogate, a non-finite number, an integer beyond ±(2^53−1), or nesting deeper than 128.",
+  },
+  CEDAR_VALUE_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      'A value cannot be carried into Cedar honestly (a reserved `__entity`/`__extn`/`__expr` member, or not JSON).',
+  },
+  POLICY_KEY_INVALID: {
+    http: 500,
+    rpc: -32603,
+    summary: 'Start-up: the configured policy signing key is not an Ed25519 SPKI PEM or raw base64url key.',
+  },
+  TOOL_NAME_CLASH: {
+    http: 500,
+    rpc: -32603,
+    summary: 'Start-up: two upstreams expose the same gateway tool name; set a prefix.',
+  },
+  INSTANCE_RUNNING: {
+    http: 409,
+    rpc: -32603,
+    summary: 'Start-up: another live process holds this instance_id (one live process per instance).',
+  },
+  ATTESTATION_UNAVAILABLE: {
+    http: 500,
+    rpc: -32603,
+    summary: 'Start-up: the configured (or any auto-detected) attestation provider is not available.',
+  },
+  ATTESTATION_TIER_TOO_LOW: {
+    http: 500,
+    rpc: -32603,
+    summary: 'Start-up: the selected attestation provider is below the configured minimum_tier.',
+  },
+  ATTESTATION_BINDING_FAILED: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      'The attestation provider produced no evidence for a binding; `reason` names why (e.g. DEVICE_ABSENT, TPM_FAILED). The session serves with the binding absent.',
+  },
+  TPM_ENROLLMENT_REFUSED: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      '`cmcp tpm enroll` (or reading its record) refused; `reason` names why (e.g. EK_CERT_UNTRUSTED, CREDENTIAL_MISMATCH).',
+  },
+  EAB_NOT_V1: {
+    http: 400,
+    rpc: -32602,
+    summary: 'An execution action binding preimage is not version 1 (members, domain or version).',
+  },
+  EAB_UNSUPPORTED_ALGORITHM: {
+    http: 400,
+    rpc: -32602,
+    summary: 'An execution action binding names a digest algorithm other than sha256 or sha384.',
+  },
+  EAB_MALFORMED: {
+    http: 400,
+    rpc: -32602,
+    summary: 'A rendered execution action binding is not `<algorithm>:<hex>` of the right length.',
+  },
+  VERIFY_INPUT_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary: '`cmcp verify` / `verify-evidence`: an unreadable file or a bad flag (exit code 2).',
+  },
+  INJECTED_FAULT: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      'Test seam (CMCP_FAULT_INJECT): a persistence fault injected on purpose; the gateway fails closed.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */
 export type ErrorCode = keyof typeof ERRORS;
 
 /**
- * An error with a stable machine code. `message` is safe to show a caller: it never contains
+ * The base of every cmcp error: a registered code (so every code is in `docs/errors.md`) and
+ * a `name` (each subclass sets its own). `message` is safe to show a caller: it never contains
  * a stack trace and must not echo attacker-controlled text unbounded (use {@link clip}).
  */
 export class CmcpError extends Error {

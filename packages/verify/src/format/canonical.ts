@@ -7,16 +7,17 @@
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { CmcpError } from '../errors/index.js';
 
 /** Thrown when a value cannot be canonicalised under cmcp's JCS profile. `code` is stable. */
-export class CanonicalJsonError extends Error {
-  readonly code = 'CANONICAL_JSON_INVALID';
+export class CanonicalJsonError extends CmcpError {
+  declare readonly code: 'CANONICAL_JSON_INVALID';
   constructor(
     message: string,
     /** JSON pointer-ish path of the offending member, e.g. `/arguments/a`. */
     readonly path: string,
   ) {
-    super(`${message} at ${path || '/'}`);
+    super('CANONICAL_JSON_INVALID', `${message} at ${path || '/'}`);
     this.name = 'CanonicalJsonError';
   }
 }

@@ -1,0 +1,76 @@
+/**
+ * The admission stage (design §6): for a call with an execution_id, one IMMEDIATE transaction
+ * reserves the (agent, execution_id) key with its action binding, or classifies the existing
+ * row — and records the refusal in the same transaction. Without an execution_id nothing is
+ * reserved.
+ */
+import { toolCallBinding } from '../execution/binding.js';
+import type { Admission, ExecutionRegistry } from '../execution/registry.js';
+import { type Db, immediate } from '../store/db.js';
+import type { CallResponse, Refusal } from './types.js';
+
+export interface AdmissionInput {
+  agentId: string;
+  executionId: string;
+  callId: string;
+  sessionId: string;
+  serverIdentity: string;
+  toolName: string;
+  arguments: Record<string, unknown>;
+  actionTimestamp: string | null;
+}
+
+export type Admitted = { kind: 'admitted' } | { kind: 'refused'; response: CallResponse };
+
+function refusalOf(a: Exclude<Admission, { kind: 'admitted' }>, executionId: string): Refusal {
+  const x = a.existing;
+  const terminal = x.state === 'in_flight' ? null : x.terminal_entry_hash;
+  return {
+    code: a.kind,
+    message:
+      a.kind === 'EXECUTION_COLLISION'
+        ? 'this execution_id is bound to a different action'
+        : a.kind === 'EXECUTION_IN_FLIGHT'
+          ? 'this execution_id is in flight'
+          : `this execution_id is terminal (${x.state}) and is never run again`,
+    entry: { detail: { execution_state: x.state, first_call_id: x.call_id, terminal_entry_hash: terminal } },
+    data: { execution_id: executionId, execution_state: x.state, terminal_entry_hash: terminal },
+  };
+}
+
+/** The action binding the execution_id is reserved with (execution/binding.ts). */
+export function actionBinding(a: AdmissionInput): string {
+  return toolCallBinding({
+    agentId: a.agentId,
+    serverIdentity: a.serverIdentity,
+    toolName: a.toolName,
+    arguments: a.arguments,
+    actionTimestamp: a.actionTimestamp,
+  });
+}
+
+/**
+ * Admits a call under its {@link actionBinding}. `record` writes a refusal's terminal entry
+ * inside the admission transaction and answers for it.
+ * @throws what the transaction throws (the admission could not be recorded).
+ */
+export function admit(
+  db: Db,
+  executions: ExecutionRegistry,
+  a: AdmissionInput,
+  binding: string,
+  record: (r: Refusal) => CallResponse,
+): Admitted {
+  return immediate(db, () => {
+    const r = executions.admit({
+      agentId: a.agentId,
+      executionId: a.executionId,
+      binding,
+      callId: a.callId,
+      sessionId: a.sessionId,
+      toolName: a.toolName,
+    });
+    if (r.kind === 'admitted') return { kind: 'admitted' } as const;
+    return { kind: 'refused', response: record(refusalOf(r, a.executionId)) } as const;
+  });
+}

@@ -1,0 +1,55 @@
+/**
+ * The forward stage of one `tools/call`: sends the admitted call upstream and classifies what
+ * came back by its effect boundary (design §6) into the terminal entry's members.
+ */
+import type { ErrorCode } from '@cmcp/verify/errors/index';
+import { jcsDigest } from '@cmcp/verify/format/canonical';
+import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
+
+export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
+
+/** What the terminal entry records about the upstream's answer. */
+export interface Forwarded {
+  outcome: CallOutcome;
+  disposition: Disposition;
+  /** Null for a result; UPSTREAM_RPC_ERROR relays the upstream's own JSON-RPC error. */
+  errorCode: ErrorCode | null;
+  /** `sha256:` of JCS of the result, or null. */
+  responseHash: string | null;
+  detail: Record<string, unknown>;
+}
+
+/** Terminal state of an allowed call, from its effect boundary (design §6). */
+export function disposition(o: CallOutcome): Disposition {
+  if (o.boundary === 'answered') return 'completed';
+  return o.boundary === 'not_sent' ? 'not_attempted' : 'outcome_unknown';
+}
+
+/** Calls the upstream (never throws for upstream faults: they are outcomes). */
+export async function forward(
+  upstreams: UpstreamPool,
+  route: RoutedTool,
+  args: Record<string, unknown> | undefined,
+): Promise<Forwarded> {
+  const outcome = await upstreams.call(route, args);
+  const detail: Record<string, unknown> = {};
+  let errorCode: ErrorCode | null = null;
+  let responseHash: string | null = null;
+  if ('result' in outcome) {
+    try {
+      responseHash = jcsDigest(outcome.result);
+    } catch (e) {
+      detail.response_hash_error = (e as Error).message;
+    }
+  } else if ('rpcError' in outcome) {
+    errorCode = 'UPSTREAM_RPC_ERROR';
+    detail.upstream_error_code = outcome.rpcError.code;
+  } else if ('tooLarge' in outcome) {
+    errorCode = 'UPSTREAM_RESULT_TOO_LARGE';
+    detail.result_cap_bytes = outcome.tooLarge.capBytes;
+  } else {
+    errorCode = outcome.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
+    detail.failure = outcome.failure;
+  }
+  return { outcome, disposition: disposition(outcome), errorCode, responseHash, detail };
+}

@@ -1,0 +1,203 @@
+/**
+ * One `tools/call`, from ingress to terminal commit (design §9), as stages run in order:
+ * ingress (ingress.ts) → gates: blocked, route, catalog, policy (gates.ts) → admission
+ * (admission.ts) → forward (forward.ts) → terminal record (record.ts) → respond (respond.ts).
+ * The orchestrator only threads the terminal entry under construction through them; every call
+ * that reaches it ends in exactly one terminal `tool_call` entry (design §3).
+ */
+import { randomUUID } from 'node:crypto';
+import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { Logger } from 'pino';
+import type { AuditChain, EntryInput } from '../audit/chain.js';
+import type { ExecutionRegistry } from '../execution/registry.js';
+import type { SessionRow, SessionService } from '../session/service.js';
+import type { Db } from '../store/db.js';
+import type { UpstreamPool } from '../upstream/pool.js';
+import { actionBinding, admit } from './admission.js';
+import { forward } from './forward.js';
+import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
+import { readCallParams } from './ingress.js';
+import { TerminalRecorder } from './record.js';
+import { answered, notRecorded, refused } from './respond.js';
+import { SessionSensitivity } from './sensitivity.js';
+import type { Caller, CallResponse, Refusal } from './types.js';
+
+function latencyUs(startedAt: bigint): number {
+  return Number((process.hrtime.bigint() - startedAt) / 1000n);
+}
+
+export class CallOrchestrator {
+  private readonly gates: CallGates;
+  private readonly recorder: TerminalRecorder;
+  private readonly sensitivity: SessionSensitivity;
+
+  constructor(
+    private readonly db: Db,
+    chain: AuditChain,
+    private readonly sessions: SessionService,
+    private readonly upstreams: UpstreamPool,
+    private readonly executions: ExecutionRegistry,
+    private readonly log: Logger,
+    controls: CallControls = NO_CONTROLS,
+  ) {
+    this.sensitivity = new SessionSensitivity(chain, upstreams, controls.catalog);
+    this.gates = new CallGates(upstreams, controls, this.sensitivity);
+    this.recorder = new TerminalRecorder(db, chain, sessions, executions);
+  }
+
+  /**
+   * Runs one `tools/call` for an authenticated agent. Never throws for caller faults: every
+   * outcome is a result or a JSON-RPC error, after its terminal audit entry is committed.
+   * @param startedAt process.hrtime.bigint() at receipt, for `latency_us`.
+   */
+  async call(caller: Caller, rawParams: unknown, startedAt: bigint): Promise<CallResponse> {
+    const callId = randomUUID();
+    try {
+      return await this.run(caller, rawParams, startedAt, callId);
+    } catch (e) {
+      // An unexpected fault still ends in a terminal entry (design §3), on the gateway chain.
+      this.log.error({ call_id: callId, err: (e as Error).message }, 'tools/call fault');
+      const entry = {
+        entry_type: 'tool_call',
+        call_id: callId,
+        agent_id: caller.agentId,
+        execution_id: null,
+      };
+      return this.refuse(null, entry, { code: 'INTERNAL_ERROR', message: 'internal error' });
+    }
+  }
+
+  /**
+   * Records the terminal `tool_call` entry (gateway chain) of a tools/call refused by the MCP
+   * layer before its params could be read (envelope errors), and returns its JSON-RPC error.
+   */
+  refuseEnvelope(agentId: string, code: ErrorCode, message: string, startedAt: bigint): CallResponse {
+    const entry = {
+      entry_type: 'tool_call',
+      call_id: randomUUID(),
+      agent_id: agentId,
+      execution_id: null,
+      latency_us: latencyUs(startedAt),
+    };
+    return this.refuse(null, entry, { code, message });
+  }
+
+  private async run(
+    caller: Caller,
+    params: unknown,
+    startedAt: bigint,
+    callId: string,
+  ): Promise<CallResponse> {
+    // The terminal entry under construction: each stage adds what it learnt.
+    const entry: EntryInput = {
+      entry_type: 'tool_call',
+      call_id: callId,
+      agent_id: caller.agentId,
+      execution_id: null,
+    };
+    let sessionId: string | null = null; // null: refusals go to the gateway chain
+    const refuse = (r: Refusal) =>
+      this.refuse(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r);
+
+    const blocked = this.gates.blocked(caller);
+    if (blocked) return refuse(blocked);
+    const ingress = readCallParams(params);
+    if (ingress.kind === 'refused' && ingress.scope === 'gateway') return refuse(ingress.refusal);
+    const read = ingress.kind === 'request' ? ingress.request : ingress;
+    entry.workflow_id = read.workflowId;
+    let session: SessionRow;
+    try {
+      session = await this.sessions.resolve(caller.agentId, read.sessionId);
+    } catch (e) {
+      // Only "no such session" is the caller's fault; anything else is a fault of the gateway.
+      if (!(e instanceof CmcpError && (e.code === 'UNKNOWN_SESSION' || e.code === 'SESSION_CLOSED'))) throw e;
+      return refuse({ code: e.code, message: e.message, entry: { detail: { session: 'unresolved' } } });
+    }
+    sessionId = session.session_id;
+    entry.session_id = sessionId;
+    entry.tool_name = read.toolName;
+    entry.request_payload_hash = read.requestPayloadHash;
+    if (ingress.kind === 'refused') return refuse(ingress.refusal);
+    const req = ingress.request;
+
+    const routed = this.gates.route(req.toolName);
+    if (!routed.ok) return refuse(routed.refusal);
+    const route = routed.value;
+    entry.server_identity = route.upstream;
+    const pinned = this.gates.catalog(req.toolName, route);
+    if (!pinned.ok) return refuse(pinned.refusal);
+    const policy = this.gates.policy(caller, req, route, pinned.value, session);
+    if (!policy.ok) return refuse(policy.refusal);
+    const { advisory } = policy.value;
+    Object.assign(entry, policy.value.entry);
+    if (advisory)
+      this.log.warn(
+        { call_id: callId, agent_id: caller.agentId, tool: req.toolName, policy_ids: advisory.policy_ids },
+        'advisory deny',
+      );
+
+    const executionId = req.executionId;
+    if (executionId !== null) {
+      entry.execution_id = executionId;
+      const a = {
+        agentId: caller.agentId,
+        executionId,
+        callId,
+        sessionId,
+        serverIdentity: route.upstream,
+        toolName: req.toolName,
+        arguments: req.arguments ?? {},
+        actionTimestamp: req.actionTimestamp,
+      };
+      const binding = actionBinding(a);
+      try {
+        const admitted = admit(this.db, this.executions, a, binding, refuse);
+        if (admitted.kind === 'refused') return admitted.response;
+      } catch (e) {
+        this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
+        return notRecorded('admission', callId, { execution_id: executionId });
+      }
+    }
+
+    const f = await forward(this.upstreams, route, req.arguments);
+    if (f.disposition !== 'not_attempted') this.sensitivity.note(sessionId, route);
+    const detail = { ...policy.value.detail, ...f.detail };
+    let committed: AuditEntry;
+    try {
+      committed = this.recorder.outcome(
+        sessionId,
+        {
+          ...entry,
+          error_code: f.errorCode,
+          response_payload_hash: f.responseHash,
+          latency_us: latencyUs(startedAt),
+          detail: Object.keys(detail).length ? detail : null,
+        },
+        f.disposition,
+        executionId === null ? null : { agentId: caller.agentId, executionId, callId },
+      );
+    } catch (e) {
+      this.log.error(
+        { call_id: callId, err: (e as Error).message },
+        'terminal audit entry could not be committed',
+      );
+      const data = executionId === null ? {} : { execution_id: executionId, execution_state: 'in_flight' };
+      return notRecorded('outcome', callId, data);
+    }
+    return answered(f, callId, executionId, committed, advisory);
+  }
+
+  /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */
+  private refuse(sessionId: string | null, input: EntryInput, r: Refusal): CallResponse {
+    const callId = input.call_id as string;
+    let e: AuditEntry;
+    try {
+      e = this.recorder.refusal(sessionId, { ...input, error_code: r.code });
+    } catch (err) {
+      this.log.error({ call_id: callId, err: (err as Error).message }, 'refusal could not be recorded');
+      return notRecorded('refusal', callId);
+    }
+    return refused(r, callId, e);
+  }
+}

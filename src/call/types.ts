@@ -1,0 +1,55 @@
+/**
+ * The shapes that travel between the stages of one `tools/call` (ingress → gates →
+ * admission → forward → respond; the orchestrator in orchestrator.ts runs them in order).
+ */
+import type { ErrorCode } from '@cmcp/verify/errors/index';
+import type { EntryInput } from '../audit/chain.js';
+
+/** Who is calling, as the HTTP edge decided it once for this request. */
+export interface Caller {
+  agentId: string;
+  /** True when an operator blocked this agent (kill switch), decided by the agent auth hook. */
+  blocked: boolean;
+}
+
+/** A `tools/call` whose params passed ingress: everything later stages read. */
+export interface CallRequest {
+  /** `_cmcp.session_id`, or undefined: the agent's default session. */
+  sessionId: string | undefined;
+  workflowId: string | null;
+  toolName: string;
+  /** `params.arguments` as sent (undefined when absent: forwarded as absent). */
+  arguments: Record<string, unknown> | undefined;
+  /** `sha256:` of JCS of `{name, arguments}` (arguments `{}` when absent). */
+  requestPayloadHash: string;
+  executionId: string | null;
+  actionTimestamp: string | null;
+}
+
+/** A stage's refusal: the orchestrator records it as the call's terminal entry. */
+export interface Refusal {
+  code: ErrorCode;
+  message: string;
+  /** Members this refusal adds to the terminal entry (e.g. `detail`, `server_identity`). */
+  entry?: Partial<EntryInput>;
+  /** Members added to the JSON-RPC `error.data`. */
+  data?: Record<string, unknown>;
+}
+
+/** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (design §8). */
+export interface CallEvidence {
+  call_id: string;
+  session_id: string | null;
+  entry_hash: string;
+  sequence_number: number;
+  chain_id: string;
+}
+
+/** A JSON-RPC error produced by the call path (the MCP layer wraps it in a response). */
+export interface CallError {
+  code: number;
+  message: string;
+  data: Record<string, unknown>;
+}
+
+export type CallResponse = { result: Record<string, unknown> } | { error: CallError };

@@ -1,0 +1,62 @@
+/**
+ * The catalog at start-up (issue 6 item 4): loaded before the listener opens, recorded as
+ * `catalog_load` in the gateway chain with its hash (which goes into every session binding and
+ * claim), and compared with the upstreams' tools from first contact on.
+ */
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import type { GatewayConfig } from '../config/index.js';
+import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+import type { Catalog } from './catalog.js';
+import { CatalogGuard } from './guard.js';
+
+/** A catalog file read by `loadCatalogFile`. */
+export interface LoadedCatalog {
+  catalog: Catalog;
+  hash: string;
+}
+
+/**
+ * Starts enforcing a loaded catalog: records `catalog_load` and observes every listing of
+ * the upstreams' tools (the ones listed at start-up are compared with their pins now).
+ * @throws what the append throws (SQLite).
+ */
+export function startCatalog(
+  loaded: LoadedCatalog,
+  cfg: NonNullable<GatewayConfig['catalog']>,
+  upstreamNames: string[],
+  chain: AuditChain,
+  upstreams: UpstreamPool,
+  log: Logger,
+): CatalogGuard {
+  const guard = new CatalogGuard(loaded.catalog, loaded.hash, chain, log);
+  const configured = new Set(upstreamNames);
+  chain.append(GATEWAY_CHAIN_ID, {
+    entry_type: 'catalog_load',
+    detail: {
+      catalog_hash: loaded.hash,
+      file: cfg.file,
+      tools: loaded.catalog.tools.map((t) => ({
+        server: t.server,
+        name: t.name,
+        sha256: t.sha256,
+        sensitivity: t.sensitivity,
+      })),
+      unknown_servers: [...new Set(loaded.catalog.tools.map((t) => t.server))].filter(
+        (sv) => !configured.has(sv),
+      ),
+      relist_interval_s: cfg.relist_interval_s,
+    },
+  });
+  upstreams.observe((server, tools, trigger) => guard.observe(server, tools, trigger));
+  return guard;
+}
+
+/** What `tools/list` shows under a catalog: the approved definitions of usable pins, under gateway names. */
+export function catalogToolList(guard: CatalogGuard, upstreams: UpstreamPool): ToolDefinition[] {
+  return guard.usable().flatMap((t) => {
+    const exposed = upstreams.exposedName(t.server, t.name);
+    return exposed ? [{ ...t.definition, name: exposed }] : [];
+  });
+}

@@ -1,0 +1,89 @@
+/**
+ * The HTTP edge's error bodies (design §7, §8): REST routes answer `{"error":{"error_code",
+ * "message", …}}` with the registry's HTTP status; JSON-RPC routes (`config.jsonRpc`) answer a
+ * JSON-RPC error with `id: null` and `data.error_code`. Codes come only from the registry.
+ */
+import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route speaks JSON-RPC (`/mcp`): its errors are JSON-RPC error objects. */
+    jsonRpc?: boolean;
+  }
+}
+
+/** True when the matched route answers in JSON-RPC. */
+export function isJsonRpc(req: FastifyRequest): boolean {
+  return req.routeOptions.config?.jsonRpc === true;
+}
+
+/** A REST error reply with the code's registered HTTP status. */
+export function sendError(
+  reply: FastifyReply,
+  code: ErrorCode,
+  message: string,
+  extra: Record<string, unknown> = {},
+) {
+  return reply.code(ERRORS[code].http).send({ error: { error_code: code, message, ...extra } });
+}
+
+/**
+ * The one JSON-RPC 2.0 error response body (§5.1) of the gateway's own errors: the registry's
+ * JSON-RPC code, and the cmcp code in `data.error_code`.
+ */
+export function jsonRpcError(
+  id: string | number | null,
+  code: ErrorCode,
+  message: string,
+  data: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: ERRORS[code].rpc, message, data: { error_code: code, ...data } },
+  };
+}
+
+/** A JSON-RPC error reply (id null: the request could not be read or was refused before it). */
+export function sendRpcError(
+  reply: FastifyReply,
+  code: ErrorCode,
+  message: string,
+  status = ERRORS[code].http,
+) {
+  return reply.code(status).send(jsonRpcError(null, code, message));
+}
+
+/**
+ * The application's error handler: a CmcpError leaves with its code and data; fastify's own
+ * errors (body too large, media type, unparsable body) get their registered codes; anything
+ * else is an INTERNAL_ERROR whose details stay in the log.
+ * @param maxRequestBytes the body limit, named in PAYLOAD_TOO_LARGE messages.
+ */
+export function errorHandler(maxRequestBytes: number) {
+  return (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, reply: FastifyReply) => {
+    const rpc = isJsonRpc(req);
+    let code: ErrorCode = 'INTERNAL_ERROR';
+    let message = 'internal error';
+    let extra: Record<string, unknown> = {};
+    if (err instanceof CmcpError) {
+      code = err.code;
+      message = err.message;
+      extra = err.data;
+    } else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
+      code = 'PAYLOAD_TOO_LARGE';
+      message = `request body exceeds the limit of ${maxRequestBytes} bytes`;
+    } else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) {
+      code = 'UNSUPPORTED_MEDIA_TYPE';
+      message = 'Content-Type must be application/json';
+    } else if (err.statusCode === 400) {
+      code = rpc ? 'PARSE_ERROR' : 'INVALID_REQUEST';
+      message = rpc ? 'the body is not valid JSON' : 'bad request';
+    } else {
+      req.log.error({ err: err.message, code: err.code }, 'unhandled error');
+    }
+    if (rpc) return sendRpcError(reply, code, message);
+    return sendError(reply, code, message, extra);
+  };
+}

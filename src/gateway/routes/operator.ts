@@ -1,0 +1,81 @@
+/**
+ * Operator routes (issue 6 item 6) under `/operator`, behind the operator authentication hook:
+ * operator tokens only, an agent token is refused. The hook runs on the matched route (and on
+ * the prefix's not-found handler), so `/%6Fperator/…` is authenticated as an operator request.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../auth.js';
+import { sendError } from '../replies.js';
+import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from '../schemas.js';
+import type { RefusalSink } from './agent.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    operatorId: string;
+  }
+}
+
+/** Operator actions behind /operator/*; implemented in gateway/operator.ts. */
+export interface OperatorApi {
+  isBlocked(agentId: string): boolean;
+  reloadPolicy(operatorId: string, body: unknown): Record<string, unknown>;
+  blockAgent(operatorId: string, agentId: string, body: unknown): Record<string, unknown>;
+  unblockAgent(operatorId: string, agentId: string): Record<string, unknown>;
+  status(): Record<string, unknown>;
+}
+
+export interface OperatorRouteDeps {
+  auth: Authenticator;
+  /** The operator controls; without them only authentication and not-found answer here. */
+  operator?: OperatorApi;
+  recordRefusal: RefusalSink;
+}
+
+/** The operator authentication hook; an agent credential is named in the refusal record. */
+function operatorAuth(d: OperatorRouteDeps) {
+  return async (req: FastifyRequest, reply: FastifyReply) => {
+    const op = d.auth.operator(req.headers.authorization);
+    if (op) {
+      req.operatorId = op;
+      return;
+    }
+    const agent = req.headers.authorization ? d.auth.authenticate(req.headers.authorization) : null;
+    d.recordRefusal(agent, 'OPERATOR_UNAUTHENTICATED', {
+      route: req.routeOptions.url ?? 'unknown',
+      agent_token: agent !== null,
+    });
+    reply.header('WWW-Authenticate', 'Bearer realm="cmcp-operator"');
+    return sendError(
+      reply,
+      'OPERATOR_UNAUTHENTICATED',
+      agent !== null ? 'operator routes do not accept agent credentials' : 'operator authentication required',
+    );
+  };
+}
+
+/** The operator routes plugin; register it with `prefix: '/operator'`. */
+export function operatorRoutes(d: OperatorRouteDeps) {
+  return async (app: FastifyInstance) => {
+    app.addHook('onRequest', operatorAuth(d));
+    app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
+    const op = d.operator;
+    if (!op) return;
+    app.get('/status', { schema: operatorStatusSchema }, async () => op.status());
+    // A malformed reload is refused and recorded by reloadPolicy itself (schemas.ts).
+    app.post('/policy/reload', { schema: reloadSchema, attachValidation: true }, async (req) =>
+      op.reloadPolicy(req.operatorId, req.body),
+    );
+    // The body's shape is checked by blockAgent, after the agent is known to exist (as before
+    // the schema): `attachValidation` leaves the answer and its order to it.
+    app.post<{ Params: { agent_id: string } }>(
+      '/agents/:agent_id/block',
+      { schema: blockSchema, attachValidation: true },
+      async (req) => op.blockAgent(req.operatorId, req.params.agent_id, req.body),
+    );
+    app.post<{ Params: { agent_id: string } }>(
+      '/agents/:agent_id/unblock',
+      { schema: unblockSchema },
+      async (req) => op.unblockAgent(req.operatorId, req.params.agent_id),
+    );
+  };
+}

@@ -1,0 +1,122 @@
+/**
+ * The gateway measurement over the process's life (issue 4 item 3, issue 6 item 6): taken at
+ * start-up and handed to the attestation provider (the TPM provider extends it into the
+ * measurement PCR), taken again after every accepted policy reload, and each time recorded as
+ * `gateway_measurement` in the gateway chain — with `attestation_binding_failed` when the
+ * provider could not carry it yet (it retries at the next session binding).
+ */
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import type { PolicyBundle } from '../policy/bundle.js';
+import type { SessionFacts } from '../session/service.js';
+import type { AttestationProvider } from '../tee/provider.js';
+import {
+  type GatewayMeasurement,
+  type MeasurementInputs,
+  measureGateway,
+  remeasureGateway,
+} from './index.js';
+
+export class GatewayMeasurer {
+  private current: GatewayMeasurement | null = null;
+  /** The recording of the last re-measurement (close() waits for it). */
+  private recording: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly provider: AttestationProvider,
+    private readonly chain: AuditChain,
+    /** `gatewayMeasurement` is updated here: sessions bound from now on name the new digest. */
+    private readonly facts: SessionFacts,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Measures what runs now (code, lockfile, policy, catalog, config), hands it to the provider
+   * and records it. Never throws for a provider that is not ready.
+   * @throws what the appends throw (SQLite).
+   */
+  async start(inputs: MeasurementInputs): Promise<void> {
+    const measurement = measureGateway(inputs);
+    this.current = measurement;
+    this.facts.gatewayMeasurement = measurement.json.digest;
+    const started = (await this.provider.start?.(measurement)) ?? { ok: true, reason: null };
+    this.chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'gateway_measurement',
+      detail: {
+        ...measurement.json,
+        trigger: 'start-up',
+        provider: this.provider.name,
+        provider_start: started,
+      },
+    });
+    if (started.ok === false) {
+      this.log.warn(
+        { provider: this.provider.name, reason: started.reason },
+        'attestation provider not ready at start-up; binding is retried at every session',
+      );
+      this.bindingFailed('start-up', started.reason);
+    }
+    if (measurement.json.inputs.code_files === 0)
+      this.log.warn('gateway measurement covers no files under dist/');
+  }
+
+  /**
+   * After an accepted reload: the same code, lockfile, catalog and config inputs, the new
+   * bundle hash. The provider carries it in evidence from now on; the chain records it once the
+   * provider has answered (in order with earlier re-measurements).
+   */
+  reload(bundle: PolicyBundle): void {
+    const previous = this.current;
+    if (!previous) return;
+    const next = remeasureGateway(previous, { policyBundleHash: bundle.hash });
+    this.current = next;
+    this.facts.gatewayMeasurement = next.json.digest;
+    const answered: Promise<Record<string, unknown>> =
+      this.provider.remeasure?.(next) ?? Promise.resolve({ ok: true, reason: null });
+    this.recording = this.recording.then(async () => {
+      const result = await answered;
+      try {
+        this.chain.append(GATEWAY_CHAIN_ID, {
+          entry_type: 'gateway_measurement',
+          detail: {
+            ...next.json,
+            trigger: 'policy_reload',
+            previous_digest: previous.json.digest,
+            policy_version: bundle.manifest.version,
+            provider: this.provider.name,
+            provider_remeasure: result,
+          },
+        });
+        if (result.ok === false) {
+          this.log.warn(
+            { provider: this.provider.name, reason: result.reason },
+            'could not extend the re-measured gateway now; retried at the next session binding',
+          );
+          this.bindingFailed('policy-reload', result.reason);
+        }
+      } catch (e) {
+        this.log.error(
+          { err: (e as Error).message },
+          'could not record the gateway measurement after a reload',
+        );
+      }
+    });
+    this.log.info(
+      { gateway_measurement: next.json.digest, bundle_hash: bundle.hash },
+      'gateway re-measured after the policy reload',
+    );
+  }
+
+  /** Resolves once every re-measurement is recorded. */
+  settled(): Promise<void> {
+    return this.recording;
+  }
+
+  private bindingFailed(phase: string, reason: unknown): void {
+    this.chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'attestation_binding_failed',
+      detail: { phase, provider: this.provider.name, reason },
+    });
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * The policy at start-up (issue 6): the configured bundle is checked against the configured
+ * agents and catalog tools, installed, and recorded as `policy_load` in the gateway chain with
+ * its files' hashes; a newer signed reload found in the chain is resumed and recorded too.
+ */
+
+import type { KeyObject } from 'node:crypto';
+import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { AuditChain } from '../audit/chain.js';
+import type { CatalogGuard } from '../catalog/guard.js';
+import type { GatewayConfig } from '../config/index.js';
+import type { UpstreamPool } from '../upstream/pool.js';
+import { type PolicyBundle, PolicyBundleError } from './bundle.js';
+import { agentEntity, checkEntities, PolicyEngine, toolEntities } from './engine.js';
+import { PolicyState } from './state.js';
+
+/** The policy_load / policy_reload detail describing a bundle. */
+export function bundleDetail(b: PolicyBundle): Record<string, unknown> {
+  return {
+    bundle_hash: b.hash,
+    version: b.manifest.version,
+    description: b.manifest.description,
+    files: b.files,
+    policy_ids: Object.keys(b.policies),
+  };
+}
+
+/**
+ * The entities every bundle must fit: the configured agents and the catalog's tools, under
+ * their gateway names (read again at each reload: exposed names follow the live upstreams).
+ */
+export function configuredEntities(
+  cfg: GatewayConfig,
+  catalog: CatalogGuard | null,
+  upstreams: UpstreamPool,
+): () => cedar.EntityJson[] {
+  return () => [
+    ...cfg.agents.map((a) => agentEntity(a.agent_id, a.attributes as Record<string, unknown>)),
+    ...(catalog?.catalog.tools ?? []).flatMap((t) =>
+      toolEntities({
+        exposedName: upstreams.exposedName(t.server, t.name) ?? `${t.server}.${t.name}`,
+        server: t.server,
+        toolName: t.name,
+        sensitivity: t.sensitivity,
+        annotations: t.definition.annotations,
+      }),
+    ),
+  ];
+}
+
+/**
+ * Installs the configured bundle and records `policy_load` (source `config`).
+ * @param requiredEntities the configured agents and catalog tools, which must fit the schema
+ *   now and after every reload.
+ * @throws PolicyBundleError POLICY_BUNDLE_INVALID when they do not fit (the gateway never
+ *   starts with a policy that cannot evaluate its own agents and tools).
+ */
+export function startPolicy(
+  bundle: PolicyBundle,
+  signingKey: KeyObject | null,
+  cfg: NonNullable<GatewayConfig['policy']>,
+  requiredEntities: () => cedar.EntityJson[],
+  chain: AuditChain,
+): PolicyState {
+  const misfits = checkEntities(bundle, requiredEntities());
+  if (misfits.length)
+    throw new PolicyBundleError('configured agents or catalog tools do not fit the policy schema', misfits);
+  const state = new PolicyState(new PolicyEngine(bundle, cfg.enforcement_mode), signingKey, requiredEntities);
+  chain.append(GATEWAY_CHAIN_ID, {
+    entry_type: 'policy_load',
+    detail: {
+      ...bundleDetail(bundle),
+      source: 'config',
+      folder: cfg.bundle,
+      enforcement_mode: cfg.enforcement_mode,
+      signing_key: signingKey !== null,
+    },
+  });
+  return state;
+}
+
+/** Records `policy_load` (source `reload_resumed`) for a reload resumed from the gateway chain. */
+export function recordResumedPolicy(chain: AuditChain, bundle: PolicyBundle, state: PolicyState): void {
+  chain.append(GATEWAY_CHAIN_ID, {
+    entry_type: 'policy_load',
+    detail: { ...bundleDetail(bundle), source: 'reload_resumed', enforcement_mode: state.mode },
+  });
+}

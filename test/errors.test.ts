@@ -1,0 +1,96 @@
+/**
+ * One error family (issue 9 item 5): docs/errors.md is exactly what the registry renders, and
+ * every error class in src/ derives from CmcpError (so its code is registered) and names itself.
+ * The class check reads the TypeScript program, so a new bare `extends Error` fails it.
+ */
+import { readFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
+import { errorsMarkdown } from '@cmcp/verify/errors/markdown';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..');
+
+describe('the error registry', () => {
+  it('docs/errors.md is current (run `npm run docs:errors` after changing the registry)', () => {
+    expect(readFileSync(join(ROOT, 'docs', 'errors.md'), 'utf8')).toBe(errorsMarkdown());
+  });
+
+  it('every code is upper-snake with an HTTP status, a JSON-RPC code and a summary', () => {
+    for (const [code, spec] of Object.entries(ERRORS)) {
+      expect(code).toMatch(/^[A-Z][A-Z0-9_]*$/);
+      expect(Number.isInteger(spec.http) && spec.http >= 400 && spec.http < 600, code).toBe(true);
+      expect(Number.isInteger(spec.rpc) && spec.rpc < 0, code).toBe(true);
+      expect(spec.summary.length, code).toBeGreaterThan(10);
+    }
+  });
+
+  it('a CmcpError carries its registered statuses', () => {
+    const e = new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    expect([e.name, e.http, e.rpc]).toEqual(['CmcpError', 404, -32010]);
+  });
+});
+
+/** Every class declared in src/ whose base-class chain reaches the global Error. */
+function errorClasses(): { name: string; file: string; chain: string[]; setsName: boolean }[] {
+  const configPath = join(ROOT, 'tsconfig.json');
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    configPath,
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+      },
+    },
+  );
+  if (!parsed) throw new Error('tsconfig.json could not be read');
+  const srcFiles = parsed.fileNames.filter((f) => relative(ROOT, f).split(sep)[0] === 'src');
+  const program = ts.createProgram(srcFiles, { ...parsed.options, noEmit: true });
+  const checker = program.getTypeChecker();
+  const found: { name: string; file: string; chain: string[]; setsName: boolean }[] = [];
+  for (const sf of program.getSourceFiles()) {
+    if (!srcFiles.includes(sf.fileName)) continue;
+    const visit = (node: ts.Node) => {
+      if (ts.isClassDeclaration(node) && node.name) {
+        const chain: string[] = [];
+        let type = checker.getTypeAtLocation(node) as ts.InterfaceType;
+        for (;;) {
+          const base = checker.getBaseTypes(type)[0] as ts.InterfaceType | undefined;
+          if (!base) break;
+          chain.push(base.symbol.getName());
+          type = base;
+        }
+        if (chain.includes('Error')) {
+          const text = node.getText(sf);
+          const setsName = text.includes(`this.name = '${node.name.text}'`);
+          found.push({ name: node.name.text, file: relative(ROOT, sf.fileName), chain, setsName });
+        }
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(sf);
+  }
+  return found;
+}
+
+describe('error classes in src/', () => {
+  const classes = errorClasses();
+
+  it('are found (the scan sees the program)', () => {
+    const names = classes.map((c) => c.name);
+    for (const n of ['CatalogError', 'ConfigError', 'ReloadRefusedError', 'BindingError', 'VerifyInputError'])
+      expect(names).toContain(n);
+  });
+
+  it('all derive from CmcpError and set their own name', () => {
+    const bad = classes
+      .filter((c) => !c.chain.includes('CmcpError') || !c.setsName)
+      .map(
+        (c) =>
+          `${c.file}: ${c.name} extends ${c.chain.join(' → ')}${c.setsName ? '' : ' (does not set name)'}`,
+      );
+    expect(bad).toEqual([]);
+  });
+});
