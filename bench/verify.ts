@@ -35,7 +35,7 @@ import {
 import { b64u } from '@cmcp/verify/format/canonical';
 import { CLAIM_PROFILE, type Claim, signClaim } from '@cmcp/verify/format/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
-import { TPM_ALG } from '@cmcp/verify/tpm';
+import { TPM_ALG } from '@cmcp/verify/tpm/index';
 import {
   defaultAttestationDir,
   loadTrustStore,

@@ -5,12 +5,14 @@
  *
  * Imports only `packages/verify/src/format/*`, sibling verifier modules, node built-ins and npm libraries.
  */
-import { z } from 'zod';
-import { verifyAkCertChain } from './akcert.js';
+import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
-import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from './format/binding.js';
+import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
+import { tryB64u } from './common/kind.js';
+import { bindingDigest, jwkThumbprint, reportData } from './format/binding.js';
 import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
-import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
+import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
+import { evidenceKind } from './kinds.js';
 import { verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
@@ -26,87 +28,9 @@ import {
   type ReasonCode,
   type VerificationReport,
 } from './result.js';
-import { verifySnpReport } from './snp.js';
-import { verifyTdxQuote } from './tdx.js';
-import { type PcrValue, pcrPinsCheck, TPM_ALG, verifyTpmQuote } from './tpm.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
-import { type Cert, CertError, parseCert } from './x509.js';
 
-const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
-const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'not 64 lowercase hex');
-const int0 = z.number().int().min(0);
-
-/** zod schema of a claim v1 (packages/verify/src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
-export const claimSchema = z.object({
-  claim_version: z.literal(1),
-  profile: z.literal(CLAIM_PROFILE),
-  issued_at: z.string(),
-  session_id: z.string(),
-  agent_id: z.string(),
-  gateway_measurement: z.string().nullable(),
-  policy_bundle_hash: z.string().nullable(),
-  enforcement_mode: z.string(),
-  catalog_hash: z.string().nullable(),
-  cnf: z.object({ jwk: z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url }) }),
-  audit_chain: z.object({ chain_id: z.string(), root: hex64, tip: hex64, length: z.number().int().min(1) }),
-  transcript: z.array(
-    z.object({
-      sequence_number: int0,
-      tool_name: z.string().nullable(),
-      policy_decision: z.string().nullable(),
-      policy_rule_matched: z.array(z.string()).nullable().optional(),
-      disposition: z.string().nullable(),
-      error_code: z.string().nullable(),
-    }),
-  ),
-  counters: z.object({ tool_calls: int0, allowed: int0, refused: int0, faulted: int0 }),
-  binding: z.object({
-    preimage: z.object({
-      domain: z.string(),
-      version: z.number(),
-      session_id: z.string(),
-      chain_root: z.string(),
-      key_thumbprint: b64url,
-      gateway_measurement: z.string().nullable(),
-      policy_bundle_hash: z.string().nullable(),
-      catalog_hash: z.string().nullable(),
-      challenge: z.string().nullable(),
-    }),
-  }),
-  evidence: z.object({
-    provider: z.string(),
-    status: z.enum(['bound', 'absent']),
-    reason: z.string().nullable(),
-    report_data: b64url,
-    tpm: z
-      .object({
-        attest: b64url,
-        signature: b64url,
-        ak_public: b64url,
-        pcr_selection: z.object({
-          hash: z.literal('sha256'),
-          pcrs: z.array(z.number().int().min(0).max(31)),
-        }),
-        pcr_values: z.record(z.string(), b64url),
-        ak_cert_chain: z.array(b64url),
-        ak_parent_qualified_name: b64url,
-      })
-      .nullable(),
-    sev_snp: z
-      .object({
-        report: b64url,
-        certs: z.array(z.object({ guid: z.string(), kind: z.string(), der: b64url })),
-        source: z.string(),
-      })
-      .optional(),
-    tdx: z.object({ quote: b64url, source: z.string() }).optional(),
-    /** Checked by {@link verifyMeasurement} (a malformed one fails there, not in claim.shape). */
-    measurement: z.unknown().optional(),
-  }),
-  claim_sequence: int0,
-  prev_claim_hash: hex64.nullable(),
-  signature: b64url,
-});
+export { claimSchema };
 
 /** Options of {@link verifyClaim}. */
 export interface VerifyClaimOptions {
@@ -136,20 +60,6 @@ export interface VerifyClaimOptions {
 function firstIssue(err: z.ZodError): string {
   const issue = err.issues[0];
   return issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}`.slice(0, 160) : 'unknown';
-}
-
-function tryB64u(text: string): Buffer | null {
-  try {
-    return fromB64u(text);
-  } catch {
-    return null;
-  }
-}
-
-function replaceCheck(checks: CheckResult[], id: string, replacement: CheckResult): void {
-  const i = checks.findIndex((c) => c.id === id);
-  if (i >= 0) checks[i] = replacement;
-  else checks.push(replacement);
 }
 
 /**
@@ -496,8 +406,11 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   return report();
 }
 
-type ParsedClaim = z.infer<typeof claimSchema>;
-
+/**
+ * The claim's hardware evidence: `policy.tee_type` (when the reference values restrict TEE
+ * types), `evidence.status`, then the checks of the kind registered for `evidence.provider`
+ * (kinds.ts) with this claim's REPORT_DATA as the expected binding.
+ */
 function verifyEvidence(
   c: ParsedClaim,
   expectedReportData: Buffer | null,
@@ -507,10 +420,9 @@ function verifyEvidence(
   anchors: AnchorUsed[],
 ): void {
   const ev = c.evidence;
-  const rv = opts.referenceValues;
-  const allowed = rv?.allowed_tee_types;
+  const allowed = opts.referenceValues?.allowed_tee_types;
   if (allowed && ev.status === 'bound') {
-    const tee = ev.provider === 'tpm' ? 'tpm' : ev.provider;
+    const tee = ev.provider;
     checks.push(
       (allowed as readonly string[]).includes(tee)
         ? pass('policy.tee_type', `${tee} is an allowed TEE type`)
@@ -522,37 +434,16 @@ function verifyEvidence(
     );
   }
   if (ev.status === 'absent') {
-    const why = `hardware binding absent: provider ${quoteUntrusted(ev.provider, 32)}, reason ${quoteUntrusted(ev.reason ?? 'none given', 64)}`;
-    checks.push(check('evidence.status', 'absent', 'EVIDENCE_ABSENT', why));
-    checks.push(check(HARDWARE_SIGNATURE_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-    checks.push(check(HARDWARE_BINDING_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-    checks.push(check(HARDWARE_ANCHOR_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-    if (opts.requiredPcrs) {
-      checks.push(
-        check(
-          'tpm.pcr_policy',
-          'absent',
-          'EVIDENCE_ABSENT',
-          `${why}: the required PCR selection is not attested`,
-        ),
-      );
-    }
-    notes.push(`${why}. The claim is signed by the gateway key only; it is not hardware evidence.`);
-    if (ev.tpm !== null)
-      notes.push('The claim carries TPM data although it states the binding is absent; it was ignored.');
+    absentEvidence(ev, opts, checks, notes);
     return;
   }
-  const tpm = ev.tpm;
-  if ((ev.provider === 'sev-snp' && ev.sev_snp) || (ev.provider === 'tdx' && ev.tdx)) {
-    verifyTeeEvidence(ev, expectedReportData, opts, checks, notes, anchors);
-    return;
-  }
-  if (ev.provider !== 'tpm' || tpm === null) {
+  const kind = evidenceKind(ev.provider);
+  if (!kind?.inClaim(ev)) {
     checks.push(
       fail(
         'evidence.status',
         'EVIDENCE_INCOMPLETE',
-        `status "bound" but no evidence this verifier can check (provider ${quoteUntrusted(ev.provider, 32)}, tpm ${tpm === null ? 'null' : 'present'})`,
+        `status "bound" but no evidence this verifier can check (provider ${quoteUntrusted(ev.provider, 32)}, tpm ${ev.tpm === null ? 'null' : 'present'})`,
       ),
     );
     for (const id of [HARDWARE_SIGNATURE_CHECK, HARDWARE_BINDING_CHECK, HARDWARE_ANCHOR_CHECK]) {
@@ -560,184 +451,41 @@ function verifyEvidence(
     }
     return;
   }
-  checks.push(pass('evidence.status', 'provider tpm reports the binding bound'));
-
-  const attest = tryB64u(tpm.attest);
-  const signature = tryB64u(tpm.signature);
-  const akPublic = tryB64u(tpm.ak_public);
-
-  // PCR values and selection from the claim
-  let pcrValues: PcrValue[] | undefined = [];
-  let pcrValuesProblem: string | null = null;
-  for (const [k, v] of Object.entries(tpm.pcr_values)) {
-    const bytes = tryB64u(v);
-    if (!/^(0|[1-9]\d?)$/.test(k) || Number(k) > 31 || !bytes) {
-      pcrValuesProblem = `pcr_values[${quoteUntrusted(k, 8)}] is not a PCR index with a base64url value`;
-      break;
-    }
-    pcrValues.push({ hashAlg: TPM_ALG.SHA256, index: Number(k), value: bytes });
-  }
-  if (pcrValuesProblem) pcrValues = undefined;
-  const pcrs = tpm.pcr_selection.pcrs;
-  const rvPcrs = rv?.tpm?.required_pcrs;
-  const requiredPcrs = opts.requiredPcrs ?? (rvPcrs ? [...rvPcrs].sort((a, b) => a - b) : undefined);
-  const selectionOk = pcrs.every((p, i) => i === 0 || p > (pcrs[i - 1] ?? -1));
-
-  const q = verifyTpmQuote({
-    attest: attest ?? Buffer.alloc(0),
-    signature: signature ?? Buffer.alloc(0),
-    ak: { public: akPublic ?? Buffer.alloc(0) },
-    akParentQualifiedName: tryB64u(tpm.ak_parent_qualified_name) ?? Buffer.alloc(0),
-    expectedExtraData: expectedReportData ? tpmQualifyingData(expectedReportData) : Buffer.alloc(0),
-    expectedExtraDataLabel: 'SHA-256(REPORT_DATA) of this claim',
-    pcrValues: pcrValues ?? [],
-    declaredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs }],
-    ...(requiredPcrs ? { requiredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs: requiredPcrs }] } : {}),
+  checks.push(pass('evidence.status', `provider ${ev.provider} reports the binding bound`));
+  const r = kind.fromClaim(ev, expectedReportData, {
+    trustStore: opts.trustStore ?? EMPTY_TRUST_STORE,
+    at: opts.now ?? new Date(),
+    ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
+    ...(opts.requiredPcrs ? { requiredPcrs: opts.requiredPcrs } : {}),
   });
-  const qc = q.checks;
-  if (!attest)
-    replaceCheck(
-      qc,
-      'tpm.attest_parse',
-      fail('tpm.attest_parse', 'EVIDENCE_MALFORMED', 'attest is not base64url'),
-    );
-  if (!signature) {
-    replaceCheck(
-      qc,
-      'tpm.signature_parse',
-      fail('tpm.signature_parse', 'EVIDENCE_MALFORMED', 'signature is not base64url'),
-    );
-  }
-  if (!akPublic)
-    replaceCheck(
-      qc,
-      'tpm.ak_public',
-      fail('tpm.ak_public', 'EVIDENCE_MALFORMED', 'ak_public is not base64url'),
-    );
-  if (!expectedReportData) {
-    replaceCheck(
-      qc,
-      HARDWARE_BINDING_CHECK,
-      fail(HARDWARE_BINDING_CHECK, 'DEPENDENCY_FAILED', 'REPORT_DATA could not be computed from the claim'),
-    );
-  }
-  if (!selectionOk) {
-    replaceCheck(
-      qc,
-      'tpm.pcr_selection',
-      fail('tpm.pcr_selection', 'PCR_SELECTION_MALFORMED', 'pcr_selection.pcrs is not strictly ascending'),
-    );
-  }
-  if (pcrValuesProblem)
-    replaceCheck(qc, 'tpm.pcr_digest', fail('tpm.pcr_digest', 'PCR_VALUES_MALFORMED', pcrValuesProblem));
-  checks.push(...qc);
-
-  // expected PCR values (reference values)
-  const pins = rv?.tpm?.pcrs;
-  if (pins) checks.push(pcrPinsCheck(pins, pcrValues ?? [], checks));
-
-  // AK anchor: the AK certificate chain (leaf first) to a pinned root
-  const certs: Cert[] = [];
-  let malformed: CheckResult | null = null;
-  for (const [i, text] of tpm.ak_cert_chain.entries()) {
-    const der = tryB64u(text);
-    try {
-      if (!der) throw new CertError('AK_CHAIN_MALFORMED', 'not base64url');
-      certs.push(parseCert(der));
-    } catch (err) {
-      malformed = fail(
-        HARDWARE_ANCHOR_CHECK,
-        'AK_CHAIN_MALFORMED',
-        `ak_cert_chain[${i}] is not a DER certificate (${err instanceof Error ? err.message.slice(0, 80) : 'error'})`,
-      );
-      break;
-    }
-  }
-  if (malformed) checks.push(malformed);
-  else {
-    const a = verifyAkCertChain({
-      certs,
-      akKey: q.akPublic?.key,
-      trustStore: opts.trustStore ?? EMPTY_TRUST_STORE,
-      at: opts.now ?? new Date(),
-    });
-    checks.push(a.check);
-    if (a.anchor) anchors.push(a.anchor);
-  }
-  const anchor = checks[checks.length - 1];
-  if (anchor && anchor.status !== 'pass') {
-    notes.push(
-      `The AK is NOT anchored to a pinned root (${anchor.reason_code}): ${
-        certs.length === 0
-          ? 'the claim carries no AK certificate chain, so no chain was validated and hardware-attested is not reachable. '
-          : 'its certificate chain does not end at a root pinned in the trust store. '
-      }A valid quote then yields hardware-unanchored: it shows a TPM-format key signed the binding, not which TPM or platform holds that key.`,
-    );
-  }
+  checks.push(...r.checks);
+  anchors.push(...r.anchors);
+  notes.push(...r.notes);
 }
 
-/**
- * SEV-SNP / TDX evidence of a claim: the report / quote must carry exactly this claim's
- * REPORT_DATA (`evidence.binding`), and is verified like raw evidence (signature, certificate
- * chain to the pinned AMD ARK / Intel root, platform policy from the reference values).
- * Collateral is not carried in claims, so the TDX TCB status is reported as unknown.
- */
-function verifyTeeEvidence(
-  ev: ParsedClaim['evidence'],
-  expectedReportData: Buffer | null,
+/** A claim that says its hardware binding is absent: the hardware checks are `absent`. */
+function absentEvidence(
+  ev: ClaimEvidence,
   opts: VerifyClaimOptions,
   checks: CheckResult[],
   notes: string[],
-  anchors: AnchorUsed[],
 ): void {
-  checks.push(pass('evidence.status', `provider ${ev.provider} reports the binding bound`));
-  const trustStore = opts.trustStore ?? EMPTY_TRUST_STORE;
-  const at = opts.now ?? new Date();
-  const common = {
-    trustStore,
-    at,
-    expectedReportData: expectedReportData ?? Buffer.alloc(0),
-    ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
-  };
-  let result: { checks: CheckResult[]; anchors: AnchorUsed[]; notes?: string[] };
-  if (ev.provider === 'sev-snp' && ev.sev_snp) {
-    const report = tryB64u(ev.sev_snp.report);
-    const certs = ev.sev_snp.certs.map((c) => tryB64u(c.der));
-    result = verifySnpReport({
-      ...common,
-      report: report ?? Buffer.alloc(0),
-      certs: certs.map((c) => c ?? Buffer.from('not base64url')),
-    });
-    if (!report)
-      replaceCheck(
-        result.checks,
-        'snp.report_parse',
-        fail('snp.report_parse', 'EVIDENCE_MALFORMED', 'report is not base64url'),
-      );
-  } else {
-    const quote = tryB64u(ev.tdx?.quote ?? '');
-    result = verifyTdxQuote({ ...common, quote: quote ?? Buffer.alloc(0) });
-    if (!quote)
-      replaceCheck(
-        result.checks,
-        'tdx.quote_parse',
-        fail('tdx.quote_parse', 'EVIDENCE_MALFORMED', 'quote is not base64url'),
-      );
-  }
-  if (!expectedReportData) {
-    replaceCheck(
-      result.checks,
-      HARDWARE_BINDING_CHECK,
-      fail(HARDWARE_BINDING_CHECK, 'DEPENDENCY_FAILED', 'REPORT_DATA could not be computed from the claim'),
+  const why = `hardware binding absent: provider ${quoteUntrusted(ev.provider, 32)}, reason ${quoteUntrusted(ev.reason ?? 'none given', 64)}`;
+  checks.push(check('evidence.status', 'absent', 'EVIDENCE_ABSENT', why));
+  checks.push(check(HARDWARE_SIGNATURE_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
+  checks.push(check(HARDWARE_BINDING_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
+  checks.push(check(HARDWARE_ANCHOR_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
+  if (opts.requiredPcrs) {
+    checks.push(
+      check(
+        'tpm.pcr_policy',
+        'absent',
+        'EVIDENCE_ABSENT',
+        `${why}: the required PCR selection is not attested`,
+      ),
     );
   }
-  checks.push(...result.checks);
-  anchors.push(...result.anchors);
-  notes.push(...(result.notes ?? []));
-  const anchor = checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
-  if (anchor && anchor.status !== 'pass') {
-    notes.push(
-      `The ${ev.provider} signing key is NOT anchored to a pinned root (${anchor.reason_code}): the verdict is hardware-unanchored at best.`,
-    );
-  }
+  notes.push(`${why}. The claim is signed by the gateway key only; it is not hardware evidence.`);
+  if (ev.tpm !== null)
+    notes.push('The claim carries TPM data although it states the binding is absent; it was ignored.');
 }

@@ -5,13 +5,14 @@
  * validity window is checked at the injected verification time.
  */
 import 'reflect-metadata';
-import { verify as cryptoVerify } from 'node:crypto';
 import * as px from '@peculiar/x509';
-import { type AnchorUsed, type CheckResult, check, fail, pass, type ReasonCode } from './result.js';
-import type { TdxQuote } from './tdx.js';
-import { type PckExtension, pckExtension } from './tdx.js';
-import { type ReferenceValues, rootsFor, type TrustStore } from './trust.js';
-import { type Cert, CertError, certsFromBytes, pemBlocks, sha256hex, validateChain } from './x509.js';
+import type { TdxQuote } from '../abi/tdx/quote.js';
+import { verifyEcdsaP1363, verifyWithKey } from '../crypto/signatures.js';
+import { CmcpError } from '../errors/index.js';
+import { type AnchorUsed, type CheckResult, check, fail, pass, type ReasonCode } from '../result.js';
+import { type ReferenceValues, rootsFor, type TrustStore } from '../trust.js';
+import { type Cert, CertError, certsFromBytes, pemBlocks, sha256hex, validateChain } from '../x509.js';
+import { type PckExtension, pckExtension } from './pck.js';
 
 /** Collateral as received from Intel PCS (any part may be missing). */
 export interface TdxCollateral {
@@ -27,12 +28,23 @@ export interface TdxCollateral {
   rootCrl?: Uint8Array;
 }
 
-class CollateralError extends Error {
-  constructor(
-    readonly code: ReasonCode,
-    message: string,
-  ) {
-    super(message);
+type CollateralErrorCode =
+  | 'COLLATERAL_MALFORMED'
+  | 'COLLATERAL_MISMATCH'
+  | 'COLLATERAL_SIGNATURE_INVALID'
+  | 'COLLATERAL_EXPIRED'
+  | 'CERT_REVOKED'
+  | 'TCB_LEVEL_NOT_FOUND'
+  | 'TCB_STATUS_NOT_ACCEPTED'
+  | 'DEPENDENCY_FAILED';
+
+/** Collateral that cannot be used; `code` is registered and is the failed check's reason. */
+class CollateralError extends CmcpError {
+  declare readonly code: CollateralErrorCode;
+
+  constructor(code: CollateralErrorCode, message: string) {
+    super(code, message);
+    this.name = 'CollateralError';
   }
 }
 
@@ -135,7 +147,7 @@ function signedJson(
 
 function verifyP256(data: Buffer, sig: Buffer, cert: Cert): boolean {
   try {
-    return cryptoVerify('sha256', data, { key: cert.node.publicKey, dsaEncoding: 'ieee-p1363' }, sig);
+    return verifyEcdsaP1363('sha256', data, cert.node.publicKey, sig);
   } catch {
     return false;
   }
@@ -441,7 +453,7 @@ function checkCrl(crl: RawCrl, issuer: Cert, at: Date, what: string): void {
   }
   let ok = false;
   try {
-    ok = cryptoVerify('sha256', crl.tbsRaw, issuer.node.publicKey, Buffer.from(crl.signature));
+    ok = verifyWithKey('sha256', crl.tbsRaw, issuer.node.publicKey, Buffer.from(crl.signature));
   } catch {
     ok = false;
   }
@@ -606,7 +618,7 @@ export function verifyTdxCollateral(input: TdxCollateralInput): {
           }
           const q = input.quote.body;
           const mod = matchTdxModule(value, q);
-          if (!mod.ok) throw new CollateralError(mod.code, mod.detail);
+          if (!mod.ok) return fail('tdx.tcb_info', mod.code, mod.detail);
           if (!Array.isArray(value.tcbLevels)) throw new CollateralError('COLLATERAL_MALFORMED', 'tcbLevels');
           tcbInfoValue = value;
           return pass(
@@ -724,7 +736,7 @@ export function verifyTdxCollateral(input: TdxCollateralInput): {
           sgxTcbComponents: pckExt.tcbComponents,
           pceSvn: pckExt.pceSvn,
         });
-        if (!e.ok) throw new CollateralError(e.code, e.detail);
+        if (!e.ok) return fail('tdx.tcb_status', e.code, e.detail);
         tcbStatus = e.status;
         const how =
           e.module.status === null
