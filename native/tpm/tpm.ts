@@ -30,6 +30,7 @@ import {
 import {
   MAX_PCR_INDEX,
   parseDigestList,
+  parseNvPublic,
   parsePcrSelection,
   parseQuoteAttest,
   pcrSelectionSha256,
@@ -42,7 +43,7 @@ import {
   TPM2_ECC_NIST_P256,
   TPM2_GENERATED_VALUE,
   TPMA_OBJECT,
-  WireReader,
+  unwrap2b,
   WireWriter,
 } from './wire.js';
 
@@ -259,14 +260,6 @@ function akAlgorithmOf(publicArea: Buffer): AkAlgorithm | null {
   if (p.rsa && p.rsa.keyBits === 2048) return 'rsa2048';
   if (p.ecc && p.ecc.curve === TPM2_ECC_NIST_P256) return 'ecc-p256';
   return null;
-}
-
-/** The contents of a TPM2B wire value (drops the 2-byte size, checks nothing trails). */
-function unwrap2b(wire: Buffer, what: string): Buffer {
-  const r = new WireReader(wire, what);
-  const v = r.tpm2b();
-  r.end();
-  return v;
 }
 
 /** Frees every non-null ESYS output pointer (Esys_Free). */
@@ -509,14 +502,15 @@ export class Tpm {
         'TPM2_NV_ReadPublic',
         tss().Esys_NV_ReadPublic(this.ctx(), tr, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, pubOut, nameOut),
       );
-      const r = new WireReader(
+      const p = parseNvPublic(
         unwrap2b(fromStruct('TPM2B_NV_PUBLIC', ptr(pubOut, 'NV_ReadPublic')), 'TPM2B_NV_PUBLIC'),
-        'TPMS_NV_PUBLIC',
       );
-      const nv: NvPublic = { index: r.u32(), nameAlg: r.u16(), attributes: r.u32(), size: 0 };
-      r.tpm2b(); // authPolicy
-      nv.size = r.u16();
-      r.end();
+      const nv: NvPublic = {
+        index: p.nvIndex,
+        nameAlg: p.nameAlg,
+        attributes: p.attributes,
+        size: p.dataSize,
+      };
       if (nv.index !== index >>> 0)
         throw new TpmError('TPM_BAD_RESPONSE', 'NV_ReadPublic answered another index');
       return nv;
@@ -1014,10 +1008,7 @@ export class Tpm {
             valOut,
           ),
         );
-        const sel = new WireReader(
-          fromStruct('TPML_PCR_SELECTION', ptr(selOut, 'PCR_Read selection')),
-          'sel',
-        );
+        const sel = fromStruct('TPML_PCR_SELECTION', ptr(selOut, 'PCR_Read selection'));
         got = parsePcrSelection(sel).get(TPM2_ALG_SHA256) ?? [];
         digests = parseDigestList(fromStruct('TPML_DIGEST', ptr(valOut, 'PCR_Read values')));
       } finally {
@@ -1081,24 +1072,20 @@ export class Tpm {
             sigOut,
           ),
         );
-        const a = new WireReader(
-          fromStruct('TPM2B_ATTEST', ptr(quoted, 'TPM2_Quote quoted')),
-          'TPM2B_ATTEST',
-        );
-        attest = a.tpm2b();
-        a.end();
+        attest = unwrap2b(fromStruct('TPM2B_ATTEST', ptr(quoted, 'TPM2_Quote quoted')), 'TPM2B_ATTEST');
         signature = fromStruct('TPMT_SIGNATURE', ptr(sigOut, 'TPM2_Quote signature'));
       } finally {
         freeAll(quoted, sigOut);
       }
       const parsed = parseQuoteAttest(attest);
-      const selected = parsed.pcrSelection.get(TPM2_ALG_SHA256) ?? [];
+      const [bank, ...others] = parsed.pcrSelect;
       if (
         parsed.magic !== TPM2_GENERATED_VALUE ||
         !parsed.extraData.equals(qd) ||
         !parsed.qualifiedSigner.equals(ak.qualifiedName) ||
-        parsed.pcrSelection.size !== 1 ||
-        selected.join(',') !== want.join(',')
+        others.length !== 0 ||
+        bank?.hashAlg !== TPM2_ALG_SHA256 ||
+        bank.pcrs.join(',') !== want.join(',')
       ) {
         throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_Quote attestation does not match the request');
       }

@@ -164,3 +164,28 @@ export function parseSnpReport(bytes: Uint8Array): SnpReport {
   }
   return report;
 }
+
+/** MSG_REPORT_RSP (SEV-SNP ABI 56860 Table 25): status u32, REPORT_SIZE u32, reserved[24], report. */
+export interface MsgReportRsp {
+  status: number;
+  /** The REPORT_SIZE bytes of the report (an ATTESTATION_REPORT, possibly with a trailing area). */
+  report: Buffer;
+}
+
+/**
+ * Parses a MSG_REPORT_RSP as the sev-guest driver returns it (the response buffer may be larger
+ * than the message). A non-zero status is returned, not thrown; REPORT_SIZE must be at least
+ * the report size and fit the buffer.
+ * @throws AbiError SNP_REPORT_MALFORMED
+ */
+export function parseMsgReportRsp(bytes: Uint8Array): MsgReportRsp {
+  const r = new ByteReader(bytes, { ...CODES, structure: 'MSG_REPORT_RSP' });
+  const status = r.u32('STATUS');
+  if (status !== 0) return { status, report: Buffer.alloc(0) };
+  const size = r.u32('REPORT_SIZE');
+  r.skip(24, 'reserved');
+  if (size < SNP_REPORT_SIZE || size > r.remaining) {
+    throw r.error('SNP_REPORT_MALFORMED', `MSG_REPORT_RSP report_size ${size}`, 'REPORT_SIZE', 4);
+  }
+  return { status, report: r.bytes(size, 'REPORT') };
+}
