@@ -7,10 +7,10 @@
  */
 import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
+import { challengeCheck, keyThumbprintCheck, preimageChecks, reportDataCheck } from './claim-binding.js';
 import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
 import { tryB64u } from './common/kind.js';
-import { bindingDigest, jwkThumbprint, reportData } from './format/binding.js';
-import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
+import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
 import { evidenceKind } from './kinds.js';
 import { verifyMeasurement } from './measurement.js';
@@ -62,235 +62,52 @@ function firstIssue(err: z.ZodError): string {
   return issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}`.slice(0, 160) : 'unknown';
 }
 
-/**
- * Verifies a claim (parsed JSON of unknown shape) and returns the full report.
- *
- * Checks, in order (ids stable): `claim.shape`, `claim.signature` (Ed25519 over JCS(claim
- * without signature), key from cnf.jwk, RFC 8032/8037), `binding.key_thumbprint` (RFC 7638),
- * `binding.session`, `binding.chain_root`, `binding.preimage`, `binding.challenge`,
- * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), design §4), `claim.sequence`,
- * `evidence.status`, then for a bound TPM claim the checks of {@link verifyTpmQuote} with
- * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
- * {@link verifyBundle} (or `audit.bundle` absent).
- *
- * `evidence.anchor` passes when `evidence.tpm.ak_cert_chain` (leaf first) certifies the quoting
- * AK and chains to a root pinned in `opts.trustStore` at `opts.now` ({@link verifyAkCertChain});
- * the verdict can then be `hardware-attested` and the root is listed in `anchors_used` by SHA-256
- * fingerprint. Without a chain (or a pinned root) the verdict is `hardware-unanchored` at best.
- * Never throws.
- */
-export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): VerificationReport {
-  const checks: CheckResult[] = [];
-  const notes: string[] = [];
-  const anchors: AnchorUsed[] = [];
-  const report = (): VerificationReport => {
-    const r: VerificationReport = { verdict: computeVerdict(checks), checks, anchors_used: anchors, notes };
-    return r;
-  };
-
-  const shape = claimSchema.safeParse(claim);
-  if (!shape.success) {
-    checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
-    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
-    return report();
-  }
-  const c = shape.data;
-  // Everything signed is the claim as given (extra members included), not the zod output.
-  const raw = claim as Claim;
-  checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
-
-  // claim.signature
-  {
-    let reason: ReasonCode | null = null;
-    let detail = '';
-    try {
-      const { signature: _sig, ...unsigned } = raw;
-      canonicalJson(unsigned);
-    } catch (err) {
-      reason = 'CLAIM_NOT_CANONICALIZABLE';
-      detail = err instanceof CanonicalJsonError ? err.message.slice(0, 160) : 'not canonicalisable';
-    }
-    if (!reason) {
-      try {
-        if (fromB64u(c.cnf.jwk.x).length !== 32) throw new Error('x is not 32 bytes');
-      } catch (err) {
-        reason = 'CLAIM_KEY_INVALID';
-        detail = `cnf.jwk: ${err instanceof Error ? err.message : 'invalid'}`.slice(0, 160);
-      }
-    }
-    if (!reason) {
-      let ok = false;
-      try {
-        ok = verifyClaimSignature(raw);
-      } catch (err) {
-        detail = `signature not checkable: ${err instanceof Error ? err.message : 'error'}`.slice(0, 160);
-      }
-      if (!ok) {
-        reason = 'CLAIM_SIGNATURE_INVALID';
-        detail ||= 'Ed25519 signature over JCS(claim without signature) does not verify under cnf.jwk';
-      }
-    }
-    checks.push(
-      reason
-        ? fail('claim.signature', reason, detail)
-        : pass(
-            'claim.signature',
-            'Ed25519 signature over JCS(claim without signature) verifies under cnf.jwk',
-          ),
-    );
-  }
-
-  // binding.key_thumbprint
-  const pre = c.binding.preimage;
-  let thumb: Buffer | null = null;
+/** `claim.signature`: Ed25519 over JCS(claim without signature), key from cnf.jwk (RFC 8032/8037). */
+function claimSignatureCheck(c: ParsedClaim, raw: Claim): CheckResult {
+  let reason: ReasonCode | null = null;
+  let detail = '';
   try {
-    thumb = jwkThumbprint(c.cnf.jwk);
-  } catch {
-    thumb = null;
+    const { signature: _sig, ...unsigned } = raw;
+    canonicalJson(unsigned);
+  } catch (err) {
+    reason = 'CLAIM_NOT_CANONICALIZABLE';
+    detail = err instanceof CanonicalJsonError ? err.message.slice(0, 160) : 'not canonicalisable';
   }
-  if (!thumb) {
-    checks.push(
-      fail(
-        'binding.key_thumbprint',
-        'CLAIM_KEY_INVALID',
-        'cannot compute the RFC 7638 thumbprint of cnf.jwk',
-      ),
-    );
-  } else if (b64u(thumb) !== pre.key_thumbprint) {
-    checks.push(
-      fail(
-        'binding.key_thumbprint',
-        'KEY_THUMBPRINT_MISMATCH',
-        `preimage key_thumbprint ${quoteUntrusted(pre.key_thumbprint, 48)} is not the RFC 7638 thumbprint ${b64u(thumb)} of cnf.jwk`,
-      ),
-    );
-  } else {
-    checks.push(
-      pass('binding.key_thumbprint', 'preimage key_thumbprint is the RFC 7638 thumbprint of cnf.jwk'),
-    );
-  }
-
-  // binding.session / binding.chain_root / binding.preimage
-  checks.push(
-    pre.session_id === c.session_id
-      ? pass('binding.session', 'preimage session_id equals the claim session_id')
-      : fail(
-          'binding.session',
-          'PREIMAGE_SESSION_MISMATCH',
-          `preimage session ${quoteUntrusted(pre.session_id)} ≠ claim session ${quoteUntrusted(c.session_id)}`,
-        ),
-  );
-  checks.push(
-    pre.chain_root === c.audit_chain.root
-      ? pass('binding.chain_root', 'preimage chain_root equals audit_chain.root')
-      : fail(
-          'binding.chain_root',
-          'PREIMAGE_CHAIN_ROOT_MISMATCH',
-          `preimage chain_root ${quoteUntrusted(pre.chain_root)} ≠ audit_chain.root ${c.audit_chain.root}`,
-        ),
-  );
-  let digest: Buffer | null = null;
-  {
-    const fieldsDiffer = (['gateway_measurement', 'policy_bundle_hash', 'catalog_hash'] as const).filter(
-      (k) => pre[k] !== c[k],
-    );
-    let canonErr: string | null = null;
+  if (!reason) {
     try {
-      digest = bindingDigest(raw.binding.preimage);
+      if (fromB64u(c.cnf.jwk.x).length !== 32) throw new Error('x is not 32 bytes');
     } catch (err) {
-      canonErr = err instanceof Error ? err.message.slice(0, 120) : 'not canonicalisable';
-    }
-    if (pre.domain !== 'cmcp.session-binding' || pre.version !== 1) {
-      checks.push(
-        fail(
-          'binding.preimage',
-          'PREIMAGE_MALFORMED',
-          `preimage domain/version ${quoteUntrusted(pre.domain, 40)}/${pre.version} is not cmcp.session-binding/1`,
-        ),
-      );
-    } else if (canonErr) {
-      checks.push(fail('binding.preimage', 'PREIMAGE_MALFORMED', canonErr));
-    } else if (fieldsDiffer.length) {
-      checks.push(
-        fail(
-          'binding.preimage',
-          'PREIMAGE_FIELD_MISMATCH',
-          `preimage ${fieldsDiffer.join(', ')} differ from the claim`,
-        ),
-      );
-    } else {
-      checks.push(
-        pass('binding.preimage', 'preimage domain, version and hashed fields agree with the claim'),
-      );
+      reason = 'CLAIM_KEY_INVALID';
+      detail = `cnf.jwk: ${err instanceof Error ? err.message : 'invalid'}`.slice(0, 160);
     }
   }
-
-  // binding.challenge
-  if (opts.expectedChallenge === undefined) {
-    checks.push(
-      check(
-        'binding.challenge',
-        'not-applicable',
-        'NO_CHALLENGE_EXPECTED',
-        pre.challenge === null
-          ? 'no challenge expected; none bound'
-          : `no challenge expected; the claim binds ${quoteUntrusted(pre.challenge, 48)} (freshness not checked)`,
-      ),
-    );
-  } else if (pre.challenge !== opts.expectedChallenge) {
-    checks.push(
-      fail(
-        'binding.challenge',
-        'CHALLENGE_MISMATCH',
-        `bound challenge ${quoteUntrusted(pre.challenge, 48)} ≠ expected ${quoteUntrusted(opts.expectedChallenge, 48)}`,
-      ),
-    );
-  } else {
-    checks.push(pass('binding.challenge', 'the binding carries the expected challenge'));
-  }
-
-  // binding.report_data
-  const expectedReportData = thumb && digest ? reportData(thumb, digest) : null;
-  {
-    const claimed = tryB64u(c.evidence.report_data);
-    if (claimed?.length !== 64) {
-      checks.push(
-        fail(
-          'binding.report_data',
-          'REPORT_DATA_MALFORMED',
-          `report_data is ${claimed ? `${claimed.length} bytes` : 'not base64url'}, expected 64 bytes`,
-        ),
-      );
-    } else if (!expectedReportData) {
-      checks.push(
-        fail(
-          'binding.report_data',
-          'DEPENDENCY_FAILED',
-          'thumbprint or binding digest could not be computed',
-        ),
-      );
-    } else if (!claimed.equals(expectedReportData)) {
-      checks.push(
-        fail(
-          'binding.report_data',
-          'REPORT_DATA_MISMATCH',
-          'report_data is not key_thumbprint ‖ SHA-256(JCS(preimage))',
-        ),
-      );
-    } else {
-      checks.push(pass('binding.report_data', 'report_data = key_thumbprint ‖ SHA-256(JCS(preimage))'));
+  if (!reason) {
+    let ok = false;
+    try {
+      ok = verifyClaimSignature(raw);
+    } catch (err) {
+      detail = `signature not checkable: ${err instanceof Error ? err.message : 'error'}`.slice(0, 160);
+    }
+    if (!ok) {
+      reason = 'CLAIM_SIGNATURE_INVALID';
+      detail ||= 'Ed25519 signature over JCS(claim without signature) does not verify under cnf.jwk';
     }
   }
+  return reason
+    ? fail('claim.signature', reason, detail)
+    : pass('claim.signature', 'Ed25519 signature over JCS(claim without signature) verifies under cnf.jwk');
+}
 
-  // claim.sequence
-  if (opts.previousClaim === undefined) {
+/** `claim.sequence`: prev_claim_hash and claim_sequence follow the supplied previous claim. */
+function sequenceCheck(c: ParsedClaim, previousClaim: unknown, checks: CheckResult[]): void {
+  if (previousClaim === undefined) {
     checks.push(check('claim.sequence', 'not-applicable', 'NO_PREVIOUS_CLAIM', 'no previous claim supplied'));
   } else {
-    const prev = claimSchema.safeParse(opts.previousClaim);
+    const prev = claimSchema.safeParse(previousClaim);
     let prevHash: string | null = null;
     if (prev.success) {
       try {
-        prevHash = claimHash(opts.previousClaim as Claim);
+        prevHash = claimHash(previousClaim as Claim);
       } catch {
         prevHash = null;
       }
@@ -319,7 +136,10 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
       );
     }
   }
+}
 
+/** `claim.policy_hash` / `claim.catalog_hash`: pins asked for by the relying party (issue 6). */
+function pinChecks(c: ParsedClaim, opts: VerifyClaimOptions, checks: CheckResult[]): void {
   // claim.policy_hash / claim.catalog_hash: pins asked for by the relying party (issue 6).
   // The binding.preimage check ties these claim fields to the bound preimage.
   const pins = [
@@ -344,11 +164,11 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
           ),
     );
   }
+}
 
-  // hardware evidence
-  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
-
-  // gateway measurement: inputs → digest → claim/preimage → quoted measurement PCR
+/** Gateway measurement: inputs → digest → claim/preimage → quoted measurement PCR. */
+function measurementChecks(c: ParsedClaim, raw: Claim, checks: CheckResult[], notes: string[]): void {
+  const pre = c.binding.preimage;
   {
     const ev = c.evidence;
     const tpm = ev.status === 'bound' && ev.provider === 'tpm' ? ev.tpm : null;
@@ -377,7 +197,55 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     checks.push(...m.checks);
     notes.push(...m.notes);
   }
+}
 
+/**
+ * Verifies a claim (parsed JSON of unknown shape) and returns the full report.
+ *
+ * Checks, in order (ids stable): `claim.shape`, `claim.signature` (Ed25519 over JCS(claim
+ * without signature), key from cnf.jwk, RFC 8032/8037), `binding.key_thumbprint` (RFC 7638),
+ * `binding.session`, `binding.chain_root`, `binding.preimage`, `binding.challenge`,
+ * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), design §4), `claim.sequence`,
+ * `evidence.status`, then for a bound TPM claim the checks of {@link verifyTpmQuote} with
+ * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
+ * {@link verifyBundle} (or `audit.bundle` absent).
+ *
+ * `evidence.anchor` passes when `evidence.tpm.ak_cert_chain` (leaf first) certifies the quoting
+ * AK and chains to a root pinned in `opts.trustStore` at `opts.now` ({@link verifyAkCertChain});
+ * the verdict can then be `hardware-attested` and the root is listed in `anchors_used` by SHA-256
+ * fingerprint. Without a chain (or a pinned root) the verdict is `hardware-unanchored` at best.
+ * Never throws.
+ */
+export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): VerificationReport {
+  const checks: CheckResult[] = [];
+  const notes: string[] = [];
+  const anchors: AnchorUsed[] = [];
+  const report = (): VerificationReport => ({
+    verdict: computeVerdict(checks),
+    checks,
+    anchors_used: anchors,
+    notes,
+  });
+
+  const shape = claimSchema.safeParse(claim);
+  if (!shape.success) {
+    checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
+    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
+    return report();
+  }
+  const c = shape.data;
+  // Everything signed is the claim as given (extra members included), not the zod output.
+  const raw = claim as Claim;
+  checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
+  checks.push(claimSignatureCheck(c, raw));
+  const thumb = keyThumbprintCheck(c, checks);
+  const digest = preimageChecks(c, raw, checks);
+  challengeCheck(c, opts.expectedChallenge, checks);
+  const expectedReportData = reportDataCheck(c, thumb, digest, checks);
+  sequenceCheck(c, opts.previousClaim, checks);
+  pinChecks(c, opts, checks);
+  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
+  measurementChecks(c, raw, checks, notes);
   // audit bundle
   if (opts.bundle === undefined) {
     checks.push(
