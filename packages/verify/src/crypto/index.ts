@@ -1,6 +1,8 @@
 /**
  * The verifier's one crypto module: hashing, public keys from raw hardware key material and
- * signature verification (X.509 lives in ../x509.ts and uses node:crypto's X509Certificate).
+ * signature verification. Every verifier module hashes, builds keys and checks signatures through
+ * here. Outside it: X.509 (../x509.ts: node:crypto's X509Certificate and @peculiar/x509) and the
+ * gateway-side signing and key export in ../format/ (claims are signed by the gateway, not here).
  */
 export * from './hash.js';
 export * from './keys.js';

@@ -56,6 +56,11 @@ export function ecPublicKey(x: Uint8Array, y: Uint8Array, size: 32 | 48 | 66): K
   }
 }
 
+/** A public key from a JWK (RFC 7517), e.g. a claim's Ed25519 `cnf.jwk`. @throws Error when not a key */
+export function jwkPublicKey(jwk: Record<string, unknown>): KeyObject {
+  return createPublicKey({ key: jwk, format: 'jwk' });
+}
+
 /** Builds an EC P-384 key from big-endian X and Y (for tests and tools). @throws Error */
 export function p384Key(x: Uint8Array, y: Uint8Array): KeyObject {
   const k = ecPublicKey(x, y, 48);

@@ -3,7 +3,7 @@
  * TPMT_PUBLIC (abi) → quote signature → extraData binding → PCR appraisal → AK certificate
  * chain to a pinned root (`evidence.anchor`); raw evidence may add a TCG2 event log replay.
  */
-import type { KeyObject } from 'node:crypto';
+
 import { TPM_ALG } from '../abi/tpm/constants.js';
 import type { PcrSelection } from '../abi/tpm/pcr.js';
 import { verifyAkCertChain } from '../akcert.js';
@@ -17,6 +17,7 @@ import {
   tryB64u,
 } from '../common/kind.js';
 import type { RawEvidenceOptions } from '../common/raw.js';
+import type { KeyObject } from '../crypto/keys.js';
 import { verifyEventLog } from '../eventlog.js';
 import { tpmQualifyingData } from '../format/binding.js';
 import {
