@@ -193,7 +193,12 @@ function signatureCheck(
       certs ? 'no end-entity (VCEK/VLEK) certificate' : 'certificates did not parse',
     );
   }
-  const key: KeyObject = leaf.node.publicKey;
+  let key: KeyObject;
+  try {
+    key = leaf.node.publicKey;
+  } catch {
+    return fail(HARDWARE_SIGNATURE_CHECK, 'SNP_CERT_KEY_INVALID', 'the VCEK/VLEK key does not decode');
+  }
   if (ecCurveSize(key) !== 48)
     return fail(HARDWARE_SIGNATURE_CHECK, 'SNP_CERT_KEY_INVALID', 'the VCEK/VLEK key is not EC P-384');
   const r = BigInt(`0x${report.signature.r.toString('hex')}`);
