@@ -18,7 +18,7 @@ import { verifyClaim } from '@cmcp/verify/claim';
 import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/verify/evidence';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
-import { TPM_ALG } from '@cmcp/verify/tpm';
+import { TPM_ALG } from '@cmcp/verify/tpm/index';
 import {
   defaultAttestationDir,
   loadTrustStore,

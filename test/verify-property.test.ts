@@ -13,9 +13,9 @@
 import { createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { CheckResult } from '@cmcp/verify/result';
-import { verifySnpReport } from '@cmcp/verify/snp';
-import { parseTdxQuote, verifyTdxQuote } from '@cmcp/verify/tdx';
-import { type PcrValue, TPM_ALG, verifyTpmQuote } from '@cmcp/verify/tpm';
+import { verifySnpReport } from '@cmcp/verify/snp/index';
+import { parseTdxQuote, verifyTdxQuote } from '@cmcp/verify/tdx/index';
+import { type PcrValue, TPM_ALG, verifyTpmQuote } from '@cmcp/verify/tpm/index';
 import { loadTrustStore, parseReferenceValues } from '@cmcp/verify/trust';
 import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';

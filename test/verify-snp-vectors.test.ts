@@ -14,7 +14,7 @@ import {
   SNP_REPORT_SIZE,
   type SnpInput,
   verifySnpReport,
-} from '@cmcp/verify/snp';
+} from '@cmcp/verify/snp/index';
 import { loadTrustStore, parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
 import { certsFromBytes, issuedBy, validateChain } from '@cmcp/verify/x509';
 import { describe, expect, it } from 'vitest';

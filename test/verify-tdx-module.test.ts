@@ -11,7 +11,6 @@ import 'reflect-metadata';
 import { createPrivateKey, sign as nodeSign, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { CheckResult } from '@cmcp/verify/result';
-import { parseTdxQuote, pckExtension, verifyTdxQuote } from '@cmcp/verify/tdx';
 import {
   evaluateTdxTcb,
   matchTdxModule,
@@ -19,7 +18,8 @@ import {
   type TdxPlatformTcb,
   topLevelMembers,
   verifyTdxCollateral,
-} from '@cmcp/verify/tdx-collateral';
+} from '@cmcp/verify/tdx/collateral';
+import { parseTdxQuote, pckExtension, verifyTdxQuote } from '@cmcp/verify/tdx/index';
 import { loadTrustStore, parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
 import { type Cert, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
 import * as px from '@peculiar/x509';

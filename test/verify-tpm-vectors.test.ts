@@ -26,7 +26,7 @@ import {
   unwrapTpm2bAttest,
   verifyTpmQuote,
   verifyTpmSignature,
-} from '@cmcp/verify/tpm';
+} from '@cmcp/verify/tpm/index';
 import { describe, expect, it } from 'vitest';
 import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from '../testing/evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';

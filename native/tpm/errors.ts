@@ -1,7 +1,9 @@
 /**
- * Errors raised by the native TPM layer. `code` is a stable machine code; `rc` is the raw
- * TSS2_RC when the failure came from tpm2-tss or the TPM, else null.
+ * Errors raised by the native TPM layer. `code` is a stable machine code registered in the
+ * error registry (`@cmcp/verify/errors`, ATTESTATION_ERRORS); `rc` is the raw TSS2_RC when the
+ * failure came from tpm2-tss or the TPM, else null.
  */
+import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** Stable machine codes carried by {@link TpmError}. */
 export type TpmErrorCode =
@@ -22,15 +24,15 @@ export type TpmErrorCode =
   /** The TPM answered with something inconsistent with what was asked. */
   | 'TPM_BAD_RESPONSE';
 
-export class TpmError extends Error {
-  readonly code: TpmErrorCode;
+export class TpmError extends CmcpError {
+  declare readonly code: TpmErrorCode;
   readonly rc: number | null;
 
   constructor(code: TpmErrorCode, message: string, rc: number | null = null, options?: { cause?: unknown }) {
-    super(message, options);
+    super(code, message, rc === null ? {} : { rc });
     this.name = 'TpmError';
-    this.code = code;
     this.rc = rc;
+    if (options && 'cause' in options) this.cause = options.cause;
   }
 }
 

@@ -1,12 +1,17 @@
 /**
- * TPMT_PUBLIC (TPM 2.0 Part 2 §12.2.4) parsing for the key types the layer uses: RSA and ECC
- * (NIST P-256/P-384), with or without a symmetric definition. Turns the public area into a
- * node:crypto KeyObject so it can be compared with a certificate's key, and computes Names
- * and Qualified Names (Part 1 §16).
+ * TPMT_PUBLIC (TPM 2.0 Part 2 §12.2.4) for the key types the layer uses: RSA and ECC
+ * (NIST P-256/P-384), with or without a symmetric definition. Decoding is the verifier
+ * package's (`@cmcp/verify/abi/tpm/public`); here the public area becomes a node:crypto
+ * KeyObject so it can be compared with a certificate's key, and Names and Qualified Names are
+ * computed (Part 1 §16).
  */
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { AbiError } from '@cmcp/verify/abi/errors';
+import { parseTpmtPublic } from '@cmcp/verify/abi/tpm/public';
 import { TpmError } from './errors.js';
-import { TPM2_ALG_ECC, TPM2_ALG_NULL, TPM2_ALG_RSA, TPMA_OBJECT, WireReader, WireWriter } from './wire.js';
+import { WireWriter } from './wire.js';
+
+export { akAttributeProblem } from '@cmcp/verify/abi/tpm/public';
 
 export const TPM2_ALG_SHA384 = 0x000c;
 export const TPM2_ALG_AES = 0x0006;
@@ -25,6 +30,7 @@ const CURVES: Record<number, { jwk: string; node: string; size: number }> = {
   4: { jwk: 'P-384', node: 'secp384r1', size: 48 },
 };
 
+/** The fields of a public area the layer compares and uses. */
 export interface ParsedPublic {
   type: number;
   nameAlg: number;
@@ -43,34 +49,31 @@ function hashOf(nameAlg: number): { node: string; size: number } {
   return h;
 }
 
-/** Parses TPMT_PUBLIC wire bytes (RSA or ECC only). Throws TpmError TPM_BAD_INPUT / TPM_BAD_RESPONSE. */
+/**
+ * Parses TPMT_PUBLIC wire bytes (RSA or ECC only).
+ * @throws TpmError TPM_BAD_INPUT (another key type) / TPM_BAD_RESPONSE (does not unmarshal)
+ */
 export function parsePublic(area: Buffer): ParsedPublic {
-  const r = new WireReader(area, 'TPMT_PUBLIC');
-  const type = r.u16();
-  const nameAlg = r.u16();
-  const attributes = r.u32();
-  const authPolicy = r.tpm2b();
-  let symmetric: ParsedPublic['symmetric'] = null;
-  const symAlg = r.u16();
-  if (symAlg !== TPM2_ALG_NULL) symmetric = { alg: symAlg, keyBits: r.u16(), mode: r.u16() };
-  const schemeAlg = r.u16();
-  const scheme = { alg: schemeAlg, hash: schemeAlg === TPM2_ALG_NULL ? null : r.u16() };
-  let rsa: ParsedPublic['rsa'] = null;
-  let ecc: ParsedPublic['ecc'] = null;
-  if (type === TPM2_ALG_RSA) {
-    const keyBits = r.u16();
-    const exponent = r.u32();
-    rsa = { keyBits, exponent, n: r.tpm2b() };
-  } else if (type === TPM2_ALG_ECC) {
-    const curve = r.u16();
-    const kdf = r.u16();
-    if (kdf !== TPM2_ALG_NULL) r.u16();
-    ecc = { curve, kdf, x: r.tpm2b(), y: r.tpm2b() };
-  } else {
-    throw new TpmError('TPM_BAD_INPUT', `unsupported key type 0x${type.toString(16)}`);
+  let p: ReturnType<typeof parseTpmtPublic>;
+  try {
+    p = parseTpmtPublic(area);
+  } catch (err) {
+    if (!(err instanceof AbiError)) throw err;
+    const code = err.code === 'AK_PUBLIC_UNSUPPORTED' ? 'TPM_BAD_INPUT' : 'TPM_BAD_RESPONSE';
+    throw new TpmError(code, err.message, null, { cause: err });
   }
-  r.end();
-  return { type, nameAlg, attributes, authPolicy, symmetric, scheme, rsa, ecc };
+  return {
+    type: p.type,
+    nameAlg: p.nameAlg,
+    attributes: p.objectAttributes,
+    authPolicy: p.authPolicy,
+    symmetric: p.symmetric
+      ? { alg: p.symmetric.algorithm, keyBits: p.symmetric.keyBits, mode: p.symmetric.mode }
+      : null,
+    scheme: { alg: p.scheme.scheme, hash: p.scheme.hashAlg },
+    rsa: p.rsa ? { keyBits: p.rsa.keyBits, exponent: p.rsa.exponent, n: p.rsa.modulus } : null,
+    ecc: p.ecc ? { curve: p.ecc.curveId, kdf: p.ecc.kdf.scheme, x: p.ecc.x, y: p.ecc.y } : null,
+  };
 }
 
 function leftPad(b: Buffer, size: number): Buffer {
@@ -136,21 +139,4 @@ export function qualifiedNameOf(parentQn: Buffer, name: Buffer): Buffer {
     new WireWriter().u16(nameAlg).done(),
     createHash(h.node).update(parentQn).update(name).digest(),
   ]);
-}
-
-/** Why a public area is not an acceptable attestation key, or null when it is (issue 4 item 2). */
-export function akAttributeProblem(attributes: number): string | null {
-  const need: [keyof typeof TPMA_OBJECT, boolean][] = [
-    ['restricted', true],
-    ['sign', true],
-    ['fixedTPM', true],
-    ['fixedParent', true],
-    ['sensitiveDataOrigin', true],
-    ['decrypt', false],
-  ];
-  const wrong = need.filter(([bit, want]) => ((attributes & TPMA_OBJECT[bit]) !== 0) !== want);
-  if (wrong.length === 0) return null;
-  return `AK attributes 0x${attributes.toString(16).padStart(8, '0')}: ${wrong
-    .map(([bit, want]) => `${bit} must be ${want ? 'set' : 'clear'}`)
-    .join(', ')}`;
 }

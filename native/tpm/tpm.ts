@@ -1,16 +1,20 @@
 /**
  * Synchronous TPM 2.0 access through tpm2-tss ESYS (koffi): attestation keys, PCR reads and
  * extends, and quotes. Sources: TCG TPM 2.0 Library spec Parts 1-3 (rev 1.59); tpm2-tss 3.x ESYS.
+ *
+ * The {@link Tpm} class owns the ESYS context, its loaded objects and the lost-connection state;
+ * its operations live by concern in ./nv.ts, ./enroll.ts and ./pcr.ts, shapes and templates in
+ * ./model.ts, object bookkeeping in ./esys.ts. The class stays slightly over 500 lines because
+ * its public methods carry their TSDoc here, next to the state they depend on.
  */
-import { createHash } from 'node:crypto';
 import { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
+import * as enrollOps from './enroll.js';
 import { TpmError } from './errors.js';
+import { freeAll, type Loaded, LoadedAk, LoadedEk, ptr } from './esys.js';
 import {
   ESYS_TR_NONE,
   ESYS_TR_PASSWORD,
-  ESYS_TR_PCR0,
   ESYS_TR_RH_ENDORSEMENT,
-  ESYS_TR_RH_OWNER,
   fromStruct,
   type NativePtr,
   rcError,
@@ -21,270 +25,34 @@ import {
   tss,
 } from './lib.js';
 import {
-  akAttributeProblem,
-  hierarchyQualifiedName,
-  nameOfPublic,
-  parsePublic,
-  qualifiedNameOf,
-} from './public.js';
-import {
-  MAX_PCR_INDEX,
-  parseDigestList,
-  parsePcrSelection,
-  parseQuoteAttest,
-  pcrSelectionSha256,
-  TPM2_ALG_ECC,
-  TPM2_ALG_ECDSA,
-  TPM2_ALG_NULL,
-  TPM2_ALG_RSA,
-  TPM2_ALG_RSASSA,
-  TPM2_ALG_SHA256,
-  TPM2_ECC_NIST_P256,
-  TPM2_GENERATED_VALUE,
-  TPMA_OBJECT,
-  WireReader,
-  WireWriter,
-} from './wire.js';
+  type AkAlgorithm,
+  type AkBlobs,
+  akTemplate,
+  isHandleAbsent,
+  type NvPublic,
+  type ReadPublicResult,
+  TPM_RH_ENDORSEMENT,
+  type TpmAk,
+  type TpmEk,
+  type TpmQuote,
+} from './model.js';
+import * as nvOps from './nv.js';
+import * as pcrOps from './pcr.js';
+import { hierarchyQualifiedName, nameOfPublic } from './public.js';
+import { TPM2_ALG_NULL, TPM2_ALG_SHA256, unwrap2b, WireWriter } from './wire.js';
 
-export type AkAlgorithm = 'rsa2048' | 'ecc-p256';
-
-export interface TpmQuote {
-  /** TPMS_ATTEST bytes exactly as signed (TPM2B_ATTEST contents without the 2-byte size). */
-  attest: Buffer;
-  /** TPMT_SIGNATURE wire bytes. */
-  signature: Buffer;
-  /** TPMT_PUBLIC wire bytes of the AK (no TPM2B size prefix). */
-  akPublic: Buffer;
-  /** Ascending. */
-  pcrSelection: { hash: 'sha256'; pcrs: number[] };
-  /** Values read for exactly those PCRs (sha256 bank), checked against the quote's pcrDigest. */
-  pcrValues: Record<number, Buffer>;
-}
-
-export interface TpmAk {
-  readonly algorithm: AkAlgorithm;
-  /** TPMT_PUBLIC wire bytes. */
-  readonly publicArea: Buffer;
-  /** TPM Name, Part 1 §16: nameAlg (0x000B) || SHA-256(TPMT_PUBLIC). */
-  readonly name: Buffer;
-  /**
-   * Qualified Name, Part 1 §16.5: nameAlg || SHA-256(QN(parent) || Name), where the parent of a
-   * primary key is its hierarchy (QN = the 4-byte hierarchy handle). TPMS_ATTEST.qualifiedSigner
-   * carries this value, not `name`.
-   */
-  readonly qualifiedName: Buffer;
-  /** The hierarchy the AK lives in (TPM_RH_ENDORSEMENT, 0x4000000B, for primary and EK-parented AKs). */
-  readonly hierarchy: number;
-  /**
-   * Qualified Name of the AK's parent: the 4-byte hierarchy handle for a primary AK, the EK's
-   * Qualified Name (nameAlg ‖ H(0x4000000B ‖ EK Name)) for an EK-parented AK.
-   */
-  readonly parentQualifiedName: Buffer;
-  /** The persistent handle (0x81xxxxxx) of a persistent AK, or null for a transient one. */
-  readonly persistentHandle: number | null;
-  /**
-   * Transient: TPM2_FlushContext (Part 3 §28.4). Persistent: releases the ESYS handle only (the
-   * key stays in the TPM). Idempotent; also done by {@link Tpm.close}.
-   */
-  flush(): void;
-}
-
-/** An endorsement key recreated from its default template (a transient primary key). */
-export interface TpmEk {
-  readonly algorithm: EkAlgorithm;
-  /** TPMT_PUBLIC wire bytes. */
-  readonly publicArea: Buffer;
-  readonly name: Buffer;
-  /** nameAlg ‖ H(TPM_RH_ENDORSEMENT ‖ Name): the parent QN of EK-parented keys. */
-  readonly qualifiedName: Buffer;
-  flush(): void;
-}
-
-/** An AK created under an EK, as blobs that TPM2_Load accepts again under the same EK. */
-export interface AkBlobs {
-  /** TPM2B_PRIVATE wire bytes (with size prefix; wrapped by the EK, useless elsewhere). */
-  privateBlob: Buffer;
-  /** TPMT_PUBLIC wire bytes. */
-  publicArea: Buffer;
-}
-
-/** NV index metadata (TPMS_NV_PUBLIC, Part 2 §13.5). */
-export interface NvPublic {
-  index: number;
-  nameAlg: number;
-  attributes: number;
-  size: number;
-}
-
-/** Public area of an object the TPM holds, with the Names the TPM computed (TPM2_ReadPublic). */
-export interface ReadPublicResult {
-  publicArea: Buffer;
-  name: Buffer;
-  qualifiedName: Buffer;
-}
-
-/** True when a TPM return code is TPM_RC_HANDLE (format-1, any parameter/handle number). */
-export function isHandleAbsent(rc: number | null): boolean {
-  if (rc === null) return false;
-  const r = rc >>> 0;
-  return (r & 0xffff0000) === 0 && (r & 0x80) !== 0 && (r & 0x3f) === 0x0b;
-}
-
-/** NV reads are done in chunks no TPM refuses (TPM2_PT_NV_BUFFER_MAX is at least 512 in practice). */
-const NV_CHUNK = 512;
-
-/** TPM_RH_ENDORSEMENT (Part 2 §7.4): the handle, and so the Name and Qualified Name, of the hierarchy. */
-export const TPM_RH_ENDORSEMENT = 0x4000000b;
-
-const AK_ATTRIBUTES =
-  TPMA_OBJECT.fixedTPM |
-  TPMA_OBJECT.fixedParent |
-  TPMA_OBJECT.sensitiveDataOrigin |
-  TPMA_OBJECT.userWithAuth |
-  TPMA_OBJECT.restricted |
-  TPMA_OBJECT.sign;
-
-/**
- * TPMT_PUBLIC template of the attestation key (Part 2 §12.2.4), in wire format. Restricted signing
- * key, nameAlg SHA-256, empty authPolicy, no symmetric, fixed scheme (RSASSA-SHA256, or ECDSA-SHA256
- * on NIST P-256), empty unique (so the key is derived deterministically from the hierarchy seed).
- */
-export function akTemplate(alg: AkAlgorithm): Buffer {
-  const w = new WireWriter();
-  if (alg === 'rsa2048') {
-    w.u16(TPM2_ALG_RSA).u16(TPM2_ALG_SHA256).u32(AK_ATTRIBUTES).tpm2b(Buffer.alloc(0));
-    // TPMS_RSA_PARMS: symmetric NULL, scheme RSASSA(SHA256), keyBits 2048, exponent 0 (= 65537)
-    w.u16(TPM2_ALG_NULL).u16(TPM2_ALG_RSASSA).u16(TPM2_ALG_SHA256).u16(2048).u32(0);
-    w.tpm2b(Buffer.alloc(0)); // unique: TPM2B_PUBLIC_KEY_RSA
-  } else if (alg === 'ecc-p256') {
-    w.u16(TPM2_ALG_ECC).u16(TPM2_ALG_SHA256).u32(AK_ATTRIBUTES).tpm2b(Buffer.alloc(0));
-    // TPMS_ECC_PARMS: symmetric NULL, scheme ECDSA(SHA256), curve P-256, kdf NULL
-    w.u16(TPM2_ALG_NULL).u16(TPM2_ALG_ECDSA).u16(TPM2_ALG_SHA256).u16(TPM2_ECC_NIST_P256).u16(TPM2_ALG_NULL);
-    w.tpm2b(Buffer.alloc(0)).tpm2b(Buffer.alloc(0)); // unique: TPMS_ECC_POINT {x, y}
-  } else {
-    throw new TpmError('TPM_BAD_INPUT', `unknown AK algorithm: ${String(alg)}`);
-  }
-  return w.done();
-}
-
-/** TPMT_SIG_SCHEME wire bytes matching the AK template (Part 2 §11.2.1.5). */
-function sigScheme(alg: AkAlgorithm): Buffer {
-  return new WireWriter()
-    .u16(alg === 'rsa2048' ? TPM2_ALG_RSASSA : TPM2_ALG_ECDSA)
-    .u16(TPM2_ALG_SHA256)
-    .done();
-}
-
-function sha256(...parts: Uint8Array[]): Buffer {
-  const h = createHash('sha256');
-  for (const p of parts) h.update(p);
-  return h.digest();
-}
-
-/** Accepts 0..31 integers, returns them deduplicated and ascending. */
-function normalisePcrs(pcrs: readonly number[]): number[] {
-  if (!Array.isArray(pcrs) || pcrs.length === 0) {
-    throw new TpmError('TPM_BAD_INPUT', 'PCR list must be a non-empty array');
-  }
-  for (const p of pcrs) {
-    if (!Number.isInteger(p) || p < 0 || p > MAX_PCR_INDEX) {
-      throw new TpmError(
-        'TPM_BAD_INPUT',
-        `PCR index must be an integer 0..${MAX_PCR_INDEX}, got ${String(p)}`,
-      );
-    }
-  }
-  return [...new Set(pcrs)].sort((a, b) => a - b);
-}
-
-/** Something holding an ESYS_TR that {@link Tpm.close} must release. */
-interface Loaded {
-  handle: number | null;
-  /** Persistent objects and NV indices are released with Esys_TR_Close, never flushed. */
-  readonly persistent: boolean;
-}
-
-class LoadedAk implements TpmAk, Loaded {
-  /** ESYS_TR of the loaded key; null once flushed. */
-  handle: number | null;
-  readonly qualifiedName: Buffer;
-
-  constructor(
-    readonly owner: Tpm,
-    handle: number,
-    readonly algorithm: AkAlgorithm,
-    readonly publicArea: Buffer,
-    readonly name: Buffer,
-    readonly parentQualifiedName: Buffer,
-    readonly hierarchy: number,
-    readonly persistentHandle: number | null,
-  ) {
-    this.handle = handle;
-    this.qualifiedName = qualifiedNameOf(parentQualifiedName, name);
-  }
-
-  get persistent(): boolean {
-    return this.persistentHandle !== null;
-  }
-
-  flush(): void {
-    this.owner.release(this);
-  }
-}
-
-class LoadedEk implements TpmEk, Loaded {
-  handle: number | null;
-  readonly persistent = false;
-  readonly qualifiedName: Buffer;
-
-  constructor(
-    readonly owner: Tpm,
-    handle: number,
-    readonly algorithm: EkAlgorithm,
-    readonly publicArea: Buffer,
-    readonly name: Buffer,
-  ) {
-    this.handle = handle;
-    this.qualifiedName = qualifiedNameOf(hierarchyQualifiedName(TPM_RH_ENDORSEMENT), name);
-  }
-
-  flush(): void {
-    this.owner.release(this);
-  }
-}
-
-/** AK algorithm of a restricted signing public area, or null when it is neither RSA-2048 nor ECC P-256. */
-function akAlgorithmOf(publicArea: Buffer): AkAlgorithm | null {
-  const p = parsePublic(publicArea);
-  if (p.rsa && p.rsa.keyBits === 2048) return 'rsa2048';
-  if (p.ecc && p.ecc.curve === TPM2_ECC_NIST_P256) return 'ecc-p256';
-  return null;
-}
-
-/** The contents of a TPM2B wire value (drops the 2-byte size, checks nothing trails). */
-function unwrap2b(wire: Buffer, what: string): Buffer {
-  const r = new WireReader(wire, what);
-  const v = r.tpm2b();
-  r.end();
-  return v;
-}
-
-/** Frees every non-null ESYS output pointer (Esys_Free). */
-function freeAll(...outs: [NativePtr | null][]): void {
-  const lib = tss();
-  for (const o of outs) {
-    const p = o[0];
-    if (p !== null && p !== 0n) lib.Esys_Free(p);
-    o[0] = null;
-  }
-}
-
-/** Throws TPM_BAD_RESPONSE when a required ESYS output pointer is NULL despite rc 0. */
-function ptr(out: [NativePtr | null], what: string): NativePtr {
-  const p = out[0];
-  if (p === null || p === 0n) throw new TpmError('TPM_BAD_RESPONSE', `${what}: ESYS returned no output`);
-  return p;
-}
+export {
+  type AkAlgorithm,
+  type AkBlobs,
+  akTemplate,
+  isHandleAbsent,
+  type NvPublic,
+  type ReadPublicResult,
+  TPM_RH_ENDORSEMENT,
+  type TpmAk,
+  type TpmEk,
+  type TpmQuote,
+} from './model.js';
 
 /**
  * One ESYS context over one TCTI connection. Not safe to share between concurrent callers (calls
@@ -333,7 +101,8 @@ export class Tpm {
     return tpm;
   }
 
-  private ctx(): NativePtr {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  ctx(): NativePtr {
     if (this.esys === null) throw new TpmError('TPM_CLOSED', 'TPM is closed');
     // After a TCTI failure ESYS is stuck mid-command and answers every later call with
     // TSS2_ESYS_RC_BAD_SEQUENCE; report the real cause instead.
@@ -347,7 +116,8 @@ export class Tpm {
     return this.esys;
   }
 
-  private check(what: string, rc: number): void {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  check(what: string, rc: number): void {
     if (rc === 0) return;
     const err = rcError(what, rc);
     if (err.code === 'TPM_UNREACHABLE') this.lost = err;
@@ -472,7 +242,8 @@ export class Tpm {
    * An ESYS_TR for a TPM handle (persistent object or NV index), or null when the TPM has
    * nothing there (TPM_RC_HANDLE). Release it with Esys_TR_Close.
    */
-  private trFromTpm(tpmHandle: number): number | null {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  trFromTpm(tpmHandle: number): number | null {
     const out: [number] = [ESYS_TR_NONE];
     const rc = tss().Esys_TR_FromTPMPublic(
       this.ctx(),
@@ -489,7 +260,8 @@ export class Tpm {
     return out[0];
   }
 
-  private trClose(tr: number): void {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  trClose(tr: number): void {
     if (this.esys === null || this.lost) return;
     const h: [number] = [tr];
     tss().Esys_TR_Close(this.esys, h);
@@ -500,30 +272,7 @@ export class Tpm {
    * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_BAD_RESPONSE
    */
   nvPublic(index: number): NvPublic | null {
-    const tr = this.trFromTpm(index);
-    if (tr === null) return null;
-    const pubOut: [NativePtr | null] = [null];
-    const nameOut: [NativePtr | null] = [null];
-    try {
-      this.check(
-        'TPM2_NV_ReadPublic',
-        tss().Esys_NV_ReadPublic(this.ctx(), tr, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, pubOut, nameOut),
-      );
-      const r = new WireReader(
-        unwrap2b(fromStruct('TPM2B_NV_PUBLIC', ptr(pubOut, 'NV_ReadPublic')), 'TPM2B_NV_PUBLIC'),
-        'TPMS_NV_PUBLIC',
-      );
-      const nv: NvPublic = { index: r.u32(), nameAlg: r.u16(), attributes: r.u32(), size: 0 };
-      r.tpm2b(); // authPolicy
-      nv.size = r.u16();
-      r.end();
-      if (nv.index !== index >>> 0)
-        throw new TpmError('TPM_BAD_RESPONSE', 'NV_ReadPublic answered another index');
-      return nv;
-    } finally {
-      freeAll(pubOut, nameOut);
-      this.trClose(tr);
-    }
+    return nvOps.nvPublic(this, index);
   }
 
   /**
@@ -533,34 +282,7 @@ export class Tpm {
    * @throws TpmError TPM_RC (e.g. not readable), TPM_UNREACHABLE
    */
   readNv(index: number): Buffer | null {
-    const pub = this.nvPublic(index);
-    if (pub === null) return null;
-    const tr = this.trFromTpm(index);
-    if (tr === null) return null;
-    const parts: Buffer[] = [];
-    try {
-      for (let off = 0; off < pub.size; off += NV_CHUNK) {
-        const n = Math.min(NV_CHUNK, pub.size - off);
-        const out: [NativePtr | null] = [null];
-        try {
-          this.check(
-            `TPM2_NV_Read(0x${index.toString(16)})`,
-            tss().Esys_NV_Read(this.ctx(), tr, tr, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, n, off, out),
-          );
-          const chunk = unwrap2b(
-            fromStruct('TPM2B_MAX_NV_BUFFER', ptr(out, 'NV_Read')),
-            'TPM2B_MAX_NV_BUFFER',
-          );
-          if (chunk.length !== n) throw new TpmError('TPM_BAD_RESPONSE', 'NV_Read returned a short chunk');
-          parts.push(chunk);
-        } finally {
-          freeAll(out);
-        }
-      }
-    } finally {
-      this.trClose(tr);
-    }
-    return Buffer.concat(parts);
+    return nvOps.readNv(this, index);
   }
 
   /**
@@ -570,50 +292,7 @@ export class Tpm {
    * @throws TpmError TPM_RC (e.g. NV_DEFINED), TPM_UNREACHABLE
    */
   writeNewNv(index: number, data: Buffer): void {
-    const ctx = this.ctx();
-    const lib = tss();
-    const attrs = 0x00000002 | 0x00000004 | 0x00020000 | 0x00040000 | 0x02000000;
-    const nvPub = new WireWriter()
-      .u32(index)
-      .u16(TPM2_ALG_SHA256)
-      .u32(attrs)
-      .tpm2b(Buffer.alloc(0))
-      .u16(data.length)
-      .done();
-    const nvTr: [number] = [ESYS_TR_NONE];
-    this.check(
-      'TPM2_NV_DefineSpace',
-      lib.Esys_NV_DefineSpace(
-        ctx,
-        ESYS_TR_RH_OWNER,
-        ESYS_TR_PASSWORD,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        toStruct('TPM2B_AUTH', new WireWriter().u16(0).done()),
-        toStruct('TPM2B_NV_PUBLIC', new WireWriter().tpm2b(nvPub).done()),
-        nvTr,
-      ),
-    );
-    try {
-      for (let off = 0; off < data.length; off += NV_CHUNK) {
-        const chunk = data.subarray(off, Math.min(data.length, off + NV_CHUNK));
-        this.check(
-          'TPM2_NV_Write',
-          lib.Esys_NV_Write(
-            ctx,
-            nvTr[0],
-            nvTr[0],
-            ESYS_TR_PASSWORD,
-            ESYS_TR_NONE,
-            ESYS_TR_NONE,
-            toStruct('TPM2B_MAX_NV_BUFFER', new WireWriter().tpm2b(chunk).done()),
-            off,
-          ),
-        );
-      }
-    } finally {
-      this.trClose(nvTr[0]);
-    }
+    nvOps.writeNewNv(this, index, data);
   }
 
   /**
@@ -630,7 +309,8 @@ export class Tpm {
     }
   }
 
-  private readPublicTr(tr: number): ReadPublicResult {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  readPublicTr(tr: number): ReadPublicResult {
     const pubOut: [NativePtr | null] = [null];
     const nameOut: [NativePtr | null] = [null];
     const qnOut: [NativePtr | null] = [null];
@@ -665,7 +345,8 @@ export class Tpm {
    * satisfied with PolicySecret(TPM_RH_ENDORSEMENT) (Part 3 §23.4) for the low-range templates
    * (userWithAuth clear), or the empty password for the high-range ones. The session is flushed.
    */
-  private withEkAuth<T>(ek: LoadedEk, fn: (session: number) => T): T {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  withEkAuth<T>(ek: LoadedEk, fn: (session: number) => T): T {
     if (!EK_PROFILES[ek.algorithm].needsPolicy) return fn(ESYS_TR_PASSWORD);
     const ctx = this.ctx();
     const lib = tss();
@@ -714,7 +395,8 @@ export class Tpm {
     }
   }
 
-  private ekHandle(ek: TpmEk): LoadedEk {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  ekHandle(ek: TpmEk): LoadedEk {
     if (!(ek instanceof LoadedEk) || ek.owner !== this) {
       throw new TpmError('TPM_BAD_INPUT', 'EK was not created by this Tpm');
     }
@@ -722,7 +404,8 @@ export class Tpm {
     return ek;
   }
 
-  private akHandle(ak: TpmAk): LoadedAk & { handle: number } {
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  akHandle(ak: TpmAk): LoadedAk & { handle: number } {
     if (!(ak instanceof LoadedAk) || ak.owner !== this) {
       throw new TpmError('TPM_BAD_INPUT', 'AK was not created by this Tpm');
     }
@@ -737,51 +420,7 @@ export class Tpm {
    * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_BAD_RESPONSE
    */
   createAkUnderEk(ekIn: TpmEk, alg: AkAlgorithm): AkBlobs {
-    const ek = this.ekHandle(ekIn);
-    const ctx = this.ctx();
-    const lib = tss();
-    const inSensitive = toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done());
-    const inPublic = toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(akTemplate(alg)).done());
-    const outsideInfo = toStruct('TPM2B_DATA', new WireWriter().u16(0).done());
-    const creationPcr = toStruct('TPML_PCR_SELECTION', new WireWriter().u32(0).done());
-    const outPrivate: [NativePtr | null] = [null];
-    const outPublic: [NativePtr | null] = [null];
-    const creationData: [NativePtr | null] = [null];
-    const creationHash: [NativePtr | null] = [null];
-    const creationTicket: [NativePtr | null] = [null];
-    try {
-      this.withEkAuth(ek, (session) =>
-        this.check(
-          'TPM2_Create(AK under EK)',
-          lib.Esys_Create(
-            ctx,
-            ek.handle as number,
-            session,
-            ESYS_TR_NONE,
-            ESYS_TR_NONE,
-            inSensitive,
-            inPublic,
-            outsideInfo,
-            creationPcr,
-            outPrivate,
-            outPublic,
-            creationData,
-            creationHash,
-            creationTicket,
-          ),
-        ),
-      );
-      const privateBlob = fromStruct('TPM2B_PRIVATE', ptr(outPrivate, 'Create outPrivate'));
-      const publicArea = unwrap2b(
-        fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'Create outPublic')),
-        'TPM2B_PUBLIC',
-      );
-      const problem = akAttributeProblem(parsePublic(publicArea).attributes);
-      if (problem) throw new TpmError('TPM_BAD_RESPONSE', problem);
-      return { privateBlob, publicArea };
-    } finally {
-      freeAll(outPrivate, outPublic, creationData, creationHash, creationTicket);
-    }
+    return enrollOps.createAkUnderEk(this, ekIn, alg);
   }
 
   /**
@@ -790,42 +429,7 @@ export class Tpm {
    * @throws TpmError TPM_BAD_INPUT (not an acceptable AK), TPM_RC (e.g. blobs of another EK)
    */
   loadAkUnderEk(ekIn: TpmEk, blobs: AkBlobs): TpmAk {
-    const ek = this.ekHandle(ekIn);
-    const problem = akAttributeProblem(parsePublic(blobs.publicArea).attributes);
-    if (problem) throw new TpmError('TPM_BAD_INPUT', problem);
-    const alg = akAlgorithmOf(blobs.publicArea);
-    if (!alg) throw new TpmError('TPM_BAD_INPUT', 'AK is neither RSA-2048 nor ECC P-256');
-    const ctx = this.ctx();
-    const lib = tss();
-    const handle: [number] = [ESYS_TR_NONE];
-    this.withEkAuth(ek, (session) =>
-      this.check(
-        'TPM2_Load(AK under EK)',
-        lib.Esys_Load(
-          ctx,
-          ek.handle as number,
-          session,
-          ESYS_TR_NONE,
-          ESYS_TR_NONE,
-          toStruct('TPM2B_PRIVATE', blobs.privateBlob),
-          toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(blobs.publicArea).done()),
-          handle,
-        ),
-      ),
-    );
-    const name = nameOfPublic(blobs.publicArea);
-    const ak = new LoadedAk(
-      this,
-      handle[0],
-      alg,
-      Buffer.from(blobs.publicArea),
-      name,
-      ek.qualifiedName,
-      TPM_RH_ENDORSEMENT,
-      null,
-    );
-    this.loaded.add(ak);
-    return ak;
+    return enrollOps.loadAkUnderEk(this, ekIn, blobs);
   }
 
   /**
@@ -835,32 +439,7 @@ export class Tpm {
    * @throws TpmError TPM_RC (TPM_RC_INTEGRITY etc. when the credential was not made for this AK/EK)
    */
   activateCredential(akIn: TpmAk, ekIn: TpmEk, credentialBlob: Buffer, secret: Buffer): Buffer {
-    const ak = this.akHandle(akIn);
-    const ek = this.ekHandle(ekIn);
-    const ctx = this.ctx();
-    const lib = tss();
-    const out: [NativePtr | null] = [null];
-    try {
-      this.withEkAuth(ek, (session) =>
-        this.check(
-          'TPM2_ActivateCredential',
-          lib.Esys_ActivateCredential(
-            ctx,
-            ak.handle,
-            ek.handle as number,
-            ESYS_TR_PASSWORD,
-            session,
-            ESYS_TR_NONE,
-            toStruct('TPM2B_ID_OBJECT', credentialBlob),
-            toStruct('TPM2B_ENCRYPTED_SECRET', secret),
-            out,
-          ),
-        ),
-      );
-      return unwrap2b(fromStruct('TPM2B_DIGEST', ptr(out, 'ActivateCredential certInfo')), 'TPM2B_DIGEST');
-    } finally {
-      freeAll(out);
-    }
+    return enrollOps.activateCredential(this, akIn, ekIn, credentialBlob, secret);
   }
 
   /**
@@ -870,39 +449,7 @@ export class Tpm {
    * @throws TpmError TPM_BAD_INPUT (handle outside the owner range), TPM_RC (NV_DEFINED when occupied)
    */
   persistAk(akIn: TpmAk, persistentHandle: number): TpmAk {
-    const ak = this.akHandle(akIn);
-    if (persistentHandle < 0x81000000 || persistentHandle > 0x817fffff) {
-      throw new TpmError(
-        'TPM_BAD_INPUT',
-        'persistent handle must be in 0x81000000..0x817FFFFF (owner range)',
-      );
-    }
-    const newHandle: [number] = [ESYS_TR_NONE];
-    this.check(
-      'TPM2_EvictControl(persist)',
-      tss().Esys_EvictControl(
-        this.ctx(),
-        ESYS_TR_RH_OWNER,
-        ak.handle,
-        ESYS_TR_PASSWORD,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        persistentHandle >>> 0,
-        newHandle,
-      ),
-    );
-    const p = new LoadedAk(
-      this,
-      newHandle[0],
-      ak.algorithm,
-      ak.publicArea,
-      ak.name,
-      ak.parentQualifiedName,
-      ak.hierarchy,
-      persistentHandle >>> 0,
-    );
-    this.loaded.add(p);
-    return p;
+    return enrollOps.persistAk(this, akIn, persistentHandle);
   }
 
   /**
@@ -910,25 +457,7 @@ export class Tpm {
    * nothing was there.
    */
   evictPersistent(persistentHandle: number): boolean {
-    const tr = this.trFromTpm(persistentHandle);
-    if (tr === null) return false;
-    const out: [number] = [ESYS_TR_NONE];
-    // On success ESYS invalidates `tr` itself; on failure release it.
-    const rc = tss().Esys_EvictControl(
-      this.ctx(),
-      ESYS_TR_RH_OWNER,
-      tr,
-      ESYS_TR_PASSWORD,
-      ESYS_TR_NONE,
-      ESYS_TR_NONE,
-      persistentHandle >>> 0,
-      out,
-    );
-    if (rc !== 0) {
-      this.trClose(tr);
-      this.check('TPM2_EvictControl(evict)', rc);
-    }
-    return true;
+    return enrollOps.evictPersistent(this, persistentHandle);
   }
 
   /**
@@ -939,37 +468,12 @@ export class Tpm {
    * @throws TpmError TPM_BAD_INPUT (not an acceptable AK, or wrong parent), TPM_RC, TPM_UNREACHABLE
    */
   loadPersistentAk(persistentHandle: number, parentQualifiedName: Buffer): TpmAk | null {
-    const tr = this.trFromTpm(persistentHandle);
-    if (tr === null) return null;
-    try {
-      const pub = this.readPublicTr(tr);
-      const problem = akAttributeProblem(parsePublic(pub.publicArea).attributes);
-      if (problem) throw new TpmError('TPM_BAD_INPUT', problem);
-      const alg = akAlgorithmOf(pub.publicArea);
-      if (!alg) throw new TpmError('TPM_BAD_INPUT', 'AK is neither RSA-2048 nor ECC P-256');
-      if (!qualifiedNameOf(parentQualifiedName, pub.name).equals(pub.qualifiedName)) {
-        throw new TpmError(
-          'TPM_BAD_INPUT',
-          `the key at 0x${persistentHandle.toString(16)} is not a child of the expected parent (Qualified Name differs)`,
-        );
-      }
-      const ak = new LoadedAk(
-        this,
-        tr,
-        alg,
-        pub.publicArea,
-        pub.name,
-        parentQualifiedName,
-        // a primary key's parent QN is its hierarchy handle; an EK child lives in the endorsement hierarchy
-        parentQualifiedName.length === 4 ? parentQualifiedName.readUInt32BE(0) : TPM_RH_ENDORSEMENT,
-        persistentHandle >>> 0,
-      );
-      this.loaded.add(ak);
-      return ak;
-    } catch (err) {
-      this.trClose(tr);
-      throw err;
-    }
+    return enrollOps.loadPersistentAk(this, persistentHandle, parentQualifiedName);
+  }
+
+  /** @internal Registers a loaded object so {@link close} releases it. */
+  track(obj: Loaded): void {
+    this.loaded.add(obj);
   }
 
   /** @internal Used by {@link TpmAk.flush} and {@link TpmEk.flush}. */
@@ -989,55 +493,7 @@ export class Tpm {
    * @throws TpmError TPM_BAD_INPUT (bad index, or PCR not implemented), TPM_RC, TPM_UNREACHABLE
    */
   readPcrs(pcrs: number[]): Record<number, Buffer> {
-    const ctx = this.ctx();
-    const want = normalisePcrs(pcrs);
-    const lib = tss();
-    const values: Record<number, Buffer> = {};
-    let remaining = want;
-    while (remaining.length > 0) {
-      const counter: [number] = [0];
-      const selOut: [NativePtr | null] = [null];
-      const valOut: [NativePtr | null] = [null];
-      let got: number[];
-      let digests: Buffer[];
-      try {
-        this.check(
-          'TPM2_PCR_Read',
-          lib.Esys_PCR_Read(
-            ctx,
-            ESYS_TR_NONE,
-            ESYS_TR_NONE,
-            ESYS_TR_NONE,
-            toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(remaining)),
-            counter,
-            selOut,
-            valOut,
-          ),
-        );
-        const sel = new WireReader(
-          fromStruct('TPML_PCR_SELECTION', ptr(selOut, 'PCR_Read selection')),
-          'sel',
-        );
-        got = parsePcrSelection(sel).get(TPM2_ALG_SHA256) ?? [];
-        digests = parseDigestList(fromStruct('TPML_DIGEST', ptr(valOut, 'PCR_Read values')));
-      } finally {
-        freeAll(selOut, valOut);
-      }
-      if (got.length === 0) {
-        throw new TpmError('TPM_BAD_INPUT', `TPM has no sha256 value for PCR(s) ${remaining.join(',')}`);
-      }
-      if (digests.length !== got.length || got.some((p) => !remaining.includes(p))) {
-        throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_PCR_Read returned values for PCRs not asked for');
-      }
-      got.forEach((p, i) => {
-        const d = digests[i]!;
-        if (d.length !== 32)
-          throw new TpmError('TPM_BAD_RESPONSE', `PCR ${p} sha256 value is ${d.length} bytes`);
-        values[p] = d;
-      });
-      remaining = remaining.filter((p) => !got.includes(p));
-    }
-    return values;
+    return pcrOps.readPcrs(this, pcrs);
   }
 
   /**
@@ -1048,72 +504,7 @@ export class Tpm {
    * @throws TpmError TPM_BAD_INPUT, TPM_CLOSED, TPM_RC, TPM_UNREACHABLE, PCR_CHANGED, TPM_BAD_RESPONSE
    */
   quote(ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): TpmQuote {
-    const ctx = this.ctx();
-    const loaded = this.akHandle(ak);
-    if (!(qualifyingData instanceof Uint8Array) || qualifyingData.length > 32) {
-      throw new TpmError('TPM_BAD_INPUT', 'qualifyingData must be a Buffer of at most 32 bytes');
-    }
-    const qd = Buffer.from(qualifyingData);
-    const want = normalisePcrs(pcrs);
-    const lib = tss();
-    const qdStruct = toStruct('TPM2B_DATA', new WireWriter().tpm2b(qd).done());
-    const scheme = toStruct('TPMT_SIG_SCHEME', sigScheme(ak.algorithm));
-    const selection = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(want));
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const pcrValues = this.readPcrs(want);
-      const quoted: [NativePtr | null] = [null];
-      const sigOut: [NativePtr | null] = [null];
-      let attest: Buffer;
-      let signature: Buffer;
-      try {
-        this.check(
-          'TPM2_Quote',
-          lib.Esys_Quote(
-            ctx,
-            loaded.handle,
-            ESYS_TR_PASSWORD,
-            ESYS_TR_NONE,
-            ESYS_TR_NONE,
-            qdStruct,
-            scheme,
-            selection,
-            quoted,
-            sigOut,
-          ),
-        );
-        const a = new WireReader(
-          fromStruct('TPM2B_ATTEST', ptr(quoted, 'TPM2_Quote quoted')),
-          'TPM2B_ATTEST',
-        );
-        attest = a.tpm2b();
-        a.end();
-        signature = fromStruct('TPMT_SIGNATURE', ptr(sigOut, 'TPM2_Quote signature'));
-      } finally {
-        freeAll(quoted, sigOut);
-      }
-      const parsed = parseQuoteAttest(attest);
-      const selected = parsed.pcrSelection.get(TPM2_ALG_SHA256) ?? [];
-      if (
-        parsed.magic !== TPM2_GENERATED_VALUE ||
-        !parsed.extraData.equals(qd) ||
-        !parsed.qualifiedSigner.equals(ak.qualifiedName) ||
-        parsed.pcrSelection.size !== 1 ||
-        selected.join(',') !== want.join(',')
-      ) {
-        throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_Quote attestation does not match the request');
-      }
-      const digest = sha256(...want.map((p) => pcrValues[p]!));
-      if (digest.equals(parsed.pcrDigest)) {
-        return {
-          attest,
-          signature,
-          akPublic: Buffer.from(ak.publicArea),
-          pcrSelection: { hash: 'sha256', pcrs: want },
-          pcrValues,
-        };
-      }
-    }
-    throw new TpmError('PCR_CHANGED', 'PCR values kept changing between TPM2_PCR_Read and TPM2_Quote');
+    return pcrOps.quote(this, ak, qualifyingData, pcrs);
   }
 
   /**
@@ -1122,19 +513,7 @@ export class Tpm {
    * @throws TpmError TPM_BAD_INPUT, TPM_RC, TPM_UNREACHABLE
    */
   extendPcr(pcr: number, digest: Buffer): void {
-    const ctx = this.ctx();
-    normalisePcrs([pcr]);
-    if (!(digest instanceof Uint8Array) || digest.length !== 32) {
-      throw new TpmError('TPM_BAD_INPUT', 'extend digest must be 32 bytes (sha256)');
-    }
-    const values = toStruct(
-      'TPML_DIGEST_VALUES',
-      new WireWriter().u32(1).u16(TPM2_ALG_SHA256).bytes(digest).done(),
-    );
-    this.check(
-      `TPM2_PCR_Extend(PCR ${pcr})`,
-      tss().Esys_PCR_Extend(ctx, ESYS_TR_PCR0 + pcr, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, values),
-    );
+    pcrOps.extendPcr(this, pcr, digest);
   }
 
   /**

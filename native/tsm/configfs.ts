@@ -18,6 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** Default configfs-tsm report directory. */
 export const TSM_REPORT_ROOT = '/sys/kernel/config/tsm/report';
@@ -38,13 +39,16 @@ export type TsmErrorCode =
   /** Nothing happened within the timeout. */
   | 'TSM_TIMEOUT';
 
-export class TsmError extends Error {
+/** A configfs-tsm failure; `code` is registered (ATTESTATION_ERRORS). */
+export class TsmError extends CmcpError {
+  declare readonly code: TsmErrorCode;
+
   constructor(
-    readonly code: TsmErrorCode,
+    code: TsmErrorCode,
     message: string,
     readonly errno: string | null = null,
   ) {
-    super(message);
+    super(code, message, errno === null ? {} : { errno });
     this.name = 'TsmError';
   }
 }

@@ -1,119 +1,66 @@
 /**
- * AMD SEV-SNP guest side: the ATTESTATION_REPORT layout (SEV-SNP ABI spec 56860, Table 22),
- * the GHCB certificate table returned with extended reports (GHCB spec 56421 §4.1.8.1: entries of
- * {GUID[16], offset u32 LE, length u32 LE}, terminated by an all-zero entry, offsets from the
- * table start), and the /dev/sev-guest SNP_GET_REPORT / SNP_GET_EXT_REPORT ioctls (Linux
- * include/uapi/linux/sev-guest.h) through koffi, used when configfs-tsm is missing.
+ * AMD SEV-SNP guest side: checks of the ATTESTATION_REPORT and of the certificate table of an
+ * extended report (both layouts are `@cmcp/verify/abi/snp`'s: SEV-SNP ABI 56860 Table 22, GHCB
+ * 56421 §4.1.8.1), and the /dev/sev-guest SNP_GET_REPORT / SNP_GET_EXT_REPORT ioctls (Linux
+ * include/uapi/linux/sev-guest.h: struct snp_report_req is built here) through koffi, used when
+ * configfs-tsm is missing.
  */
 import { closeSync, openSync } from 'node:fs';
+import { AbiError } from '@cmcp/verify/abi/errors';
+import { parseCertTable as abiParseCertTable, type SnpCertEntry } from '@cmcp/verify/abi/snp/certtable';
+import {
+  parseMsgReportRsp,
+  parseSnpReport,
+  SNP_REPORT_DATA_OFFSET,
+  SNP_REPORT_SIZE,
+} from '@cmcp/verify/abi/snp/report';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import koffi from 'koffi';
 
-export const SNP_REPORT_SIZE = 0x4a0;
-export const SNP_REPORT_DATA_OFFSET = 0x50;
+export {
+  buildCertTable,
+  guidBytes,
+  SNP_CERT_GUIDS,
+  type SnpCertEntry,
+  type SnpCertKind,
+} from '@cmcp/verify/abi/snp/certtable';
+export { SNP_REPORT_DATA_OFFSET, SNP_REPORT_SIZE };
 
-/** GHCB certificate table GUIDs, in RFC 4122 (text) byte order as hosts write them. */
-export const SNP_CERT_GUIDS = {
-  vcek: '63da758d-e664-4564-adc5-f4b93be8accd',
-  vlek: 'a8074bc2-a25a-483e-aae6-39c045a0b8a1',
-  ask: '4ab7b379-bbac-4fe4-a02f-05aef327c782',
-  ark: 'c0b406a4-a803-4952-9743-3fb6014cd0ae',
-} as const;
-export type SnpCertKind = keyof typeof SNP_CERT_GUIDS | 'other';
+type SnpErrorCode =
+  | 'SNP_REPORT_MALFORMED'
+  | 'CERT_TABLE_MALFORMED'
+  | 'SEV_GUEST_IOCTL_FAILED'
+  | 'SEV_GUEST_ABSENT';
 
-export class SnpError extends Error {
-  constructor(
-    readonly code:
-      | 'SNP_REPORT_MALFORMED'
-      | 'CERT_TABLE_MALFORMED'
-      | 'SEV_GUEST_IOCTL_FAILED'
-      | 'SEV_GUEST_ABSENT',
-    message: string,
-  ) {
-    super(message);
+/** A failure of the SEV-SNP guest side; `code` is registered (ATTESTATION_ERRORS / ABI_ERRORS). */
+export class SnpError extends CmcpError {
+  declare readonly code: SnpErrorCode;
+
+  constructor(code: SnpErrorCode, message: string) {
+    super(code, message);
     this.name = 'SnpError';
   }
 }
 
-function guidText(b: Buffer): string {
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-}
-
-export function guidBytes(text: string): Buffer {
-  return Buffer.from(text.replace(/-/g, ''), 'hex');
-}
-
-export interface SnpCertEntry {
-  guid: string;
-  kind: SnpCertKind;
-  data: Buffer;
-}
-
 /**
- * Parses a GHCB certificate table strictly: entries must be followed by the zero terminator,
- * point past the header and inside the blob, not overlap, and carry a known GUID at most once.
+ * Parses the certificate table of an extended report (layout: `@cmcp/verify/abi/snp/certtable`).
  * An empty blob is an empty table.
  * @throws SnpError CERT_TABLE_MALFORMED
  */
 export function parseCertTable(blob: Buffer): SnpCertEntry[] {
-  if (blob.length === 0) return [];
-  const bad = (why: string) => new SnpError('CERT_TABLE_MALFORMED', `certificate table: ${why}`);
-  const headers: { guid: Buffer; offset: number; length: number }[] = [];
-  let pos = 0;
-  for (;;) {
-    if (pos + 24 > blob.length) throw bad('no zero terminator entry');
-    const guid = blob.subarray(pos, pos + 16);
-    const offset = blob.readUInt32LE(pos + 16);
-    const length = blob.readUInt32LE(pos + 20);
-    pos += 24;
-    if (offset === 0 && length === 0 && guid.every((b) => b === 0)) break;
-    headers.push({ guid, offset, length });
-    if (headers.length > 64) throw bad('more than 64 entries');
+  try {
+    return abiParseCertTable(blob);
+  } catch (err) {
+    if (err instanceof AbiError) throw new SnpError('CERT_TABLE_MALFORMED', err.message);
+    throw err;
   }
-  const seen = new Set<string>();
-  const ranges: [number, number][] = [];
-  const out: SnpCertEntry[] = [];
-  for (const [i, h] of headers.entries()) {
-    if (h.length === 0) throw bad(`entry ${i} is empty`);
-    if (h.offset < pos) throw bad(`entry ${i} points into the table header (offset ${h.offset} < ${pos})`);
-    if (h.offset + h.length > blob.length) {
-      throw bad(
-        `entry ${i} (offset ${h.offset}, length ${h.length}) runs past the end (${blob.length} bytes)`,
-      );
-    }
-    for (const [a, b] of ranges) {
-      if (h.offset < b && a < h.offset + h.length) throw bad(`entry ${i} overlaps another entry`);
-    }
-    ranges.push([h.offset, h.offset + h.length]);
-    const guid = guidText(h.guid);
-    if (seen.has(guid)) throw bad(`GUID ${guid} appears twice`);
-    seen.add(guid);
-    const kind = (Object.entries(SNP_CERT_GUIDS).find(([, g]) => g === guid)?.[0] ?? 'other') as SnpCertKind;
-    out.push({ guid, kind, data: Buffer.from(blob.subarray(h.offset, h.offset + h.length)) });
-  }
-  return out;
-}
-
-/** Builds a GHCB certificate table (the inverse of {@link parseCertTable}). */
-export function buildCertTable(entries: { guid: string; data: Buffer }[]): Buffer {
-  const header = (entries.length + 1) * 24;
-  const parts: Buffer[] = [];
-  const table = Buffer.alloc(header);
-  let cursor = header;
-  entries.forEach((e, i) => {
-    guidBytes(e.guid).copy(table, i * 24);
-    table.writeUInt32LE(cursor, i * 24 + 16);
-    table.writeUInt32LE(e.data.length, i * 24 + 20);
-    parts.push(e.data);
-    cursor += e.data.length;
-  });
-  return Buffer.concat([table, ...parts]);
 }
 
 /**
- * Checks the shape of an ATTESTATION_REPORT and that it carries `reportData`. Returns the exact
- * report (a trailing area the kernel may leave is cut off).
- * @throws SnpError SNP_REPORT_MALFORMED; returns `mismatch` when REPORT_DATA differs.
+ * Checks an ATTESTATION_REPORT the firmware just produced (parsed by
+ * `@cmcp/verify/abi/snp/report`: size, version, reserved bytes) and that it carries
+ * `reportData`. Returns the exact report (a trailing area the kernel may leave is cut off).
+ * @throws SnpError SNP_REPORT_MALFORMED; returns `reportDataMatches` false when REPORT_DATA differs.
  */
 export function checkSnpReport(
   report: Buffer,
@@ -125,15 +72,21 @@ export function checkSnpReport(
       `report is ${report.length} bytes, expected ${SNP_REPORT_SIZE}`,
     );
   }
-  const version = report.readUInt32LE(0);
-  if (version < 2 || version > 5)
-    throw new SnpError('SNP_REPORT_MALFORMED', `report version ${version} is not 2..5`);
-  const sigAlgo = report.readUInt32LE(0x34);
-  if (sigAlgo !== 1)
-    throw new SnpError('SNP_REPORT_MALFORMED', `signature algorithm ${sigAlgo} is not ECDSA P-384`);
   const exact = Buffer.from(report.subarray(0, SNP_REPORT_SIZE));
-  const rd = exact.subarray(SNP_REPORT_DATA_OFFSET, SNP_REPORT_DATA_OFFSET + 64);
-  return { report: exact, reportDataMatches: rd.equals(reportData) };
+  let parsed: ReturnType<typeof parseSnpReport>;
+  try {
+    parsed = parseSnpReport(exact);
+  } catch (err) {
+    if (err instanceof AbiError) throw new SnpError('SNP_REPORT_MALFORMED', err.message);
+    throw err;
+  }
+  if (parsed.signatureAlgo !== 1) {
+    throw new SnpError(
+      'SNP_REPORT_MALFORMED',
+      `signature algorithm ${parsed.signatureAlgo} is not ECDSA P-384`,
+    );
+  }
+  return { report: exact, reportDataMatches: parsed.reportData.equals(reportData) };
 }
 
 // ---- /dev/sev-guest ioctl (no configfs-tsm) ----
@@ -158,16 +111,18 @@ export function snpReportRequest(reportData: Buffer, vmpl = 0): Buffer {
   return b;
 }
 
-/** The report inside an snp_report_resp (MSG_REPORT_RSP, SNP ABI Table 25). */
+/** The report inside an snp_report_resp (MSG_REPORT_RSP, layout in `@cmcp/verify/abi/snp/report`). */
 export function snpReportFromResponse(resp: Buffer): Buffer {
-  const status = resp.readUInt32LE(0);
-  if (status !== 0)
-    throw new SnpError('SEV_GUEST_IOCTL_FAILED', `MSG_REPORT_RSP status 0x${status.toString(16)}`);
-  const size = resp.readUInt32LE(4);
-  if (size < SNP_REPORT_SIZE || 0x20 + size > resp.length) {
-    throw new SnpError('SNP_REPORT_MALFORMED', `MSG_REPORT_RSP report_size ${size}`);
+  let r: ReturnType<typeof parseMsgReportRsp>;
+  try {
+    r = parseMsgReportRsp(resp);
+  } catch (err) {
+    if (err instanceof AbiError) throw new SnpError('SNP_REPORT_MALFORMED', err.message);
+    throw err;
   }
-  return Buffer.from(resp.subarray(0x20, 0x20 + size));
+  if (r.status !== 0)
+    throw new SnpError('SEV_GUEST_IOCTL_FAILED', `MSG_REPORT_RSP status 0x${r.status.toString(16)}`);
+  return r.report;
 }
 
 interface IoctlBinding {

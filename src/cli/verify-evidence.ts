@@ -23,8 +23,8 @@ import {
 } from '@cmcp/verify/evidence';
 import { renderJson, renderText } from '@cmcp/verify/render';
 import type { VerificationReport } from '@cmcp/verify/result';
-import type { TdxCollateral } from '@cmcp/verify/tdx-collateral';
-import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '@cmcp/verify/tpm';
+import type { TdxCollateral } from '@cmcp/verify/tdx/collateral';
+import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '@cmcp/verify/tpm/index';
 import { SNP_PRODUCTS, type SnpProduct } from '@cmcp/verify/trust';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';

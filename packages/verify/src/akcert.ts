@@ -3,7 +3,7 @@
  * signed the quote, satisfy the AK end-entity profile, and chain to a pinned root
  * (cloud vTPM root, TPM manufacturer root or an operator's AK CA).
  */
-import type { KeyObject } from 'node:crypto';
+import type { KeyObject } from './crypto/keys.js';
 import { type AnchorUsed, type CheckResult, check, fail, HARDWARE_ANCHOR_CHECK, pass } from './result.js';
 import { rootsFor, type TrustStore } from './trust.js';
 import {

@@ -5,12 +5,14 @@
  *
  * Imports only `packages/verify/src/format/*`, sibling verifier modules, node built-ins and npm libraries.
  */
-import { z } from 'zod';
-import { verifyAkCertChain } from './akcert.js';
+import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
-import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from './format/binding.js';
-import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
-import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
+import { challengeCheck, keyThumbprintCheck, preimageChecks, reportDataCheck } from './claim-binding.js';
+import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
+import { tryB64u } from './common/kind.js';
+import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
+import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
+import { evidenceKind } from './kinds.js';
 import { verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
@@ -26,87 +28,9 @@ import {
   type ReasonCode,
   type VerificationReport,
 } from './result.js';
-import { verifySnpReport } from './snp.js';
-import { verifyTdxQuote } from './tdx.js';
-import { type PcrValue, pcrPinsCheck, TPM_ALG, verifyTpmQuote } from './tpm.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
-import { type Cert, CertError, parseCert } from './x509.js';
 
-const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
-const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'not 64 lowercase hex');
-const int0 = z.number().int().min(0);
-
-/** zod schema of a claim v1 (packages/verify/src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
-export const claimSchema = z.object({
-  claim_version: z.literal(1),
-  profile: z.literal(CLAIM_PROFILE),
-  issued_at: z.string(),
-  session_id: z.string(),
-  agent_id: z.string(),
-  gateway_measurement: z.string().nullable(),
-  policy_bundle_hash: z.string().nullable(),
-  enforcement_mode: z.string(),
-  catalog_hash: z.string().nullable(),
-  cnf: z.object({ jwk: z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url }) }),
-  audit_chain: z.object({ chain_id: z.string(), root: hex64, tip: hex64, length: z.number().int().min(1) }),
-  transcript: z.array(
-    z.object({
-      sequence_number: int0,
-      tool_name: z.string().nullable(),
-      policy_decision: z.string().nullable(),
-      policy_rule_matched: z.array(z.string()).nullable().optional(),
-      disposition: z.string().nullable(),
-      error_code: z.string().nullable(),
-    }),
-  ),
-  counters: z.object({ tool_calls: int0, allowed: int0, refused: int0, faulted: int0 }),
-  binding: z.object({
-    preimage: z.object({
-      domain: z.string(),
-      version: z.number(),
-      session_id: z.string(),
-      chain_root: z.string(),
-      key_thumbprint: b64url,
-      gateway_measurement: z.string().nullable(),
-      policy_bundle_hash: z.string().nullable(),
-      catalog_hash: z.string().nullable(),
-      challenge: z.string().nullable(),
-    }),
-  }),
-  evidence: z.object({
-    provider: z.string(),
-    status: z.enum(['bound', 'absent']),
-    reason: z.string().nullable(),
-    report_data: b64url,
-    tpm: z
-      .object({
-        attest: b64url,
-        signature: b64url,
-        ak_public: b64url,
-        pcr_selection: z.object({
-          hash: z.literal('sha256'),
-          pcrs: z.array(z.number().int().min(0).max(31)),
-        }),
-        pcr_values: z.record(z.string(), b64url),
-        ak_cert_chain: z.array(b64url),
-        ak_parent_qualified_name: b64url,
-      })
-      .nullable(),
-    sev_snp: z
-      .object({
-        report: b64url,
-        certs: z.array(z.object({ guid: z.string(), kind: z.string(), der: b64url })),
-        source: z.string(),
-      })
-      .optional(),
-    tdx: z.object({ quote: b64url, source: z.string() }).optional(),
-    /** Checked by {@link verifyMeasurement} (a malformed one fails there, not in claim.shape). */
-    measurement: z.unknown().optional(),
-  }),
-  claim_sequence: int0,
-  prev_claim_hash: hex64.nullable(),
-  signature: b64url,
-});
+export { claimSchema };
 
 /** Options of {@link verifyClaim}. */
 export interface VerifyClaimOptions {
@@ -138,249 +62,52 @@ function firstIssue(err: z.ZodError): string {
   return issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}`.slice(0, 160) : 'unknown';
 }
 
-function tryB64u(text: string): Buffer | null {
+/** `claim.signature`: Ed25519 over JCS(claim without signature), key from cnf.jwk (RFC 8032/8037). */
+function claimSignatureCheck(c: ParsedClaim, raw: Claim): CheckResult {
+  let reason: ReasonCode | null = null;
+  let detail = '';
   try {
-    return fromB64u(text);
-  } catch {
-    return null;
+    const { signature: _sig, ...unsigned } = raw;
+    canonicalJson(unsigned);
+  } catch (err) {
+    reason = 'CLAIM_NOT_CANONICALIZABLE';
+    detail = err instanceof CanonicalJsonError ? err.message.slice(0, 160) : 'not canonicalisable';
   }
+  if (!reason) {
+    try {
+      if (fromB64u(c.cnf.jwk.x).length !== 32) throw new Error('x is not 32 bytes');
+    } catch (err) {
+      reason = 'CLAIM_KEY_INVALID';
+      detail = `cnf.jwk: ${err instanceof Error ? err.message : 'invalid'}`.slice(0, 160);
+    }
+  }
+  if (!reason) {
+    let ok = false;
+    try {
+      ok = verifyClaimSignature(raw);
+    } catch (err) {
+      detail = `signature not checkable: ${err instanceof Error ? err.message : 'error'}`.slice(0, 160);
+    }
+    if (!ok) {
+      reason = 'CLAIM_SIGNATURE_INVALID';
+      detail ||= 'Ed25519 signature over JCS(claim without signature) does not verify under cnf.jwk';
+    }
+  }
+  return reason
+    ? fail('claim.signature', reason, detail)
+    : pass('claim.signature', 'Ed25519 signature over JCS(claim without signature) verifies under cnf.jwk');
 }
 
-function replaceCheck(checks: CheckResult[], id: string, replacement: CheckResult): void {
-  const i = checks.findIndex((c) => c.id === id);
-  if (i >= 0) checks[i] = replacement;
-  else checks.push(replacement);
-}
-
-/**
- * Verifies a claim (parsed JSON of unknown shape) and returns the full report.
- *
- * Checks, in order (ids stable): `claim.shape`, `claim.signature` (Ed25519 over JCS(claim
- * without signature), key from cnf.jwk, RFC 8032/8037), `binding.key_thumbprint` (RFC 7638),
- * `binding.session`, `binding.chain_root`, `binding.preimage`, `binding.challenge`,
- * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), design §4), `claim.sequence`,
- * `evidence.status`, then for a bound TPM claim the checks of {@link verifyTpmQuote} with
- * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
- * {@link verifyBundle} (or `audit.bundle` absent).
- *
- * `evidence.anchor` passes when `evidence.tpm.ak_cert_chain` (leaf first) certifies the quoting
- * AK and chains to a root pinned in `opts.trustStore` at `opts.now` ({@link verifyAkCertChain});
- * the verdict can then be `hardware-attested` and the root is listed in `anchors_used` by SHA-256
- * fingerprint. Without a chain (or a pinned root) the verdict is `hardware-unanchored` at best.
- * Never throws.
- */
-export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): VerificationReport {
-  const checks: CheckResult[] = [];
-  const notes: string[] = [];
-  const anchors: AnchorUsed[] = [];
-  const report = (): VerificationReport => {
-    const r: VerificationReport = { verdict: computeVerdict(checks), checks, anchors_used: anchors, notes };
-    return r;
-  };
-
-  const shape = claimSchema.safeParse(claim);
-  if (!shape.success) {
-    checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
-    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
-    return report();
-  }
-  const c = shape.data;
-  // Everything signed is the claim as given (extra members included), not the zod output.
-  const raw = claim as Claim;
-  checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
-
-  // claim.signature
-  {
-    let reason: ReasonCode | null = null;
-    let detail = '';
-    try {
-      const { signature: _sig, ...unsigned } = raw;
-      canonicalJson(unsigned);
-    } catch (err) {
-      reason = 'CLAIM_NOT_CANONICALIZABLE';
-      detail = err instanceof CanonicalJsonError ? err.message.slice(0, 160) : 'not canonicalisable';
-    }
-    if (!reason) {
-      try {
-        if (fromB64u(c.cnf.jwk.x).length !== 32) throw new Error('x is not 32 bytes');
-      } catch (err) {
-        reason = 'CLAIM_KEY_INVALID';
-        detail = `cnf.jwk: ${err instanceof Error ? err.message : 'invalid'}`.slice(0, 160);
-      }
-    }
-    if (!reason) {
-      let ok = false;
-      try {
-        ok = verifyClaimSignature(raw);
-      } catch (err) {
-        detail = `signature not checkable: ${err instanceof Error ? err.message : 'error'}`.slice(0, 160);
-      }
-      if (!ok) {
-        reason = 'CLAIM_SIGNATURE_INVALID';
-        detail ||= 'Ed25519 signature over JCS(claim without signature) does not verify under cnf.jwk';
-      }
-    }
-    checks.push(
-      reason
-        ? fail('claim.signature', reason, detail)
-        : pass(
-            'claim.signature',
-            'Ed25519 signature over JCS(claim without signature) verifies under cnf.jwk',
-          ),
-    );
-  }
-
-  // binding.key_thumbprint
-  const pre = c.binding.preimage;
-  let thumb: Buffer | null = null;
-  try {
-    thumb = jwkThumbprint(c.cnf.jwk);
-  } catch {
-    thumb = null;
-  }
-  if (!thumb) {
-    checks.push(
-      fail(
-        'binding.key_thumbprint',
-        'CLAIM_KEY_INVALID',
-        'cannot compute the RFC 7638 thumbprint of cnf.jwk',
-      ),
-    );
-  } else if (b64u(thumb) !== pre.key_thumbprint) {
-    checks.push(
-      fail(
-        'binding.key_thumbprint',
-        'KEY_THUMBPRINT_MISMATCH',
-        `preimage key_thumbprint ${quoteUntrusted(pre.key_thumbprint, 48)} is not the RFC 7638 thumbprint ${b64u(thumb)} of cnf.jwk`,
-      ),
-    );
-  } else {
-    checks.push(
-      pass('binding.key_thumbprint', 'preimage key_thumbprint is the RFC 7638 thumbprint of cnf.jwk'),
-    );
-  }
-
-  // binding.session / binding.chain_root / binding.preimage
-  checks.push(
-    pre.session_id === c.session_id
-      ? pass('binding.session', 'preimage session_id equals the claim session_id')
-      : fail(
-          'binding.session',
-          'PREIMAGE_SESSION_MISMATCH',
-          `preimage session ${quoteUntrusted(pre.session_id)} ≠ claim session ${quoteUntrusted(c.session_id)}`,
-        ),
-  );
-  checks.push(
-    pre.chain_root === c.audit_chain.root
-      ? pass('binding.chain_root', 'preimage chain_root equals audit_chain.root')
-      : fail(
-          'binding.chain_root',
-          'PREIMAGE_CHAIN_ROOT_MISMATCH',
-          `preimage chain_root ${quoteUntrusted(pre.chain_root)} ≠ audit_chain.root ${c.audit_chain.root}`,
-        ),
-  );
-  let digest: Buffer | null = null;
-  {
-    const fieldsDiffer = (['gateway_measurement', 'policy_bundle_hash', 'catalog_hash'] as const).filter(
-      (k) => pre[k] !== c[k],
-    );
-    let canonErr: string | null = null;
-    try {
-      digest = bindingDigest(raw.binding.preimage);
-    } catch (err) {
-      canonErr = err instanceof Error ? err.message.slice(0, 120) : 'not canonicalisable';
-    }
-    if (pre.domain !== 'cmcp.session-binding' || pre.version !== 1) {
-      checks.push(
-        fail(
-          'binding.preimage',
-          'PREIMAGE_MALFORMED',
-          `preimage domain/version ${quoteUntrusted(pre.domain, 40)}/${pre.version} is not cmcp.session-binding/1`,
-        ),
-      );
-    } else if (canonErr) {
-      checks.push(fail('binding.preimage', 'PREIMAGE_MALFORMED', canonErr));
-    } else if (fieldsDiffer.length) {
-      checks.push(
-        fail(
-          'binding.preimage',
-          'PREIMAGE_FIELD_MISMATCH',
-          `preimage ${fieldsDiffer.join(', ')} differ from the claim`,
-        ),
-      );
-    } else {
-      checks.push(
-        pass('binding.preimage', 'preimage domain, version and hashed fields agree with the claim'),
-      );
-    }
-  }
-
-  // binding.challenge
-  if (opts.expectedChallenge === undefined) {
-    checks.push(
-      check(
-        'binding.challenge',
-        'not-applicable',
-        'NO_CHALLENGE_EXPECTED',
-        pre.challenge === null
-          ? 'no challenge expected; none bound'
-          : `no challenge expected; the claim binds ${quoteUntrusted(pre.challenge, 48)} (freshness not checked)`,
-      ),
-    );
-  } else if (pre.challenge !== opts.expectedChallenge) {
-    checks.push(
-      fail(
-        'binding.challenge',
-        'CHALLENGE_MISMATCH',
-        `bound challenge ${quoteUntrusted(pre.challenge, 48)} ≠ expected ${quoteUntrusted(opts.expectedChallenge, 48)}`,
-      ),
-    );
-  } else {
-    checks.push(pass('binding.challenge', 'the binding carries the expected challenge'));
-  }
-
-  // binding.report_data
-  const expectedReportData = thumb && digest ? reportData(thumb, digest) : null;
-  {
-    const claimed = tryB64u(c.evidence.report_data);
-    if (claimed?.length !== 64) {
-      checks.push(
-        fail(
-          'binding.report_data',
-          'REPORT_DATA_MALFORMED',
-          `report_data is ${claimed ? `${claimed.length} bytes` : 'not base64url'}, expected 64 bytes`,
-        ),
-      );
-    } else if (!expectedReportData) {
-      checks.push(
-        fail(
-          'binding.report_data',
-          'DEPENDENCY_FAILED',
-          'thumbprint or binding digest could not be computed',
-        ),
-      );
-    } else if (!claimed.equals(expectedReportData)) {
-      checks.push(
-        fail(
-          'binding.report_data',
-          'REPORT_DATA_MISMATCH',
-          'report_data is not key_thumbprint ‖ SHA-256(JCS(preimage))',
-        ),
-      );
-    } else {
-      checks.push(pass('binding.report_data', 'report_data = key_thumbprint ‖ SHA-256(JCS(preimage))'));
-    }
-  }
-
-  // claim.sequence
-  if (opts.previousClaim === undefined) {
+/** `claim.sequence`: prev_claim_hash and claim_sequence follow the supplied previous claim. */
+function sequenceCheck(c: ParsedClaim, previousClaim: unknown, checks: CheckResult[]): void {
+  if (previousClaim === undefined) {
     checks.push(check('claim.sequence', 'not-applicable', 'NO_PREVIOUS_CLAIM', 'no previous claim supplied'));
   } else {
-    const prev = claimSchema.safeParse(opts.previousClaim);
+    const prev = claimSchema.safeParse(previousClaim);
     let prevHash: string | null = null;
     if (prev.success) {
       try {
-        prevHash = claimHash(opts.previousClaim as Claim);
+        prevHash = claimHash(previousClaim as Claim);
       } catch {
         prevHash = null;
       }
@@ -409,7 +136,10 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
       );
     }
   }
+}
 
+/** `claim.policy_hash` / `claim.catalog_hash`: pins asked for by the relying party (issue 6). */
+function pinChecks(c: ParsedClaim, opts: VerifyClaimOptions, checks: CheckResult[]): void {
   // claim.policy_hash / claim.catalog_hash: pins asked for by the relying party (issue 6).
   // The binding.preimage check ties these claim fields to the bound preimage.
   const pins = [
@@ -434,11 +164,11 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
           ),
     );
   }
+}
 
-  // hardware evidence
-  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
-
-  // gateway measurement: inputs → digest → claim/preimage → quoted measurement PCR
+/** Gateway measurement: inputs → digest → claim/preimage → quoted measurement PCR. */
+function measurementChecks(c: ParsedClaim, raw: Claim, checks: CheckResult[], notes: string[]): void {
+  const pre = c.binding.preimage;
   {
     const ev = c.evidence;
     const tpm = ev.status === 'bound' && ev.provider === 'tpm' ? ev.tpm : null;
@@ -467,7 +197,55 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     checks.push(...m.checks);
     notes.push(...m.notes);
   }
+}
 
+/**
+ * Verifies a claim (parsed JSON of unknown shape) and returns the full report.
+ *
+ * Checks, in order (ids stable): `claim.shape`, `claim.signature` (Ed25519 over JCS(claim
+ * without signature), key from cnf.jwk, RFC 8032/8037), `binding.key_thumbprint` (RFC 7638),
+ * `binding.session`, `binding.chain_root`, `binding.preimage`, `binding.challenge`,
+ * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), design §4), `claim.sequence`,
+ * `evidence.status`, then for a bound TPM claim the checks of {@link verifyTpmQuote} with
+ * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
+ * {@link verifyBundle} (or `audit.bundle` absent).
+ *
+ * `evidence.anchor` passes when `evidence.tpm.ak_cert_chain` (leaf first) certifies the quoting
+ * AK and chains to a root pinned in `opts.trustStore` at `opts.now` ({@link verifyAkCertChain});
+ * the verdict can then be `hardware-attested` and the root is listed in `anchors_used` by SHA-256
+ * fingerprint. Without a chain (or a pinned root) the verdict is `hardware-unanchored` at best.
+ * Never throws.
+ */
+export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): VerificationReport {
+  const checks: CheckResult[] = [];
+  const notes: string[] = [];
+  const anchors: AnchorUsed[] = [];
+  const report = (): VerificationReport => ({
+    verdict: computeVerdict(checks),
+    checks,
+    anchors_used: anchors,
+    notes,
+  });
+
+  const shape = claimSchema.safeParse(claim);
+  if (!shape.success) {
+    checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
+    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
+    return report();
+  }
+  const c = shape.data;
+  // Everything signed is the claim as given (extra members included), not the zod output.
+  const raw = claim as Claim;
+  checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
+  checks.push(claimSignatureCheck(c, raw));
+  const thumb = keyThumbprintCheck(c, checks);
+  const digest = preimageChecks(c, raw, checks);
+  challengeCheck(c, opts.expectedChallenge, checks);
+  const expectedReportData = reportDataCheck(c, thumb, digest, checks);
+  sequenceCheck(c, opts.previousClaim, checks);
+  pinChecks(c, opts, checks);
+  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
+  measurementChecks(c, raw, checks, notes);
   // audit bundle
   if (opts.bundle === undefined) {
     checks.push(
@@ -496,8 +274,11 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   return report();
 }
 
-type ParsedClaim = z.infer<typeof claimSchema>;
-
+/**
+ * The claim's hardware evidence: `policy.tee_type` (when the reference values restrict TEE
+ * types), `evidence.status`, then the checks of the kind registered for `evidence.provider`
+ * (kinds.ts) with this claim's REPORT_DATA as the expected binding.
+ */
 function verifyEvidence(
   c: ParsedClaim,
   expectedReportData: Buffer | null,
@@ -507,10 +288,9 @@ function verifyEvidence(
   anchors: AnchorUsed[],
 ): void {
   const ev = c.evidence;
-  const rv = opts.referenceValues;
-  const allowed = rv?.allowed_tee_types;
+  const allowed = opts.referenceValues?.allowed_tee_types;
   if (allowed && ev.status === 'bound') {
-    const tee = ev.provider === 'tpm' ? 'tpm' : ev.provider;
+    const tee = ev.provider;
     checks.push(
       (allowed as readonly string[]).includes(tee)
         ? pass('policy.tee_type', `${tee} is an allowed TEE type`)
@@ -522,37 +302,16 @@ function verifyEvidence(
     );
   }
   if (ev.status === 'absent') {
-    const why = `hardware binding absent: provider ${quoteUntrusted(ev.provider, 32)}, reason ${quoteUntrusted(ev.reason ?? 'none given', 64)}`;
-    checks.push(check('evidence.status', 'absent', 'EVIDENCE_ABSENT', why));
-    checks.push(check(HARDWARE_SIGNATURE_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-    checks.push(check(HARDWARE_BINDING_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-    checks.push(check(HARDWARE_ANCHOR_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-    if (opts.requiredPcrs) {
-      checks.push(
-        check(
-          'tpm.pcr_policy',
-          'absent',
-          'EVIDENCE_ABSENT',
-          `${why}: the required PCR selection is not attested`,
-        ),
-      );
-    }
-    notes.push(`${why}. The claim is signed by the gateway key only; it is not hardware evidence.`);
-    if (ev.tpm !== null)
-      notes.push('The claim carries TPM data although it states the binding is absent; it was ignored.');
+    absentEvidence(ev, opts, checks, notes);
     return;
   }
-  const tpm = ev.tpm;
-  if ((ev.provider === 'sev-snp' && ev.sev_snp) || (ev.provider === 'tdx' && ev.tdx)) {
-    verifyTeeEvidence(ev, expectedReportData, opts, checks, notes, anchors);
-    return;
-  }
-  if (ev.provider !== 'tpm' || tpm === null) {
+  const kind = evidenceKind(ev.provider);
+  if (!kind?.inClaim(ev)) {
     checks.push(
       fail(
         'evidence.status',
         'EVIDENCE_INCOMPLETE',
-        `status "bound" but no evidence this verifier can check (provider ${quoteUntrusted(ev.provider, 32)}, tpm ${tpm === null ? 'null' : 'present'})`,
+        `status "bound" but no evidence this verifier can check (provider ${quoteUntrusted(ev.provider, 32)}, tpm ${ev.tpm === null ? 'null' : 'present'})`,
       ),
     );
     for (const id of [HARDWARE_SIGNATURE_CHECK, HARDWARE_BINDING_CHECK, HARDWARE_ANCHOR_CHECK]) {
@@ -560,184 +319,41 @@ function verifyEvidence(
     }
     return;
   }
-  checks.push(pass('evidence.status', 'provider tpm reports the binding bound'));
-
-  const attest = tryB64u(tpm.attest);
-  const signature = tryB64u(tpm.signature);
-  const akPublic = tryB64u(tpm.ak_public);
-
-  // PCR values and selection from the claim
-  let pcrValues: PcrValue[] | undefined = [];
-  let pcrValuesProblem: string | null = null;
-  for (const [k, v] of Object.entries(tpm.pcr_values)) {
-    const bytes = tryB64u(v);
-    if (!/^(0|[1-9]\d?)$/.test(k) || Number(k) > 31 || !bytes) {
-      pcrValuesProblem = `pcr_values[${quoteUntrusted(k, 8)}] is not a PCR index with a base64url value`;
-      break;
-    }
-    pcrValues.push({ hashAlg: TPM_ALG.SHA256, index: Number(k), value: bytes });
-  }
-  if (pcrValuesProblem) pcrValues = undefined;
-  const pcrs = tpm.pcr_selection.pcrs;
-  const rvPcrs = rv?.tpm?.required_pcrs;
-  const requiredPcrs = opts.requiredPcrs ?? (rvPcrs ? [...rvPcrs].sort((a, b) => a - b) : undefined);
-  const selectionOk = pcrs.every((p, i) => i === 0 || p > (pcrs[i - 1] ?? -1));
-
-  const q = verifyTpmQuote({
-    attest: attest ?? Buffer.alloc(0),
-    signature: signature ?? Buffer.alloc(0),
-    ak: { public: akPublic ?? Buffer.alloc(0) },
-    akParentQualifiedName: tryB64u(tpm.ak_parent_qualified_name) ?? Buffer.alloc(0),
-    expectedExtraData: expectedReportData ? tpmQualifyingData(expectedReportData) : Buffer.alloc(0),
-    expectedExtraDataLabel: 'SHA-256(REPORT_DATA) of this claim',
-    pcrValues: pcrValues ?? [],
-    declaredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs }],
-    ...(requiredPcrs ? { requiredSelection: [{ hashAlg: TPM_ALG.SHA256, pcrs: requiredPcrs }] } : {}),
+  checks.push(pass('evidence.status', `provider ${ev.provider} reports the binding bound`));
+  const r = kind.fromClaim(ev, expectedReportData, {
+    trustStore: opts.trustStore ?? EMPTY_TRUST_STORE,
+    at: opts.now ?? new Date(),
+    ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
+    ...(opts.requiredPcrs ? { requiredPcrs: opts.requiredPcrs } : {}),
   });
-  const qc = q.checks;
-  if (!attest)
-    replaceCheck(
-      qc,
-      'tpm.attest_parse',
-      fail('tpm.attest_parse', 'EVIDENCE_MALFORMED', 'attest is not base64url'),
-    );
-  if (!signature) {
-    replaceCheck(
-      qc,
-      'tpm.signature_parse',
-      fail('tpm.signature_parse', 'EVIDENCE_MALFORMED', 'signature is not base64url'),
-    );
-  }
-  if (!akPublic)
-    replaceCheck(
-      qc,
-      'tpm.ak_public',
-      fail('tpm.ak_public', 'EVIDENCE_MALFORMED', 'ak_public is not base64url'),
-    );
-  if (!expectedReportData) {
-    replaceCheck(
-      qc,
-      HARDWARE_BINDING_CHECK,
-      fail(HARDWARE_BINDING_CHECK, 'DEPENDENCY_FAILED', 'REPORT_DATA could not be computed from the claim'),
-    );
-  }
-  if (!selectionOk) {
-    replaceCheck(
-      qc,
-      'tpm.pcr_selection',
-      fail('tpm.pcr_selection', 'PCR_SELECTION_MALFORMED', 'pcr_selection.pcrs is not strictly ascending'),
-    );
-  }
-  if (pcrValuesProblem)
-    replaceCheck(qc, 'tpm.pcr_digest', fail('tpm.pcr_digest', 'PCR_VALUES_MALFORMED', pcrValuesProblem));
-  checks.push(...qc);
-
-  // expected PCR values (reference values)
-  const pins = rv?.tpm?.pcrs;
-  if (pins) checks.push(pcrPinsCheck(pins, pcrValues ?? [], checks));
-
-  // AK anchor: the AK certificate chain (leaf first) to a pinned root
-  const certs: Cert[] = [];
-  let malformed: CheckResult | null = null;
-  for (const [i, text] of tpm.ak_cert_chain.entries()) {
-    const der = tryB64u(text);
-    try {
-      if (!der) throw new CertError('AK_CHAIN_MALFORMED', 'not base64url');
-      certs.push(parseCert(der));
-    } catch (err) {
-      malformed = fail(
-        HARDWARE_ANCHOR_CHECK,
-        'AK_CHAIN_MALFORMED',
-        `ak_cert_chain[${i}] is not a DER certificate (${err instanceof Error ? err.message.slice(0, 80) : 'error'})`,
-      );
-      break;
-    }
-  }
-  if (malformed) checks.push(malformed);
-  else {
-    const a = verifyAkCertChain({
-      certs,
-      akKey: q.akPublic?.key,
-      trustStore: opts.trustStore ?? EMPTY_TRUST_STORE,
-      at: opts.now ?? new Date(),
-    });
-    checks.push(a.check);
-    if (a.anchor) anchors.push(a.anchor);
-  }
-  const anchor = checks[checks.length - 1];
-  if (anchor && anchor.status !== 'pass') {
-    notes.push(
-      `The AK is NOT anchored to a pinned root (${anchor.reason_code}): ${
-        certs.length === 0
-          ? 'the claim carries no AK certificate chain, so no chain was validated and hardware-attested is not reachable. '
-          : 'its certificate chain does not end at a root pinned in the trust store. '
-      }A valid quote then yields hardware-unanchored: it shows a TPM-format key signed the binding, not which TPM or platform holds that key.`,
-    );
-  }
+  checks.push(...r.checks);
+  anchors.push(...r.anchors);
+  notes.push(...r.notes);
 }
 
-/**
- * SEV-SNP / TDX evidence of a claim: the report / quote must carry exactly this claim's
- * REPORT_DATA (`evidence.binding`), and is verified like raw evidence (signature, certificate
- * chain to the pinned AMD ARK / Intel root, platform policy from the reference values).
- * Collateral is not carried in claims, so the TDX TCB status is reported as unknown.
- */
-function verifyTeeEvidence(
-  ev: ParsedClaim['evidence'],
-  expectedReportData: Buffer | null,
+/** A claim that says its hardware binding is absent: the hardware checks are `absent`. */
+function absentEvidence(
+  ev: ClaimEvidence,
   opts: VerifyClaimOptions,
   checks: CheckResult[],
   notes: string[],
-  anchors: AnchorUsed[],
 ): void {
-  checks.push(pass('evidence.status', `provider ${ev.provider} reports the binding bound`));
-  const trustStore = opts.trustStore ?? EMPTY_TRUST_STORE;
-  const at = opts.now ?? new Date();
-  const common = {
-    trustStore,
-    at,
-    expectedReportData: expectedReportData ?? Buffer.alloc(0),
-    ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
-  };
-  let result: { checks: CheckResult[]; anchors: AnchorUsed[]; notes?: string[] };
-  if (ev.provider === 'sev-snp' && ev.sev_snp) {
-    const report = tryB64u(ev.sev_snp.report);
-    const certs = ev.sev_snp.certs.map((c) => tryB64u(c.der));
-    result = verifySnpReport({
-      ...common,
-      report: report ?? Buffer.alloc(0),
-      certs: certs.map((c) => c ?? Buffer.from('not base64url')),
-    });
-    if (!report)
-      replaceCheck(
-        result.checks,
-        'snp.report_parse',
-        fail('snp.report_parse', 'EVIDENCE_MALFORMED', 'report is not base64url'),
-      );
-  } else {
-    const quote = tryB64u(ev.tdx?.quote ?? '');
-    result = verifyTdxQuote({ ...common, quote: quote ?? Buffer.alloc(0) });
-    if (!quote)
-      replaceCheck(
-        result.checks,
-        'tdx.quote_parse',
-        fail('tdx.quote_parse', 'EVIDENCE_MALFORMED', 'quote is not base64url'),
-      );
-  }
-  if (!expectedReportData) {
-    replaceCheck(
-      result.checks,
-      HARDWARE_BINDING_CHECK,
-      fail(HARDWARE_BINDING_CHECK, 'DEPENDENCY_FAILED', 'REPORT_DATA could not be computed from the claim'),
+  const why = `hardware binding absent: provider ${quoteUntrusted(ev.provider, 32)}, reason ${quoteUntrusted(ev.reason ?? 'none given', 64)}`;
+  checks.push(check('evidence.status', 'absent', 'EVIDENCE_ABSENT', why));
+  checks.push(check(HARDWARE_SIGNATURE_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
+  checks.push(check(HARDWARE_BINDING_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
+  checks.push(check(HARDWARE_ANCHOR_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
+  if (opts.requiredPcrs) {
+    checks.push(
+      check(
+        'tpm.pcr_policy',
+        'absent',
+        'EVIDENCE_ABSENT',
+        `${why}: the required PCR selection is not attested`,
+      ),
     );
   }
-  checks.push(...result.checks);
-  anchors.push(...result.anchors);
-  notes.push(...(result.notes ?? []));
-  const anchor = checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
-  if (anchor && anchor.status !== 'pass') {
-    notes.push(
-      `The ${ev.provider} signing key is NOT anchored to a pinned root (${anchor.reason_code}): the verdict is hardware-unanchored at best.`,
-    );
-  }
+  notes.push(`${why}. The claim is signed by the gateway key only; it is not hardware evidence.`);
+  if (ev.tpm !== null)
+    notes.push('The claim carries TPM data although it states the binding is absent; it was ignored.');
 }

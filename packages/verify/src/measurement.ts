@@ -15,10 +15,12 @@
  *
  * and, for TPM evidence, PCR[pcr] = SHA-256(pcr_before ‖ digest bytes) in the sha256 bank.
  */
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { digest as hash } from './crypto/hash.js';
 import { fromB64u } from './format/canonical.js';
 import { type CheckResult, check, fail, pass, quoteUntrusted } from './result.js';
+
+const sha256 = (...parts: Uint8Array[]): Buffer => hash('sha256', ...parts);
 
 const tagged = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'not sha256:<64 lowercase hex>');
 const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
@@ -56,7 +58,7 @@ function lp(text: string): Buffer {
 export function recomputeMeasurement(inputs: MeasurementV1['inputs']): Buffer {
   const version = Buffer.alloc(4);
   version.writeUInt32BE(1);
-  const h = createHash('sha256').update(lp('cmcp.gateway-measurement')).update(version);
+  const parts: Uint8Array[] = [lp('cmcp.gateway-measurement'), version];
   const fields: [string, string | null][] = [
     ['code', inputs.code],
     ['lockfile', inputs.lockfile],
@@ -64,8 +66,8 @@ export function recomputeMeasurement(inputs: MeasurementV1['inputs']): Buffer {
     ['catalog_hash', inputs.catalog_hash],
     ['config', inputs.config],
   ];
-  for (const [name, value] of fields) h.update(lp(name)).update(lp(value ?? ''));
-  return h.digest();
+  for (const [name, value] of fields) parts.push(lp(name), lp(value ?? ''));
+  return sha256(...parts);
 }
 
 /** What the measurement checks need from the claim. */
@@ -151,7 +153,22 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
     );
   }
 
-  // measurement PCR
+  measurementPcrCheck(input, m, digest, digestOk, checks, notes);
+  return { checks, notes };
+}
+
+/**
+ * `measurement.pcr` (TPM): the quoted measurement PCR equals SHA-256(pcr_before ‖ digest), with
+ * `digest` the one the inputs encode to (TPM 2.0 Part 3 §22.2 TPM2_PCR_Extend).
+ */
+function measurementPcrCheck(
+  input: MeasurementCheckInput,
+  m: MeasurementV1,
+  digest: Buffer,
+  digestOk: boolean,
+  checks: CheckResult[],
+  notes: string[],
+): void {
   const hasPcr = m.pcr !== undefined || m.pcr_before !== undefined;
   if (!input.tpm) {
     checks.push(
@@ -171,7 +188,7 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
               : `${quoteUntrusted(input.provider, 32)} evidence carries the measurement through REPORT_DATA (the preimage) only; no PCR`,
           ),
     );
-    return { checks, notes };
+    return;
   }
   if (m.pcr === undefined || m.pcr_before === undefined) {
     checks.push(
@@ -189,7 +206,7 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
         'The TPM quote does not cover the gateway measurement (no measurement PCR): only the binding preimage carries it.',
       );
     }
-    return { checks, notes };
+    return;
   }
   let before: Buffer | null = null;
   try {
@@ -199,7 +216,7 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
   }
   if (before?.length !== 32) {
     checks.push(fail('measurement.pcr', 'MEASUREMENT_MALFORMED', 'pcr_before is not 32 bytes of base64url'));
-    return { checks, notes };
+    return;
   }
   const quotedValue = input.tpm.values.get(m.pcr);
   if (!input.tpm.pcrs.includes(m.pcr) || !quotedValue) {
@@ -210,10 +227,10 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
         `measurement PCR ${m.pcr} is not in the quote selection [${input.tpm.pcrs.join(', ')}]${input.tpm.pcrs.includes(m.pcr) ? ' with a value' : ''}`,
       ),
     );
-    return { checks, notes };
+    return;
   }
   // The digest the inputs encode to (not the stated one): the PCR must hold the inputs' measurement.
-  const expected = createHash('sha256').update(before).update(digest).digest();
+  const expected = sha256(before, digest);
   const fromReset = before.equals(Buffer.alloc(32));
   if (!quotedValue.equals(expected)) {
     checks.push(
@@ -238,5 +255,4 @@ export function verifyMeasurement(input: MeasurementCheckInput): { checks: Check
         : `Measurement PCR ${m.pcr}: pcr_before is not zero — earlier extends happened (a previous gateway run on this TPM boot, or other software); the quoted value shows only the last extend was this measurement.`,
     );
   }
-  return { checks, notes };
 }

@@ -61,6 +61,7 @@ export const REASON_CODES = {
   TPM_ATTEST_TRAILING_BYTES: 'bytes follow the TPMS_ATTEST (or TPM2B) content',
   TPM_ATTEST_BAD_MAGIC: 'TPMS_ATTEST.magic is not TPM_GENERATED_VALUE 0xff544347',
   TPM_ATTEST_NOT_QUOTE: 'TPMS_ATTEST.type is not TPM_ST_ATTEST_QUOTE 0x8018',
+  TPM_STRUCTURE_MALFORMED: 'a TPM structure (TPML_*, TPM2B_*, TPMS_NV_PUBLIC) does not unmarshal exactly',
   TPM_SIGNATURE_MALFORMED: 'TPMT_SIGNATURE does not unmarshal exactly',
   TPM_SIGNATURE_UNSUPPORTED: 'TPMT_SIGNATURE algorithm or hash is not supported',
   TPM_SIGNATURE_LENGTH_INVALID: 'RSA signature length differs from the modulus size, or ECDSA r/s too long',
@@ -123,6 +124,7 @@ export const REASON_CODES = {
   EVIDENCE_BINDING_MISMATCH:
     'the report data / nonce in the evidence is not the expected value (exact length)',
   // AMD SEV-SNP
+  SNP_CERT_TABLE_MALFORMED: 'the extended-report certificate table does not parse',
   SNP_REPORT_MALFORMED: 'the SEV-SNP report is not 1184 bytes or a reserved/padding field is not zero',
   SNP_VERSION_UNSUPPORTED: 'the SEV-SNP report version is not in the allow-list (2, 3, 5)',
   SNP_SIGNATURE_ALGO_UNSUPPORTED: 'SIGNATURE_ALGO is not 1 (ECDSA P-384 with SHA-384)',

@@ -11,6 +11,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { SNP_PRODUCTS, type SnpProduct } from './abi/snp/tcb.js';
+import { CmcpError } from './errors/index.js';
 
 /** What a pinned root may anchor. */
 export const ROOT_PURPOSES = [
@@ -28,8 +30,7 @@ export const ROOT_PURPOSES = [
 export type RootPurpose = (typeof ROOT_PURPOSES)[number];
 
 /** AMD SEV-SNP products whose ARK is pinned separately. */
-export const SNP_PRODUCTS = ['Milan', 'Genoa', 'Turin'] as const;
-export type SnpProduct = (typeof SNP_PRODUCTS)[number];
+export { SNP_PRODUCTS, type SnpProduct };
 
 const fingerprint = z
   .string()
@@ -69,12 +70,11 @@ export type TrustStore = z.infer<typeof trustStoreSchema>;
 export const EMPTY_TRUST_STORE: TrustStore = { version: 1, roots: [] };
 
 /** A trust store or reference values file that does not validate. */
-export class PolicyFileError extends Error {
-  constructor(
-    readonly code: 'TRUST_STORE_INVALID' | 'REFERENCE_VALUES_INVALID',
-    message: string,
-  ) {
-    super(message);
+export class PolicyFileError extends CmcpError {
+  declare readonly code: 'TRUST_STORE_INVALID' | 'REFERENCE_VALUES_INVALID';
+
+  constructor(code: 'TRUST_STORE_INVALID' | 'REFERENCE_VALUES_INVALID', message: string) {
+    super(code, message);
     this.name = 'PolicyFileError';
   }
 }

@@ -7,8 +7,10 @@
  * the same vendor certificates arriving with every report are parsed once.
  */
 import 'reflect-metadata';
-import { createHash, type KeyObject, X509Certificate as NodeCert } from 'node:crypto';
+import { type KeyObject, X509Certificate as NodeCert } from 'node:crypto';
 import * as px from '@peculiar/x509';
+import { sha256hex } from './crypto/hash.js';
+import { CmcpError } from './errors/index.js';
 import type { AnchorUsed, ReasonCode } from './result.js';
 import { colonFingerprint, type TrustRoot } from './trust.js';
 
@@ -25,12 +27,11 @@ export interface Cert {
 }
 
 /** A certificate or chain that cannot be used; `code` is a stable reason. */
-export class CertError extends Error {
-  constructor(
-    readonly code: ReasonCode,
-    message: string,
-  ) {
-    super(message);
+export class CertError extends CmcpError {
+  declare readonly code: 'CERT_MALFORMED' | 'CHAIN_NOT_SUPPLIED' | 'AK_CHAIN_MALFORMED';
+
+  constructor(code: 'CERT_MALFORMED' | 'CHAIN_NOT_SUPPLIED' | 'AK_CHAIN_MALFORMED', message: string) {
+    super(code, message);
     this.name = 'CertError';
   }
 }
@@ -48,10 +49,7 @@ function remember<K, V>(map: Map<K, V>, k: K, v: V): V {
   return v;
 }
 
-/** Lowercase hex SHA-256. */
-export function sha256hex(data: Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
-}
+export { sha256hex };
 
 /**
  * Parses one DER certificate.

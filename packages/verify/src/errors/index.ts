@@ -4,8 +4,10 @@
  * is generated from this table (`npm run docs:errors`).
  *
  * JSON-RPC codes: -32700..-32600 are JSON-RPC 2.0 §5.1; cmcp's own codes live in the
- * implementation-defined server-error range -32000..-32099.
+ * implementation-defined server-error range -32000..-32099. The verifier's and the native
+ * attestation layer's codes are listed in ./evidence.ts and spread in here.
  */
+import { ABI_ERRORS, ATTESTATION_ERRORS, VERIFY_INPUT_ERRORS } from './evidence.js';
 
 /** One registered error. */
 export interface ErrorSpec {
@@ -231,6 +233,9 @@ export const ERRORS = {
     summary:
       'Test seam (CMCP_FAULT_INJECT): a persistence fault injected on purpose; the gateway fails closed.',
   },
+  ...ABI_ERRORS,
+  ...VERIFY_INPUT_ERRORS,
+  ...ATTESTATION_ERRORS,
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */

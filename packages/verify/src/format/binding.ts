@@ -2,7 +2,7 @@
  * Binding of a session's chain root into hardware evidence (design §4), shared by the
  * gateway's attestation providers and the verifier.
  */
-import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { createPublicKey, type KeyObject } from 'node:crypto';
 import { canonicalJson, sha256 } from './canonical.js';
 
 /** Ed25519 public JWK as carried in `cnf.jwk` (RFC 8037 §2). */
@@ -62,5 +62,5 @@ export function reportData(keyThumbprint: Uint8Array, digest: Uint8Array): Buffe
 
 /** TPM quote qualifyingData = SHA-256(REPORT_DATA), 32 bytes (design §4). */
 export function tpmQualifyingData(reportDataBytes: Uint8Array): Buffer {
-  return createHash('sha256').update(reportDataBytes).digest();
+  return sha256(reportDataBytes);
 }

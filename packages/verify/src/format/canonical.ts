@@ -5,8 +5,8 @@
  * adds the input checks cmcp's profile needs (design §2) and a typed error, so that
  * nothing un-canonicalisable is ever silently replaced and hashed.
  */
-import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { digest } from '../crypto/hash.js';
 import { CmcpError } from '../errors/index.js';
 
 /** Thrown when a value cannot be canonicalised under cmcp's JCS profile. `code` is stable. */
@@ -112,7 +112,7 @@ export function canonicalJson(value: unknown, opts: { integersExact?: boolean } 
 
 /** SHA-256 of a string's UTF-8 bytes or of raw bytes; 32-byte Buffer. */
 export function sha256(data: string | Uint8Array): Buffer {
-  return createHash('sha256').update(data).digest();
+  return digest('sha256', typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
 }
 
 /** Lowercase hex SHA-256 (64 chars) of a string's UTF-8 bytes or of raw bytes. */

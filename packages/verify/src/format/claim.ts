@@ -2,7 +2,9 @@
  * TRACE claim format (design §5), shared by the gateway (which builds and signs claims)
  * and the verifier (which re-derives everything in them).
  */
-import { createPublicKey, sign as cryptoSign, verify as cryptoVerify, type KeyObject } from 'node:crypto';
+import { sign as cryptoSign, type KeyObject } from 'node:crypto';
+import { jwkPublicKey } from '../crypto/keys.js';
+import { verifyWithKey } from '../crypto/signatures.js';
 import type { Ed25519Jwk, SessionBindingPreimage } from './binding.js';
 import { canonicalJson, fromB64u, sha256Hex } from './canonical.js';
 
@@ -161,8 +163,8 @@ export function signClaim(unsigned: UnsignedClaim, key: KeyObject): Claim {
  */
 export function verifyClaimSignature(claim: Claim): boolean {
   const { signature, ...unsigned } = claim;
-  const key = createPublicKey({ key: { ...claim.cnf.jwk }, format: 'jwk' });
-  return cryptoVerify(null, Buffer.from(canonicalJson(unsigned), 'utf8'), key, fromB64u(signature));
+  const key = jwkPublicKey({ ...claim.cnf.jwk });
+  return verifyWithKey(null, Buffer.from(canonicalJson(unsigned), 'utf8'), key, fromB64u(signature));
 }
 
 /** Bare hex SHA-256 of a claim's canonical text (used for `prev_claim_hash`). */

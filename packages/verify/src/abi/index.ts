@@ -1,0 +1,16 @@
+/**
+ * `@cmcp/verify/abi`: one owner per hardware byte layout (as go-sev-guest's `abi/`). Parsers
+ * return plain typed values and throw {@link AbiError}; there is no crypto and no policy here.
+ * - `tpm/`: TPMS_ATTEST, TPMT_SIGNATURE, TPMT_PUBLIC, TPMA_OBJECT and the AK attribute rule,
+ *   TPML_PCR_SELECTION, TPML_DIGEST, TPM2B_*, TPMS_NV_PUBLIC (TPM 2.0 Part 2).
+ * - `snp/`: ATTESTATION_REPORT, TCB_VERSION per product, the extended-report certificate table.
+ * - `tdx/`: DCAP quote v4/v5, TD report, QE report, certification data.
+ * - `eventlog/`: the TCG2 crypto-agile event log.
+ * - `reader.ts`: the bounded byte reader and writer all of them use.
+ */
+export * from './errors.js';
+export * as eventlog from './eventlog/index.js';
+export * from './reader.js';
+export * as snp from './snp/index.js';
+export * as tdx from './tdx/index.js';
+export * as tpm from './tpm/index.js';

@@ -1,0 +1,279 @@
+/**
+ * Intel TDX DCAP quotes v4 and v5 (Intel "TDX DCAP Quoting Library API", Appendix A "Quote
+ * format"; SGX DCAP ECDSA Quote Library API for the QE report and certification data). All
+ * integers are little-endian.
+ *
+ * Dispatch is on the declared version and body type, never by trial:
+ * - v4: header (48) ‖ TD report 1.0 body (584); signed region = header ‖ body.
+ * - v5: header (48) ‖ body type u16 ‖ body size u32 ‖ body (type 2 ⇒ TD report 1.0, 584 bytes;
+ *   type 3 ⇒ TD report 1.5, 648 bytes); signed region = header ‖ type ‖ size ‖ body.
+ * Then the signature data length L (u32) and L bytes: ECDSA P-256 signature (r‖s), the
+ * attestation key (X‖Y), and certification data of type 6 (QE report, its signature by the
+ * PCK, QE authentication data and, nested, type 5: the PCK chain as PEM). Every size is
+ * honoured exactly; bytes after 4 + L are reported in `trailing` (policy decides).
+ */
+import { ByteReader, type ReaderOptions } from '../reader.js';
+
+/** TEE type of TDX in the quote header. */
+export const TDX_TEE_TYPE = 0x81;
+/** Size of the quote header. */
+export const TDX_HEADER_SIZE = 48;
+/** TD report body sizes: TDX 1.0 (body type 2) and TDX 1.5 (body type 3). */
+export const TD10_SIZE = 584;
+export const TD15_SIZE = 648;
+/** Offset of REPORTDATA inside a TD report body. */
+export const TD_REPORT_DATA_OFFSET = 520;
+/** SGX REPORT body of the Quoting Enclave. */
+export const QE_REPORT_SIZE = 384;
+
+/** TD report body (TDX 1.0 fields, plus the 1.5 fields for body type 3). */
+export interface TdReport {
+  teeTcbSvn: Buffer;
+  mrSeam: Buffer;
+  mrSignerSeam: Buffer;
+  seamAttributes: Buffer;
+  tdAttributes: Buffer;
+  xfam: Buffer;
+  mrTd: Buffer;
+  mrConfigId: Buffer;
+  mrOwner: Buffer;
+  mrOwnerConfig: Buffer;
+  rtmr: [Buffer, Buffer, Buffer, Buffer];
+  reportData: Buffer;
+  teeTcbSvn2?: Buffer;
+  mrServiceTd?: Buffer;
+}
+
+/** SGX enclave report of the Quoting Enclave (384 bytes). */
+export interface QeReport {
+  cpuSvn: Buffer;
+  miscSelect: number;
+  attributes: Buffer;
+  mrEnclave: Buffer;
+  mrSigner: Buffer;
+  isvProdId: number;
+  isvSvn: number;
+  reportData: Buffer;
+  /** The 384 signed bytes. */
+  raw: Buffer;
+}
+
+/** Quote header and TD report body. */
+export interface TdxQuoteHead {
+  version: 4 | 5;
+  attKeyType: number;
+  teeType: number;
+  qeSvn: number;
+  pceSvn: number;
+  qeVendorId: Buffer;
+  userData: Buffer;
+  /** 2 (TD report 1.0) or 3 (TD report 1.5). */
+  bodyType: 2 | 3;
+  body: TdReport;
+  /** Offset of the body in the quote. */
+  bodyOffset: number;
+}
+
+/** A parsed TDX quote. */
+export interface TdxQuote extends TdxQuoteHead {
+  /** The bytes the attestation key signed. */
+  signedRegion: Buffer;
+  signature: Buffer;
+  attestationKey: Buffer;
+  qeReport: QeReport;
+  qeReportSignature: Buffer;
+  qeAuthData: Buffer;
+  /** PEM text of the PCK chain (certification data type 5). */
+  pckChainPem: string;
+  /** Offset just past the declared signature data. */
+  end: number;
+  /** Bytes after `end`. */
+  trailing: number;
+}
+
+const CODES: ReaderOptions = {
+  structure: 'TDX quote',
+  littleEndian: true,
+  truncated: 'TDX_QUOTE_TRUNCATED',
+  malformed: 'TDX_QUOTE_MALFORMED',
+  trailing: 'TDX_QUOTE_MALFORMED',
+  truncatedMessage: (field, n, off) => `${field} needs ${n} bytes at offset ${off}`,
+};
+
+/** Reads a TD report body (TDX Module ABI TDREPORT_STRUCT's TDINFO + SEAM fields, as in the quote). */
+function readTdReport(r: ByteReader, type: 2 | 3): TdReport {
+  const body: TdReport = {
+    teeTcbSvn: r.bytes(16, 'TEE_TCB_SVN'),
+    mrSeam: r.bytes(48, 'MRSEAM'),
+    mrSignerSeam: r.bytes(48, 'MRSIGNERSEAM'),
+    seamAttributes: r.bytes(8, 'SEAMATTRIBUTES'),
+    tdAttributes: r.bytes(8, 'TDATTRIBUTES'),
+    xfam: r.bytes(8, 'XFAM'),
+    mrTd: r.bytes(48, 'MRTD'),
+    mrConfigId: r.bytes(48, 'MRCONFIGID'),
+    mrOwner: r.bytes(48, 'MROWNER'),
+    mrOwnerConfig: r.bytes(48, 'MROWNERCONFIG'),
+    rtmr: [r.bytes(48, 'RTMR0'), r.bytes(48, 'RTMR1'), r.bytes(48, 'RTMR2'), r.bytes(48, 'RTMR3')],
+    reportData: r.bytes(64, 'REPORTDATA'),
+  };
+  if (type === 3) {
+    body.teeTcbSvn2 = r.bytes(16, 'TEE_TCB_SVN_2');
+    body.mrServiceTd = r.bytes(48, 'MRSERVICETD');
+  }
+  return body;
+}
+
+/** Reads the SGX REPORT body of the QE (SGX DCAP ECDSA Quote Library API, "Enclave Report Body"). */
+function parseQeReport(raw: Buffer, base: number): QeReport {
+  const r = new ByteReader(raw, { ...CODES, base });
+  const cpuSvn = r.bytes(16, 'qe_report.CPUSVN');
+  const miscSelect = r.u32('qe_report.MISCSELECT');
+  r.skip(28, 'qe_report.reserved1');
+  const attributes = r.bytes(16, 'qe_report.ATTRIBUTES');
+  const mrEnclave = r.bytes(32, 'qe_report.MRENCLAVE');
+  r.skip(32, 'qe_report.reserved2');
+  const mrSigner = r.bytes(32, 'qe_report.MRSIGNER');
+  r.skip(96, 'qe_report.reserved3');
+  const isvProdId = r.u16('qe_report.ISVPRODID');
+  const isvSvn = r.u16('qe_report.ISVSVN');
+  r.skip(60, 'qe_report.reserved4');
+  const reportData = r.bytes(64, 'qe_report.REPORTDATA');
+  return { cpuSvn, miscSelect, attributes, mrEnclave, mrSigner, isvProdId, isvSvn, reportData, raw };
+}
+
+/**
+ * Reads the header and the TD report body. With `requireEcdsaP256`, an attestation key type
+ * other than 2 is refused before the TEE type is looked at (the verifier's order).
+ */
+function readHead(r: ByteReader, requireEcdsaP256: boolean): TdxQuoteHead {
+  const version = r.u16('header.version');
+  if (version !== 4 && version !== 5) {
+    throw r.error('TDX_VERSION_UNSUPPORTED', `quote version ${version} is not 4 or 5`, 'header.version', 0);
+  }
+  const attKeyType = r.u16('header.att_key_type');
+  if (requireEcdsaP256 && attKeyType !== 2) {
+    throw r.error(
+      'TDX_ATT_KEY_TYPE_UNSUPPORTED',
+      `attestation key type ${attKeyType} is not 2 (ECDSA P-256)`,
+      'header.att_key_type',
+      2,
+    );
+  }
+  const teeType = r.u32('header.tee_type');
+  if (teeType !== TDX_TEE_TYPE) {
+    throw r.error(
+      'TDX_BODY_TYPE_UNSUPPORTED',
+      `TEE type 0x${teeType.toString(16)} is not TDX (0x81)`,
+      'header.tee_type',
+      4,
+    );
+  }
+  const qeSvn = r.u16('header.qe_svn');
+  const pceSvn = r.u16('header.pce_svn');
+  const qeVendorId = r.bytes(16, 'header.qe_vendor_id');
+  const userData = r.bytes(20, 'header.user_data');
+  let bodyType: 2 | 3 = 2;
+  let bodySize = TD10_SIZE;
+  if (version === 5) {
+    const t = r.u16('body.type');
+    const size = r.u32('body.size');
+    if (t !== 2 && t !== 3)
+      throw r.error('TDX_BODY_TYPE_UNSUPPORTED', `v5 body type ${t} is not a TD report (2, 3)`, 'body.type');
+    bodyType = t;
+    bodySize = t === 2 ? TD10_SIZE : TD15_SIZE;
+    if (size !== bodySize) {
+      throw r.error(
+        'TDX_QUOTE_MALFORMED',
+        `v5 body type ${t} has size ${size}, expected ${bodySize}`,
+        'body.size',
+      );
+    }
+  }
+  const bodyOffset = r.offset;
+  const body = readTdReport(r.sub(bodySize, 'body'), bodyType);
+  return { version, attKeyType, teeType, qeSvn, pceSvn, qeVendorId, userData, bodyType, body, bodyOffset };
+}
+
+/**
+ * Parses the header and TD report body of a v4/v5 quote, ignoring what follows (the native
+ * layer's shape check of a quote it just obtained; the verifier parses everything).
+ * @throws AbiError TDX_VERSION_UNSUPPORTED, TDX_BODY_TYPE_UNSUPPORTED, TDX_QUOTE_TRUNCATED,
+ *   TDX_QUOTE_MALFORMED
+ */
+export function parseTdxQuoteHead(bytes: Uint8Array): TdxQuoteHead {
+  return readHead(new ByteReader(bytes, CODES), false);
+}
+
+/**
+ * Parses a TDX quote v4 or v5 exactly (see the module comment).
+ * @throws AbiError TDX_VERSION_UNSUPPORTED, TDX_BODY_TYPE_UNSUPPORTED,
+ *   TDX_ATT_KEY_TYPE_UNSUPPORTED, TDX_CERT_DATA_UNSUPPORTED, TDX_QUOTE_TRUNCATED, TDX_QUOTE_MALFORMED
+ */
+export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
+  const b = Buffer.from(bytes);
+  const r = new ByteReader(b, CODES);
+  const head = readHead(r, true);
+  const signedRegion = Buffer.from(b.subarray(0, r.offset));
+  const sigLen = r.u32('signature_data_len');
+  const end = r.offset + sigLen;
+  if (end > b.length) {
+    throw r.error(
+      'TDX_QUOTE_TRUNCATED',
+      `signature data of ${sigLen} bytes runs past the ${b.length}-byte quote`,
+      'signature_data',
+    );
+  }
+  const s = r.sub(sigLen, 'signature_data');
+  const signature = s.bytes(64, 'signature');
+  const attestationKey = s.bytes(64, 'attestation_key');
+  const certType = s.u16('certification_data.type');
+  const certSize = s.u32('certification_data.size');
+  if (certType !== 6) {
+    throw s.error(
+      'TDX_CERT_DATA_UNSUPPORTED',
+      `certification data type ${certType} is not 6 (QE report)`,
+      'certification_data.type',
+    );
+  }
+  if (certSize !== s.remaining) {
+    throw s.error(
+      'TDX_QUOTE_MALFORMED',
+      `certification data size ${certSize} does not fill the signature data exactly`,
+      'certification_data.size',
+    );
+  }
+  const qeAt = s.absolute;
+  const qeRaw = s.bytes(QE_REPORT_SIZE, 'qe_report');
+  const qeReportSignature = s.bytes(64, 'qe_report_signature');
+  const authSize = s.u16('qe_auth_data.size');
+  const qeAuthData = s.bytes(authSize, 'qe_auth_data');
+  const innerType = s.u16('qe_certification_data.type');
+  const innerSize = s.u32('qe_certification_data.size');
+  if (innerType !== 5) {
+    throw s.error(
+      'TDX_CERT_DATA_UNSUPPORTED',
+      `QE certification data type ${innerType} is not 5 (PCK chain)`,
+      'qe_certification_data.type',
+    );
+  }
+  if (innerSize !== s.remaining) {
+    throw s.error(
+      'TDX_QUOTE_MALFORMED',
+      `PCK chain size ${innerSize} does not fill the certification data exactly`,
+      'qe_certification_data.size',
+    );
+  }
+  const pem = s.bytes(innerSize, 'pck_chain');
+  return {
+    ...head,
+    signedRegion,
+    signature,
+    attestationKey,
+    qeReport: parseQeReport(qeRaw, qeAt),
+    qeReportSignature,
+    qeAuthData,
+    pckChainPem: pem.toString('latin1'),
+    end,
+    trailing: b.length - end,
+  };
+}

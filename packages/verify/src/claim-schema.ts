@@ -1,0 +1,87 @@
+/**
+ * The claim v1 shape as the verifier reads it (zod; packages/verify/src/format/claim.ts `Claim`
+ * is the producer's type). Extra members are tolerated but signed.
+ */
+import { z } from 'zod';
+import { CLAIM_PROFILE } from './format/claim.js';
+
+const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
+const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'not 64 lowercase hex');
+const int0 = z.number().int().min(0);
+
+/** zod schema of a claim v1 (packages/verify/src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
+export const claimSchema = z.object({
+  claim_version: z.literal(1),
+  profile: z.literal(CLAIM_PROFILE),
+  issued_at: z.string(),
+  session_id: z.string(),
+  agent_id: z.string(),
+  gateway_measurement: z.string().nullable(),
+  policy_bundle_hash: z.string().nullable(),
+  enforcement_mode: z.string(),
+  catalog_hash: z.string().nullable(),
+  cnf: z.object({ jwk: z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url }) }),
+  audit_chain: z.object({ chain_id: z.string(), root: hex64, tip: hex64, length: z.number().int().min(1) }),
+  transcript: z.array(
+    z.object({
+      sequence_number: int0,
+      tool_name: z.string().nullable(),
+      policy_decision: z.string().nullable(),
+      policy_rule_matched: z.array(z.string()).nullable().optional(),
+      disposition: z.string().nullable(),
+      error_code: z.string().nullable(),
+    }),
+  ),
+  counters: z.object({ tool_calls: int0, allowed: int0, refused: int0, faulted: int0 }),
+  binding: z.object({
+    preimage: z.object({
+      domain: z.string(),
+      version: z.number(),
+      session_id: z.string(),
+      chain_root: z.string(),
+      key_thumbprint: b64url,
+      gateway_measurement: z.string().nullable(),
+      policy_bundle_hash: z.string().nullable(),
+      catalog_hash: z.string().nullable(),
+      challenge: z.string().nullable(),
+    }),
+  }),
+  evidence: z.object({
+    provider: z.string(),
+    status: z.enum(['bound', 'absent']),
+    reason: z.string().nullable(),
+    report_data: b64url,
+    tpm: z
+      .object({
+        attest: b64url,
+        signature: b64url,
+        ak_public: b64url,
+        pcr_selection: z.object({
+          hash: z.literal('sha256'),
+          pcrs: z.array(z.number().int().min(0).max(31)),
+        }),
+        pcr_values: z.record(z.string(), b64url),
+        ak_cert_chain: z.array(b64url),
+        ak_parent_qualified_name: b64url,
+      })
+      .nullable(),
+    sev_snp: z
+      .object({
+        report: b64url,
+        certs: z.array(z.object({ guid: z.string(), kind: z.string(), der: b64url })),
+        source: z.string(),
+      })
+      .optional(),
+    tdx: z.object({ quote: b64url, source: z.string() }).optional(),
+    /** Checked by {@link verifyMeasurement} (a malformed one fails there, not in claim.shape). */
+    measurement: z.unknown().optional(),
+  }),
+  claim_sequence: int0,
+  prev_claim_hash: hex64.nullable(),
+  signature: b64url,
+});
+
+/** A claim that passed {@link claimSchema}. */
+export type ParsedClaim = z.infer<typeof claimSchema>;
+/** The `evidence` member of a parsed claim. */
+export type ClaimEvidence = ParsedClaim['evidence'];

@@ -1,0 +1,34 @@
+/**
+ * Hashing for the verifier (synchronous, node:crypto): SHA-1/256/384/512 by name or by
+ * TPM_ALG_ID (TPM 2.0 Part 2 §6.3).
+ */
+import { createHash } from 'node:crypto';
+import { TPM_ALG } from '../abi/tpm/constants.js';
+
+/** Hash names the verifier computes. */
+export type HashName = 'sha1' | 'sha256' | 'sha384' | 'sha512';
+
+/** TPM_ALG_ID → hash name and digest size in bytes (the banks and schemes this verifier computes). */
+const TPM_HASHES: Readonly<Record<number, { node: HashName; size: number }>> = {
+  [TPM_ALG.SHA1]: { node: 'sha1', size: 20 },
+  [TPM_ALG.SHA256]: { node: 'sha256', size: 32 },
+  [TPM_ALG.SHA384]: { node: 'sha384', size: 48 },
+  [TPM_ALG.SHA512]: { node: 'sha512', size: 64 },
+};
+
+/** Hash name and digest size (bytes) of a TPM hash algorithm, or undefined if not computed here. */
+export function hashInfo(alg: number): { node: HashName; size: number } | undefined {
+  return TPM_HASHES[alg];
+}
+
+/** The digest of the concatenation of `parts`. */
+export function digest(alg: HashName, ...parts: readonly Uint8Array[]): Buffer {
+  const h = createHash(alg);
+  for (const p of parts) h.update(p);
+  return h.digest();
+}
+
+/** Lowercase hex SHA-256. */
+export function sha256hex(data: Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}

@@ -1,0 +1,59 @@
+/**
+ * The SEV-SNP evidence entry, for claims (`evidence.sev_snp`) and raw evidence: report bytes →
+ * ATTESTATION_REPORT (abi) → VCEK/VLEK signature and chain → REPORT_DATA → appraisal.
+ */
+import type { ClaimEvidence } from '../claim-schema.js';
+import {
+  type EvidenceKind,
+  type KindContext,
+  type KindResult,
+  replaceCheck,
+  tryB64u,
+} from '../common/kind.js';
+import type { RawEvidenceOptions } from '../common/raw.js';
+import { finishTeeClaim } from '../common/tee.js';
+import { fail } from '../result.js';
+import { type SnpInput, verifySnpReport } from './report.js';
+
+/** Raw SEV-SNP evidence. */
+export interface RawSnpEvidence
+  extends RawEvidenceOptions,
+    Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'> {}
+
+function run(input: Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'>, ctx: KindContext): KindResult {
+  const r = verifySnpReport({
+    ...input,
+    trustStore: ctx.trustStore,
+    at: ctx.at,
+    ...(ctx.referenceValues ? { referenceValues: ctx.referenceValues } : {}),
+  });
+  return { checks: r.checks, anchors: r.anchors, notes: [] };
+}
+
+function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: KindContext): KindResult {
+  const snp = ev.sev_snp as NonNullable<ClaimEvidence['sev_snp']>;
+  const report = tryB64u(snp.report);
+  const certs = snp.certs.map((c) => tryB64u(c.der) ?? Buffer.from('not base64url'));
+  const r = run(
+    { report: report ?? Buffer.alloc(0), certs, expectedReportData: expectedReportData ?? Buffer.alloc(0) },
+    ctx,
+  );
+  if (!report)
+    replaceCheck(
+      r.checks,
+      'snp.report_parse',
+      fail('snp.report_parse', 'EVIDENCE_MALFORMED', 'report is not base64url'),
+    );
+  return finishTeeClaim(ev.provider, r, expectedReportData);
+}
+
+/** The SEV-SNP evidence kind. */
+export const SNP_KIND: EvidenceKind<RawSnpEvidence> = {
+  tee: 'sev-snp',
+  inClaim: (ev) => ev.provider === 'sev-snp' && ev.sev_snp !== undefined,
+  fromClaim,
+  fromRaw: (e, ctx) => {
+    const { trustStore: _t, referenceValues: _r, now: _n, ...input } = e;
+    return run(input, ctx);
+  },
+};
