@@ -24,6 +24,7 @@ import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediate } from '../store/db.js';
 import { maybeFail } from '../store/faults.js';
 import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
+import { refuseOffline } from './offline.js';
 
 /** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (design §8). */
 export interface CallEvidence {
@@ -297,6 +298,9 @@ export class CallPipeline {
     const catalog = this.controls.catalog;
     if (!route) {
       const pinned = catalog?.findExposed(name, (s, t) => this.upstreams.exposedName(s, t));
+      // Issue 16 item 3: the tool's upstream has not answered since start-up.
+      const offline = this.upstreams.unavailableFor(name, pinned?.server);
+      if (offline) return refuseOffline(refuse, name, offline);
       if (catalog && !pinned)
         return refuse('TOOL_NOT_IN_CATALOG', `tool ${clip(name, 80)} is not in the catalog`);
       if (!pinned) return refuse('UNKNOWN_TOOL', `unknown tool ${clip(name, 80)}`);

@@ -26,7 +26,9 @@ import { activeFaults } from '../store/faults.js';
 import { acquireInstance, type InstanceLock } from '../store/instance-lock.js';
 import { type ProviderSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
+import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
+import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { AuthFailureRecorder } from './auth-failures.js';
@@ -148,6 +150,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     entry_type: 'attestation_provider',
     detail: selection.detail,
   });
+  recordAvailability(upstreams, chain, log);
   const fail = async (e: unknown): Promise<never> => {
     await upstreams.close();
     provider.close();
@@ -240,6 +243,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     log,
     facts,
     cfg.instance_id,
+    requiredBindingTier(cfg.attestation),
   );
   const stale = sessions.closeStale();
   if (stale)
@@ -293,6 +297,12 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       entry_type: 'attestation_binding_failed',
       detail: { phase: 'start-up', provider: provider.name, reason: started.reason },
     });
+  }
+  // minimum_tier must be reached, not only configured (issue 16 item 2; src/tee/tier.ts).
+  try {
+    assertTierReached(cfg.attestation, provider, started);
+  } catch (e) {
+    return fail(e);
   }
   if (measurement.json.inputs.code_files === 0) log.warn('gateway measurement covers no files under dist/');
   // An accepted policy reload re-measures the gateway (issue 6 item 6): the same code, lockfile,
