@@ -16,6 +16,8 @@ import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
+import { registerMcpUnauthenticated, sendMcpUnauthenticated } from './mcp-unauthenticated.js';
+import { BODY_MEMBERS, strictBody, strictOrNull } from './strict-body.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -83,6 +85,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.decorateRequest('agentId', '');
   app.decorateRequest('operatorId', '');
   app.decorateRequest('startedAt', 0n);
+  registerMcpUnauthenticated(app);
   const record = d.recordRefusal ?? (() => undefined);
 
   app.addHook('onRequest', async (req, reply) => {
@@ -131,15 +134,8 @@ export function buildApp(d: AppDeps): FastifyInstance {
       d.recordAuthFailure(req.routeOptions.url ?? 'unknown');
       reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
       if (routePath === '/mcp') {
-        return reply.code(401).send({
-          jsonrpc: '2.0',
-          id: null,
-          error: {
-            code: ERRORS.UNAUTHENTICATED.rpc,
-            message: 'authentication required',
-            data: { error_code: 'UNAUTHENTICATED' },
-          },
-        });
+        req.mcpUnauthenticated = true; // answered in preHandler, with the request's id (issue 16)
+        return;
       }
       return sendError(reply, 'UNAUTHENTICATED', 'authentication required');
     }
@@ -153,6 +149,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   });
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
+    if (req.mcpUnauthenticated) return sendMcpUnauthenticated(reply, null);
     const isMcp = routeOf(req) === '/mcp';
     let code: ErrorCode = 'INTERNAL_ERROR';
     let message = 'internal error';
@@ -214,9 +211,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.delete('/mcp', async (_req, reply) => reply.code(405).header('Allow', 'POST').send());
 
   app.post('/sessions', async (req, reply) => {
-    const body = (req.body ?? {}) as { challenge?: unknown };
-    if (typeof body !== 'object' || Array.isArray(body))
-      throw new CmcpError('INVALID_REQUEST', 'body must be an object');
+    const body = strictBody(req.body, BODY_MEMBERS.openSession, 'POST /sessions');
     let challenge: string | null = null;
     if (body.challenge !== undefined && body.challenge !== null) {
       let bytes = -1;
@@ -238,9 +233,10 @@ export function buildApp(d: AppDeps): FastifyInstance {
     const s = await d.sessions.create(req.agentId, { challenge });
     return reply.code(201).send(s);
   });
-  app.post<{ Params: { id: string } }>('/sessions/:id/close', async (req) =>
-    d.sessions.close(req.agentId, req.params.id),
-  );
+  app.post<{ Params: { id: string } }>('/sessions/:id/close', async (req) => {
+    strictBody(req.body, BODY_MEMBERS.closeSession, 'POST /sessions/{id}/close');
+    return d.sessions.close(req.agentId, req.params.id);
+  });
   app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req) =>
     d.sessions.claim(req.agentId, req.params.id),
   );
@@ -268,13 +264,23 @@ export function buildApp(d: AppDeps): FastifyInstance {
   if (d.operator) {
     const op = d.operator;
     app.get('/operator/status', async () => op.status());
-    app.post('/operator/policy/reload', async (req) => op.reloadPolicy(req.operatorId, req.body));
+    app.post('/operator/policy/reload', async (req) =>
+      op.reloadPolicy(
+        req.operatorId,
+        strictOrNull(req.body, BODY_MEMBERS.policyReload, 'POST /operator/policy/reload'),
+      ),
+    );
     app.post<{ Params: { agent_id: string } }>('/operator/agents/:agent_id/block', async (req) =>
-      op.blockAgent(req.operatorId, req.params.agent_id, req.body),
+      op.blockAgent(
+        req.operatorId,
+        req.params.agent_id,
+        strictBody(req.body, BODY_MEMBERS.blockAgent, 'POST /operator/agents/{agent_id}/block'),
+      ),
     );
-    app.post<{ Params: { agent_id: string } }>('/operator/agents/:agent_id/unblock', async (req) =>
-      op.unblockAgent(req.operatorId, req.params.agent_id),
-    );
+    app.post<{ Params: { agent_id: string } }>('/operator/agents/:agent_id/unblock', async (req) => {
+      strictBody(req.body, BODY_MEMBERS.unblockAgent, 'POST /operator/agents/{agent_id}/unblock');
+      return op.unblockAgent(req.operatorId, req.params.agent_id);
+    });
   }
 
   return app;
