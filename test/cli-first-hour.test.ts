@@ -22,7 +22,7 @@ describe('cmcp start --check', () => {
     try {
       const r = cmcp('start', '--check', '--config', cfg.file);
       expect(r.code).toBe(0);
-      expect(r.out).toMatch(/ok\s+config\s+1 upstreams/);
+      expect(r.out).toMatch(/ok\s+config\s+1 upstream\(s\), 2 agent\(s\)/);
       expect(r.out).toMatch(/warn\s+attestation \(software\)\s+software .*attests nothing/);
       expect(r.out).toMatch(/ok\s+upstream ev\s+stdio .*: \d+ tools/);
       expect(r.out).toMatch(/ok\s+listen\s+127\.0\.0\.1:\d+ is free/);

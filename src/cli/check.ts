@@ -146,7 +146,7 @@ export async function runStartCheck(
     {
       what: 'config',
       status: 'ok',
-      detail: `${cfg.upstreams.length} upstreams, ${cfg.agents.length} agents, ${cfg.operators.length} operators, database ${cfg.database}`,
+      detail: `${cfg.upstreams.length} upstream(s), ${cfg.agents.length} agent(s), ${cfg.operators.length} operator(s), database ${cfg.database}`,
     },
     ...checkFiles(cfg),
     await checkAttestation(cfg),
