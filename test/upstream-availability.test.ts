@@ -64,6 +64,8 @@ describe('an upstream down at start-up', () => {
       });
       expect(refused.body.error.data.error_code).toBe('UPSTREAM_OFFLINE');
       expect(refused.body.error.message).toMatch(/upstream late is unavailable .*ECONNREFUSED/);
+      // the agent gets the cause, not the upstream's address
+      expect(refused.body.error.message).not.toContain(url);
       // the refusal is the call's terminal entry in its session chain
       const sessions = gw.db.prepare('SELECT session_id FROM sessions').all() as { session_id: string }[];
       const recorded = sessions
@@ -107,6 +109,15 @@ describe('an upstream down at start-up', () => {
       expect(reason).not.toContain('hunter2');
       expect(reason).not.toContain('\x1b');
       expect(gw.upstreams.availability.all().map((u) => u.upstream)).toEqual(['broken']);
+      const call = await rpc(gw.url, 'alice-token', {
+        jsonrpc: '2.0',
+        id: 5,
+        method: 'tools/call',
+        params: { name: 'broken.anything', arguments: {} },
+      });
+      expect(call.body.error.data.error_code).toBe('UPSTREAM_OFFLINE');
+      expect(call.body.error.message).toMatch(/upstream broken is unavailable \(exited with code 3\)/);
+      expect(call.body.error.message).not.toContain('boom');
     } finally {
       await gw.close();
       cleanup(cfg.dir);

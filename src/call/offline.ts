@@ -15,15 +15,19 @@ type Refuse<R> = (
 ) => R;
 
 /**
- * Refuses `name` because its upstream is unavailable. The caller sees the first line of the
- * reason only (a stdio child's stderr tail stays in the operator's log and `--check`).
+ * Refuses `name` because its upstream is unavailable. The caller sees the short summary only
+ * (`ECONNREFUSED`, `HTTP 503`, `exited with code 3`): the full reason, with the URL or the stdio
+ * child's stderr tail, stays in the operator's log, the gateway chain and `cmcp start --check`.
  */
 export function refuseOffline<R>(refuse: Refuse<R>, name: string, offline: Unavailable): R {
-  const reason = clip(offline.reason.split('\n')[0]?.replace(/; last stderr lines:$/, ''), 200);
+  const summary = clip(offline.summary, 120);
   return refuse(
     'UPSTREAM_OFFLINE',
-    `tool ${clip(name, 80)}: upstream ${offline.upstream} is unavailable (${reason}); retrying since ${offline.since}`,
-    { server_identity: offline.upstream, detail: { upstream_unavailable_since: offline.since, reason } },
+    `tool ${clip(name, 80)}: upstream ${offline.upstream} is unavailable (${summary}); retrying since ${offline.since}`,
+    {
+      server_identity: offline.upstream,
+      detail: { upstream_unavailable_since: offline.since, cause: summary },
+    },
     { upstream: offline.upstream, since: offline.since },
   );
 }

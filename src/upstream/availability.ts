@@ -16,10 +16,15 @@ export function backoffDelay(attempt: number): number {
   return Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** Math.min(attempt, 16));
 }
 
-/** Why an upstream is unavailable, as shown to callers and recorded. */
-export interface Unavailable {
-  upstream: string;
+/** Why one attempt failed: `reason` for the log, the record and `--check`; `summary` for callers. */
+export interface Failure {
   reason: string;
+  summary: string;
+}
+
+/** Why an upstream is unavailable. */
+export interface Unavailable extends Failure {
+  upstream: string;
   since: string;
   attempts: number;
 }
@@ -38,26 +43,33 @@ export class AvailabilityTracker {
 
   /**
    * @param retry tries one upstream again; resolves true when it answered and was brought in,
-   *   false (or rejects with the reason) when it is still unavailable.
+   *   else why not (a rejection counts as a failure with its message).
    */
   constructor(
     private readonly log: Logger,
-    private readonly retry: (name: string) => Promise<true | string>,
+    private readonly retry: (name: string) => Promise<true | Failure>,
   ) {}
 
   /** Sets who records availability changes; events already seen are replayed to it. */
   listen(listener: AvailabilityListener): void {
     this.listener = listener;
     for (const d of this.down.values())
-      listener('upstream_unavailable', { upstream: d.upstream, reason: d.reason, phase: 'start-up' });
+      listener('upstream_unavailable', {
+        upstream: d.upstream,
+        reason: d.reason,
+        summary: d.summary,
+        phase: 'start-up',
+      });
   }
 
   /** Marks an upstream unavailable (start-up) and schedules its first retry. */
-  markDown(name: string, reason: string): void {
+  markDown(name: string, failure: Failure): void {
     if (this.closed) return;
+    const { reason, summary } = failure;
     this.down.set(name, {
       upstream: name,
       reason,
+      summary,
       since: new Date().toISOString(),
       attempts: 0,
       timer: null,
@@ -66,7 +78,7 @@ export class AvailabilityTracker {
       { upstream: name, reason, retry_in_ms: backoffDelay(0) },
       'upstream unavailable: its tools are hidden; retrying with backoff',
     );
-    this.listener?.('upstream_unavailable', { upstream: name, reason, phase: 'start-up' });
+    this.listener?.('upstream_unavailable', { upstream: name, reason, summary, phase: 'start-up' });
     this.schedule(name);
   }
 
@@ -81,11 +93,11 @@ export class AvailabilityTracker {
     const d = this.down.get(name);
     if (!d || this.closed) return;
     d.attempts += 1;
-    let r: true | string;
+    let r: true | Failure;
     try {
       r = await this.retry(name);
     } catch (e) {
-      r = (e as Error).message;
+      r = { reason: (e as Error).message, summary: 'not reachable' };
     }
     if (this.closed) return;
     if (r === true) {
@@ -94,15 +106,18 @@ export class AvailabilityTracker {
       this.listener?.('upstream_available', { upstream: name, attempts: d.attempts, down_since: d.since });
       return;
     }
-    d.reason = r;
-    this.log.debug({ upstream: name, reason: r, attempts: d.attempts }, 'upstream still unavailable');
+    d.reason = r.reason;
+    d.summary = r.summary;
+    this.log.debug({ upstream: name, reason: r.reason, attempts: d.attempts }, 'upstream still unavailable');
     this.schedule(name);
   }
 
   /** Why `name` is unavailable, or null when it is not. */
   get(name: string): Unavailable | null {
     const d = this.down.get(name);
-    return d ? { upstream: d.upstream, reason: d.reason, since: d.since, attempts: d.attempts } : null;
+    return d
+      ? { upstream: d.upstream, reason: d.reason, summary: d.summary, since: d.since, attempts: d.attempts }
+      : null;
   }
 
   /** Every unavailable upstream (operator status, `--check`). */

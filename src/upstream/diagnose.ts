@@ -107,6 +107,28 @@ export function httpCause(url: string, e: unknown): string {
   return (messages.at(-1) ?? String(e)).slice(0, 200);
 }
 
+/** A failed connect or first listing: `message` for operators, `summary` for callers. */
+export class UpstreamStartError extends Error {
+  constructor(
+    message: string,
+    /** A few words without URLs, paths or stderr: `ECONNREFUSED`, `HTTP 503`, `exited with code 3`. */
+    readonly summary: string,
+    options: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = 'UpstreamStartError';
+  }
+}
+
+/** The short form of a failure, safe to show an agent (see {@link UpstreamStartError}). */
+export function failureSummary(cfg: UpstreamConfig, e: unknown, exit: ChildExit | null = null): string {
+  if (cfg.transport === 'http') return httpCause(cfg.url, e).replace(/ \(.*$/s, '');
+  if (causeChain(e).code === 'ENOENT') return 'command not found';
+  if (exit?.signal) return `killed by ${exit.signal}`;
+  if (exit && exit.code !== null) return `exited with code ${exit.code}`;
+  return 'did not answer';
+}
+
 /** How a stdio child ended, if it did. */
 export interface ChildExit {
   code: number | null;

@@ -18,8 +18,8 @@ import {
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
-import { AvailabilityTracker, type Unavailable } from './availability.js';
-import { describeUpstreamFailure, watchStdioStart } from './diagnose.js';
+import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
+import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -213,7 +213,12 @@ class Upstream {
       } catch (e) {
         await client.close().catch(() => undefined);
         // Issue 16 item 4: say what happened (stderr tail, exit, URL and cause).
-        throw new Error(describeUpstreamFailure(this.cfg, e, watch.stderr(), watch.exit()), { cause: e });
+        const exit = watch.exit();
+        throw new UpstreamStartError(
+          describeUpstreamFailure(this.cfg, e, watch.stderr(), exit),
+          failureSummary(this.cfg, e, exit),
+          { cause: e },
+        );
       }
       if (transport instanceof StdioClientTransport) {
         // Drain the child's stderr so it can never block; do not log it (it may carry arguments).
@@ -323,6 +328,12 @@ class Upstream {
   }
 }
 
+/** The operator's and the caller's view of a failed connect or listing. */
+function failureOf(e: unknown): Failure {
+  const reason = (e as Error).message;
+  return { reason, summary: e instanceof UpstreamStartError ? e.summary : 'not reachable' };
+}
+
 /** Why an upstream's tools were (re-)listed. */
 export type ListTrigger = 'first_contact' | 'list_changed' | 'interval';
 
@@ -370,21 +381,21 @@ export class UpstreamPool {
         const why = `upstream ${u.cfg.name}: cannot list tools: ${(e as Error).message}`;
         if (u.cfg.required) throw new Error(why);
         await u.close();
-        this.availability.markDown(u.cfg.name, (e as Error).message);
+        this.availability.markDown(u.cfg.name, failureOf(e));
       }
     }
     this.routes = this.buildRoutes(true);
   }
 
-  /** One retry of an unavailable upstream: true once listed and routed, else the reason. */
-  private async bringIn(name: string): Promise<true | string> {
+  /** One retry of an unavailable upstream: true once listed and routed, else why not. */
+  private async bringIn(name: string): Promise<true | Failure> {
     const u = this.upstreams.get(name);
-    if (!u) return 'unknown upstream';
+    if (!u) return { reason: 'unknown upstream', summary: 'unknown upstream' };
     try {
       await u.listTools();
     } catch (e) {
       await u.close();
-      return (e as Error).message;
+      return failureOf(e);
     }
     this.routes = this.buildRoutes(false);
     this.observer?.(name, u.tools, 'first_contact');
