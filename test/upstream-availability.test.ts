@@ -3,8 +3,13 @@
  * happened. Real MCP servers (server-everything over stdio, the counting server over Streamable
  * HTTP), real child processes, a real gateway.
  */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startCountingServer } from './fixtures/counting-server.js';
 import {
@@ -162,6 +167,53 @@ describe('an upstream down at start-up', () => {
       await new Promise((r) => srv.close(r));
       cleanup(cfg.dir);
     }
+  });
+
+  it('an HTTPS upstream with a certificate nobody trusts: TLS and the certificate error are named', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-tls-'));
+    const key = join(dir, 'key.pem');
+    const cert = join(dir, 'cert.pem');
+    const made = spawnSync('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ]);
+    expect(made.status).toBe(0);
+    const srv = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (_q, r) => r.end());
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`;
+    const cfg = await writeConfig({ upstreams: [{ name: 'h', transport: 'http', url, required: true }] });
+    try {
+      await expect(startInProcess(cfg)).rejects.toThrow(
+        /HTTP upstream at https:\/\/127\.0\.0\.1:\d+\/mcp is not reachable: TLS: (DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_TLS_CERT_ALTNAME_INVALID)/,
+      );
+    } finally {
+      await new Promise((r) => srv.close(r));
+      cleanup(cfg.dir);
+      cleanup(dir);
+    }
+  });
+
+  it('a stdio command that does not exist: named', async () => {
+    const cfg = await writeConfig({
+      upstreams: [{ name: 's', transport: 'stdio', command: '/nonexistent/cmcp-mcp-server', required: true }],
+    });
+    await expect(startInProcess(cfg)).rejects.toThrow(
+      /^upstream s: cannot list tools: command not found: \/nonexistent\/cmcp-mcp-server/,
+    );
+    cleanup(cfg.dir);
   });
 
   it('a host that does not resolve: DNS is named', async () => {
