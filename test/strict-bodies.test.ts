@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
-import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 let gw: Gateway;
 let cfg: TestConfig;
@@ -72,5 +72,30 @@ describe('strict JSON bodies', () => {
     const ok = await rest(gw.url, 'ops-token', 'POST', '/operator/agents/bob/block', { reason: 'test' });
     expect(ok.status).toBe(200);
     expect((await rest(gw.url, 'ops-token', 'POST', '/operator/agents/bob/unblock', {})).status).toBe(200);
+  });
+
+  it('POST /mcp: the JSON-RPC request envelope has only jsonrpc, id, method, params', async () => {
+    const r = await rpc(gw.url, 'alice-token', { jsonrpc: '2.0', id: 7, method: 'tools/list', prams: {} });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({
+      id: 7,
+      error: { code: -32600, data: { error_code: 'INVALID_REQUEST', unknown_members: ['prams'] } },
+    });
+    expect(r.body.error.message).toContain('JSON-RPC request: unknown member "prams"');
+    // a refused tools/call still ends in its terminal tool_call entry
+    const before = gw.chain.entries('gateway').length;
+    const c = await rpc(gw.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 8,
+      method: 'tools/call',
+      params: { name: 'x.y' },
+      _cmcp: { session_id: 'misplaced' },
+    });
+    expect(c.body.error.data.error_code).toBe('INVALID_REQUEST');
+    const added = gw.chain.entries('gateway').slice(before);
+    expect(added.some((e) => e.entry_type === 'tool_call' && e.error_code === 'INVALID_REQUEST')).toBe(true);
+    expect((await rpc(gw.url, 'alice-token', { jsonrpc: '2.0', id: 9, method: 'ping' })).body.result).toEqual(
+      {},
+    );
   });
 });

@@ -8,6 +8,7 @@
 import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallPipeline } from '../call/pipeline.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 
 /** What `tools/list` shows and who is blocked (issue 6); defaults: live tools, nobody. */
 export interface McpControls {
@@ -133,6 +134,9 @@ export class McpEndpoint {
         'error' in r ? { ...r.error, data: { ...r.error.data, ...data } } : { code: -32603, message };
       return { status, body: { jsonrpc: '2.0', id, error } };
     };
+    // Strict like every other body (issue 16 item 5): only JSON-RPC 2.0 request members.
+    const unknown = unknownMembers(msg, JSONRPC_REQUEST_MEMBERS);
+    if (unknown) return refuse(400, 'INVALID_REQUEST', `JSON-RPC request: ${unknown.message}`, unknown.data);
     const params = msg.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
       return refuse(200, 'INVALID_PARAMS', 'params must be an object');
