@@ -243,6 +243,13 @@ export const configSchema = z
         message: '`software` attests nothing and is allowed only with dev_mode: true',
       });
     }
+    if (c.attestation.on_unavailable !== undefined && c.attestation.minimum_tier === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['attestation', 'on_unavailable'],
+        message: 'has no effect without attestation.minimum_tier (sessions are served unbound anyway)',
+      });
+    }
     if (c.dev_mode && !isLoopback(c.listen.host)) {
       ctx.addIssue({
         code: 'custom',
