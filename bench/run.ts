@@ -83,6 +83,10 @@ function storeBench(dir: string, n: number) {
   console.log(
     `store: admission + terminal commit    ${corrPerS.toFixed(0)} /s  (ratio ${(corrPerS / plainPerS).toFixed(2)}× of plain)`,
   );
+  console.log(
+    '  (rows: audit terminal commits per second, synchronous=FULL, in a temp SQLite file; the second\n' +
+      '   row adds execution admission: its own IMMEDIATE transaction reserving a registry row first)',
+  );
 }
 
 async function upstreamServer() {
@@ -167,6 +171,10 @@ async function callBench(dir: string, n: number) {
     `call: with execution_id     p50 ${fmt(c.p50)}  p90 ${fmt(c.p90)}  p99 ${fmt(c.p99)}  (n=${c.n})`,
   );
   console.log(`call: added latency p50 ${fmt(c.p50 - p.p50)}  (ratio ${(c.p50 / p.p50).toFixed(2)}×)`);
+  console.log(
+    '  (a real tools/call POSTed with fetch → in-process gateway → local Streamable HTTP upstream,\n' +
+      '   software provider; the latency is from request to response at the client)',
+  );
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-bench-'));

@@ -55,6 +55,23 @@ describe('config validation', () => {
     const u = { name: 'u', transport: 'http', url: 'http://127.0.0.1:1/mcp' };
     expect(issues({ ...base, upstreams: [u, u] })[0]).toMatch(/^upstreams\[1\]\.name: duplicate/);
   });
+  it('on_unavailable needs minimum_tier; required is a boolean (issue 16)', () => {
+    const att = base.attestation;
+    expect(issues({ ...base, attestation: { ...att, on_unavailable: 'serve_unbound' } })).toEqual([
+      'attestation.on_unavailable: has no effect without attestation.minimum_tier (sessions are served unbound anyway)',
+    ]);
+    expect(
+      issues({ ...base, attestation: { ...att, minimum_tier: 'tpm', on_unavailable: 'serve' } })[0],
+    ).toMatch(/^attestation\.on_unavailable: /);
+    expect(
+      issues({ ...base, attestation: { ...att, minimum_tier: 'tpm', on_unavailable: 'serve_unbound' } }),
+    ).toEqual([]);
+    const u = { name: 'u', transport: 'http', url: 'http://127.0.0.1:1/mcp' };
+    expect(issues({ ...base, upstreams: [{ ...u, required: 'yes' }] })[0]).toMatch(
+      /^upstreams\[0\]\.required: /,
+    );
+    expect(parseConfig({ ...base, upstreams: [{ ...u, required: true }] }).upstreams[0]?.required).toBe(true);
+  });
   it('reports unreadable files and YAML errors with CONFIG_INVALID', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-cfg-'));
     expect(() => loadConfig(join(dir, 'missing.yaml'))).toThrow(ConfigError);

@@ -11,6 +11,7 @@ import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { SessionRow } from '../session/service.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
+import { offlineRefusal } from './offline.js';
 import type { SessionSensitivity } from './sensitivity.js';
 import type { Caller, CallRequest, Refusal } from './types.js';
 
@@ -69,6 +70,9 @@ export class CallGates {
     if (route) return { ok: true, value: route };
     const catalog = this.controls.catalog;
     const pinned = catalog?.findExposed(name, (s, t) => this.upstreams.exposedName(s, t));
+    // The tool's upstream has not answered since start-up: refused before anything else.
+    const offline = this.upstreams.unavailableFor(name, pinned?.server);
+    if (offline) return { ok: false, refusal: offlineRefusal(name, offline) };
     if (catalog && !pinned) return { ok: false, refusal: notInCatalog(name) };
     if (!pinned)
       return { ok: false, refusal: { code: 'UNKNOWN_TOOL', message: `unknown tool ${clip(name, 80)}` } };

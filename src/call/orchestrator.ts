@@ -110,8 +110,10 @@ export class CallOrchestrator {
     try {
       session = await this.sessions.resolve(caller.agentId, read.sessionId);
     } catch (e) {
-      // Only "no such session" is the caller's fault; anything else is a fault of the gateway.
-      if (!(e instanceof CmcpError && (e.code === 'UNKNOWN_SESSION' || e.code === 'SESSION_CLOSED'))) throw e;
+      // No such session, or none that could be bound (minimum_tier), is a refusal; anything else
+      // is a fault of the gateway.
+      const refusable = ['UNKNOWN_SESSION', 'SESSION_CLOSED', 'SESSION_BINDING_REQUIRED'];
+      if (!(e instanceof CmcpError && refusable.includes(e.code))) throw e;
       return refuse({ code: e.code, message: e.message, entry: { detail: { session: 'unresolved' } } });
     }
     sessionId = session.session_id;

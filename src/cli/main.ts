@@ -3,12 +3,12 @@
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
  * `verify` exits 1 when the verdict is `invalid`.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { Command } from 'commander';
+import { Command, Help, type Option } from 'commander';
 import { registerCatalogCommand } from './catalog.js';
 import { registerExecutionsCommand } from './executions.js';
 import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
+import { registerTokenCommand } from './token.js';
 import { registerTpmCommand } from './tpm.js';
 import { registerVerifyCommand } from './verify.js';
 import { registerVerifyEvidenceCommand } from './verify-evidence.js';
@@ -18,6 +18,13 @@ program.name('cmcp').description('Confidential MCP gateway').version('0.1.0');
 program.exitOverride((err) => {
   process.exit(err.exitCode === 0 ? 0 : 2);
 });
+// `--help` marks the options a command cannot run without (inherited by every subcommand).
+program.configureHelp({
+  optionDescription(this: Help, option: Option) {
+    const text = Help.prototype.optionDescription.call(this, option);
+    return option.mandatory ? `${text} (required)` : text;
+  },
+});
 
 registerStartCommand(program);
 registerVerifyCommand(program);
@@ -26,15 +33,6 @@ registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);
 registerCatalogCommand(program);
-
-program
-  .command('token')
-  .description('mint a random agent bearer token and print it with the SHA-256 to put in the config')
-  .action(() => {
-    const token = randomBytes(32).toString('base64url');
-    process.stdout.write(
-      `token:        ${token}\ntoken_sha256: ${createHash('sha256').update(token).digest('hex')}\n`,
-    );
-  });
+registerTokenCommand(program);
 
 await program.parseAsync(process.argv);

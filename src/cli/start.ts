@@ -1,15 +1,31 @@
-/** `cmcp start --config FILE`: validate the config, start the gateway, stop cleanly on SIGINT/SIGTERM. */
+/**
+ * `cmcp start --config FILE`: validate the config, start the gateway, stop cleanly on SIGINT/SIGTERM.
+ * `--check` validates and reaches everything without starting (src/cli/check.ts).
+ *
+ * Exit codes: 2 invalid config; 3 attestation refused start-up (ATTESTATION_UNAVAILABLE,
+ * ATTESTATION_TIER_TOO_LOW: the message names the provider and the reason); 1 any other
+ * start-up failure.
+ */
 import type { Command } from 'commander';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../config/index.js';
 import { startGateway } from '../gateway/runtime.js';
+import { AttestationStartError } from '../tee/detect.js';
+import { ATTESTATION_EXIT_CODE } from '../tee/tier.js';
+import { runStartCheck } from './check.js';
 
 export function registerStartCommand(program: Command): void {
   program
     .command('start')
     .description('start the gateway')
     .requiredOption('-c, --config <file>', 'YAML configuration file')
-    .action(async (opts: { config: string }) => {
+    .option('--check', 'validate the config and reach the attestation provider and every upstream, then exit')
+    .action(async (opts: { config: string; check?: boolean }) => {
+      if (opts.check) {
+        const r = await runStartCheck(opts.config);
+        (r.exitCode === 2 ? process.stderr : process.stdout).write(r.text);
+        process.exit(r.exitCode);
+      }
       const log = pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
       let cfg: ReturnType<typeof loadConfig>;
       try {
@@ -34,12 +50,10 @@ export function registerStartCommand(program: Command): void {
         process.on('SIGINT', () => void stop('SIGINT'));
         process.on('SIGTERM', () => void stop('SIGTERM'));
       } catch (e) {
-        log.error(
-          { err: (e as Error).message, code: (e as { code?: string }).code },
-          'gateway failed to start',
-        );
-        process.stderr.write(`cmcp: cannot start: ${(e as Error).message}\n`);
-        process.exit(1);
+        const code = (e as { code?: string }).code;
+        log.error({ err: (e as Error).message, code }, 'gateway failed to start');
+        process.stderr.write(`cmcp: cannot start${code ? ` (${code})` : ''}: ${(e as Error).message}\n`);
+        process.exit(e instanceof AttestationStartError ? ATTESTATION_EXIT_CODE : 1);
       }
     });
 }

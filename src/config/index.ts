@@ -24,6 +24,12 @@ const upstreamCommon = {
     .optional(),
   /** How long the gateway waits for a tools/call answer, in milliseconds. */
   timeout_ms: z.number().int().min(100).max(3_600_000).default(30_000),
+  /**
+   * true: the gateway refuses to start when this upstream cannot be reached. Absent/false: it is
+   * marked unavailable (tools hidden, calls refused with UPSTREAM_OFFLINE), retried with backoff
+   * and brought in when it answers (src/upstream/availability.ts).
+   */
+  required: z.boolean().optional(),
 };
 
 const stdioUpstream = z.strictObject({
@@ -100,8 +106,16 @@ const tsmFields = {
   tsm_timeout_ms: z.number().int().min(100).max(120_000).default(10_000),
 };
 
-/** Refuse to start when the chosen provider is below this tier (software < tpm < tee). */
-const minimumTier = { minimum_tier: z.enum(['software', 'tpm', 'tee']).optional() };
+/**
+ * `minimum_tier`: refuse to start when the chosen provider is below this tier (software < tpm <
+ * tee), or when it cannot reach it at start-up; a session that cannot be bound is refused
+ * (SESSION_BINDING_REQUIRED). `on_unavailable: serve_unbound` instead serves such sessions
+ * signed-only (the behaviour before issue 16). Absent means `refuse` (src/tee/tier.ts).
+ */
+const minimumTier = {
+  minimum_tier: z.enum(['software', 'tpm', 'tee']).optional(),
+  on_unavailable: z.enum(['refuse', 'serve_unbound']).optional(),
+};
 
 const tpmAttestation = z.strictObject({ provider: z.literal('tpm'), ...tpmFields, ...minimumTier });
 const softwareAttestation = z.strictObject({ provider: z.literal('software'), ...minimumTier });
@@ -228,6 +242,13 @@ export const configSchema = z
         code: 'custom',
         path: ['attestation', 'provider'],
         message: '`software` attests nothing and is allowed only with dev_mode: true',
+      });
+    }
+    if (c.attestation.on_unavailable !== undefined && c.attestation.minimum_tier === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['attestation', 'on_unavailable'],
+        message: 'has no effect without attestation.minimum_tier (sessions are served unbound anyway)',
       });
     }
     if (c.dev_mode && !isLoopback(c.listen.host)) {

@@ -62,6 +62,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.decorateRequest('agentId', '');
   app.decorateRequest('agentBlocked', false);
   app.decorateRequest('operatorId', '');
+  app.decorateRequest('mcpUnauthenticated', false);
   app.addHook('onRequest', async (req) => {
     req.startedAt = process.hrtime.bigint();
   });

@@ -10,6 +10,7 @@ import type { CallOrchestrator } from '../call/orchestrator.js';
 import type { Caller } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { jsonRpcError } from './replies.js';
+import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 
 /** What `tools/list` shows (issue 6); default: the live tools. */
 export interface McpControls {
@@ -85,6 +86,15 @@ export class McpEndpoint {
           : { code: ERRORS.INTERNAL_ERROR.rpc, message: v.message };
       return { status: v.status, body: { jsonrpc: '2.0', id, error } };
     };
+    // Strict like every other body: only the JSON-RPC 2.0 request members.
+    const unknown = unknownMembers(msg, JSONRPC_REQUEST_MEMBERS);
+    if (unknown)
+      return refuse({
+        status: 400,
+        code: 'INVALID_REQUEST',
+        message: `JSON-RPC request: ${unknown.message}`,
+        data: unknown.data,
+      });
     const params = msg.params;
     if (params !== undefined && (typeof params !== 'object' || params === null || Array.isArray(params))) {
       return refuse({ status: 200, code: 'INVALID_PARAMS', message: 'params must be an object' });

@@ -5,6 +5,7 @@
  */
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sendMcpUnauthenticated } from './mcp-unauthenticated.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -63,6 +64,8 @@ export function sendRpcError(
  */
 export function errorHandler(maxRequestBytes: number) {
   return (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, reply: FastifyReply) => {
+    // An unauthenticated /mcp request whose body did not parse: still the 401, with id null.
+    if (req.mcpUnauthenticated) return sendMcpUnauthenticated(reply, null);
     const rpc = isJsonRpc(req);
     let code: ErrorCode = 'INTERNAL_ERROR';
     let message = 'internal error';

@@ -27,7 +27,9 @@ import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
+import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
+import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { McpEndpoint } from './mcp.js';
@@ -149,6 +151,7 @@ async function startControls(
     log,
     facts,
     cfg.instance_id,
+    requiredBindingTier(cfg.attestation),
   );
   const stale = sessions.closeStale();
   if (stale)
@@ -172,11 +175,13 @@ async function startControls(
   }
   // Gateway measurement (issue 4 item 3) of what runs now, taken again after every reload.
   const measurer = new GatewayMeasurer(provider, chain, facts, log);
-  await measurer.start({
+  const started = await measurer.start({
     policyBundleHash: facts.policyBundleHash,
     catalogHash: facts.catalogHash,
     config: cfg,
   });
+  // minimum_tier must be reached, not only configured (src/tee/tier.ts).
+  assertTierReached(cfg.attestation, provider, started);
   operator.onReload((bundle) => measurer.reload(bundle));
 
   return { catalog, policy, facts, sessions, operator, measurer };
@@ -256,6 +261,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     await upstreams.start();
     recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
     recordSelection(chain, selection);
+    recordAvailability(upstreams, chain, log);
 
     const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
       db,

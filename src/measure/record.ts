@@ -34,9 +34,10 @@ export class GatewayMeasurer {
   /**
    * Measures what runs now (code, lockfile, policy, catalog, config), hands it to the provider
    * and records it. Never throws for a provider that is not ready.
+   * @returns what `provider.start()` answered (`ok`, `reason`), for the minimum_tier check.
    * @throws what the appends throw (SQLite).
    */
-  async start(inputs: MeasurementInputs): Promise<void> {
+  async start(inputs: MeasurementInputs): Promise<Record<string, unknown>> {
     const measurement = measureGateway(inputs);
     this.current = measurement;
     this.facts.gatewayMeasurement = measurement.json.digest;
@@ -59,6 +60,7 @@ export class GatewayMeasurer {
     }
     if (measurement.json.inputs.code_files === 0)
       this.log.warn('gateway measurement covers no files under dist/');
+    return started;
   }
 
   /**

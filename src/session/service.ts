@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
 import { type Db, immediate } from '../store/db.js';
-import { type AttestationProvider, BindingError } from '../tee/provider.js';
+import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
 /** The gateway's in-memory signing identity (design §4): never written to disk. */
 export interface GatewayKey {
@@ -85,12 +85,16 @@ export class SessionService {
     private readonly facts: SessionFacts,
     /** This gateway's instance_id: sessions are used and closed only by the instance that opened them. */
     private readonly instanceId = 'gateway',
+    /** minimum_tier that every session must be bound at (src/tee/tier.ts); null: serve unbound. */
+    private readonly requiredTier: AttestationTier | null = null,
   ) {}
 
   /**
    * Opens a session: writes its genesis entry, then binds the chain root into hardware
    * evidence. A binding failure is logged, recorded as `attestation_binding_failed`, and the
-   * session serves anyway with the binding absent (design §4).
+   * session serves anyway with the binding absent (design §4) — unless a binding tier is
+   * required, when the session is closed and refused.
+   * @throws CmcpError SESSION_BINDING_REQUIRED (binding failed under minimum_tier).
    * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
    */
   async create(
@@ -183,11 +187,28 @@ export class SessionService {
         .prepare('UPDATE sessions SET binding_json = ? WHERE session_id = ?')
         .run(JSON.stringify(record), sessionId);
     });
+    if (evidence.status === 'absent' && this.requiredTier !== null)
+      this.refuseUnbound(agentId, sessionId, evidence.reason);
     return {
       session_id: sessionId,
       chain_root: root,
       binding: { provider: evidence.provider, status: evidence.status, reason: evidence.reason },
     };
+  }
+
+  /**
+   * minimum_tier without `serve_unbound` (issue 16 item 2): an unbound session is closed at once
+   * (its claim says binding absent, with the reason) and refused instead of served signed-only.
+   * @throws CmcpError SESSION_BINDING_REQUIRED, always.
+   */
+  private refuseUnbound(agentId: string, sessionId: string, reason: string | null): never {
+    this.close(agentId, sessionId, 'binding_required');
+    throw new CmcpError(
+      'SESSION_BINDING_REQUIRED',
+      `session refused: attestation provider ${this.provider.name} could not bind it (${reason ?? 'unknown'}); ` +
+        `minimum_tier ${this.requiredTier} requires a hardware binding`,
+      { session_id: sessionId, provider: this.provider.name, reason, minimum_tier: this.requiredTier },
+    );
   }
 
   /** The session row if it exists and belongs to `agentId`. */

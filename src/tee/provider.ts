@@ -2,7 +2,7 @@
  * Attestation providers: each turns a 64-byte REPORT_DATA (design §4) into hardware
  * evidence, or fails with a machine-readable reason. A failure never takes the gateway
  * down: the session records `attestation_binding_failed` and its claim says the binding
- * is absent.
+ * is absent (and with `minimum_tier`, the session is refused: src/tee/tier.ts).
  */
 
 import { CmcpError } from '@cmcp/verify/errors/index';

@@ -19,6 +19,8 @@ import {
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
+import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
+import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -210,11 +212,18 @@ class Upstream {
         if (this.client === client) this.client = null;
         this.log.warn({ upstream: this.cfg.name }, 'upstream connection closed');
       };
+      const watch = watchStdioStart(transport);
       try {
         await client.connect(transport);
       } catch (e) {
         await client.close().catch(() => undefined);
-        throw e;
+        // Issue 16 item 4: say what happened (stderr tail, exit, URL and cause).
+        const exit = watch.exit();
+        throw new UpstreamStartError(
+          describeUpstreamFailure(this.cfg, e, watch.stderr(), exit),
+          failureSummary(this.cfg, e, exit),
+          { cause: e },
+        );
       }
       if (transport instanceof StdioClientTransport) {
         // Drain the child's stderr so it can never block; do not log it (it may carry arguments).
@@ -324,6 +333,12 @@ class Upstream {
   }
 }
 
+/** The operator's and the caller's view of a failed connect or listing. */
+function failureOf(e: unknown): Failure {
+  const reason = (e as Error).message;
+  return { reason, summary: e instanceof UpstreamStartError ? e.summary : 'not reachable' };
+}
+
 /** Why an upstream's tools were (re-)listed. */
 export type ListTrigger = 'first_contact' | 'list_changed' | 'interval';
 
@@ -344,6 +359,8 @@ export class UpstreamPool {
   private readonly upstreams = new Map<string, Upstream>();
   private routes = new Map<string, RoutedTool>();
   private observer: ListObserver | null = null;
+  /** Upstreams not reached at start-up, retried with backoff (issue 16 item 3). */
+  readonly availability: AvailabilityTracker;
 
   /** @param maxResultBytes largest tools/call result read from an upstream, bytes. */
   constructor(
@@ -357,21 +374,54 @@ export class UpstreamPool {
         new Upstream(c, log, () => void this.refresh(c.name, 'list_changed'), maxResultBytes),
       );
     }
+    this.availability = new AvailabilityTracker(log, (name) => this.bringIn(name));
   }
 
   /**
-   * Connects every upstream and lists its tools.
-   * @throws Error naming the upstream that could not be reached; ToolNameClashError.
+   * Connects every upstream and lists its tools. One that cannot be reached is marked
+   * unavailable and retried (src/upstream/availability.ts), unless it is `required`.
+   * @throws Error naming a required upstream that could not be reached; ToolNameClashError.
    */
   async start(): Promise<void> {
     for (const u of this.upstreams.values()) {
       try {
         await u.listTools();
       } catch (e) {
-        throw new Error(`upstream ${u.cfg.name}: cannot list tools: ${(e as Error).message}`);
+        const why = `upstream ${u.cfg.name}: cannot list tools: ${(e as Error).message}`;
+        if (u.cfg.required) throw new Error(why);
+        await u.close();
+        this.availability.markDown(u.cfg.name, failureOf(e));
       }
     }
     this.routes = this.buildRoutes(true);
+  }
+
+  /** One retry of an unavailable upstream: true once listed and routed, else why not. */
+  private async bringIn(name: string): Promise<true | Failure> {
+    const u = this.upstreams.get(name);
+    if (!u) return { reason: 'unknown upstream', summary: 'unknown upstream' };
+    try {
+      await u.listTools();
+    } catch (e) {
+      await u.close();
+      return failureOf(e);
+    }
+    this.routes = this.buildRoutes(false);
+    this.observer?.(name, u.tools, 'first_contact');
+    return true;
+  }
+
+  /**
+   * Why a call to `exposedName` cannot be served because its upstream is unavailable: the
+   * upstream whose prefix it carries (or `server`, when the catalog knows it), or null.
+   */
+  unavailableFor(exposedName: string, server?: string): Unavailable | null {
+    if (server !== undefined) return this.availability.get(server);
+    for (const u of this.upstreams.values()) {
+      const down = this.availability.get(u.cfg.name);
+      if (down && u.prefix && exposedName.startsWith(`${u.prefix}.`)) return down;
+    }
+    return null;
   }
 
   private buildRoutes(strict: boolean): Map<string, RoutedTool> {
@@ -398,13 +448,15 @@ export class UpstreamPool {
    */
   observe(observer: ListObserver): void {
     this.observer = observer;
-    for (const u of this.upstreams.values()) observer(u.cfg.name, u.tools, 'first_contact');
+    // An unavailable upstream has its first contact when it comes up (bringIn).
+    for (const u of this.upstreams.values())
+      if (!this.availability.get(u.cfg.name)) observer(u.cfg.name, u.tools, 'first_contact');
   }
 
   /** Re-lists one upstream (after `notifications/tools/list_changed`, or periodically). */
   async refresh(name: string, trigger: ListTrigger = 'list_changed'): Promise<void> {
     const u = this.upstreams.get(name);
-    if (!u) return;
+    if (!u || this.availability.get(name)) return;
     try {
       await u.listTools();
       this.routes = this.buildRoutes(false);
@@ -449,6 +501,7 @@ export class UpstreamPool {
   }
 
   async close(): Promise<void> {
+    this.availability.close();
     await Promise.all([...this.upstreams.values()].map((u) => u.close()));
   }
 }

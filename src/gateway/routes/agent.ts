@@ -11,8 +11,10 @@ import type { ExecutionRegistry } from '../../execution/registry.js';
 import type { SessionService } from '../../session/service.js';
 import type { Authenticator } from '../auth.js';
 import type { McpEndpoint } from '../mcp.js';
+import { registerMcpUnauthenticated } from '../mcp-unauthenticated.js';
 import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from '../replies.js';
 import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../schemas.js';
+import { BODY_MEMBERS, strictBody } from '../strict-body.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -59,9 +61,12 @@ function agentAuth(d: AgentRouteDeps) {
     if (!agent) {
       d.recordAuthFailure(route);
       reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
-      return rpc
-        ? sendRpcError(reply, 'UNAUTHENTICATED', 'authentication required')
-        : sendError(reply, 'UNAUTHENTICATED', 'authentication required');
+      if (rpc) {
+        // Answered in preHandler, once the body (and its JSON-RPC id) is parsed.
+        req.mcpUnauthenticated = true;
+        return;
+      }
+      return sendError(reply, 'UNAUTHENTICATED', 'authentication required');
     }
     req.agentId = agent;
     req.agentBlocked = d.isBlocked(agent);
@@ -100,6 +105,7 @@ function mcpFault(req: FastifyRequest, reply: FastifyReply, e: unknown) {
 /** The agent routes plugin (registered at the root: its not-found handler is the root's). */
 export function agentRoutes(d: AgentRouteDeps) {
   return async (app: FastifyInstance) => {
+    registerMcpUnauthenticated(app);
     app.addHook('onRequest', agentAuth(d));
     app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
 
@@ -124,12 +130,15 @@ export function agentRoutes(d: AgentRouteDeps) {
     app.delete('/mcp', { config: { jsonRpc: true } }, notAllowed);
 
     app.post('/sessions', { schema: createSessionSchema, attachValidation: true }, async (req, reply) => {
-      const s = await d.sessions.create(req.agentId, { challenge: readChallenge(req) });
+      const challenge = readChallenge(req);
+      strictBody(req.body, BODY_MEMBERS.openSession, 'POST /sessions');
+      const s = await d.sessions.create(req.agentId, { challenge });
       return reply.code(201).send(s);
     });
-    app.post<{ Params: { id: string } }>('/sessions/:id/close', { schema: claimSchema }, async (req) =>
-      d.sessions.close(req.agentId, req.params.id),
-    );
+    app.post<{ Params: { id: string } }>('/sessions/:id/close', { schema: claimSchema }, async (req) => {
+      strictBody(req.body, BODY_MEMBERS.closeSession, 'POST /sessions/{id}/close');
+      return d.sessions.close(req.agentId, req.params.id);
+    });
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req) =>
       d.sessions.claim(req.agentId, req.params.id),
     );

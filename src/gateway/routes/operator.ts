@@ -7,6 +7,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator } from '../auth.js';
 import { sendError } from '../replies.js';
 import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from '../schemas.js';
+import { BODY_MEMBERS, strictBody, strictOrNull } from '../strict-body.js';
 import type { RefusalSink } from './agent.js';
 
 declare module 'fastify' {
@@ -63,19 +64,30 @@ export function operatorRoutes(d: OperatorRouteDeps) {
     app.get('/status', { schema: operatorStatusSchema }, async () => op.status());
     // A malformed reload is refused and recorded by reloadPolicy itself (schemas.ts).
     app.post('/policy/reload', { schema: reloadSchema, attachValidation: true }, async (req) =>
-      op.reloadPolicy(req.operatorId, req.body),
+      op.reloadPolicy(
+        req.operatorId,
+        strictOrNull(req.body, BODY_MEMBERS.policyReload, 'POST /operator/policy/reload'),
+      ),
     );
     // The body's shape is checked by blockAgent, after the agent is known to exist (as before
     // the schema): `attachValidation` leaves the answer and its order to it.
     app.post<{ Params: { agent_id: string } }>(
       '/agents/:agent_id/block',
       { schema: blockSchema, attachValidation: true },
-      async (req) => op.blockAgent(req.operatorId, req.params.agent_id, req.body),
+      async (req) =>
+        op.blockAgent(
+          req.operatorId,
+          req.params.agent_id,
+          strictBody(req.body, BODY_MEMBERS.blockAgent, 'POST /operator/agents/{agent_id}/block'),
+        ),
     );
     app.post<{ Params: { agent_id: string } }>(
       '/agents/:agent_id/unblock',
       { schema: unblockSchema },
-      async (req) => op.unblockAgent(req.operatorId, req.params.agent_id),
+      async (req) => {
+        strictBody(req.body, BODY_MEMBERS.unblockAgent, 'POST /operator/agents/{agent_id}/unblock');
+        return op.unblockAgent(req.operatorId, req.params.agent_id);
+      },
     );
   };
 }

@@ -236,6 +236,18 @@ export const ERRORS = {
   ...ABI_ERRORS,
   ...VERIFY_INPUT_ERRORS,
   ...ATTESTATION_ERRORS,
+  SESSION_BINDING_REQUIRED: {
+    http: 503,
+    rpc: -32080,
+    summary:
+      'The session could not be bound to hardware evidence at attestation.minimum_tier; it was closed, not served signed-only (on_unavailable: refuse).',
+  },
+  UPSTREAM_OFFLINE: {
+    http: 503,
+    rpc: -32034,
+    summary:
+      'The upstream has not been reachable since start-up; its tools are hidden and the call was not sent (retried with backoff).',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */

@@ -1,0 +1,25 @@
+/**
+ * The refusal of a call whose upstream has not been reachable since start-up:
+ * UPSTREAM_OFFLINE, with the upstream and the last reason, as the call's terminal entry.
+ */
+import { clip } from '@cmcp/verify/errors/index';
+import type { Unavailable } from '../upstream/availability.js';
+import type { Refusal } from './types.js';
+
+/**
+ * Refuses `name` because its upstream is unavailable. The caller sees the short summary only
+ * (`ECONNREFUSED`, `HTTP 503`, `exited with code 3`): the full reason, with the URL or the stdio
+ * child's stderr tail, stays in the operator's log, the gateway chain and `cmcp start --check`.
+ */
+export function offlineRefusal(name: string, offline: Unavailable): Refusal {
+  const summary = clip(offline.summary, 120);
+  return {
+    code: 'UPSTREAM_OFFLINE',
+    message: `tool ${clip(name, 80)}: upstream ${offline.upstream} is unavailable (${summary}); retrying since ${offline.since}`,
+    entry: {
+      server_identity: offline.upstream,
+      detail: { upstream_unavailable_since: offline.since, cause: summary },
+    },
+    data: { upstream: offline.upstream, since: offline.since },
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * One upstream down is not the gateway down (issue 16 item 3). An upstream that cannot be
+ * reached or started at start-up is marked unavailable: its tools are hidden, calls naming them
+ * are refused with UPSTREAM_OFFLINE, and it is retried with exponential backoff until it answers,
+ * when it is brought in (its tools listed, the catalog told as at first contact). Upstreams with
+ * `required: true` keep the refuse-to-start behaviour instead.
+ */
+import type { Logger } from 'pino';
+
+/** Retry delays: first after {@link BACKOFF_FIRST_MS}, doubling up to {@link BACKOFF_MAX_MS}. */
+export const BACKOFF_FIRST_MS = 500;
+export const BACKOFF_MAX_MS = 30_000;
+
+/** The delay before retry number `attempt` (0-based), milliseconds. */
+export function backoffDelay(attempt: number): number {
+  return Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** Math.min(attempt, 16));
+}
+
+/** Why one attempt failed: `reason` for the log, the record and `--check`; `summary` for callers. */
+export interface Failure {
+  reason: string;
+  summary: string;
+}
+
+/** Why an upstream is unavailable. */
+export interface Unavailable extends Failure {
+  upstream: string;
+  since: string;
+  attempts: number;
+}
+
+/** Told when an upstream goes unavailable or comes back (recorded in the gateway chain). */
+export type AvailabilityListener = (
+  event: 'upstream_unavailable' | 'upstream_available',
+  detail: Record<string, unknown>,
+) => void;
+
+/** Unavailable upstreams and their retry timers. */
+export class AvailabilityTracker {
+  private readonly down = new Map<string, Unavailable & { timer: NodeJS.Timeout | null }>();
+  private listener: AvailabilityListener | null = null;
+  private closed = false;
+
+  /**
+   * @param retry tries one upstream again; resolves true when it answered and was brought in,
+   *   else why not (a rejection counts as a failure with its message).
+   */
+  constructor(
+    private readonly log: Logger,
+    private readonly retry: (name: string) => Promise<true | Failure>,
+  ) {}
+
+  /** Sets who records availability changes; events already seen are replayed to it. */
+  listen(listener: AvailabilityListener): void {
+    this.listener = listener;
+    for (const d of this.down.values())
+      listener('upstream_unavailable', {
+        upstream: d.upstream,
+        reason: d.reason,
+        summary: d.summary,
+        phase: 'start-up',
+      });
+  }
+
+  /** Marks an upstream unavailable (start-up) and schedules its first retry. */
+  markDown(name: string, failure: Failure): void {
+    if (this.closed) return;
+    const { reason, summary } = failure;
+    this.down.set(name, {
+      upstream: name,
+      reason,
+      summary,
+      since: new Date().toISOString(),
+      attempts: 0,
+      timer: null,
+    });
+    this.log.warn(
+      { upstream: name, reason, retry_in_ms: backoffDelay(0) },
+      'upstream unavailable: its tools are hidden; retrying with backoff',
+    );
+    this.listener?.('upstream_unavailable', { upstream: name, reason, summary, phase: 'start-up' });
+    this.schedule(name);
+  }
+
+  private schedule(name: string): void {
+    const d = this.down.get(name);
+    if (!d || this.closed) return;
+    d.timer = setTimeout(() => void this.attempt(name), backoffDelay(d.attempts));
+    d.timer.unref();
+  }
+
+  private async attempt(name: string): Promise<void> {
+    const d = this.down.get(name);
+    if (!d || this.closed) return;
+    d.attempts += 1;
+    let r: true | Failure;
+    try {
+      r = await this.retry(name);
+    } catch (e) {
+      r = { reason: (e as Error).message, summary: 'not reachable' };
+    }
+    if (this.closed) return;
+    if (r === true) {
+      this.down.delete(name);
+      this.log.info({ upstream: name, attempts: d.attempts }, 'upstream available: its tools are served');
+      this.listener?.('upstream_available', { upstream: name, attempts: d.attempts, down_since: d.since });
+      return;
+    }
+    d.reason = r.reason;
+    d.summary = r.summary;
+    this.log.debug({ upstream: name, reason: r.reason, attempts: d.attempts }, 'upstream still unavailable');
+    this.schedule(name);
+  }
+
+  /** Why `name` is unavailable, or null when it is not. */
+  get(name: string): Unavailable | null {
+    const d = this.down.get(name);
+    return d
+      ? { upstream: d.upstream, reason: d.reason, summary: d.summary, since: d.since, attempts: d.attempts }
+      : null;
+  }
+
+  /** Every unavailable upstream (operator status, `--check`). */
+  all(): Unavailable[] {
+    return [...this.down.keys()].map((n) => this.get(n) as Unavailable);
+  }
+
+  /** Stops every retry; idempotent. */
+  close(): void {
+    this.closed = true;
+    for (const d of this.down.values()) if (d.timer) clearTimeout(d.timer);
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * Records upstream availability changes (issue 16 item 3) in the gateway chain:
+ * `upstream_unavailable` (not reached at start-up, with the reason) and `upstream_available`
+ * (brought in after a retry).
+ */
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import type { UpstreamPool } from './pool.js';
+
+/** Starts recording; the unavailable upstreams found at start-up are recorded at once. */
+export function recordAvailability(upstreams: UpstreamPool, chain: AuditChain, log: Logger): void {
+  upstreams.availability.listen((entry_type, detail) => {
+    try {
+      chain.append(GATEWAY_CHAIN_ID, {
+        entry_type,
+        server_identity: typeof detail.upstream === 'string' ? detail.upstream : null,
+        detail,
+      });
+    } catch (e) {
+      log.error({ err: (e as Error).message }, `could not record ${entry_type}`);
+    }
+  });
+}
