@@ -8,6 +8,7 @@ import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
 import {
   EventLogError,
   parseEventLog,
@@ -17,7 +18,6 @@ import {
 } from '@cmcp/verify/eventlog';
 import { type PcrValue, TPM_ALG } from '@cmcp/verify/tpm';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '../src/cli/verify-evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const DIR = ['tpm', 'eventlogs'];

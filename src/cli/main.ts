@@ -4,14 +4,14 @@
  * `verify` exits 1 when the verdict is `invalid`.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { registerVerifyCommand } from '@cmcp/verify/cli/claim';
+import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
 import { Command } from 'commander';
 import { registerCatalogCommand } from './catalog.js';
 import { registerExecutionsCommand } from './executions.js';
 import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
 import { registerTpmCommand } from './tpm.js';
-import { registerVerifyCommand } from './verify.js';
-import { registerVerifyEvidenceCommand } from './verify-evidence.js';
 
 const program = new Command();
 program.name('cmcp').description('Confidential MCP gateway').version('0.1.0');
@@ -20,8 +20,9 @@ program.exitOverride((err) => {
 });
 
 registerStartCommand(program);
-registerVerifyCommand(program);
-registerVerifyEvidenceCommand(program);
+// The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence`).
+registerVerifyCommand(program, 'verify');
+registerVerifyEvidenceCommand(program, 'verify-evidence');
 registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);

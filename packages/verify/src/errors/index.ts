@@ -153,6 +153,12 @@ export const ERRORS = {
   },
   CONFIG_INVALID: { http: 500, rpc: -32603, summary: 'The configuration file failed validation.' },
   NOT_FOUND: { http: 404, rpc: -32601, summary: 'No such route or resource.' },
+  VERIFY_INPUT_INVALID: {
+    http: 400,
+    rpc: -32080,
+    summary:
+      'A verify command (`cmcp-verify claim|evidence`, `cmcp verify`, `cmcp verify-evidence`) could not read its input or options (missing file, not JSON, bad flag value); exit code 2.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */
