@@ -28,19 +28,9 @@ import { promisify } from 'node:util';
 import { verifyClaim } from '@cmcp/verify/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
-import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import {
-  cleanup,
-  REPO_ROOT,
-  rest,
-  rpc,
-  startInProcess,
-  type TestConfig,
-  writeConfig,
-} from './harness/gateway.js';
-import { startSwtpm } from './harness/swtpm.js';
+import { REPO_ROOT } from './harness/gateway.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
+import { tpmBoundClaim } from './support/gateway-claim.js';
 
 const exec = promisify(execFile);
 const PKG = join(REPO_ROOT, 'packages', 'verify');
@@ -106,10 +96,7 @@ const work = mkdtempSync(join(tmpdir(), 'cmcp-verify-pkg-'));
 const prefix = join(work, 'relying-party');
 const bin = join(prefix, 'node_modules', '.bin', 'cmcp-verify');
 let packed: { filename: string; files: { path: string }[] };
-let up: CountingServer;
-let tpm: Awaited<ReturnType<typeof startSwtpm>>;
-let cfg: TestConfig;
-let gw: Gateway;
+let gateway: Awaited<ReturnType<typeof tpmBoundClaim>> | undefined;
 let claimPath: string;
 let bundlePath: string;
 
@@ -145,22 +132,8 @@ beforeAll(async () => {
   expect(inst.code, inst.stderr).toBe(0);
 
   // A real claim and bundle: a TPM-bound gateway (swtpm) closes one session.
-  up = await startCountingServer();
-  tpm = await startSwtpm();
-  cfg = await writeConfig({
-    upstreams: [{ name: 'c', transport: 'http', url: up.url }],
-    attestation: { provider: 'tpm', tcti: tpm.tcti, ak_algorithm: 'ecc-p256', pcrs: [0, 1, 2, 7] },
-  });
-  gw = await startInProcess(cfg);
-  const sid = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
-  await rpc(gw.url, 'alice-token', {
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'tools/call',
-    params: { name: 'c.record', arguments: { a: 1 }, _cmcp: { session_id: sid } },
-  });
-  const claim = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`)).body;
-  const bundle = (await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`)).body;
+  gateway = await tpmBoundClaim();
+  const { claim, bundle } = gateway;
   claimPath = join(work, 'claim.json');
   bundlePath = join(work, 'bundle.json');
   writeFileSync(claimPath, JSON.stringify(claim));
@@ -168,10 +141,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  await gw?.close();
-  await tpm?.stop();
-  await up?.close();
-  if (cfg) cleanup(cfg.dir);
+  await gateway?.stop();
   rmSync(work, { recursive: true, force: true });
 });
 
