@@ -17,7 +17,7 @@ fi
 
 # swtpm and tpm2-tss for the TPM provider and tests; a C++ toolchain and python3 for native
 # modules (better-sqlite3, koffi) when no prebuilt binary can be fetched.
-APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3)
+APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3 chromium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -129,6 +129,8 @@ describe('cmcp verify', () => {
     expect(bad.stdout).toContain('BUNDLE_TRUNCATED');
     const missing = await cmcp('verify', join(cfg.dir, 'nope.json'));
     expect(missing.code).toBe(2);
+    // The package's command definition, named by the gateway's program: `cmcp verify`.
+    expect(missing.stderr).toMatch(/^cmcp verify: cannot read claim .*nope\.json \(ENOENT\)\n$/);
     expect(missing.stderr).not.toMatch(/\n\s+at /);
   });
 });

@@ -3,7 +3,7 @@
  * every error class in src/ derives from CmcpError (so its code is registered) and names itself.
  * The class check reads the TypeScript program, so a new bare `extends Error` fails it.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
 import { errorsMarkdown } from '@cmcp/verify/errors/markdown';
@@ -32,7 +32,17 @@ describe('the error registry', () => {
   });
 });
 
-/** Every class declared in src/ whose base-class chain reaches the global Error. */
+/** Every `.ts` file under `dir`, recursively. */
+function tsFilesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? tsFilesUnder(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+/**
+ * Every class declared in src/, native/ or packages/verify/src whose base-class chain reaches
+ * the global Error.
+ */
 function errorClasses(): { name: string; file: string; chain: string[]; setsName: boolean }[] {
   const configPath = join(ROOT, 'tsconfig.json');
   const parsed = ts.getParsedCommandLineOfConfigFile(
@@ -46,7 +56,11 @@ function errorClasses(): { name: string; file: string; chain: string[]; setsName
     },
   );
   if (!parsed) throw new Error('tsconfig.json could not be read');
-  const srcFiles = parsed.fileNames.filter((f) => relative(ROOT, f).split(sep)[0] === 'src');
+  const top = (f: string) => relative(ROOT, f).split(sep)[0];
+  const srcFiles = [
+    ...parsed.fileNames.filter((f) => top(f) === 'src' || top(f) === 'native'),
+    ...tsFilesUnder(join(ROOT, 'packages', 'verify', 'src')),
+  ];
   const program = ts.createProgram(srcFiles, { ...parsed.options, noEmit: true });
   const checker = program.getTypeChecker();
   const found: { name: string; file: string; chain: string[]; setsName: boolean }[] = [];
@@ -75,17 +89,25 @@ function errorClasses(): { name: string; file: string; chain: string[]; setsName
   return found;
 }
 
-describe('error classes in src/', () => {
+describe('error classes in src/, native/ and packages/verify', () => {
   const classes = errorClasses();
 
   it('are found (the scan sees the program)', () => {
     const names = classes.map((c) => c.name);
-    for (const n of ['CatalogError', 'ConfigError', 'ReloadRefusedError', 'BindingError', 'VerifyInputError'])
+    for (const n of [
+      'CatalogError',
+      'ConfigError',
+      'BindingError',
+      'VerifyInputError',
+      'AbiError',
+      'TpmError',
+    ])
       expect(names).toContain(n);
   });
 
   it('all derive from CmcpError and set their own name', () => {
     const bad = classes
+      .filter((c) => c.name !== 'CmcpError')
       .filter((c) => !c.chain.includes('CmcpError') || !c.setsName)
       .map(
         (c) =>

@@ -8,6 +8,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify/claim';
+import { registerVerifyCommand, runVerify } from '@cmcp/verify/cli/claim';
+import { VerifyInputError } from '@cmcp/verify/cli/input';
+import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
 import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '@cmcp/verify/format/binding';
 import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
 import { type Claim, claimHash, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
@@ -21,7 +24,6 @@ import { renderJson, renderText } from '@cmcp/verify/render';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { registerVerifyCommand, runVerify } from '../src/cli/verify.js';
 import {
   bindSession,
   bundleOf,
@@ -630,17 +632,24 @@ describe('cmcp verify CLI', () => {
       await run(claimPath, { challenge: 'a+b/' }),
     ]) {
       expect(r.code).toBe(2);
-      expect(r.err).toMatch(/^cmcp verify: [^\n]+\n$/);
+      expect(r.err).toMatch(/^cmcp-verify claim: [^\n]+\n$/);
       expect(r.err).not.toMatch(/\n\s+at /);
       expect(r.out).toBe('');
     }
+  });
+
+  it('input errors are CmcpErrors with the registered code VERIFY_INPUT_INVALID', () => {
+    const e = new VerifyInputError('--pcrs: bad');
+    expect(e).toBeInstanceOf(CmcpError);
+    expect(e.code).toBe('VERIFY_INPUT_INVALID');
+    expect(ERRORS[e.code].summary).toMatch(/exit code 2/);
   });
 
   it('registerVerifyCommand: runs through commander; a missing argument exits 2', async () => {
     const b = build();
     const claimPath = write('c6.json', b.claim);
     const program = new Command().name('cmcp');
-    registerVerifyCommand(program);
+    registerVerifyCommand(program, 'verify');
     const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
     const prevExit = process.exitCode;
     try {
@@ -658,7 +667,7 @@ describe('cmcp verify CLI', () => {
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
       const p2 = new Command().name('cmcp');
-      registerVerifyCommand(p2);
+      registerVerifyCommand(p2, 'verify');
       await expect(p2.parseAsync(['node', 'cmcp', 'verify'])).rejects.toThrow('exit 2');
     } finally {
       exit.mockRestore();

@@ -9,10 +9,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AbiError as EventLogError } from '@cmcp/verify/abi/errors';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
 import { parseEventLog, replayEventLog, summarizeEventLog, verifyEventLog } from '@cmcp/verify/eventlog';
 import { type PcrValue, TPM_ALG } from '@cmcp/verify/tpm/index';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '../src/cli/verify-evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const DIR = ['tpm', 'eventlogs'];

@@ -5,6 +5,12 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runVerify } from '@cmcp/verify/cli/claim';
+import {
+  registerVerifyEvidenceCommand,
+  runVerifyEvidence,
+  type VerifyEvidenceCliOptions,
+} from '@cmcp/verify/cli/evidence';
 import {
   defaultAttestationDir,
   loadReferenceValues,
@@ -15,12 +21,6 @@ import {
 import { certsFromBytes } from '@cmcp/verify/x509';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { runVerify } from '../src/cli/verify.js';
-import {
-  registerVerifyEvidenceCommand,
-  runVerifyEvidence,
-  type VerifyEvidenceCliOptions,
-} from '../src/cli/verify-evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-verify-evidence-'));
@@ -217,7 +217,7 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence on the vectors', () => {
     ] as VerifyEvidenceCliOptions[]) {
       const r = await run(opts);
       expect(r.code, JSON.stringify(opts)).toBe(2);
-      expect(r.err).toMatch(/^cmcp verify-evidence: [^\n]+\n$/);
+      expect(r.err).toMatch(/^cmcp-verify evidence: [^\n]+\n$/);
       expect(r.out).toBe('');
     }
   });
@@ -231,7 +231,7 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence on the vectors', () => {
 
   it('registerVerifyEvidenceCommand: runs through commander', async () => {
     const program = new Command().name('cmcp');
-    registerVerifyEvidenceCommand(program);
+    registerVerifyEvidenceCommand(program, 'verify-evidence');
     const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
     const prev = process.exitCode;
     try {
@@ -267,7 +267,7 @@ describe('cmcp verify --trust-store / --reference-values', () => {
       let err = '';
       const code = await runVerify(claim, opts, { stdout: () => {}, stderr: (t) => (err += t) });
       expect(code, JSON.stringify(opts)).toBe(2);
-      expect(err).toMatch(/^cmcp verify: [^\n]+\n$/);
+      expect(err).toMatch(/^cmcp-verify claim: [^\n]+\n$/);
     }
   });
 

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { registerVerifyCommand } from '@cmcp/verify/cli/claim';
+import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
 /**
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
  * `verify` exits 1 when the verdict is `invalid`.
@@ -10,8 +12,6 @@ import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
 import { registerTokenCommand } from './token.js';
 import { registerTpmCommand } from './tpm.js';
-import { registerVerifyCommand } from './verify.js';
-import { registerVerifyEvidenceCommand } from './verify-evidence.js';
 
 const program = new Command();
 program.name('cmcp').description('Confidential MCP gateway').version('0.1.0');
@@ -27,8 +27,9 @@ program.configureHelp({
 });
 
 registerStartCommand(program);
-registerVerifyCommand(program);
-registerVerifyEvidenceCommand(program);
+// The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence`).
+registerVerifyCommand(program, 'verify');
+registerVerifyEvidenceCommand(program, 'verify-evidence');
 registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);

@@ -1,6 +1,7 @@
 /**
- * `cmcp verify-evidence`: verifies raw hardware evidence that cmcp did not necessarily produce,
- * with the same checks, verdicts and output as `cmcp verify`.
+ * The evidence command: verifies raw hardware evidence that cmcp did not necessarily produce,
+ * with the same checks, verdicts and output as the claim command. `cmcp-verify evidence` and the
+ * gateway's `cmcp verify-evidence` are this one definition under two names.
  *
  * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-cert <f>…`,
  *   `--nonce <hex>`, `--pcrs-file <yaml|json>`, `--event-log <file>`]
@@ -14,21 +15,27 @@
  * errors (one line on stderr, no stack trace).
  */
 import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
 import {
   verifyEventLogEvidence,
   verifySnpEvidence,
   verifyTdxEvidence,
   verifyTpmEvidence,
-} from '@cmcp/verify/evidence';
-import { renderJson, renderText } from '@cmcp/verify/render';
-import type { VerificationReport } from '@cmcp/verify/result';
-import type { TdxCollateral } from '@cmcp/verify/tdx/collateral';
-import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '@cmcp/verify/tpm/index';
-import { SNP_PRODUCTS, type SnpProduct } from '@cmcp/verify/trust';
-import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
-import { loadPolicyOptions, VerifyInputError, type VerifyIo } from './verify.js';
+} from '../evidence.js';
+import { renderJson, renderText } from '../render.js';
+import type { VerificationReport } from '../result.js';
+import type { TdxCollateral } from '../tdx/collateral.js';
+import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../tpm/index.js';
+import { SNP_PRODUCTS, type SnpProduct } from '../trust.js';
+import {
+  errorLine,
+  loadPolicyOptions,
+  processIo,
+  readInputFile,
+  VerifyInputError,
+  type VerifyIo,
+} from './input.js';
 
 const MAX_INPUT_BYTES = 16 * 1024 * 1024;
 
@@ -58,18 +65,8 @@ export interface VerifyEvidenceCliOptions {
   json?: boolean;
 }
 
-async function readBytes(path: string, what: string): Promise<Buffer> {
-  try {
-    const st = await stat(path);
-    if (!st.isFile()) throw new VerifyInputError(`${what} ${path} is not a file`);
-    if (st.size > MAX_INPUT_BYTES)
-      throw new VerifyInputError(`${what} ${path} is larger than ${MAX_INPUT_BYTES} bytes`);
-    return await readFile(path);
-  } catch (err) {
-    if (err instanceof VerifyInputError) throw err;
-    const code = (err as { code?: string }).code;
-    throw new VerifyInputError(`cannot read ${what} ${path}${code ? ` (${code})` : ''}`);
-  }
+function readBytes(path: string, what: string): Promise<Buffer> {
+  return readInputFile(path, what, MAX_INPUT_BYTES);
 }
 
 function hexArg(text: string, flag: string, len?: number): Buffer {
@@ -121,10 +118,14 @@ function pcrValuesFrom(bytes: Buffer): PcrValue[] {
   });
 }
 
-/** Runs `verify-evidence` and returns its exit code (0, 1 or 2). Never throws. */
+/**
+ * Runs the evidence command and returns its exit code (0, 1 or 2); writes the report to
+ * `io.stdout` and errors to `io.stderr` as one line prefixed with `label`. Never throws.
+ */
 export async function runVerifyEvidence(
   opts: VerifyEvidenceCliOptions,
-  io: VerifyIo = { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t) },
+  io: VerifyIo = processIo(),
+  label = 'cmcp-verify evidence',
 ): Promise<number> {
   try {
     const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
@@ -145,7 +146,7 @@ export async function runVerifyEvidence(
     };
     let report: VerificationReport;
     if (logOnly) {
-      report = verifyEventLogEvidence({ log: await readBytes(opts.eventLog as string, 'event log') });
+      report = await verifyEventLogEvidence({ log: await readBytes(opts.eventLog as string, 'event log') });
     } else if (opts.tpmQuote !== undefined) {
       if (opts.tpmSig === undefined || opts.ak === undefined) {
         throw new VerifyInputError('--tpm-quote needs --tpm-sig and --ak');
@@ -164,7 +165,7 @@ export async function runVerifyEvidence(
           attest = raw; // reported by the verifier as a parse failure
         }
       }
-      report = verifyTpmEvidence({
+      report = await verifyTpmEvidence({
         ...common,
         attest,
         signature: await readBytes(opts.tpmSig, 'TPM signature'),
@@ -183,7 +184,7 @@ export async function runVerifyEvidence(
       if (opts.product !== undefined && !(SNP_PRODUCTS as readonly string[]).includes(opts.product)) {
         throw new VerifyInputError(`--product must be one of ${SNP_PRODUCTS.join(', ')}`);
       }
-      report = verifySnpEvidence({
+      report = await verifySnpEvidence({
         ...common,
         report: await readBytes(opts.snpReport, 'SEV-SNP report'),
         certs: await Promise.all(opts.certs.map((f) => readBytes(f, 'certificate'))),
@@ -203,7 +204,7 @@ export async function runVerifyEvidence(
       ];
       for (const [k, path, what] of parts)
         if (path !== undefined) collateral[k] = await readBytes(path, what);
-      report = verifyTdxEvidence({
+      report = await verifyTdxEvidence({
         ...common,
         quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
         ...(Object.keys(collateral).length ? { collateral } : {}),
@@ -215,20 +216,19 @@ export async function runVerifyEvidence(
     io.stdout(opts.json ? renderJson(report) : renderText(report));
     return report.verdict === 'invalid' ? 1 : 0;
   } catch (err) {
-    const msg =
-      err instanceof VerifyInputError
-        ? err.message
-        : `internal error: ${err instanceof Error ? err.message : String(err)}`;
-    io.stderr(`cmcp verify-evidence: ${msg.slice(0, 300)}\n`);
+    io.stderr(errorLine(label, err));
     return 2;
   }
 }
 
-/** Adds `verify-evidence` to `program`; usage errors exit 2, an invalid verdict exits 1. */
-export function registerVerifyEvidenceCommand(program: Command): void {
+/**
+ * Adds the evidence command to `program` as `name` (`evidence` in `cmcp-verify`,
+ * `verify-evidence` in `cmcp`); usage errors exit 2, an invalid verdict exits 1.
+ */
+export function registerVerifyEvidenceCommand(program: Command, name = 'evidence'): Command {
   const collect = (v: string, prev: string[] = []) => [...prev, v];
-  program
-    .command('verify-evidence')
+  return program
+    .command(name)
     .description('verify raw TPM / SEV-SNP / TDX evidence offline; exit 1 if invalid, 2 on unreadable input')
     .option('--tpm-quote <file>', 'TPMS_ATTEST (or TPM2B_ATTEST) bytes of a TPM2_Quote')
     .option('--tpm-sig <file>', 'the quote signature (TPMT_SIGNATURE unless --tpm-sig-format says raw)')
@@ -251,7 +251,7 @@ export function registerVerifyEvidenceCommand(program: Command): void {
     .option('--tcb-signing-chain <file>', 'TCB-Info-Issuer-Chain (PEM)')
     .option('--pck-crl <file>', 'PCK CRL (DER or PEM)')
     .option('--root-crl <file>', 'Intel SGX Root CA CRL (DER or PEM)')
-    .option('--trust-store <file>', "pinned roots (default: the repository's attestation/trust-store.yaml)")
+    .option('--trust-store <file>', "pinned roots (default: the package's attestation/trust-store.yaml)")
     .option('--reference-values <file>', 'reference values YAML')
     .option(
       '--at <time>',
@@ -262,6 +262,6 @@ export function registerVerifyEvidenceCommand(program: Command): void {
       process.exit(err.exitCode === 0 ? 0 : 2);
     })
     .action(async (opts: VerifyEvidenceCliOptions) => {
-      process.exitCode = await runVerifyEvidence(opts);
+      process.exitCode = await runVerifyEvidence(opts, processIo(), `${program.name()} ${name}`);
     });
 }

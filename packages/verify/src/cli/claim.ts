@@ -1,0 +1,163 @@
+/**
+ * The claim command: `<claim> [--audit <bundle>] [--json] [--challenge <b64url>] [--pcrs 0,1,2,7]
+ * [--previous-claim <file>] [--policy-hash <sha256:hex>] [--catalog-hash <sha256:hex>]
+ * [--trust-store <file>] [--reference-values <file>] [--at <RFC 3339>] [--require <verdict>]`:
+ * verifies a claim (and its audit bundle) offline. `cmcp-verify claim` and the gateway's
+ * `cmcp verify` are this one definition under two names. The trust store defaults to the
+ * package's attestation/trust-store.yaml.
+ *
+ * Exit codes: 0 when the verdict is not `invalid` (and at least `--require`); 1 when it is
+ * `invalid` or weaker than `--require`; 2 for unreadable input (missing file, not JSON) or usage
+ * errors. Messages never include stack traces.
+ */
+import type { Command } from 'commander';
+import { type VerifyClaimOptions, verifyClaim } from '../claim.js';
+import { renderJson, renderText } from '../render.js';
+import type { Verdict } from '../result.js';
+import {
+  errorLine,
+  loadPolicyOptions,
+  processIo,
+  readInputFile,
+  VerifyInputError,
+  type VerifyIo,
+} from './input.js';
+
+/** Largest input file accepted (bytes). */
+const MAX_INPUT_BYTES = 64 * 1024 * 1024;
+
+/** Options of the claim command, as commander parses them. */
+export interface VerifyCliOptions {
+  /** Weakest acceptable verdict (`--require`); default signed-only. */
+  require?: string;
+  audit?: string;
+  json?: boolean;
+  challenge?: string;
+  pcrs?: string;
+  previousClaim?: string;
+  policyHash?: string;
+  catalogHash?: string;
+  /** Trust store YAML (default: the package's attestation/trust-store.yaml). */
+  trustStore?: string;
+  /** Reference values YAML (default: none). */
+  referenceValues?: string;
+  /** Verification time (RFC 3339) for certificate and collateral validity (default: now). */
+  at?: string;
+}
+
+/** Verdicts from strongest to weakest (design §5). */
+const VERDICT_ORDER: Verdict[] = ['hardware-attested', 'hardware-unanchored', 'signed-only', 'invalid'];
+
+async function readJson(path: string, what: string): Promise<unknown> {
+  const text = (await readInputFile(path, what, MAX_INPUT_BYTES)).toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new VerifyInputError(`${what} ${path} is not JSON`);
+  }
+}
+
+/**
+ * Parses `--pcrs` ("0,1,2,7"): distinct decimal PCR indices 0–23, returned ascending.
+ * @throws VerifyInputError on any other text.
+ */
+export function parsePcrList(text: string): number[] {
+  const parts = text.split(',').map((p) => p.trim());
+  const out: number[] = [];
+  for (const p of parts) {
+    if (!/^(0|[1-9]\d?)$/.test(p) || Number(p) > 23) {
+      throw new VerifyInputError(`--pcrs: ${JSON.stringify(p.slice(0, 10))} is not a PCR index 0-23`);
+    }
+    if (out.includes(Number(p))) throw new VerifyInputError(`--pcrs: PCR ${p} listed twice`);
+    out.push(Number(p));
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** Turns the command's options into verifier options (everything but the files to read). */
+function claimOptions(opts: VerifyCliOptions): VerifyClaimOptions {
+  const vopts: VerifyClaimOptions = {};
+  if (opts.challenge !== undefined) {
+    if (!/^[A-Za-z0-9_-]+$/.test(opts.challenge) || opts.challenge.length % 4 === 1) {
+      throw new VerifyInputError('--challenge must be unpadded base64url');
+    }
+    vopts.expectedChallenge = opts.challenge;
+  }
+  if (opts.pcrs !== undefined) vopts.requiredPcrs = parsePcrList(opts.pcrs);
+  const policy = loadPolicyOptions(opts);
+  vopts.trustStore = policy.trustStore;
+  if (policy.referenceValues) vopts.referenceValues = policy.referenceValues;
+  if (policy.now) vopts.now = policy.now;
+  for (const [flag, v] of [
+    ['--policy-hash', opts.policyHash],
+    ['--catalog-hash', opts.catalogHash],
+  ] as const) {
+    if (v !== undefined && !/^sha256:[0-9a-f]{64}$/.test(v))
+      throw new VerifyInputError(`${flag} must be sha256:<64 lowercase hex>`);
+  }
+  if (opts.policyHash !== undefined) vopts.expectedPolicyHash = opts.policyHash;
+  if (opts.catalogHash !== undefined) vopts.expectedCatalogHash = opts.catalogHash;
+  return vopts;
+}
+
+/**
+ * Runs the claim command and returns its exit code (0, 1 or 2); writes the report to
+ * `io.stdout` and errors to `io.stderr` as one line prefixed with `label`. Never throws.
+ */
+export async function runVerify(
+  claimPath: string,
+  opts: VerifyCliOptions,
+  io: VerifyIo = processIo(),
+  label = 'cmcp-verify claim',
+): Promise<number> {
+  try {
+    const vopts = claimOptions(opts);
+    const claim = await readJson(claimPath, 'claim');
+    if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
+    if (opts.previousClaim !== undefined)
+      vopts.previousClaim = await readJson(opts.previousClaim, 'previous claim');
+    const minimum = opts.require ?? 'signed-only';
+    if (!VERDICT_ORDER.includes(minimum as Verdict) || minimum === 'invalid')
+      throw new VerifyInputError(`--require must be one of ${VERDICT_ORDER.slice(0, 3).join(', ')}`);
+    const report = await verifyClaim(claim, vopts);
+    io.stdout(opts.json ? renderJson(report) : renderText(report));
+    // Exit 1 for `invalid`, and for any verdict weaker than the one the relying party requires.
+    return VERDICT_ORDER.indexOf(report.verdict) > VERDICT_ORDER.indexOf(minimum as Verdict) ? 1 : 0;
+  } catch (err) {
+    io.stderr(errorLine(label, err));
+    return 2;
+  }
+}
+
+/**
+ * Adds the claim command to `program` as `name` (`claim` in `cmcp-verify`, `verify` in `cmcp`);
+ * errors are prefixed with "<program name> <name>". Sets `process.exitCode` to the result of
+ * {@link runVerify}; commander usage errors (missing argument, unknown option) exit with 2.
+ */
+export function registerVerifyCommand(program: Command, name = 'claim'): Command {
+  return program
+    .command(name)
+    .description('verify a claim (and its audit bundle) offline; exit 1 if invalid, 2 on unreadable input')
+    .argument('<claim>', 'claim JSON file')
+    .option('--audit <bundle>', 'audit bundle JSON file of the claim chain')
+    .option('--json', 'print the report as JSON')
+    .option('--challenge <b64url>', 'the nonce the claim binding must carry')
+    .option('--pcrs <list>', 'required PCR selection (SHA-256 bank), e.g. 0,1,2,7')
+    .option('--previous-claim <file>', 'the claim issued before this one (checks the claim sequence)')
+    .option('--policy-hash <sha256:hex>', 'pin: the claim must name this policy bundle hash')
+    .option('--catalog-hash <sha256:hex>', 'pin: the claim must name this catalog hash')
+    .option('--trust-store <file>', "pinned roots (default: the package's attestation/trust-store.yaml)")
+    .option('--reference-values <file>', 'reference values YAML (allowed TEE types, PCRs)')
+    .option('--at <time>', 'verification time (RFC 3339) for certificate validity (default: now)')
+    .option(
+      '--require <verdict>',
+      'exit 1 unless the verdict is at least this: hardware-attested, hardware-unanchored or signed-only (default)',
+    )
+    .exitOverride((err) => {
+      // Help and version exit 0; every other commander error is a usage error: exit 2.
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (claimPath: string, opts: VerifyCliOptions) => {
+      process.exitCode = await runVerify(claimPath, opts, processIo(), `${program.name()} ${name}`);
+    });
+}
