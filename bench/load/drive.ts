@@ -5,9 +5,9 @@
  * recorded with what came back; {@link checkAudit} then holds each answered call against the
  * gateway's SQLite audit log and execution registry.
  *
- * Bounded twice: a call count and a wall-clock limit, whichever comes first. A transport failure
- * (the gateway stopped answering) ends the run at once instead of spinning on refused
- * connections.
+ * Bounded twice: a call count and a wall-clock limit, whichever comes first. A connection failure
+ * (refused or reset: the gateway is gone) ends the run at once instead of spinning on refused
+ * connections; a request that times out (60 s) is recorded and the run goes on.
  */
 import Database from 'better-sqlite3';
 
@@ -39,13 +39,15 @@ export interface CallRecord {
   entryHash: string | null;
   /** Why a request got no answer (HTTP status, body, transport error). */
   failure: string | null;
+  /** `connection`: refused/reset; `timeout`: no answer in 60 s; `http`: an answer without evidence. */
+  failureKind: 'connection' | 'timeout' | 'http' | null;
 }
 
 export interface LoadResult {
   records: CallRecord[];
   elapsedMs: number;
   callsPerSecond: number;
-  /** The first transport failure, which ended the run early; null if none. */
+  /** The first connection failure, which ended the run early; null if none. */
   transportFailure: string | null;
 }
 
@@ -94,6 +96,7 @@ async function oneCall(t: LoadTarget, i: number, tag: string): Promise<CallRecor
     callId: null,
     entryHash: null,
     failure: null,
+    failureKind: null,
   };
   let status = 0;
   let text = '';
@@ -118,11 +121,13 @@ async function oneCall(t: LoadTarget, i: number, tag: string): Promise<CallRecor
   } catch (e) {
     const cause = (e as { cause?: { code?: string } }).cause?.code;
     rec.failure = `transport: ${(e as Error).message}${cause ? ` (${cause})` : ''}`;
+    rec.failureKind = (e as Error).name === 'TimeoutError' ? 'timeout' : 'connection';
     return rec;
   }
   const a = parseAnswer(text);
   if (!a?.callId || !a.entryHash) {
     rec.failure = `HTTP ${status}: ${text.slice(0, 300)}`;
+    rec.failureKind = 'http';
     return rec;
   }
   Object.assign(rec, a, { answered: true });
@@ -140,7 +145,7 @@ export async function runLoad(t: LoadTarget, o: LoadOptions): Promise<LoadResult
     while (next < o.maxCalls && Date.now() < deadline && transportFailure === null) {
       const rec = await oneCall(t, next++, o.tag);
       records.push(rec);
-      if (rec.failure?.startsWith('transport:')) transportFailure ??= rec.failure;
+      if (rec.failureKind === 'connection') transportFailure ??= rec.failure;
     }
   };
   await Promise.all(Array.from({ length: o.concurrency }, worker));
@@ -217,8 +222,10 @@ export function checkAudit(dbPath: string, records: CallRecord[]): AuditCheck {
 export function summarize(r: LoadResult): Record<string, number> {
   const s: Record<string, number> = { requests: r.records.length, answered: 0, results: 0, unanswered: 0 };
   for (const rec of r.records) {
-    if (!rec.answered) s.unanswered = (s.unanswered ?? 0) + 1;
-    else {
+    if (!rec.answered) {
+      s.unanswered = (s.unanswered ?? 0) + 1;
+      s[`unanswered_${rec.failureKind}`] = (s[`unanswered_${rec.failureKind}`] ?? 0) + 1;
+    } else {
       s.answered = (s.answered ?? 0) + 1;
       const k = rec.errorCode ?? 'results';
       s[k] = (s[k] ?? 0) + 1;
