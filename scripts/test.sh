@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The Node that setup chose (a local Node 24 where the machine's is older than 22).
+source scripts/node-env.sh
 echo "test: typecheck"
 npx tsc -p tsconfig.test.json --noEmit
 echo "test: lint"

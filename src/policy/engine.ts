@@ -27,6 +27,7 @@
  * Cedar reference: https://docs.cedarpolicy.com/auth/authorization.html (decision, reasons,
  * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
  */
+import './v8-guard.js'; // before cedar-wasm: see v8-guard.ts
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# `with-node.sh CMD ARGS…`: runs CMD with the Node.js that scripts/setup.sh chose first on PATH
+# (scripts/node-env.sh): the machine's when it is 22.12+, else the local Node 24 in .runtime/.
+# npm scripts and bin/cmcp go through it, so nothing runs on a machine Node older than 22
+# against native modules built for the local one.
+set -euo pipefail
+CMCP_ROOT="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
+# shellcheck source=scripts/node-env.sh
+source "$CMCP_ROOT/scripts/node-env.sh"
+exec "$@"
