@@ -11,7 +11,7 @@ import { verifyBundle } from './bundle.js';
 import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from './format/binding.js';
 import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { CLAIM_PROFILE, type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
-import { verifyMeasurement } from './measurement.js';
+import { gatewayReferenceCheck, verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
   type CheckResult,
@@ -127,7 +127,7 @@ export interface VerifyClaimOptions {
   expectedCatalogHash?: string;
   /** Pinned roots; without one, no AK chain can be anchored (verdict at best hardware-unanchored). */
   trustStore?: TrustStore;
-  /** Reference values (allowed TEE types, required PCRs, expected PCR values). */
+  /** Reference values (allowed TEE types, required PCRs, expected PCR values, gateway measurements). */
   referenceValues?: ReferenceValues;
   /** Verification time for certificate validity; defaults to now. */
   now?: Date;
@@ -466,6 +466,8 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     });
     checks.push(...m.checks);
     notes.push(...m.notes);
+    const accepted = opts.referenceValues?.gateway?.measurements;
+    if (accepted) checks.push(gatewayReferenceCheck(c.gateway_measurement, accepted));
   }
 
   // audit bundle
