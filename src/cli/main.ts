@@ -7,6 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Command } from 'commander';
 import { registerCatalogCommand } from './catalog.js';
 import { registerExecutionsCommand } from './executions.js';
+import { registerMeasureCommand } from './measure.js';
 import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
 import { registerTpmCommand } from './tpm.js';
@@ -26,6 +27,7 @@ registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);
 registerCatalogCommand(program);
+registerMeasureCommand(program);
 
 program
   .command('token')
