@@ -87,7 +87,9 @@ describe('npm pack → npm install -g (issue 14 item 2)', () => {
     ]) {
       expect(pkg.files, f).toContain(f);
     }
-    const unwanted = pkg.files.filter(
+    // Our own files (third-party bundled packages ship what their authors publish).
+    const own = pkg.files.filter((f) => !f.startsWith('node_modules/'));
+    const unwanted = own.filter(
       (f) =>
         /^(test|src|native|packages|bench|demo|scripts|\.ci)\//.test(f) ||
         /^dist\/(bench|demo|test)\//.test(f) ||
@@ -95,6 +97,11 @@ describe('npm pack → npm install -g (issue 14 item 2)', () => {
         (/\.ts$/.test(f) && !/\.d\.ts$/.test(f)),
     );
     expect(unwanted).toEqual([]);
+    // The bundled workspace package: its manifest and build only (no src/, no tsbuildinfo).
+    const verify = pkg.files.filter((f) => f.startsWith('node_modules/@cmcp/verify/'));
+    expect(
+      verify.filter((f) => !/^node_modules\/@cmcp\/verify\/(package\.json|README\.md|dist\/.+)$/.test(f)),
+    ).toEqual([]);
   });
 
   it('the installed `cmcp start` serves the example config: /healthz, tools/list and a tools/call through the SDK client; SIGTERM stops it', async () => {
