@@ -21,7 +21,8 @@ echo "${NODE_SHA256}  $work/$node_tar" | sha256sum -c -
 tar -xJf "$work/$node_tar" -C /usr/local --strip-components=1 --no-same-owner
 curl -fsSLo "$work/cmcp.tgz" "$CMCP_TARBALL_URL"
 echo "${CMCP_TARBALL_SHA256}  $work/cmcp.tgz" | sha256sum -c -
-/usr/local/bin/npm install -g --prefix /usr/local --no-audit --no-fund "$work/cmcp.tgz"
+# Local Node.js headers for the better-sqlite3 source build when no prebuilt binary can be fetched.
+npm_config_nodedir=/usr/local /usr/local/bin/npm install -g --prefix /usr/local --no-audit --no-fund "$work/cmcp.tgz"
 /usr/local/lib/node_modules/cmcp/deploy/install-service.sh "$CMCP_PROVIDER"
 chgrp cmcp /etc/cmcp/cmcp.yaml
 chmod 0640 /etc/cmcp/cmcp.yaml
