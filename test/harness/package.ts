@@ -4,7 +4,9 @@
  * installed gateway's path. Native modules (better-sqlite3, koffi) build from source when no
  * prebuilt binary can be fetched, which takes minutes on 2 cores; so an install is kept under
  * `.tmp/package-install/<tarball sha256>/` and reused only for a byte-identical tarball
- * (`npm pack` output is reproducible). `CMCP_PACKAGE_FRESH=1` always installs afresh.
+ * (`npm pack` output is reproducible). `CMCP_PACKAGE_FRESH=1` always installs afresh. The
+ * install uses this machine's npm cache (`--prefer-offline`) and npm config (registry CA,
+ * `nodedir` for node-gyp); packages missing from the cache come from the registry.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
