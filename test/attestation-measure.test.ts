@@ -106,6 +106,34 @@ describe('gateway measurement', () => {
     writeFileSync(join(root, 'package-lock.json'), '{"lockfileVersion":3}');
   });
 
+  it('the bundled verify package build (node_modules/@cmcp/verify/dist) is measured code', () => {
+    const a = codeDigest(root);
+    const verifyDist = join(root, 'node_modules', '@cmcp', 'verify', 'dist');
+    mkdirSync(verifyDist, { recursive: true });
+    writeFileSync(join(verifyDist, 'binding.js'), 'v');
+    writeFileSync(join(root, 'node_modules', '@cmcp', 'verify', 'package.json'), '{}');
+    const b = codeDigest(root);
+    expect(b.files).toBe(a.files + 1);
+    expect(b.digest).toBe(
+      `sha256:${sha(
+        Buffer.concat([
+          lp('cmcp.code/1'),
+          u32(3),
+          lp('dist/b.js'),
+          sha('b'),
+          lp('dist/src/a.js'),
+          sha('export const a = 1;\n'),
+          lp('node_modules/@cmcp/verify/dist/binding.js'),
+          sha('v'),
+        ]),
+      ).toString('hex')}`,
+    );
+    writeFileSync(join(verifyDist, 'binding.js'), 'w');
+    expect(codeDigest(root).digest).not.toBe(b.digest);
+    rmSync(join(root, 'node_modules'), { recursive: true });
+    expect(codeDigest(root).digest).toBe(a.digest);
+  });
+
   it('a moved file changes the code digest (paths are measured)', () => {
     const a = codeDigest(root).digest;
     mkdirSync(join(root, 'dist', 'lib'));

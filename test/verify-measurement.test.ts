@@ -16,6 +16,7 @@ import type { Claim, MeasurementJson } from '@cmcp/verify/format/claim';
 import { hashEntryBody } from '@cmcp/verify/format/entry';
 import { recomputeMeasurement } from '@cmcp/verify/measurement';
 import type { VerificationReport } from '@cmcp/verify/result';
+import { PolicyFileError, parseReferenceValues } from '@cmcp/verify/trust';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measurementDigest } from '../src/measure/index.js';
 import {
@@ -334,6 +335,44 @@ describe('verifyClaim: evidence.measurement', () => {
     const r = verifyClaim(build({ tpm: true, policyHash: 'sha256:reloaded' }));
     expect(failedCodes(r)).toEqual([]);
     expect(r.notes.join('\n')).toMatch(/policy was reloaded after start-up/);
+  });
+});
+
+describe('reference values: gateway.measurements (measurement.reference)', () => {
+  const rv = (digests: string[]) =>
+    parseReferenceValues(
+      `version: 1\ngateway:\n  measurements: [${digests.map((d) => `"${d}"`).join(', ')}]\n`,
+    );
+
+  it('the claim gateway_measurement among the accepted digests → pass; without the section the check is not made', () => {
+    const r = verifyClaim(build({ tpm: true }), { referenceValues: rv([tag(sha256('other')), tag(DIGEST)]) });
+    expect(failedCodes(r)).toEqual([]);
+    expect(get(r, 'measurement.reference')).toMatchObject({ status: 'pass', reason_code: 'OK' });
+    expect(verifyClaim(build({ tpm: true })).checks.map((c) => c.id)).not.toContain('measurement.reference');
+  });
+
+  it('another digest → MEASUREMENT_NOT_ALLOWED and invalid, although the claim is self-consistent', () => {
+    const r = verifyClaim(build({ tpm: true }), { referenceValues: rv([tag(sha256('release'))]) });
+    expect(failedCodes(r)).toEqual(['MEASUREMENT_NOT_ALLOWED']);
+    expect(r.verdict).toBe('invalid');
+    expect(get(r, 'measurement.reference').detail).toContain(tag(DIGEST));
+    for (const id of ['measurement.digest', 'measurement.claim', 'measurement.pcr']) {
+      expect(get(r, id).status, id).toBe('pass');
+    }
+  });
+
+  it('a claim without a gateway measurement fails the reference (fails closed); a malformed digest is refused at load', () => {
+    const r = verifyClaim(build({ gatewayMeasurement: null, noMeasurement: true }), {
+      referenceValues: rv([tag(DIGEST)]),
+    });
+    expect(get(r, 'measurement.reference')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_NOT_ALLOWED',
+    });
+    expect(() => rv(['sha256:ABC'])).toThrow(PolicyFileError);
+    expect(() => parseReferenceValues('version: 1\ngateway: { measurements: [] }\n')).toThrow(
+      /gateway\.measurements/,
+    );
   });
 });
 

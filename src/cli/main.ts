@@ -8,6 +8,7 @@ import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
 import { Command, Help, type Option } from 'commander';
 import { registerCatalogCommand } from './catalog.js';
 import { registerExecutionsCommand } from './executions.js';
+import { registerMeasureCommand } from './measure.js';
 import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
 import { registerTokenCommand } from './token.js';
@@ -35,5 +36,6 @@ registerTpmCommand(program);
 registerPolicyCommand(program);
 registerCatalogCommand(program);
 registerTokenCommand(program);
+registerMeasureCommand(program);
 
 await program.parseAsync(process.argv);

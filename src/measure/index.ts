@@ -1,7 +1,8 @@
 /**
  * Gateway measurement (issue 4 item 3): one digest over what the gateway runs — the installed
- * code (every file under `dist/`, plus `package-lock.json`), the policy bundle, the catalog and
- * the effective configuration. Versioned and length-prefixed so that no two different input
+ * code (every file under `dist/` and under the bundled verify package's
+ * `node_modules/@cmcp/verify/dist/`, whose formats the gateway uses; plus `package-lock.json`),
+ * the policy bundle, the catalog and the effective configuration. Versioned and length-prefixed so that no two different input
  * sets encode to the same bytes. Encoding v1 (all integers big-endian; lp(x) = u32 byte length
  * of the UTF-8 text x, then the text):
  *
@@ -71,10 +72,17 @@ function listFiles(root: string, rel: string, out: [string, Buffer][]): void {
   }
 }
 
-/** Digest of the code under `<root>/dist`: see the module comment. */
+/**
+ * Folders of measured code, relative to the package root: the gateway's build, and the build of
+ * the workspace package @cmcp/verify (bundled in the release tarball; a symlink to
+ * packages/verify in a checkout). A folder that is absent contributes no files.
+ */
+export const MEASURED_CODE_DIRS = ['dist', 'node_modules/@cmcp/verify/dist'] as const;
+
+/** Digest of the code under {@link MEASURED_CODE_DIRS} of `root`: see the module comment. */
 export function codeDigest(root: string): { digest: string; files: number } {
   const files: [string, Buffer][] = [];
-  listFiles(root, 'dist', files);
+  for (const dir of MEASURED_CODE_DIRS) listFiles(root, dir, files);
   files.sort((a, b) => Buffer.compare(Buffer.from(a[0], 'utf8'), Buffer.from(b[0], 'utf8')));
   const h = createHash('sha256').update(lp('cmcp.code/1')).update(u32(files.length));
   for (const [p, d] of files) h.update(lp(p)).update(d);
@@ -82,7 +90,7 @@ export function codeDigest(root: string): { digest: string; files: number } {
 }
 
 export interface MeasurementInputs {
-  /** Package root holding dist/ and package-lock.json (default: this installation's). */
+  /** Package root holding dist/, the bundled verify package and package-lock.json (default: this installation's). */
   root?: string;
   policyBundleHash: string | null;
   catalogHash: string | null;

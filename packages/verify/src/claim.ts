@@ -13,7 +13,7 @@ import { tryB64u } from './common/kind.js';
 import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
 import { evidenceKind } from './kinds.js';
-import { verifyMeasurement } from './measurement.js';
+import { gatewayReferenceCheck, verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
   type CheckResult,
@@ -51,7 +51,7 @@ export interface VerifyClaimOptions {
   expectedCatalogHash?: string;
   /** Pinned roots; without one, no AK chain can be anchored (verdict at best hardware-unanchored). */
   trustStore?: TrustStore;
-  /** Reference values (allowed TEE types, required PCRs, expected PCR values). */
+  /** Reference values (allowed TEE types, required PCRs, expected PCR values, gateway measurements). */
   referenceValues?: ReferenceValues;
   /** Verification time for certificate validity; defaults to now. */
   now?: Date;
@@ -167,7 +167,13 @@ function pinChecks(c: ParsedClaim, opts: VerifyClaimOptions, checks: CheckResult
 }
 
 /** Gateway measurement: inputs → digest → claim/preimage → quoted measurement PCR. */
-function measurementChecks(c: ParsedClaim, raw: Claim, checks: CheckResult[], notes: string[]): void {
+function measurementChecks(
+  c: ParsedClaim,
+  raw: Claim,
+  opts: VerifyClaimOptions,
+  checks: CheckResult[],
+  notes: string[],
+): void {
   const pre = c.binding.preimage;
   {
     const ev = c.evidence;
@@ -196,6 +202,8 @@ function measurementChecks(c: ParsedClaim, raw: Claim, checks: CheckResult[], no
     });
     checks.push(...m.checks);
     notes.push(...m.notes);
+    const accepted = opts.referenceValues?.gateway?.measurements;
+    if (accepted) checks.push(gatewayReferenceCheck(c.gateway_measurement, accepted));
   }
 }
 
@@ -245,7 +253,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   sequenceCheck(c, opts.previousClaim, checks);
   pinChecks(c, opts, checks);
   verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
-  measurementChecks(c, raw, checks, notes);
+  measurementChecks(c, raw, opts, checks, notes);
   // audit bundle
   if (opts.bundle === undefined) {
     checks.push(

@@ -256,3 +256,30 @@ function measurementPcrCheck(
     );
   }
 }
+
+/**
+ * The `measurement.reference` check: the claim's `gateway_measurement` (which the binding
+ * preimage, and so REPORT_DATA / the quote's qualifyingData, covers; `measurement.claim` ties it
+ * to `evidence.measurement`) is one of the digests the reference values accept
+ * (`gateway.measurements`, written by `cmcp measure` from a release and a config). Else
+ * MEASUREMENT_NOT_ALLOWED — also when the claim carries no measurement. Never throws.
+ */
+export function gatewayReferenceCheck(
+  claimMeasurement: string | null,
+  accepted: readonly string[],
+): CheckResult {
+  if (claimMeasurement === null) {
+    return fail(
+      'measurement.reference',
+      'MEASUREMENT_NOT_ALLOWED',
+      'the reference values require a gateway measurement; the claim carries none',
+    );
+  }
+  return accepted.includes(claimMeasurement)
+    ? pass('measurement.reference', `gateway_measurement ${claimMeasurement} is one of the reference values`)
+    : fail(
+        'measurement.reference',
+        'MEASUREMENT_NOT_ALLOWED',
+        `gateway_measurement ${quoteUntrusted(claimMeasurement, 80)} is not one of the ${accepted.length} reference value${accepted.length === 1 ? '' : 's'} (other code, config, policy or catalog than the release measured)`,
+      );
+}

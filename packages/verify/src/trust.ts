@@ -180,6 +180,15 @@ export const referenceValuesSchema = z.strictObject({
       host_data: z.array(hexBytes(32)).min(1).optional(),
     })
     .optional(),
+  /** The cmcp gateway itself: accepted gateway measurement digests (`cmcp measure` writes them). */
+  gateway: z
+    .strictObject({
+      /** Accepted `gateway_measurement` values, `sha256:<64 lowercase hex>` (docs/attestation.md). */
+      measurements: z
+        .array(z.string().regex(/^sha256:[0-9a-f]{64}$/, 'not sha256:<64 lowercase hex>'))
+        .min(1),
+    })
+    .optional(),
   tdx: z
     .strictObject({
       /** Accept TDs with TD_ATTRIBUTES.DEBUG set (default false). */

@@ -1,0 +1,114 @@
+/**
+ * `cmcp measure --config FILE [--package-root DIR] [--out FILE] [--no-pcr-pin] [--json]`: the
+ * gateway measurement digest and the expected measurement-PCR value of an installed package (or
+ * an unpacked release tarball) with a config, computed from the files alone; `--out` writes the
+ * reference values a relying party passes to `cmcp verify --reference-values`.
+ *
+ * Exit codes: 0 on success; 2 for an unreadable or invalid config, policy bundle or catalog, or
+ * an unwritable output file (one line, no stack trace).
+ */
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { CatalogError } from '../catalog/catalog.js';
+import { ConfigError } from '../config/index.js';
+import { measureRelease, type ReleaseMeasurement, referenceValuesYaml } from '../measure/reference.js';
+import { PolicyBundleError } from '../policy/bundle.js';
+
+interface MeasureCliOptions {
+  config: string;
+  packageRoot?: string;
+  out?: string;
+  /** false with `--no-pcr-pin`. */
+  pcrPin: boolean;
+  json?: boolean;
+}
+
+function renderText(r: ReleaseMeasurement): string {
+  const i = r.measurement.json.inputs;
+  const rows: [string, string][] = [
+    ['package', `${r.root}${r.release ? ` (${r.release})` : ''}`],
+    ['config', r.configFile],
+    ['code', `${i.code} (${i.code_files} files)`],
+    ['lockfile', i.lockfile ?? 'none'],
+    ['policy_bundle_hash', i.policy_bundle_hash ?? 'none'],
+    ['catalog_hash', i.catalog_hash ?? 'none'],
+    ['config digest', i.config],
+    ['gateway_measurement', r.measurement.json.digest],
+    [
+      'measurement PCR',
+      r.pcr === null || r.expectedPcr === null
+        ? 'none (the configured provider extends no PCR)'
+        : `${r.pcr} (sha256) = ${r.expectedPcr.toString('hex')} after one extend from reset`,
+    ],
+  ];
+  return `${rows.map(([k, v]) => `${k.padEnd(20)} ${v}`).join('\n')}\n`;
+}
+
+/** Runs the measure command; returns the exit code. Never throws. */
+export function runMeasure(opts: MeasureCliOptions): number {
+  let r: ReleaseMeasurement;
+  try {
+    r = measureRelease({
+      configFile: resolve(opts.config),
+      ...(opts.packageRoot ? { root: resolve(opts.packageRoot) } : {}),
+    });
+  } catch (e) {
+    if (e instanceof ConfigError || e instanceof PolicyBundleError || e instanceof CatalogError) {
+      process.stderr.write(`cmcp measure: ${e.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`cmcp measure: internal error: ${(e as Error).message.slice(0, 300)}\n`);
+    return 2;
+  }
+  if (opts.out !== undefined) {
+    try {
+      writeFileSync(opts.out, referenceValuesYaml(r, { pinPcr: opts.pcrPin }));
+    } catch (e) {
+      process.stderr.write(
+        `cmcp measure: cannot write ${opts.out} (${(e as NodeJS.ErrnoException).code ?? 'error'})\n`,
+      );
+      return 2;
+    }
+  }
+  if (opts.json) {
+    process.stdout.write(
+      `${JSON.stringify(
+        {
+          package_root: r.root,
+          release: r.release,
+          config: r.configFile,
+          measurement: r.measurement.json,
+          measurement_pcr: r.pcr,
+          expected_pcr_value: r.expectedPcr?.toString('hex') ?? null,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  } else process.stdout.write(renderText(r));
+  return 0;
+}
+
+/** Adds `measure` to `program`; sets `process.exitCode` from {@link runMeasure}. */
+export function registerMeasureCommand(program: Command): void {
+  program
+    .command('measure')
+    .description(
+      'print the gateway measurement and expected measurement-PCR value of this package with a config; --out writes reference values',
+    )
+    .requiredOption('-c, --config <file>', 'YAML configuration file, at the path the gateway will use')
+    .option(
+      '--package-root <dir>',
+      'package to measure (default: this installation; e.g. an unpacked tarball)',
+    )
+    .option('--out <file>', 'write reference values YAML for `cmcp verify --reference-values`')
+    .option(
+      '--no-pcr-pin',
+      'leave the measurement PCR value (valid only for a start from TPM reset) out of --out',
+    )
+    .option('--json', 'print JSON')
+    .action((opts: MeasureCliOptions) => {
+      process.exitCode = runMeasure(opts);
+    });
+}
