@@ -55,7 +55,7 @@ describe('config validation', () => {
     const u = { name: 'u', transport: 'http', url: 'http://127.0.0.1:1/mcp' };
     expect(issues({ ...base, upstreams: [u, u] })[0]).toMatch(/^upstreams\[1\]\.name: duplicate/);
   });
-  it('on_unavailable needs minimum_tier; required is a boolean (issue 16)', () => {
+  it('on_unavailable needs minimum_tier; required is a boolean (docs/spec/refinements.md)', () => {
     const att = base.attestation;
     expect(issues({ ...base, attestation: { ...att, on_unavailable: 'serve_unbound' } })).toEqual([
       'attestation.on_unavailable: has no effect without attestation.minimum_tier (sessions are served unbound anyway)',

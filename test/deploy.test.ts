@@ -1,5 +1,5 @@
 /**
- * deploy/ (issue 14 item 1), checked as far as this machine allows: the systemd unit and its
+ * deploy/ (deploy/README.md), checked as far as this machine allows: the systemd unit and its
  * attestation drop-ins with `systemd-analyze verify` and `systemd-analyze security --offline`,
  * the sysusers/tmpfiles entries by installing them into a temp root with
  * deploy/install-service.sh, the cloud-init user data with `cloud-init schema`, and the

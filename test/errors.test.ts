@@ -1,5 +1,5 @@
 /**
- * One error family (issue 9 item 5): docs/errors.md is exactly what the registry renders, and
+ * One error family (docs/spec/errors.md): docs/errors.md is exactly what the registry renders, and
  * every error class in src/ derives from CmcpError (so its code is registered) and names itself.
  * The class check reads the TypeScript program, so a new bare `extends Error` fails it.
  */

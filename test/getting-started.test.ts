@@ -1,5 +1,5 @@
 /**
- * docs/getting-started.md cannot rot (issue 16 item 1): every fenced code block is extracted and
+ * docs/getting-started.md cannot rot (docs/getting-started.md): every fenced code block is extracted and
  * run in order, in one bash session started in the repository root, as a reader types them:
  * ```sh blocks are sourced (`set -euo pipefail`: any failing command fails the test), blocks with
  * `title=FILE` are written to FILE in the session's current folder. Any other block fails the

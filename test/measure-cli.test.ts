@@ -1,5 +1,5 @@
 /**
- * `cmcp measure` (issue 14 item 3) on this checkout's build: what it prints and writes agrees
+ * `cmcp measure` (docs/attestation.md#reference-values-for-a-release-cmcp-measure) on this checkout's build: what it prints and writes agrees
  * with the gateway's own start-up measurement (a real gateway in this process, same config), the
  * reference values file loads in the verifier, and bad input exits 2 with one line.
  */

@@ -1,5 +1,5 @@
 /**
- * The release package (issue 14 items 2 and 3), end to end with nothing from the checkout on
+ * The release package (docs/operations.md), end to end with nothing from the checkout on
  * the gateway's path: `npm pack` → `npm install -g --prefix <tmp>` of the tarball →
  * `<tmp>/bin/cmcp start` with the shipped example config (temp database, installed upstream
  * servers) serves /healthz and a tools/call through the MCP SDK client, and stops on SIGTERM.
@@ -72,7 +72,7 @@ function exampleConfig(dir: string, port: number, attestation?: Record<string, u
   return file;
 }
 
-describe('npm pack → npm install -g (issue 14 item 2)', () => {
+describe('npm pack → npm install -g (docs/operations.md)', () => {
   it('the tarball carries the build, the bundled @cmcp/verify, examples and attestation, and nothing of tests or sources', () => {
     for (const f of [
       'package.json',
@@ -175,7 +175,7 @@ interface Report {
 }
 const status = (r: Report, id: string) => r.checks.find((c) => c.id === id)?.status;
 
-describe('reference values for a release (issue 14 item 3)', () => {
+describe('reference values for a release (docs/attestation.md#reference-values-for-a-release-cmcp-measure)', () => {
   let tpm: Awaited<ReturnType<typeof startSwtpm>> | undefined;
   let dir: string;
   let config: string;

@@ -1,5 +1,5 @@
 /**
- * The V8 fatal of issue 12 without a network: `PolicyEngine.evaluate` (which calls cedar-wasm)
+ * The V8 fatal of the load-stability test (test/load-stability.test.ts) without a network: `PolicyEngine.evaluate` (which calls cedar-wasm)
  * in a hot loop on the example bundle, an idle pause, then the hot loop again, in this process.
  * On Node 20.20 (V8 11.3) the second loop can die with `Fatal error … unreachable code` in
  * `Deoptimizer::DoComputeBuiltinContinuation`: evaluate's optimised code, with the JS→Wasm call

@@ -500,7 +500,7 @@ export class Tpm {
    * TPM2_Quote (Part 3 §18.4) over sha256-bank PCRs with the AK's own scheme. The PCR values are
    * read just before the quote and must hash to its pcrDigest (TPMS_QUOTE_INFO, Part 2 §10.12.1);
    * if a PCR changed in between, the pair is retried (up to 3 times) so the result is consistent.
-   * @param qualifyingData at most 32 bytes (always 32 in cMCP: SHA-256 of REPORT_DATA, design §4).
+   * @param qualifyingData at most 32 bytes (always 32 in cMCP: SHA-256 of REPORT_DATA, docs/spec/binding.md).
    * @throws TpmError TPM_BAD_INPUT, TPM_CLOSED, TPM_RC, TPM_UNREACHABLE, PCR_CHANGED, TPM_BAD_RESPONSE
    */
   quote(ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): TpmQuote {

@@ -1,5 +1,5 @@
 /**
- * Appending to and reading hash chains (design §3). Every append runs inside the caller's
+ * Appending to and reading hash chains (docs/spec/audit-entries.md). Every append runs inside the caller's
  * `BEGIN IMMEDIATE` transaction (or opens one), reads the chain tip, and writes the next
  * entry with its exact canonical text; the UNIQUE constraints on (chain_id, sequence) and
  * (chain_id, prev_entry_hash) make a forked chain impossible even across processes.

@@ -1,5 +1,5 @@
 /**
- * The admission stage (design §6): for a call with an execution_id, one IMMEDIATE transaction
+ * The admission stage (docs/spec/execution.md): for a call with an execution_id, one IMMEDIATE transaction
  * reserves the (agent, execution_id) key with its action binding, or classifies the existing
  * row — and records the refusal in the same transaction. Without an execution_id nothing is
  * reserved.

@@ -1,6 +1,6 @@
 /**
  * The forward stage of one `tools/call`: sends the admitted call upstream and classifies what
- * came back by its effect boundary (design §6) into the terminal entry's members.
+ * came back by its effect boundary (docs/spec/execution.md) into the terminal entry's members.
  */
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
@@ -19,7 +19,7 @@ export interface Forwarded {
   detail: Record<string, unknown>;
 }
 
-/** Terminal state of an allowed call, from its effect boundary (design §6). */
+/** Terminal state of an allowed call, from its effect boundary (docs/spec/execution.md). */
 export function disposition(o: CallOutcome): Disposition {
   if (o.boundary === 'answered') return 'completed';
   return o.boundary === 'not_sent' ? 'not_attempted' : 'outcome_unknown';

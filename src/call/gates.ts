@@ -1,5 +1,5 @@
 /**
- * The gates of one `tools/call`, in the order the orchestrator runs them (design §9):
+ * The gates of one `tools/call`, in the order the orchestrator runs them (docs/spec/call-path.md):
  * blocked agent → tool route → catalog → policy. The catalog gate precedes the policy because
  * the Cedar resource's attributes come from the tool's catalog pin: a tool without a
  * trustworthy definition is never evaluated. Each gate passes with what the next one needs, or
@@ -16,7 +16,7 @@ import type { SessionSensitivity } from './sensitivity.js';
 import type { Caller, CallRequest, Refusal } from './types.js';
 
 /**
- * Policy and catalog controls of the call path (issue 6). The defaults (no controls) keep the
+ * Policy and catalog controls of the call path (docs/spec/policy.md). The defaults (no controls) keep the
  * pre-policy behaviour: every routed call is allowed.
  */
 export interface CallControls {

@@ -1,5 +1,5 @@
 /**
- * Ingress of one `tools/call` (design §6, §9): a pure reading of `params` into a
+ * Ingress of one `tools/call` (docs/spec/execution.md, docs/spec/call-path.md): a pure reading of `params` into a
  * {@link CallRequest}, or the refusal it earns. Nothing is looked up or written here.
  *
  * Two scopes of refusal, in the order the checks run:
@@ -93,7 +93,7 @@ export function readCallParams(params: unknown): Ingress {
     workflowId = w;
   }
 
-  // execution_id first (design §6): anything but a valid id is EXECUTION_ID_INVALID, refused
+  // execution_id first (docs/spec/execution.md): anything but a valid id is EXECUTION_ID_INVALID, refused
   // before any reservation and audited with execution_id null.
   const exec = checkExecutionId(cmcp);
   if (exec.kind === 'invalid')

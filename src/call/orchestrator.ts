@@ -1,9 +1,9 @@
 /**
- * One `tools/call`, from ingress to terminal commit (design §9), as stages run in order:
+ * One `tools/call`, from ingress to terminal commit (docs/spec/call-path.md), as stages run in order:
  * ingress (ingress.ts) → gates: blocked, route, catalog, policy (gates.ts) → admission
  * (admission.ts) → forward (forward.ts) → terminal record (record.ts) → respond (respond.ts).
  * The orchestrator only threads the terminal entry under construction through them; every call
- * that reaches it ends in exactly one terminal `tool_call` entry (design §3).
+ * that reaches it ends in exactly one terminal `tool_call` entry (docs/spec/audit-entries.md).
  */
 import { randomUUID } from 'node:crypto';
 import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
@@ -56,7 +56,7 @@ export class CallOrchestrator {
     try {
       return await this.run(caller, rawParams, startedAt, callId);
     } catch (e) {
-      // An unexpected fault still ends in a terminal entry (design §3), on the gateway chain.
+      // An unexpected fault still ends in a terminal entry (docs/spec/audit-entries.md), on the gateway chain.
       this.log.error({ call_id: callId, err: (e as Error).message }, 'tools/call fault');
       const entry = {
         entry_type: 'tool_call',

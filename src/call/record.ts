@@ -1,5 +1,5 @@
 /**
- * The terminal record of one `tools/call` (design §3): every call that reaches the call path
+ * The terminal record of one `tools/call` (docs/spec/audit-entries.md): every call that reaches the call path
  * ends in exactly one `tool_call` entry — in its session's chain, or in the gateway chain when
  * no session could be resolved — committed with the session's call count and the execution
  * registry's terminal state in one IMMEDIATE transaction.

@@ -1,6 +1,6 @@
 /**
  * The respond stage: the one builder of a `tools/call`'s JSON-RPC result or error, from its
- * committed terminal entry (design §8). Codes and messages come from the error registry; the
+ * committed terminal entry (docs/spec/mcp.md#inbound). Codes and messages come from the error registry; the
  * one exception is an upstream's own JSON-RPC error, relayed as it came (UPSTREAM_RPC_ERROR).
  */
 import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
@@ -10,7 +10,7 @@ import type { CallEvidence, CallResponse, Refusal } from './types.js';
 
 export const EVIDENCE_META_KEY = 'dev.cmcp/evidence';
 
-/** The evidence members of a terminal entry (design §8). */
+/** The evidence members of a terminal entry (docs/spec/mcp.md#inbound). */
 export function evidenceOf(e: AuditEntry): CallEvidence {
   return {
     call_id: e.call_id as string,

@@ -36,7 +36,7 @@ export interface Refusal {
   data?: Record<string, unknown>;
 }
 
-/** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (design §8). */
+/** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (docs/spec/mcp.md#inbound). */
 export interface CallEvidence {
   call_id: string;
   session_id: string | null;

@@ -1,5 +1,5 @@
 /**
- * The tool catalog (issue 6 item 4): `catalog.json` pins every tool agents may call.
+ * The tool catalog (docs/spec/policy.md#catalog): `catalog.json` pins every tool agents may call.
  *
  * ```json
  * { "catalog_version": 1,

@@ -1,5 +1,5 @@
 /**
- * Enforces the catalog against live upstream tool lists (issue 6 item 4). Each time an
+ * Enforces the catalog against live upstream tool lists (docs/spec/policy.md#catalog). Each time an
  * upstream's tools are listed — at first contact, after `notifications/tools/list_changed`,
  * and on the periodic re-list — every pinned tool of that upstream is re-hashed. A tool
  * whose live definition differs from its pin (or that disappeared) is blocked alone, and a

@@ -1,5 +1,5 @@
 /**
- * The catalog at start-up (issue 6 item 4): loaded before the listener opens, recorded as
+ * The catalog at start-up (docs/spec/policy.md#catalog): loaded before the listener opens, recorded as
  * `catalog_load` in the gateway chain with its hash (which goes into every session binding and
  * claim), and compared with the upstreams' tools from first contact on.
  */

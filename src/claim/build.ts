@@ -1,5 +1,5 @@
 /**
- * Builds, signs and stores a session's TRACE claim (design §5) from what the database
+ * Builds, signs and stores a session's TRACE claim (docs/spec/claims.md) from what the database
  * holds: the chain's root/tip/length, a transcript of its tool_call entries (tool,
  * decision, matched policy ids, disposition — never arguments or execution ids), and the binding section
  * recorded at session creation.

@@ -1,5 +1,5 @@
 /**
- * `cmcp catalog …` (issue 6 item 4; docs/policy.md):
+ * `cmcp catalog …` (docs/spec/policy.md#catalog; docs/policy.md):
  *
  * - `catalog snapshot --config FILE [--out FILE] [--description TEXT]` — connects to every
  *   configured upstream, lists its tools and writes a catalog pinning each one exactly as

@@ -1,5 +1,5 @@
 /**
- * `cmcp start --check --config FILE` (issue 16 item 5): validates the config and reaches what the
+ * `cmcp start --check --config FILE` (docs/getting-started.md): validates the config and reaches what the
  * gateway would need — the attestation provider (started, then one binding over a zero
  * REPORT_DATA), every upstream (connected and its tools listed), the policy bundle and catalog,
  * and the listen address — without starting the gateway, opening the database or extending a

@@ -1,5 +1,5 @@
 /**
- * `cmcp policy …`: work with policy bundles (issue 6; docs/policy.md).
+ * `cmcp policy …`: work with policy bundles (docs/spec/policy.md; docs/policy.md).
  *
  * - `policy hash DIR` — prints the bundle hash (`sha256:<hex>`; no validation).
  * - `policy check DIR` — loads and validates the bundle with Cedar; prints hash, version and

@@ -47,7 +47,7 @@ const httpUpstream = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
 });
 
-// ---- attestation (issue 4; docs/attestation.md) ----
+// ---- attestation (docs/spec/attestation.md; docs/attestation.md) ----
 
 /** A TPM persistent handle in the owner range, as a number or `0x…` text. */
 const persistentHandle = z
@@ -110,7 +110,7 @@ const tsmFields = {
  * `minimum_tier`: refuse to start when the chosen provider is below this tier (software < tpm <
  * tee), or when it cannot reach it at start-up; a session that cannot be bound is refused
  * (SESSION_BINDING_REQUIRED). `on_unavailable: serve_unbound` instead serves such sessions
- * signed-only (the behaviour before issue 16). Absent means `refuse` (src/tee/tier.ts).
+ * signed-only (the behaviour before minimum_tier could refuse). Absent means `refuse` (src/tee/tier.ts).
  */
 const minimumTier = {
   minimum_tier: z.enum(['software', 'tpm', 'tee']).optional(),
@@ -165,7 +165,7 @@ const agent = z.strictObject({
   attributes: agentAttributes.default({}),
 });
 
-/** Operators use /operator/* only; their tokens are never agent tokens (issue 6 item 6). */
+/** Operators use /operator/* only; their tokens are never agent tokens (docs/spec/policy.md#operator-controls). */
 const operator = z.strictObject({ operator_id: name, token_sha256: hex64 });
 
 const policy = z.strictObject({

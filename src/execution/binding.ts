@@ -1,5 +1,5 @@
 /**
- * Execution Action Binding v1 (design §6; vectors in shared/vectors/execution-binding-v1):
+ * Execution Action Binding v1 (docs/spec/execution.md; vectors in test/vectors/execution-binding-v1):
  * a digest over JCS of exactly six members — domain `cmcp.execution-action-binding`,
  * version 1, agent_id, action_type, action_scope, action_timestamp — rendered
  * `<alg>:<lowercase hex>` with alg sha256 or sha384. The registry compares the whole
@@ -87,7 +87,7 @@ export function bindingsEqual(a: string, b: string): boolean {
 }
 
 /**
- * The `tools/call` adapter (design §6): action_type `mcp.tools/call`, action_scope
+ * The `tools/call` adapter (docs/spec/execution.md): action_type `mcp.tools/call`, action_scope
  * `<server_identity>/<tool_name>#sha256:<hex of JCS(arguments)>`, action_timestamp the
  * caller's `_cmcp.action_timestamp` or `""`. Arguments differing only in member order bind
  * identically.

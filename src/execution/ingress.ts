@@ -1,5 +1,5 @@
 /**
- * Ingress rule for `params._cmcp.execution_id` (design §6): an absent key means no
+ * Ingress rule for `params._cmcp.execution_id` (docs/spec/execution.md): an absent key means no
  * correlation; a string of 1–200 characters, each 0x21–0x7E, is valid; anything else that
  * is present (null, numbers, objects, empty, too long, spaces, controls, non-ASCII) is
  * refused as EXECUTION_ID_INVALID before any reservation.

@@ -1,5 +1,5 @@
 /**
- * The execution registry (design §6): one row per (agent_id, execution_id), reserved
+ * The execution registry (docs/spec/execution.md): one row per (agent_id, execution_id), reserved
  * `in_flight` with an immutable action binding before the upstream is invoked, moved to a
  * terminal state (`completed`, `not_attempted`, `outcome_unknown`) in the same transaction
  * as the call's terminal audit entry. Terminal rows refuse reuse forever.
@@ -117,7 +117,7 @@ export class ExecutionRegistry {
   }
 
   /**
-   * Start-up recovery (design §6): every `in_flight` row this instance owns becomes
+   * Start-up recovery (docs/spec/execution.md): every `in_flight` row this instance owns becomes
    * `outcome_unknown`, with one `execution_sealed` entry per row in the gateway chain, each
    * in its own IMMEDIATE transaction. Must run before the listener opens.
    * @returns the number of rows sealed.

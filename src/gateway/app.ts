@@ -1,5 +1,5 @@
 /**
- * The fastify application (design §1, §8): three plugins, each with its own authentication —
+ * The fastify application (docs/spec/mcp.md, docs/spec/mcp.md#inbound): three plugins, each with its own authentication —
  * health (none), agent routes (agent tokens: /mcp, /sessions, /executions) and operator routes
  * (operator tokens: /operator/…). Errors leave as JSON with a stable `error_code`; never a
  * stack trace.

@@ -1,5 +1,5 @@
 /**
- * Agent authentication (design §1): a bearer token is hashed with SHA-256 and looked up in
+ * Agent authentication (docs/spec/mcp.md): a bearer token is hashed with SHA-256 and looked up in
  * the configured table; the agent_id never comes from the request body. In dev mode a
  * request without a token is the `dev` agent (the listener is loopback-only there).
  */
@@ -11,7 +11,7 @@ export interface AgentEntry {
   token_sha256: string;
 }
 
-/** An operator credential (issue 6 item 6): used on /operator/* only. */
+/** An operator credential (docs/spec/policy.md#operator-controls): used on /operator/* only. */
 export interface OperatorEntry {
   operator_id: string;
   /** Lowercase hex SHA-256 of the bearer token. */

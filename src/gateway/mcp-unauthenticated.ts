@@ -1,5 +1,5 @@
 /**
- * A 401 from `POST /mcp` answers with the request's JSON-RPC id when it could be read (issue 16
+ * A 401 from `POST /mcp` answers with the request's JSON-RPC id when it could be read (docs/spec/refinements.md
  * item 4; docs/getting-started.md). Authentication is decided in `onRequest`, before the body is parsed; for `/mcp` the
  * refusal is deferred to `preHandler`, when the body (and its id) is there. A body that cannot
  * be parsed still gets the 401, with id null. The failure is recorded when it is decided.

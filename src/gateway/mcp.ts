@@ -1,5 +1,5 @@
 /**
- * Inbound MCP over Streamable HTTP (design §8): JSON-RPC 2.0 requests POSTed to `/mcp`,
+ * Inbound MCP over Streamable HTTP (docs/spec/mcp.md#inbound): JSON-RPC 2.0 requests POSTed to `/mcp`,
  * answered with `application/json`. The gateway holds no MCP protocol session: handshake-era
  * clients (`initialize` 2025-06-18 / 2025-11-25) and stateless 2026-07-28 requests (protocol
  * version and client capabilities in each request's `_meta`) are served by the same code.
@@ -12,7 +12,7 @@ import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { jsonRpcError } from './replies.js';
 import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 
-/** What `tools/list` shows (issue 6); default: the live tools. */
+/** What `tools/list` shows (docs/spec/policy.md); default: the live tools. */
 export interface McpControls {
   /** The tools agents see (the catalog's approved definitions when a catalog is configured). */
   listTools?: () => ToolDefinition[];
@@ -76,7 +76,7 @@ export class McpEndpoint {
     const env = this.envelope(caller, body);
     if ('reply' in env) return env.reply;
     const { msg, id, method } = env;
-    // A tools/call refused here still ends in its one terminal tool_call entry (design §3).
+    // A tools/call refused here still ends in its one terminal tool_call entry (docs/spec/audit-entries.md).
     const refuse = (v: Refused): RpcReply => {
       if (method !== 'tools/call') return rpcError(id, v.code, v.message, v.status, v.data);
       const r = this.calls.refuseEnvelope(caller.agentId, v.code, v.message, startedAt);

@@ -1,5 +1,5 @@
 /**
- * Operator controls (issue 6 item 6), served under /operator/* to operator credentials only:
+ * Operator controls (docs/spec/policy.md#operator-controls), served under /operator/* to operator credentials only:
  *
  * - `POST /operator/policy/reload` `{files: {name: base64url}, signature}` — a signed bundle
  *   replaces the running policy without a restart (rules in src/policy/state.ts). Accepted

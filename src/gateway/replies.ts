@@ -1,5 +1,5 @@
 /**
- * The HTTP edge's error bodies (design §7, §8): REST routes answer `{"error":{"error_code",
+ * The HTTP edge's error bodies (docs/spec/errors.md, docs/spec/mcp.md#inbound): REST routes answer `{"error":{"error_code",
  * "message", …}}` with the registry's HTTP status; JSON-RPC routes (`config.jsonRpc`) answer a
  * JSON-RPC error with `id: null` and `data.error_code`. Codes come only from the registry.
  */

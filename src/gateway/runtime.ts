@@ -55,7 +55,7 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** A fresh in-memory Ed25519 gateway key (design §4). Never written to disk. */
+/** A fresh in-memory Ed25519 gateway key (docs/spec/binding.md). Never written to disk. */
 export function newGatewayKey(): GatewayKey {
   const { privateKey } = generateKeyPairSync('ed25519');
   const jwk = ed25519PublicJwk(privateKey);
@@ -110,7 +110,7 @@ async function startControls(
   core: Core,
 ) {
   const { db, chain, key, provider, upstreams, executions, log } = core;
-  // Catalog and policy (issue 6): their hashes go into every session binding and claim.
+  // Catalog and policy (docs/spec/policy.md): their hashes go into every session binding and claim.
   const catalog =
     loaded.catalog && cfg.catalog
       ? startCatalog(
@@ -173,7 +173,7 @@ async function startControls(
       'resumed the last reloaded policy',
     );
   }
-  // Gateway measurement (issue 4 item 3) of what runs now, taken again after every reload.
+  // Gateway measurement (docs/spec/measurement.md) of what runs now, taken again after every reload.
   const measurer = new GatewayMeasurer(provider, chain, facts, log);
   const started = await measurer.start({
     policyBundleHash: facts.policyBundleHash,
@@ -251,7 +251,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     const chain = new AuditChain(db);
     const executions = new ExecutionRegistry(db, cfg.instance_id);
     const key = newGatewayKey();
-    // Attestation provider (issue 4 item 6): configured or auto-detected; minimum_tier refuses here.
+    // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
     const selection = await selectProvider(cfg.attestation);
     const provider = selection.provider;
     opened.push(() => provider.close());

@@ -1,5 +1,5 @@
 /**
- * JSON schemas of the HTTP edge's params, bodies and responses (design §8).
+ * JSON schemas of the HTTP edge's params, bodies and responses (docs/spec/mcp.md#inbound).
  *
  * Two rules keep behaviour as it was before the schemas:
  * - Bodies: the schemas state the accepted types only; finer checks (lengths, base64url) and
@@ -74,7 +74,7 @@ export const createSessionSchema = {
 export const claimSchema = {
   params: idParams,
   response: {
-    200: open('a signed claim (design §5): every member is signed, none may be dropped'),
+    200: open('a signed claim (docs/spec/claims.md): every member is signed, none may be dropped'),
     ...errors,
   },
 } as const;
@@ -82,10 +82,13 @@ export const claimSchema = {
 /** `GET /sessions/:id/audit`: the session chain's bundle of stored canonical texts. */
 export const bundleSchema = {
   params: idParams,
-  response: { 200: open('an audit bundle (design §3): verifiers re-hash its canonical texts'), ...errors },
+  response: {
+    200: open('an audit bundle (docs/spec/audit-entries.md): verifiers re-hash its canonical texts'),
+    ...errors,
+  },
 } as const;
 
-/** `GET /executions/:id`: the agent's view of one registry row (design §6). */
+/** `GET /executions/:id`: the agent's view of one registry row (docs/spec/execution.md). */
 export const executionSchema = {
   params: idParams,
   response: {

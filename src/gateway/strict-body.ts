@@ -1,5 +1,5 @@
 /**
- * Strict JSON bodies (issue 16 item 5): unknown members are refused, as the config and
+ * Strict JSON bodies (docs/getting-started.md): unknown members are refused, as the config and
  * `params._cmcp` already are, so a typo'd `chalenge` is an error and not a session without a
  * challenge. Used by the REST routes and by `/mcp` for the JSON-RPC request envelope.
  */

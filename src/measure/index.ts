@@ -1,5 +1,5 @@
 /**
- * Gateway measurement (issue 4 item 3): one digest over what the gateway runs — the installed
+ * Gateway measurement (docs/spec/measurement.md): one digest over what the gateway runs — the installed
  * code (every file under `dist/` and under the bundled verify package's
  * `node_modules/@cmcp/verify/dist/`, whose formats the gateway uses; plus `package-lock.json`),
  * the policy bundle, the catalog and the effective configuration. Versioned and length-prefixed so that no two different input
@@ -150,7 +150,7 @@ export function pcrExtend(before: Buffer, digest: Buffer): Buffer {
 }
 
 /**
- * The gateway measurement after a policy reload (issue 6 item 6): the same code, lockfile,
+ * The gateway measurement after a policy reload (docs/spec/policy.md#operator-controls): the same code, lockfile,
  * catalog and config inputs as `previous` (what this process started with — dist/ is not read
  * again, so a build on disk after start-up is never claimed as running), with the new policy
  * bundle hash, encoded as above.

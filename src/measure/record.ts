@@ -1,5 +1,5 @@
 /**
- * The gateway measurement over the process's life (issue 4 item 3, issue 6 item 6): taken at
+ * The gateway measurement over the process's life (docs/spec/measurement.md, docs/spec/policy.md#operator-controls): taken at
  * start-up and handed to the attestation provider (the TPM provider extends it into the
  * measurement PCR), taken again after every accepted policy reload, and each time recorded as
  * `gateway_measurement` in the gateway chain — with `attestation_binding_failed` when the

@@ -1,5 +1,5 @@
 /**
- * Reference values for a release (issue 14 item 3): the gateway measurement that an installed
+ * Reference values for a release (docs/attestation.md#reference-values-for-a-release-cmcp-measure): the gateway measurement that an installed
  * package (or an unpacked release tarball) with a given config will extend at start-up,
  * computed from the files and the config alone — no TPM, no database, no upstreams. The inputs
  * are gathered exactly as `startGateway` gathers them (docs/attestation.md, "Gateway

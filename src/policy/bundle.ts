@@ -1,5 +1,5 @@
 /**
- * Policy bundles (issue 6 item 1): a folder holding `manifest.json`, one Cedar schema
+ * Policy bundles (docs/spec/policy.md#policy-bundle): a folder holding `manifest.json`, one Cedar schema
  * (`*.cedarschema`, Cedar schema syntax) and any number of `*.cedar` policy files. Loading
  * parses the schema, splits every file into policies, validates each policy against the
  * schema in Cedar's strict mode (`@cedar-policy/cedar-wasm` `validate`), and refuses the

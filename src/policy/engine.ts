@@ -1,5 +1,5 @@
 /**
- * Cedar decisions for `tools/call` (issue 6 items 2–3). Every call is one Cedar request:
+ * Cedar decisions for `tools/call` (docs/spec/policy.md#cedar-requests). Every call is one Cedar request:
  *
  * - principal `Agent::"<agent_id>"` with the agent's configured `attributes`;
  * - action `Action::"call_tool"`;

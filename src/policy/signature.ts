@@ -1,5 +1,5 @@
 /**
- * Detached Ed25519 signatures over a policy bundle hash (issue 6 item 6).
+ * Detached Ed25519 signatures over a policy bundle hash (docs/spec/policy.md#operator-controls).
  *
  * Signed message: the UTF-8 bytes of
  * JCS({"domain":"cmcp.policy-bundle","version":1,"bundle_hash":"sha256:<hex>"}) — the bundle

@@ -1,5 +1,5 @@
 /**
- * The policy at start-up (issue 6): the configured bundle is checked against the configured
+ * The policy at start-up (docs/spec/policy.md): the configured bundle is checked against the configured
  * agents and catalog tools, installed, and recorded as `policy_load` in the gateway chain with
  * its files' hashes; a newer signed reload found in the chain is resumed and recorded too.
  */

@@ -1,5 +1,5 @@
 /**
- * The running policy and its signed replacement (issue 6 item 6). A reload is accepted only
+ * The running policy and its signed replacement (docs/spec/policy.md#operator-controls). A reload is accepted only
  * when (in this order): a policy signing key is pinned in the config; the request carries a
  * signature; the bundle's files hash and the detached Ed25519 signature over that hash
  * verifies under the pinned key; the bundle loads and validates (Cedar diagnostics

@@ -1,5 +1,5 @@
 /**
- * Gateway sessions (design §1, §4): each is one audit chain whose root is bound into
+ * Gateway sessions (docs/spec/mcp.md, docs/spec/binding.md): each is one audit chain whose root is bound into
  * hardware evidence at creation and which ends in one signed claim at close. A session
  * belongs to the agent that created it; for anyone else it does not exist.
  */
@@ -20,7 +20,7 @@ import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/bui
 import { type Db, immediate } from '../store/db.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
-/** The gateway's in-memory signing identity (design §4): never written to disk. */
+/** The gateway's in-memory signing identity (docs/spec/binding.md): never written to disk. */
 export interface GatewayKey {
   privateKey: KeyObject;
   jwk: Ed25519Jwk;
@@ -79,7 +79,7 @@ export class SessionService {
     private readonly limits: SessionLimits,
     private readonly log: Logger,
     /**
-     * What the gateway runs (design §4, issue 6): read at every session creation and claim,
+     * What the gateway runs (docs/spec/binding.md, docs/spec/policy.md): read at every session creation and claim,
      * so a policy reload (which mutates this object) binds the next session to the new hash.
      */
     private readonly facts: SessionFacts,
@@ -92,7 +92,7 @@ export class SessionService {
   /**
    * Opens a session: writes its genesis entry, then binds the chain root into hardware
    * evidence. A binding failure is logged, recorded as `attestation_binding_failed`, and the
-   * session serves anyway with the binding absent (design §4) — unless a binding tier is
+   * session serves anyway with the binding absent (docs/spec/binding.md) — unless a binding tier is
    * required, when the session is closed and refused.
    * @throws CmcpError SESSION_BINDING_REQUIRED (binding failed under minimum_tier).
    * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
@@ -197,7 +197,7 @@ export class SessionService {
   }
 
   /**
-   * minimum_tier without `serve_unbound` (issue 16 item 2): an unbound session is closed at once
+   * minimum_tier without `serve_unbound` (docs/spec/refinements.md): an unbound session is closed at once
    * (its claim says binding absent, with the reason) and refused instead of served signed-only.
    * @throws CmcpError SESSION_BINDING_REQUIRED, always.
    */

@@ -1,5 +1,5 @@
 /**
- * The gateway's single SQLite database (design §3): audit entries, sessions, claims and
+ * The gateway's single SQLite database (docs/spec/audit-entries.md): audit entries, sessions, claims and
  * executions live together so that one transaction can cover an audit entry and the
  * registry/session change it records.
  */
@@ -75,7 +75,7 @@ CREATE INDEX IF NOT EXISTS executions_state ON executions(state);
 
 /**
  * Opens (creating if needed) the database. `busy_timeout` is set before switching to WAL
- * (design §3) so a second process waiting on the lock does not fail at once;
+ * (docs/spec/audit-entries.md) so a second process waiting on the lock does not fail at once;
  * `synchronous=FULL` makes every commit durable.
  * @param busyTimeoutMs how long a writer waits for the lock before failing, milliseconds.
  */

@@ -1,5 +1,5 @@
 /**
- * Provider selection (issue 4 item 6). An explicit provider is used as configured. `auto` tries
+ * Provider selection (docs/spec/attestation.md#selection-and-tiers). An explicit provider is used as configured. `auto` tries
  * SEV-SNP, then TDX (both through configfs-tsm; SEV-SNP also through /dev/sev-guest), then a TPM,
  * and never falls back to `software`, which stays explicit and dev-mode only. `minimum_tier`
  * refuses to start below the configured tier. The result says which provider was chosen and why,
@@ -117,7 +117,7 @@ async function autoDetect(a: Extract<AttestationConfig, { provider: 'auto' }>): 
       ? { provider: 'tdx', available: true, reason: tsm.why }
       : { provider: 'tdx', available: false, reason: tsm.why },
   );
-  // 3. TPM — only probed when no confidential-VM provider was found (design §4: prefer SNP/TDX)
+  // 3. TPM — only probed when no confidential-VM provider was found (docs/spec/binding.md: prefer SNP/TDX)
   if (!candidates.some((c) => c.available)) {
     const t = probeTpm(a.tcti);
     candidates.push({ provider: 'tpm', available: t.ok, reason: t.why });

@@ -1,5 +1,5 @@
 /**
- * TPM AK enrollment by credential activation (issue 4 item 2), `cmcp tpm enroll`:
+ * TPM AK enrollment by credential activation (docs/spec/tpm.md#ek-and-ak-enrollment), `cmcp tpm enroll`:
  *
  *  1. TPM side: read the EK certificate from its NV index and recreate the EK from the TCG
  *     default template; the certificate's key must be the template EK's key.

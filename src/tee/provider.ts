@@ -1,5 +1,5 @@
 /**
- * Attestation providers: each turns a 64-byte REPORT_DATA (design §4) into hardware
+ * Attestation providers: each turns a 64-byte REPORT_DATA (docs/spec/binding.md) into hardware
  * evidence, or fails with a machine-readable reason. A failure never takes the gateway
  * down: the session records `attestation_binding_failed` and its claim says the binding
  * is absent (and with `minimum_tier`, the session is refused: src/tee/tier.ts).
@@ -35,7 +35,7 @@ export interface BoundEvidence {
 }
 
 /**
- * Assurance tiers for `minimum_tier` (issue 4 item 6): `software` attests nothing, `tpm` is a
+ * Assurance tiers for `minimum_tier` (docs/spec/attestation.md#selection-and-tiers): `software` attests nothing, `tpm` is a
  * TPM quote (discrete, firmware or virtual TPM), `tee` is a confidential-VM report (SEV-SNP, TDX)
  * whose signing key belongs to the CPU vendor and which covers the guest's memory.
  */
@@ -54,7 +54,7 @@ export interface AttestationProvider {
    */
   start?(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>>;
   /**
-   * A new gateway measurement after an accepted policy reload (issue 6 item 6): bindings
+   * A new gateway measurement after an accepted policy reload (docs/spec/policy.md#operator-controls): bindings
    * requested from now on carry it. The TPM provider extends it into the measurement PCR, in
    * order with quotes (a quote requested before this call still sees the previous state). Never
    * throws: a failure is returned in the detail (`ok: false`, `reason`) and the extend is

@@ -1,5 +1,5 @@
 /**
- * What `attestation.minimum_tier` requires once the provider is chosen (issue 16 item 2).
+ * What `attestation.minimum_tier` requires once the provider is chosen (docs/spec/refinements.md).
  * {@link selectProvider} already refuses a provider whose nominal tier is below the minimum;
  * here the tier must also be *reached*: at start-up the provider's own start must succeed, and
  * while running every session must be bound. `on_unavailable: serve_unbound` keeps the older

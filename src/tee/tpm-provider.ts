@@ -1,9 +1,9 @@
 /**
  * TPM 2.0 provider: quotes sha256 PCRs with qualifyingData = SHA-256(REPORT_DATA)
- * (design §4; TPM 2.0 Part 3 §18.4 TPM2_Quote). The TPM is opened at start-up (and lazily
+ * (docs/spec/binding.md; TPM 2.0 Part 3 §18.4 TPM2_Quote). The TPM is opened at start-up (and lazily
  * reopened after a failure, so a TPM that comes back is used again without restarting).
  *
- * Which AK signs (issue 4 item 2), in order:
+ * Which AK signs (docs/spec/tpm.md#ek-and-ak-enrollment), in order:
  *  1. `enrolled`: the persistent, EK-parented AK that `cmcp tpm enroll` certified, named by the
  *     enrollment record; its AK certificate chain is carried in every claim.
  *  2. `platform`: a cloud-provisioned AK with its certificate in NV (Azure Trusted Launch: AK at
@@ -12,10 +12,10 @@
  * When an enrollment record is configured but cannot be used, binding fails with the reason
  * (it never silently degrades to an unanchored key).
  *
- * Measurement (issue 4 item 3): the gateway measurement digest is extended into the measurement
+ * Measurement (docs/spec/measurement.md): the gateway measurement digest is extended into the measurement
  * PCR once, and that PCR is in every quote; the claim carries the PCR value read just before the
  * extend, so PCR = SHA-256(pcr_before ‖ digest) can be checked. A policy reload re-measures the
- * gateway (issue 6 item 6): the new digest is extended on top, and later claims carry it with
+ * gateway (docs/spec/policy.md#operator-controls): the new digest is extended on top, and later claims carry it with
  * the PCR value read just before that extend.
  */
 

@@ -1,6 +1,6 @@
 /**
- * Confidential-VM providers (issue 4 items 4, 5): SEV-SNP and TDX reports through Linux
- * configfs-tsm, REPORT_DATA = the 64-byte binding (design §4) carried whole. SEV-SNP falls back
+ * Confidential-VM providers (docs/spec/attestation.md#sev-snp-and-tdx-through-configfs-tsm): SEV-SNP and TDX reports through Linux
+ * configfs-tsm, REPORT_DATA = the 64-byte binding (docs/spec/binding.md) carried whole. SEV-SNP falls back
  * to the /dev/sev-guest ioctl when configfs-tsm is missing. Every failure becomes a BindingError
  * with a stable reason; the gateway keeps serving.
  */

@@ -1,5 +1,5 @@
 /**
- * One upstream down is not the gateway down (issue 16 item 3). An upstream that cannot be
+ * One upstream down is not the gateway down (docs/spec/refinements.md). An upstream that cannot be
  * reached or started at start-up is marked unavailable: its tools are hidden, calls naming them
  * are refused with UPSTREAM_OFFLINE, and it is retried with exponential backoff until it answers,
  * when it is brought in (its tools listed, the catalog told as at first contact). Upstreams with

@@ -1,5 +1,5 @@
 /**
- * Errors that say what happened when an upstream cannot be reached (issue 16 item 4): a stdio
+ * Errors that say what happened when an upstream cannot be reached (docs/getting-started.md): a stdio
  * child that exits at start shows the last lines of its stderr (bounded, control characters
  * stripped, configured environment values and secret-looking variables redacted); an HTTP
  * upstream names its URL and the cause (connection refused, DNS, TLS, HTTP status).

@@ -36,7 +36,7 @@ export interface RoutedTool {
 }
 
 /**
- * Where a call stopped relative to the upstream (design §6):
+ * Where a call stopped relative to the upstream (docs/spec/execution.md):
  * `not_sent` — no request byte left the gateway; `maybe_sent` — it may have been received
  * but no answer came; `answered` — the upstream answered (result or JSON-RPC error).
  */
@@ -359,7 +359,7 @@ export class UpstreamPool {
   private readonly upstreams = new Map<string, Upstream>();
   private routes = new Map<string, RoutedTool>();
   private observer: ListObserver | null = null;
-  /** Upstreams not reached at start-up, retried with backoff (issue 16 item 3). */
+  /** Upstreams not reached at start-up, retried with backoff (docs/spec/refinements.md). */
   readonly availability: AvailabilityTracker;
 
   /** @param maxResultBytes largest tools/call result read from an upstream, bytes. */

@@ -1,5 +1,5 @@
 /**
- * Records upstream availability changes (issue 16 item 3) in the gateway chain:
+ * Records upstream availability changes (docs/spec/refinements.md) in the gateway chain:
  * `upstream_unavailable` (not reached at start-up, with the reason) and `upstream_available`
  * (brought in after a retry).
  */

@@ -1,5 +1,5 @@
 /**
- * The release tarball as a user gets it (issue 14 item 2): `npm pack` of this checkout's build,
+ * The release tarball as a user gets it (docs/operations.md): `npm pack` of this checkout's build,
  * then `npm install -g --prefix <tmp>` of that tarball, with nothing from the checkout on the
  * installed gateway's path. Native modules (better-sqlite3, koffi) build from source when no
  * prebuilt binary can be fetched, which takes minutes on 2 cores; so an install is kept under

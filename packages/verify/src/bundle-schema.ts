@@ -10,7 +10,7 @@ import type { CheckResult, ExecutionIdGroup } from './result.js';
 export const HEX64 = /^[0-9a-f]{64}$/;
 const nullableString = z.string().nullable();
 
-/** zod schema of an audit entry body v1 (design §3). Extra members are tolerated (they are hashed). */
+/** zod schema of an audit entry body v1 (docs/spec/audit-entries.md). Extra members are tolerated (they are hashed). */
 export const auditEntryBodySchema = z.object({
   entry_version: z.literal(1),
   entry_id: z.string(),

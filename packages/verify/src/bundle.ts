@@ -1,5 +1,5 @@
 /**
- * Audit bundle verification (design §2, §3): hashes of stored text, chain links, sequence,
+ * Audit bundle verification (docs/spec/canonical-json.md, docs/spec/audit-entries.md): hashes of stored text, chain links, sequence,
  * timestamps, and — when a claim is supplied — root, tip, length and transcript.
  *
  * The reasons tell the kinds of fault apart (cases C-CHAIN-1..3):

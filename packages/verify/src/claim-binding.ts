@@ -1,5 +1,5 @@
 /**
- * The binding checks of a claim (design §4): the preimage's key thumbprint (RFC 7638), session,
+ * The binding checks of a claim (docs/spec/binding.md): the preimage's key thumbprint (RFC 7638), session,
  * chain root and hashed fields, the challenge, and REPORT_DATA = thumbprint ‖ SHA-256(JCS(preimage)).
  */
 import type { ParsedClaim } from './claim-schema.js';

@@ -1,5 +1,5 @@
 /**
- * Claim verification for relying parties (design §4, §5). Re-derives everything it reports:
+ * Claim verification for relying parties (docs/spec/binding.md, docs/spec/claims.md). Re-derives everything it reports:
  * claim signature → key thumbprint → binding preimage → REPORT_DATA → hardware evidence
  * (TPM quote: signature, nonce, AK, PCRs) → AK anchor → audit bundle.
  *
@@ -138,9 +138,9 @@ function sequenceCheck(c: ParsedClaim, previousClaim: unknown, checks: CheckResu
   }
 }
 
-/** `claim.policy_hash` / `claim.catalog_hash`: pins asked for by the relying party (issue 6). */
+/** `claim.policy_hash` / `claim.catalog_hash`: pins asked for by the relying party (docs/spec/policy.md). */
 function pinChecks(c: ParsedClaim, opts: VerifyClaimOptions, checks: CheckResult[]): void {
-  // claim.policy_hash / claim.catalog_hash: pins asked for by the relying party (issue 6).
+  // claim.policy_hash / claim.catalog_hash: pins asked for by the relying party (docs/spec/policy.md).
   // The binding.preimage check ties these claim fields to the bound preimage.
   const pins = [
     [
@@ -213,7 +213,7 @@ function measurementChecks(
  * Checks, in order (ids stable): `claim.shape`, `claim.signature` (Ed25519 over JCS(claim
  * without signature), key from cnf.jwk, RFC 8032/8037), `binding.key_thumbprint` (RFC 7638),
  * `binding.session`, `binding.chain_root`, `binding.preimage`, `binding.challenge`,
- * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), design §4), `claim.sequence`,
+ * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), docs/spec/binding.md), `claim.sequence`,
  * `evidence.status`, then for a bound TPM claim the checks of {@link verifyTpmQuote} with
  * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
  * {@link verifyBundle} (or `audit.bundle` absent).

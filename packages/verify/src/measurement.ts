@@ -1,5 +1,5 @@
 /**
- * Gateway measurement checks for relying parties (issue 4 item 3): a claim's
+ * Gateway measurement checks for relying parties (docs/spec/measurement.md): a claim's
  * `evidence.measurement` is recomputed from its inputs, tied to the claim and binding preimage,
  * and — for TPM evidence — to the quoted measurement PCR.
  *

@@ -1,5 +1,5 @@
 /**
- * Verification results for relying parties (design §5): every check is listed with a
+ * Verification results for relying parties (docs/spec/claims.md): every check is listed with a
  * status and a stable reason code, and the verdict is computed from the checks alone.
  *
  * This module is part of the verifier wing (`packages/verify/`): it imports only `packages/verify/src/format/*`,
@@ -172,7 +172,7 @@ export const REASON_CODES = {
     'the event log is not a well-formed crypto-agile TCG2 log (header, algorithms, sizes or PCR index)',
   EVENTLOG_PCR_MISMATCH: 'a PCR replayed from the event log differs from the quoted value',
   EVENTLOG_BANK_MISSING: 'the event log has no digests for the bank of the quoted PCR values',
-  // gateway measurement (issue 4 item 3)
+  // gateway measurement (docs/spec/measurement.md)
   MEASUREMENT_MALFORMED: 'evidence.measurement does not have the measurement v1 shape',
   MEASUREMENT_INPUTS_MISMATCH: 'the digest recomputed from evidence.measurement.inputs is not its digest',
   MEASUREMENT_CLAIM_MISMATCH:
@@ -194,7 +194,7 @@ export interface CheckResult {
 }
 
 /**
- * Verdict (design §5):
+ * Verdict (docs/spec/claims.md):
  * - `hardware-attested`: hardware signature valid, evidence bound to the claim, signing key
  *   chained to a pinned root.
  * - `hardware-unanchored`: valid hardware-format evidence bound to the claim, but the signing

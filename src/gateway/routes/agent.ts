@@ -1,5 +1,5 @@
 /**
- * Agent routes (design §1, §8): `POST /mcp` (JSON-RPC), the session routes and the read-only
+ * Agent routes (docs/spec/mcp.md, docs/spec/mcp.md#inbound): `POST /mcp` (JSON-RPC), the session routes and the read-only
  * execution view, behind one agent authentication hook. The hook runs on the *matched* route
  * of this plugin (and on its not-found handler), so a path's spelling cannot move a request
  * from one authentication to another.
@@ -123,7 +123,7 @@ export function agentRoutes(d: AgentRouteDeps) {
       if (r.body === null) return reply.code(202).send();
       return reply.code(r.status).type('application/json').send(r.body);
     });
-    // No server-initiated stream and no protocol session to delete (design §8).
+    // No server-initiated stream and no protocol session to delete (docs/spec/mcp.md#inbound).
     const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
       reply.code(405).header('Allow', 'POST').send();
     app.get('/mcp', { config: { jsonRpc: true } }, notAllowed);
@@ -146,7 +146,7 @@ export function agentRoutes(d: AgentRouteDeps) {
       d.sessions.bundle(req.agentId, req.params.id),
     );
 
-    // Read-only view of an execution for the agent that owns it (design §6). Never invokes anything.
+    // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.
     app.get<{ Params: { id: string } }>('/executions/:id', { schema: executionSchema }, async (req) => {
       const row = d.executions.get(req.agentId, req.params.id);
       if (!row) throw new CmcpError('EXECUTION_NOT_FOUND', 'unknown execution');

@@ -1,5 +1,5 @@
 /**
- * Operator routes (issue 6 item 6) under `/operator`, behind the operator authentication hook:
+ * Operator routes (docs/spec/policy.md#operator-controls) under `/operator`, behind the operator authentication hook:
  * operator tokens only, an agent token is refused. The hook runs on the matched route (and on
  * the prefix's not-found handler), so `/%6Fperator/…` is authenticated as an operator request.
  */

@@ -45,7 +45,7 @@ export interface VerifyCliOptions {
   at?: string;
 }
 
-/** Verdicts from strongest to weakest (design §5). */
+/** Verdicts from strongest to weakest (docs/spec/claims.md). */
 const VERDICT_ORDER: Verdict[] = ['hardware-attested', 'hardware-unanchored', 'signed-only', 'invalid'];
 
 async function readJson(path: string, what: string): Promise<unknown> {

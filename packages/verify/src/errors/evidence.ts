@@ -10,7 +10,7 @@
  * JSON-RPC codes: -32080..-32084 for evidence the caller supplied, -32090..-32093 for the
  * gateway's own attestation hardware.
  */
-import type { ErrorSpec } from './index.js';
+import type { ErrorSpec } from './spec.js';
 
 const parse = (summary: string): ErrorSpec => ({ http: 400, rpc: -32080, summary });
 

@@ -1,5 +1,5 @@
 /**
- * The one registry of cmcp error codes (design §7). Each code is stable, upper-snake, and
+ * The one registry of cmcp error codes (docs/spec/errors.md). Each code is stable, upper-snake, and
  * carries an HTTP status (for non-JSON-RPC routes) and a JSON-RPC code. `docs/errors.md`
  * is generated from this table (`npm run docs:errors`).
  *
@@ -7,17 +7,11 @@
  * implementation-defined server-error range -32000..-32099. The verifier's and the native
  * attestation layer's codes are listed in ./evidence.ts and spread in here.
  */
-import { ABI_ERRORS, ATTESTATION_ERRORS, VERIFY_INPUT_ERRORS } from './evidence.js';
 
-/** One registered error. */
-export interface ErrorSpec {
-  /** HTTP status when the error is returned outside JSON-RPC (REST routes, transport). */
-  http: number;
-  /** JSON-RPC error code when returned inside a JSON-RPC response. */
-  rpc: number;
-  /** One-line meaning, for docs. */
-  summary: string;
-}
+import { ABI_ERRORS, ATTESTATION_ERRORS, VERIFY_INPUT_ERRORS } from './evidence.js';
+import type { ErrorSpec } from './spec.js';
+
+export type { ErrorSpec } from './spec.js';
 
 export const ERRORS = {
   PARSE_ERROR: { http: 400, rpc: -32700, summary: 'The body is not valid JSON.' },
@@ -278,7 +272,7 @@ export class CmcpError extends Error {
   }
 }
 
-/** Clips caller-supplied text before it is echoed in a message (design §7). */
+/** Clips caller-supplied text before it is echoed in a message (docs/spec/errors.md). */
 export function clip(text: unknown, max = 80): string {
   const s = typeof text === 'string' ? text : (JSON.stringify(text) ?? String(text));
   return s.length > max ? `${s.slice(0, max)}…(${s.length} chars)` : s;

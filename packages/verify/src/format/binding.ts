@@ -1,5 +1,5 @@
 /**
- * Binding of a session's chain root into hardware evidence (design §4), shared by the
+ * Binding of a session's chain root into hardware evidence (docs/spec/binding.md), shared by the
  * gateway's attestation providers and the verifier.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
@@ -13,7 +13,7 @@ export interface Ed25519Jwk {
   x: string;
 }
 
-/** The binding preimage carried in every claim (design §4). */
+/** The binding preimage carried in every claim (docs/spec/binding.md). */
 export interface SessionBindingPreimage {
   domain: 'cmcp.session-binding';
   version: 1;
@@ -48,19 +48,19 @@ export function ed25519PublicJwk(key: KeyObject): Ed25519Jwk {
   return { kty: 'OKP', crv: 'Ed25519', x: jwk.x };
 }
 
-/** Session binding digest: SHA-256(JCS(preimage)), 32 bytes (design §4). */
+/** Session binding digest: SHA-256(JCS(preimage)), 32 bytes (docs/spec/binding.md). */
 export function bindingDigest(preimage: SessionBindingPreimage): Buffer {
   return sha256(canonicalJson(preimage));
 }
 
-/** REPORT_DATA (64 bytes) = key_thumbprint (32) ‖ binding_digest (32) (design §4). */
+/** REPORT_DATA (64 bytes) = key_thumbprint (32) ‖ binding_digest (32) (docs/spec/binding.md). */
 export function reportData(keyThumbprint: Uint8Array, digest: Uint8Array): Buffer {
   if (keyThumbprint.length !== 32 || digest.length !== 32)
     throw new Error('thumbprint and digest must be 32 bytes');
   return Buffer.concat([keyThumbprint, digest]);
 }
 
-/** TPM quote qualifyingData = SHA-256(REPORT_DATA), 32 bytes (design §4). */
+/** TPM quote qualifyingData = SHA-256(REPORT_DATA), 32 bytes (docs/spec/binding.md). */
 export function tpmQualifyingData(reportDataBytes: Uint8Array): Buffer {
   return sha256(reportDataBytes);
 }

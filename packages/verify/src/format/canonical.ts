@@ -2,7 +2,7 @@
  * Canonical JSON (RFC 8785, JCS) for everything cmcp hashes or signs.
  *
  * Serialisation is done by the maintained `canonicalize` library; this module only
- * adds the input checks cmcp's profile needs (design §2) and a typed error, so that
+ * adds the input checks cmcp's profile needs (docs/spec/canonical-json.md) and a typed error, so that
  * nothing un-canonicalisable is ever silently replaced and hashed.
  */
 import canonicalize from 'canonicalize';
@@ -47,7 +47,7 @@ function hasLoneSurrogate(s: string): boolean {
  * Refuses: lone surrogates (RFC 8785 §3.2.2.2), NaN/Infinity, BigInt, functions, symbols,
  * `undefined` inside arrays, non-plain objects (Date, Map, Buffer, class instances),
  * nesting deeper than {@link MAX_JSON_DEPTH}, and — when `integersExact` is set — integers
- * outside ±(2^53 − 1) (design §2).
+ * outside ±(2^53 − 1) (docs/spec/canonical-json.md).
  * `undefined` object members are dropped exactly as JSON.stringify drops them.
  *
  * @throws CanonicalJsonError naming the path of the first offending member.
@@ -120,7 +120,7 @@ export function sha256Hex(data: string | Uint8Array): string {
   return sha256(data).toString('hex');
 }
 
-/** `sha256:<lowercase hex>` digest string (design §2). */
+/** `sha256:<lowercase hex>` digest string (docs/spec/canonical-json.md). */
 export function sha256Tagged(data: string | Uint8Array): string {
   return `sha256:${sha256Hex(data)}`;
 }

@@ -1,5 +1,5 @@
 /**
- * TRACE claim format (design §5), shared by the gateway (which builds and signs claims)
+ * TRACE claim format (docs/spec/claims.md), shared by the gateway (which builds and signs claims)
  * and the verifier (which re-derives everything in them).
  */
 import { sign as cryptoSign, type KeyObject } from 'node:crypto';
@@ -11,14 +11,14 @@ import { canonicalJson, fromB64u, sha256Hex } from './canonical.js';
 /** Profile tag of claims produced by this version. */
 export const CLAIM_PROFILE = 'cmcp.trace-claim/1';
 
-/** One line of the per-call transcript: no arguments, no execution ids (design §5). */
+/** One line of the per-call transcript: no arguments, no execution ids (docs/spec/claims.md). */
 export interface TranscriptLine {
   sequence_number: number;
   tool_name: string | null;
   policy_decision: string | null;
   /**
    * Ids of the Cedar policies that determined the decision (null without a policy). Always
-   * written by this version; optional so claims issued before issue 6 still parse.
+   * written by this version; optional so claims issued before docs/spec/policy.md still parse.
    */
   policy_rule_matched?: string[] | null;
   disposition: string | null;
@@ -58,7 +58,7 @@ export interface TpmEvidenceJson {
 }
 
 /**
- * The gateway measurement (issue 4 item 3) and the inputs it was computed from. A verifier
+ * The gateway measurement (docs/spec/measurement.md) and the inputs it was computed from. A verifier
  * recomputes `digest` from the inputs (docs/attestation.md), compares it with the claim's
  * `gateway_measurement`, and — for TPM evidence — checks the quoted PCR:
  * PCR[pcr] = SHA-256(pcr_before ‖ digest bytes).
@@ -86,7 +86,7 @@ export interface MeasurementJson {
   pcr_before?: string;
 }
 
-/** SEV-SNP evidence (issue 4 item 4); byte strings base64url. */
+/** SEV-SNP evidence (docs/spec/attestation.md#sev-snp-and-tdx-through-configfs-tsm); byte strings base64url. */
 export interface SevSnpEvidenceJson {
   /** The raw ATTESTATION_REPORT (1184 bytes), REPORT_DATA = the claim's report_data. */
   report: string;
@@ -96,7 +96,7 @@ export interface SevSnpEvidenceJson {
   source: 'configfs-tsm' | 'sev-guest-ioctl';
 }
 
-/** TDX evidence (issue 4 item 5): a DCAP quote whose REPORTDATA = the claim's report_data. */
+/** TDX evidence (docs/spec/attestation.md#sev-snp-and-tdx-through-configfs-tsm): a DCAP quote whose REPORTDATA = the claim's report_data. */
 export interface TdxEvidenceJson {
   /** The DCAP quote (v4/v5) as returned by the kernel. */
   quote: string;
@@ -122,7 +122,7 @@ export interface EvidenceJson {
   measurement?: MeasurementJson;
 }
 
-/** The signed claim (design §5). */
+/** The signed claim (docs/spec/claims.md). */
 export interface Claim {
   claim_version: 1;
   profile: typeof CLAIM_PROFILE;

@@ -1,5 +1,5 @@
 /**
- * Audit entry format (design §3), shared by the gateway's store and the verifier.
+ * Audit entry format (docs/spec/audit-entries.md), shared by the gateway's store and the verifier.
  */
 import { canonicalJson, sha256Hex } from './canonical.js';
 
@@ -23,10 +23,10 @@ export type EntryType =
   | 'agent_blocked'
   | 'agent_unblocked';
 
-/** The chain id of gateway-level events (design §3). */
+/** The chain id of gateway-level events (docs/spec/audit-entries.md). */
 export const GATEWAY_CHAIN_ID = 'gateway';
 
-/** Every field is always present; `null` when not applicable (design §3). */
+/** Every field is always present; `null` when not applicable (docs/spec/audit-entries.md). */
 export interface AuditEntryBody {
   entry_version: 1;
   /** UUID v4. */
@@ -91,7 +91,7 @@ export const ENTRY_FIELDS: readonly (keyof AuditEntryBody)[] = [
 
 /**
  * Canonical text and hash of an entry body: `entry_hash` = hex SHA-256 of
- * JCS(entry without `entry_hash`) (design §3). The canonical text is what must be stored.
+ * JCS(entry without `entry_hash`) (docs/spec/audit-entries.md). The canonical text is what must be stored.
  * @throws CanonicalJsonError if the body holds a value JCS cannot carry.
  */
 export function hashEntryBody(body: AuditEntryBody): { canonical: string; entry_hash: string } {
