@@ -100,10 +100,12 @@ describe('npm pack → npm install -g (docs/operations.md)', () => {
         (/\.ts$/.test(f) && !/\.d\.ts$/.test(f)),
     );
     expect(unwanted).toEqual([]);
-    // The bundled workspace package: its manifest and build only (no src/, no tsbuildinfo).
+    // The bundled workspace package: its manifest, build and trust anchors only (no src/, no tsbuildinfo).
     const verify = pkg.files.filter((f) => f.startsWith('node_modules/@cmcp/verify/'));
     expect(
-      verify.filter((f) => !/^node_modules\/@cmcp\/verify\/(package\.json|README\.md|dist\/.+)$/.test(f)),
+      verify.filter(
+        (f) => !/^node_modules\/@cmcp\/verify\/(package\.json|README\.md|dist\/.+|attestation\/.+)$/.test(f),
+      ),
     ).toEqual([]);
   });
 
