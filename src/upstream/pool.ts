@@ -4,7 +4,6 @@
  * boundary so the caller can record `completed`, `not_attempted` or `outcome_unknown`.
  */
 
-import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ChildProcess } from 'node:child_process';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -21,6 +20,7 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
+import { type CallContext, callContext, cappedFetch, DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -74,70 +74,6 @@ function causeCode(e: unknown): string | undefined {
     cur = (cur as { cause?: unknown }).cause;
   }
   return undefined;
-}
-
-/** Default result cap (C-MCP-4): 2 MiB. */
-export const DEFAULT_MAX_RESULT_BYTES = 2 * 1024 * 1024;
-
-/** Per-call state shared with the capped fetch and the stdio watcher. */
-interface CallContext {
-  /** This call's own response passed the result cap. */
-  overflowed: boolean;
-  /** The connection was cut because another call's response passed the cap. */
-  cutOff: boolean;
-}
-
-const callContext = new AsyncLocalStorage<CallContext>();
-
-/** Thrown into a capped response body when it passes the cap. */
-class ResultTooLargeError extends CmcpError {
-  declare readonly code: 'UPSTREAM_RESULT_TOO_LARGE';
-  constructor(message: string) {
-    super('UPSTREAM_RESULT_TOO_LARGE', message);
-    this.name = 'ResultTooLargeError';
-  }
-}
-
-/**
- * A fetch for the SDK's Streamable HTTP transport that stops reading a POST response body at
- * `cap` bytes (C-MCP-4): the body is cancelled, the read errors, and `onOverflow` is told.
- * Long-lived GET event streams are not capped (they carry many messages over time).
- */
-function cappedFetch(cap: number, onOverflow: (ctx: CallContext | undefined) => void): typeof fetch {
-  return async (input, init) => {
-    const ctx = callContext.getStore();
-    if ((init?.method ?? 'GET').toUpperCase() !== 'POST') return fetch(input, init);
-    // Our own abort, so that passing the cap closes the connection instead of letting the
-    // HTTP client drain the rest of the body.
-    const stop = new AbortController();
-    const signal = init?.signal ? AbortSignal.any([init.signal, stop.signal]) : stop.signal;
-    const res = await fetch(input, { ...init, signal });
-    if (!res.body) return res;
-    const reader = res.body.getReader();
-    let seen = 0;
-    const body = new ReadableStream<Uint8Array>({
-      async pull(ctrl) {
-        const { done, value } = await reader.read();
-        if (done) {
-          ctrl.close();
-          return;
-        }
-        seen += value.byteLength;
-        if (seen > cap) {
-          onOverflow(ctx);
-          stop.abort();
-          await reader.cancel().catch(() => undefined);
-          ctrl.error(new ResultTooLargeError(`response exceeds ${cap} bytes`));
-          return;
-        }
-        ctrl.enqueue(value);
-      },
-      cancel(reason) {
-        return reader.cancel(reason);
-      },
-    });
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
-  };
 }
 
 class Upstream {
