@@ -221,6 +221,10 @@ export function verify(alg: string | null, data: Uint8Array, keyIn: VerifyKey, s
   if (isPss && !('saltLength' in opts && typeof opts.saltLength === 'number' && opts.saltLength >= 0))
     throw new Error('RSA-PSS needs an explicit saltLength here');
   const saltLength = 'saltLength' in opts ? (opts.saltLength ?? 0) : 0;
+  // node-forge 1.4 takes the salt of an sLen 0 signature as the whole DB (substr(-0)), so it
+  // would refuse every such signature: say so instead. The verifier's PSS salts are the hash
+  // size (TPM 2.0 Part 1 B.7) or a certificate's explicit non-zero saltLength.
+  if (isPss && saltLength === 0) throw new Error('RSA-PSS with saltLength 0 is not supported in the browser');
   return rsaVerify(hash, data, d, sig, isPss ? { saltLength } : null);
 }
 

@@ -23,7 +23,8 @@ const OID_BY_CURVE: Readonly<Record<CurveName, string>> = {
 };
 
 const u8 = (b: ArrayBuffer | Uint8Array) => new Uint8Array(b instanceof Uint8Array ? b : new Uint8Array(b));
-const ab = (b: Uint8Array): ArrayBuffer => b.slice().buffer as ArrayBuffer;
+/** A copy in its own ArrayBuffer (a Buffer's slice() is a view into a shared pool). */
+const ab = (b: Uint8Array): ArrayBuffer => new Uint8Array(b).buffer as ArrayBuffer;
 
 /** Unsigned big-endian integer bytes without leading zeros. */
 function unsigned(b: Uint8Array): Uint8Array {

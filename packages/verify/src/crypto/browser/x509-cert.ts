@@ -96,9 +96,10 @@ export class X509Certificate {
     return this.c.getExtension(px.BasicConstraintsExtension)?.ca === true;
   }
 
-  /** Uppercase hex, leading zero bytes dropped (OpenSSL BN_bn2hex). */
+  /** Uppercase hex, leading zero bytes dropped, zero as "0" (OpenSSL BN_bn2hex). */
   get serialNumber(): string {
-    return this.c.serialNumber.toUpperCase().replace(/^(00)+(?=..)/, '');
+    const hex = this.c.serialNumber.toUpperCase().replace(/^(00)+/, '');
+    return hex === '' ? '0' : hex;
   }
 
   get publicKey(): KeyObject {
