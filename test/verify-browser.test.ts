@@ -3,8 +3,8 @@
  * `platform: 'browser'`, ESM) is served with its inputs on 127.0.0.1 and loaded in headless
  * Chromium (Debian's /usr/bin/chromium through puppeteer-core, fresh profile, no network
  * features). The page verifies a real claim and bundle made by a TPM-bound gateway on swtpm and
- * a real SEV-SNP report, and its reports must equal what Node's verifier returns for the same
- * inputs.
+ * a real SEV-SNP report, and a claim whose AK certificate chains to a pinned AK root (an
+ * enrolled AK), and its reports must equal what Node's verifier returns for the same inputs.
  *
  * The bundle keeps the verifier synchronous: `node:crypto` is aliased to the package's browser
  * stand-in (src/crypto/browser/: @noble/hashes, @noble/curves, node-forge, @peculiar/x509) and
@@ -24,10 +24,11 @@ import { verifySnpEvidence } from '@cmcp/verify/evidence';
 import type { Claim } from '@cmcp/verify/format/claim';
 import { renderText } from '@cmcp/verify/render';
 import { computeVerdict, type VerificationReport } from '@cmcp/verify/result';
-import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
+import { parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
 import puppeteer, { type Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildBrowser, nodeBuiltinBlockers } from '../packages/verify/scripts/build-browser.mjs';
+import { certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
 import { REPO_ROOT } from './harness/gateway.js';
 import { tpmBoundClaim } from './harness/gateway-claim.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
@@ -74,7 +75,9 @@ try {
     bundle: JSON.parse(await text('/bundle.json')), trustStore, now: new Date(inputs.claimAt) });
   const claimTampered = await v.verifyClaim(JSON.parse(await text('/claim-tampered.json')), {
     bundle: JSON.parse(await text('/bundle.json')), trustStore, now: new Date(inputs.claimAt) });
-  const out = { claim, claimTampered };
+  const akClaim = await v.verifyClaim(JSON.parse(await text('/ak-claim.json')), {
+    trustStore: JSON.parse(await text('/ak-trust-store.json')), now: new Date(inputs.akAt) });
+  const out = { claim, claimTampered, akClaim };
   const snp = async (report) => v.verifySnpEvidence({
     report: await bytes(report),
     certs: [await bytes('/snp/vcek.testcer'), await bytes('/snp/ask_ark_milan.pem')],
@@ -107,6 +110,9 @@ let server: Server | undefined;
 let base = '';
 let browser: Browser | undefined;
 let claimAt: Date;
+let akClaim: Claim;
+let akTrust: TrustStore;
+const AK_AT = '2027-01-01T00:00:00Z';
 const routes = new Map<string, { type: string; body: string | Buffer }>();
 
 beforeAll(async () => {
@@ -128,7 +134,14 @@ beforeAll(async () => {
     'text/yaml',
     readFileSync(join(REPO_ROOT, 'packages/verify/attestation/trust-store.yaml')),
   );
+  // An enrolled AK: a claim whose AK certificate chains (ECDSA P-256) to a pinned AK root.
+  const pki = await makeAkPki();
+  akClaim = claimWithAkChain(pki, [certDer(pki.leaf), certDer(pki.ca), certDer(pki.root)]);
+  akTrust = pinnedAkRoot(pki.root);
+  serve('/ak-claim.json', 'application/json', JSON.stringify(akClaim));
+  serve('/ak-trust-store.json', 'application/json', JSON.stringify(akTrust));
   const inputs = {
+    akAt: AK_AT,
     claimAt: claimAt.toISOString(),
     snp: withVectors,
     snpAt: SNP_AT,
@@ -215,7 +228,7 @@ describe('the @cmcp/verify browser bundle', () => {
 });
 
 describe('verification inside headless Chromium', () => {
-  it('a real claim and bundle, and a real SEV-SNP report, genuine and tampered: the page’s reports equal Node’s', async () => {
+  it('a real claim and bundle, an enrolled-AK claim, and a real SEV-SNP report, genuine and tampered: the page’s reports equal Node’s', async () => {
     const trustStore = parseTrustStore(
       readFileSync(join(REPO_ROOT, 'packages/verify/attestation/trust-store.yaml'), 'utf8'),
     );
@@ -232,6 +245,9 @@ describe('verification inside headless Chromium', () => {
     expect(tampered.verdict).toBe('invalid');
     expect(tampered.checks.find((c) => c.id === 'claim.signature')?.status).toBe('fail');
     expect(out.claimTampered).toEqual(asJson(tampered));
+    const enrolled = await verifyClaim(akClaim, { trustStore: akTrust, now: new Date(AK_AT) });
+    expect(enrolled.verdict).toBe('hardware-attested');
+    expect(out.akClaim).toEqual(asJson(enrolled));
     if (!withVectors) return;
     const d = (f: string) => readFileSync(vectorPath('snp', 'go-sev-guest-milan', f));
     const snp = async (report: Buffer) =>
