@@ -111,6 +111,22 @@ describe('public keys and signatures', () => {
     expect(() => shim.verify('sha256', data, { key, ...opts }, sig)).toThrow(/saltLength 0 is not supported/);
   });
 
+  it('an RSA signature s + n (the same value mod n, not below n) is refused as OpenSSL refuses it', () => {
+    // 2049-bit modulus: n's top byte is 0x01, so s + n still fits in the signature's 257 bytes.
+    const pair = node.generateKeyPairSync('rsa', { modulusLength: 2049 });
+    const jwk = pair.publicKey.export({ format: 'jwk' });
+    const key = shim.createPublicKey({ key: jwk, format: 'jwk' });
+    const n = Buffer.from(jwk.n as string, 'base64url');
+    const sig = node.sign('sha256', data, pair.privateKey);
+    expect(sig.length).toBe(n.length);
+    const big = (b: Uint8Array) => BigInt(`0x${Buffer.from(b).toString('hex')}`);
+    const sPlusN = Buffer.from((big(sig) + big(n)).toString(16).padStart(n.length * 2, '0'), 'hex');
+    expect(sPlusN.length).toBe(n.length);
+    expect(shim.verify('sha256', data, key, sig)).toBe(true);
+    expect(node.verify('sha256', data, pair.publicKey, sPlusN)).toBe(false);
+    expect(shim.verify('sha256', data, key, sPlusN)).toBe(false);
+  });
+
   it('signing is refused', () => {
     expect(() => shim.sign()).toThrow(/not available in the browser/);
   });

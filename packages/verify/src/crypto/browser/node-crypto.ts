@@ -167,6 +167,8 @@ function rsaVerify(
   const BigInteger = forge.jsbn.BigInteger;
   const key = forge.pki.setRsaPublicKey(new BigInteger(hexOf(d.n), 16), new BigInteger(hexOf(d.e), 16));
   const digest = hashFn(alg)(data);
+  // RFC 8017 §5.2.2 step 1: s must be below n, as OpenSSL requires (not left to node-forge).
+  if (sig.length === d.n.length && Buffer.compare(Buffer.from(sig), Buffer.from(d.n)) >= 0) return false;
   try {
     if (pss) {
       const md = () => forge.md[alg].create();
