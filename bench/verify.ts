@@ -19,12 +19,8 @@ import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/v
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { TPM_ALG } from '@cmcp/verify/tpm/index';
-import {
-  defaultAttestationDir,
-  loadTrustStore,
-  parseReferenceValues,
-  type TrustStore,
-} from '@cmcp/verify/trust';
+import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
+import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import { certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
 
 /** One bench line. */

@@ -11,13 +11,8 @@ import {
   runVerifyEvidence,
   type VerifyEvidenceCliOptions,
 } from '@cmcp/verify/cli/evidence';
-import {
-  defaultAttestationDir,
-  loadReferenceValues,
-  loadTrustStore,
-  parseReferenceValues,
-  parseTrustStore,
-} from '@cmcp/verify/trust';
+import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
+import { defaultAttestationDir, loadReferenceValues, loadTrustStore } from '@cmcp/verify/trust-files';
 import { certsFromBytes } from '@cmcp/verify/x509';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';

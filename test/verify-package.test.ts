@@ -180,7 +180,7 @@ describe('@cmcp/verify packed and installed alone', () => {
       [
         '--input-type=module',
         '-e',
-        "import('@cmcp/verify/trust').then((m) => process.stdout.write(String(m.defaultAttestationDir())))",
+        "import('@cmcp/verify/trust-files').then((m) => process.stdout.write(String(m.defaultAttestationDir())))",
       ],
       prefix,
     );

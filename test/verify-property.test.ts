@@ -16,7 +16,8 @@ import type { CheckResult } from '@cmcp/verify/result';
 import { verifySnpReport } from '@cmcp/verify/snp/index';
 import { parseTdxQuote, verifyTdxQuote } from '@cmcp/verify/tdx/index';
 import { type PcrValue, TPM_ALG, verifyTpmQuote } from '@cmcp/verify/tpm/index';
-import { loadTrustStore, parseReferenceValues } from '@cmcp/verify/trust';
+import { parseReferenceValues } from '@cmcp/verify/trust';
+import { loadTrustStore } from '@cmcp/verify/trust-files';
 import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

@@ -15,7 +15,8 @@ import {
   type SnpInput,
   verifySnpReport,
 } from '@cmcp/verify/snp/index';
-import { loadTrustStore, parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
+import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
+import { loadTrustStore } from '@cmcp/verify/trust-files';
 import { certsFromBytes, issuedBy, validateChain } from '@cmcp/verify/x509';
 import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';

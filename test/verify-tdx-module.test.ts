@@ -20,7 +20,8 @@ import {
   verifyTdxCollateral,
 } from '@cmcp/verify/tdx/collateral';
 import { parseTdxQuote, pckExtension, verifyTdxQuote } from '@cmcp/verify/tdx/index';
-import { loadTrustStore, parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
+import { parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
+import { loadTrustStore } from '@cmcp/verify/trust-files';
 import { type Cert, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
 import * as px from '@peculiar/x509';
 import { beforeAll, describe, expect, it } from 'vitest';

@@ -3,15 +3,23 @@
  * `npm run build:browser` (in packages/verify): bundles the browser entry of @cmcp/verify
  * (`src/browser.ts`: the verifiers, the trust store and reference values parsers, the report
  * renderers — no file loading) with esbuild for `platform: 'browser'`, ESM, into
- * `dist/browser/cmcp-verify.js` (and its source map). A Node built-in imported anywhere in the
- * bundle (node:crypto, node:fs, …) cannot be bundled: the build fails and names, per built-in,
- * the modules that import it. Usage: `node scripts/build-browser.mjs [outfile]`.
+ * `dist/browser/cmcp-verify.js` (and its source map). The verifier stays one synchronous code
+ * base: in the bundle `node:crypto` is aliased to src/crypto/browser/node-crypto.ts (the part
+ * of it the verifier uses, over @noble/hashes, @noble/curves, node-forge and @peculiar/x509)
+ * and every free `Buffer` is the `buffer` package's (src/crypto/browser/buffer-global.ts).
+ * Any other Node built-in imported anywhere in the bundle (node:fs, …) cannot be bundled: the
+ * build fails and names, per built-in, the modules that import it.
+ * Usage: `node scripts/build-browser.mjs [outfile]`.
  */
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 
 /** The browser entry of the package. */
 export const BROWSER_ENTRY = fileURLToPath(new URL('../src/browser.ts', import.meta.url));
+/** The browser stand-ins: node:crypto's subset and the Buffer global. */
+const BROWSER_DIR = fileURLToPath(new URL('../src/crypto/browser/', import.meta.url));
+export const NODE_CRYPTO_SHIM = `${BROWSER_DIR}node-crypto.ts`;
+export const BUFFER_INJECT = `${BROWSER_DIR}buffer-global.ts`;
 /** Where `npm run build:browser` writes the bundle. */
 export const BROWSER_OUTFILE = fileURLToPath(new URL('../dist/browser/cmcp-verify.js', import.meta.url));
 
@@ -30,6 +38,8 @@ export async function buildBrowser(outfile = BROWSER_OUTFILE, entry = BROWSER_EN
       format: 'esm',
       target: ['es2022'],
       sourcemap: true,
+      alias: { 'node:crypto': NODE_CRYPTO_SHIM },
+      inject: [BUFFER_INJECT],
       logLevel: 'silent',
     });
     return { ok: true, outfile, errors: [] };

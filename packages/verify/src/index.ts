@@ -28,11 +28,5 @@ export {
   type Verdict,
   type VerificationReport,
 } from './result.js';
-export {
-  loadReferenceValues,
-  loadTrustStore,
-  parseReferenceValues,
-  parseTrustStore,
-  type ReferenceValues,
-  type TrustStore,
-} from './trust.js';
+export { parseReferenceValues, parseTrustStore, type ReferenceValues, type TrustStore } from './trust.js';
+export { defaultAttestationDir, loadReferenceValues, loadTrustStore } from './trust-files.js';

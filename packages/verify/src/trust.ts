@@ -5,10 +5,10 @@
  * The trust store holds facts only — names, fingerprints, sources. Vendor certificates travel
  * with the evidence; a chain is anchored when it ends at a certificate whose SHA-256
  * fingerprint is pinned here for the right purpose (and product, for AMD).
+ *
+ * Parsing only (from YAML text), so the browser bundle can use it; the file loaders and
+ * `defaultAttestationDir` are Node-only and live in ./trust-files.ts.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { SNP_PRODUCTS, type SnpProduct } from './abi/snp/tcb.js';
@@ -97,11 +97,6 @@ export function parseTrustStore(text: string): TrustStore {
   const r = trustStoreSchema.safeParse(parseYamlText(text, 'TRUST_STORE_INVALID'));
   if (!r.success) throw new PolicyFileError('TRUST_STORE_INVALID', `trust store: ${firstIssue(r.error)}`);
   return r.data;
-}
-
-/** Reads a trust store file. @throws PolicyFileError, or an fs error when unreadable */
-export function loadTrustStore(path: string): TrustStore {
-  return parseTrustStore(readFileSync(path, 'utf8'));
 }
 
 /** Roots of the store that may anchor `purposes` (and, when given, `product`). */
@@ -213,23 +208,4 @@ export function parseReferenceValues(text: string): ReferenceValues {
     throw new PolicyFileError('REFERENCE_VALUES_INVALID', `reference values: ${firstIssue(r.error)}`);
   }
   return r.data;
-}
-
-/** Reads a reference values file. @throws PolicyFileError, or an fs error when unreadable */
-export function loadReferenceValues(path: string): ReferenceValues {
-  return parseReferenceValues(readFileSync(path, 'utf8'));
-}
-
-/**
- * The repository's `attestation/` folder (found by walking up from this module, so it works
- * from `src/` and from `dist/src/`), or null when not found.
- */
-export function defaultAttestationDir(): string | null {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++) {
-    const candidate = join(dir, 'attestation', 'trust-store.yaml');
-    if (existsSync(candidate)) return join(dir, 'attestation');
-    dir = resolve(dir, '..');
-  }
-  return null;
 }

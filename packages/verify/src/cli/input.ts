@@ -5,14 +5,8 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { CmcpError } from '../errors/index.js';
-import {
-  defaultAttestationDir,
-  loadReferenceValues,
-  loadTrustStore,
-  PolicyFileError,
-  type ReferenceValues,
-  type TrustStore,
-} from '../trust.js';
+import { PolicyFileError, type ReferenceValues, type TrustStore } from '../trust.js';
+import { defaultAttestationDir, loadReferenceValues, loadTrustStore } from '../trust-files.js';
 
 /**
  * A usage or input error of a verify command (missing or oversized file, not JSON, a bad option

@@ -4,6 +4,7 @@
  * Every constructor returns a result instead of throwing, so callers report a reason code.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
+import { b64u } from '../format/canonical.js';
 
 export type { KeyObject } from 'node:crypto';
 
@@ -12,10 +13,6 @@ export type KeyResult = { ok: true; key: KeyObject } | { ok: false; detail: stri
 
 /** JWK curve names per coordinate size. */
 const CURVE_BY_SIZE: Readonly<Record<number, string>> = { 32: 'P-256', 48: 'P-384', 66: 'P-521' };
-
-function b64u(b: Uint8Array): string {
-  return Buffer.from(b).toString('base64url');
-}
 
 function leftPad(b: Uint8Array, size: number): Buffer {
   return b.length >= size ? Buffer.from(b) : Buffer.concat([Buffer.alloc(size - b.length), b]);

@@ -130,9 +130,13 @@ export function jcsDigest(value: unknown): string {
   return sha256Tagged(canonicalJson(value));
 }
 
+/** Node's Buffer has 'base64url'; the browser bundle's (the `buffer` package) has not. */
+const NATIVE_B64URL = Buffer.isEncoding('base64url');
+
 /** base64url without padding (RFC 4648 §5), as used throughout claims. */
 export function b64u(bytes: Uint8Array): string {
-  return Buffer.from(bytes).toString('base64url');
+  if (NATIVE_B64URL) return Buffer.from(bytes).toString('base64url');
+  return Buffer.from(bytes).toString('base64').replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
 /**
@@ -144,5 +148,5 @@ export function fromB64u(text: string): Buffer {
   if (typeof text !== 'string' || !/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) {
     throw Object.assign(new Error('not unpadded base64url'), { code: 'BASE64URL_INVALID' });
   }
-  return Buffer.from(text, 'base64url');
+  return Buffer.from(text, NATIVE_B64URL ? 'base64url' : 'base64'); // `buffer` reads -_ in base64
 }
