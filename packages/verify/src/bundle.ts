@@ -16,14 +16,12 @@ import {
   type ChainContext,
   chainIdCheck,
   entryChecks,
-  executionIdGroups,
   linksCheck,
   rootCheck,
   sequenceCheck,
   sessionCheck,
   timestampsCheck,
   tipLengthChecks,
-  transcriptCheck,
 } from './bundle-checks.js';
 import {
   AUDIT_CHECK_IDS,
@@ -32,6 +30,7 @@ import {
   type BundleVerification,
   type VerifiedEntry,
 } from './bundle-schema.js';
+import { executionIdGroups, transcriptCheck } from './bundle-transcript.js';
 import type { AuditEntryBody } from './format/entry.js';
 import { type CheckResult, fail, pass, quoteUntrusted } from './result.js';
 
