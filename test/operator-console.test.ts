@@ -19,6 +19,7 @@ import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotCatalog } from '../src/catalog/catalog.js';
 import { parseConfig } from '../src/config/index.js';
+import { ConsoleLogins, csrfMatches } from '../src/console/login.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
@@ -214,6 +215,25 @@ describe('console access over HTTP', () => {
     expect(noLogin.status).toBe(403);
     const api = await fetch(`${gw.url}/operator/status`, { headers: { cookie } });
     expect(api.status).toBe(401);
+  });
+});
+
+describe('console logins', () => {
+  it('expire, are bounded in number, and match only their own CSRF token', async () => {
+    const short = new ConsoleLogins(20);
+    const { id, login } = short.open('root');
+    expect(short.get(id)?.operatorId).toBe('root');
+    expect(short.get(`${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}`)).toBeNull();
+    await new Promise((r) => setTimeout(r, 40));
+    expect(short.get(id)).toBeNull();
+    const few = new ConsoleLogins(60_000, 2);
+    const first = few.open('a');
+    few.open('b');
+    few.open('c');
+    expect(few.get(first.id)).toBeNull();
+    expect(csrfMatches(login, login.csrf)).toBe(true);
+    expect(csrfMatches(login, few.open('d').login.csrf)).toBe(false);
+    expect(csrfMatches(login, undefined)).toBe(false);
   });
 });
 
