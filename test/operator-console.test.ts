@@ -194,6 +194,13 @@ describe('console access over HTTP', () => {
     expect(csp).toContain("default-src 'none'");
     expect(csp).not.toMatch(/script-src/);
     expect(page.headers.get('x-frame-options')).toBe('DENY');
+    // The agent id holding markup arrives escaped in the HTML itself.
+    const sessions = await (
+      await plain('/operator/ui/sessions', { headers: { cookie: set.split(';')[0] as string } })
+    ).text();
+    expect(sessions).not.toContain(XSS);
+    expect(sessions).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(sessions).not.toMatch(/<script/i);
   });
 
   it('a POST without the CSRF token is 403 and blocks nothing; the bearer API ignores the cookie', async () => {
