@@ -117,6 +117,19 @@ export class AuditChain {
       .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
   }
 
+  /**
+   * A chain's refused entries (`disposition = 'refused'`) stamped at or after `sinceUtc`
+   * (RFC 3339, the chain's own timestamp format, so the comparison is lexical), in sequence order.
+   */
+  refusedSince(chainId: string, sinceUtc: string): AuditEntry[] {
+    return this.db
+      .prepare<[string, string], { canonical: string; entry_hash: string }>(
+        "SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? AND timestamp_utc >= ? AND json_extract(canonical, '$.disposition') = 'refused' ORDER BY sequence_number",
+      )
+      .all(chainId, sinceUtc)
+      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+  }
+
   /** Exports a chain as a bundle of stored canonical texts (what a verifier re-hashes). */
   bundle(chainId: string, sessionId: string | null): AuditBundle {
     return {

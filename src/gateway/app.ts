@@ -6,6 +6,7 @@
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
+import { type ConsoleDeps, consoleRoutes } from '../console/plugin.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
@@ -36,6 +37,8 @@ export interface AppDeps {
   /** Records other refused requests (operator credential misuse, blocked agents). */
   recordRefusal?: RefusalSink;
   operator?: OperatorApi;
+  /** The operator console (src/console/), served under /operator/ui with its own login. */
+  console?: ConsoleDeps;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -72,6 +75,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   const operator = d.operator;
   app.register(healthRoutes);
   app.register(operatorRoutes({ auth: d.auth, operator, recordRefusal }), { prefix: '/operator' });
+  if (d.console) app.register(consoleRoutes(d.console), { prefix: '/operator/ui' });
   app.register(
     agentRoutes({
       auth: d.auth,

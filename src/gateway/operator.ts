@@ -86,6 +86,11 @@ export class OperatorControls implements OperatorApi {
     this.reloadHooks.push(hook);
   }
 
+  /** The agent ids an operator may block, sorted. */
+  agentIds(): string[] {
+    return [...this.knownAgents].sort();
+  }
+
   isBlocked(agentId: string): boolean {
     return this.blocked.has(agentId);
   }

@@ -15,6 +15,7 @@ import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
+import { ConsoleReadModel } from '../console/read-model.js';
 import { ExecutionRegistry } from '../execution/registry.js';
 import { GatewayMeasurer } from '../measure/record.js';
 import { loadBundleDir } from '../policy/bundle.js';
@@ -209,16 +210,26 @@ function buildHttp(
     refusals.refused,
     catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {},
   );
+  const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
+  const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
   const app = buildApp({
     logger: log,
-    auth: new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators),
+    auth,
     operator,
     recordRefusal: refusals.refused,
     mcp,
     sessions,
     executions,
     maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure: (route) => refusals.authFailures.record(route),
+    recordAuthFailure,
+    console: {
+      auth,
+      read: new ConsoleReadModel(db, chain, operator, operator.agentIds()),
+      block: (op, agent, reason) => operator.blockAgent(op, agent, reason ? { reason } : {}),
+      unblock: (op, agent) => operator.unblockAgent(op, agent),
+      secureCookie: !isLoopback(cfg.listen.host),
+      recordAuthFailure,
+    },
   });
   return { app, refusals };
 }

@@ -413,3 +413,18 @@ export class SessionService {
     this.db.prepare('UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(sessionId);
   }
 }
+
+/**
+ * The newest sessions of every agent, newest first (the operator console's list). Reads only.
+ * @param limit at most this many rows.
+ */
+export function listSessions(db: Db, limit: number): SessionRow[] {
+  return db
+    .prepare<[number], SessionRow>('SELECT * FROM sessions ORDER BY created_ms DESC LIMIT ?')
+    .all(limit);
+}
+
+/** One session row whatever its agent (operator reads), or undefined. */
+export function readSession(db: Db, sessionId: string): SessionRow | undefined {
+  return db.prepare<[string], SessionRow>('SELECT * FROM sessions WHERE session_id = ?').get(sessionId);
+}

@@ -1,0 +1,192 @@
+/**
+ * The operator console under `/operator/ui` (docs/operations.md#operator-console): server-rendered
+ * pages over the read model, with its own authentication. It sits beside the bearer-token
+ * operator API, not inside it: the API's hook and routes are untouched, and a console cookie
+ * is never accepted there (the cookie's path is `/operator/ui` and the API reads only
+ * `Authorization`).
+ *
+ * - Login: a form posts an operator token (checked by the same Authenticator as the API); the
+ *   browser gets an opaque session id cookie (login.ts). A refused login is recorded like any
+ *   unauthenticated request (rate-bounded, gateway chain).
+ * - Without a live login a page redirects to the login form; any other method is refused (403).
+ * - Every POST carries the login's CSRF token (`_csrf`) besides the SameSite=Strict cookie.
+ * - Every answer has a Content-Security-Policy without script, `nosniff`, no framing, no caching.
+ */
+
+import { CmcpError } from '@cmcp/verify/errors/index';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../gateway/auth.js';
+import { CONSOLE_COOKIE, CONSOLE_PATH, type ConsoleLogin, ConsoleLogins, csrfMatches } from './login.js';
+import type { BucketSize, ConsoleReadModel } from './read-model.js';
+import * as v from './views.js';
+
+export interface ConsoleDeps {
+  auth: Authenticator;
+  read: ConsoleReadModel;
+  /** Block and unblock, as the operator API does them (gateway/operator.ts). */
+  block(operatorId: string, agentId: string, reason: string | null): void;
+  unblock(operatorId: string, agentId: string): void;
+  /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */
+  secureCookie: boolean;
+  /** Records a refused login (the gateway's rate-bounded unauthenticated-request recorder). */
+  recordAuthFailure: (route: string) => void;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    consoleLogin: ConsoleLogin | null;
+  }
+}
+
+const CSP =
+  "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/** Routes served without a login. */
+const OPEN = new Set([`${CONSOLE_PATH}/login`, `${CONSOLE_PATH}/console.css`]);
+
+function securityHeaders(reply: FastifyReply): void {
+  reply
+    .header('content-security-policy', CSP)
+    .header('x-content-type-options', 'nosniff')
+    .header('x-frame-options', 'DENY')
+    .header('referrer-policy', 'no-referrer')
+    .header('cache-control', 'no-store');
+}
+
+const sendPage = (reply: FastifyReply, html: string, code = 200) =>
+  reply.code(code).type('text/html; charset=utf-8').send(html);
+
+/** The login of a request, known to exist on every route but the open ones. */
+const loginOf = (req: FastifyRequest) => req.consoleLogin as ConsoleLogin;
+const nav = (req: FastifyRequest) => ({ csrf: loginOf(req).csrf, operatorId: loginOf(req).operatorId });
+const field = (body: unknown, name: string): string | undefined => {
+  const value = (body as Record<string, unknown> | null)?.[name];
+  return typeof value === 'string' ? value : undefined;
+};
+
+/** The console plugin; register it with `prefix: '/operator/ui'`. */
+export function consoleRoutes(d: ConsoleDeps) {
+  const logins = new ConsoleLogins();
+  return async (app: FastifyInstance) => {
+    await app.register(cookie);
+    await app.register(formbody);
+    app.decorateRequest('consoleLogin', null);
+    app.addHook('onRequest', async (req, reply) => {
+      securityHeaders(reply);
+      if (OPEN.has(req.routeOptions.url ?? '')) return;
+      req.consoleLogin = logins.get(req.cookies[CONSOLE_COOKIE]);
+      if (req.consoleLogin) return;
+      if (req.method === 'GET' || req.method === 'HEAD') return reply.redirect(`${CONSOLE_PATH}/login`, 303);
+      return sendPage(reply, v.page('Login required', v.messageView('login required')), 403);
+    });
+    // CSRF: every state-changing request but the login itself carries the login's token.
+    app.addHook('preHandler', async (req, reply) => {
+      if (req.method !== 'POST' || OPEN.has(req.routeOptions.url ?? '')) return;
+      if (!csrfMatches(loginOf(req), field(req.body, '_csrf')))
+        return sendPage(reply, v.page('Refused', v.messageView('missing or wrong CSRF token')), 403);
+    });
+    app.setNotFoundHandler((_req, reply) => {
+      securityHeaders(reply);
+      return sendPage(reply, v.page('Not found', v.messageView('not found')), 404);
+    });
+
+    app.get('/console.css', async (_req, reply) => reply.type('text/css; charset=utf-8').send(v.CONSOLE_CSS));
+    app.get('/login', async (_req, reply) => sendPage(reply, v.page('Log in', v.loginView(false))));
+    app.post('/login', async (req, reply) => {
+      const token = field(req.body, 'token');
+      const operatorId = token ? d.auth.operator(`Bearer ${token}`) : null;
+      if (!operatorId) {
+        d.recordAuthFailure('POST /operator/ui/login');
+        return sendPage(reply, v.page('Log in', v.loginView(true)), 401);
+      }
+      logins.close(req.cookies[CONSOLE_COOKIE]);
+      const { id } = logins.open(operatorId);
+      reply.setCookie(CONSOLE_COOKIE, id, {
+        path: CONSOLE_PATH,
+        httpOnly: true,
+        sameSite: 'strict',
+        secure: d.secureCookie,
+        maxAge: Math.floor(logins.ttlMs / 1000),
+      });
+      req.log.info({ operator_id: operatorId }, 'operator console login');
+      return reply.redirect(`${CONSOLE_PATH}/`, 303);
+    });
+    app.post('/logout', async (req, reply) => {
+      logins.close(req.cookies[CONSOLE_COOKIE]);
+      reply.clearCookie(CONSOLE_COOKIE, { path: CONSOLE_PATH });
+      return reply.redirect(`${CONSOLE_PATH}/login`, 303);
+    });
+    pages(app, d);
+    actions(app, d);
+  };
+}
+
+/** The read-only pages. */
+function pages(app: FastifyInstance, d: ConsoleDeps): void {
+  app.get('/', async (req, reply) => {
+    const sessions = d.read.sessions();
+    const executions = d.read.executions();
+    const counts: Record<string, number> = {
+      'open sessions': sessions.filter((s) => s.status === 'open').length,
+      'closed sessions': sessions.filter((s) => s.status === 'closed').length,
+    };
+    for (const e of executions) counts[`executions ${e.state}`] = (counts[`executions ${e.state}`] ?? 0) + 1;
+    return sendPage(reply, v.page('Overview', v.overviewView(d.read.status(), counts), nav(req)));
+  });
+  app.get('/sessions', async (req, reply) =>
+    sendPage(reply, v.page('Sessions', v.sessionsView(d.read.sessions()), nav(req))),
+  );
+  app.get<{ Params: { id: string } }>('/sessions/:id', async (req, reply) => {
+    const s = d.read.session(req.params.id);
+    if (!s) return sendPage(reply, v.page('Not found', v.messageView('unknown session'), nav(req)), 404);
+    const view = v.chainView(s, d.read.chainOf(s.session_id));
+    return sendPage(reply, v.page(`Session ${s.session_id}`, view, nav(req)));
+  });
+  app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req, reply) => {
+    const s = d.read.session(req.params.id);
+    const c = s ? await d.read.claim(s.session_id) : null;
+    if (!s || !c)
+      return sendPage(
+        reply,
+        v.page('Not found', v.messageView('no claim: unknown or open session'), nav(req)),
+        404,
+      );
+    return sendPage(reply, v.page(`Claim of ${s.session_id}`, v.claimView(s.session_id, c), nav(req)));
+  });
+  app.get('/executions', async (req, reply) =>
+    sendPage(reply, v.page('Executions', v.executionsView(d.read.executions()), nav(req))),
+  );
+  app.get<{ Querystring: { bucket?: string } }>('/refusals', async (req, reply) => {
+    const size: BucketSize = req.query.bucket === 'hour' ? 'hour' : 'minute';
+    return sendPage(reply, v.page('Refusals by code', v.refusalsView(size, d.read.refusals(size)), nav(req)));
+  });
+  app.get('/agents', async (req, reply) => {
+    const agents = d.read.agents.map((id) => ({ id, blocked: d.read.isBlocked(id) }));
+    return sendPage(reply, v.page('Agents', v.agentsView(agents, loginOf(req).csrf), nav(req)));
+  });
+}
+
+/** Block and unblock (CSRF-checked by the preHandler hook). */
+function actions(app: FastifyInstance, d: ConsoleDeps): void {
+  const act =
+    (fn: (req: FastifyRequest<{ Params: { id: string } }>) => void) =>
+    async (req: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+      try {
+        fn(req);
+      } catch (e) {
+        if (!(e instanceof CmcpError)) throw e;
+        const code = e.code === 'AGENT_NOT_FOUND' ? 404 : 400;
+        return sendPage(reply, v.page('Refused', v.messageView(e.message), nav(req)), code);
+      }
+      return reply.redirect(`${CONSOLE_PATH}/agents`, 303);
+    };
+  app.post<{ Params: { id: string } }>(
+    '/agents/:id/block',
+    act((req) => d.block(loginOf(req).operatorId, req.params.id, field(req.body, 'reason') || null)),
+  );
+  app.post<{ Params: { id: string } }>(
+    '/agents/:id/unblock',
+    act((req) => d.unblock(loginOf(req).operatorId, req.params.id)),
+  );
+}

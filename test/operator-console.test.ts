@@ -1,0 +1,342 @@
+/**
+ * The operator console (/operator/ui) against a real gateway, a real upstream (counting server,
+ * Streamable HTTP) and a real catalog that drifts (mutating server, stdio), in headless
+ * Chromium (Debian's /usr/bin/chromium through puppeteer-core, fresh profile, no network
+ * features). The browser logs in, opens a closed session's chain and its claim (the verdict
+ * and checks must be what @cmcp/verify says in Node), blocks an agent (which /mcp then
+ * refuses) and unblocks it. Screenshots go to .tmp/operator-console/; assertions are DOM queries.
+ * Over plain HTTP: a wrong token is refused, no cookie redirects to the login, a POST without
+ * the CSRF token is 403, the cookie is HttpOnly and SameSite=Strict, every answer has a CSP
+ * without script, and the bearer-token API does not take the console cookie.
+ */
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust';
+import pino from 'pino';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { snapshotCatalog } from '../src/catalog/catalog.js';
+import { parseConfig } from '../src/config/index.js';
+import { ConsoleLogins, csrfMatches } from '../src/console/login.js';
+import type { Gateway } from '../src/gateway/runtime.js';
+import { UpstreamPool } from '../src/upstream/pool.js';
+import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import {
+  cleanup,
+  REPO_ROOT,
+  rest,
+  rpc,
+  startInProcess,
+  type TestConfig,
+  writeConfig,
+} from './harness/gateway.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const OP = 'console-operator-token';
+const XSS = '<script>alert(1)</script>';
+const SHOTS = join(REPO_ROOT, '.tmp', 'operator-console');
+const MUTATING = join(REPO_ROOT, 'test', 'fixtures', 'mutating-server.mjs');
+const mutUpstream = { name: 'mut', transport: 'stdio', command: process.execPath, args: [MUTATING] };
+
+let up: CountingServer;
+let cfg: TestConfig;
+let gw: Gateway;
+let browser: Browser;
+let closedSession = '';
+const work = mkdtempSync(join(tmpdir(), 'cmcp-console-'));
+
+const call = (token: string, name: string, args: Record<string, unknown>, cmcp?: Record<string, unknown>) =>
+  rpc(gw.url, token, {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name, arguments: args, ...(cmcp ? { _cmcp: cmcp } : {}) },
+  });
+
+/** A catalog pinning the real tools of both upstreams as they are now. */
+async function writeCatalog(countingUrl: string): Promise<string> {
+  const pool = new UpstreamPool(
+    parseConfig({
+      database: ':memory:',
+      dev_mode: true,
+      attestation: { provider: 'software' },
+      upstreams: [mutUpstream, { name: 'c', transport: 'http', url: countingUrl }],
+    }).upstreams,
+    pino({ level: 'silent' }),
+  );
+  await pool.start();
+  const doc = snapshotCatalog(pool.toolLists(), 'console test catalog');
+  await pool.close();
+  const file = join(work, 'catalog.json');
+  writeFileSync(file, JSON.stringify(doc));
+  return file;
+}
+
+/** The example policy bundle with a permit-all rule on top. */
+function writePolicy(): string {
+  const dir = join(work, 'policy');
+  cpSync(join(REPO_ROOT, 'examples', 'policy'), dir, { recursive: true });
+  writeFileSync(
+    join(dir, '05-permit-all.cedar'),
+    '@id("permit-all")\npermit (principal, action, resource);\n',
+  );
+  return dir;
+}
+
+/** A GET/POST to the console without a browser (no redirects followed). */
+async function plain(path: string, init: RequestInit = {}) {
+  return fetch(`${gw.url}${path}`, { redirect: 'manual', ...init });
+}
+
+async function loginCookie(): Promise<string> {
+  const r = await plain('/operator/ui/login', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token: OP }).toString(),
+  });
+  expect(r.status).toBe(303);
+  const set = r.headers.get('set-cookie') ?? '';
+  return set.split(';')[0] as string;
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run scripts/setup.sh (Debian package chromium)`);
+  mkdirSync(SHOTS, { recursive: true });
+  up = await startCountingServer();
+  cfg = await writeConfig({
+    upstreams: [{ name: 'c', transport: 'http', url: up.url }, mutUpstream],
+    agents: [
+      { agent_id: 'alice', token: 'alice-token' },
+      { agent_id: 'bob', token: 'bob-token' },
+      { agent_id: XSS, token: 'xss-token' },
+    ],
+    operators: [{ operator_id: 'root', token: OP }],
+    extra: {
+      policy: { bundle: writePolicy() },
+      catalog: { file: await writeCatalog(up.url), relist_interval_s: 0 },
+    },
+  });
+  gw = await startInProcess(cfg);
+
+  // A closed session with calls (one with an execution_id), a default session of the XSS agent,
+  // a drifted tool, and refusals in the gateway chain (a wrong token).
+  const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
+  closedSession = s.body.session_id;
+  expect((await call('alice-token', 'c.record', { a: 1 }, { session_id: closedSession })).status).toBe(200);
+  const ex = await call(
+    'alice-token',
+    'c.record',
+    { a: 2 },
+    { session_id: closedSession, execution_id: 'job-1' },
+  );
+  expect(ex.body.result).toBeDefined();
+  expect((await rest(gw.url, 'alice-token', 'POST', `/sessions/${closedSession}/close`)).status).toBe(200);
+  expect((await call('xss-token', 'c.record', { a: 3 })).body.result).toBeDefined();
+  await call('alice-token', 'mut.mutate', {});
+  for (let i = 0; i < 3; i++) expect((await call('wrong-token', 'c.record', {})).status).toBe(401);
+
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: mkdtempSync(join(work, 'profile-')),
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await gw?.close();
+  await up?.close();
+  if (cfg) cleanup(cfg.dir);
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('console access over HTTP', () => {
+  it('no cookie redirects to the login; a wrong token is refused and sets no cookie', async () => {
+    const r = await plain('/operator/ui/sessions');
+    expect(r.status).toBe(303);
+    expect(r.headers.get('location')).toBe('/operator/ui/login');
+    const bad = await plain('/operator/ui/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'token=alice-token',
+    });
+    expect(bad.status).toBe(401);
+    expect(bad.headers.get('set-cookie')).toBeNull();
+    expect(await bad.text()).toContain('login refused');
+  });
+
+  it('the login cookie is HttpOnly, SameSite=Strict, scoped to /operator/ui; pages carry a script-free CSP', async () => {
+    const r = await plain('/operator/ui/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: OP }).toString(),
+    });
+    const set = r.headers.get('set-cookie') ?? '';
+    expect(set).toMatch(/HttpOnly/i);
+    expect(set).toMatch(/SameSite=Strict/i);
+    expect(set).toMatch(/Path=\/operator\/ui/);
+    expect(set).not.toMatch(/Secure/i); // loopback listener
+    const page = await plain('/operator/ui/', { headers: { cookie: set.split(';')[0] as string } });
+    expect(page.status).toBe(200);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).not.toMatch(/script-src/);
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    // The agent id holding markup arrives escaped in the HTML itself.
+    const sessions = await (
+      await plain('/operator/ui/sessions', { headers: { cookie: set.split(';')[0] as string } })
+    ).text();
+    expect(sessions).not.toContain(XSS);
+    expect(sessions).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(sessions).not.toMatch(/<script/i);
+  });
+
+  it('a POST without the CSRF token is 403 and blocks nothing; the bearer API ignores the cookie', async () => {
+    const cookie = await loginCookie();
+    const r = await plain('/operator/ui/agents/bob/block', {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'reason=x',
+    });
+    expect(r.status).toBe(403);
+    const wrong = await plain('/operator/ui/agents/bob/block', {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: '_csrf=AAAA',
+    });
+    expect(wrong.status).toBe(403);
+    expect(gw.operator.isBlocked('bob')).toBe(false);
+    const noLogin = await plain('/operator/ui/agents/bob/block', { method: 'POST' });
+    expect(noLogin.status).toBe(403);
+    const api = await fetch(`${gw.url}/operator/status`, { headers: { cookie } });
+    expect(api.status).toBe(401);
+  });
+});
+
+describe('console logins', () => {
+  it('expire, are bounded in number, and match only their own CSRF token', async () => {
+    const short = new ConsoleLogins(20);
+    const { id, login } = short.open('root');
+    expect(short.get(id)?.operatorId).toBe('root');
+    expect(short.get(`${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}`)).toBeNull();
+    await new Promise((r) => setTimeout(r, 40));
+    expect(short.get(id)).toBeNull();
+    const few = new ConsoleLogins(60_000, 2);
+    const first = few.open('a');
+    few.open('b');
+    few.open('c');
+    expect(few.get(first.id)).toBeNull();
+    expect(csrfMatches(login, login.csrf)).toBe(true);
+    expect(csrfMatches(login, few.open('d').login.csrf)).toBe(false);
+    expect(csrfMatches(login, undefined)).toBe(false);
+  });
+});
+
+/** Waits for the navigation a click causes. */
+async function clickAndWait(tab: Page, selector: string): Promise<void> {
+  await Promise.all([tab.waitForNavigation(), tab.click(selector)]);
+}
+
+describe('the console in headless Chromium', () => {
+  it('logs in, opens a chain and its claim, blocks and unblocks an agent', async () => {
+    const tab = await browser.newPage();
+    const dialogs: string[] = [];
+    tab.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    await tab.goto(`${gw.url}/operator/ui/`);
+    expect(new URL(tab.url()).pathname).toBe('/operator/ui/login');
+    await tab.type('input[name=token]', 'not-a-token');
+    await clickAndWait(tab, '#login button');
+    expect(await tab.$('[data-login-refused]')).not.toBeNull();
+    await tab.type('input[name=token]', OP);
+    await clickAndWait(tab, '#login button');
+    await tab.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
+    expect(new URL(tab.url()).pathname).toBe('/operator/ui/');
+    const text = (sel: string) => tab.$eval(sel, (e) => e.textContent?.trim() ?? '');
+    expect(await text('[data-operator]')).toBe('root');
+    expect(await text('[data-policy-hash]')).toBe(gw.facts.policyBundleHash);
+    expect(await text('[data-catalog-hash]')).toBe(gw.facts.catalogHash);
+    const drifted = await tab.$$eval('[data-drifted]', (es) => es.map((e) => e.textContent ?? ''));
+    expect(drifted.some((d) => d.includes('target'))).toBe(true);
+
+    // Sessions: the XSS agent's name is text, not markup.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/sessions"]');
+    await tab.screenshot({ path: join(SHOTS, 'sessions.png'), fullPage: true });
+    const agents = await tab.$$eval('[data-session] td:nth-child(2)', (es) => es.map((e) => e.textContent));
+    expect(agents).toContain(XSS);
+    expect(await tab.$$eval('main script', (es) => es.length)).toBe(0);
+
+    // The closed session's chain, then its claim.
+    await clickAndWait(tab, `[data-session="${closedSession}"] a`);
+    await tab.screenshot({ path: join(SHOTS, 'chain.png'), fullPage: true });
+    const types = await tab.$$eval('[data-entry]', (es) => es.map((e) => e.getAttribute('data-entry')));
+    expect(types).toEqual(gw.chain.entries(closedSession).map((e) => e.entry_type));
+    expect(types).toContain('tool_call');
+    expect(types.at(-1)).toBe('session_close');
+    expect(await tab.$$eval('[data-execution]', (es) => es.map((e) => e.textContent))).toContain('job-1');
+    await clickAndWait(tab, '[data-claim-link]');
+    await tab.screenshot({ path: join(SHOTS, 'claim.png'), fullPage: true });
+    const dir = defaultAttestationDir();
+    const expected = await verifyClaim(gw.sessions.claim('alice', closedSession), {
+      bundle: gw.chain.bundle(closedSession, closedSession),
+      ...(dir ? { trustStore: loadTrustStore(join(dir, 'trust-store.yaml')) } : {}),
+    });
+    expect(await tab.$eval('[data-verdict]', (e) => e.getAttribute('data-verdict'))).toBe(expected.verdict);
+    const checks = await tab.$$eval('[data-check]', (es) =>
+      es.map((e) => ({ id: e.getAttribute('data-check'), status: e.getAttribute('data-status') })),
+    );
+    expect(checks).toEqual(expected.checks.map((c) => ({ id: c.id, status: c.status })));
+    expect(checks.find((c) => c.id === 'claim.signature')?.status).toBe('pass');
+
+    // Executions and refusals.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/executions"]');
+    await tab.screenshot({ path: join(SHOTS, 'executions.png'), fullPage: true });
+    expect(
+      await tab.$$eval('[data-execution-state]', (es) =>
+        es.map((e) => e.getAttribute('data-execution-state')),
+      ),
+    ).toEqual(['completed']);
+
+    // Block bob through the form: /mcp refuses him; unblock lets him back.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/agents"]');
+    await tab.type('[data-agent-row="bob"] input[name=reason]', 'console test');
+    await clickAndWait(tab, '[data-agent-row="bob"] button');
+    await tab.screenshot({ path: join(SHOTS, 'agents-blocked.png'), fullPage: true });
+    expect(await tab.$eval('[data-agent-row="bob"]', (e) => e.getAttribute('data-blocked'))).toBe('true');
+    const refused = await call('bob-token', 'c.record', { a: 4 });
+    expect(refused.body.error.data.error_code).toBe('AGENT_BLOCKED');
+    const blockedEntry = gw.chain
+      .entries('gateway')
+      .filter((e) => e.entry_type === 'agent_blocked')
+      .at(-1);
+    expect(blockedEntry?.agent_id).toBe('bob');
+    expect(blockedEntry?.detail).toMatchObject({ operator_id: 'root', reason: 'console test' });
+
+    await clickAndWait(tab, 'nav a[href="/operator/ui/refusals"]');
+    await tab.screenshot({ path: join(SHOTS, 'refusals.png'), fullPage: true });
+    const codes = await tab.$$eval('[data-code]', (es) => es.map((e) => e.getAttribute('data-code')));
+    expect(codes).toContain('UNAUTHENTICATED');
+    expect(codes).toContain('AGENT_BLOCKED');
+
+    await clickAndWait(tab, 'nav a[href="/operator/ui/agents"]');
+    await clickAndWait(tab, '[data-agent-row="bob"] button');
+    expect(await tab.$eval('[data-agent-row="bob"]', (e) => e.getAttribute('data-blocked'))).toBe('false');
+    expect((await call('bob-token', 'c.record', { a: 5 })).body.result).toBeDefined();
+    expect(dialogs).toEqual([]); // no injected script ever ran
+    await tab.close();
+  }, 120_000);
+});
