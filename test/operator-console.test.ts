@@ -13,7 +13,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify/claim';
-import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust';
+import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import pino from 'pino';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

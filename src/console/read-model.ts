@@ -8,12 +8,8 @@
 import { verifyClaim } from '@cmcp/verify/claim';
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { VerificationReport } from '@cmcp/verify/result';
-import {
-  defaultAttestationDir,
-  EMPTY_TRUST_STORE,
-  loadTrustStore,
-  type TrustStore,
-} from '@cmcp/verify/trust';
+import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
+import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import type { AuditChain } from '../audit/chain.js';
 import { storedClaim } from '../claim/build.js';
 import { type ExecutionRow, listExecutions } from '../execution/registry.js';
