@@ -7,13 +7,16 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import type { ExecutionRegistry } from '../execution/registry.js';
+import { metricsRoutes } from '../metrics/plugin.js';
+import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
+import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
-import { type OperatorApi, operatorRoutes } from './routes/operator.js';
+import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
 
 export type { OperatorApi } from './routes/operator.js';
 
@@ -36,6 +39,10 @@ export interface AppDeps {
   /** Records other refused requests (operator credential misuse, blocked agents). */
   recordRefusal?: RefusalSink;
   operator?: OperatorApi;
+  /** Served at /metrics on this listener, behind the operator hook. */
+  metrics?: GatewayMetrics;
+  /** Answers /readyz. */
+  readiness?: Readiness;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -70,7 +77,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
 
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;
-  app.register(healthRoutes);
+  app.register(healthRoutes(d.readiness));
+  if (d.metrics)
+    app.register(metricsRoutes(d.metrics, operatorAuth({ auth: d.auth, operator, recordRefusal })));
   app.register(operatorRoutes({ auth: d.auth, operator, recordRefusal }), { prefix: '/operator' });
   app.register(
     agentRoutes({
