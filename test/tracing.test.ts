@@ -99,14 +99,14 @@ describe('traces over OTLP', () => {
     }
     expect(receiver.bodies.length).toBeGreaterThan(0);
     const exports = receiver.bodies.map((b) => JSON.parse(b) as OtlpExport);
-    const resource = exports[0].resourceSpans[0].resource.attributes;
+    const resource = exports[0]?.resourceSpans[0]?.resource.attributes ?? [];
     expect(resource.find((a) => a.key === 'service.name')?.value.stringValue).toBe('cmcp-trace-test');
     const spans = exports.flatMap((e) =>
       e.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)),
     );
     const roots = spans.filter((s) => s.name === 'cmcp.tools_call');
     expect(roots).toHaveLength(1);
-    const root = roots[0];
+    const root = roots[0] as OtlpSpan;
     expect(root.parentSpanId ?? '').toBe('');
     expect(attr(root, 'cmcp.disposition')).toBe('completed');
     expect(attr(root, 'cmcp.upstream')).toBe('counting');
