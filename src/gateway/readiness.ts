@@ -4,6 +4,7 @@
  * Reasons are short codes or summaries: no URLs, tokens or evidence.
  */
 
+import { clip } from '@cmcp/verify/errors/index';
 import type { Db } from '../store/db.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import type { UpstreamPool } from '../upstream/pool.js';
@@ -18,17 +19,42 @@ export interface ReadinessReport {
   };
 }
 
-/** How long a provider probe result is reused (a TPM quote per probe would be wasteful), ms. */
+/** How long a binding's outcome stands for the provider's health (a TPM quote per probe would be wasteful), ms. */
 const ATTESTATION_PROBE_TTL_MS = 15_000;
 
+/** How long the database probe waits for the write lock, ms. */
+const DB_PROBE_BUSY_MS = 250;
+
+/** `ATTESTATION_BINDING_FAILED: <reason>` (the BindingError's short reason, not its message). */
+function bindingReason(e: unknown): string {
+  const { code, reason } = e as { code?: string; reason?: unknown };
+  const short = typeof reason === 'string' ? clip(reason, 80) : null;
+  return `${code ?? 'ATTESTATION_BINDING_FAILED'}${short ? `: ${short}` : ''}`;
+}
+
 export class Readiness {
-  private attestation: { at: number; result: Promise<string | null> } | null = null;
+  /** The last binding's outcome (a session's, a measurement's or a probe's) and when, ms. */
+  private lastBind: { at: number; reason: string | null } | null = null;
 
   constructor(
     private readonly db: Db,
     private readonly upstreams: UpstreamPool,
     private readonly provider: AttestationProvider,
-  ) {}
+  ) {
+    // Every real binding tells readiness how the provider is doing; a probe is needed only
+    // when none happened lately.
+    const bind = provider.bind.bind(provider);
+    provider.bind = async (reportData) => {
+      try {
+        const out = await bind(reportData);
+        this.lastBind = { at: Date.now(), reason: null };
+        return out;
+      } catch (e) {
+        this.lastBind = { at: Date.now(), reason: bindingReason(e) };
+        throw e;
+      }
+    };
+  }
 
   /** Runs every check. Never throws: a failed check is a reason. */
   async check(): Promise<ReadinessReport> {
@@ -44,29 +70,33 @@ export class Readiness {
     if (!this.db.open) return 'closed';
     if (this.db.readonly) return 'read-only';
     if (this.db.inTransaction) return null; // a write transaction of ours is running: writable
+    // better-sqlite3 waits synchronously: a short busy timeout keeps a probe from stalling the
+    // event loop for the full write-lock wait while another process writes.
+    const busy = this.db.pragma('busy_timeout', { simple: true }) as number;
+    this.db.pragma(`busy_timeout = ${DB_PROBE_BUSY_MS}`);
     try {
       this.db.exec('BEGIN IMMEDIATE');
       this.db.exec('ROLLBACK');
       return null;
     } catch (e) {
       return (e as { code?: string }).code ?? 'not writable';
+    } finally {
+      this.db.pragma(`busy_timeout = ${Math.trunc(busy)}`);
     }
   }
 
   /**
    * The software provider attests nothing by design and is ready as such (dev mode only);
-   * any other provider must produce evidence for an all-zero REPORT_DATA.
+   * any other provider is as healthy as its last binding within the TTL, else it must produce
+   * evidence for an all-zero REPORT_DATA now.
    */
-  private attestationCheck(): Promise<string | null> {
-    if (this.provider.name === 'software') return Promise.resolve(null);
-    const now = Date.now();
-    if (this.attestation && now - this.attestation.at < ATTESTATION_PROBE_TTL_MS)
-      return this.attestation.result;
-    const result = this.provider.bind(Buffer.alloc(64)).then(
+  private async attestationCheck(): Promise<string | null> {
+    if (this.provider.name === 'software') return null;
+    const last = this.lastBind;
+    if (last && Date.now() - last.at < ATTESTATION_PROBE_TTL_MS) return last.reason;
+    return this.provider.bind(Buffer.alloc(64)).then(
       () => null,
-      (e) => (e as { code?: string }).code ?? 'binding failed',
+      (e) => bindingReason(e),
     );
-    this.attestation = { at: now, result };
-    return result;
   }
 }
