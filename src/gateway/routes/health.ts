@@ -5,13 +5,13 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Readiness } from '../readiness.js';
-import { healthSchema } from '../schemas.js';
+import { healthSchema, readySchema } from '../schemas.js';
 
 export function healthRoutes(readiness?: Readiness) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get('/healthz', { schema: healthSchema }, async () => ({ status: 'ok' }));
     if (!readiness) return;
-    app.get('/readyz', async (_req, reply) => {
+    app.get('/readyz', { schema: readySchema }, async (_req, reply) => {
       const r = await readiness.check();
       return reply
         .code(r.ready ? 200 : 503)
