@@ -11,6 +11,9 @@ import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
+/** /readyz answers the same report for 1 s (src/gateway/readiness.ts): wait past it after a change. */
+const nextReport = () => new Promise((r) => setTimeout(r, 1100));
+
 async function get(url: string, path: string) {
   const r = await fetch(`${url}${path}`);
   // biome-ignore lint/suspicious/noExplicitAny: a JSON body asserted member by member
@@ -46,12 +49,14 @@ describe('readiness with the software provider', () => {
     const other = new Database(cfg.dbPath);
     try {
       other.exec('BEGIN IMMEDIATE');
+      await nextReport();
       const r = await get(gw.url, '/readyz');
       expect(r.status).toBe(503);
       expect(r.body.status).toBe('not_ready');
       expect(r.body.checks.database).toBe('SQLITE_BUSY');
       expect(r.body.checks.upstreams.counting).toBeNull();
       other.exec('ROLLBACK');
+      await nextReport();
       expect((await get(gw.url, '/readyz')).status).toBe(200);
     } finally {
       other.close();
@@ -60,6 +65,7 @@ describe('readiness with the software provider', () => {
 
   it('is not ready once the upstream stops, with the reason; /healthz stays ok', async () => {
     await up.close();
+    await nextReport();
     const r = await get(gw.url, '/readyz');
     expect(r.status).toBe(503);
     expect(r.body.status).toBe('not_ready');
@@ -87,6 +93,7 @@ describe('readiness with the TPM provider (swtpm)', () => {
       // A session binding now fails; readiness reports the provider's failure.
       const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
       expect(s.body.binding.status).toBe('absent');
+      await nextReport();
       const r = await get(gw.url, '/readyz');
       expect(r.status).toBe(503);
       expect(r.body.checks.attestation).toMatch(/^ATTESTATION_BINDING_FAILED: \S/);

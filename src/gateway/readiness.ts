@@ -22,6 +22,9 @@ export interface ReadinessReport {
 /** How long a binding's outcome stands for the provider's health (a TPM quote per probe would be wasteful), ms. */
 const ATTESTATION_PROBE_TTL_MS = 15_000;
 
+/** How long one readiness report is answered again, ms. */
+const REPORT_REUSE_MS = 1000;
+
 /** How long the database probe waits for the write lock, ms. */
 const DB_PROBE_BUSY_MS = 250;
 
@@ -35,6 +38,7 @@ function bindingReason(e: unknown): string {
 export class Readiness {
   /** The last binding's outcome (a session's, a measurement's or a probe's) and when, ms. */
   private lastBind: { at: number; reason: string | null } | null = null;
+  private last: { at: number; report: Promise<ReadinessReport> } | null = null;
 
   constructor(
     private readonly db: Db,
@@ -56,8 +60,20 @@ export class Readiness {
     };
   }
 
-  /** Runs every check. Never throws: a failed check is a reason. */
-  async check(): Promise<ReadinessReport> {
+  /**
+   * Runs every check, or answers the report of the last second: /readyz is unauthenticated and
+   * must not turn a flood of probes into a flood of upstream pings. Never throws: a failed check
+   * is a reason.
+   */
+  check(): Promise<ReadinessReport> {
+    const now = Date.now();
+    if (this.last && now - this.last.at < REPORT_REUSE_MS) return this.last.report;
+    const report = this.run();
+    this.last = { at: now, report };
+    return report;
+  }
+
+  private async run(): Promise<ReadinessReport> {
     const [upstreams, attestation] = await Promise.all([this.upstreams.probe(), this.attestationCheck()]);
     const database = this.databaseCheck();
     const ready =

@@ -31,6 +31,7 @@ export interface MetricSources {
   upstreams: string[];
 }
 
+/** The registry and every cmcp metric of one gateway; scrape with {@link GatewayMetrics.render}. */
 export class GatewayMetrics {
   readonly registry = new Registry();
   private readonly upstreams: Set<string>;
@@ -151,14 +152,17 @@ export class GatewayMetrics {
       this.refusals.inc({ code: Object.hasOwn(ERRORS, errorCode) ? errorCode : 'INTERNAL_ERROR' });
   }
 
+  /** One upstream call took `seconds` (`cmcp_upstream_duration_seconds`). */
   upstreamCall(upstream: string, seconds: number): void {
     this.upstreamSeconds.observe({ upstream: this.upstreamLabel(upstream) }, seconds);
   }
 
+  /** One terminal audit commit took `seconds` (`cmcp_audit_commit_duration_seconds`). */
   auditCommit(seconds: number): void {
     this.commitSeconds.observe(seconds);
   }
 
+  /** One binding by `provider` (the configured provider's name) produced no evidence. */
   bindingFailed(provider: string): void {
     this.bindingFailures.inc({ provider });
   }
