@@ -21,6 +21,7 @@ import { readCallParams } from './ingress.js';
 import { TerminalRecorder } from './record.js';
 import { answered, notRecorded, refused } from './respond.js';
 import { SessionSensitivity } from './sensitivity.js';
+import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
 import type { Caller, CallResponse, Refusal } from './types.js';
 
 function latencyUs(startedAt: bigint): number {
@@ -40,6 +41,7 @@ export class CallOrchestrator {
     private readonly executions: ExecutionRegistry,
     private readonly log: Logger,
     controls: CallControls = NO_CONTROLS,
+    private readonly telemetry: CallTelemetry = NO_TELEMETRY,
   ) {
     this.sensitivity = new SessionSensitivity(chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
@@ -53,6 +55,10 @@ export class CallOrchestrator {
    */
   async call(caller: Caller, rawParams: unknown, startedAt: bigint): Promise<CallResponse> {
     const callId = randomUUID();
+    return this.telemetry.call(() => this.guarded(caller, rawParams, startedAt, callId));
+  }
+
+  private async guarded(caller: Caller, rawParams: unknown, startedAt: bigint, callId: string) {
     try {
       return await this.run(caller, rawParams, startedAt, callId);
     } catch (e) {
@@ -64,7 +70,7 @@ export class CallOrchestrator {
         agent_id: caller.agentId,
         execution_id: null,
       };
-      return this.refuse(null, entry, { code: 'INTERNAL_ERROR', message: 'internal error' });
+      return this.refuse(null, entry, { code: 'INTERNAL_ERROR', message: 'internal error' }, startedAt);
     }
   }
 
@@ -80,7 +86,7 @@ export class CallOrchestrator {
       execution_id: null,
       latency_us: latencyUs(startedAt),
     };
-    return this.refuse(null, entry, { code, message });
+    return this.refuse(null, entry, { code, message }, startedAt);
   }
 
   private async run(
@@ -98,7 +104,7 @@ export class CallOrchestrator {
     };
     let sessionId: string | null = null; // null: refusals go to the gateway chain
     const refuse = (r: Refusal) =>
-      this.refuse(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r);
+      this.refuse(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r, startedAt);
 
     const blocked = this.gates.blocked(caller);
     if (blocked) return refuse(blocked);
@@ -129,7 +135,9 @@ export class CallOrchestrator {
     entry.server_identity = route.upstream;
     const pinned = this.gates.catalog(req.toolName, route);
     if (!pinned.ok) return refuse(pinned.refusal);
-    const policy = this.gates.policy(caller, req, route, pinned.value, session);
+    const policy = this.telemetry.stage('policy', route.upstream, () =>
+      this.gates.policy(caller, req, route, pinned.value, session),
+    );
     if (!policy.ok) return refuse(policy.refusal);
     const { advisory } = policy.value;
     Object.assign(entry, policy.value.entry);
@@ -154,30 +162,37 @@ export class CallOrchestrator {
       };
       const binding = actionBinding(a);
       try {
-        const admitted = admit(this.db, this.executions, a, binding, refuse);
+        const admitted = this.telemetry.stage('admission', route.upstream, () =>
+          admit(this.db, this.executions, a, binding, refuse),
+        );
         if (admitted.kind === 'refused') return admitted.response;
       } catch (e) {
         this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
+        this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
         return notRecorded('admission', callId, { execution_id: executionId });
       }
     }
 
-    const f = await forward(this.upstreams, route, req.arguments);
+    const f = await this.telemetry.stage('upstream', route.upstream, () =>
+      forward(this.upstreams, route, req.arguments),
+    );
     if (f.disposition !== 'not_attempted') this.sensitivity.note(sessionId, route);
     const detail = { ...policy.value.detail, ...f.detail };
     let committed: AuditEntry;
     try {
-      committed = this.recorder.outcome(
-        sessionId,
-        {
-          ...entry,
-          error_code: f.errorCode,
-          response_payload_hash: f.responseHash,
-          latency_us: latencyUs(startedAt),
-          detail: Object.keys(detail).length ? detail : null,
-        },
-        f.disposition,
-        executionId === null ? null : { agentId: caller.agentId, executionId, callId },
+      committed = this.telemetry.stage('commit', route.upstream, () =>
+        this.recorder.outcome(
+          sessionId,
+          {
+            ...entry,
+            error_code: f.errorCode,
+            response_payload_hash: f.responseHash,
+            latency_us: latencyUs(startedAt),
+            detail: Object.keys(detail).length ? detail : null,
+          },
+          f.disposition,
+          executionId === null ? null : { agentId: caller.agentId, executionId, callId },
+        ),
       );
     } catch (e) {
       this.log.error(
@@ -185,21 +200,28 @@ export class CallOrchestrator {
         'terminal audit entry could not be committed',
       );
       const data = executionId === null ? {} : { execution_id: executionId, execution_state: 'in_flight' };
+      this.telemetry.ended(route.upstream, 'not_recorded', f.errorCode, startedAt);
       return notRecorded('outcome', callId, data);
     }
+    this.telemetry.ended(route.upstream, f.disposition, f.errorCode, startedAt);
     return answered(f, callId, executionId, committed, advisory);
   }
 
   /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */
-  private refuse(sessionId: string | null, input: EntryInput, r: Refusal): CallResponse {
+  private refuse(sessionId: string | null, input: EntryInput, r: Refusal, startedAt: bigint): CallResponse {
     const callId = input.call_id as string;
+    const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
     let e: AuditEntry;
     try {
-      e = this.recorder.refusal(sessionId, { ...input, error_code: r.code });
+      e = this.telemetry.stage('commit', upstream, () =>
+        this.recorder.refusal(sessionId, { ...input, error_code: r.code }),
+      );
     } catch (err) {
       this.log.error({ call_id: callId, err: (err as Error).message }, 'refusal could not be recorded');
+      this.telemetry.ended(upstream, 'not_recorded', r.code, startedAt);
       return notRecorded('refusal', callId);
     }
+    this.telemetry.ended(upstream, 'refused', r.code, startedAt);
     return refused(r, callId, e);
   }
 }

@@ -185,6 +185,28 @@ const catalog = z.strictObject({
   relist_interval_s: z.number().int().min(0).max(86_400).default(300),
 });
 
+/** Metrics (src/metrics; docs/operations.md#metrics-traces-readiness). */
+const metrics = z.strictObject({
+  /** Serve Prometheus metrics at GET /metrics. */
+  enabled: z.boolean().default(true),
+  /**
+   * A listener of its own for /metrics, without authentication. Absent: /metrics is served on
+   * the main listener behind the operator token.
+   */
+  listen: z.strictObject({ host: z.string().min(1), port: z.number().int().min(0).max(65535) }).optional(),
+  /** Allow `listen.host` beyond loopback (the metrics listener has no authentication). */
+  allow_remote: z.boolean().default(false),
+});
+
+/** OpenTelemetry traces over OTLP/HTTP (src/tracing), off by default. */
+const tracing = z.strictObject({
+  enabled: z.boolean().default(false),
+  /** OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces` (JSON encoding). */
+  otlp_endpoint: z.url({ protocol: /^https?$/ }).optional(),
+  /** The `service.name` resource attribute. */
+  service_name: z.string().min(1).max(200).default('cmcp-gateway'),
+});
+
 export const configSchema = z
   .strictObject({
     /** Development mode: loopback only; allows the `software` provider and the `dev` agent. */
@@ -235,6 +257,8 @@ export const configSchema = z
           .default(2 * 1024 * 1024),
       })
       .default({ max_request_bytes: 2 * 1024 * 1024, max_result_bytes: 2 * 1024 * 1024 }),
+    metrics: metrics.default({ enabled: true, allow_remote: false }),
+    tracing: tracing.default({ enabled: false, service_name: 'cmcp-gateway' }),
   })
   .superRefine((c, ctx) => {
     if (c.attestation.provider === 'software' && !c.dev_mode) {
@@ -249,6 +273,20 @@ export const configSchema = z
         code: 'custom',
         path: ['attestation', 'on_unavailable'],
         message: 'has no effect without attestation.minimum_tier (sessions are served unbound anyway)',
+      });
+    }
+    if (c.metrics.listen && !c.metrics.allow_remote && !isLoopback(c.metrics.listen.host)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['metrics', 'listen', 'host'],
+        message: `the metrics listener has no authentication: loopback only unless metrics.allow_remote is true; refusing ${c.metrics.listen.host}`,
+      });
+    }
+    if (c.tracing.enabled && !c.tracing.otlp_endpoint) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['tracing', 'otlp_endpoint'],
+        message: 'required when tracing is enabled',
       });
     }
     if (c.dev_mode && !isLoopback(c.listen.host)) {

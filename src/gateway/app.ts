@@ -8,13 +8,16 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { Logger } from 'pino';
 import { type ConsoleDeps, consoleRoutes } from '../console/plugin.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
+import { metricsRoutes } from '../metrics/plugin.js';
+import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
+import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
-import { type OperatorApi, operatorRoutes } from './routes/operator.js';
+import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
 
 export type { OperatorApi } from './routes/operator.js';
 
@@ -39,6 +42,10 @@ export interface AppDeps {
   operator?: OperatorApi;
   /** The operator console (src/console/), served under /operator/ui with its own login. */
   console?: ConsoleDeps;
+  /** Served at /metrics on this listener, behind the operator hook. */
+  metrics?: GatewayMetrics;
+  /** Answers /readyz. */
+  readiness?: Readiness;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -73,7 +80,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
 
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;
-  app.register(healthRoutes);
+  app.register(healthRoutes(d.readiness));
+  if (d.metrics)
+    app.register(metricsRoutes(d.metrics, operatorAuth({ auth: d.auth, operator, recordRefusal })));
   app.register(operatorRoutes({ auth: d.auth, operator, recordRefusal }), { prefix: '/operator' });
   if (d.console) app.register(consoleRoutes(d.console), { prefix: '/operator/ui' });
   app.register(

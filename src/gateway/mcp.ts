@@ -16,6 +16,8 @@ import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 export interface McpControls {
   /** The tools agents see (the catalog's approved definitions when a catalog is configured). */
   listTools?: () => ToolDefinition[];
+  /** Told the method of every request whose envelope was read (metrics). */
+  onMethod?: (method: string) => void;
 }
 
 /** Protocol revisions answered by `initialize` (newest first). */
@@ -76,6 +78,7 @@ export class McpEndpoint {
     const env = this.envelope(caller, body);
     if ('reply' in env) return env.reply;
     const { msg, id, method } = env;
+    this.controls.onMethod?.(method);
     // A tools/call refused here still ends in its one terminal tool_call entry (docs/spec/audit-entries.md).
     const refuse = (v: Refused): RpcReply => {
       if (method !== 'tools/call') return rpcError(id, v.code, v.message, v.status, v.data);

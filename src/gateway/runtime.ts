@@ -18,6 +18,10 @@ import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
 import { ExecutionRegistry } from '../execution/registry.js';
 import { GatewayMeasurer } from '../measure/record.js';
+import { countBindingFailures } from '../metrics/bindings.js';
+import { callTelemetry } from '../metrics/call-telemetry.js';
+import { startMetricsListener } from '../metrics/plugin.js';
+import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
@@ -29,12 +33,14 @@ import { acquireInstance } from '../store/instance-lock.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
+import { startTracing, type Tracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { McpEndpoint } from './mcp.js';
 import { OperatorControls } from './operator.js';
+import { Readiness } from './readiness.js';
 import { gatewayRefusals, recordGatewayStart } from './records.js';
 
 export interface Gateway {
@@ -53,6 +59,8 @@ export interface Gateway {
   operator: OperatorControls;
   /** `http://host:port` once listening. */
   url: string;
+  /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -99,6 +107,13 @@ interface Core {
   upstreams: UpstreamPool;
   executions: ExecutionRegistry;
   log: Logger;
+}
+
+/** Metrics (null when disabled), the tracer, and readiness: what observes the gateway. */
+interface Observers {
+  metrics: GatewayMetrics | null;
+  tracing: Tracing;
+  readiness: Readiness;
 }
 
 /**
@@ -195,21 +210,29 @@ function buildHttp(
   catalog: CatalogGuard | null,
   policy: PolicyState | null,
   operator: OperatorControls,
+  obs: Observers,
 ) {
   const { db, chain, sessions, upstreams, executions, log } = core;
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-  const calls = new CallOrchestrator(db, chain, sessions, upstreams, executions, log, {
-    policy: () => policy?.engine ?? null,
-    catalog,
-    agentAttributes: (id) => agentAttrs.get(id) ?? {},
-  });
-  const refusals = gatewayRefusals(chain, log);
-  const mcp = new McpEndpoint(
-    calls,
+  const calls = new CallOrchestrator(
+    db,
+    chain,
+    sessions,
     upstreams,
-    refusals.refused,
-    catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {},
+    executions,
+    log,
+    {
+      policy: () => policy?.engine ?? null,
+      catalog,
+      agentAttributes: (id) => agentAttrs.get(id) ?? {},
+    },
+    callTelemetry(obs.metrics, obs.tracing.tracer),
   );
+  const refusals = gatewayRefusals(chain, log);
+  const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
+    ...(catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {}),
+    ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
+  });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
   const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
   const app = buildApp({
@@ -230,6 +253,9 @@ function buildHttp(
       secureCookie: !isLoopback(cfg.listen.host),
       recordAuthFailure,
     },
+    // On the main listener (operator token) unless metrics.listen names a listener of its own.
+    ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
+    readiness: obs.readiness,
   });
   return { app, refusals };
 }
@@ -267,6 +293,12 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     const provider = selection.provider;
     opened.push(() => provider.close());
     log.info(selection.detail, 'attestation provider selected');
+    const tracing = startTracing(cfg.tracing);
+    opened.push(() => tracing.shutdown());
+    const metrics = cfg.metrics.enabled
+      ? new GatewayMetrics({ db, dbPath: cfg.database, upstreams: cfg.upstreams.map((u) => u.name) })
+      : null;
+    if (metrics) countBindingFailures(provider, metrics);
     const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
     opened.push(() => upstreams.close());
     await upstreams.start();
@@ -289,8 +321,14 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       catalog,
       policy,
       operator,
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider) },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
+    opened.push(() => app.close());
+    const metricsListener =
+      metrics && cfg.metrics.listen
+        ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)
+        : null;
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =
       catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
@@ -313,16 +351,19 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       catalog,
       operator,
       url,
+      metricsUrl: metricsListener?.url ?? null,
       async close() {
         if (closed) return;
         closed = true;
         if (relist) clearInterval(relist);
+        await metricsListener?.close();
         await app.close();
         refusals.authFailures.flush();
         await upstreams.close();
         await measurer.settled();
         provider.close();
         instance.release();
+        await tracing.shutdown();
         db.close();
       },
     };

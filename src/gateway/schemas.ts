@@ -49,6 +49,25 @@ export const healthSchema = {
   response: { 200: { type: 'object', properties: { status: str }, required: ['status'] } },
 } as const;
 
+/** `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null}, attestation}}`. */
+const readyBody = {
+  type: 'object',
+  properties: {
+    status: str,
+    checks: {
+      type: 'object',
+      properties: {
+        database: nullableStr,
+        upstreams: { type: 'object', additionalProperties: nullableStr },
+        attestation: nullableStr,
+      },
+      required: ['database', 'upstreams', 'attestation'],
+    },
+  },
+  required: ['status', 'checks'],
+} as const;
+export const readySchema = { response: { 200: readyBody, 503: readyBody } } as const;
+
 /** `POST /sessions` `{challenge?: base64url | null}` (an absent body is `{}`). */
 export const createSessionSchema = {
   body: { type: ['object', 'null'], properties: { challenge: nullableStr } },

@@ -262,6 +262,18 @@ class Upstream {
     }
   }
 
+  /** A JSON-RPC `ping` round trip (readiness). @returns null when answered, else why not. */
+  async ping(timeoutMs: number): Promise<string | null> {
+    try {
+      const client = await this.connect();
+      await client.ping({ timeout: timeoutMs, maxTotalTimeout: timeoutMs });
+      return null;
+    } catch (e) {
+      if (e instanceof UpstreamStartError) return e.summary;
+      return causeCode(e) ?? (e instanceof McpError ? `MCP error ${e.code}` : 'no answer');
+    }
+  }
+
   async close(): Promise<void> {
     const c = this.client;
     this.client = null;
@@ -434,6 +446,21 @@ export class UpstreamPool {
     const u = this.upstreams.get(route.upstream);
     if (!u) return Promise.resolve({ boundary: 'not_sent', failure: 'unknown upstream' });
     return u.call(route.toolName, args);
+  }
+
+  /**
+   * Pings every upstream (readiness): an unavailable one is not pinged, its summary is the reason.
+   * @returns per upstream name, null when it answered or why it did not.
+   */
+  async probe(timeoutMs = 2000): Promise<Record<string, string | null>> {
+    const out: Record<string, string | null> = {};
+    await Promise.all(
+      [...this.upstreams.values()].map(async (u) => {
+        const down = this.availability.get(u.cfg.name);
+        out[u.cfg.name] = down ? `unavailable: ${down.summary}` : await u.ping(timeoutMs);
+      }),
+    );
+    return out;
   }
 
   async close(): Promise<void> {

@@ -1,10 +1,11 @@
 /**
  * The result-size cap of one upstream call (C-MCP-4): per-call state carried in
  * AsyncLocalStorage, and a fetch for the SDK's Streamable HTTP transport that stops reading a
- * response body at the cap.
+ * response body at the cap and carries the W3C `traceparent` of the active span.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { CmcpError } from '@cmcp/verify/errors/index';
+import { withTraceContext } from '../tracing/propagate.js';
 
 /** Default result cap (C-MCP-4): 2 MiB. */
 export const DEFAULT_MAX_RESULT_BYTES = 2 * 1024 * 1024;
@@ -34,7 +35,9 @@ export class ResultTooLargeError extends CmcpError {
  * Long-lived GET event streams are not capped (they carry many messages over time).
  */
 export function cappedFetch(cap: number, onOverflow: (ctx: CallContext | undefined) => void): typeof fetch {
-  return async (input, init) => {
+  return async (input, traceless) => {
+    // W3C traceparent of the active span (none when tracing is off).
+    const init = withTraceContext(traceless);
     const ctx = callContext.getStore();
     if ((init?.method ?? 'GET').toUpperCase() !== 'POST') return fetch(input, init);
     // Our own abort, so that passing the cap closes the connection instead of letting the

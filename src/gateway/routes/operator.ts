@@ -32,8 +32,8 @@ export interface OperatorRouteDeps {
   recordRefusal: RefusalSink;
 }
 
-/** The operator authentication hook; an agent credential is named in the refusal record. */
-function operatorAuth(d: OperatorRouteDeps) {
+/** The operator authentication hook (also guards /metrics); an agent credential is named in the refusal record. */
+export function operatorAuth(d: OperatorRouteDeps) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const op = d.auth.operator(req.headers.authorization);
     if (op) {

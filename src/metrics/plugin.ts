@@ -1,0 +1,33 @@
+/**
+ * `GET /metrics` (Prometheus text exposition): a fastify plugin for the main listener (behind
+ * the operator authentication hook) and, when `metrics.listen` is configured, a listener of
+ * its own that serves only /metrics, without authentication (loopback unless allowed).
+ */
+import Fastify, { type FastifyInstance, type onRequestHookHandler } from 'fastify';
+import type { GatewayMetrics } from './registry.js';
+
+/** The /metrics route; `guard` (the operator hook) runs first when given. */
+export function metricsRoutes(metrics: GatewayMetrics, guard?: onRequestHookHandler) {
+  return async (app: FastifyInstance) => {
+    if (guard) app.addHook('onRequest', guard);
+    app.get('/metrics', async (_req, reply) => {
+      reply.type(metrics.contentType);
+      return metrics.render();
+    });
+  };
+}
+
+/**
+ * Starts the separate metrics listener.
+ * @returns its `http://host:port` and how to close it. @throws a busy port.
+ */
+export async function startMetricsListener(
+  metrics: GatewayMetrics,
+  host: string,
+  port: number,
+): Promise<{ url: string; close: () => Promise<void> }> {
+  const app = Fastify({ logger: false });
+  app.register(metricsRoutes(metrics));
+  const url = await app.listen({ host, port });
+  return { url, close: () => app.close() };
+}
