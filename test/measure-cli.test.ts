@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { loadReferenceValues } from '@cmcp/verify/trust-files';
@@ -104,5 +104,13 @@ describe('cmcp measure', () => {
     const r = await cmcp('measure', '--config', good.file, '--out', '/nonexistent/dir/rv.yaml');
     expect(r.code).toBe(2);
     expect(r.stderr).toBe('cmcp measure: cannot write /nonexistent/dir/rv.yaml (ENOENT)\n');
+    // A --package-root that is not a cmcp package measures nothing: refused, nothing written.
+    const out = join(good.dir, 'rv.yaml');
+    for (const root of ['/nonexistent', good.dir]) {
+      const bad = await cmcp('measure', '--config', good.file, '--package-root', root, '--out', out);
+      expect(bad.code, root).toBe(2);
+      expect(bad.stderr).toContain('is not a cmcp package');
+      expect(existsSync(out)).toBe(false);
+    }
   });
 });

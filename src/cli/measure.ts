@@ -7,8 +7,8 @@
  * Exit codes: 0 on success; 2 for an unreadable or invalid config, policy bundle or catalog, or
  * an unwritable output file (one line, no stack trace).
  */
-import { writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { CatalogError } from '../catalog/catalog.js';
 import { ConfigError } from '../config/index.js';
@@ -47,6 +47,16 @@ function renderText(r: ReleaseMeasurement): string {
 
 /** Runs the measure command; returns the exit code. Never throws. */
 export function runMeasure(opts: MeasureCliOptions): number {
+  // A wrong --package-root would measure nothing and still write reference values.
+  if (opts.packageRoot !== undefined) {
+    const root = resolve(opts.packageRoot);
+    if (!existsSync(join(root, 'package.json')) || !existsSync(join(root, 'dist', 'src', 'cli', 'main.js'))) {
+      process.stderr.write(
+        `cmcp measure: --package-root ${root} is not a cmcp package (no package.json and dist/src/cli/main.js)\n`,
+      );
+      return 2;
+    }
+  }
   let r: ReleaseMeasurement;
   try {
     r = measureRelease({
