@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import pino from 'pino';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotCatalog } from '../src/catalog/catalog.js';
 import { parseConfig } from '../src/config/index.js';
@@ -23,6 +23,7 @@ import { ConsoleLogins, csrfMatches } from '../src/console/login.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import { CHROMIUM, launchChromium } from './harness/chromium.js';
 import {
   cleanup,
   REPO_ROOT,
@@ -33,7 +34,6 @@ import {
   writeConfig,
 } from './harness/gateway.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const OP = 'console-operator-token';
 const XSS = '<script>alert(1)</script>';
 const SHOTS = join(REPO_ROOT, '.tmp', 'operator-console');
@@ -138,20 +138,7 @@ beforeAll(async () => {
   await call('alice-token', 'mut.mutate', {});
   for (let i = 0; i < 3; i++) expect((await call('wrong-token', 'c.record', {})).status).toBe(401);
 
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: mkdtempSync(join(work, 'profile-')),
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium(work);
 }, 180_000);
 
 afterAll(async () => {

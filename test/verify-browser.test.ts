@@ -25,15 +25,15 @@ import type { Claim } from '@cmcp/verify/format/claim';
 import { renderText } from '@cmcp/verify/render';
 import { computeVerdict, type VerificationReport } from '@cmcp/verify/result';
 import { parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
-import puppeteer, { type Browser } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildBrowser, nodeBuiltinBlockers } from '../packages/verify/scripts/build-browser.mjs';
 import { certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
+import { CHROMIUM, launchChromium } from './harness/chromium.js';
 import { REPO_ROOT } from './harness/gateway.js';
 import { tpmBoundClaim } from './harness/gateway-claim.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SRC = join(REPO_ROOT, 'packages', 'verify', 'src');
 const work = mkdtempSync(join(tmpdir(), 'cmcp-verify-browser-'));
 
@@ -166,20 +166,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((ok) => server?.listen(0, '127.0.0.1', ok));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: mkdtempSync(join(work, 'profile-')),
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium(work);
 }, 180_000);
 
 afterAll(async () => {
