@@ -12,10 +12,12 @@ export {
   type RawTdxEvidence,
   type RawTpmEvidence,
   verifyEventLogEvidence,
+  verifyRawEvidence,
   verifySnpEvidence,
   verifyTdxEvidence,
   verifyTpmEvidence,
 } from './evidence.js';
+export { EVIDENCE_KINDS, evidenceKind, type RawEvidenceByKind } from './kinds.js';
 export { renderJson, renderText } from './render.js';
 export {
   type CheckResult,
