@@ -9,6 +9,7 @@ import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallOrchestrator } from '../call/orchestrator.js';
 import type { Caller } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+import { type ClientChannel, jsonChannel } from './client-channel.js';
 import { jsonRpcError } from './replies.js';
 import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 
@@ -18,7 +19,34 @@ export interface McpControls {
   listTools?: () => ToolDefinition[];
   /** Told the method of every request whose envelope was read (metrics). */
   onMethod?: (method: string) => void;
+  /**
+   * Handlers for methods beyond the gateway's own (`initialize`, `server/discover`, `ping`,
+   * `tools/list`, `tools/call`), keyed by JSON-RPC method; a method with no handler is
+   * METHOD_NOT_FOUND.
+   */
+  methods?: ReadonlyMap<string, MethodHandler>;
 }
+
+/** One request whose envelope and protocol version were accepted, as a method handler sees it. */
+export interface MethodRequest {
+  caller: Caller;
+  id: JsonRpcId;
+  method: string;
+  params: Record<string, unknown> | undefined;
+  /** True for a stateless 2026-07-28 request. */
+  stateless: boolean;
+  /** The channel to the client of this request (notifications, server-to-client requests, abort). */
+  channel: ClientChannel;
+  /** process.hrtime.bigint() when the request arrived. */
+  startedAt: bigint;
+}
+
+/** Serves one method: its JSON-RPC result, or a JSON-RPC error object. */
+export type MethodHandler = (
+  request: MethodRequest,
+) => Promise<
+  { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } }
+>;
 
 /** Protocol revisions answered by `initialize` (newest first). */
 export const HANDSHAKE_VERSIONS = ['2025-11-25', '2025-06-18'] as const;
@@ -68,12 +96,14 @@ export class McpEndpoint {
    * Handles one parsed POST body for an authenticated agent.
    * @param caller the agent and whether it is blocked, as the agent auth hook decided.
    * @param headerVersion the `MCP-Protocol-Version` header, if sent.
+   * @param channel the channel to the client (default: a JSON response that carries only the result).
    */
   async handle(
     caller: Caller,
     body: unknown,
     headerVersion: string | undefined,
     startedAt: bigint,
+    channel: ClientChannel = jsonChannel(),
   ): Promise<RpcReply> {
     const env = this.envelope(caller, body);
     if ('reply' in env) return env.reply;
@@ -111,6 +141,7 @@ export class McpEndpoint {
       params as Record<string, unknown> | undefined,
       version.stateless,
       startedAt,
+      channel,
     );
   }
 
@@ -176,6 +207,7 @@ export class McpEndpoint {
     params: Record<string, unknown> | undefined,
     stateless: boolean,
     startedAt: bigint,
+    channel: ClientChannel,
   ): Promise<RpcReply> {
     const ok = (result: Record<string, unknown>): RpcReply => ({
       status: 200,
@@ -212,8 +244,13 @@ export class McpEndpoint {
         if ('result' in r) return ok(r.result);
         return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
       }
-      default:
-        return rpcError(id, 'METHOD_NOT_FOUND', 'method not found');
+      default: {
+        const handler = this.controls.methods?.get(method);
+        if (!handler) return rpcError(id, 'METHOD_NOT_FOUND', 'method not found');
+        const r = await handler({ caller, id, method, params, stateless, channel, startedAt });
+        if ('result' in r) return ok(r.result);
+        return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
+      }
     }
   }
 }

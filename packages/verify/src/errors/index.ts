@@ -38,6 +38,12 @@ export const ERRORS = {
   },
   SESSION_OPEN: { http: 409, rpc: -32012, summary: 'The session is still open; it has no claim yet.' },
   SESSION_CLOSED: { http: 409, rpc: -32011, summary: 'The session is closed; open a new one.' },
+  CLIENT_CHANNEL_UNAVAILABLE: {
+    http: 406,
+    rpc: -32040,
+    summary:
+      'A server-to-client request could not reach the client (it accepts only application/json, or it disconnected).',
+  },
   UNKNOWN_TOOL: { http: 404, rpc: -32020, summary: 'No upstream tool has this name.' },
   UPSTREAM_UNAVAILABLE: {
     http: 502,

@@ -1,0 +1,64 @@
+/**
+ * The client side of one inbound MCP request, as the code that serves it sees it
+ * (docs/spec/mcp.md#inbound). The HTTP edge builds one per request: on an SSE response it can
+ * carry notifications and server-to-client requests before the result; on a JSON response it
+ * carries only the result. Method handlers (tools/call, the relayed methods) use it to pass the
+ * upstream's progress, log messages and server-to-client requests back to the client, and learn
+ * from `signal` that the client went away or cancelled.
+ */
+
+import { CmcpError } from '@cmcp/verify/errors/index';
+
+/** A JSON-RPC notification or request as it travels to the client (no `jsonrpc`, no `id`). */
+export interface ClientMessage {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+/** The channel to the client of one request. */
+export interface ClientChannel {
+  /** True when the client accepted `text/event-stream` for this request. */
+  readonly streaming: boolean;
+  /**
+   * Sends a notification to the client ahead of the response (`notifications/progress`,
+   * `notifications/message`, `notifications/cancelled`). Returns false when it could not be
+   * delivered (a JSON response, or the client is gone); the caller decides whether that matters.
+   */
+  notify(message: ClientMessage): boolean;
+  /**
+   * Sends a server-to-client request (`sampling/createMessage`, `elicitation/create`,
+   * `roots/list`) and resolves with the client's `result`.
+   * @throws CmcpError `CLIENT_CHANNEL_UNAVAILABLE` when the response is JSON (the client cannot
+   *   receive requests) or the client disconnected; a client JSON-RPC error rejects with a
+   *   CmcpError carrying its code and message.
+   */
+  request(message: ClientMessage, options?: { signal?: AbortSignal }): Promise<Record<string, unknown>>;
+  /** Aborted when the client disconnects or cancels this request (`notifications/cancelled`). */
+  readonly signal: AbortSignal;
+  /** The gateway's client session (`Mcp-Session-Id`), or undefined for a stateless request. */
+  readonly clientSessionId?: string;
+}
+
+/**
+ * The channel of a request answered with `application/json`: nothing reaches the client before
+ * the result, and server-to-client requests are refused.
+ * @param signal aborted when the client disconnects (default: never).
+ */
+export function jsonChannel(
+  signal: AbortSignal = new AbortController().signal,
+  clientSessionId?: string,
+): ClientChannel {
+  return {
+    streaming: false,
+    notify: () => false,
+    request: () =>
+      Promise.reject(
+        new CmcpError(
+          'CLIENT_CHANNEL_UNAVAILABLE',
+          'the client accepts only application/json: it cannot receive requests',
+        ),
+      ),
+    signal,
+    ...(clientSessionId === undefined ? {} : { clientSessionId }),
+  };
+}
