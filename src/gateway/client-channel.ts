@@ -62,3 +62,15 @@ export function jsonChannel(
     ...(clientSessionId === undefined ? {} : { clientSessionId }),
   };
 }
+
+/**
+ * The gateway's client sessions (`Mcp-Session-Id`, handshake-era clients), as the upstream side
+ * sees them: where notifications that belong to no request go (`list_changed`,
+ * `resources/updated`), and when a client session's upstream state can be let go.
+ */
+export interface ClientSessionEvents {
+  /** Delivers a notification on the client session's standalone `GET /mcp` stream; false when none is open. */
+  notify(clientSessionId: string, message: ClientMessage): boolean;
+  /** Calls `callback` once when the client session ends (`DELETE /mcp`, expiry, shutdown). */
+  onEnd(clientSessionId: string, callback: () => void): void;
+}
