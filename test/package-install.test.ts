@@ -19,7 +19,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { freePort } from './harness/gateway.js';
-import { type InstalledPackage, packAndInstall, runInstalled, startInstalled } from './harness/package.js';
+import {
+  type InstalledPackage,
+  installedEnv,
+  machinePath,
+  packAndInstall,
+  pinnedNodeVersion,
+  runInstalled,
+  startInstalled,
+} from './harness/package.js';
 
 // Building better-sqlite3 from source on a loaded 2-core machine takes minutes.
 const INSTALL_TIMEOUT_MS = 20 * 60_000;
@@ -73,6 +81,32 @@ function exampleConfig(dir: string, port: number, attestation?: Record<string, u
 }
 
 describe('npm pack → npm install -g (docs/operations.md)', () => {
+  it('installs on the machine as it is: where its Node is older than 22.12 (Debian 12 + Node 20), Node 24 LTS from npm goes into the same prefix first and the installed cmcp runs on it', async () => {
+    expect(pkg.machineNode, 'this machine has a node on PATH').not.toBeNull();
+    const version = await runInstalled(pkg.bin, ['--version'], work);
+    expect(version.code, version.stderr).toBe(0);
+    const node = join(pkg.prefix, 'bin', 'node');
+    if (!pkg.nodeIntoPrefix) {
+      // A machine Node of 22.12+ is used as it is; nothing else goes into the prefix.
+      expect(() => execFileSync(node, ['--version'])).toThrow();
+      return;
+    }
+    expect(execFileSync(node, ['--version'], { encoding: 'utf8' }).trim()).toBe(`v${pinnedNodeVersion()}`);
+    // The same installed cmcp on the machine's own Node alone refuses with one line, exit 2.
+    let refused: { status: number | null; stderr: string } = { status: 0, stderr: '' };
+    try {
+      execFileSync(pkg.bin, ['--version'], {
+        env: { ...installedEnv(pkg.prefix), PATH: machinePath() },
+        stdio: 'pipe',
+      });
+    } catch (e) {
+      const err = e as { status: number | null; stderr: Buffer };
+      refused = { status: err.status, stderr: err.stderr.toString() };
+    }
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain(`found ${pkg.machineNode}`);
+  });
+
   it('the tarball carries the build, the bundled @cmcp/verify, examples and attestation, and nothing of tests or sources', () => {
     for (const f of [
       'package.json',
