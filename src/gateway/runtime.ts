@@ -3,14 +3,16 @@
  * lock, attestation provider, upstreams, catalog and policy, recovery, sessions, operator
  * controls, measurement, call path and HTTP app. Each module records its own start-up entries
  * in the gateway chain (gateway_start, attestation_provider, catalog_load, policy_load,
- * execution_sealed, gateway_measurement) before the listener opens.
+ * recovered calls, gateway_measurement) before the listener opens.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
+import { AttemptLog } from '../call/attempts.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
+import { CallRecovery } from '../call/recovery.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
@@ -155,9 +157,6 @@ async function startControls(
     enforcementMode: policy?.mode ?? 'none',
   };
 
-  // Recovery before the listener opens: nothing admitted by an earlier process stays in flight.
-  const sealed = executions.sealInFlight(chain);
-  if (sealed) log.warn({ sealed }, 'sealed in-flight executions from a previous run as outcome_unknown');
   const sessions = new SessionService(
     db,
     chain,
@@ -169,6 +168,15 @@ async function startControls(
     cfg.instance_id,
     requiredBindingTier(cfg.attestation),
   );
+  // Recovery before the listener opens (and before stale sessions close, so each interrupted
+  // call lands in the session chain it ran in): nothing forwarded by an earlier process stays
+  // without a terminal entry.
+  const recovery = new CallRecovery(db, chain, new AttemptLog(db, cfg.instance_id), executions, sessions);
+  const recovered = recovery.run(
+    'in flight at start-up: the previous process stopped before a terminal outcome was recorded',
+  );
+  if (recovered.attempts || recovered.executions)
+    log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
   const stale = sessions.closeStale();
   if (stale)
     log.warn(
@@ -200,7 +208,7 @@ async function startControls(
   assertTierReached(cfg.attestation, provider, started);
   operator.onReload((bundle) => measurer.reload(bundle));
 
-  return { catalog, policy, facts, sessions, operator, measurer };
+  return { catalog, policy, facts, sessions, operator, measurer, recovery };
 }
 
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
