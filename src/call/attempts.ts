@@ -48,6 +48,7 @@ export class AttemptLog {
   private readonly insertStmt;
   private readonly deleteStmt;
   private readonly ownedStmt;
+  private closed = false;
 
   constructor(
     private readonly db: Db,
@@ -66,11 +67,12 @@ export class AttemptLog {
 
   /**
    * Records an attempt, inside the caller's `BEGIN IMMEDIATE` transaction (the execution
-   * reservation's, where there is one). @throws outside such a transaction; SQLite errors
+   * reservation's, where there is one). @throws outside such a transaction; after {@link close}; SQLite errors
    * (a duplicate call_id is a constraint error).
    */
   begin(a: AttemptStart): void {
     if (!inImmediate(this.db)) throw new Error('an attempt must be recorded inside BEGIN IMMEDIATE');
+    if (this.closed) throw new Error('the gateway is shutting down: no new attempt');
     this.insertStmt.run(
       a.callId,
       a.method,
@@ -95,6 +97,14 @@ export class AttemptLog {
     if (!inImmediate(this.db)) throw new Error('an attempt must be ended inside BEGIN IMMEDIATE');
     if (this.deleteStmt.run(callId).changes !== 1)
       throw new Error(`no open attempt for call ${callId}: its terminal entry is already recorded`);
+  }
+
+  /**
+   * Refuses every later {@link begin} (a shutdown past its drain time, before it records what
+   * is still open): nothing is forwarded after recovery has run.
+   */
+  close(): void {
+    this.closed = true;
   }
 
   /** This instance's open attempts, oldest first. */

@@ -40,10 +40,12 @@ import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
+import { Drain } from './drain.js';
 import { McpEndpoint } from './mcp.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
 import { gatewayRefusals, recordGatewayStart } from './records.js';
+import { gracefulShutdown, type ShutdownReport } from './shutdown.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -64,6 +66,11 @@ export interface Gateway {
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
   metricsUrl: string | null;
   close(): Promise<void>;
+  /**
+   * Graceful shutdown (shutdown.ts): stop admitting, drain for `drainMs` (default
+   * `shutdown.drain_ms`), record what did not drain, close open sessions with claims, close.
+   */
+  shutdown(drainMs?: number): Promise<ShutdownReport>;
 }
 
 /** A fresh in-memory Ed25519 gateway key (docs/spec/binding.md). Never written to disk. */
@@ -116,6 +123,7 @@ interface Observers {
   metrics: GatewayMetrics | null;
   tracing: Tracing;
   readiness: Readiness;
+  drain: Drain;
 }
 
 /**
@@ -264,8 +272,9 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    drain: obs.drain,
   });
-  return { app, refusals };
+  return { app, refusals, calls };
 }
 
 /**
@@ -314,22 +323,27 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
 
-    const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
-      db,
-      chain,
-      key,
-      provider,
-      upstreams,
-      executions,
-      log,
-    });
-    const { app, refusals } = buildHttp(
+    const { catalog, policy, facts, sessions, operator, measurer, recovery } = await startControls(
+      cfg,
+      loaded,
+      {
+        db,
+        chain,
+        key,
+        provider,
+        upstreams,
+        executions,
+        log,
+      },
+    );
+    const drain = new Drain();
+    const { app, refusals, calls } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider) },
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider), drain },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
@@ -345,6 +359,21 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     relist?.unref();
     log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
     let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      if (relist) clearInterval(relist);
+      await metricsListener?.close();
+      await app.close();
+      refusals.authFailures.flush();
+      await upstreams.close();
+      await measurer.settled();
+      provider.close();
+      instance.release();
+      await tracing.shutdown();
+      db.close();
+    };
+    const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };
     return {
       app,
       db,
@@ -360,20 +389,8 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       operator,
       url,
       metricsUrl: metricsListener?.url ?? null,
-      async close() {
-        if (closed) return;
-        closed = true;
-        if (relist) clearInterval(relist);
-        await metricsListener?.close();
-        await app.close();
-        refusals.authFailures.flush();
-        await upstreams.close();
-        await measurer.settled();
-        provider.close();
-        instance.release();
-        await tracing.shutdown();
-        db.close();
-      },
+      close,
+      shutdown: (drainMs = cfg.shutdown.drain_ms) => gracefulShutdown(parts, drainMs),
     };
   } catch (e) {
     for (const close of opened.reverse()) await close();
