@@ -306,7 +306,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     const executions = new ExecutionRegistry(db, cfg.instance_id);
     const key = newGatewayKey();
     // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
-    const selection = await selectProvider(cfg.attestation);
+    const selection = await selectProvider(cfg.attestation, cfg.instance_id);
     const provider = selection.provider;
     opened.push(() => provider.close());
     log.info(selection.detail, 'attestation provider selected');
