@@ -56,5 +56,5 @@ describe('crash test (10 kills)', () => {
         'answered call no-such-call: 0 terminal entries',
       ]),
     );
-  }, 150_000);
+  }, 300_000);
 });
