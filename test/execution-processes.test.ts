@@ -144,6 +144,58 @@ describe('two gateway processes sharing one database', () => {
 });
 
 describe('process restart', () => {
+  it('SIGKILL while the upstream holds a call without execution_id: its attempt ends in one outcome_unknown entry in its session chain, counted by the claim', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-kill-noid-'));
+    dirs.push(dir);
+    const { child, dbPath } = await gatewayOn(dir, 'gw-n');
+    const marker = uniq('m');
+    const pending = rpc(child.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'c.hold', arguments: { ms: 20_000, marker } },
+    }).catch(() => null);
+    for (let i = 0; i < 100 && !up.invocations.some((v) => v.args.marker === marker); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+    await child.stop('SIGKILL');
+    await pending;
+    let db = new Database(dbPath, { readonly: true });
+    const open = db
+      .prepare<[], { call_id: string; session_id: string; method: string; execution_id: string | null }>(
+        'SELECT call_id, session_id, method, execution_id FROM call_attempts',
+      )
+      .all();
+    db.close();
+    expect(open).toHaveLength(1);
+    expect(open[0]).toMatchObject({ method: 'tools/call', execution_id: null });
+
+    const { child: again } = await gatewayOn(dir, 'gw-n');
+    db = new Database(dbPath, { readonly: true });
+    const entries = db
+      .prepare<[string], { chain_id: string; canonical: string }>(
+        "SELECT chain_id, canonical FROM audit_entries WHERE entry_type = 'tool_call' AND json_extract(canonical, '$.call_id') = ?",
+      )
+      .all(open[0]!.call_id);
+    expect(db.prepare('SELECT COUNT(*) AS n FROM call_attempts').get()).toEqual({ n: 0 });
+    db.close();
+    expect(entries).toHaveLength(1);
+    expect(entries[0]!.chain_id).toBe(open[0]!.session_id);
+    expect(JSON.parse(entries[0]!.canonical)).toMatchObject({
+      disposition: 'outcome_unknown',
+      error_code: 'CALL_INTERRUPTED',
+      execution_id: null,
+      tool_name: 'c.hold',
+      server_identity: 'c',
+    });
+    // The restart closed the earlier process's session; its claim counts the interrupted call.
+    const claim = await rest(again.url, 'alice-token', 'GET', `/sessions/${open[0]!.session_id}/claim`);
+    expect(claim.status).toBe(200);
+    expect(claim.body.counters).toMatchObject({ tool_calls: 1, faulted: 1 });
+    up.release();
+    await again.stop();
+  });
+
   it('SIGKILL while the upstream holds an admitted call: sealed outcome_unknown, retry refused, one invocation', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-kill-'));
     dirs.push(dir);
@@ -167,14 +219,20 @@ describe('process restart', () => {
     expect(db.prepare('SELECT state FROM executions WHERE execution_id = ?').get(x)).toEqual({
       state: 'outcome_unknown',
     });
+    // The one terminal entry is a tool_call in the session chain the call ran in (its claim counts it).
     const sealed = db
-      .prepare<[string], { canonical: string; entry_hash: string }>(
-        "SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = 'gateway' AND entry_type = 'execution_sealed' AND execution_id = ?",
+      .prepare<[string], { canonical: string; entry_hash: string; chain_id: string; session_id: string }>(
+        "SELECT canonical, entry_hash, chain_id, session_id FROM audit_entries WHERE execution_id = ? AND entry_type IN ('tool_call', 'execution_sealed')",
       )
       .all(x);
     db.close();
     expect(sealed).toHaveLength(1);
-    expect(JSON.parse(sealed[0]!.canonical).disposition).toBe('outcome_unknown');
+    expect(sealed[0]!.chain_id).toBe(sealed[0]!.session_id);
+    expect(JSON.parse(sealed[0]!.canonical)).toMatchObject({
+      entry_type: 'tool_call',
+      disposition: 'outcome_unknown',
+      error_code: 'CALL_INTERRUPTED',
+    });
     const retry = await callAt(again.url, 2, 'c.hold', { ms: 20_000, marker }, x);
     expect(retry.body.error.data).toMatchObject({
       error_code: 'EXECUTION_REPLAY_REFUSED',
@@ -223,10 +281,17 @@ describe('process restart', () => {
     expect(
       db
         .prepare(
-          "SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'execution_sealed'",
+          "SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'tool_call' AND chain_id = session_id AND json_extract(canonical, '$.disposition') = 'outcome_unknown'",
         )
         .get(x),
     ).toEqual({ n: 1 });
+    expect(
+      db
+        .prepare(
+          "SELECT COUNT(*) AS n FROM audit_entries WHERE execution_id = ? AND entry_type = 'execution_sealed'",
+        )
+        .get(x),
+    ).toEqual({ n: 0 });
     db.close();
     const retry = await callAt(again.url, 2, 'c.record', { a: marker }, x);
     expect(retry.body.error.data.error_code).toBe('EXECUTION_REPLAY_REFUSED');

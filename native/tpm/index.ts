@@ -3,6 +3,14 @@ export { makeCredential } from './credential.js';
 export { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
 export { TpmError, type TpmErrorCode } from './errors.js';
 export {
+  flushInstanceLeftovers,
+  type InstanceAk,
+  instanceAkHandle,
+  instanceTag,
+  openInstanceAk,
+  transientHandles,
+} from './instance-ak.js';
+export {
   akAttributeProblem,
   hierarchyQualifiedName,
   nameOfPublic,

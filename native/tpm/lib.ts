@@ -220,6 +220,17 @@ export interface TssBindings {
     persistentHandle: number,
     newObjectHandle: [number],
   ): number;
+  Esys_GetCapability(
+    ctx: NativePtr,
+    s1: number,
+    s2: number,
+    s3: number,
+    capability: number,
+    property: number,
+    propertyCount: number,
+    moreData: [number],
+    capabilityData: Out<NativePtr>,
+  ): number;
   Tss2_RC_Decode(rc: number): string;
   marshal: Record<MuType, (src: NativePtr | Buffer, buf: Buffer, size: number, off: [number]) => number>;
   unmarshal: Record<MuType, (buf: Buffer, size: number, off: [number], dest: Buffer) => number>;
@@ -246,6 +257,7 @@ export const MU_TYPES = [
   'TPMT_SYM_DEF',
   'TPM2B_NV_PUBLIC',
   'TPM2B_MAX_NV_BUFFER',
+  'TPMS_CAPABILITY_DATA',
 ] as const;
 export type MuType = (typeof MU_TYPES)[number];
 
@@ -367,6 +379,10 @@ export function tss(): TssBindings {
     Esys_EvictControl: esys.func(
       'uint32_t Esys_EvictControl(void *ctx, uint32_t auth, uint32_t object, uint32_t s1, uint32_t s2, ' +
         'uint32_t s3, uint32_t persistentHandle, _Out_ uint32_t *newObjectHandle)',
+    ),
+    Esys_GetCapability: esys.func(
+      'uint32_t Esys_GetCapability(void *ctx, uint32_t s1, uint32_t s2, uint32_t s3, uint32_t capability, ' +
+        'uint32_t property, uint32_t propertyCount, _Out_ uint8_t *moreData, _Out_ void **capabilityData)',
     ),
     Tss2_RC_Decode: rc.func('const char *Tss2_RC_Decode(uint32_t rc)'),
     marshal,

@@ -120,18 +120,18 @@ export const AK_ATTRIBUTES =
 
 /**
  * TPMT_PUBLIC template of the attestation key (Part 2 §12.2.4), in wire format. Restricted signing
- * key, nameAlg SHA-256, empty authPolicy, no symmetric, fixed scheme (RSASSA-SHA256, or ECDSA-SHA256
+ * key, nameAlg SHA-256, authPolicy empty (or an instance tag: native/tpm/instance-ak.ts), no symmetric, fixed scheme (RSASSA-SHA256, or ECDSA-SHA256
  * on NIST P-256), empty unique (so the key is derived deterministically from the hierarchy seed).
  */
-export function akTemplate(alg: AkAlgorithm): Buffer {
+export function akTemplate(alg: AkAlgorithm, authPolicy: Buffer = Buffer.alloc(0)): Buffer {
   const w = new WireWriter();
   if (alg === 'rsa2048') {
-    w.u16(TPM2_ALG_RSA).u16(TPM2_ALG_SHA256).u32(AK_ATTRIBUTES).tpm2b(Buffer.alloc(0));
+    w.u16(TPM2_ALG_RSA).u16(TPM2_ALG_SHA256).u32(AK_ATTRIBUTES).tpm2b(authPolicy);
     // TPMS_RSA_PARMS: symmetric NULL, scheme RSASSA(SHA256), keyBits 2048, exponent 0 (= 65537)
     w.u16(TPM2_ALG_NULL).u16(TPM2_ALG_RSASSA).u16(TPM2_ALG_SHA256).u16(2048).u32(0);
     w.tpm2b(Buffer.alloc(0)); // unique: TPM2B_PUBLIC_KEY_RSA
   } else if (alg === 'ecc-p256') {
-    w.u16(TPM2_ALG_ECC).u16(TPM2_ALG_SHA256).u32(AK_ATTRIBUTES).tpm2b(Buffer.alloc(0));
+    w.u16(TPM2_ALG_ECC).u16(TPM2_ALG_SHA256).u32(AK_ATTRIBUTES).tpm2b(authPolicy);
     // TPMS_ECC_PARMS: symmetric NULL, scheme ECDSA(SHA256), curve P-256, kdf NULL
     w.u16(TPM2_ALG_NULL).u16(TPM2_ALG_ECDSA).u16(TPM2_ALG_SHA256).u16(TPM2_ECC_NIST_P256).u16(TPM2_ALG_NULL);
     w.tpm2b(Buffer.alloc(0)).tpm2b(Buffer.alloc(0)); // unique: TPMS_ECC_POINT {x, y}

@@ -139,12 +139,12 @@ export class Tpm {
    * Part 3 §24.1; template {@link akTemplate}). The endorsement hierarchy is used because TPMS_ATTEST
    * from keys outside the endorsement/platform hierarchies has resetCount, restartCount and
    * firmwareVersion obfuscated (Part 3 §18.1), and the planned EK-parented AK lives there too. The
-   * key is deterministic for the TPM's endorsement seed. The caller must {@link TpmAk.flush} it
+   * key is deterministic for the TPM's endorsement seed and template (`authPolicy`, default empty). Flush it
    * (or {@link close}): a raw swtpm socket holds only 3 transient objects.
    * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_CLOSED
    */
-  createAk(alg: AkAlgorithm): TpmAk {
-    const { handle, publicArea, name } = this.createPrimary(akTemplate(alg), 'AK');
+  createAk(alg: AkAlgorithm, authPolicy?: Buffer): TpmAk {
+    const { handle, publicArea, name } = this.createPrimary(akTemplate(alg, authPolicy), 'AK');
     const ak = new LoadedAk(
       this,
       handle,

@@ -1,8 +1,8 @@
 /**
  * The admission stage (docs/spec/execution.md): for a call with an execution_id, one IMMEDIATE transaction
- * reserves the (agent, execution_id) key with its action binding, or classifies the existing
- * row — and records the refusal in the same transaction. Without an execution_id nothing is
- * reserved.
+ * reserves the (agent, execution_id) key with its action binding and records the call's
+ * attempt (attempts.ts), or classifies the existing row — and records the refusal in the same
+ * transaction. Without an execution_id nothing is reserved.
  */
 import { toolCallBinding } from '../execution/binding.js';
 import type { Admission, ExecutionRegistry } from '../execution/registry.js';
@@ -51,7 +51,8 @@ export function actionBinding(a: AdmissionInput): string {
 
 /**
  * Admits a call under its {@link actionBinding}. `record` writes a refusal's terminal entry
- * inside the admission transaction and answers for it.
+ * inside the admission transaction and answers for it; `attempt` records the admitted call's
+ * attempt inside it (the reservation and the attempt commit together).
  * @throws what the transaction throws (the admission could not be recorded).
  */
 export function admit(
@@ -60,6 +61,7 @@ export function admit(
   a: AdmissionInput,
   binding: string,
   record: (r: Refusal) => CallResponse,
+  attempt: () => void,
 ): Admitted {
   return immediate(db, () => {
     const r = executions.admit({
@@ -70,7 +72,10 @@ export function admit(
       sessionId: a.sessionId,
       toolName: a.toolName,
     });
-    if (r.kind === 'admitted') return { kind: 'admitted' } as const;
+    if (r.kind === 'admitted') {
+      attempt();
+      return { kind: 'admitted' } as const;
+    }
     return { kind: 'refused', response: record(refusalOf(r, a.executionId)) } as const;
   });
 }

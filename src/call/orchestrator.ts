@@ -12,9 +12,10 @@ import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionRow, SessionService } from '../session/service.js';
-import type { Db } from '../store/db.js';
+import { type Db, immediate } from '../store/db.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { actionBinding, admit } from './admission.js';
+import { AttemptLog, type AttemptStart } from './attempts.js';
 import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
 import { readCallParams } from './ingress.js';
@@ -32,6 +33,8 @@ export class CallOrchestrator {
   private readonly gates: CallGates;
   private readonly recorder: TerminalRecorder;
   private readonly sensitivity: SessionSensitivity;
+  /** Calls on their way upstream, recorded before the upstream is invoked (attempts.ts). */
+  readonly attempts: AttemptLog;
 
   constructor(
     private readonly db: Db,
@@ -45,7 +48,8 @@ export class CallOrchestrator {
   ) {
     this.sensitivity = new SessionSensitivity(chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
-    this.recorder = new TerminalRecorder(db, chain, sessions, executions);
+    this.attempts = new AttemptLog(db, executions.owner);
+    this.recorder = new TerminalRecorder(db, chain, sessions, executions, this.attempts);
   }
 
   /**
@@ -148,6 +152,17 @@ export class CallOrchestrator {
       );
 
     const executionId = req.executionId;
+    const attempt: AttemptStart = {
+      callId,
+      method: 'tools/call',
+      upstream: route.upstream,
+      agentId: caller.agentId,
+      sessionId,
+      executionId,
+      toolName: req.toolName,
+      requestPayloadHash: req.requestPayloadHash,
+      workflowId: req.workflowId,
+    };
     if (executionId !== null) {
       entry.execution_id = executionId;
       const a = {
@@ -163,13 +178,22 @@ export class CallOrchestrator {
       const binding = actionBinding(a);
       try {
         const admitted = this.telemetry.stage('admission', route.upstream, () =>
-          admit(this.db, this.executions, a, binding, refuse),
+          admit(this.db, this.executions, a, binding, refuse, () => this.attempts.begin(attempt)),
         );
         if (admitted.kind === 'refused') return admitted.response;
       } catch (e) {
         this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
         return notRecorded('admission', callId, { execution_id: executionId });
+      }
+    } else {
+      // No upstream runs without a durable record of the attempt (docs/spec/execution.md#attempts).
+      try {
+        immediate(this.db, () => this.attempts.begin(attempt));
+      } catch (e) {
+        this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
+        this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
+        return notRecorded('admission', callId);
       }
     }
 

@@ -10,6 +10,7 @@ import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionService } from '../session/service.js';
 import { type Db, immediate } from '../store/db.js';
 import { maybeFail } from '../store/faults.js';
+import type { AttemptLog } from './attempts.js';
 import type { Disposition } from './forward.js';
 
 /** The execution a forwarded call moves to its terminal state. */
@@ -25,6 +26,7 @@ export class TerminalRecorder {
     private readonly chain: AuditChain,
     private readonly sessions: SessionService,
     private readonly executions: ExecutionRegistry,
+    private readonly attempts: AttemptLog,
   ) {}
 
   /**
@@ -46,8 +48,9 @@ export class TerminalRecorder {
 
   /**
    * Appends a forwarded call's terminal entry; the registry state and the audit disposition
-   * are the same word, in one commit.
-   * @throws what the append or the registry throws; the `terminal_commit` fault seam.
+   * are the same word, in one commit, which also ends the call's attempt (attempts.ts).
+   * @throws what the append or the registry throws; when the attempt was already ended (a
+   *   shutdown recorded it outcome_unknown); the `terminal_commit` fault seam.
    */
   outcome(sessionId: string, input: EntryInput, disposition: Disposition, execution: ExecutionKey | null) {
     return immediate(this.db, () => {
@@ -61,6 +64,7 @@ export class TerminalRecorder {
           e.entry_hash,
         );
       this.sessions.countCall(sessionId);
+      this.attempts.end(input.call_id as string);
       maybeFail('terminal_commit');
       return e;
     });

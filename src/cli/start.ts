@@ -1,5 +1,6 @@
 /**
- * `cmcp start --config FILE`: validate the config, start the gateway, stop cleanly on SIGINT/SIGTERM.
+ * `cmcp start --config FILE`: validate the config, start the gateway, stop gracefully on SIGINT/SIGTERM
+ * (src/gateway/shutdown.ts: drain, record what did not drain, close sessions with claims, exit 0).
  * `--check` validates and reaches everything without starting (src/cli/check.ts).
  *
  * Exit codes: 2 invalid config; 3 attestation refused start-up (ATTESTATION_UNAVAILABLE,
@@ -43,8 +44,13 @@ export function registerStartCommand(program: Command): void {
         const stop = async (signal: string) => {
           if (stopping) return;
           stopping = true;
-          log.info({ signal }, 'stopping');
-          await gw.close();
+          log.info({ signal, drain_ms: cfg.shutdown.drain_ms }, 'stopping: draining in-flight calls');
+          try {
+            const report = await gw.shutdown();
+            log.info(report, 'stopped');
+          } catch (e) {
+            log.error({ err: (e as Error).message }, 'shutdown fault');
+          }
           process.exit(0);
         };
         process.on('SIGINT', () => void stop('SIGINT'));

@@ -241,6 +241,12 @@ export const configSchema = z
         default_max_age_s: z.number().int().min(1).default(3600),
       })
       .default({ default_max_calls: 1000, default_max_age_s: 3600 }),
+    shutdown: z
+      .strictObject({
+        /** On SIGTERM/SIGINT, how long in-flight requests may take to end, milliseconds. */
+        drain_ms: z.number().int().min(0).max(600_000).default(10_000),
+      })
+      .default({ drain_ms: 10_000 }),
     limits: z
       .strictObject({
         /** Largest accepted request body, bytes. */

@@ -2,12 +2,11 @@
  * The execution registry (docs/spec/execution.md): one row per (agent_id, execution_id), reserved
  * `in_flight` with an immutable action binding before the upstream is invoked, moved to a
  * terminal state (`completed`, `not_attempted`, `outcome_unknown`) in the same transaction
- * as the call's terminal audit entry. Terminal rows refuse reuse forever.
+ * as the call's terminal audit entry. Terminal rows refuse reuse forever. Start-up recovery of
+ * rows left in flight is src/call/recovery.ts.
  */
 
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import type { AuditChain } from '../audit/chain.js';
-import { type Db, immediate, inImmediate } from '../store/db.js';
+import { type Db, inImmediate } from '../store/db.js';
 import { bindingsEqual } from './binding.js';
 
 export type ExecutionState = 'in_flight' | 'completed' | 'not_attempted' | 'outcome_unknown';
@@ -114,39 +113,6 @@ export class ExecutionRegistry {
       throw new Error('terminal transition must run inside a BEGIN IMMEDIATE transaction');
     const r = this.finishStmt.run(state, new Date().toISOString(), entryHash, agentId, executionId, callId);
     if (r.changes !== 1) throw new Error('execution row is not in flight for this call');
-  }
-
-  /**
-   * Start-up recovery (docs/spec/execution.md): every `in_flight` row this instance owns becomes
-   * `outcome_unknown`, with one `execution_sealed` entry per row in the gateway chain, each
-   * in its own IMMEDIATE transaction. Must run before the listener opens.
-   * @returns the number of rows sealed.
-   */
-  sealInFlight(chain: AuditChain): number {
-    const rows = this.db
-      .prepare<[string], ExecutionRow>(
-        "SELECT * FROM executions WHERE state = 'in_flight' AND owner = ? ORDER BY created_at",
-      )
-      .all(this.owner);
-    for (const row of rows) {
-      immediate(this.db, () => {
-        const e = chain.append(GATEWAY_CHAIN_ID, {
-          entry_type: 'execution_sealed',
-          agent_id: row.agent_id,
-          execution_id: row.execution_id,
-          call_id: row.call_id,
-          session_id: row.session_id,
-          tool_name: row.tool_name,
-          disposition: 'outcome_unknown',
-          detail: {
-            reason:
-              'in_flight at start-up: the previous process stopped before a terminal outcome was recorded',
-          },
-        });
-        this.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
-      });
-    }
-    return rows.length;
   }
 }
 

@@ -12,6 +12,7 @@ import { metricsRoutes } from '../metrics/plugin.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
+import type { Drain } from './drain.js';
 import type { McpEndpoint } from './mcp.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
@@ -46,6 +47,8 @@ export interface AppDeps {
   metrics?: GatewayMetrics;
   /** Answers /readyz. */
   readiness?: Readiness;
+  /** The shutdown gate (drain.ts): refuses new requests once stopped, counts those in flight. */
+  drain?: Drain;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -77,6 +80,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
     req.startedAt = process.hrtime.bigint();
   });
   app.setErrorHandler(errorHandler(d.maxRequestBytes));
+  d.drain?.attach(app);
 
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;

@@ -3,14 +3,16 @@
  * lock, attestation provider, upstreams, catalog and policy, recovery, sessions, operator
  * controls, measurement, call path and HTTP app. Each module records its own start-up entries
  * in the gateway chain (gateway_start, attestation_provider, catalog_load, policy_load,
- * execution_sealed, gateway_measurement) before the listener opens.
+ * recovered calls, gateway_measurement) before the listener opens.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
+import { AttemptLog } from '../call/attempts.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
+import { CallRecovery } from '../call/recovery.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
@@ -38,10 +40,12 @@ import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
+import { Drain } from './drain.js';
 import { McpEndpoint } from './mcp.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
 import { gatewayRefusals, recordGatewayStart } from './records.js';
+import { gracefulShutdown, type ShutdownReport } from './shutdown.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -62,6 +66,11 @@ export interface Gateway {
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
   metricsUrl: string | null;
   close(): Promise<void>;
+  /**
+   * Graceful shutdown (shutdown.ts): stop admitting, drain for `drainMs` (default
+   * `shutdown.drain_ms`), record what did not drain, close open sessions with claims, close.
+   */
+  shutdown(drainMs?: number): Promise<ShutdownReport>;
 }
 
 /** A fresh in-memory Ed25519 gateway key (docs/spec/binding.md). Never written to disk. */
@@ -114,6 +123,7 @@ interface Observers {
   metrics: GatewayMetrics | null;
   tracing: Tracing;
   readiness: Readiness;
+  drain: Drain;
 }
 
 /**
@@ -155,9 +165,6 @@ async function startControls(
     enforcementMode: policy?.mode ?? 'none',
   };
 
-  // Recovery before the listener opens: nothing admitted by an earlier process stays in flight.
-  const sealed = executions.sealInFlight(chain);
-  if (sealed) log.warn({ sealed }, 'sealed in-flight executions from a previous run as outcome_unknown');
   const sessions = new SessionService(
     db,
     chain,
@@ -169,6 +176,15 @@ async function startControls(
     cfg.instance_id,
     requiredBindingTier(cfg.attestation),
   );
+  // Recovery before the listener opens (and before stale sessions close, so each interrupted
+  // call lands in the session chain it ran in): nothing forwarded by an earlier process stays
+  // without a terminal entry.
+  const recovery = new CallRecovery(db, chain, new AttemptLog(db, cfg.instance_id), executions, sessions);
+  const recovered = recovery.run(
+    'in flight at start-up: the previous process stopped before a terminal outcome was recorded',
+  );
+  if (recovered.attempts || recovered.executions)
+    log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
   const stale = sessions.closeStale();
   if (stale)
     log.warn(
@@ -200,7 +216,7 @@ async function startControls(
   assertTierReached(cfg.attestation, provider, started);
   operator.onReload((bundle) => measurer.reload(bundle));
 
-  return { catalog, policy, facts, sessions, operator, measurer };
+  return { catalog, policy, facts, sessions, operator, measurer, recovery };
 }
 
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
@@ -256,8 +272,9 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    drain: obs.drain,
   });
-  return { app, refusals };
+  return { app, refusals, calls };
 }
 
 /**
@@ -289,7 +306,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     const executions = new ExecutionRegistry(db, cfg.instance_id);
     const key = newGatewayKey();
     // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
-    const selection = await selectProvider(cfg.attestation);
+    const selection = await selectProvider(cfg.attestation, cfg.instance_id);
     const provider = selection.provider;
     opened.push(() => provider.close());
     log.info(selection.detail, 'attestation provider selected');
@@ -306,22 +323,27 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
 
-    const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
-      db,
-      chain,
-      key,
-      provider,
-      upstreams,
-      executions,
-      log,
-    });
-    const { app, refusals } = buildHttp(
+    const { catalog, policy, facts, sessions, operator, measurer, recovery } = await startControls(
+      cfg,
+      loaded,
+      {
+        db,
+        chain,
+        key,
+        provider,
+        upstreams,
+        executions,
+        log,
+      },
+    );
+    const drain = new Drain();
+    const { app, refusals, calls } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider) },
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider), drain },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
@@ -337,6 +359,21 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     relist?.unref();
     log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
     let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      if (relist) clearInterval(relist);
+      await metricsListener?.close();
+      await app.close();
+      refusals.authFailures.flush();
+      await upstreams.close();
+      await measurer.settled();
+      provider.close();
+      instance.release();
+      await tracing.shutdown();
+      db.close();
+    };
+    const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };
     return {
       app,
       db,
@@ -352,20 +389,8 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       operator,
       url,
       metricsUrl: metricsListener?.url ?? null,
-      async close() {
-        if (closed) return;
-        closed = true;
-        if (relist) clearInterval(relist);
-        await metricsListener?.close();
-        await app.close();
-        refusals.authFailures.flush();
-        await upstreams.close();
-        await measurer.settled();
-        provider.close();
-        instance.release();
-        await tracing.shutdown();
-        db.close();
-      },
+      close,
+      shutdown: (drainMs = cfg.shutdown.drain_ms) => gracefulShutdown(parts, drainMs),
     };
   } catch (e) {
     for (const close of opened.reverse()) await close();

@@ -71,6 +71,24 @@ CREATE TABLE IF NOT EXISTS executions (
   PRIMARY KEY (agent_id, execution_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS executions_state ON executions(state);
+
+-- Calls on their way to an upstream (src/call/attempts.ts): a row is written before the upstream
+-- is invoked and deleted in the transaction of the call's terminal entry; what is left at
+-- start-up is recovered as outcome_unknown (docs/spec/execution.md#recovery).
+CREATE TABLE IF NOT EXISTS call_attempts (
+  call_id      TEXT PRIMARY KEY,
+  method       TEXT NOT NULL,      -- the MCP method forwarded (tools/call, …)
+  upstream     TEXT NOT NULL,      -- server_identity of the upstream invoked
+  agent_id     TEXT NOT NULL,
+  session_id   TEXT NOT NULL,
+  execution_id TEXT,               -- the agent's execution_id, or NULL (never synthesized)
+  tool_name    TEXT,
+  request_payload_hash TEXT,
+  workflow_id  TEXT,
+  owner        TEXT NOT NULL,      -- instance_id of the gateway that forwarded it (recovery scope)
+  started_at   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
 `;
 
 /**

@@ -46,8 +46,12 @@ export interface ProviderSelection {
   };
 }
 
-function tpmProvider(a: Extract<AttestationConfig, { provider: 'tpm' | 'auto' }>): TpmProvider {
+function tpmProvider(
+  a: Extract<AttestationConfig, { provider: 'tpm' | 'auto' }>,
+  instanceId: string | undefined,
+): TpmProvider {
   return new TpmProvider({
+    ...(instanceId === undefined ? {} : { instanceId }),
     tcti: a.tcti,
     akAlgorithm: a.ak_algorithm,
     pcrs: a.pcrs,
@@ -91,7 +95,10 @@ function probeTpm(tcti: string): { ok: boolean; why: string } {
   }
 }
 
-async function autoDetect(a: Extract<AttestationConfig, { provider: 'auto' }>): Promise<ProviderSelection> {
+async function autoDetect(
+  a: Extract<AttestationConfig, { provider: 'auto' }>,
+  instanceId: string | undefined,
+): Promise<ProviderSelection> {
   const candidates: Candidate[] = [];
   const root = a.tsm_path ?? TSM_REPORT_ROOT;
   const tsm = await probeTsm(root);
@@ -141,7 +148,7 @@ async function autoDetect(a: Extract<AttestationConfig, { provider: 'auto' }>): 
       ? new SevSnpProvider(tsmOptions(a))
       : chosen.provider === 'tdx'
         ? new TdxProvider(tsmOptions(a))
-        : tpmProvider(a);
+        : tpmProvider(a, instanceId);
   return {
     provider,
     detail: {
@@ -161,16 +168,18 @@ export function recordSelection(chain: AuditChain, selection: ProviderSelection)
 
 /**
  * Builds the configured provider (or detects one), then applies `minimum_tier`.
+ * @param instanceId the gateway's instance_id (a TPM provider keeps this instance's AK and flushes
+ *   only this instance's leftovers, native/tpm/instance-ak.ts); absent for `cmcp start --check`.
  * @throws AttestationStartError
  */
-export async function selectProvider(a: AttestationConfig): Promise<ProviderSelection> {
+export async function selectProvider(a: AttestationConfig, instanceId?: string): Promise<ProviderSelection> {
   let sel: ProviderSelection;
   if (a.provider === 'auto') {
-    sel = await autoDetect(a);
+    sel = await autoDetect(a, instanceId);
   } else {
     const provider =
       a.provider === 'tpm'
-        ? tpmProvider(a)
+        ? tpmProvider(a, instanceId)
         : a.provider === 'sev-snp'
           ? new SevSnpProvider(tsmOptions(a))
           : a.provider === 'tdx'

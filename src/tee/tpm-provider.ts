@@ -25,7 +25,9 @@ import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
 import type { MeasurementJson } from '@cmcp/verify/format/claim';
 import {
   type AkAlgorithm,
+  flushInstanceLeftovers,
   hierarchyQualifiedName,
+  openInstanceAk,
   parsePublic,
   publicKeyOf,
   qualifiedNameOf,
@@ -61,6 +63,12 @@ export interface TpmProviderOptions {
   platformAk?: boolean;
   /** DER certificates above the platform AK certificate, carried after it in claims. */
   platformAkChain?: Buffer[];
+  /**
+   * The gateway's instance_id: its transient leftovers are flushed at open, and the ephemeral AK
+   * is this instance's persistent AK (native/tpm/instance-ak.ts). Absent (`cmcp start --check`):
+   * a transient AK, flushed at close.
+   */
+  instanceId?: string;
 }
 
 type AkSource = 'enrolled' | 'platform' | 'ephemeral';
@@ -199,6 +207,7 @@ export class TpmProvider implements AttestationProvider {
       this.reset();
       this.tpm = Tpm.open(this.opts.tcti);
       this.notes = [];
+      this.flushLeftovers(this.tpm);
       this.selectAk(this.tpm);
       opened = true;
     }
@@ -220,9 +229,30 @@ export class TpmProvider implements AttestationProvider {
         return;
       }
     }
-    this.ak = tpm.createAk(this.opts.akAlgorithm);
+    this.ak = this.instanceAk(tpm);
     this.chain = [];
     this.akSource = 'ephemeral';
+  }
+
+  /** Transient objects an earlier (killed) process of this instance left in the TPM. */
+  private flushLeftovers(tpm: Tpm): void {
+    if (this.opts.instanceId === undefined) return;
+    try {
+      const n = flushInstanceLeftovers(tpm, this.opts.instanceId);
+      if (n) this.notes.push(`flushed ${n} transient object(s) left by an earlier process of this instance`);
+    } catch (e) {
+      // Quoting does not depend on it; only a lost TPM stops here.
+      if (e instanceof TpmError && e.code === 'TPM_UNREACHABLE') throw e;
+      this.notes.push(`could not look for leftover transients: ${(e as Error).message.slice(0, 120)}`);
+    }
+  }
+
+  /** The uncertified AK: this instance's persistent one, else a transient one. */
+  private instanceAk(tpm: Tpm): TpmAk {
+    if (this.opts.instanceId === undefined) return tpm.createAk(this.opts.akAlgorithm);
+    const r = openInstanceAk(tpm, this.opts.akAlgorithm, this.opts.instanceId);
+    if (r.note) this.notes.push(r.note);
+    return r.ak;
   }
 
   private loadEnrolled(tpm: Tpm, rec: EnrollmentRecord): TpmAk {

@@ -31,6 +31,12 @@ export const ERRORS = {
   UNAUTHENTICATED: { http: 401, rpc: -32001, summary: 'Missing or unknown bearer token.' },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32002, summary: 'The request body exceeds the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32003, summary: 'Content-Type must be application/json.' },
+  GATEWAY_SHUTTING_DOWN: {
+    http: 503,
+    rpc: -32004,
+    summary:
+      'The gateway is shutting down (SIGTERM/SIGINT) and admits no new request; send it to a running gateway.',
+  },
   UNKNOWN_SESSION: {
     http: 404,
     rpc: -32010,
@@ -64,6 +70,12 @@ export const ERRORS = {
     http: 502,
     rpc: -32032,
     summary: 'The upstream result exceeded the size cap.',
+  },
+  CALL_INTERRUPTED: {
+    http: 502,
+    rpc: -32034,
+    summary:
+      'The gateway stopped (a crash, or a shutdown past the drain time) while the call was at the upstream: outcome unknown, recorded at recovery.',
   },
   AUDIT_WRITE_FAILED: {
     http: 500,

@@ -1,0 +1,108 @@
+/**
+ * Recovery of calls that may have run upstream without a terminal entry
+ * (docs/spec/execution.md#recovery): at start-up, before the listener opens, and at a graceful
+ * shutdown for what did not drain. Each open attempt of this instance gets exactly one terminal
+ * `tool_call` entry, `outcome_unknown` with CALL_INTERRUPTED, in the session chain it ran in
+ * (so that session's claim counts it) — or in the gateway chain, naming the session, when the
+ * session was closed meanwhile (audit-entries.md#terminal-entries). The entry, the session's
+ * call count, the execution row's terminal state and the attempt's end commit in one
+ * IMMEDIATE transaction per attempt.
+ */
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { AuditChain, EntryInput } from '../audit/chain.js';
+import type { ExecutionRegistry, ExecutionRow } from '../execution/registry.js';
+import { type Db, immediate } from '../store/db.js';
+import type { AttemptLog, AttemptRow } from './attempts.js';
+
+/** What recovery needs of the sessions: where an entry may go, and the claim's call count. */
+export interface SessionCounter {
+  isOpen(sessionId: string): boolean;
+  countCall(sessionId: string): void;
+}
+
+/** How many calls recovery ended. */
+export interface Recovered {
+  /** Attempts given their terminal entry (with or without execution_id). */
+  attempts: number;
+  /** In-flight execution rows without an attempt (databases from before attempts) sealed. */
+  executions: number;
+}
+
+export class CallRecovery {
+  constructor(
+    private readonly db: Db,
+    private readonly chain: AuditChain,
+    private readonly attempts: AttemptLog,
+    private readonly executions: ExecutionRegistry,
+    private readonly sessions: SessionCounter,
+  ) {}
+
+  /**
+   * Ends every open attempt of this instance, then every in-flight execution row of this
+   * instance that no attempt covers. Must run when none of them can still commit its own
+   * terminal entry: before the listener opens, or after a shutdown's drain time.
+   * @param reason the `detail.reason` of each entry.
+   * @throws SQLite errors (what was ended before stays ended).
+   */
+  run(reason: string): Recovered {
+    let attempts = 0;
+    for (const a of this.attempts.open()) {
+      immediate(this.db, () => this.endAttempt(a, reason));
+      attempts++;
+    }
+    const legacy = this.db
+      .prepare<[string], ExecutionRow>(
+        "SELECT * FROM executions WHERE state = 'in_flight' AND owner = ? ORDER BY created_at",
+      )
+      .all(this.executions.owner);
+    for (const row of legacy) immediate(this.db, () => this.sealExecution(row, reason));
+    return { attempts, executions: legacy.length };
+  }
+
+  private endAttempt(a: AttemptRow, reason: string): void {
+    const e = this.append(a.session_id, {
+      entry_type: 'tool_call',
+      call_id: a.call_id,
+      agent_id: a.agent_id,
+      session_id: a.session_id,
+      workflow_id: a.workflow_id,
+      execution_id: a.execution_id,
+      tool_name: a.tool_name,
+      server_identity: a.upstream,
+      request_payload_hash: a.request_payload_hash,
+      disposition: 'outcome_unknown',
+      error_code: 'CALL_INTERRUPTED',
+      detail: { reason, method: a.method, attempt_started_at: a.started_at },
+    });
+    if (a.execution_id !== null) {
+      const x = this.executions.get(a.agent_id, a.execution_id);
+      // The reservation and the attempt were committed together; only this call's row moves.
+      if (x && x.state === 'in_flight' && x.call_id === a.call_id)
+        this.executions.finish(a.agent_id, a.execution_id, a.call_id, 'outcome_unknown', e);
+    }
+    this.attempts.end(a.call_id);
+  }
+
+  private sealExecution(row: ExecutionRow, reason: string): void {
+    const e = this.append(row.session_id, {
+      entry_type: 'tool_call',
+      call_id: row.call_id,
+      agent_id: row.agent_id,
+      session_id: row.session_id,
+      execution_id: row.execution_id,
+      tool_name: row.tool_name,
+      disposition: 'outcome_unknown',
+      error_code: 'CALL_INTERRUPTED',
+      detail: { reason, method: 'tools/call', attempt_started_at: row.created_at },
+    });
+    this.executions.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e);
+  }
+
+  /** Appends to the session's chain while it is open (and counts the call), else the gateway chain. */
+  private append(sessionId: string, input: EntryInput): string {
+    const open = this.sessions.isOpen(sessionId);
+    const e = this.chain.append(open ? sessionId : GATEWAY_CHAIN_ID, input);
+    if (open) this.sessions.countCall(sessionId);
+    return e.entry_hash;
+  }
+}

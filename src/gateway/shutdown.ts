@@ -1,0 +1,60 @@
+/**
+ * Graceful shutdown (docs/spec/call-path.md#shutdown), on SIGTERM/SIGINT: stop admitting, let
+ * what was admitted end within the drain time, record what did not as outcome_unknown (the
+ * start-up recovery, run now), close every open session of this instance with a claim signed
+ * by this process's key — so a session bound at open keeps its hardware binding, where a restart
+ * would have ended it signed-only — then close everything.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { AttemptLog } from '../call/attempts.js';
+import type { CallRecovery, Recovered } from '../call/recovery.js';
+import type { SessionService } from '../session/service.js';
+import type { Drain } from './drain.js';
+
+/** What a shutdown did. */
+export interface ShutdownReport {
+  /** True when every admitted request ended within the drain time. */
+  drained: boolean;
+  /** Calls still at an upstream after the drain time, recorded outcome_unknown. */
+  recovered: Recovered;
+  /** Sessions closed with a claim. */
+  sessionsClosed: number;
+}
+
+export interface ShutdownParts {
+  app: FastifyInstance;
+  drain: Drain;
+  /** The call path's attempt log: closed before recovery so nothing is forwarded after it. */
+  attempts: AttemptLog;
+  recovery: CallRecovery;
+  sessions: SessionService;
+  log: Logger;
+  /** Closes listeners, upstreams, provider, lock and database. */
+  close: () => Promise<void>;
+}
+
+/**
+ * Runs the shutdown. Never throws for a step that fails: the fault is logged and the rest
+ * still runs (the process is leaving either way), except `close`'s own errors.
+ * @param drainMs how long admitted requests may take to end, milliseconds.
+ */
+export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promise<ShutdownReport> {
+  p.drain.stop();
+  const drained = await p.drain.idle(drainMs);
+  p.attempts.close();
+  let recovered: Recovered = { attempts: 0, executions: 0 };
+  try {
+    recovered = p.recovery.run('in flight at shutdown: the call did not end within the drain time');
+  } catch (e) {
+    p.log.error({ err: (e as Error).message }, 'could not record undrained calls (recovered at next start)');
+  }
+  if (!drained)
+    p.log.warn({ pending: p.drain.pending, ...recovered, drain_ms: drainMs }, 'drain time elapsed');
+  const closed = p.sessions.closeOpen(null, 'gateway_stopped');
+  // Requests still running hold their sockets; their late terminal commits are refused (the
+  // attempt is gone), so nothing they could still say belongs in the record.
+  p.app.server.closeAllConnections();
+  await p.close();
+  return { drained, recovered, sessionsClosed: closed.length };
+}
