@@ -7,6 +7,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { oauthSchema, resolveOAuthPaths } from './oauth.js';
 
 const hex64 = z
   .string()
@@ -229,6 +230,8 @@ export const configSchema = z
     attestation: attestationSchema,
     agents: z.array(agent).default([]),
     operators: z.array(operator).default([]),
+    /** JWT access tokens for agents (OAuth 2.1 resource server; src/config/oauth.ts). */
+    oauth: oauthSchema.optional(),
     /** Optional: absent ⇒ every routed call is allowed and claims say enforcement_mode "none". */
     policy: policy.optional(),
     /** Optional: absent ⇒ every upstream tool is exposed as listed and catalog_hash is null. */
@@ -296,11 +299,11 @@ export const configSchema = z
         message: `dev_mode binds loopback only; refusing ${c.listen.host}`,
       });
     }
-    if (!c.dev_mode && c.agents.length === 0) {
+    if (!c.dev_mode && c.agents.length === 0 && !c.oauth) {
       ctx.addIssue({
         code: 'custom',
         path: ['agents'],
-        message: 'at least one agent is required outside dev_mode',
+        message: 'at least one agent (or the oauth section) is required outside dev_mode',
       });
     }
     const tokens = new Set(c.agents.map((a) => a.token_sha256));
@@ -408,6 +411,7 @@ export function loadConfig(file: string): GatewayConfig {
   cfg.database = abs(cfg.database);
   for (const u of cfg.upstreams) if (u.transport === 'stdio' && u.cwd) u.cwd = abs(u.cwd);
   resolveAttestationPaths(cfg.attestation, abs);
+  resolveOAuthPaths(cfg.oauth, abs);
   if (cfg.policy) cfg.policy.bundle = abs(cfg.policy.bundle);
   if (cfg.catalog) cfg.catalog.file = abs(cfg.catalog.file);
   return cfg;

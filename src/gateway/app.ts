@@ -13,10 +13,12 @@ import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
+import type { OAuthVerifier } from './oauth/index.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
+import { oauthMetadataRoutes } from './routes/oauth-metadata.js';
 import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
 
 export type { OperatorApi } from './routes/operator.js';
@@ -46,6 +48,8 @@ export interface AppDeps {
   metrics?: GatewayMetrics;
   /** Answers /readyz. */
   readiness?: Readiness;
+  /** JWT access tokens for agents, and the RFC 9728 metadata route. */
+  oauth?: OAuthVerifier;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -71,6 +75,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.decorateRequest('startedAt', 0n);
   app.decorateRequest('agentId', '');
   app.decorateRequest('agentBlocked', false);
+  app.decorateRequest('agentTokenAttributes', null);
   app.decorateRequest('operatorId', '');
   app.decorateRequest('mcpUnauthenticated', false);
   app.addHook('onRequest', async (req) => {
@@ -81,6 +86,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;
   app.register(healthRoutes(d.readiness));
+  if (d.oauth) app.register(oauthMetadataRoutes(d.oauth));
   if (d.metrics)
     app.register(metricsRoutes(d.metrics, operatorAuth({ auth: d.auth, operator, recordRefusal })));
   app.register(operatorRoutes({ auth: d.auth, operator, recordRefusal }), { prefix: '/operator' });
@@ -94,6 +100,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
       isBlocked: (id) => operator?.isBlocked(id) ?? false,
       recordAuthFailure: d.recordAuthFailure,
       recordRefusal,
+      ...(d.oauth ? { oauth: d.oauth } : {}),
     }),
   );
   return app;

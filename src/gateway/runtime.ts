@@ -39,6 +39,7 @@ import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { McpEndpoint } from './mcp.js';
+import { OAuthVerifier } from './oauth/index.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
 import { gatewayRefusals, recordGatewayStart } from './records.js';
@@ -234,6 +235,7 @@ function buildHttp(
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
   });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
+  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
   const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
   const app = buildApp({
     logger: log,
@@ -256,7 +258,9 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    ...(oauth ? { oauth } : {}),
   });
+  if (oauth) app.addHook('onClose', () => oauth.close());
   return { app, refusals };
 }
 
