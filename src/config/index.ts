@@ -90,6 +90,11 @@ const tpmFields = {
   pcrs: z.array(z.number().int().min(0).max(23)).min(1).default([0, 1, 2, 7]),
   /** PCR the gateway measurement is extended into at start-up; null: do not extend. */
   measurement_pcr: z.number().int().min(0).max(23).nullable().default(15),
+  /**
+   * The measurement PCR's event log, shared by every gateway on this TPM (relative to the
+   * config; default under the OS temp folder, per TCTI and PCR; src/measure/pcr-event-log.ts).
+   */
+  measurement_event_log: z.string().min(1).optional(),
   /** Enrolled AK (absent: a cloud platform AK if present, else an ephemeral, unanchored AK). */
   enrollment: tpmEnrollment.optional(),
   /** Use a cloud platform AK (Azure: 0x81000003 with its certificate at NV 0x01C101D0) when present. */
@@ -143,6 +148,8 @@ const attestationSchema = z.discriminatedUnion('provider', [
 /** Resolves the attestation section's file paths against the config file's folder. */
 function resolveAttestationPaths(a: AttestationConfig, abs: (p: string) => string): void {
   if (a.provider === 'tpm' || a.provider === 'auto') a.platform_ak_chain = a.platform_ak_chain.map(abs);
+  if ((a.provider === 'tpm' || a.provider === 'auto') && a.measurement_event_log)
+    a.measurement_event_log = abs(a.measurement_event_log);
   if ((a.provider === 'tpm' || a.provider === 'auto') && a.enrollment) {
     const e = a.enrollment;
     e.record = abs(e.record);

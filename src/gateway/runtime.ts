@@ -329,6 +329,9 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
+    // Only a listening gateway extends the measurement PCR (queued before any session's quote).
+    const extended = measurer.listening(cfg.instance_id);
+    extended.catch(() => undefined); // awaited below; observed here should a later step fail first
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)
@@ -339,6 +342,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
         : null;
     relist?.unref();
+    await extended;
     log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
     let closed = false;
     return {

@@ -55,6 +55,7 @@ function tpmProvider(a: Extract<AttestationConfig, { provider: 'tpm' | 'auto' }>
     enrollmentRecord: a.enrollment?.record ?? null,
     platformAk: a.platform_ak,
     platformAkChain: loadCertFiles(a.platform_ak_chain),
+    eventLog: a.measurement_event_log ?? null,
   });
 }
 
