@@ -8,6 +8,7 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { oauthSchema, resolveOAuthPaths } from './oauth.js';
+import { resolveCredentialPaths, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
   .string()
@@ -46,6 +47,10 @@ const httpUpstream = z.strictObject({
   ...upstreamCommon,
   transport: z.literal('http'),
   url: z.url({ protocol: /^https?$/ }),
+  /** Request headers whose values come from environment variables or files (src/config/upstream-credentials.ts). */
+  headers: upstreamHeaders,
+  /** Pinned CA or server certificate, client certificate. */
+  tls: upstreamTls,
 });
 
 // ---- attestation (docs/spec/attestation.md; docs/attestation.md) ----
@@ -349,6 +354,18 @@ export const configSchema = z
       if (seen.has(u.name))
         ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'name'], message: 'duplicate' });
       seen.add(u.name);
+      // Credentials travel only over TLS, or to a loopback upstream.
+      if (u.transport === 'http' && !u.url.startsWith('https:') && URL.canParse(u.url)) {
+        const host = new URL(u.url).hostname.replace(/^\[|\]$/g, '');
+        if (u.tls)
+          ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'tls'], message: 'needs an https: url' });
+        if (u.headers && Object.keys(u.headers).length && !isLoopback(host))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['upstreams', i, 'headers'],
+            message: 'credentials are sent only over https: (or to a loopback upstream)',
+          });
+      }
     });
   });
 
@@ -417,6 +434,7 @@ export function loadConfig(file: string): GatewayConfig {
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
   cfg.database = abs(cfg.database);
   for (const u of cfg.upstreams) if (u.transport === 'stdio' && u.cwd) u.cwd = abs(u.cwd);
+  for (const u of cfg.upstreams) if (u.transport === 'http') resolveCredentialPaths(u, abs);
   resolveAttestationPaths(cfg.attestation, abs);
   resolveOAuthPaths(cfg.oauth, abs);
   if (cfg.policy) cfg.policy.bundle = abs(cfg.policy.bundle);

@@ -5,6 +5,7 @@
  * `exp` (required) and `nbf`/`iat` within the bounded clock skew. The configured claim becomes
  * the agent_id; the scopes and the configured claims become Cedar principal attributes.
  */
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { errors, jwtVerify } from 'jose';
 import type { OAuthConfig } from '../../config/oauth.js';
 import { type KeySource, keySource } from './jwks.js';
@@ -31,13 +32,17 @@ export interface TokenPrincipal {
   attributes: Record<string, unknown>;
 }
 
-/** Thrown for a token that is not accepted; `reason` is one of {@link TokenRefusal}. */
-export class TokenRefused extends Error {
+/**
+ * Thrown for a token that is not accepted; `reason` is one of {@link TokenRefusal}. The agent is
+ * answered UNAUTHENTICATED (with `error="invalid_token"`); this code names it in logs.
+ */
+export class TokenRefused extends CmcpError {
+  declare readonly code: 'OAUTH_TOKEN_REFUSED';
   constructor(
     readonly reason: TokenRefusal,
     detail: string,
   ) {
-    super(detail);
+    super('OAUTH_TOKEN_REFUSED', detail);
     this.name = 'TokenRefused';
   }
 }
