@@ -50,6 +50,8 @@ export interface AppDeps {
   readiness?: Readiness;
   /** JWT access tokens for agents, and the RFC 9728 metadata route. */
   oauth?: OAuthVerifier;
+  /** The agent a session belongs to (to record cross-agent probes), null: none. */
+  sessionAgent?: (sessionId: string) => string | null;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -101,6 +103,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
       recordAuthFailure: d.recordAuthFailure,
       recordRefusal,
       ...(d.oauth ? { oauth: d.oauth } : {}),
+      ...(d.sessionAgent ? { sessionAgent: d.sessionAgent } : {}),
     }),
   );
   return app;

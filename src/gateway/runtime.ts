@@ -26,7 +26,7 @@ import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
+import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
@@ -259,6 +259,7 @@ function buildHttp(
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
     ...(oauth ? { oauth } : {}),
+    sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
   return { app, refusals };

@@ -43,6 +43,28 @@ export interface AgentRouteDeps {
   recordRefusal: RefusalSink;
   /** JWT access tokens (the `oauth` section), or absent: static tokens only. */
   oauth?: OAuthVerifier;
+  /** The agent a session belongs to, whatever the caller (null: no such session). */
+  sessionAgent?: (sessionId: string) => string | null;
+}
+
+/**
+ * Runs a read of the caller's own session. When it answers UNKNOWN_SESSION for a session that
+ * exists under another agent, the probe is recorded as a refusal (the caller's answer stays the
+ * same as for a session that does not exist: nothing tells it the session is there).
+ */
+function ownSession<T>(d: AgentRouteDeps, req: FastifyRequest, sessionId: string, read: () => T): T {
+  try {
+    return read();
+  } catch (e) {
+    const owner = e instanceof CmcpError && e.code === 'UNKNOWN_SESSION' ? d.sessionAgent?.(sessionId) : null;
+    if (owner && owner !== req.agentId)
+      d.recordRefusal(req.agentId, 'UNKNOWN_SESSION', {
+        route: req.routeOptions.url ?? 'unknown',
+        session_id: sessionId,
+        cross_agent: true,
+      });
+    throw e;
+  }
 }
 
 /**
@@ -171,10 +193,10 @@ export function agentRoutes(d: AgentRouteDeps) {
       return d.sessions.close(req.agentId, req.params.id);
     });
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req) =>
-      d.sessions.claim(req.agentId, req.params.id),
+      ownSession(d, req, req.params.id, () => d.sessions.claim(req.agentId, req.params.id)),
     );
     app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req) =>
-      d.sessions.bundle(req.agentId, req.params.id),
+      ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id)),
     );
 
     // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.
