@@ -28,6 +28,7 @@ import {
 } from './harness/gateway.js';
 
 const ISSUER = 'https://issuer.test';
+const OP = 'operator-token-oauth';
 const WORKSPACE = realpathSync(mkdtempSync(join(tmpdir(), 'cmcp-oauth-ws-')));
 const OUTBOX = join(WORKSPACE, 'outbox');
 
@@ -86,6 +87,7 @@ beforeAll(async () => {
     attestation: { provider: 'software' },
     upstreams: [filesystemUpstream(WORKSPACE, 'fs'), everythingUpstream('everything')],
     agents: [{ agent_id: 'alice', token: 'alice-token', attributes: { team: 'eng', roles: ['writer'] } }],
+    operators: [{ operator_id: 'root', token: OP }],
     extra: {
       policy: { bundle: join(REPO_ROOT, 'examples', 'policy') },
       catalog: { file: join(REPO_ROOT, 'examples', 'catalog.json'), relist_interval_s: 0 },
@@ -189,6 +191,18 @@ describe('JWT access tokens', () => {
     const before = jwksFetches;
     expect((await list(t2)).status).toBe(200);
     expect(jwksFetches - before).toBe(1);
+  });
+
+  it('an operator can block an agent that authenticates with a token', async () => {
+    const jwt = await token({ sub: 'blockable' }, { kid: 'k2', key: k2 });
+    expect((await list(jwt)).status).toBe(200);
+    expect((await rest(gw.url, OP, 'POST', '/operator/agents/blockable/block', {})).status).toBe(200);
+    const r = await list(jwt);
+    expect(r.body.error.data.error_code).toBe('AGENT_BLOCKED');
+    expect((await rest(gw.url, OP, 'POST', '/operator/agents/blockable/unblock', {})).status).toBe(200);
+    expect((await list(jwt)).status).toBe(200);
+    // A subject no token has presented yet is unknown.
+    expect((await rest(gw.url, OP, 'POST', '/operator/agents/never-seen/block', {})).status).toBe(404);
   });
 
   it('static tokens still work beside OAuth', async () => {

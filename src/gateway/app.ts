@@ -52,6 +52,8 @@ export interface AppDeps {
   oauth?: OAuthVerifier;
   /** The agent a session belongs to (to record cross-agent probes), null: none. */
   sessionAgent?: (sessionId: string) => string | null;
+  /** Told every agent a JWT access token authenticated (operators can then block it). */
+  onTokenAgent?: (agentId: string) => void;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -104,6 +106,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
       recordRefusal,
       ...(d.oauth ? { oauth: d.oauth } : {}),
       ...(d.sessionAgent ? { sessionAgent: d.sessionAgent } : {}),
+      ...(d.onTokenAgent ? { onTokenAgent: d.onTokenAgent } : {}),
     }),
   );
   return app;

@@ -180,6 +180,10 @@ async function startControls(
 
   const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
   if (cfg.dev_mode) knownAgents.add('dev');
+  // Token agents are not listed in the config: those that opened sessions before are known.
+  if (cfg.oauth)
+    for (const r of db.prepare<[], { agent_id: string }>('SELECT DISTINCT agent_id FROM sessions').all())
+      knownAgents.add(r.agent_id);
   const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
   const resumed = operator.resumeReloaded();
   if (resumed && policy) {
@@ -260,6 +264,7 @@ function buildHttp(
     readiness: obs.readiness,
     ...(oauth ? { oauth } : {}),
     sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
+    onTokenAgent: (id) => operator.noteAgent(id),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
   return { app, refusals };

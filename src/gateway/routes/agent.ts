@@ -45,6 +45,8 @@ export interface AgentRouteDeps {
   oauth?: OAuthVerifier;
   /** The agent a session belongs to, whatever the caller (null: no such session). */
   sessionAgent?: (sessionId: string) => string | null;
+  /** Told every agent a JWT access token authenticated. */
+  onTokenAgent?: (agentId: string) => void;
 }
 
 /**
@@ -85,6 +87,7 @@ function agentAuth(d: AgentRouteDeps) {
         const p = await d.oauth.verify(jwt);
         agent = p.agentId;
         req.agentTokenAttributes = p.attributes;
+        d.onTokenAgent?.(agent);
       } catch (e) {
         refused = e instanceof TokenRefused ? e : new TokenRefused('malformed', 'token not verifiable');
         req.log.info({ reason: refused.reason }, 'access token refused');
