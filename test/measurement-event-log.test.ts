@@ -5,14 +5,17 @@
  * event log and still verify; a tampered event log (re-signed, so only the log is wrong) is
  * rejected by the replay.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { type Claim, type MeasurementJson, signClaim } from '@cmcp/verify/format/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
+import { pcrExtend } from '../src/measure/index.js';
+import { PcrEventLog } from '../src/measure/pcr-event-log.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
@@ -126,3 +129,44 @@ describe('measurement PCR event log (swtpm, two gateways on one TPM)', () => {
 });
 
 afterAll(() => rmSync(logFile, { force: true }));
+
+describe('PcrEventLog (a file, no TPM)', () => {
+  const d = (s: string) => createHash('sha256').update(s).digest();
+  const tag = (b: Buffer) => `sha256:${b.toString('hex')}`;
+  it('replays from its own event to the quoted value, skips torn lines, restarts at reset, takes over a dead holder’s lock', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-pcr-log-unit-'));
+    dirs.push(dir);
+    const file = join(dir, 'log.jsonl');
+    const log = new PcrEventLog(file);
+    let pcr: Buffer = Buffer.alloc(32);
+    const extend = (digest: Buffer) => () => {
+      const before = pcr;
+      pcr = pcrExtend(pcr, digest);
+      return { before, after: pcr };
+    };
+    const ev = (name: string) => ({
+      digest: tag(d(name)),
+      event: 'cmcp.gateway_measurement',
+      instance: name,
+    });
+    writeFileSync(file, '{"stale":"from a previous boot"}\n');
+    const a = log.extend(15, ev('a'), extend(d('a')));
+    expect(readFileSync(file, 'utf8')).not.toContain('previous boot'); // pcr_before zero: started over
+    const afterA = pcr;
+    appendFileSync(file, '{"torn'); // a line cut short by a crash
+    appendFileSync(file, '\n');
+    // A lock left by a process that no longer runs (pid 2^22 + 1 is beyond Linux's pid_max default).
+    writeFileSync(`${file}.lock`, `${hostname()} 4194305`);
+    log.extend(15, ev('b'), extend(d('b')));
+    log.extend(15, ev('c'), extend(d('c')));
+    expect(log.since(a.event, 15, a.before, afterA)?.map((e) => e.instance)).toEqual(['a']);
+    expect(log.since(a.event, 15, a.before, pcrExtend(afterA, d('b')))?.map((e) => e.instance)).toEqual([
+      'a',
+      'b',
+    ]);
+    expect(log.since(a.event, 15, a.before, pcr)?.map((e) => e.instance)).toEqual(['a', 'b', 'c']);
+    // A value the log cannot explain (an unlogged extend): null.
+    expect(log.since(a.event, 15, a.before, pcrExtend(pcr, d('unlogged')))).toBeNull();
+    expect(log.since('no-such-id', 15, a.before, pcr)).toBeNull();
+  });
+});

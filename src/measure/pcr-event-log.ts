@@ -35,6 +35,18 @@ const LOCK_WAIT_MS = 3000;
 /** A lock older than this was left by a process that died holding it. */
 const LOCK_STALE_MS = 10_000;
 
+/** True when the lock names a process on this host that no longer runs (it was killed holding it). */
+function holderGone(lock: string): boolean {
+  const [host, pid] = readFileSync(lock, 'utf8').split(' ');
+  if (host !== hostname() || !pid || !/^\d+$/.test(pid)) return false;
+  try {
+    process.kill(Number(pid), 0);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
 function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
@@ -56,10 +68,11 @@ export class PcrEventLog {
     while (fd === null) {
       try {
         fd = openSync(lock, 'wx', 0o600);
+        writeSync(fd, `${hostname()} ${process.pid}`);
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
         try {
-          if (Date.now() - statSync(lock).mtimeMs > LOCK_STALE_MS) unlinkSync(lock);
+          if (Date.now() - statSync(lock).mtimeMs > LOCK_STALE_MS || holderGone(lock)) unlinkSync(lock);
         } catch {
           // removed by its holder meanwhile
         }
