@@ -3,10 +3,11 @@
  * bearer token from an environment variable and an API key from a file reach a real MCP
  * upstream over mutual TLS (test CA; a pinned CA and a pinned server certificate), and appear
  * nowhere else: not in the gateway's log output, the database file, claims, bundles, error
- * bodies or metrics.
+ * bodies, metrics or the exported traces (OTLP/HTTP JSON received on 127.0.0.1).
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +36,14 @@ let cfg: TestConfig;
 let gw: Gateway;
 let logText = '';
 const bodies: string[] = [];
+/** OTLP/HTTP JSON export bodies the gateway sent. */
+const traces: string[] = [];
+const otlp = createHttpServer(async (req, res) => {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  traces.push(Buffer.concat(chunks).toString('utf8'));
+  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+});
 
 function mcpServer(): McpServer {
   const s = new McpServer({ name: 'secure', version: '1.0.0' });
@@ -115,10 +124,13 @@ beforeAll(async () => {
   const keyFile = join(dir, 'api-key');
   writeFileSync(keyFile, `${API_KEY}\n`, { mode: 0o600 });
   process.env[ENV] = TOKEN;
+  await new Promise<void>((r) => otlp.listen(0, '127.0.0.1', r));
+  const otlpUrl = `http://127.0.0.1:${(otlp.address() as { port: number }).port}/v1/traces`;
   cfg = await writeConfig({
     dir,
     upstreams: upstreams(keyFile, pki),
     operators: [{ operator_id: 'root', token: OP }],
+    extra: { tracing: { enabled: true, otlp_endpoint: otlpUrl } },
   });
   const log = pino(
     { level: 'trace' },
@@ -134,6 +146,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.close();
   await new Promise((r) => server?.close(r));
+  await new Promise((r) => otlp.close(r));
   delete process.env[ENV];
   if (cfg) cleanup(cfg.dir);
 });
@@ -175,7 +188,9 @@ describe('HTTP upstream credentials', () => {
     bodies.push(JSON.stringify(ops.body));
   });
 
-  it('the secrets appear nowhere else: log output, database file, claim, bundle, error bodies, metrics', () => {
+  it('the secrets appear nowhere else: log output, database file, claim, bundle, error bodies, metrics, traces', async () => {
+    await gw.close(); // flushes the trace exporter and the database
+    expect(traces.join('')).toContain('cmcp.tools_call'); // the spans were exported
     expect(logText).toContain('wrongpin'); // the log did record the failed upstream
     const db = [cfg.dbPath, `${cfg.dbPath}-wal`]
       .filter(existsSync)
@@ -185,7 +200,7 @@ describe('HTTP upstream credentials', () => {
     for (const secret of [TOKEN, API_KEY]) {
       expect(logText).not.toContain(secret);
       expect(db).not.toContain(secret);
-      for (const b of bodies) expect(b).not.toContain(secret);
+      for (const b of [...bodies, ...traces]) expect(b).not.toContain(secret);
     }
   });
 });
