@@ -89,6 +89,7 @@ function classify(e: unknown): TokenRefused {
   return new TokenRefused('jwks_unavailable', 'JWKS could not be fetched');
 }
 
+/** Verifies agents' JWT access tokens for one `oauth` section. */
 export class OAuthVerifier {
   private readonly keys: KeySource;
 
@@ -150,6 +151,7 @@ export class OAuthVerifier {
     return { agentId, attributes };
   }
 
+  /** Releases the JWKS fetcher's connections. */
   close(): Promise<void> {
     return this.keys.close();
   }

@@ -7,6 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { OAuthVerifier } from '../oauth/index.js';
 
+/** The metadata plugin (no authentication hook); the document is fixed at start-up. */
 export function oauthMetadataRoutes(oauth: OAuthVerifier) {
   return async (app: FastifyInstance) => {
     const doc = oauth.metadata();
