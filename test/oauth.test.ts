@@ -289,6 +289,32 @@ describe('oauth configuration', () => {
     );
   });
 
+  it('fails closed when the JWKS cannot be fetched or its server is not the pinned CA’s', async () => {
+    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { parseConfig } = await import('../src/config/index.js');
+    const jwksPort = (jwksServer.address() as { port: number }).port;
+    const other = await makeTlsPki(mkdtempSync(join(tmpdir(), 'cmcp-oauth-other-')), 'another CA');
+    for (const [jwks_url, jwks_ca] of [
+      [`https://127.0.0.1:${await freePort()}/jwks.json`, undefined], // nothing listens
+      [`https://127.0.0.1:${jwksPort}/jwks.json`, other.ca.certPath], // another CA: TLS refused
+    ] as const) {
+      const v = new OAuthVerifier(
+        parseConfig({
+          ...base,
+          oauth: {
+            resource,
+            issuer: ISSUER,
+            jwks_url,
+            ...(jwks_ca ? { jwks_ca } : {}),
+            algorithms: ['ES256'],
+          },
+        }).oauth as never,
+      );
+      await expect(v.verify(await token())).rejects.toMatchObject({ reason: 'jwks_unavailable' });
+      await v.close();
+    }
+  });
+
   it('a JWKS file is used as given (no fetch)', async () => {
     const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-oauth-file-'));
