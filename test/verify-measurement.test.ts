@@ -267,6 +267,43 @@ describe('verifyClaim: evidence.measurement', () => {
     ).toBe('MEASUREMENT_PCR_MISMATCH');
   });
 
+  it('the event log (pcr_events) accounts for later extends by other gateways; a tampered log is rejected', () => {
+    const other = sha256('the second gateway');
+    const later = sha256(sha256(ZERO, DIGEST), other);
+    const own = { digest: tag(DIGEST), event: 'cmcp.gateway_measurement', instance: 'gw-a' };
+    const second = { digest: tag(other), event: 'cmcp.gateway_measurement', instance: 'gw-b' };
+    const withLog = (events: unknown[]) => ({
+      version: 1,
+      digest: tag(DIGEST),
+      inputs: INPUTS,
+      pcr: 15,
+      pcr_before: b64u(ZERO),
+      pcr_events: events,
+    });
+    const ok = verifyClaim(build({ tpm: true, quoted: { 15: later }, measurement: withLog([own, second]) }));
+    expect(failedCodes(ok)).toEqual([]);
+    expect(get(ok, 'measurement.pcr').detail).toMatch(/replay of 2 pcr_events/);
+    expect(ok.notes.join('\n')).toMatch(/extended 1 more time\(s\) after this gateway's measurement/);
+    // a one-event log is the plain check
+    expect(failedCodes(verifyClaim(build({ tpm: true, measurement: withLog([own]) })))).toEqual([]);
+    // tampered: a changed digest, a dropped event, reordered events, a first event that is not this one
+    const tampered: [unknown[], string][] = [
+      [[own, { ...second, digest: tag(sha256('forged')) }], 'MEASUREMENT_PCR_MISMATCH'],
+      [[own], 'MEASUREMENT_PCR_MISMATCH'],
+      [[second, own], 'MEASUREMENT_EVENT_LOG_INVALID'],
+      [[{ ...own, digest: tag(sha256('x')) }, second], 'MEASUREMENT_EVENT_LOG_INVALID'],
+    ];
+    for (const [events, code] of tampered) {
+      const r = verifyClaim(build({ tpm: true, quoted: { 15: later }, measurement: withLog(events) }));
+      expect(get(r, 'claim.signature').status).toBe('pass');
+      expect(get(r, 'measurement.pcr')).toMatchObject({ status: 'fail', reason_code: code });
+      expect(r.verdict).toBe('invalid');
+    }
+    // malformed event entries fail the shape
+    const bad = verifyClaim(build({ tpm: true, measurement: withLog([{ digest: 'nope' }]) }));
+    expect(failedCodes(bad)).toContain('MEASUREMENT_MALFORMED');
+  });
+
   it('a PCR 15 value that matches but is not the quoted one → DEPENDENCY_FAILED (pcrDigest fails)', () => {
     const r = verifyClaim(
       build({ tpm: true, quoted: { 15: sha256('other') }, claimedOnly: { 15: sha256(ZERO, DIGEST) } }),

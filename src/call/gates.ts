@@ -126,7 +126,8 @@ export class CallGates {
       return { ok: true, value: { entry: { policy_decision: 'allow' }, detail: {}, advisory: null } };
     const d = engine.evaluate({
       agentId: caller.agentId,
-      agentAttributes: this.controls.agentAttributes(caller.agentId),
+      // A token's attributes (scopes, claims) over the configured ones.
+      agentAttributes: { ...this.controls.agentAttributes(caller.agentId), ...caller.attributes },
       tool: {
         exposedName: req.toolName,
         server: route.upstream,

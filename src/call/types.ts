@@ -10,6 +10,8 @@ export interface Caller {
   agentId: string;
   /** True when an operator blocked this agent (kill switch), decided by the agent auth hook. */
   blocked: boolean;
+  /** Cedar principal attributes from a JWT access token (scopes, configured claims). */
+  attributes?: Record<string, unknown>;
 }
 
 /** A `tools/call` whose params passed ingress: everything later stages read. */

@@ -12,6 +12,7 @@ import {
   readExecution,
 } from '../execution/registry.js';
 import { type Db, openReadOnlyDatabase } from '../store/db.js';
+import { terminalSafe } from './terminal.js';
 
 function openReadOnly(file: string): Db {
   if (!existsSync(file)) {
@@ -33,8 +34,11 @@ function openReadOnly(file: string): Db {
 
 const STATES = ['in_flight', 'completed', 'not_attempted', 'outcome_unknown'];
 
+/** One table row; every value is made terminal-safe (tool names are chosen by upstreams). */
 function line(r: ExecutionRow): string {
-  return [r.state.padEnd(15), r.agent_id, r.execution_id, r.tool_name, r.call_id, r.updated_at].join('  ');
+  return [r.state.padEnd(15), r.agent_id, r.execution_id, r.tool_name, r.call_id, r.updated_at]
+    .map((v) => terminalSafe(String(v)))
+    .join('  ');
 }
 
 export function registerExecutionsCommand(program: Command): void {
@@ -82,6 +86,8 @@ export function registerExecutionsCommand(program: Command): void {
         process.exit(1);
       }
       if (o.json) process.stdout.write(`${JSON.stringify(row, null, 2)}\n`);
-      else for (const [k, v] of Object.entries(row)) process.stdout.write(`${k.padEnd(20)} ${v ?? '-'}\n`);
+      else
+        for (const [k, v] of Object.entries(row))
+          process.stdout.write(`${k.padEnd(20)} ${terminalSafe(String(v ?? '-'))}\n`);
     });
 }

@@ -7,6 +7,8 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { oauthSchema, resolveOAuthPaths } from './oauth.js';
+import { resolveCredentialPaths, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
   .string()
@@ -45,6 +47,10 @@ const httpUpstream = z.strictObject({
   ...upstreamCommon,
   transport: z.literal('http'),
   url: z.url({ protocol: /^https?$/ }),
+  /** Request headers whose values come from environment variables or files (src/config/upstream-credentials.ts). */
+  headers: upstreamHeaders,
+  /** Pinned CA or server certificate, client certificate. */
+  tls: upstreamTls,
 });
 
 // ---- attestation (docs/spec/attestation.md; docs/attestation.md) ----
@@ -89,6 +95,11 @@ const tpmFields = {
   pcrs: z.array(z.number().int().min(0).max(23)).min(1).default([0, 1, 2, 7]),
   /** PCR the gateway measurement is extended into at start-up; null: do not extend. */
   measurement_pcr: z.number().int().min(0).max(23).nullable().default(15),
+  /**
+   * The measurement PCR's event log, shared by every gateway on this TPM (relative to the
+   * config; default under the OS temp folder, per TCTI and PCR; src/measure/pcr-event-log.ts).
+   */
+  measurement_event_log: z.string().min(1).optional(),
   /** Enrolled AK (absent: a cloud platform AK if present, else an ephemeral, unanchored AK). */
   enrollment: tpmEnrollment.optional(),
   /** Use a cloud platform AK (Azure: 0x81000003 with its certificate at NV 0x01C101D0) when present. */
@@ -142,6 +153,8 @@ const attestationSchema = z.discriminatedUnion('provider', [
 /** Resolves the attestation section's file paths against the config file's folder. */
 function resolveAttestationPaths(a: AttestationConfig, abs: (p: string) => string): void {
   if (a.provider === 'tpm' || a.provider === 'auto') a.platform_ak_chain = a.platform_ak_chain.map(abs);
+  if ((a.provider === 'tpm' || a.provider === 'auto') && a.measurement_event_log)
+    a.measurement_event_log = abs(a.measurement_event_log);
   if ((a.provider === 'tpm' || a.provider === 'auto') && a.enrollment) {
     const e = a.enrollment;
     e.record = abs(e.record);
@@ -229,6 +242,8 @@ export const configSchema = z
     attestation: attestationSchema,
     agents: z.array(agent).default([]),
     operators: z.array(operator).default([]),
+    /** JWT access tokens for agents (OAuth 2.1 resource server; src/config/oauth.ts). */
+    oauth: oauthSchema.optional(),
     /** Optional: absent ⇒ every routed call is allowed and claims say enforcement_mode "none". */
     policy: policy.optional(),
     /** Optional: absent ⇒ every upstream tool is exposed as listed and catalog_hash is null. */
@@ -302,11 +317,11 @@ export const configSchema = z
         message: `dev_mode binds loopback only; refusing ${c.listen.host}`,
       });
     }
-    if (!c.dev_mode && c.agents.length === 0) {
+    if (!c.dev_mode && c.agents.length === 0 && !c.oauth) {
       ctx.addIssue({
         code: 'custom',
         path: ['agents'],
-        message: 'at least one agent is required outside dev_mode',
+        message: 'at least one agent (or the oauth section) is required outside dev_mode',
       });
     }
     const tokens = new Set(c.agents.map((a) => a.token_sha256));
@@ -345,6 +360,18 @@ export const configSchema = z
       if (seen.has(u.name))
         ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'name'], message: 'duplicate' });
       seen.add(u.name);
+      // Credentials travel only over TLS, or to a loopback upstream.
+      if (u.transport === 'http' && !u.url.startsWith('https:') && URL.canParse(u.url)) {
+        const host = new URL(u.url).hostname.replace(/^\[|\]$/g, '');
+        if (u.tls)
+          ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'tls'], message: 'needs an https: url' });
+        if (u.headers && Object.keys(u.headers).length && !isLoopback(host))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['upstreams', i, 'headers'],
+            message: 'credentials are sent only over https: (or to a loopback upstream)',
+          });
+      }
     });
   });
 
@@ -413,7 +440,9 @@ export function loadConfig(file: string): GatewayConfig {
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
   cfg.database = abs(cfg.database);
   for (const u of cfg.upstreams) if (u.transport === 'stdio' && u.cwd) u.cwd = abs(u.cwd);
+  for (const u of cfg.upstreams) if (u.transport === 'http') resolveCredentialPaths(u, abs);
   resolveAttestationPaths(cfg.attestation, abs);
+  resolveOAuthPaths(cfg.oauth, abs);
   if (cfg.policy) cfg.policy.bundle = abs(cfg.policy.bundle);
   if (cfg.catalog) cfg.catalog.file = abs(cfg.catalog.file);
   return cfg;

@@ -14,10 +14,12 @@ import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { Drain } from './drain.js';
 import type { McpEndpoint } from './mcp.js';
+import type { OAuthVerifier } from './oauth/index.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
+import { oauthMetadataRoutes } from './routes/oauth-metadata.js';
 import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
 
 export type { OperatorApi } from './routes/operator.js';
@@ -49,6 +51,12 @@ export interface AppDeps {
   readiness?: Readiness;
   /** The shutdown gate (drain.ts): refuses new requests once stopped, counts those in flight. */
   drain?: Drain;
+  /** JWT access tokens for agents, and the RFC 9728 metadata route. */
+  oauth?: OAuthVerifier;
+  /** The agent a session belongs to (to record cross-agent probes), null: none. */
+  sessionAgent?: (sessionId: string) => string | null;
+  /** Told every agent a JWT access token authenticated (operators can then block it). */
+  onTokenAgent?: (agentId: string) => void;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -74,6 +82,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.decorateRequest('startedAt', 0n);
   app.decorateRequest('agentId', '');
   app.decorateRequest('agentBlocked', false);
+  app.decorateRequest('agentTokenAttributes', null);
   app.decorateRequest('operatorId', '');
   app.decorateRequest('mcpUnauthenticated', false);
   app.addHook('onRequest', async (req) => {
@@ -85,6 +94,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;
   app.register(healthRoutes(d.readiness));
+  if (d.oauth) app.register(oauthMetadataRoutes(d.oauth));
   if (d.metrics)
     app.register(metricsRoutes(d.metrics, operatorAuth({ auth: d.auth, operator, recordRefusal })));
   app.register(operatorRoutes({ auth: d.auth, operator, recordRefusal }), { prefix: '/operator' });
@@ -98,6 +108,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
       isBlocked: (id) => operator?.isBlocked(id) ?? false,
       recordAuthFailure: d.recordAuthFailure,
       recordRefusal,
+      ...(d.oauth ? { oauth: d.oauth } : {}),
+      ...(d.sessionAgent ? { sessionAgent: d.sessionAgent } : {}),
+      ...(d.onTokenAgent ? { onTokenAgent: d.onTokenAgent } : {}),
     }),
   );
   return app;

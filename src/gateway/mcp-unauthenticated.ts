@@ -22,7 +22,8 @@ export function readableId(body: unknown): string | number | null {
 
 /** Sends the `/mcp` 401 (JSON-RPC error UNAUTHENTICATED) with `id`. */
 export function sendMcpUnauthenticated(reply: FastifyReply, id: string | number | null) {
-  reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
+  // The agent hook may have set the OAuth challenge (resource_metadata) already.
+  if (!reply.hasHeader('WWW-Authenticate')) reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
   return reply.code(401).send({
     jsonrpc: '2.0',
     id,

@@ -87,6 +87,14 @@ export class OperatorControls implements OperatorApi {
   }
 
   /** The agent ids an operator may block, sorted. */
+  /**
+   * An agent authenticated by a JWT access token (the `oauth` section): from now on operators can
+   * block it like a configured agent.
+   */
+  noteAgent(agentId: string): void {
+    this.knownAgents.add(agentId);
+  }
+
   agentIds(): string[] {
     return [...this.knownAgents].sort();
   }

@@ -35,6 +35,25 @@ export function recordGatewayStart(
   });
 }
 
+/**
+ * A caller-chosen value as JCS can carry it (RFC 8785 §3.2.2.2 refuses lone surrogates): each
+ * lone surrogate becomes U+FFFD, so a refusal of such a request (a method name, or one clipped
+ * inside a surrogate pair) is still recorded.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const fix = (s: string) => s.replace(LONE_SURROGATE, '\uFFFD');
+
+function wellFormed<T>(v: T): T {
+  if (typeof v === 'string') return fix(v) as T;
+  if (Array.isArray(v)) return v.map(wellFormed) as T;
+  if (v && typeof v === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) out[fix(k)] = wellFormed(x);
+    return out as T;
+  }
+  return v;
+}
+
 /** The `request_refused` sinks of one gateway. */
 export interface GatewayRefusals {
   refused: RefusalSink;
@@ -52,10 +71,10 @@ export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals
     try {
       chain.append(GATEWAY_CHAIN_ID, {
         entry_type: 'request_refused',
-        agent_id: agentId,
+        agent_id: agentId === null ? null : wellFormed(agentId),
         disposition: 'refused',
         error_code: code,
-        detail,
+        detail: wellFormed(detail) as Record<string, unknown>,
       });
     } catch (e) {
       log.error({ err: (e as Error).message }, 'could not record a refused request');

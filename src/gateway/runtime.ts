@@ -28,7 +28,7 @@ import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
+import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
@@ -42,6 +42,7 @@ import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
 import { McpEndpoint } from './mcp.js';
+import { OAuthVerifier } from './oauth/index.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
 import { gatewayRefusals, recordGatewayStart } from './records.js';
@@ -195,6 +196,10 @@ async function startControls(
 
   const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
   if (cfg.dev_mode) knownAgents.add('dev');
+  // Token agents are not listed in the config: those that opened sessions before are known.
+  if (cfg.oauth)
+    for (const r of db.prepare<[], { agent_id: string }>('SELECT DISTINCT agent_id FROM sessions').all())
+      knownAgents.add(r.agent_id);
   const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
   const resumed = operator.resumeReloaded();
   if (resumed && policy) {
@@ -250,6 +255,7 @@ function buildHttp(
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
   });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
+  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
   const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
   const app = buildApp({
     logger: log,
@@ -273,7 +279,11 @@ function buildHttp(
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
     drain: obs.drain,
+    ...(oauth ? { oauth } : {}),
+    sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
+    onTokenAgent: (id) => operator.noteAgent(id),
   });
+  if (oauth) app.addHook('onClose', () => oauth.close());
   return { app, refusals, calls };
 }
 
@@ -347,6 +357,9 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
+    // Only a listening gateway extends the measurement PCR (queued before any session's quote).
+    const extended = measurer.listening(cfg.instance_id);
+    extended.catch(() => undefined); // awaited below; observed here should a later step fail first
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)
@@ -357,6 +370,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
         : null;
     relist?.unref();
+    await extended;
     log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
     let closed = false;
     const close = async () => {

@@ -20,6 +20,7 @@ import {
 
 export class GatewayMeasurer {
   private current: GatewayMeasurement | null = null;
+  private startedOk = false;
   /** The recording of the last re-measurement (close() waits for it). */
   private recording: Promise<void> = Promise.resolve();
 
@@ -51,6 +52,7 @@ export class GatewayMeasurer {
         provider_start: started,
       },
     });
+    this.startedOk = started.ok !== false;
     if (started.ok === false) {
       this.log.warn(
         { provider: this.provider.name, reason: started.reason },
@@ -61,6 +63,28 @@ export class GatewayMeasurer {
     if (measurement.json.inputs.code_files === 0)
       this.log.warn('gateway measurement covers no files under dist/');
     return started;
+  }
+
+  /**
+   * The gateway listens: the provider extends the measurement now (the TPM provider, into the
+   * measurement PCR and its event log), recorded as `gateway_measurement_extended`. A start
+   * that fails before listening (a busy port) so extends nothing. Never throws for the provider.
+   * @throws what the append throws (SQLite).
+   */
+  async listening(instance: string): Promise<void> {
+    if (!this.provider.listening || !this.current) return;
+    const result = await this.provider.listening(instance);
+    this.chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'gateway_measurement_extended',
+      detail: {
+        digest: this.current.json.digest,
+        instance,
+        provider: this.provider.name,
+        provider_extend: result,
+      },
+    });
+    // A provider that was not ready at start-up has its failure recorded already.
+    if (result.ok === false && this.startedOk) this.bindingFailed('listening', result.reason);
   }
 
   /**

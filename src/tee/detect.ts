@@ -59,6 +59,7 @@ function tpmProvider(
     enrollmentRecord: a.enrollment?.record ?? null,
     platformAk: a.platform_ak,
     platformAkChain: loadCertFiles(a.platform_ak_chain),
+    eventLog: a.measurement_event_log ?? null,
   });
 }
 

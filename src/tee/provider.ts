@@ -62,6 +62,12 @@ export interface AttestationProvider {
    * @returns what the gateway chain's `gateway_measurement` entry records about the provider.
    */
   remeasure?(measurement: GatewayMeasurement): Promise<Record<string, unknown>>;
+  /**
+   * The gateway listens as instance `instance`: the TPM provider extends the measurement PCR
+   * only now (a start that fails before listening extends nothing). Never throws.
+   * @returns what the gateway chain's `gateway_measurement_extended` entry records.
+   */
+  listening?(instance: string): Promise<Record<string, unknown>>;
   /** The measurement section a claim carries even when the binding failed (null: none). */
   measurementEvidence?(): MeasurementJson | null;
   /**

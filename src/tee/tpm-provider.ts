@@ -17,6 +17,12 @@
  * extend, so PCR = SHA-256(pcr_before ‖ digest) can be checked. A policy reload re-measures the
  * gateway (docs/spec/policy.md#operator-controls): the new digest is extended on top, and later claims carry it with
  * the PCR value read just before that extend.
+ *
+ * The extend waits until the gateway listens ({@link TpmProvider.listening}): a start that fails
+ * (a busy port) extends nothing. Every extend is recorded in the measurement PCR's event log
+ * (src/measure/pcr-event-log.ts), shared by the gateways on this TPM, and each quote carries the
+ * events from this gateway's extend to the quoted value, so another gateway's later extend does
+ * not invalidate this one's claims (docs/spec/measurement.md#event-log).
  */
 
 import { X509Certificate } from 'node:crypto';
@@ -37,6 +43,7 @@ import {
   TpmError,
 } from '../../native/tpm/index.js';
 import { type GatewayMeasurement, pcrExtend } from '../measure/index.js';
+import { defaultEventLogPath, PcrEventLog } from '../measure/pcr-event-log.js';
 import { EnrollmentError, type EnrollmentRecord, readEnrollmentRecord } from './enrollment.js';
 import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';
 import { trimDer } from './x509.js';
@@ -69,6 +76,8 @@ export interface TpmProviderOptions {
    * a transient AK, flushed at close.
    */
   instanceId?: string;
+  /** The measurement PCR's event log file (default: {@link defaultEventLogPath}). */
+  eventLog?: string | null;
 }
 
 type AkSource = 'enrolled' | 'platform' | 'ephemeral';
@@ -82,12 +91,19 @@ export class TpmProvider implements AttestationProvider {
   private chain: string[] = [];
   private notes: string[] = [];
   private measurement: GatewayMeasurement | null = null;
-  /** Set once the measurement is in the PCR: the value before and after our extend. */
-  private measured: { before: Buffer; after: Buffer } | null = null;
+  /** Set once the measurement is in the PCR: the value before and after our extend, its event id. */
+  private measured: { before: Buffer; after: Buffer; event: string } | null = null;
+  /** Set by listening(): only then is the measurement extended. */
+  private extendAs: string | null = null;
+  private readonly eventLog: PcrEventLog | null;
   /** Serialises device access: one TPM command sequence at a time. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly opts: TpmProviderOptions) {}
+  constructor(private readonly opts: TpmProviderOptions) {
+    const pcr = opts.measurementPcr;
+    this.eventLog =
+      pcr == null ? null : new PcrEventLog(opts.eventLog ?? defaultEventLogPath(opts.tcti, pcr));
+  }
 
   private serial<T>(fn: () => T): Promise<T> {
     const run = this.queue.then(fn);
@@ -98,6 +114,24 @@ export class TpmProvider implements AttestationProvider {
   async start(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>> {
     this.measurement = measurement;
     return this.serial(() => {
+      try {
+        this.ensureReady();
+        return { ok: true, reason: null, ...this.describe() };
+      } catch (e) {
+        const err = this.toBindingError(e);
+        this.reset();
+        return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
+      }
+    });
+  }
+
+  /**
+   * The gateway is listening as `instance`: the measurement is extended now (and recorded in the
+   * event log). Never throws: a failure is returned (`ok: false`) and retried at the next bind.
+   */
+  listening(instance: string): Promise<Record<string, unknown>> {
+    return this.serial(() => {
+      this.extendAs = instance;
       try {
         this.ensureReady();
         return { ok: true, reason: null, ...this.describe() };
@@ -185,12 +219,31 @@ export class TpmProvider implements AttestationProvider {
         },
       };
       const m = this.measurementEvidence();
-      if (m) out.measurement = m;
+      if (m) out.measurement = this.withEvents(m, q.pcrValues);
       return out;
     } catch (e) {
       this.reset();
       throw this.toBindingError(e);
     }
+  }
+
+  /** The event log from this gateway's extend to the quoted measurement PCR value. */
+  private withEvents(m: MeasurementJson, quoted: Record<number, Buffer>): MeasurementJson {
+    const pcr = this.opts.measurementPcr;
+    const value = pcr == null ? undefined : quoted[pcr];
+    if (pcr == null || !this.measured || !this.measurement || !value) return m;
+    const own = {
+      digest: this.measurement.json.digest,
+      event: 'cmcp.gateway_measurement',
+      instance: this.extendAs ?? '',
+    };
+    let events = [own];
+    try {
+      events = this.eventLog?.since(this.measured.event, pcr, this.measured.before, value) ?? events;
+    } catch {
+      // an unreadable log: the claim carries its own event; a later extend then fails the replay
+    }
+    return { ...m, pcr_events: events };
   }
 
   private toBindingError(e: unknown): BindingError {
@@ -351,19 +404,26 @@ export class TpmProvider implements AttestationProvider {
    */
   private ensureMeasured(tpm: Tpm): void {
     const pcr = this.opts.measurementPcr;
-    if (pcr == null || !this.measurement) return;
+    if (pcr == null || !this.measurement || this.extendAs === null || !this.eventLog) return;
     if (this.measured) {
       const now = tpm.readPcrs([pcr])[pcr] as Buffer;
       if (!(now.every((b) => b === 0) && !this.measured.after.every((b) => b === 0))) return;
       this.notes.push(`PCR ${pcr} was reset since the measurement: extended again`);
     }
-    const before = tpm.readPcrs([pcr])[pcr] as Buffer;
-    tpm.extendPcr(pcr, this.measurement.bytes);
-    const after = tpm.readPcrs([pcr])[pcr] as Buffer;
-    if (!after.equals(pcrExtend(before, this.measurement.bytes))) {
+    const bytes = this.measurement.bytes;
+    const event = {
+      digest: this.measurement.json.digest,
+      event: 'cmcp.gateway_measurement',
+      instance: this.extendAs,
+    };
+    this.measured = this.eventLog.extend(pcr, event, () => {
+      const before = tpm.readPcrs([pcr])[pcr] as Buffer;
+      tpm.extendPcr(pcr, bytes);
+      return { before, after: tpm.readPcrs([pcr])[pcr] as Buffer };
+    });
+    if (!this.measured.after.equals(pcrExtend(this.measured.before, bytes))) {
       this.notes.push(`PCR ${pcr} was extended by someone else while measuring`);
     }
-    this.measured = { before, after };
   }
 
   private reset(): void {

@@ -6,6 +6,7 @@
  */
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { UpstreamConfig } from '../config/index.js';
+import { knownSecrets } from './credentials.js';
 
 /** Lines and bytes of a stdio child's stderr kept for a start-up error. */
 export const STDERR_TAIL_LINES = 10;
@@ -43,6 +44,7 @@ export function secretValues(cfg: UpstreamConfig, env: NodeJS.ProcessEnv = proce
   const out = new Set<string>();
   if (cfg.transport === 'stdio') for (const v of Object.values(cfg.env)) if (v.length >= 4) out.add(v);
   for (const [k, v] of Object.entries(env)) if (v && v.length >= 4 && SECRET_NAME.test(k)) out.add(v);
+  for (const v of knownSecrets()) if (v.length >= 4) out.add(v);
   return [...out].sort((a, b) => b.length - a.length);
 }
 
@@ -148,7 +150,7 @@ export function describeUpstreamFailure(
   exit: ChildExit | null = null,
 ): string {
   if (cfg.transport === 'http')
-    return `HTTP upstream at ${cfg.url} is not reachable: ${httpCause(cfg.url, e)}`;
+    return `HTTP upstream at ${cfg.url} is not reachable: ${sanitizeLines([httpCause(cfg.url, e)], secretValues(cfg))[0] ?? ''}`;
   const { code, messages } = causeChain(e);
   const parts: string[] = [];
   if (code === 'ENOENT') parts.push(`command not found: ${cfg.command}`);

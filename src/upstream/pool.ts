@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
+import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
 import { type CallContext, callContext, cappedFetch, DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
 
@@ -90,6 +91,8 @@ class Upstream {
     private readonly onListChanged: () => void,
     /** Largest result read from this upstream, bytes (C-MCP-4). */
     private readonly maxResultBytes: number,
+    /** Headers and TLS of an HTTP upstream, resolved at start-up (credentials.ts). */
+    private readonly credentials: UpstreamCredentials = upstreamCredentials(cfg),
   ) {}
 
   /**
@@ -131,8 +134,10 @@ class Upstream {
         stderr: 'pipe',
       });
     }
+    const { headers, fetch: tlsFetch } = this.credentials;
     return new StreamableHTTPClientTransport(new URL(this.cfg.url), {
-      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx)),
+      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx), tlsFetch),
+      ...(headers ? { requestInit: { headers } } : {}),
     });
   }
 
@@ -278,6 +283,12 @@ class Upstream {
     const c = this.client;
     this.client = null;
     await c?.close().catch(() => undefined);
+  }
+
+  /** Closes the connection and the upstream's TLS dispatcher (the pool is closing). */
+  async release(): Promise<void> {
+    await this.close();
+    await this.credentials.close().catch(() => undefined);
   }
 }
 
@@ -465,6 +476,6 @@ export class UpstreamPool {
 
   async close(): Promise<void> {
     this.availability.close();
-    await Promise.all([...this.upstreams.values()].map((u) => u.close()));
+    await Promise.all([...this.upstreams.values()].map((u) => u.release()));
   }
 }

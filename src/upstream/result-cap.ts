@@ -34,17 +34,22 @@ export class ResultTooLargeError extends CmcpError {
  * `cap` bytes (C-MCP-4): the body is cancelled, the read errors, and `onOverflow` is told.
  * Long-lived GET event streams are not capped (they carry many messages over time).
  */
-export function cappedFetch(cap: number, onOverflow: (ctx: CallContext | undefined) => void): typeof fetch {
+export function cappedFetch(
+  cap: number,
+  onOverflow: (ctx: CallContext | undefined) => void,
+  /** The upstream's own fetch (its TLS dispatcher, credentials.ts); default Node's. */
+  base: typeof fetch = fetch,
+): typeof fetch {
   return async (input, traceless) => {
     // W3C traceparent of the active span (none when tracing is off).
     const init = withTraceContext(traceless);
     const ctx = callContext.getStore();
-    if ((init?.method ?? 'GET').toUpperCase() !== 'POST') return fetch(input, init);
+    if ((init?.method ?? 'GET').toUpperCase() !== 'POST') return base(input, init);
     // Our own abort, so that passing the cap closes the connection instead of letting the
     // HTTP client drain the rest of the body.
     const stop = new AbortController();
     const signal = init?.signal ? AbortSignal.any([init.signal, stop.signal]) : stop.signal;
-    const res = await fetch(input, { ...init, signal });
+    const res = await base(input, { ...init, signal });
     if (!res.body) return res;
     const reader = res.body.getReader();
     let seen = 0;

@@ -13,7 +13,9 @@
  *                     lp("policy_bundle_hash") ‖ lp(value or "") ‖ lp("catalog_hash") ‖ lp(value or "") ‖
  *                     lp("config") ‖ lp(config) )
  *
- * and, for TPM evidence, PCR[pcr] = SHA-256(pcr_before ‖ digest bytes) in the sha256 bank.
+ * and, for TPM evidence, PCR[pcr] = SHA-256(pcr_before ‖ digest bytes) in the sha256 bank — or,
+ * with the event log `pcr_events` (docs/spec/measurement.md#event-log), the fold of
+ * SHA-256(acc ‖ event digest) from pcr_before over the events, the first of which is this digest.
  */
 import { z } from 'zod';
 import { digest as hash } from './crypto/hash.js';
@@ -42,6 +44,11 @@ export const measurementSchema = z
       .strict(),
     pcr: z.number().int().min(0).max(23).optional(),
     pcr_before: b64url.optional(),
+    pcr_events: z
+      .array(z.object({ digest: tagged, event: z.string().max(200), instance: z.string().max(200) }).strict())
+      .min(1)
+      .max(1024)
+      .optional(),
   })
   .strict();
 
@@ -229,15 +236,21 @@ function measurementPcrCheck(
     );
     return;
   }
+  const events = eventLogReplay(m, digest);
+  if (typeof events === 'string') {
+    checks.push(fail('measurement.pcr', 'MEASUREMENT_EVENT_LOG_INVALID', events));
+    return;
+  }
   // The digest the inputs encode to (not the stated one): the PCR must hold the inputs' measurement.
-  const expected = sha256(before, digest);
+  let expected = before;
+  for (const d of events.digests) expected = sha256(expected, d);
   const fromReset = before.equals(Buffer.alloc(32));
   if (!quotedValue.equals(expected)) {
     checks.push(
       fail(
         'measurement.pcr',
         'MEASUREMENT_PCR_MISMATCH',
-        `quoted PCR ${m.pcr} ${quotedValue.toString('hex')} ≠ SHA-256(pcr_before ‖ digest${digestOk ? '' : ' recomputed from the inputs'}) ${expected.toString('hex')}: the PCR was extended after the gateway (or the measurement is not what was extended)`,
+        `quoted PCR ${m.pcr} ${quotedValue.toString('hex')} ≠ ${events.logged ? `the replay of the ${events.digests.length} pcr_events from pcr_before` : 'SHA-256(pcr_before ‖ digest)'}${digestOk ? '' : ' (digest recomputed from the inputs)'} ${expected.toString('hex')}: the PCR was extended after the gateway without a logged event, the event log was altered, or the measurement is not what was extended`,
       ),
     );
   } else if (!input.tpm.quoted) {
@@ -246,15 +259,39 @@ function measurementPcrCheck(
     checks.push(
       pass(
         'measurement.pcr',
-        `quoted PCR ${m.pcr} = SHA-256(pcr_before ‖ digest)${fromReset ? '; pcr_before is zero: measured from reset' : '; pcr_before is not zero: earlier extends happened'}`,
+        `quoted PCR ${m.pcr} = ${events.digests.length > 1 ? `the replay of ${events.digests.length} pcr_events from pcr_before (the first is this measurement)` : 'SHA-256(pcr_before ‖ digest)'}${fromReset ? '; pcr_before is zero: measured from reset' : '; pcr_before is not zero: earlier extends happened'}`,
       ),
     );
+    if (events.later.length)
+      notes.push(
+        `Measurement PCR ${m.pcr} was extended ${events.later.length} more time(s) after this gateway's measurement, by the logged events ${events.later.map((e) => `${quoteUntrusted(e.event, 40)} ${quoteUntrusted(e.digest, 80)} (instance ${quoteUntrusted(e.instance, 64)}, unauthenticated text)`).join('; ')}: the replay accounts for them.`,
+      );
     notes.push(
       fromReset
         ? `Measurement PCR ${m.pcr}: pcr_before is 32 zero bytes — measured from reset: nothing else was extended into PCR ${m.pcr} before the gateway since TPM reset.`
         : `Measurement PCR ${m.pcr}: pcr_before is not zero — earlier extends happened (a previous gateway run on this TPM boot, or other software); the quoted value shows only the last extend was this measurement.`,
     );
   }
+}
+
+/**
+ * The digests to fold into pcr_before: the event log's (its first event must be this measurement,
+ * `digest` recomputed from the inputs) or, without a log, the measurement alone. A string says
+ * why the log is unusable.
+ */
+function eventLogReplay(
+  m: MeasurementV1,
+  digest: Buffer,
+): { digests: Buffer[]; later: NonNullable<MeasurementV1['pcr_events']>; logged: boolean } | string {
+  if (!m.pcr_events) return { digests: [digest], later: [], logged: false };
+  const [first, ...later] = m.pcr_events;
+  if (!first || first.digest !== `sha256:${digest.toString('hex')}`)
+    return 'the first pcr_events entry is not this measurement (the digest its inputs encode to)';
+  return {
+    digests: [digest, ...later.map((e) => Buffer.from(e.digest.slice('sha256:'.length), 'hex'))],
+    later,
+    logged: true,
+  };
 }
 
 /**

@@ -178,7 +178,10 @@ export const REASON_CODES = {
   MEASUREMENT_CLAIM_MISMATCH:
     'evidence.measurement.digest differs from the claim or preimage gateway_measurement',
   MEASUREMENT_PCR_NOT_QUOTED: 'the measurement PCR is not in the quote selection or has no quoted value',
-  MEASUREMENT_PCR_MISMATCH: 'the quoted measurement PCR is not SHA-256(pcr_before ‖ measurement digest)',
+  MEASUREMENT_PCR_MISMATCH:
+    'the quoted measurement PCR is not SHA-256(pcr_before ‖ measurement digest), nor the replay of the measurement event log from pcr_before',
+  MEASUREMENT_EVENT_LOG_INVALID:
+    'the measurement event log (pcr_events) does not start with this measurement; it cannot be replayed',
 } as const;
 
 /** A stable reason code (see {@link REASON_CODES}). */

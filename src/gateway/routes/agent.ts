@@ -12,6 +12,7 @@ import type { SessionService } from '../../session/service.js';
 import type { Authenticator } from '../auth.js';
 import type { McpEndpoint } from '../mcp.js';
 import { registerMcpUnauthenticated } from '../mcp-unauthenticated.js';
+import { bearerJwt, type OAuthVerifier, TokenRefused } from '../oauth/index.js';
 import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from '../replies.js';
 import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../schemas.js';
 import { BODY_MEMBERS, strictBody } from '../strict-body.js';
@@ -21,6 +22,8 @@ declare module 'fastify' {
     agentId: string;
     /** Decided once per request by the agent auth hook (operator kill switch). */
     agentBlocked: boolean;
+    /** Cedar principal attributes from a JWT access token (null for static tokens). */
+    agentTokenAttributes: Record<string, unknown> | null;
   }
 }
 
@@ -38,6 +41,32 @@ export interface AgentRouteDeps {
   recordAuthFailure(route: string): void;
   /** Records other refused requests (operator credentials here, blocked agents). */
   recordRefusal: RefusalSink;
+  /** JWT access tokens (the `oauth` section), or absent: static tokens only. */
+  oauth?: OAuthVerifier;
+  /** The agent a session belongs to, whatever the caller (null: no such session). */
+  sessionAgent?: (sessionId: string) => string | null;
+  /** Told every agent a JWT access token authenticated. */
+  onTokenAgent?: (agentId: string) => void;
+}
+
+/**
+ * Runs a read of the caller's own session. When it answers UNKNOWN_SESSION for a session that
+ * exists under another agent, the probe is recorded as a refusal (the caller's answer stays the
+ * same as for a session that does not exist: nothing tells it the session is there).
+ */
+function ownSession<T>(d: AgentRouteDeps, req: FastifyRequest, sessionId: string, read: () => T): T {
+  try {
+    return read();
+  } catch (e) {
+    const owner = e instanceof CmcpError && e.code === 'UNKNOWN_SESSION' ? d.sessionAgent?.(sessionId) : null;
+    if (owner && owner !== req.agentId)
+      d.recordRefusal(req.agentId, 'UNKNOWN_SESSION', {
+        route: req.routeOptions.url ?? 'unknown',
+        session_id: sessionId,
+        cross_agent: true,
+      });
+    throw e;
+  }
 }
 
 /**
@@ -50,7 +79,20 @@ function agentAuth(d: AgentRouteDeps) {
     const route = req.routeOptions.url ?? 'unknown';
     const rpc = isJsonRpc(req);
     const header = req.headers.authorization;
-    const agent = d.auth.authenticate(header);
+    let agent = d.auth.authenticate(header);
+    let refused: TokenRefused | null = null;
+    const jwt = !agent && d.oauth ? bearerJwt(header) : null;
+    if (jwt && d.oauth) {
+      try {
+        const p = await d.oauth.verify(jwt);
+        agent = p.agentId;
+        req.agentTokenAttributes = p.attributes;
+        d.onTokenAgent?.(agent);
+      } catch (e) {
+        refused = e instanceof TokenRefused ? e : new TokenRefused('malformed', 'token not verifiable');
+        req.log.info({ reason: refused.reason }, 'access token refused');
+      }
+    }
     if (!agent && d.auth.operator(header)) {
       d.recordRefusal(null, 'OPERATOR_CREDENTIAL_REFUSED', { route });
       const message = 'operator credentials are not accepted on agent routes';
@@ -60,7 +102,7 @@ function agentAuth(d: AgentRouteDeps) {
     }
     if (!agent) {
       d.recordAuthFailure(route);
-      reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
+      reply.header('WWW-Authenticate', challenge(d.oauth, refused));
       if (rpc) {
         // Answered in preHandler, once the body (and its JSON-RPC id) is parsed.
         req.mcpUnauthenticated = true;
@@ -75,6 +117,16 @@ function agentAuth(d: AgentRouteDeps) {
       return sendError(reply, 'AGENT_BLOCKED', 'this agent identity is blocked by an operator');
     }
   };
+}
+
+/**
+ * The 401 challenge (RFC 6750 §3; with OAuth, RFC 9728 §5.1 `resource_metadata`, as the MCP
+ * authorization spec asks). `error="invalid_token"` only when a token was presented and refused.
+ */
+function challenge(oauth: OAuthVerifier | undefined, refused: TokenRefused | null): string {
+  if (!oauth) return 'Bearer realm="cmcp"';
+  const error = refused ? ', error="invalid_token"' : '';
+  return `Bearer realm="cmcp", resource_metadata="${oauth.metadataUrl()}"${error}`;
 }
 
 /** `challenge` of `POST /sessions`: exactly the form verifiers accept, unpadded base64url of 8–64 bytes. */
@@ -113,7 +165,11 @@ export function agentRoutes(d: AgentRouteDeps) {
     // must reach the agent intact (C-MCP-5); a schema's serializer would drop what it does not name.
     app.post('/mcp', { config: { jsonRpc: true } }, async (req, reply) => {
       const hv = req.headers['mcp-protocol-version'];
-      const caller = { agentId: req.agentId, blocked: req.agentBlocked };
+      const caller = {
+        agentId: req.agentId,
+        blocked: req.agentBlocked,
+        ...(req.agentTokenAttributes ? { attributes: req.agentTokenAttributes } : {}),
+      };
       let r: Awaited<ReturnType<McpEndpoint['handle']>>;
       try {
         r = await d.mcp.handle(caller, req.body, typeof hv === 'string' ? hv : undefined, req.startedAt);
@@ -140,10 +196,10 @@ export function agentRoutes(d: AgentRouteDeps) {
       return d.sessions.close(req.agentId, req.params.id);
     });
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req) =>
-      d.sessions.claim(req.agentId, req.params.id),
+      ownSession(d, req, req.params.id, () => d.sessions.claim(req.agentId, req.params.id)),
     );
     app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req) =>
-      d.sessions.bundle(req.agentId, req.params.id),
+      ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id)),
     );
 
     // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.

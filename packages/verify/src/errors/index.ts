@@ -29,6 +29,12 @@ export const ERRORS = {
     summary: 'An internal fault; details are in the server log only.',
   },
   UNAUTHENTICATED: { http: 401, rpc: -32001, summary: 'Missing or unknown bearer token.' },
+  OAUTH_TOKEN_REFUSED: {
+    http: 401,
+    rpc: -32001,
+    summary:
+      'A JWT access token was refused (expired, wrong iss or aud, algorithm not allowed, bad signature, unknown kid, JWKS unavailable); the agent is answered UNAUTHENTICATED with error="invalid_token", the reason is logged.',
+  },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32002, summary: 'The request body exceeds the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32003, summary: 'Content-Type must be application/json.' },
   GATEWAY_SHUTTING_DOWN: {
@@ -166,6 +172,12 @@ export const ERRORS = {
     summary: 'No configured agent has this id.',
   },
   CONFIG_INVALID: { http: 500, rpc: -32603, summary: 'The configuration file failed validation.' },
+  UPSTREAM_CREDENTIAL_UNAVAILABLE: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      "An HTTP upstream's credential (header value from an environment variable or file, TLS certificate or key) cannot be read at start-up.",
+  },
   NOT_FOUND: { http: 404, rpc: -32601, summary: 'No such route or resource.' },
   // Codes of the gateway's own error classes (src/). Start-up, CLI and internal codes never
   // travel in a JSON-RPC response: they carry -32603 and a 500 (or the HTTP status that names

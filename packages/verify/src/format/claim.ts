@@ -84,6 +84,23 @@ export interface MeasurementJson {
   pcr?: number;
   /** base64url, 32 bytes. */
   pcr_before?: string;
+  /**
+   * TPM only: the measurement PCR's event log from this gateway's extend (first event, its
+   * digest = `digest`) to the quoted value: PCR[pcr] = fold(SHA-256(acc ‖ event digest),
+   * pcr_before, pcr_events) (docs/spec/measurement.md#event-log). Absent in older claims: the
+   * one event `digest`.
+   */
+  pcr_events?: PcrEventJson[];
+}
+
+/** One extend into the measurement PCR (docs/spec/measurement.md#event-log). */
+export interface PcrEventJson {
+  /** `sha256:<hex>`: the 32 bytes extended. */
+  digest: string;
+  /** What was measured: `cmcp.gateway_measurement`. */
+  event: string;
+  /** instance_id of the gateway that extended it (unauthenticated text; the replay checks the digests). */
+  instance: string;
 }
 
 /** SEV-SNP evidence (docs/spec/attestation.md#sev-snp-and-tdx-through-configfs-tsm); byte strings base64url. */

@@ -1,0 +1,70 @@
+/**
+ * Credentials of an HTTP upstream (docs/operations.md#upstream-credentials): request headers
+ * (a bearer token, an API key) whose values come from an environment variable or a file —
+ * never from the config itself, so the config (and the measurement over it) holds names only —
+ * and TLS: a pinned CA or server certificate, and a client certificate.
+ */
+import { z } from 'zod';
+
+/** Headers the gateway or the MCP transport sets itself (RFC 9110 framing, MCP, tracing). */
+const RESERVED_HEADERS =
+  /^(host|content-length|content-type|accept|connection|transfer-encoding|te|upgrade|traceparent|tracestate|mcp-.*|last-event-id)$/i;
+
+/** Where a secret's value comes from; `prefix` is put before it (e.g. `"Bearer "`). */
+const secretSource = z.union([
+  z.strictObject({
+    env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name'),
+    prefix: z.string().max(64).default(''),
+  }),
+  z.strictObject({ file: z.string().min(1), prefix: z.string().max(64).default('') }),
+]);
+export type SecretSource = z.infer<typeof secretSource>;
+
+export const upstreamHeaders = z
+  .record(
+    z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/, 'must be an HTTP field name (RFC 9110 §5.1)'),
+    secretSource,
+  )
+  .superRefine((h, ctx) => {
+    for (const name of Object.keys(h))
+      if (RESERVED_HEADERS.test(name))
+        ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the gateway or the MCP transport' });
+  })
+  .optional();
+
+export const upstreamTls = z
+  .strictObject({
+    /** PEM CA certificate(s): the only trust anchors for this upstream (instead of Node's roots). */
+    ca: z.string().min(1).optional(),
+    /** PEM server certificate: the upstream must present exactly this certificate (pinned). */
+    server_cert: z.string().min(1).optional(),
+    /** PEM client certificate and its private key (mutual TLS). */
+    client_cert: z.string().min(1).optional(),
+    client_key: z.string().min(1).optional(),
+  })
+  .superRefine((t, ctx) => {
+    if ((t.client_cert === undefined) !== (t.client_key === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['client_key'],
+        message: 'client_cert and client_key go together',
+      });
+  })
+  .optional();
+
+export type UpstreamTlsConfig = NonNullable<z.infer<typeof upstreamTls>>;
+export type UpstreamHeadersConfig = NonNullable<z.infer<typeof upstreamHeaders>>;
+
+/** Resolves the files named by the section against the config file's folder. */
+export function resolveCredentialPaths(
+  u: { headers?: UpstreamHeadersConfig; tls?: UpstreamTlsConfig },
+  abs: (p: string) => string,
+): void {
+  for (const s of Object.values(u.headers ?? {})) if ('file' in s) s.file = abs(s.file);
+  const t = u.tls;
+  if (!t) return;
+  if (t.ca) t.ca = abs(t.ca);
+  if (t.server_cert) t.server_cert = abs(t.server_cert);
+  if (t.client_cert) t.client_cert = abs(t.client_cert);
+  if (t.client_key) t.client_key = abs(t.client_key);
+}

@@ -1,0 +1,117 @@
+/**
+ * Credentials for one HTTP upstream (docs/operations.md#upstream-credentials): the header values
+ * read from their environment variables or files at start-up, and an undici dispatcher with the
+ * pinned CA or server certificate and the client certificate. TLS is undici's and Node's; the
+ * only check added here is that a pinned server certificate is byte-identical to the one
+ * presented (after Node's own chain and hostname checks).
+ *
+ * Secret values go into request headers only, never into logs, audit entries, claims or error
+ * texts; {@link knownSecrets} lists them so that error texts built from upstream failures are
+ * redacted (src/upstream/diagnose.ts).
+ */
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
+import { CmcpError } from '@cmcp/verify/errors/index';
+import { Agent, fetch as undiciFetch } from 'undici';
+import type { UpstreamConfig } from '../config/index.js';
+import type { SecretSource } from '../config/upstream-credentials.js';
+
+/** What the Streamable HTTP transport of one upstream needs. */
+export interface UpstreamCredentials {
+  /** Request headers with the secret values (absent: none configured). */
+  headers?: Record<string, string>;
+  /** A fetch through the upstream's own TLS dispatcher (absent: Node's fetch). */
+  fetch?: typeof fetch;
+  close(): Promise<void>;
+}
+
+const SECRETS = new Set<string>();
+
+/** Every credential value resolved in this process (longest first), for redaction. */
+export function knownSecrets(): string[] {
+  return [...SECRETS].sort((a, b) => b.length - a.length);
+}
+
+function readSecret(upstream: string, header: string, s: SecretSource): string {
+  let value: string | undefined;
+  if ('env' in s) {
+    value = process.env[s.env];
+    if (value === undefined || value === '')
+      throw new CmcpError(
+        'UPSTREAM_CREDENTIAL_UNAVAILABLE',
+        `upstream ${upstream}: header ${header}: environment variable ${s.env} is not set`,
+      );
+  } else {
+    try {
+      value = readFileSync(s.file, 'utf8').replace(/\r?\n$/, '');
+    } catch (e) {
+      throw new CmcpError(
+        'UPSTREAM_CREDENTIAL_UNAVAILABLE',
+        `upstream ${upstream}: header ${header}: cannot read ${s.file} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+  }
+  // A header value is visible ASCII and spaces (RFC 9110 §5.5); a newline would split the request.
+  if (!/^[\x20-\x7e]+$/.test(value) || value.trim() !== value)
+    throw new CmcpError(
+      'UPSTREAM_CREDENTIAL_UNAVAILABLE',
+      `upstream ${upstream}: header ${header}: the value is not a single line of visible ASCII`,
+    );
+  SECRETS.add(value);
+  return `${s.prefix}${value}`;
+}
+
+function readPem(upstream: string, what: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new CmcpError(
+      'UPSTREAM_CREDENTIAL_UNAVAILABLE',
+      `upstream ${upstream}: tls.${what}: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
+  }
+}
+
+/**
+ * Resolves an HTTP upstream's headers and TLS settings.
+ * @throws CmcpError UPSTREAM_CREDENTIAL_UNAVAILABLE naming the variable or file (never a value).
+ */
+export function upstreamCredentials(cfg: UpstreamConfig): UpstreamCredentials {
+  const none = { close: async () => undefined };
+  if (cfg.transport !== 'http') return none;
+  const headers: Record<string, string> = {};
+  for (const [name, source] of Object.entries(cfg.headers ?? {}))
+    headers[name] = readSecret(cfg.name, name, source);
+  const t = cfg.tls;
+  const out: UpstreamCredentials = { ...none, ...(Object.keys(headers).length ? { headers } : {}) };
+  if (!t) return out;
+  const pinned = t.server_cert ? new X509Certificate(readPem(cfg.name, 'server_cert', t.server_cert)) : null;
+  const ca = [t.ca ? readPem(cfg.name, 'ca', t.ca) : null, pinned?.toString() ?? null].filter(
+    (v): v is string => v !== null,
+  );
+  const dispatcher = new Agent({
+    connect: {
+      ...(ca.length ? { ca } : {}),
+      // A pinned leaf is a trust anchor of its own (OpenSSL X509_V_FLAG_PARTIAL_CHAIN).
+      ...(pinned ? { allowPartialTrustChain: true } : {}),
+      ...(t.client_cert && t.client_key
+        ? {
+            cert: readPem(cfg.name, 'client_cert', t.client_cert),
+            key: readPem(cfg.name, 'client_key', t.client_key),
+          }
+        : {}),
+      checkServerIdentity: (host: string, cert: PeerCertificate) => {
+        const err = checkServerIdentity(host, cert);
+        if (err) return err;
+        if (pinned && !pinned.raw.equals(cert.raw))
+          return new Error('the upstream presented another certificate than the pinned tls.server_cert');
+        return undefined;
+      },
+    },
+  });
+  out.fetch = ((input: string | URL | Request, init?: RequestInit) =>
+    undiciFetch(input as never, { ...(init ?? {}), dispatcher } as never)) as unknown as typeof fetch;
+  out.close = () => dispatcher.close();
+  return out;
+}

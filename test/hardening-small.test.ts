@@ -1,0 +1,190 @@
+/**
+ * Small things found in the hardening pass (issue 11 item 10), each against a real gateway:
+ * `cmcp executions` strips terminal escapes from upstream-chosen tool names; a cross-agent probe
+ * of another agent's session claim or audit is recorded; a refusal whose method name holds a
+ * lone surrogate is still recorded; unauthenticated refusals counted in the open window are
+ * written at shutdown (SIGTERM); `npm run build` leaves the built command entry points executable.
+ */
+import { execFile } from 'node:child_process';
+import { chmodSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Gateway } from '../src/gateway/runtime.js';
+import {
+  cleanup,
+  freePort,
+  REPO_ROOT,
+  rest,
+  rpc,
+  startChild,
+  startInProcess,
+  type TestConfig,
+  writeConfig,
+} from './harness/gateway.js';
+
+const run = promisify(execFile);
+const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
+/** A tool name as a hostile upstream could choose it: colour, window title (OSC), C1 CSI, bell, newline. */
+const EVIL = 'paint\u001b[31mRED\u001b]0;owned\u0007\u009b2J\nfake-row';
+const OP = 'op-token-small';
+
+let upstream: Server;
+let upstreamUrl: string;
+let cfg: TestConfig;
+let gw: Gateway;
+
+beforeAll(async () => {
+  upstream = createServer(async (req, res) => {
+    const s = new McpServer({ name: 'hostile', version: '1.0.0' });
+    s.registerTool(EVIL, { description: 'a tool with a hostile name' }, async () => ({
+      content: [{ type: 'text', text: 'done' }],
+    }));
+    const t = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void t.close();
+      void s.close();
+    });
+    await s.connect(t);
+    await t.handleRequest(req, res);
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  upstreamUrl = `http://127.0.0.1:${(upstream.address() as { port: number }).port}/mcp`;
+  cfg = await writeConfig({
+    upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }],
+    operators: [{ operator_id: 'root', token: OP }],
+  });
+  gw = await startInProcess(cfg);
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.close();
+  await new Promise((r) => upstream?.close(r));
+  if (cfg) cleanup(cfg.dir);
+});
+
+const refusals = (g: Gateway) => g.chain.entries('gateway').filter((e) => e.entry_type === 'request_refused');
+
+describe('cmcp executions', () => {
+  it('strips terminal escape sequences and control characters from upstream-chosen names', async () => {
+    const r = await rpc(gw.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: `h.${EVIL}`, arguments: {}, _cmcp: { execution_id: 'exec-evil-1' } },
+    });
+    expect(r.body.result.content[0].text).toBe('done');
+    const list = await run(process.execPath, [CLI, 'executions', 'list', '--db', cfg.dbPath]);
+    const show = await run(process.execPath, [
+      CLI,
+      'executions',
+      'show',
+      '--db',
+      cfg.dbPath,
+      '--agent',
+      'alice',
+      'exec-evil-1',
+    ]);
+    for (const out of [list.stdout, show.stdout]) {
+      expect(out).toContain('h.paintRED');
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: asserting their absence
+      expect(out).not.toMatch(/[\u001b\u0007\u009b]/);
+      expect(out).not.toMatch(/^fake-row/m); // the newline did not start a row of its own
+    }
+    expect(list.stdout.split('\n').filter((l) => l.includes('exec-evil-1'))).toHaveLength(1);
+    // JSON output keeps the exact name (JSON escapes it).
+    const json = await run(process.execPath, [CLI, 'executions', 'list', '--db', cfg.dbPath, '--json']);
+    expect(
+      JSON.parse(json.stdout).find((x: { execution_id: string }) => x.execution_id === 'exec-evil-1')
+        .tool_name,
+    ).toBe(`h.${EVIL}`);
+  });
+});
+
+describe('refusals on the record', () => {
+  it('a probe of another agent’s session claim or audit is recorded (the answer stays UNKNOWN_SESSION)', async () => {
+    const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
+    await rest(gw.url, 'alice-token', 'POST', `/sessions/${s.body.session_id}/close`, {});
+    const before = refusals(gw).length;
+    for (const path of ['claim', 'audit']) {
+      const probe = await rest(gw.url, 'bob-token', 'GET', `/sessions/${s.body.session_id}/${path}`);
+      expect(probe.status).toBe(404);
+      expect(probe.body.error.error_code).toBe('UNKNOWN_SESSION');
+      const missing = await rest(gw.url, 'bob-token', 'GET', `/sessions/no-such-session/${path}`);
+      expect(missing.body).toEqual(probe.body); // nothing tells the prober the session exists
+    }
+    const added = refusals(gw).slice(before);
+    expect(added.map((e) => [e.agent_id, e.error_code, e.detail?.route, e.detail?.cross_agent])).toEqual([
+      ['bob', 'UNKNOWN_SESSION', '/sessions/:id/claim', true],
+      ['bob', 'UNKNOWN_SESSION', '/sessions/:id/audit', true],
+    ]);
+    expect(added.every((e) => e.detail?.session_id === s.body.session_id)).toBe(true);
+  });
+
+  it('a refusal whose method name holds a lone surrogate (or is clipped inside a pair) is still recorded', async () => {
+    const block = await rest(gw.url, OP, 'POST', '/operator/agents/bob/block', { reason: 'test' });
+    expect(block.status).toBe(200);
+    try {
+      const before = refusals(gw).length;
+      const lone = '{"jsonrpc":"2.0","id":3,"method":"tools/\\ud800list"}';
+      const clipped = JSON.stringify({ jsonrpc: '2.0', id: 4, method: `${'m'.repeat(63)}😀` });
+      for (const body of [lone, clipped]) {
+        const r = await rpc(gw.url, 'bob-token', body);
+        expect(r.body.error.data.error_code).toBe('AGENT_BLOCKED');
+      }
+      const added = refusals(gw).slice(before);
+      expect(added.map((e) => e.detail?.method)).toEqual([
+        'tools/\uFFFDlist',
+        `${'m'.repeat(63)}\uFFFD…(65 chars)`, // clipped at 64 UTF-16 units, inside the pair
+      ]);
+      expect(added.every((e) => e.error_code === 'AGENT_BLOCKED' && e.agent_id === 'bob')).toBe(true);
+    } finally {
+      await rest(gw.url, OP, 'POST', '/operator/agents/bob/unblock', {});
+    }
+  });
+
+  it('unauthenticated refusals counted in the open window are written when the gateway stops (SIGTERM)', async () => {
+    const c = await writeConfig({ port: await freePort() });
+    const child = await startChild(c);
+    try {
+      for (let i = 0; i < 4; i++)
+        expect((await rpc(child.url, 'wrong-token', { jsonrpc: '2.0', id: i, method: 'ping' })).status).toBe(
+          401,
+        );
+      expect(await child.stop('SIGTERM')).toBe(0);
+      const db = new Database(c.dbPath, { readonly: true });
+      const rows = db
+        .prepare(
+          `SELECT canonical FROM audit_entries WHERE entry_type = 'request_refused' AND chain_id = 'gateway'`,
+        )
+        .all() as { canonical: string }[];
+      db.close();
+      const counts = rows
+        .map((r) => JSON.parse(r.canonical))
+        .filter((e) => e.error_code === 'UNAUTHENTICATED')
+        .map((e) => e.detail.count);
+      expect(counts).toEqual([1, 3]); // the first at once, the other three at shutdown
+    } finally {
+      await child.stop('SIGKILL');
+      cleanup(c.dir);
+    }
+  }, 60_000);
+});
+
+describe('the build', () => {
+  it('npm run build leaves the built command entry points executable', async () => {
+    const entries = ['dist/src/cli/main.js', 'packages/verify/dist/cli/main.js', 'bin/cmcp'].map((p) =>
+      join(REPO_ROOT, p),
+    );
+    for (const f of entries) chmodSync(f, 0o644); // as tsc writes them
+    const pkg = JSON.parse((await import('node:fs')).readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
+    // The build's last step, run as `npm run build` runs it (the tsc steps before it rewrite dist/).
+    expect(pkg.scripts.build).toMatch(/&& node scripts\/mark-executables\.mjs$/);
+    await run(process.execPath, [join(REPO_ROOT, 'scripts', 'mark-executables.mjs')]);
+    for (const f of entries) expect(statSync(f).mode & 0o111, f).toBe(0o111);
+  });
+});
