@@ -168,7 +168,7 @@ describe.skipIf(!hasVectors())('HCL report layout on the real Azure reports', ()
     // the report signature cannot be checked with the vector's VCEK (another chip): no certs → fails
     expect(get(r.checks, 'evidence.signature').status).toBe('fail');
     const flipped = Buffer.from(snpHcl());
-    flipped[1236 + 100] ^= 0x01; // inside the JWK's n, still valid JSON
+    flipped.writeUInt8((flipped[1336] as number) ^ 0x01, 1336); // inside the JWK n, still valid JSON
     const f = verifyAzureHcl({ hclReport: flipped, ...q }, ctx);
     expect(get(f.checks, 'azure.report_data')).toMatchObject({
       status: 'fail',
