@@ -53,8 +53,10 @@ export function akMatchCheck(
 }
 
 /**
- * `azure.td_report`: the TD quote's body carries the HCL report's TD report: REPORTDATA,
- * TDATTRIBUTES, XFAM, MRTD, MRCONFIGID, MROWNER, MROWNERCONFIG and RTMR0-3 equal.
+ * `azure.td_report`: the TD quote's body carries the HCL report's TD report: REPORTDATA, the
+ * TEE_TCB_INFO fields (TEE_TCB_SVN, MRSEAM, MRSIGNERSEAM, SEAMATTRIBUTES), TDATTRIBUTES, XFAM,
+ * MRTD, MRCONFIGID, MROWNER, MROWNERCONFIG and RTMR0-3 equal. The MAC, the hashes of
+ * REPORTMACSTRUCT and SERVTD_HASH are not in a v4 body and stay unverified.
  */
 export function tdReportCheck(hcl: HclReport | undefined, quote: TdxQuote | undefined): CheckResult {
   const id = 'azure.td_report';
@@ -64,6 +66,11 @@ export function tdReportCheck(hcl: HclReport | undefined, quote: TdxQuote | unde
   const b = quote.body;
   const pairs: [string, Buffer, Buffer][] = [
     ['REPORTDATA', td.reportData, b.reportData],
+    // TEE_TCB_INFO: VALID 8, TEE_TCB_SVN 16, MRSEAM 48, MRSIGNERSEAM 48, ATTRIBUTES 8
+    ['TEE_TCB_SVN', td.teeTcbInfo.subarray(8, 24), b.teeTcbSvn],
+    ['MRSEAM', td.teeTcbInfo.subarray(24, 72), b.mrSeam],
+    ['MRSIGNERSEAM', td.teeTcbInfo.subarray(72, 120), b.mrSignerSeam],
+    ['SEAMATTRIBUTES', td.teeTcbInfo.subarray(120, 128), b.seamAttributes],
     ['TDATTRIBUTES', td.tdAttributes, b.tdAttributes],
     ['XFAM', td.xfam, b.xfam],
     ['MRTD', td.mrTd, b.mrTd],
@@ -79,5 +86,8 @@ export function tdReportCheck(hcl: HclReport | undefined, quote: TdxQuote | unde
         'HCL_TD_REPORT_MISMATCH',
         `the TD quote body differs from the HCL TD report in ${bad.join(', ')}`,
       )
-    : pass(id, 'the TD quote body carries the HCL TD report (REPORTDATA, TD attributes, MRTD, RTMR0-3)');
+    : pass(
+        id,
+        'the TD quote body carries the HCL TD report (REPORTDATA, TEE_TCB_INFO, TD attributes, MRTD, RTMR0-3)',
+      );
 }
