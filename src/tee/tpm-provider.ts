@@ -36,7 +36,12 @@ import {
 } from '../../native/tpm/index.js';
 import { type GatewayMeasurement, pcrExtend } from '../measure/index.js';
 import { EnrollmentError, type EnrollmentRecord, readEnrollmentRecord } from './enrollment.js';
-import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';
+import {
+  type AttestationProvider,
+  type AttestationTier,
+  BindingError,
+  type BoundEvidence,
+} from './provider.js';
 import { trimDer } from './x509.js';
 
 /** Azure Trusted Launch / Confidential VM vTPM: AK persistent handle and its certificate's NV index. */
@@ -66,20 +71,21 @@ export interface TpmProviderOptions {
 type AkSource = 'enrolled' | 'platform' | 'ephemeral';
 
 export class TpmProvider implements AttestationProvider {
-  readonly name = 'tpm';
-  readonly tier = 'tpm' as const;
+  readonly name: string = 'tpm';
+  readonly tier: AttestationTier = 'tpm';
   private tpm: Tpm | null = null;
-  private ak: TpmAk | null = null;
-  private akSource: AkSource = 'ephemeral';
-  private chain: string[] = [];
-  private notes: string[] = [];
+  // protected: the Azure CVM provider (./azure-provider.ts) chooses its AK itself
+  protected ak: TpmAk | null = null;
+  protected akSource: AkSource = 'ephemeral';
+  protected chain: string[] = [];
+  protected notes: string[] = [];
   private measurement: GatewayMeasurement | null = null;
   /** Set once the measurement is in the PCR: the value before and after our extend. */
   private measured: { before: Buffer; after: Buffer } | null = null;
   /** Serialises device access: one TPM command sequence at a time. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly opts: TpmProviderOptions) {}
+  constructor(protected readonly opts: TpmProviderOptions) {}
 
   private serial<T>(fn: () => T): Promise<T> {
     const run = this.queue.then(fn);
@@ -205,7 +211,7 @@ export class TpmProvider implements AttestationProvider {
     if (opened || !this.measured) this.ensureMeasured(this.tpm);
   }
 
-  private selectAk(tpm: Tpm): void {
+  protected selectAk(tpm: Tpm): void {
     if (this.opts.enrollmentRecord) {
       this.ak = this.loadEnrolled(tpm, readEnrollmentRecord(this.opts.enrollmentRecord));
       this.akSource = 'enrolled';
