@@ -323,6 +323,7 @@ describe('verify-evidence --azure-hcl-report', () => {
     });
     expect(JSON.parse(tdxRun.out).verdict).toBe('hardware-attested');
     for (const wrong of [
+      { ak: file('ak.pem', ak.publicKey.export({ type: 'spki', format: 'pem' }) as string) },
       { snpReport: base.azureHclReport },
       { tpmSig: undefined },
       { eventLog: base.tpmQuote },

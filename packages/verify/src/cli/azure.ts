@@ -77,11 +77,17 @@ export async function azureEvidenceFrom(
     );
   if (opts.product !== undefined && !(SNP_PRODUCTS as readonly string[]).includes(opts.product))
     throw new VerifyInputError(`--product must be one of ${SNP_PRODUCTS.join(', ')}`);
+  const akPublic = opts.ak !== undefined ? await h.read(opts.ak, 'AK TPMT_PUBLIC') : undefined;
+  // a PEM or DER key is not an AK public area: HCLAkPub itself is the key (omit --ak)
+  if (akPublic && (akPublic.subarray(0, 5).toString('latin1') === '-----' || akPublic[0] === 0x30))
+    throw new VerifyInputError(
+      '--ak with --azure-hcl-report must be the AK TPMT_PUBLIC (tpm2_readpublic -f tss), or omitted',
+    );
   return {
     hclReport: await h.read(opts.azureHclReport as string, 'HCL report'),
     attest: attestOf(await h.read(opts.tpmQuote, 'TPM quote')),
     signature: await h.read(opts.tpmSig, 'TPM signature'),
-    ...(opts.ak !== undefined ? { akPublic: await h.read(opts.ak, 'AK TPMT_PUBLIC') } : {}),
+    ...(akPublic ? { akPublic } : {}),
     ...(opts.nonce !== undefined ? { nonce: await h.hex(opts.nonce, '--nonce') } : {}),
     ...(opts.pcrsFile !== undefined
       ? { pcrValues: h.pcrValues(await h.read(opts.pcrsFile, 'PCR values file')) }
