@@ -8,6 +8,7 @@
 import { createHash, createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { AbiError } from '@cmcp/verify/abi/errors';
+import { parseTdReportStruct } from '@cmcp/verify/abi/tdx/tdreport';
 import {
   parseHclChecks,
   parseHclReport,
@@ -180,5 +181,22 @@ describe.skipIf(!hasVectors())('HCL report layout on the real Azure reports', ()
       status: 'absent',
       reason_code: 'NOT_SUPPLIED',
     });
+  });
+});
+
+describe.skipIf(!hasVectors())('TDREPORT_STRUCT (abi/tdx/tdreport.ts)', () => {
+  const td = () => Buffer.from(tdxHcl().subarray(32, 32 + 1024));
+  it('parses the real TD report; refuses a short, long or non-TDX one', () => {
+    const t = parseTdReportStruct(td());
+    expect(t.type).toBe(0x81);
+    expect(t.reportData.equals(parseHclReport(tdxHcl()).reportData)).toBe(true);
+    expect(t.teeTcbInfo).toHaveLength(239);
+    expect(abiCode(() => parseTdReportStruct(td().subarray(0, 1000)))).toBe('TDX_QUOTE_TRUNCATED');
+    expect(abiCode(() => parseTdReportStruct(Buffer.concat([td(), Buffer.alloc(1)])))).toBe(
+      'TDX_QUOTE_MALFORMED',
+    );
+    const other = td();
+    other[0] = 0x00;
+    expect(abiCode(() => parseTdReportStruct(other))).toBe('TDX_BODY_TYPE_UNSUPPORTED');
   });
 });
