@@ -127,6 +127,13 @@ describe('azure-cvm provider on swtpm', () => {
       const gw = await startInProcess(cfg);
       try {
         const sel = gw.chain.entries('gateway').find((e) => e.entry_type === 'attestation_provider');
+        const started = gw.chain.entries('gateway').find((e) => e.entry_type === 'gateway_measurement');
+        expect((started?.detail as { provider_start?: unknown }).provider_start).toMatchObject({
+          ok: true,
+          hcl_report: { kind: 'sev-snp' },
+          vcek_chain_length: 3,
+          notes: [],
+        });
         expect(sel?.detail).toMatchObject({
           provider: 'azure-cvm',
           tier: 'tee',
@@ -194,6 +201,13 @@ describe('azure-cvm provider on swtpm', () => {
       try {
         const { claim, bundle } = await closedSession(gw.url);
         expect(claim.evidence.azure_hcl?.td_quote).toBeDefined();
+        const m = gw.chain.entries('gateway').find((e) => e.entry_type === 'gateway_measurement');
+        expect((m?.detail as { provider_start?: unknown }).provider_start).toMatchObject({
+          ok: true,
+          hcl_report: { kind: 'tdx' },
+          td_quote: true,
+          notes: [],
+        });
         const r = await verifyCli(claim, bundle, file('ts-tdx.yaml', tdx.trustStoreYaml));
         expect(r.report.verdict).toBe('hardware-attested');
         expect(status(r.report, 'azure.td_report')).toBe('pass');

@@ -14,6 +14,7 @@
 import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { parseHclReport } from '@cmcp/verify/abi/azure/hcl';
 import { parseHclRuntimeData } from '@cmcp/verify/abi/azure/runtime-data';
+import { parseTdxQuoteHead } from '@cmcp/verify/abi/tdx/quote';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { AzureHclEvidenceJson } from '@cmcp/verify/format/claim';
 import {
@@ -48,11 +49,15 @@ function certKind(der: Buffer): CertKind {
 }
 
 /** HCLAkPub of an HCL report as a key. @throws BindingError HCL_REPORT_MALFORMED */
-function hclAkPub(report: Buffer): { key: KeyObject; kind: 'sev-snp' | 'tdx' } {
+function hclAkPub(report: Buffer): { key: KeyObject; kind: 'sev-snp' | 'tdx'; reportData: Buffer } {
   try {
     const hcl = parseHclReport(report);
     const { kid: _kid, ...jwk } = parseHclRuntimeData(hcl.runtimeData).akPub;
-    return { key: createPublicKey({ key: jwk as never, format: 'jwk' }), kind: hcl.kind };
+    return {
+      key: createPublicKey({ key: jwk as never, format: 'jwk' }),
+      kind: hcl.kind,
+      reportData: hcl.reportData,
+    };
   } catch (e) {
     throw new BindingError(
       'HCL_REPORT_MALFORMED',
@@ -101,6 +106,27 @@ export class AzureCvmProvider extends TpmProvider {
     this.akSource = 'platform';
     this.chain = [];
     this.hcl = { report, kind: hcl.kind };
+    this.notes.push(...this.hardwareNotes(hcl.kind, hcl.reportData));
+  }
+
+  /** What a relying party will miss: no VCEK chain (SNP), no TD quote or one of another TD report (TDX). */
+  private hardwareNotes(kind: 'sev-snp' | 'tdx', reportData: Buffer): string[] {
+    if (kind === 'sev-snp')
+      return this.certs.length
+        ? []
+        : [
+            'no vcek_chain configured: a verifier cannot check the HCL report signature (claims verify invalid)',
+          ];
+    const q = this.hardware.tdQuote;
+    if (!q)
+      return ['no td_quote configured: the TD report is not signed (claims verify signed-only at best)'];
+    try {
+      return parseTdxQuoteHead(q).body.reportData.equals(reportData)
+        ? []
+        : ['td_quote is not a quote of this HCL TD report (REPORTDATA differs): claims verify invalid'];
+    } catch (e) {
+      return [`td_quote does not parse: ${(e as Error).message.slice(0, 120)}`];
+    }
   }
 
   override describe(): Record<string, unknown> {
