@@ -128,7 +128,7 @@ describe('azure-cvm provider on swtpm', () => {
       try {
         const sel = gw.chain.entries('gateway').find((e) => e.entry_type === 'attestation_provider');
         const started = gw.chain.entries('gateway').find((e) => e.entry_type === 'gateway_measurement');
-        expect((started?.detail as { provider_start?: unknown }).provider_start).toMatchObject({
+        expect((started?.detail as { provider_start?: unknown } | undefined)?.provider_start).toMatchObject({
           ok: true,
           hcl_report: { kind: 'sev-snp' },
           vcek_chain_length: 3,
@@ -202,7 +202,7 @@ describe('azure-cvm provider on swtpm', () => {
         const { claim, bundle } = await closedSession(gw.url);
         expect(claim.evidence.azure_hcl?.td_quote).toBeDefined();
         const m = gw.chain.entries('gateway').find((e) => e.entry_type === 'gateway_measurement');
-        expect((m?.detail as { provider_start?: unknown }).provider_start).toMatchObject({
+        expect((m?.detail as { provider_start?: unknown } | undefined)?.provider_start).toMatchObject({
           ok: true,
           hcl_report: { kind: 'tdx' },
           td_quote: true,
