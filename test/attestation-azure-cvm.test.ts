@@ -220,6 +220,24 @@ describe('azure-cvm provider on swtpm', () => {
     }
   });
 
+  it('configured on a vTPM without an HCL report: binding absent (HCL_REPORT_ABSENT), never a plain quote', async () => {
+    const sw = await startSwtpm();
+    const cdir = mkdtempSync(join(dir, 'absent-'));
+    try {
+      const cfg = await writeConfig({ dir: cdir, attestation: { provider: 'azure-cvm', tcti: sw.tcti } });
+      const gw = await startInProcess(cfg);
+      try {
+        const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
+        expect(s.body.binding).toMatchObject({ status: 'absent', reason: 'HCL_REPORT_ABSENT' });
+      } finally {
+        await gw.close();
+      }
+    } finally {
+      cleanup(cdir);
+      await sw.stop();
+    }
+  });
+
   it('an AK at 0x81000003 that is not the HCLAkPub of the report is refused, never quoted with', async () => {
     const sw = await startSwtpm();
     const cdir = mkdtempSync(join(dir, 'mismatch-'));
