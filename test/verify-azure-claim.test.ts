@@ -12,7 +12,7 @@ import { tpmQualifyingData } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { VerificationReport } from '@cmcp/verify/result';
-import { parseTrustStore } from '@cmcp/verify/trust';
+import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   hclReport,
@@ -162,6 +162,12 @@ describe('azure-cvm claims', () => {
       expect(r.verdict, what).toBe('invalid');
       expect(fails(r), what).toContain(want);
     }
+    // reference values pinning a PCR apply to the vTPM quote
+    const good = build({ hclAk: ak });
+    const rv = parseReferenceValues(`version: 1\ntpm:\n  pcrs:\n    "7": ["${'00'.repeat(32)}"]\n`);
+    expect(fails(verifyClaim(good.claim, { bundle: good.bundle, ...opts(), referenceValues: rv }))).toEqual([
+      'tpm.pcr_values:MEASUREMENT_NOT_ALLOWED',
+    ]);
     const { claim } = build({ hclAk: ak, noHcl: true });
     expect(fails(verifyClaim(claim, opts()))).toContain('evidence.status:EVIDENCE_INCOMPLETE');
   });

@@ -5,7 +5,7 @@
  * is one check; a broken link fails with its own reason code. Ids, in order: `azure.hcl_parse`,
  * `azure.runtime_data`, `azure.report_data`, the hardware checks (see ./signature.ts), for TDX
  * `azure.td_report`, then the quote checks of verifyTpmQuote (`azure.quote_signature` for its
- * signature), and `azure.ak_match`.
+ * signature), `azure.ak_match`, and `tpm.pcr_values` when the reference values pin PCRs.
  */
 
 import { TPM_ALG } from '../abi/tpm/constants.js';
@@ -22,6 +22,7 @@ import type { RawEvidenceOptions } from '../common/raw.js';
 import { finishTeeClaim } from '../common/tee.js';
 import { tpmQualifyingData } from '../format/binding.js';
 import { fail, HARDWARE_BINDING_CHECK } from '../result.js';
+import { pcrPinsCheck } from '../tpm/appraise.js';
 import type { PcrValue } from '../tpm/pcr.js';
 import { akMatchCheck, reportDataCheck, tdReportCheck } from './appraise.js';
 import { type AzureHardwareInput, hardwareChecks, parseHclChecks, quoteChecks } from './signature.js';
@@ -64,6 +65,9 @@ export function verifyAzureHcl(input: AzureHclInput, ctx: KindContext): KindResu
     ...(input.requiredSelection ? { requiredSelection: input.requiredSelection } : {}),
   });
   checks.push(...q.checks, akMatchCheck(p.akKey, q.akPublic?.key, input.akPublic !== undefined));
+  // PCR pins of the reference values apply to the vTPM quote as to any TPM quote
+  const pins = ctx.referenceValues?.tpm?.pcrs;
+  if (pins) checks.push(pcrPinsCheck(pins, input.pcrValues ?? [], checks));
   const notes = [...hw.notes];
   if (p.runtime?.vmConfiguration)
     notes.push(
