@@ -3,6 +3,13 @@ export { makeCredential } from './credential.js';
 export { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
 export { TpmError, type TpmErrorCode } from './errors.js';
 export {
+  HCL_AK_HANDLE,
+  HCL_REPORT_NV_INDEX,
+  hasHclReport,
+  parentQualifiedNameOf,
+  readHclReport,
+} from './hcl.js';
+export {
   flushInstanceLeftovers,
   type InstanceAk,
   instanceAkHandle,

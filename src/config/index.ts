@@ -132,11 +132,28 @@ const tpmAttestation = z.strictObject({ provider: z.literal('tpm'), ...tpmFields
 const softwareAttestation = z.strictObject({ provider: z.literal('software'), ...minimumTier });
 const sevSnpAttestation = z.strictObject({ provider: z.literal('sev-snp'), ...tsmFields, ...minimumTier });
 const tdxAttestation = z.strictObject({ provider: z.literal('tdx'), ...tsmFields, ...minimumTier });
-/** `auto`: sev-snp, then tdx, then tpm; never software. */
+/** Azure CVM (src/tee/azure-provider.ts): what verifies the HCL report's hardware report. */
+const azureFields = {
+  /** SEV-SNP CVM: the VCEK, ASK and ARK certificate files (from the Azure IMDS THIM endpoint). */
+  vcek_chain: z.array(z.string().min(1)).default([]),
+  /** TDX CVM: the TD quote of the HCL report's TD report (from the Azure IMDS `acc/tdquote`). */
+  td_quote: z.string().min(1).optional(),
+};
+const azureCvmAttestation = z.strictObject({
+  provider: z.literal('azure-cvm'),
+  tcti: z.string().min(1).default('device:/dev/tpmrm0'),
+  pcrs: tpmFields.pcrs,
+  measurement_pcr: tpmFields.measurement_pcr,
+  measurement_event_log: tpmFields.measurement_event_log,
+  ...azureFields,
+  ...minimumTier,
+});
+/** `auto`: sev-snp, then tdx, then azure-cvm (HCL report in the vTPM), then tpm; never software. */
 const autoAttestation = z.strictObject({
   provider: z.literal('auto'),
   ...tsmFields,
   ...tpmFields,
+  ...azureFields,
   tcti: z.string().min(1).default('device:/dev/tpmrm0'),
   ...minimumTier,
 });
@@ -147,14 +164,22 @@ const attestationSchema = z.discriminatedUnion('provider', [
   softwareAttestation,
   sevSnpAttestation,
   tdxAttestation,
+  azureCvmAttestation,
   autoAttestation,
 ]);
 
 /** Resolves the attestation section's file paths against the config file's folder. */
 function resolveAttestationPaths(a: AttestationConfig, abs: (p: string) => string): void {
   if (a.provider === 'tpm' || a.provider === 'auto') a.platform_ak_chain = a.platform_ak_chain.map(abs);
-  if ((a.provider === 'tpm' || a.provider === 'auto') && a.measurement_event_log)
+  if (
+    (a.provider === 'tpm' || a.provider === 'auto' || a.provider === 'azure-cvm') &&
+    a.measurement_event_log
+  )
     a.measurement_event_log = abs(a.measurement_event_log);
+  if (a.provider === 'azure-cvm' || a.provider === 'auto') {
+    a.vcek_chain = a.vcek_chain.map(abs);
+    if (a.td_quote) a.td_quote = abs(a.td_quote);
+  }
   if ((a.provider === 'tpm' || a.provider === 'auto') && a.enrollment) {
     const e = a.enrollment;
     e.record = abs(e.record);

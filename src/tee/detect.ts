@@ -1,18 +1,19 @@
 /**
  * Provider selection (docs/spec/attestation.md#selection-and-tiers). An explicit provider is used as configured. `auto` tries
- * SEV-SNP, then TDX (both through configfs-tsm; SEV-SNP also through /dev/sev-guest), then a TPM,
- * and never falls back to `software`, which stays explicit and dev-mode only. `minimum_tier`
+ * SEV-SNP, then TDX (both through configfs-tsm; SEV-SNP also through /dev/sev-guest), then an
+ * Azure CVM (a TPM holding the HCL report at NV 0x01400001), then a TPM, and never falls back to `software`, which stays explicit and dev-mode only. `minimum_tier`
  * refuses to start below the configured tier. The result says which provider was chosen and why,
  * for the start-up log and the gateway chain's `attestation_provider` entry.
  */
 
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import { Tpm } from '../../native/tpm/index.js';
+import { hasHclReport, Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
 import type { AuditChain } from '../audit/chain.js';
 import type { AttestationConfig } from '../config/index.js';
+import { AzureCvmProvider } from './azure-provider.js';
 import { type AttestationProvider, type AttestationTier, SoftwareProvider, TIER_RANK } from './provider.js';
 import { TpmProvider } from './tpm-provider.js';
 import { SevSnpProvider, TdxProvider } from './tsm-provider.js';
@@ -28,7 +29,7 @@ export class AttestationStartError extends CmcpError {
 }
 
 export interface Candidate {
-  provider: 'sev-snp' | 'tdx' | 'tpm';
+  provider: 'sev-snp' | 'tdx' | 'azure-cvm' | 'tpm';
   available: boolean;
   reason: string;
 }
@@ -63,6 +64,23 @@ function tpmProvider(
   });
 }
 
+function azureProvider(
+  a: Extract<AttestationConfig, { provider: 'azure-cvm' | 'auto' }>,
+  instanceId: string | undefined,
+): AzureCvmProvider {
+  return new AzureCvmProvider(
+    { vcekChain: loadCertFiles(a.vcek_chain), tdQuote: a.td_quote ? readFileSync(a.td_quote) : null },
+    {
+      ...(instanceId === undefined ? {} : { instanceId }),
+      tcti: a.tcti,
+      akAlgorithm: 'rsa2048',
+      pcrs: a.pcrs,
+      measurementPcr: a.measurement_pcr,
+      eventLog: a.measurement_event_log ?? null,
+    },
+  );
+}
+
 function tsmOptions(a: Extract<AttestationConfig, { provider: 'sev-snp' | 'tdx' | 'auto' }>) {
   return { tsmPath: a.tsm_path, sevGuestDevice: a.sev_guest_device, timeoutMs: a.tsm_timeout_ms };
 }
@@ -82,15 +100,20 @@ async function probeTsm(root: string): Promise<{ provider: string | null; why: s
   }
 }
 
-/** True when a TPM answers on `tcti` (opened, one PCR read, closed). */
-function probeTpm(tcti: string): { ok: boolean; why: string } {
+/** True when a TPM answers on `tcti` (opened, one PCR read, closed); `hcl`: it holds an HCL report. */
+function probeTpm(tcti: string): { ok: boolean; hcl: boolean; why: string } {
   let tpm: Tpm | null = null;
   try {
     tpm = Tpm.open(tcti);
     tpm.readPcrs([0]);
-    return { ok: true, why: `a TPM answers on ${tcti}` };
+    const hcl = hasHclReport(tpm);
+    return {
+      ok: true,
+      hcl,
+      why: `a TPM answers on ${tcti}${hcl ? ' and holds an HCL report at NV 0x01400001' : ''}`,
+    };
   } catch (e) {
-    return { ok: false, why: `no TPM on ${tcti}: ${(e as Error).message.slice(0, 120)}` };
+    return { ok: false, hcl: false, why: `no TPM on ${tcti}: ${(e as Error).message.slice(0, 120)}` };
   } finally {
     tpm?.close();
   }
@@ -128,6 +151,8 @@ async function autoDetect(
   // 3. TPM — only probed when no confidential-VM provider was found (docs/spec/binding.md: prefer SNP/TDX)
   if (!candidates.some((c) => c.available)) {
     const t = probeTpm(a.tcti);
+    // an Azure CVM's vTPM holds the HCL report: its quote is then vouched for by the CPU's report
+    if (t.hcl) candidates.push({ provider: 'azure-cvm', available: true, reason: t.why });
     candidates.push({ provider: 'tpm', available: t.ok, reason: t.why });
   } else {
     candidates.push({
@@ -149,7 +174,9 @@ async function autoDetect(
       ? new SevSnpProvider(tsmOptions(a))
       : chosen.provider === 'tdx'
         ? new TdxProvider(tsmOptions(a))
-        : tpmProvider(a, instanceId);
+        : chosen.provider === 'azure-cvm'
+          ? azureProvider(a, instanceId)
+          : tpmProvider(a, instanceId);
   return {
     provider,
     detail: {
@@ -185,7 +212,9 @@ export async function selectProvider(a: AttestationConfig, instanceId?: string):
           ? new SevSnpProvider(tsmOptions(a))
           : a.provider === 'tdx'
             ? new TdxProvider(tsmOptions(a))
-            : new SoftwareProvider();
+            : a.provider === 'azure-cvm'
+              ? azureProvider(a, instanceId)
+              : new SoftwareProvider();
     sel = {
       provider,
       detail: {

@@ -7,6 +7,7 @@
 
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type {
+  AzureHclEvidenceJson,
   MeasurementJson,
   SevSnpEvidenceJson,
   TdxEvidenceJson,
@@ -31,6 +32,8 @@ export interface BoundEvidence {
   tpm: TpmEvidenceJson | null;
   sev_snp?: SevSnpEvidenceJson;
   tdx?: TdxEvidenceJson;
+  /** Azure CVM (src/tee/azure-provider.ts): the HCL report beside the vTPM quote in `tpm`. */
+  azure_hcl?: AzureHclEvidenceJson;
   measurement?: MeasurementJson;
 }
 

@@ -45,7 +45,12 @@ import {
 import { type GatewayMeasurement, pcrExtend } from '../measure/index.js';
 import { defaultEventLogPath, PcrEventLog } from '../measure/pcr-event-log.js';
 import { EnrollmentError, type EnrollmentRecord, readEnrollmentRecord } from './enrollment.js';
-import { type AttestationProvider, BindingError, type BoundEvidence } from './provider.js';
+import {
+  type AttestationProvider,
+  type AttestationTier,
+  BindingError,
+  type BoundEvidence,
+} from './provider.js';
 import { trimDer } from './x509.js';
 
 /** Azure Trusted Launch / Confidential VM vTPM: AK persistent handle and its certificate's NV index. */
@@ -83,13 +88,14 @@ export interface TpmProviderOptions {
 type AkSource = 'enrolled' | 'platform' | 'ephemeral';
 
 export class TpmProvider implements AttestationProvider {
-  readonly name = 'tpm';
-  readonly tier = 'tpm' as const;
+  readonly name: string = 'tpm';
+  readonly tier: AttestationTier = 'tpm';
   private tpm: Tpm | null = null;
-  private ak: TpmAk | null = null;
-  private akSource: AkSource = 'ephemeral';
-  private chain: string[] = [];
-  private notes: string[] = [];
+  // protected: the Azure CVM provider (./azure-provider.ts) chooses its AK itself
+  protected ak: TpmAk | null = null;
+  protected akSource: AkSource = 'ephemeral';
+  protected chain: string[] = [];
+  protected notes: string[] = [];
   private measurement: GatewayMeasurement | null = null;
   /** Set once the measurement is in the PCR: the value before and after our extend, its event id. */
   private measured: { before: Buffer; after: Buffer; event: string } | null = null;
@@ -99,7 +105,7 @@ export class TpmProvider implements AttestationProvider {
   /** Serialises device access: one TPM command sequence at a time. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly opts: TpmProviderOptions) {
+  constructor(protected readonly opts: TpmProviderOptions) {
     const pcr = opts.measurementPcr;
     this.eventLog =
       pcr == null ? null : new PcrEventLog(opts.eventLog ?? defaultEventLogPath(opts.tcti, pcr));
@@ -267,7 +273,7 @@ export class TpmProvider implements AttestationProvider {
     if (opened || !this.measured) this.ensureMeasured(this.tpm);
   }
 
-  private selectAk(tpm: Tpm): void {
+  protected selectAk(tpm: Tpm): void {
     if (this.opts.enrollmentRecord) {
       this.ak = this.loadEnrolled(tpm, readEnrollmentRecord(this.opts.enrollmentRecord));
       this.akSource = 'enrolled';

@@ -7,10 +7,12 @@
 export { type BundleExpectations, type BundleVerification, verifyBundle } from './bundle.js';
 export { type VerifyClaimOptions, verifyClaim } from './claim.js';
 export {
+  type RawAzureEvidence,
   type RawEventLogEvidence,
   type RawSnpEvidence,
   type RawTdxEvidence,
   type RawTpmEvidence,
+  verifyAzureCvmEvidence,
   verifyEventLogEvidence,
   verifyRawEvidence,
   verifySnpEvidence,

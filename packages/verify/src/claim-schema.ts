@@ -73,6 +73,15 @@ export const claimSchema = z.object({
       })
       .optional(),
     tdx: z.object({ quote: b64url, source: z.string() }).optional(),
+    /** Azure CVM (provider `azure-cvm`): the HCL report and its hardware evidence; the quote is `tpm`. */
+    azure_hcl: z
+      .object({
+        report: b64url,
+        certs: z.array(z.object({ kind: z.string(), der: b64url })),
+        td_quote: b64url.optional(),
+        source: z.string(),
+      })
+      .optional(),
     /** Checked by {@link verifyMeasurement} (a malformed one fails there, not in claim.shape). */
     measurement: z.unknown().optional(),
   }),

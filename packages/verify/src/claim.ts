@@ -177,7 +177,10 @@ function measurementChecks(
   const pre = c.binding.preimage;
   {
     const ev = c.evidence;
-    const tpm = ev.status === 'bound' && ev.provider === 'tpm' ? ev.tpm : null;
+    // an Azure CVM claim's quote is a vTPM quote too (its signature check is azure.quote_signature)
+    const quoteVia = ev.provider === 'azure-cvm' ? 'azure.quote_signature' : HARDWARE_SIGNATURE_CHECK;
+    const tpm =
+      ev.status === 'bound' && (ev.provider === 'tpm' || ev.provider === 'azure-cvm') ? ev.tpm : null;
     let tpmInput: Parameters<typeof verifyMeasurement>[0]['tpm'];
     if (tpm) {
       const values = new Map<number, Buffer>();
@@ -189,7 +192,7 @@ function measurementChecks(
       tpmInput = {
         pcrs: tpm.pcr_selection.pcrs,
         values,
-        quoted: passed('tpm.pcr_digest') && passed(HARDWARE_SIGNATURE_CHECK),
+        quoted: passed('tpm.pcr_digest') && passed(quoteVia),
       };
     }
     const m = verifyMeasurement({

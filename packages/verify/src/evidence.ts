@@ -21,6 +21,7 @@ import {
 } from './result.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TeeType } from './trust.js';
 
+export type { RawAzureEvidence } from './azure/evidence.js';
 export type { RawEvidenceOptions } from './common/raw.js';
 export type { RawSnpEvidence } from './snp/evidence.js';
 export type { RawTdxEvidence } from './tdx/evidence.js';
@@ -101,6 +102,11 @@ export function verifySnpEvidence(e: RawEvidenceByKind['sev-snp']): Verification
 /** Verifies a raw TDX quote (+ collateral) and reports like a claim. Never throws. */
 export function verifyTdxEvidence(e: RawEvidenceByKind['tdx']): VerificationReport {
   return verifyRawEvidence('tdx', e);
+}
+
+/** Verifies an Azure CVM HCL report with its vTPM quote (and SNP/TDX evidence). Never throws. */
+export function verifyAzureCvmEvidence(e: RawEvidenceByKind['azure-cvm']): VerificationReport {
+  return verifyRawEvidence('azure-cvm', e);
 }
 
 /** A TCG2 event log on its own (no quote). */

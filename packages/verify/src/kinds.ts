@@ -4,6 +4,7 @@
  * exists once: adding a platform (e.g. the Azure HCL path, NVIDIA GPU evidence) is one folder
  * with an `evidence.ts` exporting an {@link EvidenceKind}, plus one line here.
  */
+import { AZURE_CVM_KIND, type RawAzureEvidence } from './azure/evidence.js';
 import type { EvidenceKind } from './common/kind.js';
 import { type RawSnpEvidence, SNP_KIND } from './snp/evidence.js';
 import { type RawTdxEvidence, TDX_KIND } from './tdx/evidence.js';
@@ -14,6 +15,7 @@ export interface RawEvidenceByKind {
   tpm: RawTpmEvidence;
   'sev-snp': RawSnpEvidence;
   tdx: RawTdxEvidence;
+  'azure-cvm': RawAzureEvidence;
 }
 
 /** Evidence kinds by claim `evidence.provider` / TEE type. */
@@ -22,6 +24,7 @@ export const EVIDENCE_KINDS: { readonly [K in keyof RawEvidenceByKind]: Evidence
     tpm: TPM_KIND,
     'sev-snp': SNP_KIND,
     tdx: TDX_KIND,
+    'azure-cvm': AZURE_CVM_KIND,
   };
 
 /** The kind registered for a provider name, or undefined. */

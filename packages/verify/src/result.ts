@@ -172,6 +172,20 @@ export const REASON_CODES = {
     'the event log is not a well-formed crypto-agile TCG2 log (header, algorithms, sizes or PCR index)',
   EVENTLOG_PCR_MISMATCH: 'a PCR replayed from the event log differs from the quoted value',
   EVENTLOG_BANK_MISSING: 'the event log has no digests for the bank of the quoted PCR values',
+  // Azure confidential VMs (docs/spec/evidence-azure.md)
+  HCL_REPORT_TRUNCATED: 'the Azure HCL report ends before a field or a declared size',
+  HCL_REPORT_MALFORMED:
+    "the HCL report header is not 'HCLA' v1/v2, its sizes disagree, or its fill is not zero",
+  HCL_REPORT_TYPE_UNSUPPORTED: 'the HCL report IGVM report_type is not 2 (SEV-SNP) or 4 (TDX)',
+  HCL_REPORT_TYPE_MISMATCH: 'the HCL hardware report area is not the report its report_type names',
+  HCL_HASH_TYPE_UNSUPPORTED: 'the HCL report_data_hash_type is not 1, 2 or 3',
+  HCL_RUNTIME_DATA_MALFORMED: 'the HCL runtime data is not JSON with exactly one usable HCLAkPub JWK',
+  HCL_REPORT_DATA_MISMATCH: 'REPORT_DATA[0:n] of the hardware report is not the hash of the HCL runtime data',
+  HCL_AKPUB_INVALID: 'the HCLAkPub JWK does not decode to an RSA or EC public key',
+  HCL_AK_MISMATCH: 'the AK presented with the quote is not the HCLAkPub of the HCL report',
+  HCL_TD_REPORT_MISMATCH: 'the TD quote body is not the TD report inside the HCL report',
+  HCL_EVIDENCE_MISMATCH:
+    'the hardware evidence supplied is for the other variant (SNP certificates vs TD quote)',
   // gateway measurement (docs/spec/measurement.md)
   MEASUREMENT_MALFORMED: 'evidence.measurement does not have the measurement v1 shape',
   MEASUREMENT_INPUTS_MISMATCH: 'the digest recomputed from evidence.measurement.inputs is not its digest',

@@ -132,7 +132,7 @@ export const snpTcbSchema = z.strictObject({
 });
 export type SnpTcbMinimum = z.infer<typeof snpTcbSchema>;
 
-export const TEE_TYPES = ['tpm', 'sev-snp', 'tdx'] as const;
+export const TEE_TYPES = ['tpm', 'sev-snp', 'tdx', 'azure-cvm'] as const;
 export type TeeType = (typeof TEE_TYPES)[number];
 
 /** TCB statuses Intel PCS reports. */

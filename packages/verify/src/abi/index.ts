@@ -5,9 +5,12 @@
  *   TPML_PCR_SELECTION, TPML_DIGEST, TPM2B_*, TPMS_NV_PUBLIC (TPM 2.0 Part 2).
  * - `snp/`: ATTESTATION_REPORT, TCB_VERSION per product, the extended-report certificate table.
  * - `tdx/`: DCAP quote v4/v5, TD report, QE report, certification data.
+ * - `azure/`: the Azure CVM paravisor (HCL) report and its runtime data.
  * - `eventlog/`: the TCG2 crypto-agile event log.
  * - `reader.ts`: the bounded byte reader and writer all of them use.
  */
+
+export * as azure from './azure/index.js';
 export * from './errors.js';
 export * as eventlog from './eventlog/index.js';
 export * from './reader.js';

@@ -9,6 +9,9 @@
  * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`, `--report-data <hex>`]
  * - TDX: `--tdx-quote <quote>` [`--report-data <hex>`, `--tcb-info`, `--qe-identity`,
  *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`]
+ * - Azure CVM: `--azure-hcl-report <nv 0x01400001> --tpm-quote <attest> --tpm-sig <sig>` [`--ak
+ *   <TPMT_PUBLIC>`, `--nonce`, `--pcrs-file`; SNP: `--certs`, `--product`; TDX: `--tdx-quote` and
+ *   the collateral flags] (./azure.ts)
  * - all: `--trust-store`, `--reference-values`, `--at <RFC 3339>`, `--json`
  *
  * Exit codes: 0 when the verdict is not `invalid`; 1 when it is; 2 for unreadable input or usage
@@ -18,6 +21,7 @@ import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import {
+  verifyAzureCvmEvidence,
   verifyEventLogEvidence,
   verifySnpEvidence,
   verifyTdxEvidence,
@@ -28,6 +32,7 @@ import type { VerificationReport } from '../result.js';
 import type { TdxCollateral } from '../tdx/collateral.js';
 import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../tpm/index.js';
 import { SNP_PRODUCTS, type SnpProduct } from '../trust.js';
+import { azureEvidenceFrom } from './azure.js';
 import {
   errorLine,
   loadPolicyOptions,
@@ -54,6 +59,7 @@ export interface VerifyEvidenceCliOptions {
   product?: string;
   reportData?: string;
   tdxQuote?: string;
+  azureHclReport?: string;
   tcbInfo?: string;
   qeIdentity?: string;
   tcbSigningChain?: string;
@@ -118,6 +124,20 @@ function pcrValuesFrom(bytes: Buffer): PcrValue[] {
   });
 }
 
+/** The TDX collateral flags' files, or undefined when none was given. */
+async function tdxCollateralFrom(opts: VerifyEvidenceCliOptions): Promise<TdxCollateral | undefined> {
+  const collateral: TdxCollateral = {};
+  const parts: [keyof TdxCollateral, string | undefined, string][] = [
+    ['tcbInfo', opts.tcbInfo, 'TCB info'],
+    ['qeIdentity', opts.qeIdentity, 'QE identity'],
+    ['tcbSigningChain', opts.tcbSigningChain, 'TCB signing chain'],
+    ['pckCrl', opts.pckCrl, 'PCK CRL'],
+    ['rootCrl', opts.rootCrl, 'Root CA CRL'],
+  ];
+  for (const [k, path, what] of parts) if (path !== undefined) collateral[k] = await readBytes(path, what);
+  return Object.keys(collateral).length ? collateral : undefined;
+}
+
 /**
  * Runs the evidence command and returns its exit code (0, 1 or 2); writes the report to
  * `io.stdout` and errors to `io.stderr` as one line prefixed with `label`. Never throws.
@@ -128,6 +148,22 @@ export async function runVerifyEvidence(
   label = 'cmcp-verify evidence',
 ): Promise<number> {
   try {
+    if (opts.azureHclReport !== undefined) {
+      const policy = loadPolicyOptions(opts);
+      const report = verifyAzureCvmEvidence({
+        trustStore: policy.trustStore,
+        ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
+        ...(policy.now ? { now: policy.now } : {}),
+        ...(await azureEvidenceFrom(opts, {
+          read: readBytes,
+          hex: (v, flag) => hexOrFile(v, flag),
+          pcrValues: pcrValuesFrom,
+          collateral: await tdxCollateralFrom(opts),
+        })),
+      });
+      io.stdout(opts.json ? renderJson(report) : renderText(report));
+      return report.verdict === 'invalid' ? 1 : 0;
+    }
     const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
     const logOnly = kinds.length === 0 && opts.eventLog !== undefined;
     if (kinds.length !== 1 && !logOnly) {
@@ -194,20 +230,11 @@ export async function runVerifyEvidence(
           : {}),
       });
     } else {
-      const collateral: TdxCollateral = {};
-      const parts: [keyof TdxCollateral, string | undefined, string][] = [
-        ['tcbInfo', opts.tcbInfo, 'TCB info'],
-        ['qeIdentity', opts.qeIdentity, 'QE identity'],
-        ['tcbSigningChain', opts.tcbSigningChain, 'TCB signing chain'],
-        ['pckCrl', opts.pckCrl, 'PCK CRL'],
-        ['rootCrl', opts.rootCrl, 'Root CA CRL'],
-      ];
-      for (const [k, path, what] of parts)
-        if (path !== undefined) collateral[k] = await readBytes(path, what);
+      const collateral = await tdxCollateralFrom(opts);
       report = await verifyTdxEvidence({
         ...common,
         quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
-        ...(Object.keys(collateral).length ? { collateral } : {}),
+        ...(collateral ? { collateral } : {}),
         ...(opts.reportData !== undefined
           ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
           : {}),
@@ -229,7 +256,9 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
   const collect = (v: string, prev: string[] = []) => [...prev, v];
   return program
     .command(name)
-    .description('verify raw TPM / SEV-SNP / TDX evidence offline; exit 1 if invalid, 2 on unreadable input')
+    .description(
+      'verify raw TPM / SEV-SNP / TDX / Azure CVM evidence offline; exit 1 if invalid, 2 on unreadable input',
+    )
     .option('--tpm-quote <file>', 'TPMS_ATTEST (or TPM2B_ATTEST) bytes of a TPM2_Quote')
     .option('--tpm-sig <file>', 'the quote signature (TPMT_SIGNATURE unless --tpm-sig-format says raw)')
     .option('--tpm-sig-format <fmt>', 'tpmt | raw-rsassa-sha256 | raw-rsassa-sha384 (tpm2_quote -f plain)')
@@ -246,6 +275,10 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
     .option('--product <name>', 'SEV-SNP product: Milan, Genoa or Turin (else from the VCEK)')
     .option('--report-data <hex|@file>', 'expected 64-byte REPORT_DATA / REPORTDATA')
     .option('--tdx-quote <file>', 'TDX DCAP quote (v4 or v5)')
+    .option(
+      '--azure-hcl-report <file>',
+      'Azure CVM HCL report (vTPM NV 0x01400001), with --tpm-quote/--tpm-sig under its HCLAkPub',
+    )
     .option('--tcb-info <file>', 'Intel PCS TCB info response body')
     .option('--qe-identity <file>', 'Intel PCS QE identity response body')
     .option('--tcb-signing-chain <file>', 'TCB-Info-Issuer-Chain (PEM)')

@@ -42,6 +42,18 @@ export const ABI_ERRORS = {
   TDX_CERT_DATA_UNSUPPORTED: parse(
     'TDX certification data is not a QE report (6) with a PCK chain (5) inside.',
   ),
+  HCL_REPORT_TRUNCATED: parse('The Azure HCL report ends before a field or a declared size.'),
+  HCL_REPORT_MALFORMED: parse(
+    "The Azure HCL report header is not 'HCLA' v1/v2, its sizes disagree, or its zero fill is not zero.",
+  ),
+  HCL_REPORT_TYPE_UNSUPPORTED: parse('The HCL report IGVM report_type is not 2 (SEV-SNP) or 4 (TDX).'),
+  HCL_REPORT_TYPE_MISMATCH: parse('The HCL report hardware area is not the report its report_type names.'),
+  HCL_HASH_TYPE_UNSUPPORTED: parse(
+    'The HCL report report_data_hash_type is not 1, 2 or 3 (SHA-256/384/512).',
+  ),
+  HCL_RUNTIME_DATA_MALFORMED: parse(
+    'The HCL runtime data is not a JSON object with a keys array holding exactly one usable HCLAkPub JWK.',
+  ),
   EVENTLOG_TRUNCATED: parse('The TCG2 event log ends inside an event.'),
   EVENTLOG_MALFORMED: parse('The TCG2 event log is not a consistent crypto-agile log.'),
 } as const satisfies Record<string, ErrorSpec>;

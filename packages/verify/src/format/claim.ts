@@ -120,6 +120,20 @@ export interface TdxEvidenceJson {
   source: 'configfs-tsm';
 }
 
+/**
+ * Azure confidential VM evidence (docs/spec/evidence-azure.md), beside `tpm` (the vTPM quote
+ * under HCLAkPub): the HCL report from vTPM NV 0x01400001 and what verifies its hardware report.
+ */
+export interface AzureHclEvidenceJson {
+  /** The NV index contents (HCL report), base64url. */
+  report: string;
+  /** SEV-SNP: the VCEK/ASK/ARK (DER) the gateway was configured with; empty for TDX. */
+  certs: { kind: 'vcek' | 'vlek' | 'ask' | 'ark' | 'other'; der: string }[];
+  /** TDX: the quote the host's QE made of the HCL TD report. */
+  td_quote?: string;
+  source: 'vtpm-nv';
+}
+
 /** Hardware evidence section: either bound, or absent with the reason. */
 export interface EvidenceJson {
   /** Provider that was asked: `tpm`, `sev-snp`, `tdx`, `software`. */
@@ -135,6 +149,8 @@ export interface EvidenceJson {
   sev_snp?: SevSnpEvidenceJson;
   /** Present when the provider is `tdx` and the binding is bound. */
   tdx?: TdxEvidenceJson;
+  /** Present when the provider is `azure-cvm` and the binding is bound (with `tpm`). */
+  azure_hcl?: AzureHclEvidenceJson;
   /** The gateway measurement and its inputs, whenever the gateway computed one. */
   measurement?: MeasurementJson;
 }
