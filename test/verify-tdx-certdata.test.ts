@@ -51,7 +51,9 @@ function withPemTail(
     q.qeAuthData,
     inner,
   ]);
-  const s = resign ? resign(q.signedRegion) : { signed: q.signedRegion, sig: q.signature, key: q.attestationKey };
+  const s = resign
+    ? resign(q.signedRegion)
+    : { signed: q.signedRegion, sig: q.signature, key: q.attestationKey };
   const sigData = Buffer.concat([s.sig, s.key, le16(6), le32(qe.length), qe]);
   return Buffer.concat([s.signed, le32(sigData.length), sigData]);
 }

@@ -16,6 +16,7 @@ import {
   fail,
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_SIGNATURE_CHECK,
+  NOT_FRESH_NO_NONCE,
   pass,
   type VerificationReport,
 } from './result.js';
@@ -60,7 +61,7 @@ function report(checks: CheckResult[], anchors: AnchorUsed[], notes: string[]): 
   }
   if (!checks.some((c) => c.id === 'evidence.binding' && c.status === 'pass')) {
     notes.push(
-      'No expected nonce / report data was checked: the evidence is not shown to be fresh or bound to anything.',
+      `${NOT_FRESH_NO_NONCE[0]?.toUpperCase()}${NOT_FRESH_NO_NONCE.slice(1)}: no expected nonce / report data was checked, so the evidence is not shown to be fresh or bound to anything.`,
     );
   }
   return { verdict, checks, anchors_used: anchors, notes };

@@ -1,7 +1,15 @@
 /**
  * Rendering of a {@link VerificationReport} as human-readable text or JSON.
  */
-import { type CheckStatus, HARDWARE_ANCHOR_CHECK, type Verdict, type VerificationReport } from './result.js';
+import {
+  type CheckStatus,
+  CLAIM_SIGNATURE_CHECK,
+  HARDWARE_ANCHOR_CHECK,
+  HARDWARE_BINDING_CHECK,
+  NOT_FRESH_NO_NONCE,
+  type Verdict,
+  type VerificationReport,
+} from './result.js';
 
 const VERDICT_TEXT: Record<Verdict, string> = {
   'hardware-attested':
@@ -11,6 +19,22 @@ const VERDICT_TEXT: Record<Verdict, string> = {
   'signed-only': 'the claim signature is valid; there is no valid hardware binding',
   invalid: 'at least one check failed',
 };
+
+/** Raw evidence (no claim): nothing is "bound to the claim"; freshness is stated as checked. */
+function rawVerdictText(report: VerificationReport): string {
+  const binding = report.checks.find((c) => c.id === HARDWARE_BINDING_CHECK);
+  const fresh = binding?.status === 'pass' ? 'carries the expected nonce / report data' : NOT_FRESH_NO_NONCE;
+  switch (report.verdict) {
+    case 'hardware-attested':
+      return `hardware signature valid; signing key chained to a pinned root; ${fresh}`;
+    case 'hardware-unanchored':
+      return `hardware signature valid, but its signing key is NOT chained to a pinned root; ${fresh}`;
+    case 'signed-only':
+      return 'no hardware signature was verified';
+    default:
+      return VERDICT_TEXT.invalid;
+  }
+}
 
 const STATUS_TEXT: Record<CheckStatus, string> = {
   pass: 'PASS',
@@ -32,7 +56,9 @@ function clean(s: string): string {
  */
 export function renderText(report: VerificationReport): string {
   const lines: string[] = [];
-  lines.push(`Verdict: ${report.verdict.toUpperCase()} (${VERDICT_TEXT[report.verdict]})`);
+  const raw = !report.checks.some((c) => c.id === CLAIM_SIGNATURE_CHECK);
+  const text = raw ? rawVerdictText(report) : VERDICT_TEXT[report.verdict];
+  lines.push(`Verdict: ${report.verdict.toUpperCase()} (${text})`);
   const failed = report.checks.filter((c) => c.status === 'fail');
   if (failed.length) lines.push(`Failed: ${failed.map((c) => `${c.id} ${c.reason_code}`).join(', ')}`);
   lines.push('', 'Checks:');

@@ -254,6 +254,11 @@ export const HARDWARE_SIGNATURE_CHECK = 'evidence.signature';
 export const HARDWARE_BINDING_CHECK = 'evidence.binding';
 /** Id of the check that the hardware signing key chains to a pinned root. */
 export const HARDWARE_ANCHOR_CHECK = 'evidence.anchor';
+/**
+ * Detail of a raw-evidence `evidence.binding` that is `not-applicable` because the relying party
+ * gave no nonce / report data: such evidence is never said to be fresh or bound to anything.
+ */
+export const NOT_FRESH_NO_NONCE = 'not fresh: no nonce given';
 /** Id of the claim signature check. */
 export const CLAIM_SIGNATURE_CHECK = 'claim.signature';
 

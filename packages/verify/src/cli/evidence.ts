@@ -4,15 +4,17 @@
  * gateway's `cmcp verify-evidence` are this one definition under two names.
  *
  * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-cert <f>…`,
- *   `--nonce <hex>`, `--pcrs-file <yaml|json>`, `--event-log <file>`]
+ *   `--pcrs-file <yaml|json>`, `--event-log <file>`]
  * - TCG2 event log alone: `--event-log <file>` (replayed PCRs are reported; nothing is signed)
- * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`, `--report-data <hex>`]
- * - TDX: `--tdx-quote <quote>` [`--report-data <hex>`, `--tcb-info`, `--qe-identity`,
+ * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`]
+ * - TDX: `--tdx-quote <quote>` [`--tcb-info`, `--qe-identity`,
  *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`]
- * - all: `--trust-store`, `--reference-values`, `--at <RFC 3339>`, `--json`
+ * - all: `--trust-store`, `--reference-values`, `--at <RFC 3339>`, `--json`, `--require`;
+ *   freshness: one of `--nonce`, `--nonce-text`, `--report-data` (./freshness.ts)
  *
- * Exit codes: 0 when the verdict is not `invalid`; 1 when it is; 2 for unreadable input or usage
- * errors (one line on stderr, no stack trace).
+ * Exit codes: 0 when the verdict is at least `--require` (default `hardware-attested`); 1 when
+ * it is `invalid` or weaker; 2 for unreadable input or usage errors (one line on stderr, no
+ * stack trace).
  */
 import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import type { Command } from 'commander';
@@ -28,6 +30,7 @@ import type { VerificationReport } from '../result.js';
 import type { TdxCollateral } from '../tdx/collateral.js';
 import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../tpm/index.js';
 import { SNP_PRODUCTS, type SnpProduct } from '../trust.js';
+import { expectedFreshness, hexArg } from './freshness.js';
 import {
   errorLine,
   loadPolicyOptions,
@@ -36,6 +39,7 @@ import {
   VerifyInputError,
   type VerifyIo,
 } from './input.js';
+import { requiredVerdict, verdictExitCode } from './require.js';
 
 const MAX_INPUT_BYTES = 16 * 1024 * 1024;
 
@@ -47,6 +51,7 @@ export interface VerifyEvidenceCliOptions {
   ak?: string;
   akCert?: string[];
   nonce?: string;
+  nonceText?: string;
   pcrsFile?: string;
   eventLog?: string;
   snpReport?: string;
@@ -63,25 +68,12 @@ export interface VerifyEvidenceCliOptions {
   referenceValues?: string;
   at?: string;
   json?: boolean;
+  /** Weakest acceptable verdict; default hardware-attested. */
+  require?: string;
 }
 
 function readBytes(path: string, what: string): Promise<Buffer> {
   return readInputFile(path, what, MAX_INPUT_BYTES);
-}
-
-function hexArg(text: string, flag: string, len?: number): Buffer {
-  const t = text.trim();
-  if (!/^([0-9a-fA-F]{2})+$/.test(t) || (len !== undefined && t.length !== 2 * len)) {
-    throw new VerifyInputError(`${flag} must be ${len === undefined ? '' : `${len} bytes of `}hex`);
-  }
-  return Buffer.from(t, 'hex');
-}
-
-/** A nonce/report-data argument: hex text, or `@file` holding hex text. */
-async function hexOrFile(value: string, flag: string, len?: number): Promise<Buffer> {
-  if (value.startsWith('@'))
-    return hexArg((await readBytes(value.slice(1), flag)).toString('utf8'), flag, len);
-  return hexArg(value, flag, len);
 }
 
 /** AK: PEM (SPKI or certificate), DER SPKI, or TPMT_PUBLIC wire bytes. */
@@ -138,6 +130,10 @@ export async function runVerifyEvidence(
     if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
       throw new VerifyInputError('--event-log goes with --tpm-quote (or alone)');
     }
+    const minimum = requiredVerdict(opts.require, 'hardware-attested');
+    const fresh = await expectedFreshness(opts, async (p, what) =>
+      (await readBytes(p, what)).toString('utf8'),
+    );
     const policy = loadPolicyOptions(opts);
     const common = {
       trustStore: policy.trustStore,
@@ -172,7 +168,7 @@ export async function runVerifyEvidence(
         signatureFormat: fmt,
         ak: akFrom(await readBytes(opts.ak, 'AK')),
         akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
-        ...(opts.nonce !== undefined ? { nonce: await hexOrFile(opts.nonce, '--nonce') } : {}),
+        ...(fresh ? { nonce: fresh.bytes } : {}),
         ...(opts.pcrsFile !== undefined
           ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file')) }
           : {}),
@@ -189,9 +185,7 @@ export async function runVerifyEvidence(
         report: await readBytes(opts.snpReport, 'SEV-SNP report'),
         certs: await Promise.all(opts.certs.map((f) => readBytes(f, 'certificate'))),
         ...(opts.product ? { product: opts.product as SnpProduct } : {}),
-        ...(opts.reportData !== undefined
-          ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
-          : {}),
+        ...(fresh ? { expectedReportData: fresh.bytes } : {}),
       });
     } else {
       const collateral: TdxCollateral = {};
@@ -208,13 +202,11 @@ export async function runVerifyEvidence(
         ...common,
         quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
         ...(Object.keys(collateral).length ? { collateral } : {}),
-        ...(opts.reportData !== undefined
-          ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
-          : {}),
+        ...(fresh ? { expectedReportData: fresh.bytes } : {}),
       });
     }
     io.stdout(opts.json ? renderJson(report) : renderText(report));
-    return report.verdict === 'invalid' ? 1 : 0;
+    return verdictExitCode(report.verdict, minimum);
   } catch (err) {
     io.stderr(errorLine(label, err));
     return 2;
@@ -229,13 +221,16 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
   const collect = (v: string, prev: string[] = []) => [...prev, v];
   return program
     .command(name)
-    .description('verify raw TPM / SEV-SNP / TDX evidence offline; exit 1 if invalid, 2 on unreadable input')
+    .description(
+      'verify raw TPM / SEV-SNP / TDX evidence offline; exit 1 if invalid or weaker than --require, 2 on unreadable input',
+    )
     .option('--tpm-quote <file>', 'TPMS_ATTEST (or TPM2B_ATTEST) bytes of a TPM2_Quote')
     .option('--tpm-sig <file>', 'the quote signature (TPMT_SIGNATURE unless --tpm-sig-format says raw)')
     .option('--tpm-sig-format <fmt>', 'tpmt | raw-rsassa-sha256 | raw-rsassa-sha384 (tpm2_quote -f plain)')
     .option('--ak <file>', 'AK public key: PEM/DER SubjectPublicKeyInfo, PEM certificate, or TPMT_PUBLIC')
     .option('--ak-cert <file>', 'AK certificate chain, leaf first (DER or PEM; repeat)', collect)
-    .option('--nonce <hex|@file>', 'expected qualifyingData (extraData), compared at exact length')
+    .option('--nonce <hex|@file>', 'expected extraData / REPORT_DATA / REPORTDATA, compared at exact length')
+    .option('--nonce-text <text>', 'like --nonce, with the SHA-256 of this UTF-8 text as the expected value')
     .option('--pcrs-file <file>', 'YAML/JSON map of SHA-256 PCR index to hex value')
     .option(
       '--event-log <file>',
@@ -244,7 +239,10 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
     .option('--snp-report <file>', 'SEV-SNP ATTESTATION_REPORT (1184 bytes)')
     .option('--certs <file>', 'VCEK/VLEK and ASK/ASVK+ARK certificates (DER or PEM; repeat)', collect)
     .option('--product <name>', 'SEV-SNP product: Milan, Genoa or Turin (else from the VCEK)')
-    .option('--report-data <hex|@file>', 'expected 64-byte REPORT_DATA / REPORTDATA')
+    .option(
+      '--report-data <hex|@file>',
+      'expected REPORT_DATA / REPORTDATA (64 bytes; compared at exact length, never padded)',
+    )
     .option('--tdx-quote <file>', 'TDX DCAP quote (v4 or v5)')
     .option('--tcb-info <file>', 'Intel PCS TCB info response body')
     .option('--qe-identity <file>', 'Intel PCS QE identity response body')
@@ -258,6 +256,10 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
       'verification time (RFC 3339) for certificate and collateral validity (default: now)',
     )
     .option('--json', 'print the report as JSON')
+    .option(
+      '--require <verdict>',
+      'exit 1 unless the verdict is at least this: hardware-attested (default), hardware-unanchored or signed-only',
+    )
     .exitOverride((err) => {
       process.exit(err.exitCode === 0 ? 0 : 2);
     })
