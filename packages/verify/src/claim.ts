@@ -23,6 +23,7 @@ import {
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_BINDING_CHECK,
   HARDWARE_SIGNATURE_CHECK,
+  intermediateAnchorNotes,
   pass,
   quoteUntrusted,
   type ReasonCode,
@@ -232,7 +233,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     verdict: computeVerdict(checks),
     checks,
     anchors_used: anchors,
-    notes,
+    notes: [...notes, ...intermediateAnchorNotes(anchors)],
   });
 
   const shape = claimSchema.safeParse(claim);

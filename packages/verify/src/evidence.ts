@@ -16,6 +16,7 @@ import {
   fail,
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_SIGNATURE_CHECK,
+  intermediateAnchorNotes,
   NOT_FRESH_NO_NONCE,
   pass,
   type VerificationReport,
@@ -64,6 +65,7 @@ function report(checks: CheckResult[], anchors: AnchorUsed[], notes: string[]): 
       `${NOT_FRESH_NO_NONCE[0]?.toUpperCase()}${NOT_FRESH_NO_NONCE.slice(1)}: no expected nonce / report data was checked, so the evidence is not shown to be fresh or bound to anything.`,
     );
   }
+  notes.push(...intermediateAnchorNotes(anchors));
   return { verdict, checks, anchors_used: anchors, notes };
 }
 

@@ -70,7 +70,14 @@ export function renderText(report: VerificationReport): string {
   }
   lines.push('', 'Trust anchors:');
   if (report.anchors_used.length === 0) lines.push('  none used');
-  for (const a of report.anchors_used) lines.push(`  ${clean(a.name)}  SHA-256 ${a.sha256_fingerprint}`);
+  for (const a of report.anchors_used) {
+    lines.push(`  ${clean(a.name)}  SHA-256 ${a.sha256_fingerprint}`);
+    if (a.intermediate) {
+      lines.push(
+        '    WARNING: this anchor is an intermediate CA pinned with anchor: intermediate, not a self-signed root',
+      );
+    }
+  }
   const anchor = report.checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
   if (anchor && anchor.status !== 'pass') {
     lines.push(`  The signing key (AK) is NOT anchored to a pinned root (${anchor.reason_code}).`);

@@ -114,6 +114,8 @@ export const REASON_CODES = {
   END_ENTITY_INVALID: 'the leaf certificate breaks the end-entity profile (CA flag, EKU, key usage, name)',
   ROOT_NOT_PINNED: 'the chain ends at a self-signed root whose SHA-256 fingerprint is not pinned',
   ANCHOR_PURPOSE_MISMATCH: 'the chain ends at a pinned root for another purpose or product',
+  ANCHOR_NOT_ROOT:
+    'the chain passes a pinned certificate that is not self-signed and whose entry does not say anchor: intermediate',
   CERT_REVOKED: 'a certificate of the chain is listed in a CRL',
   // trust store and reference values
   TRUST_STORE_INVALID: 'the trust store file does not validate',
@@ -211,6 +213,8 @@ export interface AnchorUsed {
   used_for?: string;
   /** Colon-separated uppercase hex SHA-256 of the certificate DER. */
   sha256_fingerprint: string;
+  /** True when the anchor is an intermediate pinned with `anchor: intermediate` (a warning). */
+  intermediate?: boolean;
 }
 
 /**
@@ -299,6 +303,16 @@ export function computeVerdict(checks: readonly CheckResult[]): Verdict {
     return status(HARDWARE_ANCHOR_CHECK) === 'pass' ? 'hardware-attested' : 'hardware-unanchored';
   }
   return 'signed-only';
+}
+
+/** The report note for anchors that are intermediates pinned with `anchor: intermediate`. */
+export function intermediateAnchorNotes(anchors: readonly AnchorUsed[]): string[] {
+  return anchors
+    .filter((a) => a.intermediate)
+    .map(
+      (a) =>
+        `WARNING: ${quoteUntrusted(a.name)} anchors ${a.used_for ?? 'a chain'} as an intermediate CA (trust store says anchor: intermediate), not as a self-signed root.`,
+    );
 }
 
 /** Bounded, escaped rendering of an untrusted string for `detail` text (max `max` chars). */

@@ -51,6 +51,12 @@ export const trustRootSchema = z.strictObject({
   source: z.string().min(1),
   /** How it was confirmed, or why it was not. */
   verified: z.string().optional(),
+  /**
+   * `intermediate`: this entry may anchor although it is not self-signed (the relying party
+   * trusts the CA below the vendor root; reported as a warning). Default: an entry anchors only
+   * when its certificate is self-signed.
+   */
+  anchor: z.enum(['root', 'intermediate']).optional(),
 });
 export type TrustRoot = z.infer<typeof trustRootSchema>;
 
