@@ -64,6 +64,10 @@ export const REASON_CODES = {
   TPM_STRUCTURE_MALFORMED: 'a TPM structure (TPML_*, TPM2B_*, TPMS_NV_PUBLIC) does not unmarshal exactly',
   TPM_SIGNATURE_MALFORMED: 'TPMT_SIGNATURE does not unmarshal exactly',
   TPM_SIGNATURE_UNSUPPORTED: 'TPMT_SIGNATURE algorithm or hash is not supported',
+  TPM_FILE_LAYOUT_MISMATCH: 'a TPM file has another layout than its flag takes (the detail names it)',
+  PCR_FILE_MALFORMED: 'a tpm2-tools PCR values file does not parse or does not fit the quote selection',
+  TPM_SIGNATURE_SCHEME_UNKNOWN:
+    'a plain signature whose scheme and hash nothing names (AK TPMT_PUBLIC, --tpm-sig-format)',
   TPM_SIGNATURE_LENGTH_INVALID: 'RSA signature length differs from the modulus size, or ECDSA r/s too long',
   AK_PUBLIC_MALFORMED: 'TPMT_PUBLIC does not unmarshal exactly or is not a valid key',
   AK_PUBLIC_UNSUPPORTED: 'TPMT_PUBLIC key type, curve, size or nameAlg is not supported',

@@ -3,8 +3,9 @@
  * with the same checks, verdicts and output as the claim command. `cmcp-verify evidence` and the
  * gateway's `cmcp verify-evidence` are this one definition under two names.
  *
- * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-cert <f>…`,
- *   `--pcrs-file <yaml|json>`, `--event-log <file>`]
+ * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-parent-name`
+ *   | `--ak-parent`, `--ak-cert <f>…`, `--pcrs-file <file>`, `--event-log <file>`] — the files as
+ *   tpm2-tools writes them (./tpm-files.ts)
  * - TCG2 event log alone: `--event-log <file>` (replayed PCRs are reported; nothing is signed)
  * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`]
  * - TDX: `--tdx-quote <quote>` [`--tcb-info`, `--qe-identity`,
@@ -16,9 +17,7 @@
  * it is `invalid` or weaker; 2 for unreadable input or usage errors (one line on stderr, no
  * stack trace).
  */
-import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 import {
   verifyEventLogEvidence,
   verifySnpEvidence,
@@ -28,9 +27,9 @@ import {
 import { renderJson, renderText } from '../render.js';
 import type { VerificationReport } from '../result.js';
 import type { TdxCollateral } from '../tdx/collateral.js';
-import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../tpm/index.js';
+import type { RawTpmEvidence } from '../tpm/index.js';
 import { SNP_PRODUCTS, type SnpProduct } from '../trust.js';
-import { expectedFreshness, hexArg } from './freshness.js';
+import { expectedFreshness } from './freshness.js';
 import {
   errorLine,
   loadPolicyOptions,
@@ -40,8 +39,54 @@ import {
   type VerifyIo,
 } from './input.js';
 import { requiredVerdict, verdictExitCode } from './require.js';
+import {
+  akFrom,
+  parentNameFrom,
+  parentQualifiedNameFrom,
+  pcrValuesFrom,
+  quoteFrom,
+  signatureFormat,
+  signatureFrom,
+} from './tpm-files.js';
 
 const MAX_INPUT_BYTES = 16 * 1024 * 1024;
+
+/** The TPM part of the raw evidence from the TPM flags (./tpm-files.ts). */
+async function tpmInputs(opts: VerifyEvidenceCliOptions, nonce: Buffer | undefined): Promise<RawTpmEvidence> {
+  if (opts.akParentName !== undefined && opts.akParent !== undefined) {
+    throw new VerifyInputError('give at most one of --ak-parent-name, --ak-parent');
+  }
+  const fmt = signatureFormat(opts.tpmSigFormat);
+  const attest = quoteFrom(await readBytes(opts.tpmQuote as string, 'TPM quote'), opts.tpmQuote as string);
+  const parent =
+    opts.akParentName !== undefined
+      ? parentNameFrom(
+          opts.akParentName,
+          opts.akParentName.startsWith('@')
+            ? await readBytes(opts.akParentName.slice(1), 'AK parent name')
+            : null,
+        )
+      : opts.akParent !== undefined
+        ? parentQualifiedNameFrom(await readBytes(opts.akParent, 'AK parent public area'), opts.akParent)
+        : undefined;
+  return {
+    attest,
+    signature: signatureFrom(
+      await readBytes(opts.tpmSig as string, 'TPM signature'),
+      opts.tpmSig as string,
+      fmt,
+    ),
+    signatureFormat: fmt,
+    ak: akFrom(await readBytes(opts.ak as string, 'AK'), opts.ak as string),
+    ...(parent ? { akParentQualifiedName: parent } : {}),
+    akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
+    ...(nonce ? { nonce } : {}),
+    ...(opts.pcrsFile !== undefined
+      ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file'), opts.pcrsFile, attest) }
+      : {}),
+    ...(opts.eventLog !== undefined ? { eventLog: await readBytes(opts.eventLog, 'event log') } : {}),
+  };
+}
 
 /** Options of `verify-evidence`, as commander parses them. */
 export interface VerifyEvidenceCliOptions {
@@ -49,6 +94,8 @@ export interface VerifyEvidenceCliOptions {
   tpmSig?: string;
   tpmSigFormat?: string;
   ak?: string;
+  akParentName?: string;
+  akParent?: string;
   akCert?: string[];
   nonce?: string;
   nonceText?: string;
@@ -74,40 +121,6 @@ export interface VerifyEvidenceCliOptions {
 
 function readBytes(path: string, what: string): Promise<Buffer> {
   return readInputFile(path, what, MAX_INPUT_BYTES);
-}
-
-/** AK: PEM (SPKI or certificate), DER SPKI, or TPMT_PUBLIC wire bytes. */
-function akFrom(bytes: Buffer): { public: Uint8Array } | { key: KeyObject } {
-  const text = bytes.toString('latin1');
-  try {
-    if (text.startsWith('-----BEGIN CERTIFICATE-----')) {
-      return { key: new X509Certificate(bytes).publicKey };
-    }
-    if (text.startsWith('-----BEGIN')) return { key: createPublicKey(text) };
-    if (bytes[0] === 0x30) return { key: createPublicKey({ key: bytes, format: 'der', type: 'spki' }) };
-  } catch {
-    throw new VerifyInputError('--ak is not a usable public key');
-  }
-  return { public: bytes };
-}
-
-/** PCR values file: YAML/JSON map of SHA-256 PCR index → hex value. */
-function pcrValuesFrom(bytes: Buffer): PcrValue[] {
-  let doc: unknown;
-  try {
-    doc = parseYaml(bytes.toString('utf8'), { maxAliasCount: 0 });
-  } catch {
-    throw new VerifyInputError('--pcrs-file is not YAML/JSON (a map of PCR index to hex SHA-256 value)');
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new VerifyInputError('--pcrs-file must map PCR index to hex SHA-256 value');
-  }
-  return Object.entries(doc as Record<string, unknown>).map(([k, v]) => {
-    if (!/^(0|[1-9]\d?)$/.test(k) || Number(k) > 23 || typeof v !== 'string') {
-      throw new VerifyInputError('--pcrs-file must map PCR index (0-23) to a hex string');
-    }
-    return { hashAlg: TPM_ALG.SHA256, index: Number(k), value: hexArg(v, `--pcrs-file PCR ${k}`, 32) };
-  });
 }
 
 /**
@@ -147,33 +160,7 @@ export async function runVerifyEvidence(
       if (opts.tpmSig === undefined || opts.ak === undefined) {
         throw new VerifyInputError('--tpm-quote needs --tpm-sig and --ak');
       }
-      const fmt = opts.tpmSigFormat ?? 'tpmt';
-      if (fmt !== 'tpmt' && fmt !== 'raw-rsassa-sha256' && fmt !== 'raw-rsassa-sha384') {
-        throw new VerifyInputError('--tpm-sig-format must be tpmt, raw-rsassa-sha256 or raw-rsassa-sha384');
-      }
-      const raw = await readBytes(opts.tpmQuote, 'TPM quote');
-      // A bare TPMS_ATTEST starts with TPM_GENERATED_VALUE; otherwise it must be a TPM2B_ATTEST.
-      let attest: Buffer = raw;
-      if (raw.length >= 4 && raw.readUInt32BE(0) !== TPM_GENERATED_VALUE) {
-        try {
-          attest = unwrapTpm2bAttest(raw);
-        } catch {
-          attest = raw; // reported by the verifier as a parse failure
-        }
-      }
-      report = await verifyTpmEvidence({
-        ...common,
-        attest,
-        signature: await readBytes(opts.tpmSig, 'TPM signature'),
-        signatureFormat: fmt,
-        ak: akFrom(await readBytes(opts.ak, 'AK')),
-        akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
-        ...(fresh ? { nonce: fresh.bytes } : {}),
-        ...(opts.pcrsFile !== undefined
-          ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file')) }
-          : {}),
-        ...(opts.eventLog !== undefined ? { eventLog: await readBytes(opts.eventLog, 'event log') } : {}),
-      });
+      report = await verifyTpmEvidence({ ...common, ...(await tpmInputs(opts, fresh?.bytes)) });
     } else if (opts.snpReport !== undefined) {
       if (!opts.certs?.length)
         throw new VerifyInputError('--snp-report needs --certs (VCEK/VLEK and ASK/ARK)');
@@ -225,13 +212,30 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
       'verify raw TPM / SEV-SNP / TDX evidence offline; exit 1 if invalid or weaker than --require, 2 on unreadable input',
     )
     .option('--tpm-quote <file>', 'TPMS_ATTEST (or TPM2B_ATTEST) bytes of a TPM2_Quote')
-    .option('--tpm-sig <file>', 'the quote signature (TPMT_SIGNATURE unless --tpm-sig-format says raw)')
-    .option('--tpm-sig-format <fmt>', 'tpmt | raw-rsassa-sha256 | raw-rsassa-sha384 (tpm2_quote -f plain)')
-    .option('--ak <file>', 'AK public key: PEM/DER SubjectPublicKeyInfo, PEM certificate, or TPMT_PUBLIC')
+    .option('--tpm-sig <file>', 'the quote signature: TPMT_SIGNATURE or plain (tpm2_quote -f plain)')
+    .option(
+      '--tpm-sig-format <fmt>',
+      'auto (default: TPMT_SIGNATURE, else plain under the AK scheme) | tpmt | plain | <rsassa|rsapss|ecdsa>-<sha256|sha384|sha512>',
+    )
+    .option(
+      '--ak <file>',
+      'AK public key: TPM2B_PUBLIC (tpm2_createak -u), TPMT_PUBLIC, PEM/DER SubjectPublicKeyInfo, or PEM certificate',
+    )
+    .option(
+      '--ak-parent-name <hex|@file>',
+      "the AK parent's qualified name (tpm2_readpublic -q of the EK; 4000000b for a primary AK)",
+    )
+    .option(
+      '--ak-parent <file>',
+      "the AK parent's public area (tpm2_createek -u): a primary key of the endorsement hierarchy",
+    )
     .option('--ak-cert <file>', 'AK certificate chain, leaf first (DER or PEM; repeat)', collect)
     .option('--nonce <hex|@file>', 'expected extraData / REPORT_DATA / REPORTDATA, compared at exact length')
     .option('--nonce-text <text>', 'like --nonce, with the SHA-256 of this UTF-8 text as the expected value')
-    .option('--pcrs-file <file>', 'YAML/JSON map of SHA-256 PCR index to hex value')
+    .option(
+      '--pcrs-file <file>',
+      'PCR values: tpm2_quote -o / tpm2_pcrread -o (-F serialized or values, every bank), or YAML/JSON SHA-256 index → hex',
+    )
     .option(
       '--event-log <file>',
       'TCG2 crypto-agile event log (binary_bios_measurements): replayed; with --tpm-quote compared to the quoted PCRs',

@@ -42,6 +42,15 @@ export const ABI_ERRORS = {
   TDX_CERT_DATA_UNSUPPORTED: parse(
     'TDX certification data is not a QE report (6) with a PCK chain (5) inside.',
   ),
+  TPM_FILE_LAYOUT_MISMATCH: parse(
+    'A TPM file has another layout than its flag takes (e.g. a TPMT_SIGNATURE given as the AK); the message names what it is.',
+  ),
+  PCR_FILE_MALFORMED: parse(
+    'A tpm2-tools PCR values file (-F serialized or -F values) does not parse or does not fit the quote selection.',
+  ),
+  TPM_SIGNATURE_SCHEME_UNKNOWN: parse(
+    'A plain signature (tpm2_quote -f plain) whose scheme and hash neither the AK TPMT_PUBLIC nor --tpm-sig-format gives.',
+  ),
   EVENTLOG_TRUNCATED: parse('The TCG2 event log ends inside an event.'),
   EVENTLOG_MALFORMED: parse('The TCG2 event log is not a consistent crypto-agile log.'),
 } as const satisfies Record<string, ErrorSpec>;

@@ -70,7 +70,11 @@ export function qualifiedSignerCheck(
     return fail(
       id,
       'QUALIFIED_SIGNER_MISMATCH',
-      `qualifiedSigner ${attest.qualifiedSigner.toString('hex').slice(0, 70)} is not ${label}`,
+      `qualifiedSigner ${attest.qualifiedSigner.toString('hex').slice(0, 70)} is not ${label}${
+        parentQualifiedName
+          ? ''
+          : " (a TPM key's qualified name is not its name: give the parent's qualified name, --ak-parent-name or --ak-parent)"
+      }`,
     );
   }
   return pass(id, `qualifiedSigner equals ${label}`);
