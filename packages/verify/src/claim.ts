@@ -334,10 +334,23 @@ function verifyEvidence(
     at: opts.now ?? new Date(),
     ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
     ...(opts.requiredPcrs ? { requiredPcrs: opts.requiredPcrs } : {}),
+    ...previousTpmAttest(opts.previousClaim),
   });
   checks.push(...r.checks);
   anchors.push(...r.anchors);
   notes.push(...r.notes);
+}
+
+/**
+ * The previous claim's TPM quote (TPMS_ATTEST), for `tpm.clock`; none when the previous claim
+ * carries no TPM quote (then `tpm.clock` is not reported). Bytes that are not base64url are
+ * passed as empty, which the clock check reports as not parsing.
+ */
+function previousTpmAttest(previousClaim: unknown): { previousTpmAttest?: Uint8Array } {
+  const attest = (previousClaim as { evidence?: { tpm?: { attest?: unknown } | null } } | null | undefined)
+    ?.evidence?.tpm?.attest;
+  if (typeof attest !== 'string') return {};
+  return { previousTpmAttest: tryB64u(attest) ?? Buffer.alloc(0) };
 }
 
 /** A claim that says its hardware binding is absent: the hardware checks are `absent`. */

@@ -84,6 +84,12 @@ export const REASON_CODES = {
   PCR_VALUE_MISSING: 'a selected PCR has no supplied value',
   PCR_VALUE_UNSELECTED: 'a PCR value is supplied that the quote does not cover',
   PCR_DIGEST_MISMATCH: 'pcrDigest recomputed from the values (selection order) differs from the quote',
+  TPM_CLOCK_ROLLBACK:
+    'TPMS_CLOCK_INFO is before the previous quote: lower resetCount, lower restartCount in one reset, or lower clock in one reset/restart',
+  NO_PREVIOUS_QUOTE:
+    'no previous quote (or claim with a TPM quote) was supplied to compare the TPM clock with',
+  PREVIOUS_QUOTE_MALFORMED: 'the previous quote supplied for the clock comparison does not parse',
+  PREVIOUS_QUOTE_OTHER_SIGNER: 'the previous quote was signed by another key (qualifiedSigner differs)',
   // audit bundle
   BUNDLE_NOT_PROVIDED: 'no audit bundle was supplied',
   BUNDLE_MALFORMED: 'the audit bundle does not have the bundle v1 shape',

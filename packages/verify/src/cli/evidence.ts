@@ -79,6 +79,15 @@ async function tpmInputs(opts: VerifyEvidenceCliOptions, nonce: Buffer | undefin
     signatureFormat: fmt,
     ak: akFrom(await readBytes(opts.ak as string, 'AK'), opts.ak as string),
     ...(parent ? { akParentQualifiedName: parent } : {}),
+    ...(opts.previousQuote !== undefined
+      ? {
+          previousAttest: quoteFrom(
+            await readBytes(opts.previousQuote, 'previous TPM quote'),
+            opts.previousQuote,
+            '--previous-quote',
+          ),
+        }
+      : {}),
     akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
     ...(nonce ? { nonce } : {}),
     ...(opts.pcrsFile !== undefined
@@ -96,6 +105,7 @@ export interface VerifyEvidenceCliOptions {
   ak?: string;
   akParentName?: string;
   akParent?: string;
+  previousQuote?: string;
   akCert?: string[];
   nonce?: string;
   nonceText?: string;
@@ -228,6 +238,10 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
     .option(
       '--ak-parent <file>',
       "the AK parent's public area (tpm2_createek -u): a primary key of the endorsement hierarchy",
+    )
+    .option(
+      '--previous-quote <file>',
+      'an earlier quote by the same AK (TPMS_ATTEST/TPM2B_ATTEST): a TPM clock rollback is refused',
     )
     .option('--ak-cert <file>', 'AK certificate chain, leaf first (DER or PEM; repeat)', collect)
     .option('--nonce <hex|@file>', 'expected extraData / REPORT_DATA / REPORTDATA, compared at exact length')

@@ -46,16 +46,12 @@ function refused(flag: string, path: string, err: unknown): never {
 }
 
 /** `--tpm-quote`: the TPMS_ATTEST bytes (unwrapped from a TPM2B_ATTEST). */
-export function quoteFrom(bytes: Buffer, path: string): Buffer {
+export function quoteFrom(bytes: Buffer, path: string, flag = '--tpm-quote'): Buffer {
   if (bytes.length >= 4 && bytes.readUInt32BE(0) === TPM_GENERATED_VALUE) return bytes;
   const layout = tpmFileLayout(bytes);
   if (layout === 'TPM2B_ATTEST') return unwrapTpm2bAttest(bytes);
   if (layout !== null)
-    refused(
-      '--tpm-quote',
-      path,
-      layoutMismatch('the --tpm-quote file', 'a TPMS_ATTEST or TPM2B_ATTEST', bytes),
-    );
+    refused(flag, path, layoutMismatch(`the ${flag} file`, 'a TPMS_ATTEST or TPM2B_ATTEST', bytes));
   return bytes; // unknown: the verifier reports why TPMS_ATTEST does not parse
 }
 

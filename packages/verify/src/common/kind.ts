@@ -20,6 +20,8 @@ export interface KindContext {
 export interface ClaimKindContext extends KindContext {
   /** Required PCR selection policy (TPM): the quote must select exactly these SHA-256 PCRs. */
   requiredPcrs?: number[];
+  /** TPMS_ATTEST of the previous claim's TPM quote, for the clock comparison (`tpm.clock`). */
+  previousTpmAttest?: Uint8Array;
 }
 
 /** What a kind's entry returns. */

@@ -33,6 +33,7 @@ import {
 } from '../result.js';
 import { type Cert, CertError, certsFromBytes, parseCert } from '../x509.js';
 import { pcrPinsCheck } from './appraise.js';
+import { clockCheck } from './clock.js';
 import { akPlainScheme, plainSchemeByName, plainSignature } from './files.js';
 import type { PcrValue } from './pcr.js';
 import { type TpmQuoteInput, verifyTpmQuote } from './quote.js';
@@ -56,6 +57,8 @@ export interface RawTpmEvidence extends RawEvidenceOptions {
    * checked as the AK's Qualified Name.
    */
   akParentQualifiedName?: Uint8Array;
+  /** TPMS_ATTEST of an earlier quote by the same AK: `tpm.clock` refuses a rollback. */
+  previousAttest?: Uint8Array;
   /** AK certificate chain files (DER/PEM), leaf first. */
   akCertChain?: readonly Uint8Array[];
   /** Expected qualifyingData (exact bytes); undefined ⇒ not-applicable. */
@@ -144,7 +147,7 @@ function fromRaw(e: RawTpmEvidence, ctx: KindContext): KindResult {
     ...(required ? { requiredSelection: sha256Selection([...required].sort((a, b) => a - b)) } : {}),
   });
   const checks = out.checks;
-  checks.push(...q.checks);
+  checks.push(...q.checks, clockCheck(q.attest, e.previousAttest, out.notes));
   const pins = rv?.tpm?.pcrs;
   if (!pins) checks.push(check('tpm.pcr_values', 'not-applicable', 'NO_POLICY', 'no expected PCR values'));
   else if (!e.pcrValues)
@@ -264,6 +267,7 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
     'tpm.pcr_digest': pv.problem ?? null,
   });
   out.checks.push(...q.checks);
+  if (ctx.previousTpmAttest) out.checks.push(clockCheck(q.attest, ctx.previousTpmAttest, out.notes));
   const pins = ctx.referenceValues?.tpm?.pcrs;
   if (pins) out.checks.push(pcrPinsCheck(pins, pv.values ?? [], out.checks));
   claimAnchor(tpm, q.akPublic?.key, ctx, out);
