@@ -9,6 +9,7 @@ import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
 import { challengeCheck, keyThumbprintCheck, preimageChecks, reportDataCheck } from './claim-binding.js';
 import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
+import { type FieldSource, markFields } from './common/fields.js';
 import { tryB64u } from './common/kind.js';
 import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
@@ -229,11 +230,13 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   const checks: CheckResult[] = [];
   const notes: string[] = [];
   const anchors: AnchorUsed[] = [];
+  let fieldSources: FieldSource[] | undefined;
   const report = (): VerificationReport => ({
     verdict: computeVerdict(checks),
     checks,
     anchors_used: anchors,
     notes: [...notes, ...intermediateAnchorNotes(anchors)],
+    ...(fieldSources ? { fields: markFields(fieldSources, checks) } : {}),
   });
 
   const shape = claimSchema.safeParse(claim);
@@ -253,7 +256,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   const expectedReportData = reportDataCheck(c, thumb, digest, checks);
   sequenceCheck(c, opts.previousClaim, checks);
   pinChecks(c, opts, checks);
-  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
+  fieldSources = verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
   measurementChecks(c, raw, opts, checks, notes);
   // audit bundle
   if (opts.bundle === undefined) {
@@ -295,7 +298,7 @@ function verifyEvidence(
   checks: CheckResult[],
   notes: string[],
   anchors: AnchorUsed[],
-): void {
+): FieldSource[] | undefined {
   const ev = c.evidence;
   const allowed = opts.referenceValues?.allowed_tee_types;
   if (allowed && ev.status === 'bound') {
@@ -339,6 +342,7 @@ function verifyEvidence(
   checks.push(...r.checks);
   anchors.push(...r.anchors);
   notes.push(...r.notes);
+  return r.fields;
 }
 
 /**

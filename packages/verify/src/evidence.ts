@@ -5,6 +5,8 @@
  * nonce / report data the relying party supplies (and is `not-applicable` otherwise). Each kind
  * is run through the registry (kinds.ts); the glue here is shared by all of them.
  */
+
+import { markFields } from './common/fields.js';
 import type { RawEvidenceOptions } from './common/raw.js';
 import { verifyEventLog } from './eventlog.js';
 import { EVIDENCE_KINDS, type RawEvidenceByKind } from './kinds.js';
@@ -87,6 +89,7 @@ export function verifyRawEvidence<K extends keyof RawEvidenceByKind>(
     });
     const out = report([teeTypeCheck(k.tee, opts.referenceValues), ...r.checks], r.anchors, r.notes);
     if (r.eventLog) out.event_log = r.eventLog;
+    if (r.fields) out.fields = markFields(r.fields, out.checks);
     return out;
   });
 }

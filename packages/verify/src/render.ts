@@ -51,8 +51,9 @@ function clean(s: string): string {
 
 /**
  * Human-readable report: a verdict line, every check (status, id, reason code, detail), the
- * trust anchors used (stating explicitly when the AK is not anchored to a pinned root), the
- * notes and any execution_id groups. Ends with a newline.
+ * trust anchors used (stating explicitly when the AK is not anchored to a pinned root), every
+ * appraised evidence field marked VERIFIED / UNVERIFIED, the notes and any execution_id groups.
+ * Ends with a newline.
  */
 export function renderText(report: VerificationReport): string {
   const lines: string[] = [];
@@ -91,6 +92,15 @@ export function renderText(report: VerificationReport): string {
     for (const [bank, pcrs] of Object.entries(el.pcrs)) {
       for (const [i, v] of Object.entries(pcrs))
         lines.push(`  ${bank.padEnd(6)} PCR ${i.padStart(2)}  ${clean(v)}`);
+    }
+  }
+  if (report.fields?.length) {
+    lines.push('', 'Fields (verified = covered by a checked signature and a chain to a pinned root):');
+    const w = Math.max(...report.fields.map((f) => f.name.length));
+    for (const f of report.fields) {
+      lines.push(
+        `  ${(f.verified ? 'VERIFIED' : 'UNVERIFIED').padEnd(10)} ${f.name.padEnd(w)}  ${clean(f.value)}`,
+      );
     }
   }
   if (report.notes.length) {

@@ -251,6 +251,17 @@ export interface EventLogSummary {
   pcrs: Record<string, Record<string, string>>;
 }
 
+/**
+ * A field of the evidence a relying party appraises, with its value (lowercase hex, or decimal for
+ * counters) and whether it is `verified`: covered by a signature that passed and a chain to a
+ * pinned root (and, for a PCR, by the quoted pcrDigest).
+ */
+export interface EvidenceField {
+  name: string;
+  value: string;
+  verified: boolean;
+}
+
 /** The full report a verifier prints (text or JSON). */
 export interface VerificationReport {
   verdict: Verdict;
@@ -260,6 +271,8 @@ export interface VerificationReport {
   execution_id_groups?: ExecutionIdGroup[];
   /** Present when an event log was supplied and parsed. */
   event_log?: EventLogSummary;
+  /** Every appraised field of the evidence that parsed (see {@link EvidenceField}). */
+  fields?: EvidenceField[];
 }
 
 /** Id of the check that a hardware signature covers the evidence (TPM quote, SNP report…). */

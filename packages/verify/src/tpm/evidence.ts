@@ -11,6 +11,7 @@ import type { PcrSelection } from '../abi/tpm/pcr.js';
 import { parseTpmtPublic as parseAbiTpmtPublic } from '../abi/tpm/public.js';
 import { verifyAkCertChain } from '../akcert.js';
 import type { ClaimEvidence } from '../claim-schema.js';
+import { tpmFields } from '../common/fields.js';
 import {
   type ClaimKindContext,
   type EvidenceKind,
@@ -164,6 +165,7 @@ function fromRaw(e: RawTpmEvidence, ctx: KindContext): KindResult {
     if (el.summary) out.eventLog = el.summary;
   }
   rawAnchor(e.akCertChain ?? [], q.key, ctx, out);
+  out.fields = tpmFields(q.attest, e.pcrValues ?? [], out.eventLog);
   return out;
 }
 
@@ -271,6 +273,7 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
   const pins = ctx.referenceValues?.tpm?.pcrs;
   if (pins) out.checks.push(pcrPinsCheck(pins, pv.values ?? [], out.checks));
   claimAnchor(tpm, q.akPublic?.key, ctx, out);
+  out.fields = tpmFields(q.attest, pv.values ?? []);
   return out;
 }
 
