@@ -115,4 +115,35 @@ describe.skipIf(!hasVectors())('TDX PCK chain (certification data type 5) with a
     const bad = run(withPemTail(quote(), Buffer.from([0, 0]), asV5));
     expect(get(bad.checks, 'tdx.pck_certs_parse').reason_code).toBe('CERT_MALFORMED');
   });
+
+  it("the last PEM block's '=' padding replaced by a base64 character (DER + one trailing byte) is CERT_MALFORMED, not an unpinned root", () => {
+    const good = withPemTail(quote(), Buffer.from([0]));
+    const at = good.lastIndexOf(Buffer.from('=\n-----END CERTIFICATE-----'));
+    expect(at).toBeGreaterThan(0);
+    for (const c of 'AQz09+/') {
+      const b = Buffer.from(good);
+      b[at] = c.charCodeAt(0);
+      const r = run(b);
+      expect(get(r.checks, 'tdx.pck_certs_parse').reason_code, c).toBe('CERT_MALFORMED');
+      expect(r.verdict).toBe('invalid');
+    }
+  });
+
+  it('mutation: every byte of the certification data tail (last 400 bytes, NUL included) and 1500 random positions of the NUL-terminated quote, flipped, are rejected', () => {
+    const good = withPemTail(quote(), Buffer.from([0]));
+    const positions = new Set<number>();
+    for (let i = good.length - 400; i < good.length; i++) positions.add(i);
+    let seed = 0x51ee7;
+    const rnd = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    while (positions.size < 1900) positions.add(Math.floor(rnd() * good.length));
+    for (const at of positions) {
+      const b = Buffer.from(good);
+      b[at] = (b[at] ?? 0) ^ (1 + Math.floor(rnd() * 255));
+      const r = run(b);
+      expect(failed(r.checks).length, `byte ${at}`).toBeGreaterThan(0);
+    }
+  });
 });

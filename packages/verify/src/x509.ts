@@ -9,6 +9,7 @@
 import 'reflect-metadata';
 import { type KeyObject, X509Certificate as NodeCert } from 'node:crypto';
 import * as px from '@peculiar/x509';
+import * as asn1js from 'asn1js';
 import { sha256hex } from './crypto/hash.js';
 import { CmcpError } from './errors/index.js';
 import type { AnchorUsed, ReasonCode } from './result.js';
@@ -68,7 +69,9 @@ export function parseCert(der: Uint8Array): Cert {
   } catch (err) {
     throw new CertError('CERT_MALFORMED', `not an X.509 certificate (${errText(err)})`);
   }
-  if (!Buffer.from(pc.rawData).equals(buf)) {
+  // Both parsers tolerate bytes after the outer SEQUENCE (a PEM body whose '=' padding became a
+  // base64 character decodes to one): the DER must end exactly where the certificate does.
+  if (!Buffer.from(pc.rawData).equals(buf) || asn1js.fromBER(new Uint8Array(buf)).offset !== buf.length) {
     throw new CertError('CERT_MALFORMED', 'certificate DER has trailing or re-encoded bytes');
   }
   const cert: Cert = {
