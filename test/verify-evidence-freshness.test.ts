@@ -93,6 +93,19 @@ describe('verify-evidence: --nonce, --nonce-text, --report-data', () => {
     expect(fresh.out).toMatch(/^Verdict: HARDWARE-UNANCHORED \([^\n]*carries the expected nonce/);
   });
 
+  it('--pcrs-file: YAML with a UTF-8 comment is read as YAML (not as a tpm2-tools binary file)', async () => {
+    const f = tpmFiles(digest, 'yaml');
+    const r = await run({
+      ...f,
+      nonceText: challenge,
+      pcrsFile: put('pcrs.yaml', '# valeurs mesurées — aucune\n{}\n'),
+      require: 'hardware-unanchored',
+      json: true,
+    });
+    expect(r.err).toBe('');
+    expect(json(r.out).checks.find((c) => c.id === 'tpm.pcr_digest')?.status).toBe('pass');
+  });
+
   it('more than one freshness input, or a --report-data that is not 64 bytes → exit 2', async () => {
     const f = tpmFiles(digest, 'usage');
     for (const opts of [

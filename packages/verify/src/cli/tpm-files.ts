@@ -142,9 +142,16 @@ function yamlPcrs(bytes: Buffer): PcrValue[] {
  * the selection of `attest`, the TPMS_ATTEST bytes).
  */
 export function pcrValuesFrom(bytes: Buffer, path: string, attest: Buffer): PcrValue[] {
-  const binary =
-    bytes.includes(0) || bytes.some((b) => b > 0x7e || (b < 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09));
-  if (!binary) return yamlPcrs(bytes);
+  // Text (YAML/JSON, UTF-8 without control characters) goes to the YAML reader; anything else is
+  // a tpm2-tools binary file.
+  const control = bytes.some((b) => b === 0x7f || (b < 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09));
+  let text = false;
+  try {
+    text = !control && new TextDecoder('utf-8', { fatal: true }).decode(bytes).length > 0;
+  } catch {
+    text = false;
+  }
+  if (text) return yamlPcrs(bytes);
   try {
     if (tpmFileLayout(bytes) === 'tpm2-tools serialized PCR values') return parseSerializedPcrs(bytes).values;
     const layout = tpmFileLayout(bytes);
