@@ -6,7 +6,7 @@
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { verifyTdxEvidence } from '@cmcp/verify/evidence';
+import { verifySnpEvidence, verifyTdxEvidence } from '@cmcp/verify/evidence';
 import type { CheckResult } from '@cmcp/verify/result';
 import { parseTdxQuote } from '@cmcp/verify/tdx/index';
 import type { TrustStore } from '@cmcp/verify/trust';
@@ -127,6 +127,26 @@ describe.skipIf(!hasVectors())('TDX PCK chain (certification data type 5) with a
       expect(get(r.checks, 'tdx.pck_certs_parse').reason_code, c).toBe('CERT_MALFORMED');
       expect(r.verdict).toBe('invalid');
     }
+  });
+
+  it('the NUL-terminated quote truncated, with a flipped byte in each signed region (header, TD report, QE report), or given as another kind of evidence is refused', () => {
+    const good = withPemTail(quote(), Buffer.from([0]));
+    expect(get(run(good.subarray(0, good.length - 1)).checks, 'tdx.quote_parse').reason_code).toBe(
+      'TDX_QUOTE_TRUNCATED',
+    );
+    const q = parseTdxQuote(good);
+    for (const [what, at, id] of [
+      ['header', 10, 'evidence.signature'],
+      ['TD report', 48 + 300, 'evidence.signature'],
+      ['QE report', 770 + 200, 'tdx.qe_report_signature'],
+    ] as const) {
+      const b = Buffer.from(good);
+      b[at] = (b[at] ?? 0) ^ 1;
+      expect(get(run(b).checks, id).status, what).toBe('fail');
+    }
+    expect(q.signedRegion.length).toBe(48 + 584);
+    const asSnp = verifySnpEvidence({ report: good, certs: [], now: AT });
+    expect(get(asSnp.checks, 'snp.report_parse').reason_code).toBe('SNP_REPORT_MALFORMED');
   });
 
   it('mutation: every byte of the certification data tail (last 400 bytes, NUL included) and 1500 random positions of the NUL-terminated quote, flipped, are rejected', () => {
