@@ -547,8 +547,9 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence --event-log', () => {
     };
   };
 
-  it('alone: reports the replayed PCRs per bank (text and JSON), exit 0, and says nothing signs a log', async () => {
-    const t = await run({ eventLog: vectorPath(...DIR, UB) });
+  it('alone: reports the replayed PCRs per bank (text and JSON), exit 0 with --require signed-only (1 by default), and says nothing signs a log', async () => {
+    expect((await run({ eventLog: vectorPath(...DIR, UB) })).code).toBe(1);
+    const t = await run({ eventLog: vectorPath(...DIR, UB), require: 'signed-only' });
     expect(t.err).toBe('');
     expect(t.code).toBe(0);
     expect(t.out).toMatch(/PASS\s+eventlog\.parse/);
@@ -572,7 +573,12 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence --event-log', () => {
   });
 
   it('with a TPM quote whose PCRs are the replayed ones: eventlog.pcrs passes (sha256 PCR 0..7)', async () => {
-    const r = await run({ ...quoteFiles(), eventLog: vectorPath(...DIR, UB), json: true });
+    const r = await run({
+      ...quoteFiles(),
+      eventLog: vectorPath(...DIR, UB),
+      json: true,
+      require: 'hardware-unanchored',
+    });
     expect(r.err).toBe('');
     const report = JSON.parse(r.out);
     const get = (id: string) => report.checks.find((c: { id: string }) => c.id === id);

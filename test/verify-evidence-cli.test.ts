@@ -87,12 +87,12 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence on the vectors', () => {
   const AZ = (f: string) => v('tpm', 'azure-vtpm-2026-07-27', f);
   const MS = (f: string) => v('tpm', 'ms-tpm-20-ref-v183', f);
 
-  it('TPM (Azure, raw signature, nonce, PCR file) → exit 0, hardware-unanchored text report', async () => {
+  it('TPM (Azure, raw signature, nonce, PCR file) → exit 0 with --require hardware-unanchored, hardware-unanchored text report; exit 1 by default', async () => {
     const e = JSON.parse(readFileSync(AZ('expected.json'), 'utf8')) as {
       pcrs_bin: { sha256_bank: Record<string, string> };
     };
     const pcrs = write('pcrs.json', JSON.stringify(e.pcrs_bin.sha256_bank));
-    const r = await run({
+    const opts = {
       tpmQuote: AZ('quote.msg'),
       tpmSig: AZ('quote.sig'),
       tpmSigFormat: 'raw-rsassa-sha256',
@@ -100,7 +100,11 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence on the vectors', () => {
       nonce: `@${AZ('nonce.hex')}`,
       pcrsFile: pcrs,
       at: '2026-11-30T00:00:00Z',
-    });
+    };
+    const strict = await run(opts);
+    expect(strict.code).toBe(1);
+    expect(strict.out).toMatch(/^Verdict: HARDWARE-UNANCHORED/);
+    const r = await run({ ...opts, require: 'hardware-unanchored' });
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^Verdict: HARDWARE-UNANCHORED/);

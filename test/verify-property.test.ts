@@ -15,7 +15,14 @@ import { readFileSync } from 'node:fs';
 import type { CheckResult } from '@cmcp/verify/result';
 import { verifySnpReport } from '@cmcp/verify/snp/index';
 import { parseTdxQuote, verifyTdxQuote } from '@cmcp/verify/tdx/index';
-import { type PcrValue, TPM_ALG, verifyTpmQuote } from '@cmcp/verify/tpm/index';
+import {
+  type PcrValue,
+  parseSerializedPcrs,
+  parseTpmsAttest,
+  splitPcrValues,
+  TPM_ALG,
+  verifyTpmQuote,
+} from '@cmcp/verify/tpm/index';
 import { parseReferenceValues } from '@cmcp/verify/trust';
 import { loadTrustStore } from '@cmcp/verify/trust-files';
 import { describe, expect, it } from 'vitest';
@@ -123,6 +130,44 @@ describe.skipIf(!hasVectors())(
           throw new Error(`TPM iteration ${i} (${m.what}) crashed: ${(err as Error).message}`);
         }
         expect(anyFail(checks), `TPM iteration ${i}: ${m.what} accepted`).toBe(true);
+      }
+    });
+
+    it('TPM (Azure pcrs.bin, tpm2-tools -F serialized, and its -F values form): the parser takes the real file; no mutation is accepted, none crashes', () => {
+      const az = (f: string) => readFileSync(vectorPath('tpm', 'azure-vtpm-2026-07-27', f));
+      const attest = az('quote.msg');
+      const sig = Buffer.concat([Buffer.from('0014000b0100', 'hex'), az('quote.sig')]);
+      const key = createPublicKey(az('ak.pub'));
+      const pcrsBin = az('pcrs.bin');
+      const e = JSON.parse(az('expected.json').toString('utf8')) as {
+        pcrs_bin: { sha256_bank: Record<string, string> };
+      };
+      const parsed = parseSerializedPcrs(pcrsBin);
+      expect(
+        Object.fromEntries(parsed.values.map((v) => [String(v.index), v.value.toString('hex')])),
+      ).toEqual(e.pcrs_bin.sha256_bank);
+      const selection = parseTpmsAttest(attest).pcrSelect;
+      const flat = Buffer.concat(parsed.values.map((v) => v.value));
+      const verify = (values: PcrValue[]) =>
+        verifyTpmQuote({ attest, signature: sig, ak: { key }, expectedExtraData: null, pcrValues: values })
+          .checks;
+      expect(anyFail(verify(parsed.values))).toBe(false);
+      const rnd = mulberry32(SEED ^ 0x9c5);
+      for (const [what, base, read] of [
+        ['serialized', pcrsBin, (b: Buffer) => parseSerializedPcrs(b).values],
+        ['values', flat, (b: Buffer) => splitPcrValues(b, selection)],
+      ] as const) {
+        for (let i = 0; i < N / 4; i++) {
+          const m = mutate(base, rnd);
+          let values: PcrValue[];
+          try {
+            values = read(m.bytes);
+          } catch (err) {
+            expect((err as { code?: string }).code, `${what} ${i}: ${m.what}`).toBe('PCR_FILE_MALFORMED');
+            continue;
+          }
+          expect(anyFail(verify(values)), `${what} iteration ${i}: ${m.what} accepted`).toBe(true);
+        }
       }
     });
 

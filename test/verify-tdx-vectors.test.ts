@@ -141,7 +141,7 @@ describe.skipIf(!hasVectors())('tdx/go-tdx-guest-spr-e4', () => {
     expect(certs.map((c) => c.sha256)).toEqual(expected().verification.pck_chain.map((c) => c.sha256));
   });
 
-  it('without collateral: hardware-attested, with the TCB status stated as unknown', () => {
+  it('without collateral: hardware-attested, the QE identity checked against the trust store, the TCB status stated as not appraised', () => {
     const r = verifyTdxEvidence({
       quote: quote(),
       trustStore: trust(),
@@ -150,9 +150,15 @@ describe.skipIf(!hasVectors())('tdx/go-tdx-guest-spr-e4', () => {
     });
     expect(failed(r.checks)).toEqual([]);
     expect(r.verdict).toBe('hardware-attested');
-    for (const id of ['tdx.tcb_info', 'tdx.qe_identity', 'tdx.crl', 'tdx.tcb_status']) {
+    for (const id of ['tdx.tcb_info', 'tdx.crl', 'tdx.tcb_status']) {
       expect(get(r.checks, id)).toMatchObject({ status: 'absent', reason_code: 'COLLATERAL_NOT_SUPPLIED' });
     }
+    expect(get(r.checks, 'tdx.qe_identity').status).toBe('pass');
+    expect(get(r.checks, 'tdx.qe_identity').detail).toMatch(
+      /Intel QE identity; ISVSVN and TCB status not appraised/,
+    );
+    expect(get(r.checks, 'tdx.tcb_status').detail).toMatch(/TCB status not appraised/);
+    expect(r.notes.join(' ')).toMatch(/TCB status not appraised/);
     expect(r.notes.join(' ')).toMatch(/TCB status and revocation of the platform are unknown/);
     expect(r.notes.join(' ')).toMatch(/39 byte\(s\) after its declared signature data/);
   });

@@ -278,14 +278,21 @@ describe.skipIf(!hasVectors())('ms-tpm-20-ref-v183 quotes', () => {
     expect(verifyTpmSignature(a.attest, { ...sa, sigAlg: TPM_ALG.RSAPSS }, a.key)).toBe(false);
   });
 
-  it('RSAPSS salt length is the digest length (32); a max-salt PSS signature is refused', () => {
+  it('RSAPSS salt length is the digest length (32) or the maximum (222), the two the TPM spec permits; any other salt, or PKCS#1 v1.5, is refused', () => {
     const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const msg = load('rsapss-sha256').attest;
     const pss = (saltLength: number) =>
       sign('sha256', msg, { key: privateKey, padding: nodeConstants.RSA_PKCS1_PSS_PADDING, saltLength });
     const mk = (sig: Buffer): TpmtSignature => ({ sigAlg: TPM_ALG.RSAPSS, hashAlg: TPM_ALG.SHA256, sig });
     expect(verifyTpmSignature(msg, mk(pss(32)), publicKey)).toBe(true);
-    expect(verifyTpmSignature(msg, mk(pss(222)), publicKey)).toBe(false);
+    expect(verifyTpmSignature(msg, mk(pss(222)), publicKey)).toBe(true);
+    for (const salt of [0, 20, 31, 33, 64, 221])
+      expect(verifyTpmSignature(msg, mk(pss(salt)), publicKey), String(salt)).toBe(false);
+    const pkcs1 = sign('sha256', msg, { key: privateKey, padding: nodeConstants.RSA_PKCS1_PADDING });
+    expect(verifyTpmSignature(msg, mk(pkcs1), publicKey)).toBe(false);
+    // and a PSS signature is never accepted as RSASSA
+    const asRsassa: TpmtSignature = { sigAlg: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256, sig: pss(32) };
+    expect(verifyTpmSignature(msg, asRsassa, publicKey)).toBe(false);
   });
 
   it('an RSA signature longer than the modulus is refused (TPM_SIGNATURE_LENGTH_INVALID)', () => {

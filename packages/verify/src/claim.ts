@@ -9,6 +9,7 @@ import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
 import { challengeCheck, keyThumbprintCheck, preimageChecks, reportDataCheck } from './claim-binding.js';
 import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
+import { type FieldSource, markFields } from './common/fields.js';
 import { tryB64u } from './common/kind.js';
 import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
@@ -23,6 +24,7 @@ import {
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_BINDING_CHECK,
   HARDWARE_SIGNATURE_CHECK,
+  intermediateAnchorNotes,
   pass,
   quoteUntrusted,
   type ReasonCode,
@@ -231,11 +233,13 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   const checks: CheckResult[] = [];
   const notes: string[] = [];
   const anchors: AnchorUsed[] = [];
+  let fieldSources: FieldSource[] | undefined;
   const report = (): VerificationReport => ({
     verdict: computeVerdict(checks),
     checks,
     anchors_used: anchors,
-    notes,
+    notes: [...notes, ...intermediateAnchorNotes(anchors)],
+    ...(fieldSources ? { fields: markFields(fieldSources, checks) } : {}),
   });
 
   const shape = claimSchema.safeParse(claim);
@@ -255,7 +259,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   const expectedReportData = reportDataCheck(c, thumb, digest, checks);
   sequenceCheck(c, opts.previousClaim, checks);
   pinChecks(c, opts, checks);
-  verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
+  fieldSources = verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);
   measurementChecks(c, raw, opts, checks, notes);
   // audit bundle
   if (opts.bundle === undefined) {
@@ -297,7 +301,7 @@ function verifyEvidence(
   checks: CheckResult[],
   notes: string[],
   anchors: AnchorUsed[],
-): void {
+): FieldSource[] | undefined {
   const ev = c.evidence;
   const allowed = opts.referenceValues?.allowed_tee_types;
   if (allowed && ev.status === 'bound') {
@@ -336,10 +340,24 @@ function verifyEvidence(
     at: opts.now ?? new Date(),
     ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
     ...(opts.requiredPcrs ? { requiredPcrs: opts.requiredPcrs } : {}),
+    ...previousTpmAttest(opts.previousClaim),
   });
   checks.push(...r.checks);
   anchors.push(...r.anchors);
   notes.push(...r.notes);
+  return r.fields;
+}
+
+/**
+ * The previous claim's TPM quote (TPMS_ATTEST), for `tpm.clock`; none when the previous claim
+ * carries no TPM quote (then `tpm.clock` is not reported). Bytes that are not base64url are
+ * passed as empty, which the clock check reports as not parsing.
+ */
+function previousTpmAttest(previousClaim: unknown): { previousTpmAttest?: Uint8Array } {
+  const attest = (previousClaim as { evidence?: { tpm?: { attest?: unknown } | null } } | null | undefined)
+    ?.evidence?.tpm?.attest;
+  if (typeof attest !== 'string') return {};
+  return { previousTpmAttest: tryB64u(attest) ?? Buffer.alloc(0) };
 }
 
 /** A claim that says its hardware binding is absent: the hardware checks are `absent`. */

@@ -5,6 +5,8 @@
  * nonce / report data the relying party supplies (and is `not-applicable` otherwise). Each kind
  * is run through the registry (kinds.ts); the glue here is shared by all of them.
  */
+
+import { markFields } from './common/fields.js';
 import type { RawEvidenceOptions } from './common/raw.js';
 import { verifyEventLog } from './eventlog.js';
 import { EVIDENCE_KINDS, type RawEvidenceByKind } from './kinds.js';
@@ -16,6 +18,8 @@ import {
   fail,
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_SIGNATURE_CHECK,
+  intermediateAnchorNotes,
+  NOT_FRESH_NO_NONCE,
   pass,
   type VerificationReport,
 } from './result.js';
@@ -61,9 +65,10 @@ function report(checks: CheckResult[], anchors: AnchorUsed[], notes: string[]): 
   }
   if (!checks.some((c) => c.id === 'evidence.binding' && c.status === 'pass')) {
     notes.push(
-      'No expected nonce / report data was checked: the evidence is not shown to be fresh or bound to anything.',
+      `${NOT_FRESH_NO_NONCE[0]?.toUpperCase()}${NOT_FRESH_NO_NONCE.slice(1)}: no expected nonce / report data was checked, so the evidence is not shown to be fresh or bound to anything.`,
     );
   }
+  notes.push(...intermediateAnchorNotes(anchors));
   return { verdict, checks, anchors_used: anchors, notes };
 }
 
@@ -85,6 +90,7 @@ export function verifyRawEvidence<K extends keyof RawEvidenceByKind>(
     });
     const out = report([teeTypeCheck(k.tee, opts.referenceValues), ...r.checks], r.anchors, r.notes);
     if (r.eventLog) out.event_log = r.eventLog;
+    if (r.fields) out.fields = markFields(r.fields, out.checks);
     return out;
   });
 }

@@ -1,7 +1,15 @@
 /**
  * Rendering of a {@link VerificationReport} as human-readable text or JSON.
  */
-import { type CheckStatus, HARDWARE_ANCHOR_CHECK, type Verdict, type VerificationReport } from './result.js';
+import {
+  type CheckStatus,
+  CLAIM_SIGNATURE_CHECK,
+  HARDWARE_ANCHOR_CHECK,
+  HARDWARE_BINDING_CHECK,
+  NOT_FRESH_NO_NONCE,
+  type Verdict,
+  type VerificationReport,
+} from './result.js';
 
 const VERDICT_TEXT: Record<Verdict, string> = {
   'hardware-attested':
@@ -11,6 +19,22 @@ const VERDICT_TEXT: Record<Verdict, string> = {
   'signed-only': 'the claim signature is valid; there is no valid hardware binding',
   invalid: 'at least one check failed',
 };
+
+/** Raw evidence (no claim): nothing is "bound to the claim"; freshness is stated as checked. */
+function rawVerdictText(report: VerificationReport): string {
+  const binding = report.checks.find((c) => c.id === HARDWARE_BINDING_CHECK);
+  const fresh = binding?.status === 'pass' ? 'carries the expected nonce / report data' : NOT_FRESH_NO_NONCE;
+  switch (report.verdict) {
+    case 'hardware-attested':
+      return `hardware signature valid; signing key chained to a pinned root; ${fresh}`;
+    case 'hardware-unanchored':
+      return `hardware signature valid, but its signing key is NOT chained to a pinned root; ${fresh}`;
+    case 'signed-only':
+      return 'no hardware signature was verified';
+    default:
+      return VERDICT_TEXT.invalid;
+  }
+}
 
 const STATUS_TEXT: Record<CheckStatus, string> = {
   pass: 'PASS',
@@ -27,12 +51,15 @@ function clean(s: string): string {
 
 /**
  * Human-readable report: a verdict line, every check (status, id, reason code, detail), the
- * trust anchors used (stating explicitly when the AK is not anchored to a pinned root), the
- * notes and any execution_id groups. Ends with a newline.
+ * trust anchors used (stating explicitly when the AK is not anchored to a pinned root), every
+ * appraised evidence field marked VERIFIED / UNVERIFIED, the notes and any execution_id groups.
+ * Ends with a newline.
  */
 export function renderText(report: VerificationReport): string {
   const lines: string[] = [];
-  lines.push(`Verdict: ${report.verdict.toUpperCase()} (${VERDICT_TEXT[report.verdict]})`);
+  const raw = !report.checks.some((c) => c.id === CLAIM_SIGNATURE_CHECK);
+  const text = raw ? rawVerdictText(report) : VERDICT_TEXT[report.verdict];
+  lines.push(`Verdict: ${report.verdict.toUpperCase()} (${text})`);
   const failed = report.checks.filter((c) => c.status === 'fail');
   if (failed.length) lines.push(`Failed: ${failed.map((c) => `${c.id} ${c.reason_code}`).join(', ')}`);
   lines.push('', 'Checks:');
@@ -44,7 +71,14 @@ export function renderText(report: VerificationReport): string {
   }
   lines.push('', 'Trust anchors:');
   if (report.anchors_used.length === 0) lines.push('  none used');
-  for (const a of report.anchors_used) lines.push(`  ${clean(a.name)}  SHA-256 ${a.sha256_fingerprint}`);
+  for (const a of report.anchors_used) {
+    lines.push(`  ${clean(a.name)}  SHA-256 ${a.sha256_fingerprint}`);
+    if (a.intermediate) {
+      lines.push(
+        '    WARNING: this anchor is an intermediate CA pinned with anchor: intermediate, not a self-signed root',
+      );
+    }
+  }
   const anchor = report.checks.find((c) => c.id === HARDWARE_ANCHOR_CHECK);
   if (anchor && anchor.status !== 'pass') {
     lines.push(`  The signing key (AK) is NOT anchored to a pinned root (${anchor.reason_code}).`);
@@ -58,6 +92,15 @@ export function renderText(report: VerificationReport): string {
     for (const [bank, pcrs] of Object.entries(el.pcrs)) {
       for (const [i, v] of Object.entries(pcrs))
         lines.push(`  ${bank.padEnd(6)} PCR ${i.padStart(2)}  ${clean(v)}`);
+    }
+  }
+  if (report.fields?.length) {
+    lines.push('', 'Fields (verified = covered by a checked signature and a chain to a pinned root):');
+    const w = Math.max(...report.fields.map((f) => f.name.length));
+    for (const f of report.fields) {
+      lines.push(
+        `  ${(f.verified ? 'VERIFIED' : 'UNVERIFIED').padEnd(10)} ${f.name.padEnd(w)}  ${clean(f.value)}`,
+      );
     }
   }
   if (report.notes.length) {

@@ -64,6 +64,10 @@ export const REASON_CODES = {
   TPM_STRUCTURE_MALFORMED: 'a TPM structure (TPML_*, TPM2B_*, TPMS_NV_PUBLIC) does not unmarshal exactly',
   TPM_SIGNATURE_MALFORMED: 'TPMT_SIGNATURE does not unmarshal exactly',
   TPM_SIGNATURE_UNSUPPORTED: 'TPMT_SIGNATURE algorithm or hash is not supported',
+  TPM_FILE_LAYOUT_MISMATCH: 'a TPM file has another layout than its flag takes (the detail names it)',
+  PCR_FILE_MALFORMED: 'a tpm2-tools PCR values file does not parse or does not fit the quote selection',
+  TPM_SIGNATURE_SCHEME_UNKNOWN:
+    'a plain signature whose scheme and hash nothing names (AK TPMT_PUBLIC, --tpm-sig-format)',
   TPM_SIGNATURE_LENGTH_INVALID: 'RSA signature length differs from the modulus size, or ECDSA r/s too long',
   AK_PUBLIC_MALFORMED: 'TPMT_PUBLIC does not unmarshal exactly or is not a valid key',
   AK_PUBLIC_UNSUPPORTED: 'TPMT_PUBLIC key type, curve, size or nameAlg is not supported',
@@ -80,6 +84,12 @@ export const REASON_CODES = {
   PCR_VALUE_MISSING: 'a selected PCR has no supplied value',
   PCR_VALUE_UNSELECTED: 'a PCR value is supplied that the quote does not cover',
   PCR_DIGEST_MISMATCH: 'pcrDigest recomputed from the values (selection order) differs from the quote',
+  TPM_CLOCK_ROLLBACK:
+    'TPMS_CLOCK_INFO is before the previous quote: lower resetCount, lower restartCount in one reset, or lower clock in one reset/restart',
+  NO_PREVIOUS_QUOTE:
+    'no previous quote (or claim with a TPM quote) was supplied to compare the TPM clock with',
+  PREVIOUS_QUOTE_MALFORMED: 'the previous quote supplied for the clock comparison does not parse',
+  PREVIOUS_QUOTE_OTHER_SIGNER: 'the previous quote was signed by another key (qualifiedSigner differs)',
   // audit bundle
   BUNDLE_NOT_PROVIDED: 'no audit bundle was supplied',
   BUNDLE_MALFORMED: 'the audit bundle does not have the bundle v1 shape',
@@ -114,6 +124,8 @@ export const REASON_CODES = {
   END_ENTITY_INVALID: 'the leaf certificate breaks the end-entity profile (CA flag, EKU, key usage, name)',
   ROOT_NOT_PINNED: 'the chain ends at a self-signed root whose SHA-256 fingerprint is not pinned',
   ANCHOR_PURPOSE_MISMATCH: 'the chain ends at a pinned root for another purpose or product',
+  ANCHOR_NOT_ROOT:
+    'the chain passes a pinned certificate that is not self-signed and whose entry does not say anchor: intermediate',
   CERT_REVOKED: 'a certificate of the chain is listed in a CRL',
   // trust store and reference values
   TRUST_STORE_INVALID: 'the trust store file does not validate',
@@ -228,6 +240,8 @@ export interface AnchorUsed {
   used_for?: string;
   /** Colon-separated uppercase hex SHA-256 of the certificate DER. */
   sha256_fingerprint: string;
+  /** True when the anchor is an intermediate pinned with `anchor: intermediate` (a warning). */
+  intermediate?: boolean;
 }
 
 /**
@@ -254,6 +268,17 @@ export interface EventLogSummary {
   pcrs: Record<string, Record<string, string>>;
 }
 
+/**
+ * A field of the evidence a relying party appraises, with its value (lowercase hex, or decimal for
+ * counters) and whether it is `verified`: covered by a signature that passed and a chain to a
+ * pinned root (and, for a PCR, by the quoted pcrDigest).
+ */
+export interface EvidenceField {
+  name: string;
+  value: string;
+  verified: boolean;
+}
+
 /** The full report a verifier prints (text or JSON). */
 export interface VerificationReport {
   verdict: Verdict;
@@ -263,6 +288,8 @@ export interface VerificationReport {
   execution_id_groups?: ExecutionIdGroup[];
   /** Present when an event log was supplied and parsed. */
   event_log?: EventLogSummary;
+  /** Every appraised field of the evidence that parsed (see {@link EvidenceField}). */
+  fields?: EvidenceField[];
 }
 
 /** Id of the check that a hardware signature covers the evidence (TPM quote, SNP report…). */
@@ -271,6 +298,11 @@ export const HARDWARE_SIGNATURE_CHECK = 'evidence.signature';
 export const HARDWARE_BINDING_CHECK = 'evidence.binding';
 /** Id of the check that the hardware signing key chains to a pinned root. */
 export const HARDWARE_ANCHOR_CHECK = 'evidence.anchor';
+/**
+ * Detail of a raw-evidence `evidence.binding` that is `not-applicable` because the relying party
+ * gave no nonce / report data: such evidence is never said to be fresh or bound to anything.
+ */
+export const NOT_FRESH_NO_NONCE = 'not fresh: no nonce given';
 /** Id of the claim signature check. */
 export const CLAIM_SIGNATURE_CHECK = 'claim.signature';
 
@@ -311,6 +343,16 @@ export function computeVerdict(checks: readonly CheckResult[]): Verdict {
     return status(HARDWARE_ANCHOR_CHECK) === 'pass' ? 'hardware-attested' : 'hardware-unanchored';
   }
   return 'signed-only';
+}
+
+/** The report note for anchors that are intermediates pinned with `anchor: intermediate`. */
+export function intermediateAnchorNotes(anchors: readonly AnchorUsed[]): string[] {
+  return anchors
+    .filter((a) => a.intermediate)
+    .map(
+      (a) =>
+        `WARNING: ${quoteUntrusted(a.name)} anchors ${a.used_for ?? 'a chain'} as an intermediate CA (trust store says anchor: intermediate), not as a self-signed root.`,
+    );
 }
 
 /** Bounded, escaped rendering of an untrusted string for `detail` text (max `max` chars). */

@@ -51,12 +51,35 @@ export const trustRootSchema = z.strictObject({
   source: z.string().min(1),
   /** How it was confirmed, or why it was not. */
   verified: z.string().optional(),
+  /**
+   * `intermediate`: this entry may anchor although it is not self-signed (the relying party
+   * trusts the CA below the vendor root; reported as a warning). Default: an entry anchors only
+   * when its certificate is self-signed.
+   */
+  anchor: z.enum(['root', 'intermediate']).optional(),
 });
 export type TrustRoot = z.infer<typeof trustRootSchema>;
 
 /** zod schema of the trust store file. */
 export const trustStoreSchema = z
-  .strictObject({ version: z.literal(1), roots: z.array(trustRootSchema) })
+  .strictObject({
+    version: z.literal(1),
+    roots: z.array(trustRootSchema),
+    /**
+     * The Intel TD Quoting Enclave's identity (Intel PCS QE identity `mrsigner`, `isvprodid`): a
+     * TDX quote verified without collateral must have a QE report with these values.
+     */
+    intel_qe_identity: z
+      .strictObject({
+        mrsigner: z
+          .string()
+          .transform((x) => x.toLowerCase())
+          .pipe(z.string().regex(/^[0-9a-f]{64}$/, 'not 32 bytes of hex')),
+        isvprodid: z.number().int().min(0).max(0xffff),
+        source: z.string().min(1),
+      })
+      .optional(),
+  })
   .superRefine((ts, ctx) => {
     ts.roots.forEach((r, i) => {
       if (r.purpose === 'amd-ark' && !r.product) {

@@ -9,6 +9,7 @@
 import 'reflect-metadata';
 import { type KeyObject, X509Certificate as NodeCert } from 'node:crypto';
 import * as px from '@peculiar/x509';
+import * as asn1js from 'asn1js';
 import { sha256hex } from './crypto/hash.js';
 import { CmcpError } from './errors/index.js';
 import type { AnchorUsed, ReasonCode } from './result.js';
@@ -68,7 +69,9 @@ export function parseCert(der: Uint8Array): Cert {
   } catch (err) {
     throw new CertError('CERT_MALFORMED', `not an X.509 certificate (${errText(err)})`);
   }
-  if (!Buffer.from(pc.rawData).equals(buf)) {
+  // Both parsers tolerate bytes after the outer SEQUENCE (a PEM body whose '=' padding became a
+  // base64 character decodes to one): the DER must end exactly where the certificate does.
+  if (!Buffer.from(pc.rawData).equals(buf) || asn1js.fromBER(new Uint8Array(buf)).offset !== buf.length) {
     throw new CertError('CERT_MALFORMED', 'certificate DER has trailing or re-encoded bytes');
   }
   const cert: Cert = {
@@ -233,7 +236,10 @@ function shortName(c: Cert): string {
  *
  * - `anchored`: everything holds.
  * - `unpinned`: the path is valid up to a self-signed root that is not pinned for this use
- *   (ROOT_NOT_PINNED, or ANCHOR_PURPOSE_MISMATCH when pinned for another use).
+ *   (ROOT_NOT_PINNED, or ANCHOR_PURPOSE_MISMATCH when pinned for another use), or it passes a
+ *   pinned certificate that is not self-signed and whose entry does not say
+ *   `anchor: intermediate` (ANCHOR_NOT_ROOT) — pinning an intermediate anchors nothing unless
+ *   the store says so explicitly; then the anchor is marked `intermediate` (a warning).
  * - `invalid`: anything else (CHAIN_INCOMPLETE, CHAIN_SIGNATURE_INVALID, CHAIN_CA_INVALID,
  *   CERT_NOT_VALID_AT_TIME, END_ENTITY_INVALID).
  */
@@ -245,12 +251,17 @@ export function validateChain(input: ChainInput): ChainResult {
   const path: Cert[] = [leaf];
   let root: TrustRoot | undefined;
   let end: 'pinned' | 'self-signed' | null = null;
+  // A pinned certificate anchors only as a root (self-signed) unless its entry says
+  // `anchor: intermediate`; a pinned intermediate without it is walked past like any other.
+  let pinnedNotRoot: TrustRoot | undefined;
   for (let cur = leaf; ; ) {
-    root = pinned.get(cur.sha256);
-    if (root) {
+    const hit = pinned.get(cur.sha256);
+    if (hit && (hit.anchor === 'intermediate' || issuedBy(cur, cur))) {
+      root = hit;
       end = 'pinned';
       break;
     }
+    if (hit) pinnedNotRoot ??= hit;
     if (path.length > MAX_DEPTH) {
       return { status: 'invalid', path, code: 'CHAIN_CA_INVALID', detail: `chain longer than ${MAX_DEPTH}` };
     }
@@ -261,6 +272,7 @@ export function validateChain(input: ChainInput): ChainResult {
         break;
       }
       const forged = pool.some((c) => c !== cur && namesMatch(cur, c));
+      if (pinnedNotRoot && !forged) return notRoot(path, pinnedNotRoot);
       return {
         status: 'invalid',
         path,
@@ -332,10 +344,20 @@ export function validateChain(input: ChainInput): ChainResult {
       status: 'anchored',
       path,
       root,
-      anchor: { name: root.name, sha256_fingerprint: colonFingerprint(root.sha256), used_for: input.usedFor },
-      detail: `${names}; valid at ${input.at.toISOString()}; root pinned as ${JSON.stringify(root.name)}`,
+      anchor: {
+        name: root.name,
+        sha256_fingerprint: colonFingerprint(root.sha256),
+        used_for: input.usedFor,
+        ...(root.anchor === 'intermediate' ? { intermediate: true } : {}),
+      },
+      detail: `${names}; valid at ${input.at.toISOString()}; ${
+        root.anchor === 'intermediate'
+          ? `anchored at the INTERMEDIATE pinned as ${JSON.stringify(root.name)} (anchor: intermediate)`
+          : `root pinned as ${JSON.stringify(root.name)}`
+      }`,
     };
   }
+  if (pinnedNotRoot) return notRoot(path, pinnedNotRoot);
   const elsewhere = other.get(top.sha256);
   return {
     status: 'unpinned',
@@ -344,6 +366,16 @@ export function validateChain(input: ChainInput): ChainResult {
     detail: elsewhere
       ? `${names}; the root is pinned as ${JSON.stringify(elsewhere.name)} (${elsewhere.purpose}${elsewhere.product ? ` ${elsewhere.product}` : ''}), not for this use`
       : `${names}; root SHA-256 ${colonFingerprint(top.sha256)} is not pinned`,
+  };
+}
+
+/** A path through a pinned certificate that is not self-signed and not marked `anchor: intermediate`. */
+function notRoot(path: Cert[], entry: TrustRoot): ChainResult {
+  return {
+    status: 'unpinned',
+    path,
+    code: 'ANCHOR_NOT_ROOT',
+    detail: `${path.map(shortName).join(' ← ')}; ${JSON.stringify(entry.name)} is pinned but is not self-signed: a trust-store entry anchors only as a root unless it says anchor: intermediate`,
   };
 }
 

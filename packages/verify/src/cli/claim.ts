@@ -13,7 +13,6 @@
 import type { Command } from 'commander';
 import { type VerifyClaimOptions, verifyClaim } from '../claim.js';
 import { renderJson, renderText } from '../render.js';
-import type { Verdict } from '../result.js';
 import {
   errorLine,
   loadPolicyOptions,
@@ -22,6 +21,7 @@ import {
   VerifyInputError,
   type VerifyIo,
 } from './input.js';
+import { requiredVerdict, verdictExitCode } from './require.js';
 
 /** Largest input file accepted (bytes). */
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
@@ -44,9 +44,6 @@ export interface VerifyCliOptions {
   /** Verification time (RFC 3339) for certificate and collateral validity (default: now). */
   at?: string;
 }
-
-/** Verdicts from strongest to weakest (docs/spec/claims.md). */
-const VERDICT_ORDER: Verdict[] = ['hardware-attested', 'hardware-unanchored', 'signed-only', 'invalid'];
 
 async function readJson(path: string, what: string): Promise<unknown> {
   const text = (await readInputFile(path, what, MAX_INPUT_BYTES)).toString('utf8');
@@ -116,13 +113,11 @@ export async function runVerify(
     if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
     if (opts.previousClaim !== undefined)
       vopts.previousClaim = await readJson(opts.previousClaim, 'previous claim');
-    const minimum = opts.require ?? 'signed-only';
-    if (!VERDICT_ORDER.includes(minimum as Verdict) || minimum === 'invalid')
-      throw new VerifyInputError(`--require must be one of ${VERDICT_ORDER.slice(0, 3).join(', ')}`);
+    const minimum = requiredVerdict(opts.require, 'signed-only');
     const report = await verifyClaim(claim, vopts);
     io.stdout(opts.json ? renderJson(report) : renderText(report));
     // Exit 1 for `invalid`, and for any verdict weaker than the one the relying party requires.
-    return VERDICT_ORDER.indexOf(report.verdict) > VERDICT_ORDER.indexOf(minimum as Verdict) ? 1 : 0;
+    return verdictExitCode(report.verdict, minimum);
   } catch (err) {
     io.stderr(errorLine(label, err));
     return 2;

@@ -3,23 +3,24 @@
  * with the same checks, verdicts and output as the claim command. `cmcp-verify evidence` and the
  * gateway's `cmcp verify-evidence` are this one definition under two names.
  *
- * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-cert <f>…`,
- *   `--nonce <hex>`, `--pcrs-file <yaml|json>`, `--event-log <file>`]
+ * - TPM: `--tpm-quote <attest> --tpm-sig <sig> --ak <key>` [`--tpm-sig-format`, `--ak-parent-name`
+ *   | `--ak-parent`, `--ak-cert <f>…`, `--pcrs-file <file>`, `--event-log <file>`] — the files as
+ *   tpm2-tools writes them (./tpm-files.ts)
  * - TCG2 event log alone: `--event-log <file>` (replayed PCRs are reported; nothing is signed)
- * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`, `--report-data <hex>`]
- * - TDX: `--tdx-quote <quote>` [`--report-data <hex>`, `--tcb-info`, `--qe-identity`,
+ * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`]
+ * - TDX: `--tdx-quote <quote>` [`--tcb-info`, `--qe-identity`,
  *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`]
  * - Azure CVM: `--azure-hcl-report <nv 0x01400001> --tpm-quote <attest> --tpm-sig <sig>` [`--ak
  *   <TPMT_PUBLIC>`, `--nonce`, `--pcrs-file`; SNP: `--certs`, `--product`; TDX: `--tdx-quote` and
  *   the collateral flags] (./azure.ts)
- * - all: `--trust-store`, `--reference-values`, `--at <RFC 3339>`, `--json`
+ * - all: `--trust-store`, `--reference-values`, `--at <RFC 3339>`, `--json`, `--require`;
+ *   freshness: one of `--nonce`, `--nonce-text`, `--report-data` (./freshness.ts)
  *
- * Exit codes: 0 when the verdict is not `invalid`; 1 when it is; 2 for unreadable input or usage
- * errors (one line on stderr, no stack trace).
+ * Exit codes: 0 when the verdict is at least `--require` (default `hardware-attested`); 1 when
+ * it is `invalid` or weaker; 2 for unreadable input or usage errors (one line on stderr, no
+ * stack trace).
  */
-import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
 import type { Command } from 'commander';
-import { parse as parseYaml } from 'yaml';
 import {
   verifyAzureCvmEvidence,
   verifyEventLogEvidence,
@@ -30,9 +31,10 @@ import {
 import { renderJson, renderText } from '../render.js';
 import type { VerificationReport } from '../result.js';
 import type { TdxCollateral } from '../tdx/collateral.js';
-import { type PcrValue, TPM_ALG, TPM_GENERATED_VALUE, unwrapTpm2bAttest } from '../tpm/index.js';
+import type { RawTpmEvidence } from '../tpm/index.js';
 import { SNP_PRODUCTS, type SnpProduct } from '../trust.js';
 import { azureEvidenceFrom } from './azure.js';
+import { expectedFreshness, hexArg } from './freshness.js';
 import {
   errorLine,
   loadPolicyOptions,
@@ -41,17 +43,78 @@ import {
   VerifyInputError,
   type VerifyIo,
 } from './input.js';
+import { requiredVerdict, verdictExitCode } from './require.js';
+import {
+  akFrom,
+  parentNameFrom,
+  parentQualifiedNameFrom,
+  pcrValuesFrom,
+  quoteFrom,
+  signatureFormat,
+  signatureFrom,
+} from './tpm-files.js';
 
 const MAX_INPUT_BYTES = 16 * 1024 * 1024;
+
+/** The TPM part of the raw evidence from the TPM flags (./tpm-files.ts). */
+async function tpmInputs(opts: VerifyEvidenceCliOptions, nonce: Buffer | undefined): Promise<RawTpmEvidence> {
+  if (opts.akParentName !== undefined && opts.akParent !== undefined) {
+    throw new VerifyInputError('give at most one of --ak-parent-name, --ak-parent');
+  }
+  const fmt = signatureFormat(opts.tpmSigFormat);
+  const attest = quoteFrom(await readBytes(opts.tpmQuote as string, 'TPM quote'), opts.tpmQuote as string);
+  const parent =
+    opts.akParentName !== undefined
+      ? parentNameFrom(
+          opts.akParentName,
+          opts.akParentName.startsWith('@')
+            ? await readBytes(opts.akParentName.slice(1), 'AK parent name')
+            : null,
+        )
+      : opts.akParent !== undefined
+        ? parentQualifiedNameFrom(await readBytes(opts.akParent, 'AK parent public area'), opts.akParent)
+        : undefined;
+  return {
+    attest,
+    signature: signatureFrom(
+      await readBytes(opts.tpmSig as string, 'TPM signature'),
+      opts.tpmSig as string,
+      fmt,
+    ),
+    signatureFormat: fmt,
+    ak: akFrom(await readBytes(opts.ak as string, 'AK'), opts.ak as string),
+    ...(parent ? { akParentQualifiedName: parent } : {}),
+    ...(opts.previousQuote !== undefined
+      ? {
+          previousAttest: quoteFrom(
+            await readBytes(opts.previousQuote, 'previous TPM quote'),
+            opts.previousQuote,
+            '--previous-quote',
+          ),
+        }
+      : {}),
+    akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
+    ...(nonce ? { nonce } : {}),
+    ...(opts.pcrsFile !== undefined
+      ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file'), opts.pcrsFile, attest) }
+      : {}),
+    ...(opts.eventLog !== undefined ? { eventLog: await readBytes(opts.eventLog, 'event log') } : {}),
+  };
+}
 
 /** Options of `verify-evidence`, as commander parses them. */
 export interface VerifyEvidenceCliOptions {
   tpmQuote?: string;
   tpmSig?: string;
+  azureHclReport?: string;
   tpmSigFormat?: string;
   ak?: string;
+  akParentName?: string;
+  akParent?: string;
+  previousQuote?: string;
   akCert?: string[];
   nonce?: string;
+  nonceText?: string;
   pcrsFile?: string;
   eventLog?: string;
   snpReport?: string;
@@ -59,7 +122,6 @@ export interface VerifyEvidenceCliOptions {
   product?: string;
   reportData?: string;
   tdxQuote?: string;
-  azureHclReport?: string;
   tcbInfo?: string;
   qeIdentity?: string;
   tcbSigningChain?: string;
@@ -69,59 +131,81 @@ export interface VerifyEvidenceCliOptions {
   referenceValues?: string;
   at?: string;
   json?: boolean;
+  /** Weakest acceptable verdict; default hardware-attested. */
+  require?: string;
 }
 
 function readBytes(path: string, what: string): Promise<Buffer> {
   return readInputFile(path, what, MAX_INPUT_BYTES);
 }
 
-function hexArg(text: string, flag: string, len?: number): Buffer {
-  const t = text.trim();
-  if (!/^([0-9a-fA-F]{2})+$/.test(t) || (len !== undefined && t.length !== 2 * len)) {
-    throw new VerifyInputError(`${flag} must be ${len === undefined ? '' : `${len} bytes of `}hex`);
-  }
-  return Buffer.from(t, 'hex');
-}
-
-/** A nonce/report-data argument: hex text, or `@file` holding hex text. */
-async function hexOrFile(value: string, flag: string, len?: number): Promise<Buffer> {
-  if (value.startsWith('@'))
-    return hexArg((await readBytes(value.slice(1), flag)).toString('utf8'), flag, len);
-  return hexArg(value, flag, len);
-}
-
-/** AK: PEM (SPKI or certificate), DER SPKI, or TPMT_PUBLIC wire bytes. */
-function akFrom(bytes: Buffer): { public: Uint8Array } | { key: KeyObject } {
-  const text = bytes.toString('latin1');
+/**
+ * Runs the evidence command and returns its exit code (0, 1 or 2); writes the report to
+ * `io.stdout` and errors to `io.stderr` as one line prefixed with `label`. Never throws.
+ */
+export async function runVerifyEvidence(
+  opts: VerifyEvidenceCliOptions,
+  io: VerifyIo = processIo(),
+  label = 'cmcp-verify evidence',
+): Promise<number> {
   try {
-    if (text.startsWith('-----BEGIN CERTIFICATE-----')) {
-      return { key: new X509Certificate(bytes).publicKey };
+    if (opts.azureHclReport !== undefined) return await runAzure(opts, io);
+    const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
+    const logOnly = kinds.length === 0 && opts.eventLog !== undefined;
+    if (kinds.length !== 1 && !logOnly) {
+      throw new VerifyInputError(
+        'give exactly one of --tpm-quote, --snp-report, --tdx-quote (or --event-log alone)',
+      );
     }
-    if (text.startsWith('-----BEGIN')) return { key: createPublicKey(text) };
-    if (bytes[0] === 0x30) return { key: createPublicKey({ key: bytes, format: 'der', type: 'spki' }) };
-  } catch {
-    throw new VerifyInputError('--ak is not a usable public key');
-  }
-  return { public: bytes };
-}
-
-/** PCR values file: YAML/JSON map of SHA-256 PCR index → hex value. */
-function pcrValuesFrom(bytes: Buffer): PcrValue[] {
-  let doc: unknown;
-  try {
-    doc = parseYaml(bytes.toString('utf8'), { maxAliasCount: 0 });
-  } catch {
-    throw new VerifyInputError('--pcrs-file is not YAML/JSON (a map of PCR index to hex SHA-256 value)');
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
-    throw new VerifyInputError('--pcrs-file must map PCR index to hex SHA-256 value');
-  }
-  return Object.entries(doc as Record<string, unknown>).map(([k, v]) => {
-    if (!/^(0|[1-9]\d?)$/.test(k) || Number(k) > 23 || typeof v !== 'string') {
-      throw new VerifyInputError('--pcrs-file must map PCR index (0-23) to a hex string');
+    if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
+      throw new VerifyInputError('--event-log goes with --tpm-quote (or alone)');
     }
-    return { hashAlg: TPM_ALG.SHA256, index: Number(k), value: hexArg(v, `--pcrs-file PCR ${k}`, 32) };
-  });
+    const minimum = requiredVerdict(opts.require, 'hardware-attested');
+    const fresh = await expectedFreshness(opts, async (p, what) =>
+      (await readBytes(p, what)).toString('utf8'),
+    );
+    const policy = loadPolicyOptions(opts);
+    const common = {
+      trustStore: policy.trustStore,
+      ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
+      ...(policy.now ? { now: policy.now } : {}),
+    };
+    let report: VerificationReport;
+    if (logOnly) {
+      report = await verifyEventLogEvidence({ log: await readBytes(opts.eventLog as string, 'event log') });
+    } else if (opts.tpmQuote !== undefined) {
+      if (opts.tpmSig === undefined || opts.ak === undefined) {
+        throw new VerifyInputError('--tpm-quote needs --tpm-sig and --ak');
+      }
+      report = await verifyTpmEvidence({ ...common, ...(await tpmInputs(opts, fresh?.bytes)) });
+    } else if (opts.snpReport !== undefined) {
+      if (!opts.certs?.length)
+        throw new VerifyInputError('--snp-report needs --certs (VCEK/VLEK and ASK/ARK)');
+      if (opts.product !== undefined && !(SNP_PRODUCTS as readonly string[]).includes(opts.product)) {
+        throw new VerifyInputError(`--product must be one of ${SNP_PRODUCTS.join(', ')}`);
+      }
+      report = await verifySnpEvidence({
+        ...common,
+        report: await readBytes(opts.snpReport, 'SEV-SNP report'),
+        certs: await Promise.all(opts.certs.map((f) => readBytes(f, 'certificate'))),
+        ...(opts.product ? { product: opts.product as SnpProduct } : {}),
+        ...(fresh ? { expectedReportData: fresh.bytes } : {}),
+      });
+    } else {
+      const collateral = await tdxCollateralFrom(opts);
+      report = await verifyTdxEvidence({
+        ...common,
+        quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
+        ...(collateral ? { collateral } : {}),
+        ...(fresh ? { expectedReportData: fresh.bytes } : {}),
+      });
+    }
+    io.stdout(opts.json ? renderJson(report) : renderText(report));
+    return verdictExitCode(report.verdict, minimum);
+  } catch (err) {
+    io.stderr(errorLine(label, err));
+    return 2;
+  }
 }
 
 /** The TDX collateral flags' files, or undefined when none was given. */
@@ -139,113 +223,41 @@ async function tdxCollateralFrom(opts: VerifyEvidenceCliOptions): Promise<TdxCol
 }
 
 /**
- * Runs the evidence command and returns its exit code (0, 1 or 2); writes the report to
- * `io.stdout` and errors to `io.stderr` as one line prefixed with `label`. Never throws.
+ * The Azure CVM chain (./azure.ts): HCL report → runtime data → HCLAkPub → vTPM quote, and the
+ * hardware report under its chain. Exits as the other kinds do (`--require`, default hardware-attested).
  */
-export async function runVerifyEvidence(
-  opts: VerifyEvidenceCliOptions,
-  io: VerifyIo = processIo(),
-  label = 'cmcp-verify evidence',
-): Promise<number> {
-  try {
-    if (opts.azureHclReport !== undefined) {
-      const policy = loadPolicyOptions(opts);
-      const report = verifyAzureCvmEvidence({
-        trustStore: policy.trustStore,
-        ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
-        ...(policy.now ? { now: policy.now } : {}),
-        ...(await azureEvidenceFrom(opts, {
-          read: readBytes,
-          hex: (v, flag) => hexOrFile(v, flag),
-          pcrValues: pcrValuesFrom,
-          collateral: await tdxCollateralFrom(opts),
-        })),
-      });
-      io.stdout(opts.json ? renderJson(report) : renderText(report));
-      return report.verdict === 'invalid' ? 1 : 0;
-    }
-    const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
-    const logOnly = kinds.length === 0 && opts.eventLog !== undefined;
-    if (kinds.length !== 1 && !logOnly) {
-      throw new VerifyInputError(
-        'give exactly one of --tpm-quote, --snp-report, --tdx-quote (or --event-log alone)',
-      );
-    }
-    if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
-      throw new VerifyInputError('--event-log goes with --tpm-quote (or alone)');
-    }
-    const policy = loadPolicyOptions(opts);
-    const common = {
-      trustStore: policy.trustStore,
-      ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
-      ...(policy.now ? { now: policy.now } : {}),
-    };
-    let report: VerificationReport;
-    if (logOnly) {
-      report = await verifyEventLogEvidence({ log: await readBytes(opts.eventLog as string, 'event log') });
-    } else if (opts.tpmQuote !== undefined) {
-      if (opts.tpmSig === undefined || opts.ak === undefined) {
-        throw new VerifyInputError('--tpm-quote needs --tpm-sig and --ak');
-      }
-      const fmt = opts.tpmSigFormat ?? 'tpmt';
-      if (fmt !== 'tpmt' && fmt !== 'raw-rsassa-sha256' && fmt !== 'raw-rsassa-sha384') {
-        throw new VerifyInputError('--tpm-sig-format must be tpmt, raw-rsassa-sha256 or raw-rsassa-sha384');
-      }
-      const raw = await readBytes(opts.tpmQuote, 'TPM quote');
-      // A bare TPMS_ATTEST starts with TPM_GENERATED_VALUE; otherwise it must be a TPM2B_ATTEST.
-      let attest: Buffer = raw;
-      if (raw.length >= 4 && raw.readUInt32BE(0) !== TPM_GENERATED_VALUE) {
-        try {
-          attest = unwrapTpm2bAttest(raw);
-        } catch {
-          attest = raw; // reported by the verifier as a parse failure
-        }
-      }
-      report = await verifyTpmEvidence({
-        ...common,
-        attest,
-        signature: await readBytes(opts.tpmSig, 'TPM signature'),
-        signatureFormat: fmt,
-        ak: akFrom(await readBytes(opts.ak, 'AK')),
-        akCertChain: await Promise.all((opts.akCert ?? []).map((f) => readBytes(f, 'AK certificate'))),
-        ...(opts.nonce !== undefined ? { nonce: await hexOrFile(opts.nonce, '--nonce') } : {}),
-        ...(opts.pcrsFile !== undefined
-          ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file')) }
-          : {}),
-        ...(opts.eventLog !== undefined ? { eventLog: await readBytes(opts.eventLog, 'event log') } : {}),
-      });
-    } else if (opts.snpReport !== undefined) {
-      if (!opts.certs?.length)
-        throw new VerifyInputError('--snp-report needs --certs (VCEK/VLEK and ASK/ARK)');
-      if (opts.product !== undefined && !(SNP_PRODUCTS as readonly string[]).includes(opts.product)) {
-        throw new VerifyInputError(`--product must be one of ${SNP_PRODUCTS.join(', ')}`);
-      }
-      report = await verifySnpEvidence({
-        ...common,
-        report: await readBytes(opts.snpReport, 'SEV-SNP report'),
-        certs: await Promise.all(opts.certs.map((f) => readBytes(f, 'certificate'))),
-        ...(opts.product ? { product: opts.product as SnpProduct } : {}),
-        ...(opts.reportData !== undefined
-          ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
-          : {}),
-      });
-    } else {
-      const collateral = await tdxCollateralFrom(opts);
-      report = await verifyTdxEvidence({
-        ...common,
-        quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
-        ...(collateral ? { collateral } : {}),
-        ...(opts.reportData !== undefined
-          ? { expectedReportData: await hexOrFile(opts.reportData, '--report-data', 64) }
-          : {}),
-      });
-    }
-    io.stdout(opts.json ? renderJson(report) : renderText(report));
-    return report.verdict === 'invalid' ? 1 : 0;
-  } catch (err) {
-    io.stderr(errorLine(label, err));
-    return 2;
-  }
+async function runAzure(opts: VerifyEvidenceCliOptions, io: VerifyIo): Promise<number> {
+  const minimum = requiredVerdict(opts.require, 'hardware-attested');
+  if (opts.tpmQuote === undefined || opts.tpmSig === undefined)
+    throw new VerifyInputError(
+      '--azure-hcl-report needs --tpm-quote and --tpm-sig (the vTPM quote under HCLAkPub)',
+    );
+  const quotePath = opts.tpmQuote;
+  const attest = quoteFrom(await readBytes(quotePath, 'TPM quote'), quotePath);
+  // --nonce-text is checked as its SHA-256, like every other kind (--report-data is refused by ./azure.ts).
+  const az =
+    opts.nonceText === undefined
+      ? opts
+      : {
+          ...opts,
+          nonceText: undefined,
+          nonce: (await expectedFreshness(opts, async () => ''))?.bytes.toString('hex'),
+        };
+  const policy = loadPolicyOptions(opts);
+  const report = verifyAzureCvmEvidence({
+    trustStore: policy.trustStore,
+    ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
+    ...(policy.now ? { now: policy.now } : {}),
+    ...(await azureEvidenceFrom(az, {
+      read: readBytes,
+      hex: async (v, flag) =>
+        hexArg(v.startsWith('@') ? (await readBytes(v.slice(1), flag)).toString('utf8') : v, flag),
+      pcrValues: (bytes) => pcrValuesFrom(bytes, opts.pcrsFile as string, attest),
+      collateral: await tdxCollateralFrom(opts),
+    })),
+  });
+  io.stdout(opts.json ? renderJson(report) : renderText(report));
+  return verdictExitCode(report.verdict, minimum);
 }
 
 /**
@@ -257,28 +269,53 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
   return program
     .command(name)
     .description(
-      'verify raw TPM / SEV-SNP / TDX / Azure CVM evidence offline; exit 1 if invalid, 2 on unreadable input',
+      'verify raw TPM / SEV-SNP / TDX / Azure CVM evidence offline; exit 1 if invalid or weaker than --require, 2 on unreadable input',
     )
     .option('--tpm-quote <file>', 'TPMS_ATTEST (or TPM2B_ATTEST) bytes of a TPM2_Quote')
-    .option('--tpm-sig <file>', 'the quote signature (TPMT_SIGNATURE unless --tpm-sig-format says raw)')
-    .option('--tpm-sig-format <fmt>', 'tpmt | raw-rsassa-sha256 | raw-rsassa-sha384 (tpm2_quote -f plain)')
-    .option('--ak <file>', 'AK public key: PEM/DER SubjectPublicKeyInfo, PEM certificate, or TPMT_PUBLIC')
+    .option('--tpm-sig <file>', 'the quote signature: TPMT_SIGNATURE or plain (tpm2_quote -f plain)')
+    .option(
+      '--tpm-sig-format <fmt>',
+      'auto (default: TPMT_SIGNATURE, else plain under the AK scheme) | tpmt | plain | <rsassa|rsapss|ecdsa>-<sha256|sha384|sha512>',
+    )
+    .option(
+      '--ak <file>',
+      'AK public key: TPM2B_PUBLIC (tpm2_createak -u), TPMT_PUBLIC, PEM/DER SubjectPublicKeyInfo, or PEM certificate',
+    )
+    .option(
+      '--ak-parent-name <hex|@file>',
+      "the AK parent's qualified name (tpm2_readpublic -q of the EK; 4000000b for a primary AK)",
+    )
+    .option(
+      '--ak-parent <file>',
+      "the AK parent's public area (tpm2_createek -u): a primary key of the endorsement hierarchy",
+    )
+    .option(
+      '--previous-quote <file>',
+      'an earlier quote by the same AK (TPMS_ATTEST/TPM2B_ATTEST): a TPM clock rollback is refused',
+    )
     .option('--ak-cert <file>', 'AK certificate chain, leaf first (DER or PEM; repeat)', collect)
-    .option('--nonce <hex|@file>', 'expected qualifyingData (extraData), compared at exact length')
-    .option('--pcrs-file <file>', 'YAML/JSON map of SHA-256 PCR index to hex value')
+    .option('--nonce <hex|@file>', 'expected extraData / REPORT_DATA / REPORTDATA, compared at exact length')
+    .option('--nonce-text <text>', 'like --nonce, with the SHA-256 of this UTF-8 text as the expected value')
+    .option(
+      '--pcrs-file <file>',
+      'PCR values: tpm2_quote -o / tpm2_pcrread -o (-F serialized or values, every bank), or YAML/JSON SHA-256 index → hex',
+    )
     .option(
       '--event-log <file>',
       'TCG2 crypto-agile event log (binary_bios_measurements): replayed; with --tpm-quote compared to the quoted PCRs',
     )
-    .option('--snp-report <file>', 'SEV-SNP ATTESTATION_REPORT (1184 bytes)')
-    .option('--certs <file>', 'VCEK/VLEK and ASK/ASVK+ARK certificates (DER or PEM; repeat)', collect)
-    .option('--product <name>', 'SEV-SNP product: Milan, Genoa or Turin (else from the VCEK)')
-    .option('--report-data <hex|@file>', 'expected 64-byte REPORT_DATA / REPORTDATA')
-    .option('--tdx-quote <file>', 'TDX DCAP quote (v4 or v5)')
     .option(
       '--azure-hcl-report <file>',
       'Azure CVM HCL report (vTPM NV 0x01400001), with --tpm-quote/--tpm-sig under its HCLAkPub',
     )
+    .option('--snp-report <file>', 'SEV-SNP ATTESTATION_REPORT (1184 bytes)')
+    .option('--certs <file>', 'VCEK/VLEK and ASK/ASVK+ARK certificates (DER or PEM; repeat)', collect)
+    .option('--product <name>', 'SEV-SNP product: Milan, Genoa or Turin (else from the VCEK)')
+    .option(
+      '--report-data <hex|@file>',
+      'expected REPORT_DATA / REPORTDATA (64 bytes; compared at exact length, never padded)',
+    )
+    .option('--tdx-quote <file>', 'TDX DCAP quote (v4 or v5)')
     .option('--tcb-info <file>', 'Intel PCS TCB info response body')
     .option('--qe-identity <file>', 'Intel PCS QE identity response body')
     .option('--tcb-signing-chain <file>', 'TCB-Info-Issuer-Chain (PEM)')
@@ -291,6 +328,10 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
       'verification time (RFC 3339) for certificate and collateral validity (default: now)',
     )
     .option('--json', 'print the report as JSON')
+    .option(
+      '--require <verdict>',
+      'exit 1 unless the verdict is at least this: hardware-attested (default), hardware-unanchored or signed-only',
+    )
     .exitOverride((err) => {
       process.exit(err.exitCode === 0 ? 0 : 2);
     })

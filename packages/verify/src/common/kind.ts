@@ -7,6 +7,7 @@ import type { ClaimEvidence } from '../claim-schema.js';
 import { fromB64u } from '../format/canonical.js';
 import type { AnchorUsed, CheckResult, EventLogSummary } from '../result.js';
 import type { ReferenceValues, TeeType, TrustStore } from '../trust.js';
+import type { FieldSource } from './fields.js';
 
 /** The relying party's context for one verification. */
 export interface KindContext {
@@ -20,6 +21,8 @@ export interface KindContext {
 export interface ClaimKindContext extends KindContext {
   /** Required PCR selection policy (TPM): the quote must select exactly these SHA-256 PCRs. */
   requiredPcrs?: number[];
+  /** TPMS_ATTEST of the previous claim's TPM quote, for the clock comparison (`tpm.clock`). */
+  previousTpmAttest?: Uint8Array;
 }
 
 /** What a kind's entry returns. */
@@ -28,6 +31,8 @@ export interface KindResult {
   anchors: AnchorUsed[];
   notes: string[];
   eventLog?: EventLogSummary;
+  /** The appraised fields, before they are marked verified (./fields.ts). */
+  fields?: FieldSource[];
 }
 
 /** One evidence kind. */

@@ -54,6 +54,15 @@ export const ABI_ERRORS = {
   HCL_RUNTIME_DATA_MALFORMED: parse(
     'The HCL runtime data is not a JSON object with a keys array holding exactly one usable HCLAkPub JWK.',
   ),
+  TPM_FILE_LAYOUT_MISMATCH: parse(
+    'A TPM file has another layout than its flag takes (e.g. a TPMT_SIGNATURE given as the AK); the message names what it is.',
+  ),
+  PCR_FILE_MALFORMED: parse(
+    'A tpm2-tools PCR values file (-F serialized or -F values) does not parse or does not fit the quote selection.',
+  ),
+  TPM_SIGNATURE_SCHEME_UNKNOWN: parse(
+    'A plain signature (tpm2_quote -f plain) whose scheme and hash neither the AK TPMT_PUBLIC nor --tpm-sig-format gives.',
+  ),
   EVENTLOG_TRUNCATED: parse('The TCG2 event log ends inside an event.'),
   EVENTLOG_MALFORMED: parse('The TCG2 event log is not a consistent crypto-agile log.'),
 } as const satisfies Record<string, ErrorSpec>;

@@ -6,7 +6,14 @@
  */
 import { SNP_POLICY_DEBUG, type SnpReport } from '../abi/snp/report.js';
 import { decodeSnpTcb, type SnpProduct } from '../abi/snp/tcb.js';
-import { type CheckResult, check, fail, HARDWARE_BINDING_CHECK, pass } from '../result.js';
+import {
+  type CheckResult,
+  check,
+  fail,
+  HARDWARE_BINDING_CHECK,
+  NOT_FRESH_NO_NONCE,
+  pass,
+} from '../result.js';
 import type { ReferenceValues, SnpTcbMinimum } from '../trust.js';
 
 /** `evidence.binding`: REPORT_DATA equals the expected 64 bytes; null/undefined ⇒ not-applicable. */
@@ -15,12 +22,7 @@ export function snpBindingCheck(
   expected: Uint8Array | null | undefined,
 ): CheckResult {
   if (expected == null) {
-    return check(
-      HARDWARE_BINDING_CHECK,
-      'not-applicable',
-      'NOT_SUPPLIED',
-      'no expected REPORT_DATA supplied',
-    );
+    return check(HARDWARE_BINDING_CHECK, 'not-applicable', 'NOT_SUPPLIED', NOT_FRESH_NO_NONCE);
   }
   if (!report) return fail(HARDWARE_BINDING_CHECK, 'DEPENDENCY_FAILED', 'the report did not parse');
   const want = Buffer.from(expected);

@@ -3,6 +3,7 @@
  * ATTESTATION_REPORT (abi) → VCEK/VLEK signature and chain → REPORT_DATA → appraisal.
  */
 import type { ClaimEvidence } from '../claim-schema.js';
+import { snpFields } from '../common/fields.js';
 import {
   type EvidenceKind,
   type KindContext,
@@ -27,7 +28,7 @@ function run(input: Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'>, ctx
     at: ctx.at,
     ...(ctx.referenceValues ? { referenceValues: ctx.referenceValues } : {}),
   });
-  return { checks: r.checks, anchors: r.anchors, notes: [] };
+  return { checks: r.checks, anchors: r.anchors, notes: [], fields: snpFields(r.report) };
 }
 
 function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: KindContext): KindResult {

@@ -27,11 +27,19 @@ import {
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_SIGNATURE_CHECK,
   pass,
+  quoteUntrusted,
   type ReasonCode,
 } from '../result.js';
 import { rootsFor, type TrustStore } from '../trust.js';
 import { type Cert, CertError, certsFromBytes, extensionValue, validateChain } from '../x509.js';
-import { productFromName, productNameExtension, SNP_OID, splExtension } from './vcek.js';
+import {
+  cspIdExtension,
+  productFromName,
+  productNameExtension,
+  SNP_OID,
+  splExtension,
+  vlekLeafProblem,
+} from './vcek.js';
 
 const P384_N = BigInt(
   '0xffffffffffffffffffffffffffffffffffffffffffffffffc7634d81f4372ddf581a0db248b0a77aecec196accc52973',
@@ -255,6 +263,7 @@ function chainChecks(
     at: input.at,
     what: keyKind ?? 'VCEK',
     usedFor: `sev-snp-${(keyKind ?? 'vcek').toLowerCase()}`,
+    ...(keyKind === 'VLEK' ? { leafProfile: vlekLeafProblem } : {}),
   });
   if (r.status === 'anchored') {
     out.anchors.push(r.anchor);
@@ -278,13 +287,27 @@ function chainChecks(
   const wantIssuer = keyKind === 'VLEK' ? `SEV-VLEK-${product}` : `SEV-${product}`;
   checks.push(
     leafCn === wantLeaf && (r.path.length < 2 || issuerCn === wantIssuer)
-      ? pass('snp.signer', `${wantLeaf} issued by ${wantIssuer}, as SIGNER_INFO names`)
+      ? pass(
+          'snp.signer',
+          `${wantLeaf} issued by ${wantIssuer}, as SIGNER_INFO names${cspIdText(r.path[0], keyKind)}`,
+        )
       : fail(
           'snp.signer',
           'SNP_SIGNER_MISMATCH',
           `report names ${keyKind}; certificates are ${JSON.stringify(leafCn.slice(0, 30))} ← ${JSON.stringify(issuerCn.slice(0, 30))}`,
         ),
   );
+}
+
+/** `; CSP-ID "…"` for a VLEK leaf that carries one. */
+function cspIdText(leaf: Cert | undefined, keyKind: 'VCEK' | 'VLEK'): string {
+  if (keyKind !== 'VLEK' || !leaf) return '';
+  try {
+    const id = cspIdExtension(leaf);
+    return id ? `; CSP-ID ${quoteUntrusted(id, 60)}` : '';
+  } catch {
+    return '';
+  }
 }
 
 /** `snp.hwid`: the VCEK hwID extension equals CHIP_ID (not for a VLEK or MASK_CHIP_KEY). */

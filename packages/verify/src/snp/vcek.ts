@@ -47,6 +47,30 @@ export function productNameExtension(c: Cert): string | null {
   return d.valueBlock.value;
 }
 
+/** The VLEK CSP-ID (IA5String naming the cloud provider the VLEK was issued to), or null. @throws CertError */
+export function cspIdExtension(c: Cert): string | null {
+  const v = extensionValue(c, SNP_OID.cspID);
+  if (!v) return null;
+  const d = derValue(v);
+  if (!(d instanceof asn1js.IA5String)) throw new CertError('CERT_MALFORMED', 'csp_id is not an IA5String');
+  return d.valueBlock.value;
+}
+
+/**
+ * End-entity rule of a VLEK (AMD "VLEK certificate" extensions, OID 1.3.6.1.4.1.3704.1.5): it must
+ * carry a non-empty CSP-ID naming the cloud service provider it was issued to; a VLEK without one
+ * is refused. @returns the problem, or null.
+ */
+export function vlekLeafProblem(leaf: Cert): string | null {
+  let id: string | null;
+  try {
+    id = cspIdExtension(leaf);
+  } catch (err) {
+    return `the VLEK CSP-ID extension does not parse (${(err as Error).message.slice(0, 60)})`;
+  }
+  return id ? null : `the VLEK certificate has no CSP-ID extension (${SNP_OID.cspID})`;
+}
+
 /** Product family of a productName ("Milan-B0" → Milan). */
 export function productFromName(name: string): SnpProduct | null {
   const head = name.split('-')[0] ?? '';

@@ -5,13 +5,20 @@
  * (TDREPORT, TD_ATTRIBUTES bit 0 DEBUG); DCAP Quoting Library API Appendix A.
  */
 import type { TdxQuote } from '../abi/tdx/quote.js';
-import { type CheckResult, check, fail, HARDWARE_BINDING_CHECK, pass } from '../result.js';
+import {
+  type CheckResult,
+  check,
+  fail,
+  HARDWARE_BINDING_CHECK,
+  NOT_FRESH_NO_NONCE,
+  pass,
+} from '../result.js';
 import type { ReferenceValues } from '../trust.js';
 
 /** `evidence.binding`: REPORTDATA equals the expected 64 bytes; null/undefined ⇒ not-applicable. */
 export function tdxBindingCheck(q: TdxQuote, expected: Uint8Array | null | undefined): CheckResult {
   if (expected == null) {
-    return check(HARDWARE_BINDING_CHECK, 'not-applicable', 'NOT_SUPPLIED', 'no expected REPORTDATA supplied');
+    return check(HARDWARE_BINDING_CHECK, 'not-applicable', 'NOT_SUPPLIED', NOT_FRESH_NO_NONCE);
   }
   const want = Buffer.from(expected);
   return want.length === 64 && q.body.reportData.equals(want)

@@ -20,6 +20,7 @@ import {
 } from './collateral-json.js';
 import { checkCrl, parseCrl, revoked } from './crl.js';
 import { type PckExtension, pckExtension } from './pck.js';
+import { noCollateralChecks } from './qe-pin.js';
 import { evaluateTdxTcb, matchTdxModule } from './tcb.js';
 
 export { topLevelMembers } from './collateral-json.js';
@@ -289,8 +290,9 @@ function tcbStatusCheck(ctx: Ctx): CheckResult {
 /**
  * Collateral checks (ids stable): `tdx.collateral_signer` (TCB signing chain to the pinned
  * Intel SGX Root CA), `tdx.tcb_info`, `tdx.qe_identity`, `tdx.crl`, `tdx.tcb_status`. Without
- * collateral every one is `absent` (COLLATERAL_NOT_SUPPLIED) and a note says the TCB status
- * is unknown.
+ * collateral they are `absent` (COLLATERAL_NOT_SUPPLIED) except `tdx.qe_identity`, checked
+ * against the trust store's Intel QE identity (./qe-pin.ts), and a note says the TCB status was
+ * not appraised.
  */
 export function verifyTdxCollateral(input: TdxCollateralInput): {
   checks: CheckResult[];
@@ -299,16 +301,7 @@ export function verifyTdxCollateral(input: TdxCollateralInput): {
   tcbStatus?: string;
 } {
   const col = input.collateral;
-  if (!col) {
-    const ids = ['tdx.collateral_signer', 'tdx.tcb_info', 'tdx.qe_identity', 'tdx.crl', 'tdx.tcb_status'];
-    return {
-      checks: ids.map((id) => absent(id, 'collateral')),
-      anchors: [],
-      notes: [
-        'No Intel PCS collateral (TCB info, QE identity, CRLs) was supplied: the TCB status and revocation of the platform are unknown.',
-      ],
-    };
-  }
+  if (!col) return { ...noCollateralChecks(input.quote, input.trustStore), anchors: [] };
   const ctx: Ctx = {
     input,
     col,

@@ -4,6 +4,7 @@
  * Collateral is not carried in claims, so a claim's TCB status is reported as unknown.
  */
 import type { ClaimEvidence } from '../claim-schema.js';
+import { tdxFields } from '../common/fields.js';
 import {
   type EvidenceKind,
   type KindContext,
@@ -28,7 +29,7 @@ function run(input: Omit<TdxInput, 'trustStore' | 'at' | 'referenceValues'>, ctx
     at: ctx.at,
     ...(ctx.referenceValues ? { referenceValues: ctx.referenceValues } : {}),
   });
-  return { checks: r.checks, anchors: r.anchors, notes: [...r.notes] };
+  return { checks: r.checks, anchors: r.anchors, notes: [...r.notes], fields: tdxFields(r.quote) };
 }
 
 function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: KindContext): KindResult {

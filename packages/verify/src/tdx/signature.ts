@@ -87,7 +87,8 @@ function qeChecks(q: TdxQuote, checks: CheckResult[]): Cert[] | undefined {
   let pckCerts: Cert[] | undefined;
   try {
     pckCerts = pemBlocks(q.pckChainPem, 'CERTIFICATE', true).map(parseCert);
-    checks.push(pass('tdx.pck_certs_parse', `PCK chain: ${pckCerts.length} certificate(s)`));
+    const nul = q.pckChainNulTerminated ? ' (NUL-terminated, as Intel DCAP writes it)' : '';
+    checks.push(pass('tdx.pck_certs_parse', `PCK chain: ${pckCerts.length} certificate(s)${nul}`));
   } catch (err) {
     const e = errInfo(err, 'CERT_MALFORMED');
     checks.push(fail('tdx.pck_certs_parse', e.code, e.detail));

@@ -10,7 +10,14 @@ import { algName, TPM_ALG } from '../abi/tpm/constants.js';
 import type { PcrSelection } from '../abi/tpm/pcr.js';
 import type { TpmtSignature } from '../abi/tpm/signature.js';
 import { digest, hashInfo } from '../crypto/hash.js';
-import { type CheckResult, check, fail, HARDWARE_BINDING_CHECK, pass } from '../result.js';
+import {
+  type CheckResult,
+  check,
+  fail,
+  HARDWARE_BINDING_CHECK,
+  NOT_FRESH_NO_NONCE,
+  pass,
+} from '../result.js';
 import type { TpmtPublic } from './ak.js';
 import { describeSelection, type PcrValue, pcrDigest, sameSelection } from './pcr.js';
 
@@ -23,7 +30,7 @@ export function extraDataCheck(
   label: string,
 ): CheckResult {
   if (expected === null) {
-    return check(HARDWARE_BINDING_CHECK, 'not-applicable', 'NOT_SUPPLIED', 'no expected extraData supplied');
+    return check(HARDWARE_BINDING_CHECK, 'not-applicable', 'NOT_SUPPLIED', NOT_FRESH_NO_NONCE);
   }
   if (!attest) return parseDep(HARDWARE_BINDING_CHECK);
   const want = Buffer.from(expected);
@@ -63,7 +70,11 @@ export function qualifiedSignerCheck(
     return fail(
       id,
       'QUALIFIED_SIGNER_MISMATCH',
-      `qualifiedSigner ${attest.qualifiedSigner.toString('hex').slice(0, 70)} is not ${label}`,
+      `qualifiedSigner ${attest.qualifiedSigner.toString('hex').slice(0, 70)} is not ${label}${
+        parentQualifiedName
+          ? ''
+          : " (a TPM key's qualified name is not its name: give the parent's qualified name, --ak-parent-name or --ak-parent)"
+      }`,
     );
   }
   return pass(id, `qualifiedSigner equals ${label}`);

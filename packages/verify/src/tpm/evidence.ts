@@ -4,10 +4,14 @@
  * chain to a pinned root (`evidence.anchor`); raw evidence may add a TCG2 event log replay.
  */
 
+import { AbiError } from '../abi/errors.js';
 import { TPM_ALG } from '../abi/tpm/constants.js';
+import { tpmFileLayout } from '../abi/tpm/files.js';
 import type { PcrSelection } from '../abi/tpm/pcr.js';
+import { parseTpmtPublic as parseAbiTpmtPublic } from '../abi/tpm/public.js';
 import { verifyAkCertChain } from '../akcert.js';
 import type { ClaimEvidence } from '../claim-schema.js';
+import { tpmFields } from '../common/fields.js';
 import {
   type ClaimKindContext,
   type EvidenceKind,
@@ -30,18 +34,32 @@ import {
 } from '../result.js';
 import { type Cert, CertError, certsFromBytes, parseCert } from '../x509.js';
 import { pcrPinsCheck } from './appraise.js';
+import { clockCheck } from './clock.js';
+import { akPlainScheme, plainSchemeByName, plainSignature } from './files.js';
 import type { PcrValue } from './pcr.js';
 import { type TpmQuoteInput, verifyTpmQuote } from './quote.js';
 
 /** Raw TPM evidence. */
 export interface RawTpmEvidence extends RawEvidenceOptions {
   attest: Uint8Array;
-  /** TPMT_SIGNATURE bytes, or a raw signature (RSASSA with the hash given, e.g. tpm2_quote -f plain). */
+  /** TPMT_SIGNATURE bytes, or a plain signature (`tpm2_quote -f plain`). */
   signature: Uint8Array;
-  /** How `signature` is framed. */
-  signatureFormat?: 'tpmt' | 'raw-rsassa-sha256' | 'raw-rsassa-sha384';
+  /**
+   * How `signature` is framed: `tpmt` (default), `plain` (scheme and hash from the AK's
+   * TPMT_PUBLIC), `<scheme>-<hash>` (plain, e.g. `rsapss-sha256`, `ecdsa-sha384`; also the older
+   * `raw-rsassa-sha256`), or `auto` (TPMT_SIGNATURE when it parses as one, else `plain`).
+   */
+  signatureFormat?: string;
   /** AK as TPMT_PUBLIC wire bytes or a node key (PEM SPKI or from a certificate). */
   ak: { public: Uint8Array } | { key: KeyObject };
+  /**
+   * The Qualified Name of the AK's parent (TPM 2.0 Part 1 §16; `tpm2_readpublic -q` of the EK for
+   * a `tpm2_createak` AK, or a 4-byte hierarchy handle for a primary AK): qualifiedSigner is then
+   * checked as the AK's Qualified Name.
+   */
+  akParentQualifiedName?: Uint8Array;
+  /** TPMS_ATTEST of an earlier quote by the same AK: `tpm.clock` refuses a rollback. */
+  previousAttest?: Uint8Array;
   /** AK certificate chain files (DER/PEM), leaf first. */
   akCertChain?: readonly Uint8Array[];
   /** Expected qualifyingData (exact bytes); undefined ⇒ not-applicable. */
@@ -59,13 +77,33 @@ const sha256Selection = (pcrs: readonly number[]): PcrSelection[] => [
   { hashAlg: TPM_ALG.SHA256, pcrs: [...pcrs] },
 ];
 
+/** The signature input for `signatureFormat` (see {@link RawTpmEvidence}); never guesses a scheme. */
 function rawSignature(e: RawTpmEvidence): TpmQuoteInput['signature'] {
-  if (e.signatureFormat !== 'raw-rsassa-sha256' && e.signatureFormat !== 'raw-rsassa-sha384')
-    return e.signature;
-  return {
-    sigAlg: TPM_ALG.RSASSA,
-    hashAlg: e.signatureFormat === 'raw-rsassa-sha256' ? TPM_ALG.SHA256 : TPM_ALG.SHA384,
-    sig: Buffer.from(e.signature),
+  const fmt = e.signatureFormat ?? 'tpmt';
+  if (fmt === 'tpmt') return e.signature;
+  const named = plainSchemeByName(fmt);
+  if (named) return () => plainSignature(e.signature, named);
+  if (fmt !== 'plain' && fmt !== 'auto') {
+    return () => {
+      throw new AbiError(
+        'TPM_SIGNATURE_SCHEME_UNKNOWN',
+        `signature format ${quoteUntrusted(fmt, 30)}`,
+        'plain signature',
+      );
+    };
+  }
+  if (fmt === 'auto' && tpmFileLayout(e.signature) === 'TPMT_SIGNATURE') return e.signature;
+  return () => {
+    if (!('public' in e.ak)) {
+      throw new AbiError(
+        'TPM_SIGNATURE_SCHEME_UNKNOWN',
+        'a plain signature with a bare AK key: give the AK as TPM2B_PUBLIC / TPMT_PUBLIC or --tpm-sig-format <scheme>-<hash>',
+        'plain signature',
+      );
+    }
+    const scheme = akPlainScheme(parseAbiTpmtPublic(e.ak.public).scheme);
+    if (scheme instanceof AbiError) throw scheme;
+    return plainSignature(e.signature, scheme);
   };
 }
 
@@ -103,13 +141,14 @@ function fromRaw(e: RawTpmEvidence, ctx: KindContext): KindResult {
     attest: e.attest,
     signature: rawSignature(e),
     ak: e.ak,
+    ...(e.akParentQualifiedName ? { akParentQualifiedName: e.akParentQualifiedName } : {}),
     expectedExtraData: e.nonce ?? null,
     expectedExtraDataLabel: 'the expected nonce',
     ...(e.pcrValues ? { pcrValues: e.pcrValues } : {}),
     ...(required ? { requiredSelection: sha256Selection([...required].sort((a, b) => a - b)) } : {}),
   });
   const checks = out.checks;
-  checks.push(...q.checks);
+  checks.push(...q.checks, clockCheck(q.attest, e.previousAttest, out.notes));
   const pins = rv?.tpm?.pcrs;
   if (!pins) checks.push(check('tpm.pcr_values', 'not-applicable', 'NO_POLICY', 'no expected PCR values'));
   else if (!e.pcrValues)
@@ -126,6 +165,7 @@ function fromRaw(e: RawTpmEvidence, ctx: KindContext): KindResult {
     if (el.summary) out.eventLog = el.summary;
   }
   rawAnchor(e.akCertChain ?? [], q.key, ctx, out);
+  out.fields = tpmFields(q.attest, e.pcrValues ?? [], out.eventLog);
   return out;
 }
 
@@ -229,9 +269,11 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
     'tpm.pcr_digest': pv.problem ?? null,
   });
   out.checks.push(...q.checks);
+  if (ctx.previousTpmAttest) out.checks.push(clockCheck(q.attest, ctx.previousTpmAttest, out.notes));
   const pins = ctx.referenceValues?.tpm?.pcrs;
   if (pins) out.checks.push(pcrPinsCheck(pins, pv.values ?? [], out.checks));
   claimAnchor(tpm, q.akPublic?.key, ctx, out);
+  out.fields = tpmFields(q.attest, pv.values ?? []);
   return out;
 }
 

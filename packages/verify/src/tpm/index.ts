@@ -6,6 +6,15 @@ export {
   unwrapTpm2bAttest,
 } from '../abi/tpm/attest.js';
 export { algName, TPM_ALG, TPM_GENERATED_VALUE, TPM_ST_ATTEST_QUOTE } from '../abi/tpm/constants.js';
+export {
+  layoutMismatch,
+  parseSerializedPcrs,
+  readTpmPublicFile,
+  splitPcrValues,
+  type TpmPcrEntry,
+  type TpmPublicFile,
+  tpmFileLayout,
+} from '../abi/tpm/files.js';
 export type { PcrSelection } from '../abi/tpm/pcr.js';
 export { AK_ATTRIBUTE_RULE, akAttributeProblem, TPMA_OBJECT, type TpmScheme } from '../abi/tpm/public.js';
 export type { TpmtSignature } from '../abi/tpm/signature.js';
@@ -20,6 +29,13 @@ export {
   qualifiedSignerCheck,
 } from './appraise.js';
 export { type RawTpmEvidence, TPM_KIND } from './evidence.js';
+export {
+  akPlainScheme,
+  PLAIN_SIGNATURE_FORMATS,
+  type PlainScheme,
+  plainSchemeByName,
+  plainSignature,
+} from './files.js';
 export { computePcrDigest, describeSelection, type PcrValue, pcrDigest, sameSelection } from './pcr.js';
 export { type TpmQuoteInput, type TpmQuoteResult, verifyTpmQuote } from './quote.js';
 export {

@@ -38,8 +38,11 @@ export interface TpmSignatureResult {
 export interface TpmSignatureInput {
   /** TPMS_ATTEST bytes exactly as signed (no TPM2B prefix). */
   attest: Uint8Array;
-  /** TPMT_SIGNATURE wire bytes, or an already-parsed signature (e.g. a raw `-f plain` RSA one). */
-  signature: Uint8Array | TpmtSignature;
+  /**
+   * TPMT_SIGNATURE wire bytes, an already-parsed signature, or a function that reads one (e.g. a
+   * `-f plain` file under the AK's scheme; its AbiError becomes the `tpm.signature_parse` reason).
+   */
+  signature: Uint8Array | TpmtSignature | (() => TpmtSignature);
   /** The AK as TPMT_PUBLIC wire bytes, or a bare public key (attributes, scheme, name `absent`). */
   ak: { public: Uint8Array } | { key: KeyObject };
 }
@@ -72,8 +75,9 @@ function leftPad(b: Uint8Array, size: number): Buffer {
 /**
  * Checks a TPM signature over `message` (the TPMS_ATTEST bytes) under `key`.
  * - The hash is taken from `sig.hashAlg` and the padding from `sig.sigAlg`; never assumed.
- * - RSASSA: PKCS#1 v1.5. RSAPSS: MGF1 with the same hash, salt length = digest length (the
- *   TPM's choice; Part 1 Annex B.7). Signature length must equal the modulus size.
+ * - RSASSA: PKCS#1 v1.5. RSAPSS: MGF1 with the same hash, salt length = digest length or the
+ *   maximum (emLen − hLen − 2), the two a TPM may use (Part 1 Annex B.7). Signature length must
+ *   equal the modulus size.
  * - ECDSA: r and s are left-padded to the curve size (they may be shorter); longer values are
  *   refused. High-S signatures are accepted (TPMs do not normalise S).
  * @returns `valid` false when it does not verify or the key type does not fit the scheme;
@@ -116,9 +120,13 @@ export function tpmSignatureCheck(
       detail: `RSA signature is ${sig.sig.length} bytes, modulus is ${modBytes} bytes`,
     };
   }
+  // RSAPSS: the salt is the digest length or the largest the modulus allows (emLen − hLen − 2);
+  // both are permitted (Part 1 Annex B.7; FIPS 186-4 §5.5), nothing else is tried, and an RSAPSS
+  // signature is never checked as PKCS#1 v1.5 or the reverse.
   const valid =
     sig.sigAlg === TPM_ALG.RSAPSS
-      ? verifyRsaPss(hash.node, message, key, sig.sig, hash.size)
+      ? verifyRsaPss(hash.node, message, key, sig.sig, hash.size) ||
+        verifyRsaPss(hash.node, message, key, sig.sig, modBytes - hash.size - 2)
       : verifyRsaPkcs1(hash.node, message, key, sig.sig);
   return { ok: true, valid };
 }
@@ -225,7 +233,9 @@ export function verifyQuoteSignature(input: TpmSignatureInput): TpmSignatureResu
   const sigR =
     sigInput instanceof Uint8Array
       ? parseOr(() => parseTpmtSignature(sigInput), 'TPM_SIGNATURE_MALFORMED')
-      : { ok: true as const, value: sigInput };
+      : typeof sigInput === 'function'
+        ? parseOr(sigInput, 'TPM_SIGNATURE_MALFORMED')
+        : { ok: true as const, value: sigInput };
   if (sigR.ok) {
     out.signature = sigR.value;
     checks.push(

@@ -10,7 +10,10 @@
  * Then the signature data length L (u32) and L bytes: ECDSA P-256 signature (r‖s), the
  * attestation key (X‖Y), and certification data of type 6 (QE report, its signature by the
  * PCK, QE authentication data and, nested, type 5: the PCK chain as PEM). Every size is
- * honoured exactly; bytes after 4 + L are reported in `trailing` (policy decides).
+ * honoured exactly; bytes after 4 + L are reported in `trailing` (policy decides). Intel's
+ * quote generators count one NUL terminator after the last PEM block in the type-5 size (the
+ * chain is written as a C string); that one byte is taken off here and recorded in
+ * `pckChainNulTerminated`, anything else after the last block is the PEM reader's to refuse.
  */
 import { ByteReader, type ReaderOptions } from '../reader.js';
 
@@ -83,8 +86,10 @@ export interface TdxQuote extends TdxQuoteHead {
   qeReport: QeReport;
   qeReportSignature: Buffer;
   qeAuthData: Buffer;
-  /** PEM text of the PCK chain (certification data type 5). */
+  /** PEM text of the PCK chain (certification data type 5), without a trailing NUL terminator. */
   pckChainPem: string;
+  /** True when the type-5 size counted one NUL byte after the PEM text (as Intel's QGS writes it). */
+  pckChainNulTerminated: boolean;
   /** Offset just past the declared signature data. */
   end: number;
   /** Bytes after `end`. */
@@ -264,6 +269,8 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
     );
   }
   const pem = s.bytes(innerSize, 'pck_chain');
+  // One C-string terminator, as DCAP's quote generation library counts it; only one.
+  const nul = pem.length > 0 && pem[pem.length - 1] === 0;
   return {
     ...head,
     signedRegion,
@@ -272,7 +279,8 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
     qeReport: parseQeReport(qeRaw, qeAt),
     qeReportSignature,
     qeAuthData,
-    pckChainPem: pem.toString('latin1'),
+    pckChainPem: (nul ? pem.subarray(0, pem.length - 1) : pem).toString('latin1'),
+    pckChainNulTerminated: nul,
     end,
     trailing: b.length - end,
   };
