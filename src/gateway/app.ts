@@ -11,7 +11,9 @@ import type { ExecutionRegistry } from '../execution/registry.js';
 import { metricsRoutes } from '../metrics/plugin.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
+import type { AgentLimits } from './agent-limits.js';
 import type { Authenticator } from './auth.js';
+import { type ConnectionLimitSettings, capConnections, connectionOptions } from './connection-limits.js';
 import type { McpEndpoint } from './mcp.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
@@ -46,11 +48,17 @@ export interface AppDeps {
   metrics?: GatewayMetrics;
   /** Answers /readyz. */
   readiness?: Readiness;
+  /** Per-agent limits (rate, in flight, open sessions); none without. */
+  agentLimits?: AgentLimits;
+  /** Per-connection timeouts and the connection cap; Node's and fastify's defaults without. */
+  connections?: ConnectionLimitSettings;
 }
 
 /** Builds (but does not start) the HTTP server. */
 export function buildApp(d: AppDeps): FastifyInstance {
+  const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const app = Fastify({
+    ...(d.connections ? connectionOptions(d.connections, () => recordRefusal) : {}),
     loggerInstance: d.logger as unknown as FastifyBaseLogger,
     bodyLimit: d.maxRequestBytes,
     // Request logs carry method, url and status only: no headers (tokens), no bodies (arguments).
@@ -77,8 +85,8 @@ export function buildApp(d: AppDeps): FastifyInstance {
     req.startedAt = process.hrtime.bigint();
   });
   app.setErrorHandler(errorHandler(d.maxRequestBytes));
+  if (d.connections) capConnections(app, d.connections, recordRefusal);
 
-  const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;
   app.register(healthRoutes(d.readiness));
   if (d.metrics)
@@ -94,6 +102,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
       isBlocked: (id) => operator?.isBlocked(id) ?? false,
       recordAuthFailure: d.recordAuthFailure,
       recordRefusal,
+      ...(d.agentLimits ? { limits: d.agentLimits } : {}),
     }),
   );
   return app;

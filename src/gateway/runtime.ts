@@ -36,6 +36,7 @@ import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing, type Tracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
+import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { McpEndpoint } from './mcp.js';
@@ -256,6 +257,7 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    ...edgeLimits(cfg),
   });
   return { app, refusals };
 }

@@ -400,6 +400,17 @@ export class SessionService {
     return rows.length;
   }
 
+  /** How many sessions of `agentId` this instance holds open (limits.agent_max_open_sessions). */
+  openCount(agentId: string): number {
+    return (
+      this.db
+        .prepare<[string, string], { n: number }>(
+          "SELECT COUNT(*) AS n FROM sessions WHERE agent_id = ? AND status = 'open' AND owner = ?",
+        )
+        .get(agentId, this.instanceId)?.n ?? 0
+    );
+  }
+
   /** True when the session exists and is open (read inside the caller's transaction). */
   isOpen(sessionId: string): boolean {
     const row = this.db

@@ -307,9 +307,10 @@ class Upstream {
 }
 
 /** The reason a call's transport died under it (the call's abort reason). */
-class UpstreamDiedError extends Error {
+class UpstreamDiedError extends CmcpError {
+  declare readonly code: 'UPSTREAM_FAILED';
   constructor(message: string) {
-    super(message);
+    super('UPSTREAM_FAILED', message);
     this.name = 'UpstreamDiedError';
   }
 }
