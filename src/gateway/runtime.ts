@@ -170,12 +170,14 @@ async function startControls(
     cfg.instance_id,
     requiredBindingTier(cfg.attestation),
   );
-  const stale = sessions.closeStale();
-  if (stale)
-    log.warn(
-      { sessions: stale },
-      'closed sessions left open by a previous run (claims issued, binding absent)',
-    );
+  // Made unusable now, closed in batches while start-up goes on (awaited once listening).
+  const staleClosed = sessions.closeStale().then((stale) => {
+    if (stale)
+      log.warn(
+        { sessions: stale },
+        'closed sessions left open by a previous run (claims issued, binding absent)',
+      );
+  });
   warnExposure(cfg, log);
 
   const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
@@ -201,7 +203,7 @@ async function startControls(
   assertTierReached(cfg.attestation, provider, started);
   operator.onReload((bundle) => measurer.reload(bundle));
 
-  return { catalog, policy, facts, sessions, operator, measurer };
+  return { catalog, policy, facts, sessions, operator, measurer, staleClosed };
 }
 
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
@@ -308,15 +310,19 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
 
-    const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
-      db,
-      chain,
-      key,
-      provider,
-      upstreams,
-      executions,
-      log,
-    });
+    const { catalog, policy, facts, sessions, operator, measurer, staleClosed } = await startControls(
+      cfg,
+      loaded,
+      {
+        db,
+        chain,
+        key,
+        provider,
+        upstreams,
+        executions,
+        log,
+      },
+    );
     const { app, refusals } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
@@ -327,6 +333,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
+    await staleClosed;
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)

@@ -67,9 +67,14 @@ export interface SessionLimits {
   defaultMaxAgeS: number;
 }
 
+/** Longest stretch a batched close holds the event loop before yielding, milliseconds. */
+const BATCH_SLICE_MS = 5;
+
 export class SessionService {
   /** Serialises default-session resolution per agent (creation and rotation). */
   private readonly defaultLocks = new Map<string, Promise<unknown>>();
+  /** Sessions being closed in batches (closeInBatches): no longer usable, claim not yet issued. */
+  private readonly closing = new Set<string>();
 
   constructor(
     private readonly db: Db,
@@ -229,7 +234,7 @@ export class SessionService {
       const row = this.get(agentId, sessionId);
       // Another instance's session is not usable here: its binding is that instance's key.
       if (!row || row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-      if (row.status !== 'open')
+      if (row.status !== 'open' || this.closing.has(sessionId))
         throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
       return row;
     }
@@ -248,7 +253,7 @@ export class SessionService {
         "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
       )
       .get(agentId, this.instanceId);
-    if (row) {
+    if (row && !this.closing.has(row.session_id)) {
       const expired =
         row.call_count >= this.limits.defaultMaxCalls ||
         Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
@@ -367,6 +372,58 @@ export class SessionService {
     return out;
   }
 
+  /**
+   * Closes every open session (of one agent, or of all agents) with a claim each, like
+   * {@link closeOpen}, without holding the event loop: the sessions are chosen and made
+   * unusable at once (a call naming one is refused SESSION_CLOSED, the default session is
+   * replaced), then closed a few milliseconds' worth at a time, yielding between batches, so
+   * an agent with thousands of sessions does not freeze the gateway (issue 11 item 6).
+   * @returns the closed sessions with the sequence of each claim.
+   */
+  closeOpenInBatches(
+    agentId: string | null,
+    reason: string,
+  ): Promise<{ session_id: string; agent_id: string; claim_sequence: number }[]> {
+    const rows =
+      agentId === null
+        ? this.db
+            .prepare<[string], { session_id: string; agent_id: string }>(
+              "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? ORDER BY created_ms",
+            )
+            .all(this.instanceId)
+        : this.db
+            .prepare<[string, string], { session_id: string; agent_id: string }>(
+              "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? AND agent_id = ? ORDER BY created_ms",
+            )
+            .all(this.instanceId, agentId);
+    return this.closeInBatches(rows, reason);
+  }
+
+  /** Marks `rows` unusable now, then closes them in batches of at most ~5 ms each. */
+  private async closeInBatches(
+    rows: { session_id: string; agent_id: string }[],
+    reason: string,
+  ): Promise<{ session_id: string; agent_id: string; claim_sequence: number }[]> {
+    for (const r of rows) this.closing.add(r.session_id);
+    const out: { session_id: string; agent_id: string; claim_sequence: number }[] = [];
+    let sliceStart = performance.now();
+    for (const r of rows) {
+      if (performance.now() - sliceStart > BATCH_SLICE_MS) {
+        await new Promise((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
+      try {
+        const c = this.close(r.agent_id, r.session_id, reason);
+        out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
+      } catch (e) {
+        this.log.error({ session_id: r.session_id, err: (e as Error).message }, 'could not close session');
+      } finally {
+        this.closing.delete(r.session_id);
+      }
+    }
+    return out;
+  }
+
   /** The stored claim of a closed session. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */
   claim(agentId: string, sessionId: string): Claim {
     const row = this.get(agentId, sessionId);
@@ -386,18 +443,19 @@ export class SessionService {
    * Start-up: closes, with claims, every session still open under another gateway key (an
    * earlier process). Such a session can never again be claimed as hardware-bound by this
    * key, so it is ended honestly (its claim reports the binding absent, GATEWAY_KEY_ROTATED)
-   * instead of silently continuing as signed-only; agents open or get a fresh one.
+   * instead of silently continuing as signed-only; agents open or get a fresh one. They are
+   * unusable at once and closed in batches, so the listener can open meanwhile.
    * @returns the number of sessions closed.
    */
-  closeStale(): number {
+  closeStale(): Promise<number> {
     const thumb = b64u(this.key.thumbprint);
     const rows = this.db
       .prepare<[string, string], { session_id: string; agent_id: string }>(
         "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? AND key_thumbprint != ?",
       )
       .all(this.instanceId, thumb);
-    for (const r of rows) this.close(r.agent_id, r.session_id, 'gateway_restarted');
-    return rows.length;
+    // In batches (closeInBatches): made unusable now, closed without holding the event loop.
+    return this.closeInBatches(rows, 'gateway_restarted').then(() => rows.length);
   }
 
   /** How many sessions of `agentId` this instance holds open (limits.agent_max_open_sessions). */
