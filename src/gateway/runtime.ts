@@ -30,6 +30,7 @@ import { type GatewayKey, type SessionFacts, SessionService } from '../session/s
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
+import { startCheckpoints } from '../store/wal.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -279,6 +280,9 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   opened.push(() => {
     db.close();
   });
+  // The WAL stays bounded (store/wal.ts): journal_size_limit and a PASSIVE checkpoint on a schedule.
+  const checkpoints = startCheckpoints(db);
+  opened.push(() => checkpoints.stop());
   try {
     // Before anything destructive (recovery, stale-session close, measurement extend): a second
     // start of a running instance stops here.
@@ -373,6 +377,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         provider.close();
         instance.release();
         await tracing.shutdown();
+        checkpoints.stop();
         db.close();
       },
     };

@@ -4,6 +4,7 @@
  * belongs to the agent that created it; for anyone else it does not exist.
  */
 import { type KeyObject, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import {
   bindingDigest,
@@ -13,7 +14,6 @@ import {
 } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
@@ -433,10 +433,13 @@ export class SessionService {
     return c;
   }
 
-  /** The session's audit bundle (stored canonical entries). @throws CmcpError UNKNOWN_SESSION. */
-  bundle(agentId: string, sessionId: string): AuditBundle {
+  /**
+   * The session's audit bundle (stored canonical entries) as JSON text, read and sent in pages
+   * (AuditChain.bundleJson). @throws CmcpError UNKNOWN_SESSION.
+   */
+  bundle(agentId: string, sessionId: string): Readable {
     if (!this.get(agentId, sessionId)) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-    return this.chain.bundle(sessionId, sessionId);
+    return Readable.from(this.chain.bundleJson(sessionId, sessionId));
   }
 
   /**

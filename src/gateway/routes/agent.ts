@@ -158,8 +158,9 @@ export function agentRoutes(d: AgentRouteDeps) {
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req) =>
       d.sessions.claim(req.agentId, req.params.id),
     );
-    app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req) =>
-      d.sessions.bundle(req.agentId, req.params.id),
+    // Streamed in pages (docs/operations.md#the-wal): never one long read or one serialisation.
+    app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req, reply) =>
+      reply.type('application/json').send(d.sessions.bundle(req.agentId, req.params.id)),
     );
 
     // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.
