@@ -55,9 +55,12 @@ function untilClosed(s: Socket): Promise<string> {
 describe('per-connection limits', () => {
   let cfg: TestConfig;
   let gw: Gateway;
+  let up: CountingServer;
   let stopped = false;
   beforeAll(async () => {
+    up = await startCountingServer();
     cfg = await writeConfig({
+      upstreams: [{ name: 'counting', transport: 'http', url: up.url }],
       extra: {
         limits: {
           headers_timeout_ms: 1000,
@@ -71,8 +74,19 @@ describe('per-connection limits', () => {
   });
   afterAll(async () => {
     if (!stopped) await gw?.close();
+    await up?.close();
     if (cfg) cleanup(cfg.dir);
   });
+
+  it('the timeouts bound receiving a request, not answering it: a call longer than them is answered', async () => {
+    const r = await rpc(gw.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'counting.hold', arguments: { ms: 3000 } },
+    });
+    expect(r.body.result.content[0].text).toBe('released');
+  }, 10_000);
 
   it('slow-body clients are cut within the request timeout, answered 408 REQUEST_BODY_TIMEOUT', async () => {
     const sockets = await Promise.all(Array.from({ length: 20 }, () => open(gw.url)));
