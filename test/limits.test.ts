@@ -12,7 +12,15 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import {
+  cleanup,
+  parseConfig,
+  rest,
+  rpc,
+  startInProcess,
+  type TestConfig,
+  writeConfig,
+} from './harness/gateway.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -51,6 +59,31 @@ function untilClosed(s: Socket): Promise<string> {
   s.on('error', () => undefined);
   return new Promise((resolve) => s.once('close', () => resolve(got)));
 }
+
+describe('the limits section of the config', () => {
+  const base = { dev_mode: true, database: 'x.db', attestation: { provider: 'software' } };
+  it('has a default for every limit, and refuses a headers timeout longer than the request timeout', () => {
+    expect(parseConfig(base).limits).toEqual({
+      max_request_bytes: 2 * 1024 * 1024,
+      max_result_bytes: 2 * 1024 * 1024,
+      agent_requests_per_s: 300,
+      agent_request_burst: 600,
+      agent_max_in_flight: 64,
+      agent_max_open_sessions: 256,
+      headers_timeout_ms: 10_000,
+      request_timeout_ms: 30_000,
+      keep_alive_timeout_ms: 5_000,
+      max_connections: 1024,
+    });
+    expect(parseConfig({ ...base, limits: { agent_max_in_flight: 8 } }).limits.agent_max_open_sessions).toBe(
+      256,
+    );
+    expect(() =>
+      parseConfig({ ...base, limits: { headers_timeout_ms: 60_000, request_timeout_ms: 30_000 } }),
+    ).toThrow(/limits\.headers_timeout_ms: must not exceed/);
+    expect(() => parseConfig({ ...base, limits: { max_connections: 0 } })).toThrow(/limits\.max_connections/);
+  });
+});
 
 describe('per-connection limits', () => {
   let cfg: TestConfig;
