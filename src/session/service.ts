@@ -373,11 +373,9 @@ export class SessionService {
   }
 
   /**
-   * Closes every open session (of one agent, or of all agents) with a claim each, like
-   * {@link closeOpen}, without holding the event loop: the sessions are chosen and made
-   * unusable at once (a call naming one is refused SESSION_CLOSED, the default session is
-   * replaced), then closed a few milliseconds' worth at a time, yielding between batches, so
-   * an agent with thousands of sessions does not freeze the gateway (issue 11 item 6).
+   * {@link closeOpen} without holding the event loop (issue 11 item 6): the sessions are made
+   * unusable at once (SESSION_CLOSED; the default session is replaced), then closed ~5 ms'
+   * worth at a time, yielding between batches.
    * @returns the closed sessions with the sequence of each claim.
    */
   closeOpenInBatches(
