@@ -123,6 +123,8 @@ async function callBench(dir: string, n: number) {
       upstreams: [{ name: 'b', transport: 'http', url: up.url }],
       attestation: { provider: 'software' },
       sessions: { default_max_calls: 1_000_000 },
+      // The bench drives one agent at full speed, above the per-agent defaults.
+      limits: { agent_requests_per_s: 1_000_000, agent_request_burst: 1_000_000 },
     }),
     pino({ level: 'silent' }),
   );

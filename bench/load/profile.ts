@@ -139,6 +139,8 @@ function writeConfig(o: {
     // The example policy's budget forbids a session's 500th call: rotate the default session
     // before that, so every call of a long run is permitted and reaches its upstream.
     sessions: { default_max_calls: 450 },
+    // A load profile: one agent at full speed, above the per-agent defaults (docs/operations.md).
+    limits: { agent_requests_per_s: 1_000_000, agent_request_burst: 1_000_000, agent_max_in_flight: 100_000 },
   };
   const file = join(o.dir, 'cmcp.yaml');
   writeFileSync(file, stringify(config));

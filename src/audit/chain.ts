@@ -28,6 +28,7 @@ export class AuditChain {
   private readonly tipStmt;
   private readonly insertStmt;
   private readonly chainStmt;
+  private readonly pageStmt;
 
   constructor(
     readonly db: Db,
@@ -42,6 +43,12 @@ export class AuditChain {
     );
     this.chainStmt = db.prepare<[string], { canonical: string; entry_hash: string }>(
       'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number',
+    );
+    this.pageStmt = db.prepare<
+      [string, number, number, number],
+      { sequence_number: number; canonical: string; entry_hash: string }
+    >(
+      'SELECT sequence_number, canonical, entry_hash FROM audit_entries WHERE chain_id = ? AND sequence_number > ? AND sequence_number <= ? ORDER BY sequence_number LIMIT ?',
     );
   }
 
@@ -128,6 +135,29 @@ export class AuditChain {
       )
       .all(chainId, sinceUtc)
       .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+  }
+
+  /**
+   * The JSON text of {@link bundle}, in pieces: the chain is read in pages of `pageSize`
+   * entries, each page its own short read (so no reader holds the WAL back), and the event
+   * loop is free between pages (no single read, no single serialisation of a whole chain).
+   * The chain is append-only: the export is the chain up to its tip when it began.
+   */
+  async *bundleJson(chainId: string, sessionId: string | null, pageSize = 100): AsyncGenerator<string> {
+    const tip = this.tipStmt.get(chainId)?.sequence_number ?? -1;
+    yield `{"bundle_version":1,"chain_id":${JSON.stringify(chainId)},"session_id":${JSON.stringify(sessionId)},"exported_at":${JSON.stringify(new Date().toISOString())},"entries":[`;
+    let after = -1;
+    while (after < tip) {
+      const rows = this.pageStmt.all(chainId, after, tip, pageSize);
+      if (rows.length === 0) break;
+      let text = after === -1 ? '' : ',';
+      text += rows.map((r) => JSON.stringify({ canonical: r.canonical, entry_hash: r.entry_hash })).join(',');
+      after = rows[rows.length - 1]?.sequence_number ?? tip;
+      yield text;
+      // Async generators resume on microtasks: yield to I/O and timers between pages.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    yield ']}';
   }
 
   /** Exports a chain as a bundle of stored canonical texts (what a verifier re-hashes). */

@@ -223,6 +223,41 @@ const catalog = z.strictObject({
   relist_interval_s: z.number().int().min(0).max(86_400).default(300),
 });
 
+/**
+ * Sizes, per-agent limits and per-connection timeouts (docs/operations.md#limits-and-timeouts).
+ * Every refusal they cause has its own error code and is in the aggregated refusal record.
+ */
+const limits = z.strictObject({
+  /** Largest accepted request body, bytes. */
+  max_request_bytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(2 * 1024 * 1024),
+  /** Largest tools/call result read from an upstream, bytes; the read stops there (C-MCP-4). */
+  max_result_bytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(2 * 1024 * 1024),
+  /** Per agent: requests per second, sustained (token bucket; AGENT_RATE_LIMITED beyond). */
+  agent_requests_per_s: z.number().min(0.01).max(1_000_000).default(300),
+  /** Per agent: requests allowed at once above the sustained rate (the bucket's size). */
+  agent_request_burst: z.number().int().min(1).max(1_000_000).default(600),
+  /** Per agent: requests in flight at once (AGENT_TOO_MANY_IN_FLIGHT beyond). */
+  agent_max_in_flight: z.number().int().min(1).max(100_000).default(64),
+  /** Per agent: open sessions (explicit and default; AGENT_TOO_MANY_SESSIONS beyond). */
+  agent_max_open_sessions: z.number().int().min(1).max(1_000_000).default(256),
+  /** Per connection: time to receive a request's headers, ms (REQUEST_HEADERS_TIMEOUT). */
+  headers_timeout_ms: z.number().int().min(100).max(600_000).default(10_000),
+  /** Per connection: time to receive a whole request, headers and body, ms (REQUEST_BODY_TIMEOUT). */
+  request_timeout_ms: z.number().int().min(100).max(3_600_000).default(30_000),
+  /** Per connection: how long an idle keep-alive connection is kept between requests, ms. */
+  keep_alive_timeout_ms: z.number().int().min(100).max(600_000).default(5_000),
+  /** Connections held at once, all clients together (CONNECTION_LIMIT_REACHED beyond). */
+  max_connections: z.number().int().min(1).max(1_000_000).default(1024),
+});
+
 /** Metrics (src/metrics; docs/operations.md#metrics-traces-readiness). */
 const metrics = z.strictObject({
   /** Serve Prometheus metrics at GET /metrics. */
@@ -287,22 +322,7 @@ export const configSchema = z
         drain_ms: z.number().int().min(0).max(600_000).default(10_000),
       })
       .default({ drain_ms: 10_000 }),
-    limits: z
-      .strictObject({
-        /** Largest accepted request body, bytes. */
-        max_request_bytes: z
-          .number()
-          .int()
-          .min(1024)
-          .default(2 * 1024 * 1024),
-        /** Largest tools/call result read from an upstream, bytes; the read stops there (C-MCP-4). */
-        max_result_bytes: z
-          .number()
-          .int()
-          .min(1024)
-          .default(2 * 1024 * 1024),
-      })
-      .default({ max_request_bytes: 2 * 1024 * 1024, max_result_bytes: 2 * 1024 * 1024 }),
+    limits: limits.prefault({}),
     metrics: metrics.default({ enabled: true, allow_remote: false }),
     tracing: tracing.default({ enabled: false, service_name: 'cmcp-gateway' }),
   })
@@ -326,6 +346,13 @@ export const configSchema = z
         code: 'custom',
         path: ['metrics', 'listen', 'host'],
         message: `the metrics listener has no authentication: loopback only unless metrics.allow_remote is true; refusing ${c.metrics.listen.host}`,
+      });
+    }
+    if (c.limits.headers_timeout_ms > c.limits.request_timeout_ms) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['limits', 'headers_timeout_ms'],
+        message: 'must not exceed limits.request_timeout_ms (the headers are part of the request)',
       });
     }
     if (c.tracing.enabled && !c.tracing.otlp_endpoint) {

@@ -26,7 +26,7 @@ export interface ConsoleDeps {
   auth: Authenticator;
   read: ConsoleReadModel;
   /** Block and unblock, as the operator API does them (gateway/operator.ts). */
-  block(operatorId: string, agentId: string, reason: string | null): void;
+  block(operatorId: string, agentId: string, reason: string | null): unknown;
   unblock(operatorId: string, agentId: string): void;
   /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */
   secureCookie: boolean;
@@ -170,10 +170,10 @@ function pages(app: FastifyInstance, d: ConsoleDeps): void {
 /** Block and unblock (CSRF-checked by the preHandler hook). */
 function actions(app: FastifyInstance, d: ConsoleDeps): void {
   const act =
-    (fn: (req: FastifyRequest<{ Params: { id: string } }>) => void) =>
+    (fn: (req: FastifyRequest<{ Params: { id: string } }>) => unknown) =>
     async (req: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
       try {
-        fn(req);
+        await fn(req);
       } catch (e) {
         if (!(e instanceof CmcpError)) throw e;
         const code = e.code === 'AGENT_NOT_FOUND' ? 404 : 400;

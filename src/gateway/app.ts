@@ -11,7 +11,9 @@ import type { ExecutionRegistry } from '../execution/registry.js';
 import { metricsRoutes } from '../metrics/plugin.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
+import type { AgentLimits } from './agent-limits.js';
 import type { Authenticator } from './auth.js';
+import { type ConnectionLimitSettings, capConnections, connectionOptions } from './connection-limits.js';
 import type { Drain } from './drain.js';
 import type { McpEndpoint } from './mcp.js';
 import type { OAuthVerifier } from './oauth/index.js';
@@ -57,11 +59,17 @@ export interface AppDeps {
   sessionAgent?: (sessionId: string) => string | null;
   /** Told every agent a JWT access token authenticated (operators can then block it). */
   onTokenAgent?: (agentId: string) => void;
+  /** Per-agent limits (rate, in flight, open sessions); none without. */
+  agentLimits?: AgentLimits;
+  /** Per-connection timeouts and the connection cap; Node's and fastify's defaults without. */
+  connections?: ConnectionLimitSettings;
 }
 
 /** Builds (but does not start) the HTTP server. */
 export function buildApp(d: AppDeps): FastifyInstance {
+  const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const app = Fastify({
+    ...(d.connections ? connectionOptions(d.connections, () => recordRefusal) : {}),
     loggerInstance: d.logger as unknown as FastifyBaseLogger,
     bodyLimit: d.maxRequestBytes,
     // Request logs carry method, url and status only: no headers (tokens), no bodies (arguments).
@@ -90,8 +98,8 @@ export function buildApp(d: AppDeps): FastifyInstance {
   });
   app.setErrorHandler(errorHandler(d.maxRequestBytes));
   d.drain?.attach(app);
+  if (d.connections) capConnections(app, d.connections, recordRefusal);
 
-  const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
   const operator = d.operator;
   app.register(healthRoutes(d.readiness));
   if (d.oauth) app.register(oauthMetadataRoutes(d.oauth));
@@ -111,6 +119,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
       ...(d.oauth ? { oauth: d.oauth } : {}),
       ...(d.sessionAgent ? { sessionAgent: d.sessionAgent } : {}),
       ...(d.onTokenAgent ? { onTokenAgent: d.onTokenAgent } : {}),
+      ...(d.agentLimits ? { limits: d.agentLimits } : {}),
     }),
   );
   return app;

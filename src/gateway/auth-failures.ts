@@ -1,43 +1,95 @@
 /**
- * Records unauthenticated requests in the gateway chain at a bounded rate: the first refusal
- * of each window is recorded at once (so a single probe is on the record immediately), later
- * ones in the same window are counted and written as one entry when the window closes.
+ * The aggregated refusal record (docs/spec/audit-entries.md#the-gateway-chain): refused
+ * requests are recorded in the gateway chain at a bounded rate, per (error code, agent) — the
+ * first refusal of each window at once (so a single probe is on the record immediately), later
+ * ones of the same key in that window counted and written as one entry when the window closes.
+ * So no one — with credentials or without, on any route — can grow the database at will.
  */
+import type { ErrorCode } from '@cmcp/verify/errors/index';
 
-/** Writes one gateway-chain entry for `count` refusals seen since `windowStart` (RFC 3339). */
-export type AuthFailureSink = (count: number, routes: string[], windowStart: string) => void;
+/**
+ * Writes one gateway-chain entry for `count` refusals of one key seen since `windowStart`
+ * (RFC 3339). `detail` is the first refusal's own detail (window-opening entries only).
+ */
+export type AggregateSink = (
+  agentId: string | null,
+  code: ErrorCode,
+  detail: Record<string, unknown>,
+) => void;
 
-export class AuthFailureRecorder {
-  private pending = 0;
-  private routes = new Set<string>();
-  private windowStart: string | null = null;
-  private timer: NodeJS.Timeout | null = null;
+/** At most this many keys have an open window; further keys share one per code (agent `*`). */
+const MAX_WINDOWS = 1000;
+/** At most this many distinct routes are named per window entry. */
+const MAX_ROUTES = 20;
+
+interface Window {
+  agentId: string | null;
+  code: ErrorCode;
+  pending: number;
+  routes: Set<string>;
+  windowStart: string;
+  timer: NodeJS.Timeout;
+}
+
+export class RefusalAggregator {
+  private readonly windows = new Map<string, Window>();
 
   /** @param windowMs length of an aggregation window, milliseconds. */
   constructor(
-    private readonly sink: AuthFailureSink,
+    private readonly sink: AggregateSink,
     private readonly windowMs = 10_000,
   ) {}
 
-  record(route: string): void {
-    if (this.timer === null) {
-      this.sink(1, [route], new Date().toISOString());
-      this.windowStart = new Date().toISOString();
-      this.timer = setTimeout(() => this.flush(), this.windowMs);
-      this.timer.unref();
+  /**
+   * Records one refusal.
+   * @param route what was refused: `METHOD /route` or the JSON-RPC method.
+   * @param detail the refusal's own detail, kept on a window's first entry only.
+   */
+  record(agentId: string | null, code: ErrorCode, route: string, detail: Record<string, unknown> = {}): void {
+    let key = `${code}\u0000${agentId ?? ''}`;
+    if (!this.windows.has(key) && this.windows.size >= MAX_WINDOWS) {
+      key = `${code}\u0000*`;
+      agentId = null;
+    }
+    const open = this.windows.get(key);
+    if (open) {
+      open.pending++;
+      if (open.routes.size < MAX_ROUTES) open.routes.add(route);
       return;
     }
-    this.pending++;
-    if (this.routes.size < 20) this.routes.add(route);
+    const windowStart = new Date().toISOString();
+    this.sink(agentId, code, { ...detail, count: 1, routes: [route], window_start: windowStart });
+    const timer = setTimeout(() => this.close(key), this.windowMs);
+    timer.unref();
+    this.windows.set(key, { agentId, code, pending: 0, routes: new Set(), windowStart, timer });
   }
 
-  /** Writes what is pending and closes the window (also called at shutdown). */
+  /** Closes one window, writing its counted entry if anything is pending. */
+  private close(key: string): void {
+    const w = this.windows.get(key);
+    if (!w) return;
+    clearTimeout(w.timer);
+    this.windows.delete(key);
+    if (w.pending > 0)
+      this.sink(w.agentId, w.code, { count: w.pending, routes: [...w.routes], window_start: w.windowStart });
+  }
+
+  /** Writes what is pending and closes every window (also called at shutdown). */
   flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    if (this.pending > 0 && this.windowStart) this.sink(this.pending, [...this.routes], this.windowStart);
-    this.pending = 0;
-    this.routes = new Set();
-    this.windowStart = null;
+    for (const key of [...this.windows.keys()]) this.close(key);
+  }
+}
+
+/** Unauthenticated requests: the aggregated record under `UNAUTHENTICATED`, by route. */
+export class AuthFailureRecorder {
+  constructor(private readonly aggregate: RefusalAggregator) {}
+
+  record(route: string): void {
+    this.aggregate.record(null, 'UNAUTHENTICATED', route);
+  }
+
+  /** Writes what is pending (also called at shutdown). */
+  flush(): void {
+    this.aggregate.flush();
   }
 }

@@ -103,7 +103,7 @@ export class OperatorControls implements OperatorApi {
     return this.blocked.has(agentId);
   }
 
-  reloadPolicy(operatorId: string, body: unknown): Record<string, unknown> {
+  async reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
     const refuse = (e: ReloadRefusedError): never => {
       try {
         this.chain.append(GATEWAY_CHAIN_ID, {
@@ -162,7 +162,8 @@ export class OperatorControls implements OperatorApi {
         this.log.error({ err: (e as Error).message }, 'policy reload hook failed');
       }
     }
-    const closed = this.sessions.closeOpen(null, 'policy_reload');
+    // Every open session is unusable from here on; closed in batches, not holding the event loop.
+    const closed = await this.sessions.closeOpenInBatches(null, 'policy_reload');
     this.log.info(
       {
         operator_id: operatorId,
@@ -184,7 +185,7 @@ export class OperatorControls implements OperatorApi {
     };
   }
 
-  blockAgent(operatorId: string, agentId: string, body: unknown): Record<string, unknown> {
+  async blockAgent(operatorId: string, agentId: string, body: unknown): Promise<Record<string, unknown>> {
     if (!this.knownAgents.has(agentId))
       throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
     const b = (body ?? {}) as { reason?: unknown };
@@ -201,7 +202,7 @@ export class OperatorControls implements OperatorApi {
       detail: { operator_id: operatorId, reason: (b.reason as string | undefined) ?? null },
     });
     this.blocked.add(agentId);
-    const closed = this.sessions.closeOpen(agentId, 'agent_blocked');
+    const closed = await this.sessions.closeOpenInBatches(agentId, 'agent_blocked');
     this.log.warn(
       { operator_id: operatorId, agent_id: agentId, sessions_closed: closed.length },
       'agent blocked',

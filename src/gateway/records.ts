@@ -1,7 +1,8 @@
 /**
  * The gateway's own entries in the gateway chain: `gateway_start`, and `request_refused` for
- * requests refused at the HTTP edge or the MCP layer (unauthenticated ones at a bounded rate,
- * auth-failures.ts). Recording a refusal never fails the request: a failed append is logged.
+ * requests refused at the HTTP edge or the MCP layer, all at a bounded rate per (code, agent)
+ * (the aggregated refusal record, auth-failures.ts). Recording a refusal never fails the
+ * request: a failed append is logged.
  */
 import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
@@ -10,7 +11,7 @@ import type { AuditChain } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { GatewayKey } from '../session/service.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { AuthFailureRecorder } from './auth-failures.js';
+import { AuthFailureRecorder, RefusalAggregator } from './auth-failures.js';
 import type { RefusalSink } from './routes/agent.js';
 
 /** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
@@ -56,6 +57,7 @@ function wellFormed<T>(v: T): T {
 
 /** The `request_refused` sinks of one gateway. */
 export interface GatewayRefusals {
+  /** Any refused request, through the aggregated record (`detail.route` or `detail.method` names it). */
   refused: RefusalSink;
   /** Unauthenticated requests: the first in each window at once, the rest as one counted entry. */
   authFailures: AuthFailureRecorder;
@@ -67,7 +69,7 @@ export interface GatewayRefusals {
  *   of unauthenticated requests (flush it at shutdown).
  */
 export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals {
-  const refused: RefusalSink = (agentId, code, detail) => {
+  const write: RefusalSink = (agentId, code, detail) => {
     try {
       chain.append(GATEWAY_CHAIN_ID, {
         entry_type: 'request_refused',
@@ -80,9 +82,16 @@ export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals
       log.error({ err: (e as Error).message }, 'could not record a refused request');
     }
   };
-  // Unauthenticated requests are on the record without letting anyone grow the database at will.
-  const authFailures = new AuthFailureRecorder((count, routes, windowStart) =>
-    refused(null, 'UNAUTHENTICATED', { count, routes, window_start: windowStart }),
-  );
-  return { refused, authFailures };
+  // Refusals are on the record without letting anyone grow the database at will.
+  const aggregate = new RefusalAggregator(write);
+  const refused: RefusalSink = (agentId, code, detail) =>
+    aggregate.record(agentId, code, refusedRoute(detail), detail);
+  return { refused, authFailures: new AuthFailureRecorder(aggregate) };
+}
+
+/** What a refusal's detail says was refused (its route, else its JSON-RPC method). */
+function refusedRoute(detail: Record<string, unknown>): string {
+  if (typeof detail.route === 'string') return detail.route;
+  if (typeof detail.method === 'string') return detail.method;
+  return 'POST /mcp';
 }

@@ -32,12 +32,14 @@ import { type GatewayKey, readSession, type SessionFacts, SessionService } from 
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
+import { startCheckpoints } from '../store/wal.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing, type Tracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
+import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
@@ -186,12 +188,14 @@ async function startControls(
   );
   if (recovered.attempts || recovered.executions)
     log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
-  const stale = sessions.closeStale();
-  if (stale)
-    log.warn(
-      { sessions: stale },
-      'closed sessions left open by a previous run (claims issued, binding absent)',
-    );
+  // Made unusable now, closed in batches while start-up goes on (awaited once listening).
+  const staleClosed = sessions.closeStale().then((stale) => {
+    if (stale)
+      log.warn(
+        { sessions: stale },
+        'closed sessions left open by a previous run (claims issued, binding absent)',
+      );
+  });
   warnExposure(cfg, log);
 
   const knownAgents = new Set(cfg.agents.map((a) => a.agent_id));
@@ -221,7 +225,7 @@ async function startControls(
   assertTierReached(cfg.attestation, provider, started);
   operator.onReload((bundle) => measurer.reload(bundle));
 
-  return { catalog, policy, facts, sessions, operator, measurer, recovery };
+  return { catalog, policy, facts, sessions, operator, measurer, recovery, staleClosed };
 }
 
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
@@ -282,6 +286,7 @@ function buildHttp(
     ...(oauth ? { oauth } : {}),
     sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
     onTokenAgent: (id) => operator.noteAgent(id),
+    ...edgeLimits(cfg),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
   return { app, refusals, calls };
@@ -302,6 +307,9 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   opened.push(() => {
     db.close();
   });
+  // The WAL stays bounded (store/wal.ts): journal_size_limit and a PASSIVE checkpoint on a schedule.
+  const checkpoints = startCheckpoints(db);
+  opened.push(() => checkpoints.stop());
   try {
     // Before anything destructive (recovery, stale-session close, measurement extend): a second
     // start of a running instance stops here.
@@ -333,10 +341,8 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
 
-    const { catalog, policy, facts, sessions, operator, measurer, recovery } = await startControls(
-      cfg,
-      loaded,
-      {
+    const { catalog, policy, facts, sessions, operator, measurer, recovery, staleClosed } =
+      await startControls(cfg, loaded, {
         db,
         chain,
         key,
@@ -344,8 +350,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         upstreams,
         executions,
         log,
-      },
-    );
+      });
     const drain = new Drain();
     const { app, refusals, calls } = buildHttp(
       cfg,
@@ -360,6 +365,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     // Only a listening gateway extends the measurement PCR (queued before any session's quote).
     const extended = measurer.listening(cfg.instance_id);
     extended.catch(() => undefined); // awaited below; observed here should a later step fail first
+    await staleClosed;
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)
@@ -385,6 +391,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       provider.close();
       instance.release();
       await tracing.shutdown();
+      checkpoints.stop();
       db.close();
     };
     const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };

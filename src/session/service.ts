@@ -4,6 +4,7 @@
  * belongs to the agent that created it; for anyone else it does not exist.
  */
 import { type KeyObject, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import {
   bindingDigest,
@@ -13,7 +14,6 @@ import {
 } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
@@ -67,9 +67,14 @@ export interface SessionLimits {
   defaultMaxAgeS: number;
 }
 
+/** Longest stretch a batched close holds the event loop before yielding, milliseconds. */
+const BATCH_SLICE_MS = 5;
+
 export class SessionService {
   /** Serialises default-session resolution per agent (creation and rotation). */
   private readonly defaultLocks = new Map<string, Promise<unknown>>();
+  /** Sessions being closed in batches (closeInBatches): no longer usable, claim not yet issued. */
+  private readonly closing = new Set<string>();
 
   constructor(
     private readonly db: Db,
@@ -229,7 +234,7 @@ export class SessionService {
       const row = this.get(agentId, sessionId);
       // Another instance's session is not usable here: its binding is that instance's key.
       if (!row || row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-      if (row.status !== 'open')
+      if (row.status !== 'open' || this.closing.has(sessionId))
         throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
       return row;
     }
@@ -248,7 +253,7 @@ export class SessionService {
         "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
       )
       .get(agentId, this.instanceId);
-    if (row) {
+    if (row && !this.closing.has(row.session_id)) {
       const expired =
         row.call_count >= this.limits.defaultMaxCalls ||
         Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
@@ -367,6 +372,56 @@ export class SessionService {
     return out;
   }
 
+  /**
+   * {@link closeOpen} without holding the event loop (issue 11 item 6): the sessions are made
+   * unusable at once (SESSION_CLOSED; the default session is replaced), then closed ~5 ms'
+   * worth at a time, yielding between batches.
+   * @returns the closed sessions with the sequence of each claim.
+   */
+  closeOpenInBatches(
+    agentId: string | null,
+    reason: string,
+  ): Promise<{ session_id: string; agent_id: string; claim_sequence: number }[]> {
+    const rows =
+      agentId === null
+        ? this.db
+            .prepare<[string], { session_id: string; agent_id: string }>(
+              "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? ORDER BY created_ms",
+            )
+            .all(this.instanceId)
+        : this.db
+            .prepare<[string, string], { session_id: string; agent_id: string }>(
+              "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? AND agent_id = ? ORDER BY created_ms",
+            )
+            .all(this.instanceId, agentId);
+    return this.closeInBatches(rows, reason);
+  }
+
+  /** Marks `rows` unusable now, then closes them in batches of at most ~5 ms each. */
+  private async closeInBatches(
+    rows: { session_id: string; agent_id: string }[],
+    reason: string,
+  ): Promise<{ session_id: string; agent_id: string; claim_sequence: number }[]> {
+    for (const r of rows) this.closing.add(r.session_id);
+    const out: { session_id: string; agent_id: string; claim_sequence: number }[] = [];
+    let sliceStart = performance.now();
+    for (const r of rows) {
+      if (performance.now() - sliceStart > BATCH_SLICE_MS) {
+        await new Promise((resolve) => setImmediate(resolve));
+        sliceStart = performance.now();
+      }
+      try {
+        const c = this.close(r.agent_id, r.session_id, reason);
+        out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
+      } catch (e) {
+        this.log.error({ session_id: r.session_id, err: (e as Error).message }, 'could not close session');
+      } finally {
+        this.closing.delete(r.session_id);
+      }
+    }
+    return out;
+  }
+
   /** The stored claim of a closed session. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */
   claim(agentId: string, sessionId: string): Claim {
     const row = this.get(agentId, sessionId);
@@ -376,28 +431,43 @@ export class SessionService {
     return c;
   }
 
-  /** The session's audit bundle (stored canonical entries). @throws CmcpError UNKNOWN_SESSION. */
-  bundle(agentId: string, sessionId: string): AuditBundle {
+  /**
+   * The session's audit bundle (stored canonical entries) as JSON text, read and sent in pages
+   * (AuditChain.bundleJson). @throws CmcpError UNKNOWN_SESSION.
+   */
+  bundle(agentId: string, sessionId: string): Readable {
     if (!this.get(agentId, sessionId)) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-    return this.chain.bundle(sessionId, sessionId);
+    return Readable.from(this.chain.bundleJson(sessionId, sessionId));
   }
 
   /**
    * Start-up: closes, with claims, every session still open under another gateway key (an
    * earlier process). Such a session can never again be claimed as hardware-bound by this
    * key, so it is ended honestly (its claim reports the binding absent, GATEWAY_KEY_ROTATED)
-   * instead of silently continuing as signed-only; agents open or get a fresh one.
+   * instead of silently continuing as signed-only; agents open or get a fresh one. They are
+   * unusable at once and closed in batches, so the listener can open meanwhile.
    * @returns the number of sessions closed.
    */
-  closeStale(): number {
+  closeStale(): Promise<number> {
     const thumb = b64u(this.key.thumbprint);
     const rows = this.db
       .prepare<[string, string], { session_id: string; agent_id: string }>(
         "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND owner = ? AND key_thumbprint != ?",
       )
       .all(this.instanceId, thumb);
-    for (const r of rows) this.close(r.agent_id, r.session_id, 'gateway_restarted');
-    return rows.length;
+    // In batches (closeInBatches): made unusable now, closed without holding the event loop.
+    return this.closeInBatches(rows, 'gateway_restarted').then(() => rows.length);
+  }
+
+  /** How many sessions of `agentId` this instance holds open (limits.agent_max_open_sessions). */
+  openCount(agentId: string): number {
+    return (
+      this.db
+        .prepare<[string, string], { n: number }>(
+          "SELECT COUNT(*) AS n FROM sessions WHERE agent_id = ? AND status = 'open' AND owner = ?",
+        )
+        .get(agentId, this.instanceId)?.n ?? 0
+    );
   }
 
   /** True when the session exists and is open (read inside the caller's transaction). */

@@ -7,7 +7,10 @@ import Database from 'better-sqlite3';
 
 export type Db = Database.Database;
 
-const SCHEMA = `
+// audit_entries is a rowid table: its ~1 KB rows fit in a table b-tree leaf. As a WITHOUT
+// ROWID table each row lived in an index b-tree, whose cells spill past ~1 KB (page 4096) to
+// an overflow page of its own: ~4.7 KB on disk per entry (docs/operations.md#the-wal-and-the-disk).
+const AUDIT_ENTRIES = `
 CREATE TABLE IF NOT EXISTS audit_entries (
   chain_id        TEXT    NOT NULL,
   sequence_number INTEGER NOT NULL,
@@ -21,8 +24,11 @@ CREATE TABLE IF NOT EXISTS audit_entries (
   canonical       TEXT    NOT NULL,   -- the exact JCS text that was hashed
   PRIMARY KEY (chain_id, sequence_number),
   UNIQUE (chain_id, prev_entry_hash)
-) WITHOUT ROWID;
+);
 CREATE UNIQUE INDEX IF NOT EXISTS audit_entries_hash ON audit_entries(entry_hash);
+`;
+
+const SCHEMA = `${AUDIT_ENTRIES}
 
 CREATE TABLE IF NOT EXISTS sessions (
   session_id    TEXT PRIMARY KEY,
@@ -100,6 +106,9 @@ CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
 export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
   const db = new Database(path);
   db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+  // A new file only (SQLite ignores it once the database has pages): 16 KiB pages hold ~11
+  // entries each instead of 2, so less of each page is left over.
+  db.pragma(`page_size = ${PAGE_SIZE}`);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
@@ -107,8 +116,37 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
   const cols = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('sessions')").all();
   if (cols.length && !cols.some((c) => c.name === 'owner'))
     db.exec("ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'gateway'");
+  migrateAuditEntries(db);
   db.exec(SCHEMA);
   return db;
+}
+
+/** Page size of a new database file, bytes. */
+const PAGE_SIZE = 16384;
+
+/**
+ * A database made when audit_entries was a WITHOUT ROWID table gets the rowid table, with every
+ * row copied unchanged (the canonical texts are what the chains hash), in one transaction.
+ */
+function migrateAuditEntries(db: Db): void {
+  const row = db
+    .prepare<[], { sql: string }>(
+      "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'audit_entries'",
+    )
+    .get();
+  if (!row || !/WITHOUT\s+ROWID/i.test(row.sql)) return;
+  immediate(db, () => {
+    db.exec('ALTER TABLE audit_entries RENAME TO audit_entries_without_rowid');
+    db.exec('DROP INDEX IF EXISTS audit_entries_hash');
+    db.exec(AUDIT_ENTRIES);
+    db.exec(
+      `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
+         execution_id, agent_id, timestamp_utc, canonical)
+       SELECT chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id, execution_id,
+         agent_id, timestamp_utc, canonical FROM audit_entries_without_rowid ORDER BY chain_id, sequence_number`,
+    );
+    db.exec('DROP TABLE audit_entries_without_rowid');
+  });
 }
 
 /**

@@ -170,6 +170,7 @@ class Upstream {
         // Drain the child's stderr so it can never block; do not log it (it may carry arguments).
         transport.stderr?.on('data', () => undefined);
         this.capStdio(transport);
+        this.watchExit(transport, client);
       }
       this.client = client;
       return client;
@@ -206,6 +207,21 @@ class Upstream {
     });
   }
 
+  /**
+   * A stdio child that exits fails its in-flight calls at once (issue 11 item 8). The SDK
+   * closes the transport only when the child's pipes close, which a grandchild holding them
+   * open can delay forever; the process's own `exit` is what says no answer will come.
+   */
+  private watchExit(transport: StdioClientTransport, client: Client): void {
+    const child = (transport as unknown as { _process?: ChildProcess })._process;
+    child?.once('exit', (code, signal) => {
+      const reason = `upstream process exited (${signal ?? `code ${code}`})`;
+      for (const c of this.inflight) c.fail?.(reason);
+      if (this.client === client) this.client = null;
+      void client.close().catch(() => undefined);
+    });
+  }
+
   async listTools(): Promise<ToolDefinition[]> {
     const client = await this.connect();
     const out: ToolDefinition[] = [];
@@ -227,7 +243,13 @@ class Upstream {
     } catch (e) {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
-    const ctx: CallContext = { overflowed: false, cutOff: false };
+    // Aborted when the transport dies under the call (stdio exit, HTTP body broken off).
+    const died = new AbortController();
+    const ctx: CallContext = {
+      overflowed: false,
+      cutOff: false,
+      fail: (reason) => died.abort(new UpstreamDiedError(reason)),
+    };
     this.inflight.add(ctx);
     try {
       const params: Record<string, unknown> = { name: toolName };
@@ -237,6 +259,7 @@ class Upstream {
         client.request({ method: 'tools/call', params }, looseResult, {
           timeout: this.cfg.timeout_ms,
           maxTotalTimeout: this.cfg.timeout_ms,
+          signal: died.signal,
         }),
       );
       if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)
@@ -251,6 +274,8 @@ class Upstream {
           boundary: 'maybe_sent',
           failure: "connection cut: another call's response exceeded the cap",
         };
+      if (died.signal.aborted)
+        return { boundary: 'maybe_sent', failure: (died.signal.reason as Error).message };
       if (e instanceof McpError) {
         if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
         if (e.code === McpErrorCode.ConnectionClosed)
@@ -289,6 +314,15 @@ class Upstream {
   async release(): Promise<void> {
     await this.close();
     await this.credentials.close().catch(() => undefined);
+  }
+}
+
+/** The reason a call's transport died under it (the call's abort reason). */
+class UpstreamDiedError extends CmcpError {
+  declare readonly code: 'UPSTREAM_FAILED';
+  constructor(message: string) {
+    super('UPSTREAM_FAILED', message);
+    this.name = 'UpstreamDiedError';
   }
 }
 

@@ -16,6 +16,11 @@ export interface CallContext {
   overflowed: boolean;
   /** The connection was cut because another call's response passed the cap. */
   cutOff: boolean;
+  /**
+   * Fails the call at once: its transport died under it (the HTTP response body broke off,
+   * the stdio child exited). Set by the call; absent outside one.
+   */
+  fail?: (reason: string) => void;
 }
 
 export const callContext = new AsyncLocalStorage<CallContext>();
@@ -27,6 +32,17 @@ export class ResultTooLargeError extends CmcpError {
     super('UPSTREAM_RESULT_TOO_LARGE', message);
     this.name = 'ResultTooLargeError';
   }
+}
+
+/** The first `code` along an error's cause chain (e.g. ECONNRESET, UND_ERR_SOCKET). */
+function errorCode(e: unknown): string {
+  let cur: unknown = e;
+  for (let i = 0; i < 5 && cur; i++) {
+    const c = (cur as { code?: unknown }).code;
+    if (typeof c === 'string') return c;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return 'transport error';
 }
 
 /**
@@ -55,7 +71,16 @@ export function cappedFetch(
     let seen = 0;
     const body = new ReadableStream<Uint8Array>({
       async pull(ctrl) {
-        const { done, value } = await reader.read();
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch (e) {
+          // A reset or a connection closed before the response ended: no answer will come on
+          // this response, so the call fails now instead of at its timeout (issue 11 item 8).
+          ctx?.fail?.(`connection lost: ${errorCode(e)}`);
+          throw e;
+        }
+        const { done, value } = chunk;
         if (done) {
           ctrl.close();
           return;

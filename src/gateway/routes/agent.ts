@@ -9,6 +9,7 @@ import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ExecutionRegistry } from '../../execution/registry.js';
 import type { SessionService } from '../../session/service.js';
+import { type AgentLimits, registerAgentLimits } from '../agent-limits.js';
 import type { Authenticator } from '../auth.js';
 import type { McpEndpoint } from '../mcp.js';
 import { registerMcpUnauthenticated } from '../mcp-unauthenticated.js';
@@ -47,6 +48,8 @@ export interface AgentRouteDeps {
   sessionAgent?: (sessionId: string) => string | null;
   /** Told every agent a JWT access token authenticated. */
   onTokenAgent?: (agentId: string) => void;
+  /** Per-agent rate, in-flight and open-session limits (agent-limits.ts); none without. */
+  limits?: AgentLimits;
 }
 
 /**
@@ -158,6 +161,7 @@ function mcpFault(req: FastifyRequest, reply: FastifyReply, e: unknown) {
 export function agentRoutes(d: AgentRouteDeps) {
   return async (app: FastifyInstance) => {
     registerMcpUnauthenticated(app);
+    if (d.limits) registerAgentLimits(app, d.limits, d.recordRefusal);
     app.addHook('onRequest', agentAuth(d));
     app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
 
@@ -188,7 +192,19 @@ export function agentRoutes(d: AgentRouteDeps) {
     app.post('/sessions', { schema: createSessionSchema, attachValidation: true }, async (req, reply) => {
       const challenge = readChallenge(req);
       strictBody(req.body, BODY_MEMBERS.openSession, 'POST /sessions');
-      const s = await d.sessions.create(req.agentId, { challenge });
+      const create = () => d.sessions.create(req.agentId, { challenge });
+      const s = d.limits
+        ? await d.limits.withSessionSlot(req.agentId, d.sessions.openCount(req.agentId), create)
+        : await create();
+      if (s === null) {
+        d.recordRefusal(req.agentId, 'AGENT_TOO_MANY_SESSIONS', { route: 'POST /sessions' });
+        const max = d.limits?.settings.maxOpenSessions;
+        return sendError(
+          reply,
+          'AGENT_TOO_MANY_SESSIONS',
+          `this agent has ${max} open sessions; close one first`,
+        );
+      }
       return reply.code(201).send(s);
     });
     app.post<{ Params: { id: string } }>('/sessions/:id/close', { schema: claimSchema }, async (req) => {
@@ -198,8 +214,11 @@ export function agentRoutes(d: AgentRouteDeps) {
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req) =>
       ownSession(d, req, req.params.id, () => d.sessions.claim(req.agentId, req.params.id)),
     );
-    app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req) =>
-      ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id)),
+    // Streamed in pages (docs/operations.md#the-wal): never one long read or one serialisation.
+    app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req, reply) =>
+      reply
+        .type('application/json')
+        .send(ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id))),
     );
 
     // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.

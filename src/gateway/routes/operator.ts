@@ -19,8 +19,10 @@ declare module 'fastify' {
 /** Operator actions behind /operator/*; implemented in gateway/operator.ts. */
 export interface OperatorApi {
   isBlocked(agentId: string): boolean;
-  reloadPolicy(operatorId: string, body: unknown): Record<string, unknown>;
-  blockAgent(operatorId: string, agentId: string, body: unknown): Record<string, unknown>;
+  /** Resolves once every session it closes has its claim (closed in batches). */
+  reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>>;
+  /** Resolves once every session it closes has its claim (closed in batches). */
+  blockAgent(operatorId: string, agentId: string, body: unknown): Promise<Record<string, unknown>>;
   unblockAgent(operatorId: string, agentId: string): Record<string, unknown>;
   status(): Record<string, unknown>;
 }

@@ -272,6 +272,42 @@ export const ERRORS = {
     summary:
       'The upstream has not been reachable since start-up; its tools are hidden and the call was not sent (retried with backoff).',
   },
+  // Bounded resources (issue 11 item 6; docs/operations.md#limits-and-timeouts). Each is
+  // recorded in the aggregated refusal record of the gateway chain.
+  AGENT_RATE_LIMITED: {
+    http: 429,
+    rpc: -32090,
+    summary:
+      "The agent's request rate is over limits.agent_requests_per_s (burst limits.agent_request_burst); retry after Retry-After seconds.",
+  },
+  AGENT_TOO_MANY_IN_FLIGHT: {
+    http: 429,
+    rpc: -32091,
+    summary: 'The agent already has limits.agent_max_in_flight requests in flight; retry when one has ended.',
+  },
+  AGENT_TOO_MANY_SESSIONS: {
+    http: 429,
+    rpc: -32092,
+    summary: 'The agent already has limits.agent_max_open_sessions open sessions; close one first.',
+  },
+  CONNECTION_LIMIT_REACHED: {
+    http: 503,
+    rpc: -32093,
+    summary:
+      'The gateway holds limits.max_connections connections; a new connection is closed at once, without an answer.',
+  },
+  REQUEST_HEADERS_TIMEOUT: {
+    http: 408,
+    rpc: -32094,
+    summary:
+      "The request's headers did not arrive within limits.headers_timeout_ms; the connection is closed.",
+  },
+  REQUEST_BODY_TIMEOUT: {
+    http: 408,
+    rpc: -32095,
+    summary:
+      'The whole request (headers and body) did not arrive within limits.request_timeout_ms; the connection is closed.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */

@@ -1,0 +1,163 @@
+/**
+ * Per-agent limits (issue 11 item 6; docs/operations.md#limits-and-timeouts): a request rate
+ * (token bucket), requests in flight at once, and open sessions. Decided after authentication,
+ * in memory; each refusal has its own code and goes to the aggregated refusal record.
+ */
+import { ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { GatewayConfig } from '../config/index.js';
+import type { ConnectionLimitSettings } from './connection-limits.js';
+import { readableId } from './mcp-unauthenticated.js';
+import { isJsonRpc, jsonRpcError, sendError } from './replies.js';
+import type { RefusalSink } from './routes/agent.js';
+
+export interface AgentLimitSettings {
+  /** Sustained requests per second per agent. */
+  requestsPerS: number;
+  /** Requests above the sustained rate an idle agent may send at once. */
+  burst: number;
+  /** Requests in flight at once per agent. */
+  maxInFlight: number;
+  /** Open sessions per agent. */
+  maxOpenSessions: number;
+}
+
+interface AgentState {
+  tokens: number;
+  /** performance.now() of the last refill, ms. */
+  at: number;
+  inFlight: number;
+  /** Sessions being opened now (not yet counted as open in the database). */
+  opening: number;
+}
+
+/** Above this many tracked agents, idle ones (full bucket, nothing in flight) are forgotten. */
+const PRUNE_AT = 10_000;
+
+export class AgentLimits {
+  private readonly agents = new Map<string, AgentState>();
+
+  constructor(readonly settings: AgentLimitSettings) {}
+
+  private state(agentId: string): AgentState {
+    let s = this.agents.get(agentId);
+    if (!s) {
+      if (this.agents.size >= PRUNE_AT) this.prune();
+      s = { tokens: this.settings.burst, at: performance.now(), inFlight: 0, opening: 0 };
+      this.agents.set(agentId, s);
+    }
+    return s;
+  }
+
+  private prune(): void {
+    const now = performance.now();
+    for (const [id, s] of this.agents) {
+      const full = s.tokens + ((now - s.at) / 1000) * this.settings.requestsPerS >= this.settings.burst;
+      if (full && s.inFlight === 0 && s.opening === 0) this.agents.delete(id);
+    }
+  }
+
+  /**
+   * Admits one request of `agentId`: takes a token and an in-flight slot (give it back with
+   * {@link release}).
+   * @returns null when admitted, else the refusal's code.
+   */
+  admit(agentId: string): ErrorCode | null {
+    const s = this.state(agentId);
+    const now = performance.now();
+    s.tokens = Math.min(this.settings.burst, s.tokens + ((now - s.at) / 1000) * this.settings.requestsPerS);
+    s.at = now;
+    if (s.tokens < 1) return 'AGENT_RATE_LIMITED';
+    if (s.inFlight >= this.settings.maxInFlight) return 'AGENT_TOO_MANY_IN_FLIGHT';
+    s.tokens -= 1;
+    s.inFlight++;
+    return null;
+  }
+
+  /** Gives back the in-flight slot of an admitted request. */
+  release(agentId: string): void {
+    const s = this.agents.get(agentId);
+    if (s && s.inFlight > 0) s.inFlight--;
+  }
+
+  /** Whole seconds until the agent's next token (Retry-After). */
+  retryAfterS(agentId: string): number {
+    const s = this.agents.get(agentId);
+    const missing = s ? Math.max(0, 1 - s.tokens) : 0;
+    return Math.max(1, Math.ceil(missing / this.settings.requestsPerS));
+  }
+
+  /**
+   * Opens a session within the agent's limit: `open` is the agent's open-session count now;
+   * sessions being opened concurrently count too.
+   * @returns the result of `create`, or null when the agent is at its limit.
+   */
+  async withSessionSlot<T>(agentId: string, open: number, create: () => Promise<T>): Promise<T | null> {
+    const s = this.state(agentId);
+    if (open + s.opening >= this.settings.maxOpenSessions) return null;
+    s.opening++;
+    try {
+      return await create();
+    } finally {
+      s.opening--;
+    }
+  }
+}
+
+/** Answers a limit refusal on an agent route: a JSON-RPC error with the request's id, or a REST error. */
+export function sendLimitRefusal(req: FastifyRequest, reply: FastifyReply, code: ErrorCode, message: string) {
+  if (!isJsonRpc(req)) return sendError(reply, code, message);
+  const body = jsonRpcError(readableId(req.body), code, message);
+  return reply.code(ERRORS[code].http).type('application/json').send(body);
+}
+
+const MESSAGES: Partial<Record<ErrorCode, string>> = {
+  AGENT_RATE_LIMITED: 'request rate limit reached for this agent',
+  AGENT_TOO_MANY_IN_FLIGHT: 'too many requests in flight for this agent',
+};
+
+/**
+ * Registers the rate and in-flight limits on the agent routes plugin: a `preHandler` (after
+ * authentication; a JSON-RPC refusal carries the request's id) that admits or refuses, and
+ * releases the slot when the response is done or the client went away. Long-lived streams
+ * (`GET /mcp`) take a token but no in-flight slot.
+ */
+export function registerAgentLimits(app: FastifyInstance, limits: AgentLimits, record: RefusalSink): void {
+  app.addHook('preHandler', async (req, reply) => {
+    if (!req.agentId || reply.sent) return;
+    const agentId = req.agentId;
+    const code = limits.admit(agentId);
+    if (code !== null) {
+      record(agentId, code, { route: `${req.method} ${req.routeOptions.url ?? 'unknown'}` });
+      if (code === 'AGENT_RATE_LIMITED') reply.header('Retry-After', String(limits.retryAfterS(agentId)));
+      return sendLimitRefusal(req, reply, code, MESSAGES[code] ?? 'limit reached');
+    }
+    if (req.method === 'GET' && req.routeOptions.url === '/mcp') {
+      limits.release(agentId);
+      return;
+    }
+    reply.raw.once('close', () => limits.release(agentId));
+  });
+}
+
+/** The app's per-agent and per-connection limits from the config's `limits` section. */
+export function edgeLimits(cfg: GatewayConfig): {
+  agentLimits: AgentLimits;
+  connections: ConnectionLimitSettings;
+} {
+  const l = cfg.limits;
+  return {
+    agentLimits: new AgentLimits({
+      requestsPerS: l.agent_requests_per_s,
+      burst: l.agent_request_burst,
+      maxInFlight: l.agent_max_in_flight,
+      maxOpenSessions: l.agent_max_open_sessions,
+    }),
+    connections: {
+      headersTimeoutMs: l.headers_timeout_ms,
+      requestTimeoutMs: l.request_timeout_ms,
+      keepAliveTimeoutMs: l.keep_alive_timeout_ms,
+      maxConnections: l.max_connections,
+    },
+  };
+}
