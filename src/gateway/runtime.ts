@@ -26,6 +26,9 @@ import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
+import { callLink } from '../relay/calls.js';
+import { Relay } from '../relay/relay.js';
+import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
@@ -57,6 +60,10 @@ export interface Gateway {
   policy: PolicyState | null;
   catalog: CatalogGuard | null;
   operator: OperatorControls;
+  /** The relayed MCP methods and the client sessions' upstream connections (src/relay/). */
+  relay: Relay;
+  /** The MCP layer behind `POST /mcp` (the HTTP edge hands it each request and its channel). */
+  mcp: McpEndpoint;
   /** `http://host:port` once listening. */
   url: string;
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
@@ -229,9 +236,23 @@ function buildHttp(
     callTelemetry(obs.metrics, obs.tracing.tracer),
   );
   const refusals = gatewayRefusals(chain, log);
+  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
+  const relay = new Relay({
+    pool: upstreams,
+    chain,
+    sessions,
+    log,
+    policy: () => policy?.engine ?? null,
+    agentAttributes: (id) => agentAttrs.get(id) ?? {},
+    listTools,
+    pageSize: cfg.limits.list_page_size,
+  });
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {}),
+    ...(catalog ? { listTools } : {}),
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
+    methods: relay.methods,
+    capabilities: () => relay.capabilities(),
+    callLink: (req) => callLink(relay, req),
   });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
   const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
@@ -257,7 +278,7 @@ function buildHttp(
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
   });
-  return { app, refusals };
+  return { app, refusals, relay, mcp };
 }
 
 /**
@@ -305,6 +326,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
+    recordRenewals(upstreams, chain, log);
 
     const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
       db,
@@ -315,7 +337,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       executions,
       log,
     });
-    const { app, refusals } = buildHttp(
+    const { app, refusals, relay, mcp } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
@@ -350,6 +372,8 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       policy,
       catalog,
       operator,
+      relay,
+      mcp,
       url,
       metricsUrl: metricsListener?.url ?? null,
       async close() {
@@ -359,6 +383,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         await metricsListener?.close();
         await app.close();
         refusals.authFailures.flush();
+        await relay.close();
         await upstreams.close();
         await measurer.settled();
         provider.close();

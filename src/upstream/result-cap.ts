@@ -16,6 +16,10 @@ export interface CallContext {
   overflowed: boolean;
   /** The connection was cut because another call's response passed the cap. */
   cutOff: boolean;
+  /** JSON-RPC id of the call's request as sent upstream (src/upstream/answers.ts). */
+  requestId?: string | number;
+  /** A response with that id arrived: the upstream answered (result or JSON-RPC error). */
+  answered?: boolean;
 }
 
 export const callContext = new AsyncLocalStorage<CallContext>();
