@@ -5,6 +5,7 @@
  * upstream, expired and restarted upstream sessions renewed.
  */
 
+import { join } from 'node:path';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -14,7 +15,7 @@ import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel
 import type { Gateway } from '../src/gateway/runtime.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
-import { startInProcess, writeConfig } from './harness/gateway.js';
+import { REPO_ROOT, startInProcess, writeConfig } from './harness/gateway.js';
 
 const AUTH = { Authorization: 'Bearer alice-token' };
 
@@ -52,9 +53,15 @@ function testChannel(
 }
 
 let id = 1;
-async function rpc(gw: Gateway, channel: ClientChannel, method: string, params: Record<string, unknown>) {
+async function rpc(
+  gw: Gateway,
+  channel: ClientChannel,
+  method: string,
+  params: Record<string, unknown>,
+  agentId = 'alice',
+) {
   const r = await gw.mcp.handle(
-    { agentId: 'alice', blocked: false },
+    { agentId, blocked: false },
     { jsonrpc: '2.0', id: id++, method, params },
     undefined,
     process.hrtime.bigint(),
@@ -319,6 +326,66 @@ describe('three federated upstreams', () => {
     expect(r.contents[0]).toMatchObject({ text: 'content of test://c/1 from c' });
     const t = await client.callTool({ name: 'c.c-tool-0', arguments: {} });
     expect(t.content).toEqual([{ type: 'text', text: 'called c-tool-0' }]);
+  });
+});
+
+describe('relayed requests under the example policy (examples/policy)', () => {
+  let up: RelayServer;
+  let gw: Gateway;
+
+  beforeAll(async () => {
+    up = await startRelayServer({ tag: 'a', extraUris: ['test://a-secret/plan'] });
+    const cfg = await writeConfig({
+      upstreams: [{ name: 'a', transport: 'http', url: up.url }],
+      agents: [
+        { agent_id: 'alice', token: 'alice-token' },
+        { agent_id: 'sam', token: 'sam-token', attributes: { roles: ['sampler'] } },
+      ],
+      extra: { policy: { bundle: join(REPO_ROOT, 'examples', 'policy'), enforcement_mode: 'enforcing' } },
+    });
+    gw = await startInProcess(cfg);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('denies a secret resource read and records it; allows the others', async () => {
+    const t = testChannel(undefined);
+    const denied = await rpc(gw, t.channel, 'resources/read', { uri: 'test://a-secret/plan' });
+    expect(denied.error?.data).toMatchObject({
+      error_code: 'POLICY_DENY',
+      policy_ids: ['no-secret-resources'],
+    });
+    const ok = await rpc(gw, t.channel, 'resources/read', { uri: 'test://a/0' });
+    expect(ok.result?.contents).toEqual([{ uri: 'test://a/0', text: 'content of test://a/0 from a' }]);
+    const reads = entriesOfType(gw, 'resource_read');
+    expect(reads.map((e) => [e.disposition, e.policy_decision, e.error_code])).toEqual([
+      ['refused', 'deny', 'POLICY_DENY'],
+      ['completed', 'allow', null],
+    ]);
+    expect(reads[0]?.policy_rule_matched).toEqual(['no-secret-resources']);
+  });
+
+  it('denies a sampling request for an agent without the sampler role: the upstream gets an error, the relay is recorded', async () => {
+    const answer = () => ({ role: 'assistant', content: { type: 'text', text: 'hello' }, model: 'm' });
+    const alice = testChannel('alice-session', answer);
+    const r = await rpc(gw, alice.channel, 'tools/call', { name: 'a.sample', arguments: {} });
+    // The upstream's tool failed on the refused sampling request; its error is relayed.
+    expect(r.error?.data?.error_code).toBe('UPSTREAM_RPC_ERROR');
+    expect(String(r.error?.message)).toMatch(/denied by policy/);
+    expect(alice.requests).toHaveLength(0);
+    const sam = testChannel('sam-session', answer);
+    const s = await rpc(gw, sam.channel, 'tools/call', { name: 'a.sample', arguments: {} }, 'sam');
+    expect(s.result?.content).toEqual([{ type: 'text', text: 'sampled: {"type":"text","text":"hello"}' }]);
+    const relays = entriesOfType(gw, 'sampling_relay').sort((x, y) =>
+      (x.agent_id ?? '').localeCompare(y.agent_id ?? ''),
+    );
+    expect(relays.map((e) => [e.agent_id, e.disposition, e.policy_decision, e.error_code])).toEqual([
+      ['alice', 'refused', 'deny', 'POLICY_DENY'],
+      ['sam', 'completed', 'allow', null],
+    ]);
+    expect(relays[1]?.policy_rule_matched).toEqual(['sampling-for-samplers']);
   });
 });
 
