@@ -5,8 +5,11 @@
  * upstream, expired and restarted upstream sessions renewed.
  */
 
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { verifyBundle } from '@cmcp/verify/bundle';
+import { runVerify } from '@cmcp/verify/cli/claim';
+import { canonicalJson, jcsDigest, sha256Hex } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -15,7 +18,7 @@ import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel
 import type { Gateway } from '../src/gateway/runtime.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
-import { REPO_ROOT, startInProcess, writeConfig } from './harness/gateway.js';
+import { REPO_ROOT, rest, startInProcess, writeConfig } from './harness/gateway.js';
 
 const AUTH = { Authorization: 'Bearer alice-token' };
 
@@ -326,6 +329,98 @@ describe('three federated upstreams', () => {
     expect(r.contents[0]).toMatchObject({ text: 'content of test://c/1 from c' });
     const t = await client.callTool({ name: 'c.c-tool-0', arguments: {} });
     expect(t.content).toEqual([{ type: 'text', text: 'called c-tool-0' }]);
+  });
+});
+
+describe('every relayed entry type through cmcp verify', () => {
+  let up: RelayServer;
+  let gw: Gateway;
+  let dir: string;
+
+  beforeAll(async () => {
+    up = await startRelayServer({ tag: 'v' });
+    const cfg = await writeConfig({ upstreams: [{ name: 'v', transport: 'http', url: up.url }] });
+    dir = cfg.dir;
+    gw = await startInProcess(cfg);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('verifies a claim whose chain holds every new entry type, counts them, and rejects a tampered one', async () => {
+    const answer = (m: ClientMessage) =>
+      m.method === 'sampling/createMessage'
+        ? { role: 'assistant', content: { type: 'text', text: 'x' }, model: 'm' }
+        : m.method === 'roots/list'
+          ? { roots: [] }
+          : { action: 'cancel' };
+    const t = testChannel('verify-session', answer);
+    const sid = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    const inSession = { _cmcp: { session_id: sid } };
+    await rpc(gw, t.channel, 'resources/read', { uri: 'test://v/0', ...inSession });
+    await rpc(gw, t.channel, 'resources/read', { uri: 'test://nowhere/0', ...inSession });
+    await rpc(gw, t.channel, 'resources/subscribe', { uri: 'test://v/0', ...inSession });
+    await rpc(gw, t.channel, 'resources/unsubscribe', { uri: 'test://v/0', ...inSession });
+    await rpc(gw, t.channel, 'prompts/get', { name: 'v.v-prompt-0', ...inSession });
+    await rpc(gw, t.channel, 'completion/complete', {
+      ref: { type: 'ref/resource', uri: 'test://v/{id}' },
+      argument: { name: 'id', value: '1' },
+      ...inSession,
+    });
+    for (const name of ['v.sample', 'v.elicit', 'v.roots'])
+      await rpc(gw, t.channel, 'tools/call', { name, arguments: {}, _cmcp: { session_id: sid } });
+    const claim = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`)).body;
+    const bundle = (await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`)).body;
+    const verify = async (b: unknown, json: boolean) => {
+      const cp = join(dir, `claim-${id++}.json`);
+      writeFileSync(cp, JSON.stringify(claim));
+      writeFileSync(`${cp}.audit`, JSON.stringify(b));
+      let out = '';
+      const code = await runVerify(
+        cp,
+        { audit: `${cp}.audit`, json },
+        { stdout: (x) => (out += x), stderr: (x) => (out += x) },
+        'cmcp verify',
+      );
+      return { code, out };
+    };
+    const good = await verify(bundle, false);
+    expect(good.out).toMatch(/PASS\s+audit\.entry_types/);
+    expect(good.code).toBe(0);
+    const counts = good.out.split('\n').find((l) => l.startsWith('Audit entries by type:'));
+    expect(counts).toContain('resource_read 2');
+    for (const type of [
+      'resource_subscribe 1',
+      'resource_unsubscribe 1',
+      'prompt_get 1',
+      'completion 1',
+      'sampling_relay 1',
+      'elicitation_relay 1',
+      'roots_relay 1',
+      'tool_call 3',
+    ])
+      expect(counts).toContain(type);
+    // Content tampering of a relayed entry: its hash no longer matches.
+    const tampered = structuredClone(bundle);
+    const i = tampered.entries.findIndex((e: { canonical: string }) =>
+      e.canonical.includes('"resource_read"'),
+    );
+    tampered.entries[i].canonical = tampered.entries[i].canonical.replace('"completed"', '"refused"');
+    const bad = await verify(tampered, true);
+    expect(bad.code).toBe(1);
+    expect(
+      JSON.parse(bad.out).checks.find((c: { id: string }) => c.id === 'audit.entry_hashes').reason_code,
+    ).toBe('ENTRY_HASH_MISMATCH');
+    // A relayed entry built without its required members fails the entry-type check even when re-hashed.
+    const body = JSON.parse(bundle.entries[i].canonical);
+    const forged = { ...body, request_payload_hash: null };
+    const canonical = canonicalJson(forged);
+    const alone = verifyBundle({
+      ...bundle,
+      entries: [...bundle.entries.slice(0, i), { canonical, entry_hash: sha256Hex(canonical) }],
+    });
+    expect(alone.checks.find((c) => c.id === 'audit.entry_types')?.reason_code).toBe('ENTRY_TYPE_INVALID');
   });
 });
 
