@@ -215,6 +215,22 @@ export const configSchema = z
       .strictObject({
         host: z.string().default('127.0.0.1'),
         port: z.number().int().min(0).max(65535).default(8787),
+        /**
+         * Host names (or IP literals, IPv6 in brackets; a port is allowed and ignored) that a
+         * request's Host and Origin headers may name (DNS-rebinding protection,
+         * src/gateway/host-check.ts). Default: the listen address and the loopback names.
+         */
+        allowed_hosts: z
+          .array(
+            z
+              .string()
+              .regex(
+                /^[A-Za-z0-9.\-_]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/,
+                'must be a host name or IP literal (IPv6 in brackets), optionally with :port',
+              ),
+          )
+          .min(1)
+          .optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
     /**

@@ -14,6 +14,7 @@ import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
 import type { Readiness } from './readiness.js';
+import { hostCheck } from './host-check.js';
 import { errorHandler } from './replies.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
@@ -46,6 +47,10 @@ export interface AppDeps {
   metrics?: GatewayMetrics;
   /** Answers /readyz. */
   readiness?: Readiness;
+  /** DNS-rebinding protection: the hosts Host and Origin may name (host-check.ts); absent: no check. */
+  allowedHosts?: ReadonlySet<string>;
+  /** Records requests refused by that check (aggregated). */
+  recordHostRefusal?: (route: string) => void;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -76,6 +81,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.addHook('onRequest', async (req) => {
     req.startedAt = process.hrtime.bigint();
   });
+  // Before every authentication hook: a rebinding page never reaches a token check.
+  if (d.allowedHosts)
+    app.addHook('onRequest', hostCheck(d.allowedHosts, d.recordHostRefusal ?? (() => undefined)));
   app.setErrorHandler(errorHandler(d.maxRequestBytes));
 
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);

@@ -40,6 +40,8 @@ export interface GatewayRefusals {
   refused: RefusalSink;
   /** Unauthenticated requests: the first in each window at once, the rest as one counted entry. */
   authFailures: AuthFailureRecorder;
+  /** Requests refused by DNS-rebinding protection (host-check.ts), aggregated the same way. */
+  hostRefusals: AuthFailureRecorder;
 }
 
 /**
@@ -65,5 +67,8 @@ export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals
   const authFailures = new AuthFailureRecorder((count, routes, windowStart) =>
     refused(null, 'UNAUTHENTICATED', { count, routes, window_start: windowStart }),
   );
-  return { refused, authFailures };
+  const hostRefusals = new AuthFailureRecorder((count, routes, windowStart) =>
+    refused(null, 'HOST_NOT_ALLOWED', { count, routes, window_start: windowStart }),
+  );
+  return { refused, authFailures, hostRefusals };
 }

@@ -38,6 +38,7 @@ import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
+import { allowedHosts } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
@@ -256,6 +257,8 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    allowedHosts: allowedHosts(cfg.listen),
+    recordHostRefusal: (route) => refusals.hostRefusals.record(route),
   });
   return { app, refusals };
 }
@@ -359,6 +362,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         await metricsListener?.close();
         await app.close();
         refusals.authFailures.flush();
+        refusals.hostRefusals.flush();
         await upstreams.close();
         await measurer.settled();
         provider.close();
