@@ -255,8 +255,10 @@ export const configSchema = z
         default_max_calls: z.number().int().min(1).default(1000),
         /** …or after this many seconds. */
         default_max_age_s: z.number().int().min(1).default(3600),
+        /** A client session (`Mcp-Session-Id`) unused this many seconds ends; its id then gets 404. */
+        client_idle_s: z.number().int().min(1).default(1800),
       })
-      .default({ default_max_calls: 1000, default_max_age_s: 3600 }),
+      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 1800 }),
     limits: z
       .strictObject({
         /** Largest accepted request body, bytes. */

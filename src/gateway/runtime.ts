@@ -42,7 +42,9 @@ import { allowedHosts } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
-import { gatewayRefusals, recordGatewayStart } from './records.js';
+import { gatewayRefusals, recordClientSession, recordGatewayStart } from './records.js';
+import { ClientSessions } from './stream/client-sessions.js';
+import { InflightRequests } from './stream/inflight.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -230,6 +232,12 @@ function buildHttp(
     callTelemetry(obs.metrics, obs.tracing.tracer),
   );
   const refusals = gatewayRefusals(chain, log);
+  // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
+  const clientSessions = new ClientSessions({
+    idleMs: cfg.sessions.client_idle_s * 1000,
+    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
+  });
+  const inflight = new InflightRequests();
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
     ...(catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {}),
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
@@ -257,10 +265,12 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    clientSessions,
+    inflight,
     allowedHosts: allowedHosts(cfg.listen),
     recordHostRefusal: (route) => refusals.hostRefusals.record(route),
   });
-  return { app, refusals };
+  return { app, refusals, clientSessions };
 }
 
 /**
@@ -318,7 +328,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       executions,
       log,
     });
-    const { app, refusals } = buildHttp(
+    const { app, refusals, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
@@ -360,6 +370,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         closed = true;
         if (relist) clearInterval(relist);
         await metricsListener?.close();
+        clientSessions.close();
         await app.close();
         refusals.authFailures.flush();
         refusals.hostRefusals.flush();

@@ -37,6 +37,18 @@ export const ERRORS = {
     summary:
       'The Host header (or the Origin header, when sent) names no allowed host (listen.allowed_hosts): DNS-rebinding protection, before authentication.',
   },
+  REQUEST_CANCELLED: {
+    http: 400,
+    rpc: -32041,
+    summary:
+      'The client cancelled the request (notifications/cancelled) or disconnected before it was answered.',
+  },
+  CLIENT_REQUEST_FAILED: {
+    http: 502,
+    rpc: -32042,
+    summary:
+      'The client answered a server-to-client request (sampling, elicitation, roots) with a JSON-RPC error; its code is in data.rpc_code.',
+  },
   UNKNOWN_CLIENT_SESSION: {
     http: 404,
     rpc: -32013,

@@ -21,7 +21,8 @@ export type EntryType =
   | 'catalog_drift'
   | 'catalog_drift_cleared'
   | 'agent_blocked'
-  | 'agent_unblocked';
+  | 'agent_unblocked'
+  | 'client_session_open';
 
 /** The chain id of gateway-level events (docs/spec/audit-entries.md). */
 export const GATEWAY_CHAIN_ID = 'gateway';
