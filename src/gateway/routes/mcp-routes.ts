@@ -86,16 +86,13 @@ function channelFor(
   headers: Record<string, string>,
 ): { channel: ClientChannel; stream: StreamChannel | null; ctl: AbortController } {
   const accept = accepted(req);
-  const protocol = session ? { protocolVersion: session.protocolVersion } : {};
   if (accept.sse) {
-    const stream = new StreamChannel(
-      reply.raw,
-      d.inflight,
-      req.agentId,
-      headers,
-      session?.id,
-      !accept.json,
-      () => reply.hijack(),
+    // A client in a session speaks Streamable HTTP in full (SDK clients): it gets the stream as
+    // from an SDK server. Without a session (stateless requests, curl, scripts) the stream opens
+    // only when something must reach the client before the result.
+    const eager = !accept.json || session !== null;
+    const stream = new StreamChannel(reply.raw, d.inflight, req.agentId, headers, session?.id, eager, () =>
+      reply.hijack(),
     );
     if (session) stream.protocolVersion = session.protocolVersion;
     return { channel: stream, stream, ctl: stream.controller };
@@ -104,6 +101,7 @@ function channelFor(
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) ctl.abort();
   });
+  const protocol = session ? { protocolVersion: session.protocolVersion } : {};
   return { channel: { ...jsonChannel(ctl.signal, session?.id), ...protocol }, stream: null, ctl };
 }
 

@@ -3,8 +3,9 @@
  * (MCP Streamable HTTP: the server may answer a POST with an SSE stream that carries
  * notifications and requests related to it before the response). The stream opens on the
  * first message that must reach the client before the result; a request that produces none
- * is answered `application/json`, as before, so the plain path costs nothing extra. A client
- * that accepts only `text/event-stream` always gets the stream.
+ * is answered `application/json`, as before, so the plain path costs nothing extra. An
+ * `eager` channel (a client in a client session, or one that accepts only
+ * `text/event-stream`) always answers on the stream.
  */
 import type { ServerResponse } from 'node:http';
 import { CmcpError } from '@cmcp/verify/errors/index';
@@ -27,8 +28,8 @@ export class StreamChannel implements ClientChannel {
     /** Response headers (e.g. `Mcp-Session-Id`) written with the stream's head. */
     private readonly headers: Record<string, string>,
     readonly clientSessionId: string | undefined,
-    /** The client accepts only `text/event-stream`: the stream opens even for a lone result. */
-    private readonly sseOnly: boolean,
+    /** The stream opens even for a lone result. */
+    private readonly eager: boolean,
     /** Called once, just before the stream's head is written (the HTTP layer lets go of the reply). */
     private readonly onOpen: () => void,
   ) {
@@ -105,7 +106,7 @@ export class StreamChannel implements ClientChannel {
    * @returns false when the response is still to be sent as `application/json`.
    */
   finish(body: Record<string, unknown> | null): boolean {
-    if (!this.open && !(this.sseOnly && body !== null)) return false;
+    if (!this.open && !(this.eager && body !== null)) return false;
     if (this.usable()) {
       this.start();
       if (body !== null) writeEvent(this.raw, body);
