@@ -20,7 +20,13 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
-import { type CallContext, callContext, cappedFetch, DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
+import {
+  type CallContext,
+  callContext,
+  cappedFetch,
+  DEFAULT_MAX_RESULT_BYTES,
+  ResultTooLargeError,
+} from './result-cap.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -99,8 +105,10 @@ class Upstream {
    * none of them is attributed the oversized result (each ends outcome_unknown).
    */
   private overflowed(ctx: CallContext | undefined): void {
-    if (ctx) ctx.overflowed = true;
-    else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
+    if (ctx) {
+      ctx.overflowed = true;
+      ctx.stop?.abort(new ResultTooLargeError(`response exceeds ${this.maxResultBytes} bytes`));
+    } else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
     else for (const c of this.inflight) c.cutOff = true;
     this.log.warn(
       { upstream: this.cfg.name, cap: this.maxResultBytes },
@@ -222,7 +230,7 @@ class Upstream {
     } catch (e) {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
-    const ctx: CallContext = { overflowed: false, cutOff: false };
+    const ctx: CallContext = { overflowed: false, cutOff: false, stop: new AbortController() };
     this.inflight.add(ctx);
     try {
       const params: Record<string, unknown> = { name: toolName };
@@ -232,6 +240,7 @@ class Upstream {
         client.request({ method: 'tools/call', params }, looseResult, {
           timeout: this.cfg.timeout_ms,
           maxTotalTimeout: this.cfg.timeout_ms,
+          signal: ctx.stop?.signal,
         }),
       );
       if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)

@@ -16,6 +16,11 @@ export interface CallContext {
   overflowed: boolean;
   /** The connection was cut because another call's response passed the cap. */
   cutOff: boolean;
+  /**
+   * Aborts the waiting request when its response passes the cap: an SSE response cut at the
+   * cap is not a closed connection to the SDK, which would otherwise wait for the timeout.
+   */
+  stop?: AbortController;
 }
 
 export const callContext = new AsyncLocalStorage<CallContext>();
