@@ -261,6 +261,8 @@ export const configSchema = z
       .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 1800 }),
     limits: z
       .strictObject({
+        /** Items per page of the lists the gateway answers (tools, resources, templates, prompts). */
+        list_page_size: z.number().int().min(1).max(10_000).default(100),
         /** Largest accepted request body, bytes. */
         max_request_bytes: z
           .number()
@@ -274,7 +276,11 @@ export const configSchema = z
           .min(1024)
           .default(2 * 1024 * 1024),
       })
-      .default({ max_request_bytes: 2 * 1024 * 1024, max_result_bytes: 2 * 1024 * 1024 }),
+      .default({
+        list_page_size: 100,
+        max_request_bytes: 2 * 1024 * 1024,
+        max_result_bytes: 2 * 1024 * 1024,
+      }),
     metrics: metrics.default({ enabled: true, allow_remote: false }),
     tracing: tracing.default({ enabled: false, service_name: 'cmcp-gateway' }),
   })

@@ -26,6 +26,9 @@ import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
+import { callLink } from '../relay/calls.js';
+import { Relay } from '../relay/relay.js';
+import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
@@ -60,10 +63,16 @@ export interface Gateway {
   policy: PolicyState | null;
   catalog: CatalogGuard | null;
   operator: OperatorControls;
+  /** The relayed MCP methods and the client sessions' upstream connections (src/relay/). */
+  relay: Relay;
+  /** The MCP layer behind `POST /mcp` (the HTTP edge hands it each request and its channel). */
+  mcp: McpEndpoint;
   /** `http://host:port` once listening. */
   url: string;
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
   metricsUrl: string | null;
+  /** Client sessions (`Mcp-Session-Id`) of the HTTP edge. */
+  clientSessions: ClientSessions;
   close(): Promise<void>;
 }
 
@@ -232,15 +241,30 @@ function buildHttp(
     callTelemetry(obs.metrics, obs.tracing.tracer),
   );
   const refusals = gatewayRefusals(chain, log);
+  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
+  const relay = new Relay({
+    pool: upstreams,
+    chain,
+    sessions,
+    log,
+    policy: () => policy?.engine ?? null,
+    agentAttributes: (id) => agentAttrs.get(id) ?? {},
+    listTools,
+    pageSize: cfg.limits.list_page_size,
+  });
   // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
   const clientSessions = new ClientSessions({
     idleMs: cfg.sessions.client_idle_s * 1000,
     onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
   });
   const inflight = new InflightRequests();
+  relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {}),
+    ...(catalog ? { listTools } : {}),
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
+    methods: relay.methods,
+    capabilities: () => relay.capabilities(),
+    callLink: (req) => callLink(relay, req),
   });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
   const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
@@ -270,7 +294,7 @@ function buildHttp(
     allowedHosts: allowedHosts(cfg.listen),
     recordHostRefusal: (route) => refusals.hostRefusals.record(route),
   });
-  return { app, refusals, clientSessions };
+  return { app, refusals, relay, mcp, clientSessions };
 }
 
 /**
@@ -318,6 +342,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
+    recordRenewals(upstreams, chain, log);
 
     const { catalog, policy, facts, sessions, operator, measurer } = await startControls(cfg, loaded, {
       db,
@@ -328,7 +353,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       executions,
       log,
     });
-    const { app, refusals, clientSessions } = buildHttp(
+    const { app, refusals, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
@@ -363,8 +388,11 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       policy,
       catalog,
       operator,
+      relay,
+      mcp,
       url,
       metricsUrl: metricsListener?.url ?? null,
+      clientSessions,
       async close() {
         if (closed) return;
         closed = true;
@@ -374,6 +402,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         await app.close();
         refusals.authFailures.flush();
         refusals.hostRefusals.flush();
+        await relay.close();
         await upstreams.close();
         await measurer.settled();
         provider.close();

@@ -21,6 +21,10 @@ export interface CallContext {
    * cap is not a closed connection to the SDK, which would otherwise wait for the timeout.
    */
   stop?: AbortController;
+  /** JSON-RPC id of the call's request as sent upstream (src/upstream/answers.ts). */
+  requestId?: string | number;
+  /** A response with that id arrived: the upstream answered (result or JSON-RPC error). */
+  answered?: boolean;
 }
 
 export const callContext = new AsyncLocalStorage<CallContext>();
