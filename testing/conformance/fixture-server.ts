@@ -6,8 +6,9 @@
  * `npm run conformance` tests directly and then behind the gateway.
  *
  * Beyond the scenarios: `test_big_result {bytes}` answers a text of that many bytes (result
- * size cap over SSE), and `test_progress_steps {steps}` reports `steps` progress notifications
- * back to back (the bench's relayed-progress latency).
+ * size cap over SSE), `test_progress_steps {steps}` reports `steps` progress notifications
+ * back to back (the bench's relayed-progress latency), and `test_wait_for_cancel` runs until
+ * its request is cancelled, noting the cancellation in `FixtureServer.cancelled`.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server as HttpServer, type IncomingMessage } from 'node:http';
@@ -103,6 +104,7 @@ const TOOLS = [
     description: 'Returns a text of `bytes` bytes',
     inputSchema: { type: 'object', properties: { bytes: { type: 'integer' } }, required: ['bytes'] },
   },
+  { name: 'test_wait_for_cancel', description: 'Runs until cancelled (up to 30 s)', inputSchema: noArgs },
   {
     name: 'test_progress_steps',
     description: 'Reports `steps` progress notifications back to back',
@@ -154,8 +156,8 @@ const ELICIT_DEFAULTS = {
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
 
-/** One MCP server (one per client session). */
-function buildServer(): Server {
+/** One MCP server (one per client session). `cancelled` collects what test_wait_for_cancel saw. */
+function buildServer(cancelled: string[]): Server {
   const server = new Server(
     { name: 'cmcp-conformance-fixture', version: '1.0.0' },
     {
@@ -294,6 +296,17 @@ function buildServer(): Server {
         return text(`json schema tool called with ${JSON.stringify(args)}`);
       case 'test_reconnection':
         return text('reconnection test completed');
+      case 'test_wait_for_cancel':
+        await progress(0, 1);
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, 30_000);
+          extra.signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            cancelled.push(String(extra.signal.reason ?? 'cancelled'));
+            resolve();
+          });
+        });
+        return text(extra.signal.aborted ? 'cancelled' : 'not cancelled');
       case 'test_big_result':
         return text('x'.repeat(Math.max(0, Number(args.bytes) || 0)));
       default:
@@ -445,6 +458,8 @@ function registerResourcesAndPrompts(server: Server, subscriptions: Set<string>)
 export interface FixtureServer {
   /** `http://127.0.0.1:<port>/mcp` */
   url: string;
+  /** The reasons of cancelled test_wait_for_cancel calls, in order. */
+  cancelled: string[];
   close(): Promise<void>;
 }
 
@@ -458,6 +473,7 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 /** Starts the fixture on 127.0.0.1 (`port` 0: a free one). */
 export async function startFixtureServer(port = 0): Promise<FixtureServer> {
   const transports = new Map<string, StreamableHTTPServerTransport>();
+  const cancelled: string[] = [];
   let allowedHosts: string[] = [];
   const http: HttpServer = createServer(async (req, res) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') {
@@ -491,7 +507,7 @@ export async function startFixtureServer(port = 0): Promise<FixtureServer> {
         t.onclose = () => {
           if (t.sessionId) transports.delete(t.sessionId);
         };
-        await buildServer().connect(t);
+        await buildServer(cancelled).connect(t);
         transport = t;
       }
       await transport.handleRequest(req, res, body);
@@ -507,6 +523,7 @@ export async function startFixtureServer(port = 0): Promise<FixtureServer> {
   allowedHosts = [`127.0.0.1:${actual}`, `localhost:${actual}`, `[::1]:${actual}`];
   return {
     url: `http://127.0.0.1:${actual}/mcp`,
+    cancelled,
     async close() {
       for (const t of transports.values()) await t.close().catch(() => undefined);
       http.closeAllConnections();
