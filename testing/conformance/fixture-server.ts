@@ -184,12 +184,12 @@ function buildServer(cancelled: string[]): Server {
       LEVELS.indexOf('info') >= LEVELS.indexOf(level)
         ? extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data } })
         : Promise.resolve();
-    const progress = (p: number, total: number) =>
+    const progress = (p: number, total: number, message?: string) =>
       token === undefined
         ? Promise.resolve()
         : extra.sendNotification({
             method: 'notifications/progress',
-            params: { progressToken: token, progress: p, total },
+            params: { progressToken: token, progress: p, total, ...(message ? { message } : {}) },
           });
     switch (req.params.name) {
       case 'test_simple_text':
@@ -247,7 +247,9 @@ function buildServer(cancelled: string[]): Server {
         return text('Tool with progress executed successfully');
       case 'test_progress_steps': {
         const steps = Math.min(1000, Math.max(1, Number(args.steps) || 1));
-        for (let i = 1; i <= steps; i++) await progress(i, steps);
+        // Each notification carries the time it was sent (process.hrtime.bigint(), ns): a
+        // client in the same process measures how long it took to arrive.
+        for (let i = 1; i <= steps; i++) await progress(i, steps, `sent_ns=${process.hrtime.bigint()}`);
         return text(`progress steps: ${steps}`);
       }
       case 'test_sampling': {
