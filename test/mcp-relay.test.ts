@@ -55,6 +55,11 @@ function testChannel(
   return { channel, notes, requests, abort };
 }
 
+/** A client session opened as `initialize` opens one (an unknown id is an ended session). */
+function clientSession(gw: Gateway): string {
+  return gw.clientSessions.open('alice', '2025-11-25').id;
+}
+
 let id = 1;
 async function rpc(
   gw: Gateway,
@@ -253,8 +258,8 @@ describe('three federated upstreams', () => {
   });
 
   it('keeps two client sessions apart upstream: log levels, subscriptions, log messages', async () => {
-    const one = testChannel('client-one');
-    const two = testChannel('client-two');
+    const one = testChannel(clientSession(gw));
+    const two = testChannel(clientSession(gw));
     const before = new Set(ups[0]?.sessions.keys());
     await Promise.all([
       rpc(gw, one.channel, 'logging/setLevel', { level: 'debug' }),
@@ -279,7 +284,7 @@ describe('three federated upstreams', () => {
   });
 
   it('relays sampling, elicitation and roots to the client of the request, with evidence', async () => {
-    const t = testChannel('client-sampler', (m) =>
+    const t = testChannel(clientSession(gw), (m) =>
       m.method === 'sampling/createMessage'
         ? { role: 'assistant', content: { type: 'text', text: 'hello' }, model: 'm' }
         : m.method === 'roots/list'

@@ -215,6 +215,22 @@ export const configSchema = z
       .strictObject({
         host: z.string().default('127.0.0.1'),
         port: z.number().int().min(0).max(65535).default(8787),
+        /**
+         * Host names (or IP literals, IPv6 in brackets; a port is allowed and ignored) that a
+         * request's Host and Origin headers may name (DNS-rebinding protection,
+         * src/gateway/host-check.ts). Default: the listen address and the loopback names.
+         */
+        allowed_hosts: z
+          .array(
+            z
+              .string()
+              .regex(
+                /^[A-Za-z0-9.\-_]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/,
+                'must be a host name or IP literal (IPv6 in brackets), optionally with :port',
+              ),
+          )
+          .min(1)
+          .optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
     /**
@@ -239,8 +255,10 @@ export const configSchema = z
         default_max_calls: z.number().int().min(1).default(1000),
         /** …or after this many seconds. */
         default_max_age_s: z.number().int().min(1).default(3600),
+        /** A client session (`Mcp-Session-Id`) unused this many seconds ends; its id then gets 404. */
+        client_idle_s: z.number().int().min(1).default(1800),
       })
-      .default({ default_max_calls: 1000, default_max_age_s: 3600 }),
+      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 1800 }),
     limits: z
       .strictObject({
         /** Items per page of the lists the gateway answers (tools, resources, templates, prompts). */

@@ -12,12 +12,15 @@ import { metricsRoutes } from '../metrics/plugin.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { Authenticator } from './auth.js';
+import { hostCheck } from './host-check.js';
 import type { McpEndpoint } from './mcp.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
 import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
+import type { ClientSessions } from './stream/client-sessions.js';
+import type { InflightRequests } from './stream/inflight.js';
 
 export type { OperatorApi } from './routes/operator.js';
 
@@ -46,6 +49,13 @@ export interface AppDeps {
   metrics?: GatewayMetrics;
   /** Answers /readyz. */
   readiness?: Readiness;
+  /** Client sessions (`Mcp-Session-Id`) and the requests waiting on clients (`/mcp`). */
+  clientSessions: ClientSessions;
+  inflight: InflightRequests;
+  /** DNS-rebinding protection: the hosts Host and Origin may name (host-check.ts); absent: no check. */
+  allowedHosts?: ReadonlySet<string>;
+  /** Records requests refused by that check (aggregated). */
+  recordHostRefusal?: (route: string) => void;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -76,6 +86,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.addHook('onRequest', async (req) => {
     req.startedAt = process.hrtime.bigint();
   });
+  // Before every authentication hook: a rebinding page never reaches a token check.
+  if (d.allowedHosts)
+    app.addHook('onRequest', hostCheck(d.allowedHosts, d.recordHostRefusal ?? (() => undefined)));
   app.setErrorHandler(errorHandler(d.maxRequestBytes));
 
   const recordRefusal: RefusalSink = d.recordRefusal ?? (() => undefined);
@@ -94,6 +107,8 @@ export function buildApp(d: AppDeps): FastifyInstance {
       isBlocked: (id) => operator?.isBlocked(id) ?? false,
       recordAuthFailure: d.recordAuthFailure,
       recordRefusal,
+      clientSessions: d.clientSessions,
+      inflight: d.inflight,
     }),
   );
   return app;

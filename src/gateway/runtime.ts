@@ -41,10 +41,13 @@ import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
+import { allowedHosts } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
-import { gatewayRefusals, recordGatewayStart } from './records.js';
+import { gatewayRefusals, recordClientSession, recordGatewayStart } from './records.js';
+import { ClientSessions } from './stream/client-sessions.js';
+import { InflightRequests } from './stream/inflight.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -68,6 +71,8 @@ export interface Gateway {
   url: string;
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
   metricsUrl: string | null;
+  /** Client sessions (`Mcp-Session-Id`) of the HTTP edge. */
+  clientSessions: ClientSessions;
   close(): Promise<void>;
 }
 
@@ -247,6 +252,13 @@ function buildHttp(
     listTools,
     pageSize: cfg.limits.list_page_size,
   });
+  // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
+  const clientSessions = new ClientSessions({
+    idleMs: cfg.sessions.client_idle_s * 1000,
+    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
+  });
+  const inflight = new InflightRequests();
+  relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
     ...(catalog ? { listTools } : {}),
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
@@ -277,8 +289,12 @@ function buildHttp(
     // On the main listener (operator token) unless metrics.listen names a listener of its own.
     ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
     readiness: obs.readiness,
+    clientSessions,
+    inflight,
+    allowedHosts: allowedHosts(cfg.listen),
+    recordHostRefusal: (route) => refusals.hostRefusals.record(route),
   });
-  return { app, refusals, relay, mcp };
+  return { app, refusals, relay, mcp, clientSessions };
 }
 
 /**
@@ -337,7 +353,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       executions,
       log,
     });
-    const { app, refusals, relay, mcp } = buildHttp(
+    const { app, refusals, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
@@ -376,13 +392,16 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       mcp,
       url,
       metricsUrl: metricsListener?.url ?? null,
+      clientSessions,
       async close() {
         if (closed) return;
         closed = true;
         if (relist) clearInterval(relist);
         await metricsListener?.close();
+        clientSessions.close();
         await app.close();
         refusals.authFailures.flush();
+        refusals.hostRefusals.flush();
         await relay.close();
         await upstreams.close();
         await measurer.settled();

@@ -26,7 +26,13 @@ import {
   sessionExpired,
   type UpstreamHooks,
 } from './request.js';
-import { type CallContext, callContext, cappedFetch, DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
+import {
+  type CallContext,
+  callContext,
+  cappedFetch,
+  DEFAULT_MAX_RESULT_BYTES,
+  ResultTooLargeError,
+} from './result-cap.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -79,8 +85,10 @@ export class Upstream {
    * none of them is attributed the oversized result (each ends outcome_unknown).
    */
   private overflowed(ctx: CallContext | undefined): void {
-    if (ctx) ctx.overflowed = true;
-    else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
+    if (ctx) {
+      ctx.overflowed = true;
+      ctx.stop?.abort(new ResultTooLargeError(`response exceeds ${this.maxResultBytes} bytes`));
+    } else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
     else for (const c of this.inflight) c.cutOff = true;
     this.log.warn(
       { upstream: this.cfg.name, cap: this.maxResultBytes },
@@ -237,7 +245,7 @@ export class Upstream {
     } catch (e) {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
-    const ctx: CallContext = { overflowed: false, cutOff: false };
+    const ctx: CallContext = { overflowed: false, cutOff: false, stop: new AbortController() };
     this.inflight.add(ctx);
     const answers = this.answers;
     try {
@@ -246,7 +254,9 @@ export class Upstream {
         client.request({ method, params }, looseResult, {
           timeout: this.cfg.timeout_ms,
           maxTotalTimeout: this.cfg.timeout_ms,
-          ...(opts.signal ? { signal: opts.signal } : {}),
+          // The caller's abort, and the result cap's (an SSE response cut at the cap).
+          signal:
+            opts.signal && ctx.stop ? AbortSignal.any([opts.signal, ctx.stop.signal]) : ctx.stop?.signal,
           ...(opts.onprogress ? { onprogress: opts.onprogress, resetTimeoutOnProgress: true } : {}),
         }),
       );

@@ -16,6 +16,11 @@ export interface CallContext {
   overflowed: boolean;
   /** The connection was cut because another call's response passed the cap. */
   cutOff: boolean;
+  /**
+   * Aborts the waiting request when its response passes the cap: an SSE response cut at the
+   * cap is not a closed connection to the SDK, which would otherwise wait for the timeout.
+   */
+  stop?: AbortController;
   /** JSON-RPC id of the call's request as sent upstream (src/upstream/answers.ts). */
   requestId?: string | number;
   /** A response with that id arrived: the upstream answered (result or JSON-RPC error). */

@@ -31,6 +31,29 @@ export const ERRORS = {
   UNAUTHENTICATED: { http: 401, rpc: -32001, summary: 'Missing or unknown bearer token.' },
   PAYLOAD_TOO_LARGE: { http: 413, rpc: -32002, summary: 'The request body exceeds the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32003, summary: 'Content-Type must be application/json.' },
+  HOST_NOT_ALLOWED: {
+    http: 403,
+    rpc: -32004,
+    summary:
+      'The Host header (or the Origin header, when sent) names no allowed host (listen.allowed_hosts): DNS-rebinding protection, before authentication.',
+  },
+  REQUEST_CANCELLED: {
+    http: 400,
+    rpc: -32041,
+    summary:
+      'The client cancelled the request (notifications/cancelled) or disconnected before it was answered.',
+  },
+  CLIENT_REQUEST_FAILED: {
+    http: 502,
+    rpc: -32042,
+    summary:
+      'The client answered a server-to-client request (sampling, elicitation, roots) with a JSON-RPC error; its code is in data.rpc_code.',
+  },
+  UNKNOWN_CLIENT_SESSION: {
+    http: 404,
+    rpc: -32013,
+    summary: 'The Mcp-Session-Id is unknown, expired or ended (DELETE /mcp); initialize again.',
+  },
   UNKNOWN_SESSION: {
     http: 404,
     rpc: -32010,

@@ -31,7 +31,8 @@ export type EntryType =
   | 'sampling_relay'
   | 'elicitation_relay'
   | 'roots_relay'
-  | 'upstream_session_renewed';
+  | 'upstream_session_renewed'
+  | 'client_session_open';
 
 /** The chain id of gateway-level events (docs/spec/audit-entries.md). */
 export const GATEWAY_CHAIN_ID = 'gateway';
