@@ -43,19 +43,21 @@ export async function useRelayedMethods(
     `prompts/get everything.simple-prompt  → prompt_get #${p.sequence_number} ${p.entry_hash.slice(0, 16)}…  ${prompt.messages.length} message(s)`,
   );
 
-  let progress = 0;
+  const progress: string[] = [];
   const result = await client.callTool(
     { name: 'everything.trigger-long-running-operation', arguments: { duration: 1, steps: 3 }, ...inSession },
     undefined,
     {
       signal,
-      onprogress: () => {
-        progress++;
+      onprogress: (p) => {
+        progress.push(`${p.progress}/${p.total ?? '?'}`);
       },
     },
   );
   const t = evidenceOf(result, 'tools/call', sessionId);
+  if (progress.length !== 3)
+    throw new Error(`expected 3 progress notifications, got ${progress.join(', ') || 'none'}`);
   print(
-    `everything.trigger-long-running-operation  → tool_call #${t.sequence_number} ${t.entry_hash.slice(0, 16)}…  ${progress} progress notification(s) relayed`,
+    `everything.trigger-long-running-operation  → tool_call #${t.sequence_number} ${t.entry_hash.slice(0, 16)}…  ${progress.length} progress notification(s) relayed (${progress.join(', ')})`,
   );
 }

@@ -18,7 +18,7 @@ import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel
 import type { Gateway } from '../src/gateway/runtime.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
-import { REPO_ROOT, rest, startInProcess, writeConfig } from './harness/gateway.js';
+import { everythingUpstream, REPO_ROOT, rest, startInProcess, writeConfig } from './harness/gateway.js';
 
 const AUTH = { Authorization: 'Bearer alice-token' };
 
@@ -257,6 +257,15 @@ describe('three federated upstreams', () => {
     ]);
   });
 
+  it('passes every upstream progress notification to an SDK client over HTTP', async () => {
+    const seen: number[] = [];
+    const r = await client.callTool({ name: 'b.progress', arguments: {} }, undefined, {
+      onprogress: (p) => seen.push(p.progress),
+    });
+    expect(r.content).toEqual([{ type: 'text', text: 'progressed' }]);
+    expect(seen).toEqual([1, 2, 3]);
+  });
+
   it('keeps two client sessions apart upstream: log levels, subscriptions, log messages', async () => {
     const one = testChannel(clientSession(gw));
     const two = testChannel(clientSession(gw));
@@ -486,6 +495,52 @@ describe('relayed requests under the example policy (examples/policy)', () => {
       ['sam', 'completed', 'allow', null],
     ]);
     expect(relays[1]?.policy_rule_matched).toEqual(['sampling-for-samplers']);
+  });
+});
+
+describe('an upstream with more than 100 pages', () => {
+  it('loses nothing: every page of its tools is listed through the gateway', async () => {
+    const up = await startRelayServer({ tag: 'big', items: 230, pageSize: 2 });
+    const gw = await startInProcess(
+      await writeConfig({ upstreams: [{ name: 'big', transport: 'http', url: up.url }] }),
+    );
+    try {
+      const t = testChannel(undefined);
+      const names: string[] = [];
+      let cursor: unknown;
+      do {
+        const r = await rpc(gw, t.channel, 'tools/list', cursor === undefined ? {} : { cursor });
+        names.push(...(r.result?.tools as { name: string }[]).map((x) => x.name));
+        cursor = r.result?.nextCursor;
+      } while (cursor !== undefined);
+      // 230 numbered tools + 6 special ones = 118 upstream pages.
+      expect(names).toHaveLength(236);
+      expect(names.at(229)).toBe('big.big-tool-229');
+      expect(new Set(names).size).toBe(236);
+    } finally {
+      await gw.close();
+      await up.close();
+    }
+  });
+});
+
+describe('progress from a stdio upstream', () => {
+  it('relays every notification under the client token', async () => {
+    const gw = await startInProcess(await writeConfig({ upstreams: [everythingUpstream()] }));
+    try {
+      const t = testChannel(undefined);
+      const r = await rpc(gw, t.channel, 'tools/call', {
+        name: 'everything.trigger-long-running-operation',
+        arguments: { duration: 0, steps: 5 },
+        _meta: { progressToken: 42 },
+      });
+      expect(r.result?.content).toBeDefined();
+      expect(t.notes.map((n) => [n.params?.progressToken, n.params?.progress])).toEqual(
+        [1, 2, 3, 4, 5].map((i) => [42, i]),
+      );
+    } finally {
+      await gw.close();
+    }
   });
 });
 
