@@ -510,7 +510,7 @@ describe('an upstream with more than 100 pages', () => {
       let cursor: unknown;
       do {
         const r = await rpc(gw, t.channel, 'tools/list', cursor === undefined ? {} : { cursor });
-        names.push(...(r.result?.tools as { name: string }[]).map((x) => x.name));
+        names.push(...((r.result?.tools ?? []) as { name: string }[]).map((x) => x.name));
         cursor = r.result?.nextCursor;
       } while (cursor !== undefined);
       // 230 numbered tools + 6 special ones = 118 upstream pages.

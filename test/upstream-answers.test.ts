@@ -66,7 +66,7 @@ describe('watchAnswers', () => {
 
   it('progress sent in the same tick as the response reaches the call, in order', async () => {
     const { client } = await pair((req, reply) => {
-      const token = (req.params?._meta as { progressToken: number }).progressToken;
+      const token = (req.params?._meta as { progressToken?: number } | undefined)?.progressToken;
       for (const progress of [1, 2, 3])
         reply({ method: 'notifications/progress', params: { progressToken: token, progress } });
       reply({ id: req.id, result: {} });
