@@ -5,6 +5,7 @@
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
 import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
+import type { CallLink } from './types.js';
 
 export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
 
@@ -30,8 +31,11 @@ export async function forward(
   upstreams: UpstreamPool,
   route: RoutedTool,
   args: Record<string, unknown> | undefined,
+  link?: { link: CallLink; sessionId: string },
 ): Promise<Forwarded> {
-  const outcome = await upstreams.call(route, args);
+  const outcome = link
+    ? await link.link.forward(route, args, link.sessionId)
+    : await upstreams.call(route, args);
   const detail: Record<string, unknown> = {};
   let errorCode: ErrorCode | null = null;
   let responseHash: string | null = null;

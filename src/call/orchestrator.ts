@@ -23,7 +23,7 @@ import { TerminalRecorder } from './record.js';
 import { answered, notRecorded, refused } from './respond.js';
 import { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
-import type { Caller, CallResponse, Refusal } from './types.js';
+import type { Caller, CallLink, CallResponse, Refusal } from './types.js';
 
 function latencyUs(startedAt: bigint): number {
   return Number((process.hrtime.bigint() - startedAt) / 1000n);
@@ -56,15 +56,22 @@ export class CallOrchestrator {
    * Runs one `tools/call` for an authenticated agent. Never throws for caller faults: every
    * outcome is a result or a JSON-RPC error, after its terminal audit entry is committed.
    * @param startedAt process.hrtime.bigint() at receipt, for `latency_us`.
+   * @param link how the call reaches its upstream for this client (default: the shared connection).
    */
-  async call(caller: Caller, rawParams: unknown, startedAt: bigint): Promise<CallResponse> {
+  async call(caller: Caller, rawParams: unknown, startedAt: bigint, link?: CallLink): Promise<CallResponse> {
     const callId = randomUUID();
-    return this.telemetry.call(() => this.guarded(caller, rawParams, startedAt, callId));
+    return this.telemetry.call(() => this.guarded(caller, rawParams, startedAt, callId, link));
   }
 
-  private async guarded(caller: Caller, rawParams: unknown, startedAt: bigint, callId: string) {
+  private async guarded(
+    caller: Caller,
+    rawParams: unknown,
+    startedAt: bigint,
+    callId: string,
+    link?: CallLink,
+  ) {
     try {
-      return await this.run(caller, rawParams, startedAt, callId);
+      return await this.run(caller, rawParams, startedAt, callId, link);
     } catch (e) {
       // An unexpected fault still ends in a terminal entry (docs/spec/audit-entries.md), on the gateway chain.
       this.log.error({ call_id: callId, err: (e as Error).message }, 'tools/call fault');
@@ -98,6 +105,7 @@ export class CallOrchestrator {
     params: unknown,
     startedAt: bigint,
     callId: string,
+    link?: CallLink,
   ): Promise<CallResponse> {
     // The terminal entry under construction: each stage adds what it learnt.
     const entry: EntryInput = {
@@ -198,7 +206,7 @@ export class CallOrchestrator {
     }
 
     const f = await this.telemetry.stage('upstream', route.upstream, () =>
-      forward(this.upstreams, route, req.arguments),
+      forward(this.upstreams, route, req.arguments, link ? { link, sessionId } : undefined),
     );
     if (f.disposition !== 'not_attempted') this.sensitivity.note(sessionId, route);
     const detail = { ...policy.value.detail, ...f.detail };

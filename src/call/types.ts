@@ -4,6 +4,7 @@
  */
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 import type { EntryInput } from '../audit/chain.js';
+import type { CallOutcome, RoutedTool } from '../upstream/pool.js';
 
 /** Who is calling, as the HTTP edge decided it once for this request. */
 export interface Caller {
@@ -12,6 +13,19 @@ export interface Caller {
   blocked: boolean;
   /** Cedar principal attributes from a JWT access token (scopes, configured claims). */
   attributes?: Record<string, unknown>;
+}
+
+/**
+ * How one `tools/call` reaches its upstream for the client that sent it (src/relay/calls.ts):
+ * on the client session's own upstream connection, with its progress and cancellation.
+ */
+export interface CallLink {
+  /** Sends the call upstream (never throws: the outcome says how far it got). */
+  forward(
+    route: RoutedTool,
+    args: Record<string, unknown> | undefined,
+    sessionId: string,
+  ): Promise<CallOutcome>;
 }
 
 /** A `tools/call` whose params passed ingress: everything later stages read. */

@@ -228,6 +228,8 @@ const catalog = z.strictObject({
  * Every refusal they cause has its own error code and is in the aggregated refusal record.
  */
 const limits = z.strictObject({
+  /** Items per page of the lists the gateway answers (tools, resources, templates, prompts). */
+  list_page_size: z.number().int().min(1).max(10_000).default(100),
   /** Largest accepted request body, bytes. */
   max_request_bytes: z
     .number()
@@ -288,6 +290,22 @@ export const configSchema = z
       .strictObject({
         host: z.string().default('127.0.0.1'),
         port: z.number().int().min(0).max(65535).default(8787),
+        /**
+         * Host names (or IP literals, IPv6 in brackets; a port is allowed and ignored) that a
+         * request's Host and Origin headers may name (DNS-rebinding protection,
+         * src/gateway/host-check.ts). Default: the listen address and the loopback names.
+         */
+        allowed_hosts: z
+          .array(
+            z
+              .string()
+              .regex(
+                /^[A-Za-z0-9.\-_]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/,
+                'must be a host name or IP literal (IPv6 in brackets), optionally with :port',
+              ),
+          )
+          .min(1)
+          .optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
     /**
@@ -314,8 +332,10 @@ export const configSchema = z
         default_max_calls: z.number().int().min(1).default(1000),
         /** …or after this many seconds. */
         default_max_age_s: z.number().int().min(1).default(3600),
+        /** A client session (`Mcp-Session-Id`) unused this many seconds ends; its id then gets 404. */
+        client_idle_s: z.number().int().min(1).default(1800),
       })
-      .default({ default_max_calls: 1000, default_max_age_s: 3600 }),
+      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 1800 }),
     shutdown: z
       .strictObject({
         /** On SIGTERM/SIGINT, how long in-flight requests may take to end, milliseconds. */

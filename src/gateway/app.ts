@@ -15,6 +15,7 @@ import type { AgentLimits } from './agent-limits.js';
 import type { Authenticator } from './auth.js';
 import { type ConnectionLimitSettings, capConnections, connectionOptions } from './connection-limits.js';
 import type { Drain } from './drain.js';
+import { hostCheck } from './host-check.js';
 import type { McpEndpoint } from './mcp.js';
 import type { OAuthVerifier } from './oauth/index.js';
 import type { Readiness } from './readiness.js';
@@ -23,6 +24,8 @@ import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
 import { oauthMetadataRoutes } from './routes/oauth-metadata.js';
 import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
+import type { ClientSessions } from './stream/client-sessions.js';
+import type { InflightRequests } from './stream/inflight.js';
 
 export type { OperatorApi } from './routes/operator.js';
 
@@ -63,6 +66,13 @@ export interface AppDeps {
   agentLimits?: AgentLimits;
   /** Per-connection timeouts and the connection cap; Node's and fastify's defaults without. */
   connections?: ConnectionLimitSettings;
+  /** Client sessions (`Mcp-Session-Id`) and the requests waiting on clients (`/mcp`). */
+  clientSessions: ClientSessions;
+  inflight: InflightRequests;
+  /** DNS-rebinding protection: the hosts Host and Origin may name (host-check.ts); absent: no check. */
+  allowedHosts?: ReadonlySet<string>;
+  /** Records requests refused by that check (aggregated). */
+  recordHostRefusal?: (route: string) => void;
 }
 
 /** Builds (but does not start) the HTTP server. */
@@ -96,6 +106,9 @@ export function buildApp(d: AppDeps): FastifyInstance {
   app.addHook('onRequest', async (req) => {
     req.startedAt = process.hrtime.bigint();
   });
+  // Before every authentication hook: a rebinding page never reaches a token check.
+  if (d.allowedHosts)
+    app.addHook('onRequest', hostCheck(d.allowedHosts, d.recordHostRefusal ?? (() => undefined)));
   app.setErrorHandler(errorHandler(d.maxRequestBytes));
   d.drain?.attach(app);
   if (d.connections) capConnections(app, d.connections, recordRefusal);
@@ -120,6 +133,8 @@ export function buildApp(d: AppDeps): FastifyInstance {
       ...(d.sessionAgent ? { sessionAgent: d.sessionAgent } : {}),
       ...(d.onTokenAgent ? { onTokenAgent: d.onTokenAgent } : {}),
       ...(d.agentLimits ? { limits: d.agentLimits } : {}),
+      clientSessions: d.clientSessions,
+      inflight: d.inflight,
     }),
   );
   return app;

@@ -80,12 +80,18 @@ export class RefusalAggregator {
   }
 }
 
-/** Unauthenticated requests: the aggregated record under `UNAUTHENTICATED`, by route. */
+/**
+ * Refusals before authentication (no agent): the aggregated record under one code, by route —
+ * `UNAUTHENTICATED` (no or unknown credentials), `HOST_NOT_ALLOWED` (DNS-rebinding protection).
+ */
 export class AuthFailureRecorder {
-  constructor(private readonly aggregate: RefusalAggregator) {}
+  constructor(
+    private readonly aggregate: RefusalAggregator,
+    private readonly code: ErrorCode = 'UNAUTHENTICATED',
+  ) {}
 
   record(route: string): void {
-    this.aggregate.record(null, 'UNAUTHENTICATED', route);
+    this.aggregate.record(null, this.code, route);
   }
 
   /** Writes what is pending (also called at shutdown). */

@@ -37,6 +37,8 @@ export interface ClientChannel {
   readonly signal: AbortSignal;
   /** The gateway's client session (`Mcp-Session-Id`), or undefined for a stateless request. */
   readonly clientSessionId?: string;
+  /** The protocol revision the client session's `initialize` negotiated (absent without a session). */
+  readonly protocolVersion?: string;
 }
 
 /**

@@ -7,7 +7,7 @@
 
 import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallOrchestrator } from '../call/orchestrator.js';
-import type { Caller } from '../call/types.js';
+import type { Caller, CallLink } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { type ClientChannel, jsonChannel } from './client-channel.js';
 import { jsonRpcError } from './replies.js';
@@ -25,6 +25,10 @@ export interface McpControls {
    * METHOD_NOT_FOUND.
    */
   methods?: ReadonlyMap<string, MethodHandler>;
+  /** The server capabilities `initialize` and `server/discover` advertise (default: tools only). */
+  capabilities?: () => Promise<Record<string, unknown>>;
+  /** How a tools/call reaches its upstream for this client (src/relay/calls.ts). */
+  callLink?: (request: MethodRequest) => CallLink;
 }
 
 /** One request whose envelope and protocol version were accepted, as a method handler sees it. */
@@ -213,6 +217,9 @@ export class McpEndpoint {
       status: 200,
       body: { jsonrpc: '2.0', id, result: stateless ? { resultType: 'complete', ...result } : result },
     });
+    const capabilities = async () =>
+      this.controls.capabilities ? await this.controls.capabilities() : { tools: { listChanged: false } };
+    const request: MethodRequest = { caller, id, method, params, stateless, channel, startedAt };
     switch (method) {
       case 'initialize': {
         const requested = params?.protocolVersion;
@@ -222,36 +229,36 @@ export class McpEndpoint {
             : HANDSHAKE_VERSIONS[0];
         return ok({
           protocolVersion: version,
-          capabilities: { tools: { listChanged: false } },
+          capabilities: await capabilities(),
           serverInfo: SERVER_INFO,
         });
       }
       case 'server/discover':
         return ok({
           supportedVersions: [...STATELESS_VERSIONS, ...HANDSHAKE_VERSIONS],
-          capabilities: { tools: { listChanged: false } },
+          capabilities: await capabilities(),
           serverInfo: SERVER_INFO,
         });
       case 'ping':
         return ok({});
       case 'tools/list':
+        // The relay pages the list with the gateway's cursor when it is composed in.
+        if (this.controls.methods?.has(method)) break;
         return ok({
           tools: this.controls.listTools ? this.controls.listTools() : this.upstreams.listTools(),
         });
       case 'tools/call': {
         const { _meta: _ignored, ...callParams } = params ?? {};
-        const r = await this.calls.call(caller, callParams, startedAt);
-        if ('result' in r) return ok(r.result);
-        return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
-      }
-      default: {
-        const handler = this.controls.methods?.get(method);
-        if (!handler) return rpcError(id, 'METHOD_NOT_FOUND', 'method not found');
-        const r = await handler({ caller, id, method, params, stateless, channel, startedAt });
+        const r = await this.calls.call(caller, callParams, startedAt, this.controls.callLink?.(request));
         if ('result' in r) return ok(r.result);
         return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
       }
     }
+    const handler = this.controls.methods?.get(method);
+    if (!handler) return rpcError(id, 'METHOD_NOT_FOUND', 'method not found');
+    const r = await handler(request);
+    if ('result' in r) return ok(r.result);
+    return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
   }
 }
 

@@ -4,6 +4,7 @@
  * (the aggregated refusal record, auth-failures.ts). Recording a refusal never fails the
  * request: a failed append is logged.
  */
+import { clip } from '@cmcp/verify/errors/index';
 import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
@@ -61,6 +62,8 @@ export interface GatewayRefusals {
   refused: RefusalSink;
   /** Unauthenticated requests: the first in each window at once, the rest as one counted entry. */
   authFailures: AuthFailureRecorder;
+  /** Requests refused by DNS-rebinding protection (host-check.ts), aggregated the same way. */
+  hostRefusals: AuthFailureRecorder;
 }
 
 /**
@@ -86,7 +89,11 @@ export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals
   const aggregate = new RefusalAggregator(write);
   const refused: RefusalSink = (agentId, code, detail) =>
     aggregate.record(agentId, code, refusedRoute(detail), detail);
-  return { refused, authFailures: new AuthFailureRecorder(aggregate) };
+  return {
+    refused,
+    authFailures: new AuthFailureRecorder(aggregate),
+    hostRefusals: new AuthFailureRecorder(aggregate, 'HOST_NOT_ALLOWED'),
+  };
 }
 
 /** What a refusal's detail says was refused (its route, else its JSON-RPC method). */
@@ -94,4 +101,32 @@ function refusedRoute(detail: Record<string, unknown>): string {
   if (typeof detail.route === 'string') return detail.route;
   if (typeof detail.method === 'string') return detail.method;
   return 'POST /mcp';
+}
+
+/**
+ * Records `client_session_open` in the gateway chain: which agent opened a client session
+ * (`Mcp-Session-Id`) and the protocol revision its `initialize` negotiated, with the client's
+ * declared name and version (clipped). Never fails the request: a failed append is logged.
+ */
+export function recordClientSession(
+  chain: AuditChain,
+  s: { id: string; agentId: string; protocolVersion: string },
+  clientInfo: unknown,
+  log: Logger,
+): void {
+  const info = (clientInfo ?? {}) as { name?: unknown; version?: unknown };
+  try {
+    chain.append(GATEWAY_CHAIN_ID, {
+      entry_type: 'client_session_open',
+      agent_id: s.agentId,
+      detail: {
+        client_session_id: s.id,
+        protocol_version: s.protocolVersion,
+        client_name: typeof info.name === 'string' ? clip(info.name, 100) : null,
+        client_version: typeof info.version === 'string' ? clip(info.version, 50) : null,
+      },
+    });
+  } catch (e) {
+    log.error({ err: (e as Error).message }, 'could not record a client session');
+  }
 }

@@ -28,6 +28,9 @@ import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
+import { callLink } from '../relay/calls.js';
+import { Relay } from '../relay/relay.js';
+import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
 import { type Db, openDatabase } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
@@ -43,12 +46,15 @@ import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
+import { allowedHosts } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
 import { OperatorControls } from './operator.js';
 import { Readiness } from './readiness.js';
-import { gatewayRefusals, recordGatewayStart } from './records.js';
+import { gatewayRefusals, recordClientSession, recordGatewayStart } from './records.js';
 import { gracefulShutdown, type ShutdownReport } from './shutdown.js';
+import { ClientSessions } from './stream/client-sessions.js';
+import { InflightRequests } from './stream/inflight.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -64,10 +70,16 @@ export interface Gateway {
   policy: PolicyState | null;
   catalog: CatalogGuard | null;
   operator: OperatorControls;
+  /** The relayed MCP methods and the client sessions' upstream connections (src/relay/). */
+  relay: Relay;
+  /** The MCP layer behind `POST /mcp` (the HTTP edge hands it each request and its channel). */
+  mcp: McpEndpoint;
   /** `http://host:port` once listening. */
   url: string;
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
   metricsUrl: string | null;
+  /** Client sessions (`Mcp-Session-Id`) of the HTTP edge. */
+  clientSessions: ClientSessions;
   close(): Promise<void>;
   /**
    * Graceful shutdown (shutdown.ts): stop admitting, drain for `drainMs` (default
@@ -254,9 +266,30 @@ function buildHttp(
     callTelemetry(obs.metrics, obs.tracing.tracer),
   );
   const refusals = gatewayRefusals(chain, log);
+  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
+  const relay = new Relay({
+    pool: upstreams,
+    chain,
+    sessions,
+    log,
+    policy: () => policy?.engine ?? null,
+    agentAttributes: (id) => agentAttrs.get(id) ?? {},
+    listTools,
+    pageSize: cfg.limits.list_page_size,
+  });
+  // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
+  const clientSessions = new ClientSessions({
+    idleMs: cfg.sessions.client_idle_s * 1000,
+    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
+  });
+  const inflight = new InflightRequests();
+  relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools: () => catalogToolList(catalog, upstreams) } : {}),
+    ...(catalog ? { listTools } : {}),
     ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
+    methods: relay.methods,
+    capabilities: () => relay.capabilities(),
+    callLink: (req) => callLink(relay, req),
   });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
   const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
@@ -287,9 +320,13 @@ function buildHttp(
     sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
     onTokenAgent: (id) => operator.noteAgent(id),
     ...edgeLimits(cfg),
+    clientSessions,
+    inflight,
+    allowedHosts: allowedHosts(cfg.listen),
+    recordHostRefusal: (route) => refusals.hostRefusals.record(route),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
-  return { app, refusals, calls };
+  return { app, refusals, calls, relay, mcp, clientSessions };
 }
 
 /**
@@ -340,6 +377,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
+    recordRenewals(upstreams, chain, log);
 
     const { catalog, policy, facts, sessions, operator, measurer, recovery, staleClosed } =
       await startControls(cfg, loaded, {
@@ -352,7 +390,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         log,
       });
     const drain = new Drain();
-    const { app, refusals, calls } = buildHttp(
+    const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
@@ -384,8 +422,11 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       closed = true;
       if (relist) clearInterval(relist);
       await metricsListener?.close();
+      clientSessions.close();
       await app.close();
       refusals.authFailures.flush();
+      refusals.hostRefusals.flush();
+      await relay.close();
       await upstreams.close();
       await measurer.settled();
       provider.close();
@@ -408,8 +449,11 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       policy,
       catalog,
       operator,
+      relay,
+      mcp,
       url,
       metricsUrl: metricsListener?.url ?? null,
+      clientSessions,
       close,
       shutdown: (drainMs = cfg.shutdown.drain_ms) => gracefulShutdown(parts, drainMs),
     };

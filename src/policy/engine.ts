@@ -208,12 +208,32 @@ export class PolicyEngine {
       const msg = e instanceof CedarValueError ? e.message : 'request not representable in Cedar';
       return { decision: 'deny', matched: [], errored: [], failure: msg.slice(0, 200) };
     }
+    return this.authorize(
+      { type: 'Agent', id: req.agentId },
+      'call_tool',
+      { type: 'Tool', id: req.tool.exposedName },
+      context,
+      entities,
+    );
+  }
+
+  /**
+   * One Cedar request of any gateway action (`call_tool`, and the relayed MCP methods of
+   * src/relay/policy.ts), with the fail-closed rule of the module doc. Never throws.
+   */
+  authorize(
+    principal: cedar.TypeAndId,
+    action: string,
+    resource: cedar.TypeAndId,
+    context: cedar.Context,
+    entities: cedar.EntityJson[],
+  ): PolicyDecision {
     let answer: cedar.AuthorizationAnswer;
     try {
       answer = cedar.isAuthorized({
-        principal: { type: 'Agent', id: req.agentId },
-        action: { type: 'Action', id: 'call_tool' },
-        resource: { type: 'Tool', id: req.tool.exposedName },
+        principal,
+        action: { type: 'Action', id: action },
+        resource,
         context,
         policies: { staticPolicies: this.bundle.policies },
         entities,

@@ -10,18 +10,30 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  McpError,
-  ErrorCode as McpErrorCode,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import { McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
+import { type AnswerWatch, watchAnswers } from './answers.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
-import { type CallContext, callContext, cappedFetch, DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
+import {
+  type CallOutcome,
+  causeCode,
+  classifyFailure,
+  listAllPages,
+  type RequestOptions,
+  sessionExpired,
+  type UpstreamHooks,
+} from './request.js';
+import {
+  type CallContext,
+  callContext,
+  cappedFetch,
+  DEFAULT_MAX_RESULT_BYTES,
+  ResultTooLargeError,
+} from './result-cap.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -43,44 +55,17 @@ export interface RoutedTool {
  */
 export type EffectBoundary = 'not_sent' | 'maybe_sent' | 'answered';
 
-/** Outcome of one upstream call. */
-export type CallOutcome =
-  | { boundary: 'answered'; result: Record<string, unknown> }
-  | { boundary: 'answered'; rpcError: { code: number; message: string; data?: unknown } }
-  /** The upstream answered with more than the result cap; the read stopped at the cap. */
-  | { boundary: 'answered'; tooLarge: { capBytes: number } }
-  | { boundary: 'not_sent' | 'maybe_sent'; failure: string };
+export type { CallOutcome, RequestOptions, UpstreamHooks } from './request.js';
 
-const looseTools = z.looseObject({
-  tools: z.array(z.looseObject({ name: z.string() })),
-  nextCursor: z.string().optional(),
-});
+const looseTools = z.looseObject({ tools: z.array(z.looseObject({ name: z.string() })) });
 const looseResult = z.looseObject({});
 
-/** Errors whose cause shows that no connection was ever made, so nothing was sent. */
-const NOT_SENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOENT',
-]);
-
-function causeCode(e: unknown): string | undefined {
-  let cur: unknown = e;
-  for (let i = 0; i < 5 && cur; i++) {
-    const c = (cur as { code?: unknown }).code;
-    if (typeof c === 'string') return c;
-    cur = (cur as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
-class Upstream {
+/** One connection (one MCP session) to one upstream. */
+export class Upstream {
   client: Client | null = null;
   tools: ToolDefinition[] = [];
   private connecting: Promise<Client> | null = null;
+  private answers: AnswerWatch | null = null;
 
   /** Calls in flight on this upstream, each with what happened to its response. */
   private readonly inflight = new Set<CallContext>();
@@ -91,6 +76,7 @@ class Upstream {
     private readonly onListChanged: () => void,
     /** Largest result read from this upstream, bytes (C-MCP-4). */
     private readonly maxResultBytes: number,
+    private readonly hooks: UpstreamHooks = {},
     /** Headers and TLS of an HTTP upstream, resolved at start-up (credentials.ts). */
     private readonly credentials: UpstreamCredentials = upstreamCredentials(cfg),
   ) {}
@@ -102,8 +88,10 @@ class Upstream {
    * none of them is attributed the oversized result (each ends outcome_unknown).
    */
   private overflowed(ctx: CallContext | undefined): void {
-    if (ctx) ctx.overflowed = true;
-    else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
+    if (ctx) {
+      ctx.overflowed = true;
+      ctx.stop?.abort(new ResultTooLargeError(`response exceeds ${this.maxResultBytes} bytes`));
+    } else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
     else for (const c of this.inflight) c.cutOff = true;
     this.log.warn(
       { upstream: this.cfg.name, cap: this.maxResultBytes },
@@ -146,9 +134,14 @@ class Upstream {
     if (this.client) return Promise.resolve(this.client);
     if (this.connecting) return this.connecting;
     this.connecting = (async () => {
-      const client = new Client({ name: 'cmcp-gateway', version: '0.1.0' }, { capabilities: {} });
+      const client = new Client(
+        { name: 'cmcp-gateway', version: '0.1.0' },
+        { capabilities: this.hooks.capabilities ?? {} },
+      );
       const transport = this.transport();
+      this.answers = watchAnswers(transport);
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged());
+      this.hooks.onClient?.(client);
       client.onclose = () => {
         if (this.client === client) this.client = null;
         this.log.warn({ upstream: this.cfg.name }, 'upstream connection closed');
@@ -222,21 +215,51 @@ class Upstream {
     });
   }
 
+  /**
+   * Every page of the upstream's tools (no page limit short of {@link MAX_LIST_PAGES}, which
+   * throws rather than cut the list). @throws on connect or listing failure.
+   */
   async listTools(): Promise<ToolDefinition[]> {
-    const client = await this.connect();
-    const out: ToolDefinition[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < 100; page++) {
-      const r = await client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, looseTools);
-      out.push(...(r.tools as ToolDefinition[]));
-      cursor = r.nextCursor;
-      if (!cursor) break;
-    }
-    this.tools = out;
-    return out;
+    await this.connect(); // a failed start throws UpstreamStartError (diagnose.ts)
+    const out = await listAllPages(this, 'tools/list', 'tools');
+    this.tools = looseTools.parse({ tools: out }).tools as ToolDefinition[];
+    return this.tools;
   }
 
-  async call(toolName: string, args: Record<string, unknown> | undefined): Promise<CallOutcome> {
+  call(
+    toolName: string,
+    args: Record<string, unknown> | undefined,
+    opts?: RequestOptions,
+  ): Promise<CallOutcome> {
+    const params: Record<string, unknown> = { name: toolName };
+    if (args !== undefined) params.arguments = args;
+    return this.request('tools/call', params, opts);
+  }
+
+  /**
+   * Sends one request upstream and says how far it got. An upstream that no longer knows its
+   * session (HTTP 404) is initialised again once and the request sent again (nothing was
+   * processed), and `hooks.onRenewed` is told. Never throws.
+   */
+  async request(
+    method: string,
+    params: Record<string, unknown>,
+    opts: RequestOptions = {},
+  ): Promise<CallOutcome> {
+    const first = await this.attempt(method, params, opts);
+    if (!('expired' in first)) return first;
+    this.log.warn({ upstream: this.cfg.name, method }, 'upstream session expired; initialising a new one');
+    await this.close();
+    this.hooks.onRenewed?.(this.cfg.name, 'session expired (HTTP 404)');
+    const second = await this.attempt(method, params, opts);
+    return 'expired' in second ? { boundary: 'not_sent', failure: 'upstream session expired twice' } : second;
+  }
+
+  private async attempt(
+    method: string,
+    params: Record<string, unknown>,
+    opts: RequestOptions,
+  ): Promise<CallOutcome | { expired: true }> {
     let client: Client;
     try {
       client = await this.connect();
@@ -249,47 +272,47 @@ class Upstream {
       overflowed: false,
       cutOff: false,
       fail: (reason) => died.abort(new UpstreamDiedError(reason)),
+      stop: new AbortController(),
     };
+    if (opts.onprogress) ctx.onprogress = opts.onprogress;
     this.inflight.add(ctx);
+    const answers = this.answers;
     try {
-      const params: Record<string, unknown> = { name: toolName };
-      if (args !== undefined) params.arguments = args;
       // The call's context follows its request into the capped fetch (AsyncLocalStorage).
       const result = await callContext.run(ctx, () =>
-        client.request({ method: 'tools/call', params }, looseResult, {
+        client.request({ method, params }, looseResult, {
           timeout: this.cfg.timeout_ms,
           maxTotalTimeout: this.cfg.timeout_ms,
-          signal: died.signal,
+          // The caller's abort, the result cap's (an SSE response cut at the cap), and the
+          // transport's death under the call.
+          signal: AbortSignal.any([
+            died.signal,
+            ...(ctx.stop ? [ctx.stop.signal] : []),
+            ...(opts.signal ? [opts.signal] : []),
+          ]),
+          // The SDK only sends a progress token (its request id) when given an onprogress; the
+          // progress itself reaches ctx.onprogress through answers.ts, in arrival order.
+          ...(opts.onprogress ? { onprogress: () => undefined, resetTimeoutOnProgress: true } : {}),
         }),
       );
       if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)
         return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
       return { boundary: 'answered', result };
     } catch (e) {
-      // This call's own response was cut at the cap: the upstream did answer (completed), too
-      // large. A call whose connection was cut for another call's response never got an answer.
-      if (ctx.overflowed) return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
-      if (ctx.cutOff)
-        return {
-          boundary: 'maybe_sent',
-          failure: "connection cut: another call's response exceeded the cap",
-        };
-      if (died.signal.aborted)
+      if (sessionExpired(e) && !ctx.answered) return { expired: true };
+      if (!ctx.overflowed && !ctx.cutOff && died.signal.aborted)
         return { boundary: 'maybe_sent', failure: (died.signal.reason as Error).message };
-      if (e instanceof McpError) {
-        if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
-        if (e.code === McpErrorCode.ConnectionClosed)
-          return { boundary: 'maybe_sent', failure: 'connection closed' };
-        return { boundary: 'answered', rpcError: { code: e.code, message: e.message, data: e.data } };
-      }
-      const code = causeCode(e);
-      if (code && NOT_SENT_CODES.has(code)) return { boundary: 'not_sent', failure: code };
-      if (/not connected/i.test((e as Error).message))
-        return { boundary: 'not_sent', failure: 'not connected' };
-      return { boundary: 'maybe_sent', failure: code ?? 'transport error' };
+      return classifyFailure(e, ctx, this.maxResultBytes);
     } finally {
       this.inflight.delete(ctx);
+      answers?.forget(ctx);
     }
+  }
+
+  /** What the upstream said it offers in `initialize` (connects first). @throws on connect failure. */
+  async capabilities(): Promise<Record<string, unknown>> {
+    const client = await this.connect();
+    return (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
   }
 
   /** A JSON-RPC `ping` round trip (readiness). @returns null when answered, else why not. */
@@ -352,6 +375,7 @@ export class UpstreamPool {
   private readonly upstreams = new Map<string, Upstream>();
   private routes = new Map<string, RoutedTool>();
   private observer: ListObserver | null = null;
+  private renewed: UpstreamHooks['onRenewed'] = undefined;
   /** Upstreams not reached at start-up, retried with backoff (docs/spec/refinements.md). */
   readonly availability: AvailabilityTracker;
 
@@ -359,12 +383,14 @@ export class UpstreamPool {
   constructor(
     configs: UpstreamConfig[],
     private readonly log: Logger,
-    maxResultBytes = DEFAULT_MAX_RESULT_BYTES,
+    private readonly maxResultBytes = DEFAULT_MAX_RESULT_BYTES,
   ) {
     for (const c of configs) {
       this.upstreams.set(
         c.name,
-        new Upstream(c, log, () => void this.refresh(c.name, 'list_changed'), maxResultBytes),
+        new Upstream(c, log, () => void this.refresh(c.name, 'list_changed'), maxResultBytes, {
+          onRenewed: (name, why) => this.renewed?.(name, why),
+        }),
       );
     }
     this.availability = new AvailabilityTracker(log, (name) => this.bringIn(name));
@@ -486,11 +512,49 @@ export class UpstreamPool {
     return this.routes.get(exposedName);
   }
 
-  /** Calls a routed tool. Never throws: the outcome says how far the request got. */
-  call(route: RoutedTool, args: Record<string, unknown> | undefined): Promise<CallOutcome> {
-    const u = this.upstreams.get(route.upstream);
+  /**
+   * Calls a routed tool, on `via` (a client session's own connection, src/relay/) or the
+   * shared one. Never throws: the outcome says how far the request got.
+   */
+  call(
+    route: RoutedTool,
+    args: Record<string, unknown> | undefined,
+    opts?: RequestOptions & { via?: Upstream },
+  ): Promise<CallOutcome> {
+    const u = opts?.via ?? this.upstreams.get(route.upstream);
     if (!u) return Promise.resolve({ boundary: 'not_sent', failure: 'unknown upstream' });
-    return u.call(route.toolName, args);
+    return u.call(route.toolName, args, opts);
+  }
+
+  /** Upstream names in configuration order (the order of merged lists). */
+  names(): string[] {
+    return [...this.upstreams.keys()];
+  }
+
+  /** The shared connection to one upstream (stateless requests, listings), or undefined. */
+  shared(name: string): Upstream | undefined {
+    return this.upstreams.get(name);
+  }
+
+  /**
+   * A new connection (its own upstream session) to one configured upstream, for one client
+   * session (src/relay/sessions.ts); it connects on first use. Undefined for an unknown name.
+   */
+  openSession(name: string, onListChanged: () => void, hooks: UpstreamHooks): Upstream | undefined {
+    const u = this.upstreams.get(name);
+    if (!u) return undefined;
+    return new Upstream(u.cfg, this.log, onListChanged, this.maxResultBytes, {
+      ...hooks,
+      onRenewed: (n, why) => {
+        hooks.onRenewed?.(n, why);
+        this.renewed?.(n, why);
+      },
+    });
+  }
+
+  /** Sets the one observer told when any connection renewed an expired upstream session. */
+  observeRenewals(observer: (upstream: string, failure: string) => void): void {
+    this.renewed = observer;
   }
 
   /**

@@ -21,6 +21,17 @@ export interface CallContext {
    * the stdio child exited). Set by the call; absent outside one.
    */
   fail?: (reason: string) => void;
+  /**
+   * Aborts the waiting request when its response passes the cap: an SSE response cut at the
+   * cap is not a closed connection to the SDK, which would otherwise wait for the timeout.
+   */
+  stop?: AbortController;
+  /** JSON-RPC id of the call's request as sent upstream (src/upstream/answers.ts). */
+  requestId?: string | number;
+  /** A response with that id arrived: the upstream answered (result or JSON-RPC error). */
+  answered?: boolean;
+  /** Told each `notifications/progress` for that request, in arrival order (answers.ts). */
+  onprogress?: (progress: { progress: number; total?: number; message?: string }) => void;
 }
 
 export const callContext = new AsyncLocalStorage<CallContext>();

@@ -14,9 +14,10 @@ import type { Authenticator } from '../auth.js';
 import type { McpEndpoint } from '../mcp.js';
 import { registerMcpUnauthenticated } from '../mcp-unauthenticated.js';
 import { bearerJwt, type OAuthVerifier, TokenRefused } from '../oauth/index.js';
-import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from '../replies.js';
+import { isJsonRpc, sendError, sendRpcError } from '../replies.js';
 import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../schemas.js';
 import { BODY_MEMBERS, strictBody } from '../strict-body.js';
+import { type McpRouteDeps, registerMcpRoutes } from './mcp-routes.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -50,6 +51,9 @@ export interface AgentRouteDeps {
   onTokenAgent?: (agentId: string) => void;
   /** Per-agent rate, in-flight and open-session limits (agent-limits.ts); none without. */
   limits?: AgentLimits;
+  /** Client sessions (`Mcp-Session-Id`) and the requests waiting on clients (routes/mcp-routes.ts). */
+  clientSessions: McpRouteDeps['clientSessions'];
+  inflight: McpRouteDeps['inflight'];
 }
 
 /**
@@ -149,14 +153,6 @@ function readChallenge(req: FastifyRequest): string | null {
   return challenge as string;
 }
 
-/** Answers a request the MCP layer could not handle, by its own id, without internals. */
-function mcpFault(req: FastifyRequest, reply: FastifyReply, e: unknown) {
-  req.log.error({ err: (e as Error).message }, 'MCP request fault');
-  const raw = (req.body as { id?: unknown } | null)?.id;
-  const id = typeof raw === 'string' || (typeof raw === 'number' && Number.isSafeInteger(raw)) ? raw : null;
-  return reply.code(200).send(jsonRpcError(id, 'INTERNAL_ERROR', 'internal error'));
-}
-
 /** The agent routes plugin (registered at the root: its not-found handler is the root's). */
 export function agentRoutes(d: AgentRouteDeps) {
   return async (app: FastifyInstance) => {
@@ -165,29 +161,7 @@ export function agentRoutes(d: AgentRouteDeps) {
     app.addHook('onRequest', agentAuth(d));
     app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
 
-    // No response schema: a JSON-RPC result is the upstream's MCP result plus evidence, and
-    // must reach the agent intact (C-MCP-5); a schema's serializer would drop what it does not name.
-    app.post('/mcp', { config: { jsonRpc: true } }, async (req, reply) => {
-      const hv = req.headers['mcp-protocol-version'];
-      const caller = {
-        agentId: req.agentId,
-        blocked: req.agentBlocked,
-        ...(req.agentTokenAttributes ? { attributes: req.agentTokenAttributes } : {}),
-      };
-      let r: Awaited<ReturnType<McpEndpoint['handle']>>;
-      try {
-        r = await d.mcp.handle(caller, req.body, typeof hv === 'string' ? hv : undefined, req.startedAt);
-      } catch (e) {
-        return mcpFault(req, reply, e);
-      }
-      if (r.body === null) return reply.code(202).send();
-      return reply.code(r.status).type('application/json').send(r.body);
-    });
-    // No server-initiated stream and no protocol session to delete (docs/spec/mcp.md#inbound).
-    const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) =>
-      reply.code(405).header('Allow', 'POST').send();
-    app.get('/mcp', { config: { jsonRpc: true } }, notAllowed);
-    app.delete('/mcp', { config: { jsonRpc: true } }, notAllowed);
+    registerMcpRoutes(app, d);
 
     app.post('/sessions', { schema: createSessionSchema, attachValidation: true }, async (req, reply) => {
       const challenge = readChallenge(req);

@@ -39,9 +39,32 @@ export const ERRORS = {
   UNSUPPORTED_MEDIA_TYPE: { http: 415, rpc: -32003, summary: 'Content-Type must be application/json.' },
   GATEWAY_SHUTTING_DOWN: {
     http: 503,
-    rpc: -32004,
+    rpc: -32005,
     summary:
       'The gateway is shutting down (SIGTERM/SIGINT) and admits no new request; send it to a running gateway.',
+  },
+  HOST_NOT_ALLOWED: {
+    http: 403,
+    rpc: -32004,
+    summary:
+      'The Host header (or the Origin header, when sent) names no allowed host (listen.allowed_hosts): DNS-rebinding protection, before authentication.',
+  },
+  REQUEST_CANCELLED: {
+    http: 400,
+    rpc: -32041,
+    summary:
+      'The client cancelled the request (notifications/cancelled) or disconnected before it was answered.',
+  },
+  CLIENT_REQUEST_FAILED: {
+    http: 502,
+    rpc: -32042,
+    summary:
+      'The client answered a server-to-client request (sampling, elicitation, roots) with a JSON-RPC error; its code is in data.rpc_code.',
+  },
+  UNKNOWN_CLIENT_SESSION: {
+    http: 404,
+    rpc: -32013,
+    summary: 'The Mcp-Session-Id is unknown, expired or ended (DELETE /mcp); initialize again.',
   },
   UNKNOWN_SESSION: {
     http: 404,
@@ -50,11 +73,35 @@ export const ERRORS = {
   },
   SESSION_OPEN: { http: 409, rpc: -32012, summary: 'The session is still open; it has no claim yet.' },
   SESSION_CLOSED: { http: 409, rpc: -32011, summary: 'The session is closed; open a new one.' },
+  LIST_CURSOR_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      'A list cursor the gateway did not issue for this list: altered, from another gateway process or list method, or expired.',
+  },
+  RESOURCE_NOT_ROUTED: {
+    http: 404,
+    rpc: -32002,
+    summary:
+      'No single upstream serves this resource URI (none listed it or a template of it, or two upstreams claim it).',
+  },
+  PROMPT_NOT_FOUND: { http: 404, rpc: -32602, summary: 'No upstream offers a prompt of this gateway name.' },
+  UPSTREAM_METHOD_UNSUPPORTED: {
+    http: 404,
+    rpc: -32601,
+    summary: 'No configured upstream offers this MCP method (its capability is not advertised).',
+  },
   CLIENT_CHANNEL_UNAVAILABLE: {
     http: 406,
-    rpc: -32040,
+    rpc: -32043,
     summary:
       'A server-to-client request could not reach the client (it accepts only application/json, or it disconnected).',
+  },
+  CLIENT_RPC_ERROR: {
+    http: 502,
+    rpc: -32041,
+    summary:
+      'The client answered a relayed server-to-client request with a JSON-RPC error; its code and message go to the upstream (completed).',
   },
   UNKNOWN_TOOL: { http: 404, rpc: -32020, summary: 'No upstream tool has this name.' },
   UPSTREAM_UNAVAILABLE: {

@@ -1,0 +1,30 @@
+/**
+ * The relay's side of a `tools/call` (src/call/types.ts `CallLink`): the call goes out on the
+ * client session's own upstream connection, marked in flight there so the upstream's
+ * server-to-client requests and log messages find this request, with the client's
+ * cancellation (`channel.signal` → `notifications/cancelled` upstream) and its progress token
+ * mapped back (src/relay/progress.ts).
+ */
+import type { CallLink } from '../call/types.js';
+import type { MethodRequest } from '../gateway/mcp.js';
+import { progressRelay, progressToken } from './progress.js';
+import type { Relay } from './relay.js';
+
+/** The link of one tools/call request. */
+export function callLink(relay: Relay, req: MethodRequest): CallLink {
+  const onprogress = progressRelay(progressToken(req.params), req.channel);
+  return {
+    async forward(route, args, sessionId) {
+      const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel)(route.upstream);
+      if (!conn) return { boundary: 'not_sent', failure: 'no connection to the upstream' };
+      const inflight = { channel: req.channel, agentId: req.caller.agentId, sessionId };
+      return relay.sessions.during(conn, inflight, () =>
+        relay.deps.pool.call(route, args, {
+          via: conn,
+          signal: req.channel.signal,
+          ...(onprogress ? { onprogress } : {}),
+        }),
+      );
+    },
+  };
+}

@@ -1,0 +1,148 @@
+/**
+ * One evidenced request from the client (`resources/read`, `resources/subscribe`,
+ * `resources/unsubscribe`, `prompts/get`, `completion/complete`), as stages like a
+ * `tools/call`: session → route → policy → forward → terminal entry → answer. Every request
+ * that reaches it ends in exactly one terminal entry (src/relay/evidence.ts); data is answered
+ * only after its entry is committed.
+ */
+import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
+import { EVIDENCE_META_KEY, evidenceOf } from '../call/respond.js';
+import type { MethodRequest } from '../gateway/mcp.js';
+import type { CallOutcome } from '../upstream/pool.js';
+import { type Answer, registryError } from './answer.js';
+import type { EvidencedMethod, RelayDisposition } from './evidence.js';
+import type { Route } from './federation.js';
+import { decideRelay, type RelayResource } from './policy.js';
+import { progressRelay, progressToken } from './progress.js';
+import type { Relay } from './relay.js';
+
+/** What a method contributes: its target, route, forwarded params and Cedar request. */
+export interface EvidencedSpec {
+  target: string;
+  route: Route | null;
+  unrouted: { code: ErrorCode; message: string };
+  forward: Record<string, unknown>;
+  action: string;
+  resource: Omit<RelayResource, 'server'>;
+  context?: Record<string, unknown>;
+}
+
+function disposition(o: CallOutcome): RelayDisposition {
+  if (o.boundary === 'answered') return 'completed';
+  return o.boundary === 'not_sent' ? 'not_attempted' : 'outcome_unknown';
+}
+
+function errorCodeOf(o: CallOutcome): ErrorCode | null {
+  if ('result' in o) return null;
+  if ('rpcError' in o) return 'UPSTREAM_RPC_ERROR';
+  if ('tooLarge' in o) return 'UPSTREAM_RESULT_TOO_LARGE';
+  return o.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
+}
+
+function withEvidence(result: Record<string, unknown>, e: AuditEntry): Record<string, unknown> {
+  const meta = typeof result._meta === 'object' && result._meta !== null ? result._meta : {};
+  return { ...result, _meta: { ...meta, [EVIDENCE_META_KEY]: { ...evidenceOf(e), call_id: e.call_id } } };
+}
+
+/** Runs one evidenced request (module doc). Never throws for caller or upstream faults. */
+export async function relayEvidenced(relay: Relay, req: MethodRequest, s: EvidencedSpec): Promise<Answer> {
+  const { caller, params, startedAt } = req;
+  const method = req.method as EvidencedMethod;
+  const cmcp = params?._cmcp as { session_id?: unknown } | undefined;
+  let sessionId: string | null = null;
+  const base = () => ({
+    method,
+    agentId: caller.agentId,
+    sessionId,
+    upstream: s.route?.upstream ?? null,
+    target: s.target,
+    params: s.forward,
+    startedAt,
+  });
+  const refuse = (
+    code: ErrorCode,
+    message: string,
+    policy = {},
+    data: Record<string, unknown> = {},
+  ): Answer => {
+    const e = relay.recorder.record({
+      ...base(),
+      disposition: 'refused',
+      errorCode: code,
+      policy,
+      detail: data,
+    });
+    if (!e) return registryError('AUDIT_WRITE_FAILED', 'the refusal could not be recorded');
+    return registryError(code, message, { ...data, evidence: evidenceOf(e) });
+  };
+  if (caller.blocked) return refuse('AGENT_BLOCKED', 'this agent identity is blocked by an operator');
+  let calls = 0;
+  try {
+    const sid = typeof cmcp?.session_id === 'string' ? cmcp.session_id : undefined;
+    const row = await relay.deps.sessions.resolve(caller.agentId, sid);
+    sessionId = row.session_id;
+    calls = row.call_count;
+  } catch (e) {
+    if (
+      e instanceof CmcpError &&
+      ['UNKNOWN_SESSION', 'SESSION_CLOSED', 'SESSION_BINDING_REQUIRED'].includes(e.code)
+    )
+      return refuse(e.code, e.message);
+    throw e;
+  }
+  if (!s.route) return refuse(s.unrouted.code, s.unrouted.message);
+  const route = s.route;
+  const verdict = decideRelay(relay.deps.policy(), {
+    agentId: caller.agentId,
+    agentAttributes: relay.deps.agentAttributes(caller.agentId),
+    action: s.action,
+    resource: { ...s.resource, server: route.upstream },
+    ...(s.context ? { context: s.context } : {}),
+    session: { calls },
+  });
+  if (verdict.refused)
+    return refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {
+      ...verdict.detail,
+      policy_ids: verdict.refused.policyIds,
+    });
+  const conn = relay.sessions.connectionFor(caller.agentId, req.channel)(route.upstream);
+  const outcome: CallOutcome = conn
+    ? await relay.sessions.during(conn, { channel: req.channel, agentId: caller.agentId, sessionId }, () =>
+        conn.request(req.method, s.forward, {
+          signal: req.channel.signal,
+          onprogress: progressRelay(progressToken(params), req.channel),
+        }),
+      )
+    : { boundary: 'not_sent', failure: 'no connection to the upstream' };
+  const errorCode = errorCodeOf(outcome);
+  const detail: Record<string, unknown> = { ...verdict.detail };
+  if ('rpcError' in outcome) detail.upstream_error_code = outcome.rpcError.code;
+  if ('failure' in outcome) detail.failure = outcome.failure;
+  const e = relay.recorder.record({
+    ...base(),
+    ...('result' in outcome ? { result: outcome.result } : {}),
+    disposition: disposition(outcome),
+    errorCode,
+    policy: verdict.entry,
+    detail,
+  });
+  if (!e) return registryError('AUDIT_WRITE_FAILED', 'the outcome could not be recorded');
+  if ('result' in outcome) return { result: withEvidence(outcome.result, e) };
+  if ('rpcError' in outcome)
+    return {
+      error: {
+        code: outcome.rpcError.code,
+        message: outcome.rpcError.message,
+        data: {
+          error_code: 'UPSTREAM_RPC_ERROR',
+          upstream_data: outcome.rpcError.data ?? null,
+          evidence: evidenceOf(e),
+        },
+      },
+    };
+  return registryError(errorCode ?? 'UPSTREAM_FAILED', 'the upstream did not answer', {
+    ...detail,
+    evidence: evidenceOf(e),
+  });
+}

@@ -1,0 +1,123 @@
+/**
+ * Cedar decisions for the relayed MCP methods that carry data (docs/spec/policy.md#relayed-methods).
+ * Each is one Cedar request with principal `Agent::"<agent_id>"` (its configured attributes) and
+ * context `{session: {calls, max_sensitivity, max_sensitivity_level}}` plus what the action adds:
+ *
+ * | method | action | resource |
+ * |---|---|---|
+ * | `resources/read` | `read_resource` | `Resource::"<uri>"` in its `Server`, `{server, uri}` |
+ * | `resources/subscribe`, `resources/unsubscribe` | `subscribe_resource` | `Resource::"<uri>"` |
+ * | `prompts/get` | `get_prompt` (context `arguments`) | `Prompt::"<gateway name>"`, `{server, name}` |
+ * | `completion/complete` | `complete` | `Completion::"<ref>"`, `{server, ref_type, ref}` |
+ * | `sampling/createMessage` (upstream → client) | `relay_sampling` | `ClientRequest::"<method>"`, `{server, method}` |
+ * | `elicitation/create` | `relay_elicitation` | `ClientRequest::"<method>"` |
+ * | `roots/list` | `relay_roots` | `ClientRequest::"<method>"` |
+ *
+ * Without a policy every such request is allowed (enforcement_mode "none"). A bundle whose
+ * schema does not declare an action has no permit for it, so Cedar's default deny refuses it:
+ * adding the relay does not open a data path an existing policy never considered.
+ */
+import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import type { EntryInput } from '../audit/chain.js';
+import { sensitivityLevel } from '../catalog/catalog.js';
+import { agentEntity, type PolicyEngine, toCedarValue } from '../policy/engine.js';
+
+/** The Cedar resource of one relayed request. */
+export interface RelayResource {
+  type: 'Resource' | 'Prompt' | 'Completion' | 'ClientRequest';
+  id: string;
+  server: string;
+  attrs: Record<string, string>;
+}
+
+/** One relayed request to decide. */
+export interface RelayPolicyRequest {
+  agentId: string;
+  agentAttributes: Record<string, unknown>;
+  action: string;
+  resource: RelayResource;
+  /** Extra context members (`arguments` of a prompt). */
+  context?: Record<string, unknown>;
+  session: { calls: number };
+}
+
+/** The verdict: the entry members it decides, and a refusal when the policy enforces a deny. */
+export interface RelayVerdict {
+  entry: Pick<EntryInput, 'policy_decision' | 'policy_rule_matched'>;
+  detail: Record<string, unknown>;
+  refused: { code: 'POLICY_DENY' | 'POLICY_EVALUATION_FAILED'; message: string; policyIds: string[] } | null;
+}
+
+/** Decides one relayed request (module doc). Never throws. */
+export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest): RelayVerdict {
+  if (!engine) return { entry: { policy_decision: 'allow' }, detail: {}, refused: null };
+  let context: cedar.Context;
+  let entities: cedar.EntityJson[];
+  try {
+    const extra = toCedarValue(req.context ?? {}, '/context') as Record<string, cedar.CedarValueJson>;
+    context = {
+      ...extra,
+      session: {
+        calls: req.session.calls,
+        max_sensitivity: 'unclassified',
+        max_sensitivity_level: sensitivityLevel('unclassified'),
+      },
+    };
+    entities = [
+      agentEntity(req.agentId, req.agentAttributes),
+      {
+        uid: { type: req.resource.type, id: req.resource.id },
+        attrs: { ...req.resource.attrs, server: req.resource.server },
+        parents: [{ type: 'Server', id: req.resource.server }],
+      },
+      { uid: { type: 'Server', id: req.resource.server }, attrs: {}, parents: [] },
+    ];
+  } catch (e) {
+    return failed([], { policy_failure: (e as Error).message.slice(0, 200) }, engine);
+  }
+  const d = engine.authorize(
+    { type: 'Agent', id: req.agentId },
+    req.action,
+    { type: req.resource.type, id: req.resource.id },
+    context,
+    entities,
+  );
+  const detail: Record<string, unknown> = {};
+  if (d.errored.length) detail.policy_errors = d.errored;
+  if (d.failure) detail.policy_failure = d.failure;
+  const pass = (decision: string): RelayVerdict => ({
+    entry: { policy_decision: decision, policy_rule_matched: d.matched },
+    detail,
+    refused: null,
+  });
+  if (d.decision === 'allow') return pass('allow');
+  if (engine.mode === 'advisory') return pass('advisory_deny');
+  if (engine.mode !== 'enforcing') return pass('silent_deny');
+  if (d.failure !== null || d.errored.length > 0) return failed(d.matched, detail, engine);
+  return {
+    entry: { policy_decision: 'deny', policy_rule_matched: d.matched },
+    detail,
+    refused: { code: 'POLICY_DENY', message: 'denied by policy', policyIds: d.matched },
+  };
+}
+
+function failed(matched: string[], detail: Record<string, unknown>, engine: PolicyEngine): RelayVerdict {
+  if (engine.mode !== 'enforcing')
+    return {
+      entry: {
+        policy_decision: engine.mode === 'advisory' ? 'advisory_deny' : 'silent_deny',
+        policy_rule_matched: matched,
+      },
+      detail,
+      refused: null,
+    };
+  return {
+    entry: { policy_decision: 'deny', policy_rule_matched: matched },
+    detail,
+    refused: {
+      code: 'POLICY_EVALUATION_FAILED',
+      message: 'the request could not be evaluated by the policy; refused',
+      policyIds: matched,
+    },
+  };
+}

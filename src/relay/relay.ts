@@ -1,0 +1,71 @@
+/**
+ * The relayed MCP methods (docs/spec/mcp.md#relayed-methods), composed: federation and cursor,
+ * the client sessions' upstream connections, policy and evidence. `methods` is the handler
+ * map the MCP layer dispatches to (src/gateway/mcp.ts `McpControls.methods`); `capabilities`
+ * is what `initialize` and `server/discover` advertise.
+ */
+import type { Logger } from 'pino';
+import type { AuditChain } from '../audit/chain.js';
+import type { ClientSessionEvents } from '../gateway/client-channel.js';
+import type { MethodHandler } from '../gateway/mcp.js';
+import type { PolicyEngine } from '../policy/engine.js';
+import type { SessionService } from '../session/service.js';
+import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
+import { mergedCapabilities } from './capabilities.js';
+import { CursorCodec } from './cursor.js';
+import { RelayRecorder } from './evidence.js';
+import { Federation } from './federation.js';
+import { relayHandlers } from './methods.js';
+import { serverRequestRelay } from './server-requests.js';
+import { RelaySessions } from './sessions.js';
+
+/** Items per page of a merged list the gateway answers. */
+export const DEFAULT_PAGE_SIZE = 100;
+
+/** What the relay needs from the rest of the gateway. */
+export interface RelayDeps {
+  pool: UpstreamPool;
+  chain: AuditChain;
+  sessions: SessionService;
+  log: Logger;
+  /** The engine deciding requests now (changes on a signed reload), or null: no policy. */
+  policy: () => PolicyEngine | null;
+  agentAttributes: (agentId: string) => Record<string, unknown>;
+  /** The tools agents see (the catalog's when one is configured). */
+  listTools: () => ToolDefinition[];
+  pageSize?: number;
+}
+
+/** The relay: handlers, capabilities and the client sessions' upstream connections. */
+export class Relay {
+  readonly sessions: RelaySessions;
+  readonly federation: Federation;
+  readonly recorder: RelayRecorder;
+  readonly cursors = new CursorCodec();
+  readonly methods: ReadonlyMap<string, MethodHandler>;
+
+  constructor(readonly deps: RelayDeps) {
+    this.federation = new Federation(deps.pool, deps.log);
+    this.recorder = new RelayRecorder(deps.chain, deps.sessions, deps.log);
+    this.sessions = new RelaySessions(
+      deps.pool,
+      deps.log,
+      serverRequestRelay(deps, deps.sessions, this.recorder),
+    );
+    this.methods = relayHandlers(this, deps.pageSize ?? DEFAULT_PAGE_SIZE);
+  }
+
+  /** Connects the HTTP edge's client sessions (standalone streams, end of session). */
+  attach(events: ClientSessionEvents): void {
+    this.sessions.attach(events);
+  }
+
+  /** What the upstreams really offer, merged (what none offers is not advertised). */
+  capabilities(): Promise<Record<string, unknown>> {
+    return mergedCapabilities(this.deps.pool);
+  }
+
+  close(): Promise<void> {
+    return this.sessions.close();
+  }
+}
