@@ -43,6 +43,7 @@ import { type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.j
 import { stringify } from 'yaml';
 import { exited, freeLoopbackPort, waitExit } from '../testing/process.js';
 import { provisionSwtpm, type SwtpmInstance, startSwtpm } from '../testing/swtpm.js';
+import { useRelayedMethods } from './relayed.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
@@ -530,6 +531,9 @@ async function main(keep: boolean): Promise<number> {
   step('Using tools through the gateway with the MCP SDK client (Streamable HTTP)');
   const client = await connectClient(url, token);
   await useTools(client, session.session_id, ws);
+
+  step('Reading a resource, getting a prompt and running a tool that reports progress (relayed MCP)');
+  await useRelayedMethods(client, session.session_id, signal, info);
 
   step('Closing the session and fetching its claim and audit bundle');
   await rest(url, token, 'POST', `/sessions/${session.session_id}/close`);

@@ -40,6 +40,14 @@ describe('npm run demo', () => {
     expect(stdout).toContain(`claim.policy_hash       OK: policy_bundle_hash is the pinned ${policyHash}`);
     expect(stdout).toContain(`claim.catalog_hash      OK: catalog_hash is the pinned ${catalogHash}`);
     expect(stdout).toContain('"refused":1');
+    // Relayed MCP (issue 10): a resource read, a prompt get and a progress tool, each in evidence.
+    expect(stdout).toMatch(/resources\/read demo:\/\/\S+ {2}→ resource_read #\d+/);
+    expect(stdout).toMatch(/prompts\/get everything\.simple-prompt {2}→ prompt_get #\d+/);
+    expect(stdout).toMatch(
+      /everything\.trigger-long-running-operation {2}→ tool_call #\d+ [0-9a-f]{16}… {2}3 progress notification\(s\) relayed \(1\/3, 2\/3, 3\/3\)/,
+    );
+    // The verifier's summary counts the session's entries by type.
+    expect(stdout).toMatch(/Audit entries by type: .*prompt_get 1.*resource_read 1.*tool_call 6/);
     const m = /session ([0-9a-f-]{36})/.exec(stdout);
     // Nothing of this run is left behind: no gateway or swtpm naming its temp folder.
     const ps = await run('ps', ['-eo', 'pid,stat,args']);

@@ -5,7 +5,11 @@
  * upstream, expired and restarted upstream sessions renewed.
  */
 
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { verifyBundle } from '@cmcp/verify/bundle';
+import { runVerify } from '@cmcp/verify/cli/claim';
+import { canonicalJson, jcsDigest, sha256Hex } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -14,7 +18,7 @@ import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel
 import type { Gateway } from '../src/gateway/runtime.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
-import { startInProcess, writeConfig } from './harness/gateway.js';
+import { everythingUpstream, REPO_ROOT, rest, startInProcess, writeConfig } from './harness/gateway.js';
 
 const AUTH = { Authorization: 'Bearer alice-token' };
 
@@ -57,9 +61,15 @@ function clientSession(gw: Gateway): string {
 }
 
 let id = 1;
-async function rpc(gw: Gateway, channel: ClientChannel, method: string, params: Record<string, unknown>) {
+async function rpc(
+  gw: Gateway,
+  channel: ClientChannel,
+  method: string,
+  params: Record<string, unknown>,
+  agentId = 'alice',
+) {
   const r = await gw.mcp.handle(
-    { agentId: 'alice', blocked: false },
+    { agentId, blocked: false },
     { jsonrpc: '2.0', id: id++, method, params },
     undefined,
     process.hrtime.bigint(),
@@ -247,6 +257,15 @@ describe('three federated upstreams', () => {
     ]);
   });
 
+  it('passes every upstream progress notification to an SDK client over HTTP', async () => {
+    const seen: number[] = [];
+    const r = await client.callTool({ name: 'b.progress', arguments: {} }, undefined, {
+      onprogress: (p) => seen.push(p.progress),
+    });
+    expect(r.content).toEqual([{ type: 'text', text: 'progressed' }]);
+    expect(seen).toEqual([1, 2, 3]);
+  });
+
   it('keeps two client sessions apart upstream: log levels, subscriptions, log messages', async () => {
     const one = testChannel(clientSession(gw));
     const two = testChannel(clientSession(gw));
@@ -324,6 +343,204 @@ describe('three federated upstreams', () => {
     expect(r.contents[0]).toMatchObject({ text: 'content of test://c/1 from c' });
     const t = await client.callTool({ name: 'c.c-tool-0', arguments: {} });
     expect(t.content).toEqual([{ type: 'text', text: 'called c-tool-0' }]);
+  });
+});
+
+describe('every relayed entry type through cmcp verify', () => {
+  let up: RelayServer;
+  let gw: Gateway;
+  let dir: string;
+
+  beforeAll(async () => {
+    up = await startRelayServer({ tag: 'v' });
+    const cfg = await writeConfig({ upstreams: [{ name: 'v', transport: 'http', url: up.url }] });
+    dir = cfg.dir;
+    gw = await startInProcess(cfg);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('verifies a claim whose chain holds every new entry type, counts them, and rejects a tampered one', async () => {
+    const answer = (m: ClientMessage) =>
+      m.method === 'sampling/createMessage'
+        ? { role: 'assistant', content: { type: 'text', text: 'x' }, model: 'm' }
+        : m.method === 'roots/list'
+          ? { roots: [] }
+          : { action: 'cancel' };
+    const t = testChannel('verify-session', answer);
+    const sid = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    const inSession = { _cmcp: { session_id: sid } };
+    await rpc(gw, t.channel, 'resources/read', { uri: 'test://v/0', ...inSession });
+    await rpc(gw, t.channel, 'resources/read', { uri: 'test://nowhere/0', ...inSession });
+    await rpc(gw, t.channel, 'resources/subscribe', { uri: 'test://v/0', ...inSession });
+    await rpc(gw, t.channel, 'resources/unsubscribe', { uri: 'test://v/0', ...inSession });
+    await rpc(gw, t.channel, 'prompts/get', { name: 'v.v-prompt-0', ...inSession });
+    await rpc(gw, t.channel, 'completion/complete', {
+      ref: { type: 'ref/resource', uri: 'test://v/{id}' },
+      argument: { name: 'id', value: '1' },
+      ...inSession,
+    });
+    for (const name of ['v.sample', 'v.elicit', 'v.roots'])
+      await rpc(gw, t.channel, 'tools/call', { name, arguments: {}, _cmcp: { session_id: sid } });
+    const claim = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`)).body;
+    const bundle = (await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`)).body;
+    const verify = async (b: unknown, json: boolean) => {
+      const cp = join(dir, `claim-${id++}.json`);
+      writeFileSync(cp, JSON.stringify(claim));
+      writeFileSync(`${cp}.audit`, JSON.stringify(b));
+      let out = '';
+      const code = await runVerify(
+        cp,
+        { audit: `${cp}.audit`, json },
+        { stdout: (x) => (out += x), stderr: (x) => (out += x) },
+        'cmcp verify',
+      );
+      return { code, out };
+    };
+    const good = await verify(bundle, false);
+    expect(good.out).toMatch(/PASS\s+audit\.entry_types/);
+    expect(good.code).toBe(0);
+    const counts = good.out.split('\n').find((l) => l.startsWith('Audit entries by type:'));
+    expect(counts).toContain('resource_read 2');
+    for (const type of [
+      'resource_subscribe 1',
+      'resource_unsubscribe 1',
+      'prompt_get 1',
+      'completion 1',
+      'sampling_relay 1',
+      'elicitation_relay 1',
+      'roots_relay 1',
+      'tool_call 3',
+    ])
+      expect(counts).toContain(type);
+    // Content tampering of a relayed entry: its hash no longer matches.
+    const tampered = structuredClone(bundle);
+    const i = tampered.entries.findIndex((e: { canonical: string }) =>
+      e.canonical.includes('"resource_read"'),
+    );
+    tampered.entries[i].canonical = tampered.entries[i].canonical.replace('"completed"', '"refused"');
+    const bad = await verify(tampered, true);
+    expect(bad.code).toBe(1);
+    expect(
+      JSON.parse(bad.out).checks.find((c: { id: string }) => c.id === 'audit.entry_hashes').reason_code,
+    ).toBe('ENTRY_HASH_MISMATCH');
+    // A relayed entry built without its required members fails the entry-type check even when re-hashed.
+    const body = JSON.parse(bundle.entries[i].canonical);
+    const forged = { ...body, request_payload_hash: null };
+    const canonical = canonicalJson(forged);
+    const alone = verifyBundle({
+      ...bundle,
+      entries: [...bundle.entries.slice(0, i), { canonical, entry_hash: sha256Hex(canonical) }],
+    });
+    expect(alone.checks.find((c) => c.id === 'audit.entry_types')?.reason_code).toBe('ENTRY_TYPE_INVALID');
+  });
+});
+
+describe('relayed requests under the example policy (examples/policy)', () => {
+  let up: RelayServer;
+  let gw: Gateway;
+
+  beforeAll(async () => {
+    up = await startRelayServer({ tag: 'a', extraUris: ['test://a-secret/plan'] });
+    const cfg = await writeConfig({
+      upstreams: [{ name: 'a', transport: 'http', url: up.url }],
+      agents: [
+        { agent_id: 'alice', token: 'alice-token' },
+        { agent_id: 'sam', token: 'sam-token', attributes: { roles: ['sampler'] } },
+      ],
+      extra: { policy: { bundle: join(REPO_ROOT, 'examples', 'policy'), enforcement_mode: 'enforcing' } },
+    });
+    gw = await startInProcess(cfg);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+  });
+
+  it('denies a secret resource read and records it; allows the others', async () => {
+    const t = testChannel(undefined);
+    const denied = await rpc(gw, t.channel, 'resources/read', { uri: 'test://a-secret/plan' });
+    expect(denied.error?.data).toMatchObject({
+      error_code: 'POLICY_DENY',
+      policy_ids: ['no-secret-resources'],
+    });
+    const ok = await rpc(gw, t.channel, 'resources/read', { uri: 'test://a/0' });
+    expect(ok.result?.contents).toEqual([{ uri: 'test://a/0', text: 'content of test://a/0 from a' }]);
+    const reads = entriesOfType(gw, 'resource_read');
+    expect(reads.map((e) => [e.disposition, e.policy_decision, e.error_code])).toEqual([
+      ['refused', 'deny', 'POLICY_DENY'],
+      ['completed', 'allow', null],
+    ]);
+    expect(reads[0]?.policy_rule_matched).toEqual(['no-secret-resources']);
+  });
+
+  it('denies a sampling request for an agent without the sampler role: the upstream gets an error, the relay is recorded', async () => {
+    const answer = () => ({ role: 'assistant', content: { type: 'text', text: 'hello' }, model: 'm' });
+    const alice = testChannel('alice-session', answer);
+    const r = await rpc(gw, alice.channel, 'tools/call', { name: 'a.sample', arguments: {} });
+    // The upstream's tool failed on the refused sampling request; its error is relayed.
+    expect(r.error?.data?.error_code).toBe('UPSTREAM_RPC_ERROR');
+    expect(String(r.error?.message)).toMatch(/denied by policy/);
+    expect(alice.requests).toHaveLength(0);
+    const sam = testChannel('sam-session', answer);
+    const s = await rpc(gw, sam.channel, 'tools/call', { name: 'a.sample', arguments: {} }, 'sam');
+    expect(s.result?.content).toEqual([{ type: 'text', text: 'sampled: {"type":"text","text":"hello"}' }]);
+    const relays = entriesOfType(gw, 'sampling_relay').sort((x, y) =>
+      (x.agent_id ?? '').localeCompare(y.agent_id ?? ''),
+    );
+    expect(relays.map((e) => [e.agent_id, e.disposition, e.policy_decision, e.error_code])).toEqual([
+      ['alice', 'refused', 'deny', 'POLICY_DENY'],
+      ['sam', 'completed', 'allow', null],
+    ]);
+    expect(relays[1]?.policy_rule_matched).toEqual(['sampling-for-samplers']);
+  });
+});
+
+describe('an upstream with more than 100 pages', () => {
+  it('loses nothing: every page of its tools is listed through the gateway', async () => {
+    const up = await startRelayServer({ tag: 'big', items: 230, pageSize: 2 });
+    const gw = await startInProcess(
+      await writeConfig({ upstreams: [{ name: 'big', transport: 'http', url: up.url }] }),
+    );
+    try {
+      const t = testChannel(undefined);
+      const names: string[] = [];
+      let cursor: unknown;
+      do {
+        const r = await rpc(gw, t.channel, 'tools/list', cursor === undefined ? {} : { cursor });
+        names.push(...((r.result?.tools ?? []) as { name: string }[]).map((x) => x.name));
+        cursor = r.result?.nextCursor;
+      } while (cursor !== undefined);
+      // 230 numbered tools + 6 special ones = 118 upstream pages.
+      expect(names).toHaveLength(236);
+      expect(names.at(229)).toBe('big.big-tool-229');
+      expect(new Set(names).size).toBe(236);
+    } finally {
+      await gw.close();
+      await up.close();
+    }
+  });
+});
+
+describe('progress from a stdio upstream', () => {
+  it('relays every notification under the client token', async () => {
+    const gw = await startInProcess(await writeConfig({ upstreams: [everythingUpstream()] }));
+    try {
+      const t = testChannel(undefined);
+      const r = await rpc(gw, t.channel, 'tools/call', {
+        name: 'everything.trigger-long-running-operation',
+        arguments: { duration: 0, steps: 5 },
+        _meta: { progressToken: 42 },
+      });
+      expect(r.result?.content).toBeDefined();
+      expect(t.notes.map((n) => [n.params?.progressToken, n.params?.progress])).toEqual(
+        [1, 2, 3, 4, 5].map((i) => [42, i]),
+      );
+    } finally {
+      await gw.close();
+    }
   });
 });
 

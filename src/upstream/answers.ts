@@ -38,6 +38,17 @@ export function watchAnswers(transport: Transport): AnswerWatch {
     }
     return send(message, options);
   };
+  // The SDK runs notification handlers a microtask late but settles responses at once, so a
+  // progress notification that arrives in the same read as its response would find its
+  // handler gone; the call's own onprogress is told here, in arrival order.
+  const progressOf = (message: JSONRPCMessage) => {
+    const params = (message as { params?: Record<string, unknown> }).params;
+    const token = params?.progressToken;
+    const ctx = typeof token === 'string' || typeof token === 'number' ? pending.get(token) : undefined;
+    if (!ctx?.onprogress || typeof params?.progress !== 'number') return;
+    const { progressToken: _t, ...rest } = params;
+    ctx.onprogress(rest as { progress: number });
+  };
   let handler: Transport['onmessage'];
   Object.defineProperty(transport, 'onmessage', {
     configurable: true,
@@ -47,6 +58,7 @@ export function watchAnswers(transport: Transport): AnswerWatch {
         h &&
         ((message, extra) => {
           const id = idOf(message);
+          if ('method' in message && message.method === 'notifications/progress') progressOf(message);
           if (id !== undefined && !('method' in message) && ('result' in message || 'error' in message)) {
             const ctx = pending.get(id);
             if (ctx) {

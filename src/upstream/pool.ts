@@ -246,6 +246,7 @@ export class Upstream {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
     const ctx: CallContext = { overflowed: false, cutOff: false, stop: new AbortController() };
+    if (opts.onprogress) ctx.onprogress = opts.onprogress;
     this.inflight.add(ctx);
     const answers = this.answers;
     try {
@@ -257,7 +258,9 @@ export class Upstream {
           // The caller's abort, and the result cap's (an SSE response cut at the cap).
           signal:
             opts.signal && ctx.stop ? AbortSignal.any([opts.signal, ctx.stop.signal]) : ctx.stop?.signal,
-          ...(opts.onprogress ? { onprogress: opts.onprogress, resetTimeoutOnProgress: true } : {}),
+          // The SDK only sends a progress token (its request id) when given an onprogress; the
+          // progress itself reaches ctx.onprogress through answers.ts, in arrival order.
+          ...(opts.onprogress ? { onprogress: () => undefined, resetTimeoutOnProgress: true } : {}),
         }),
       );
       if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)

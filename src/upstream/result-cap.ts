@@ -25,6 +25,8 @@ export interface CallContext {
   requestId?: string | number;
   /** A response with that id arrived: the upstream answered (result or JSON-RPC error). */
   answered?: boolean;
+  /** Told each `notifications/progress` for that request, in arrival order (answers.ts). */
+  onprogress?: (progress: { progress: number; total?: number; message?: string }) => void;
 }
 
 export const callContext = new AsyncLocalStorage<CallContext>();

@@ -79,6 +79,8 @@ export interface BundleVerification {
   checks: CheckResult[];
   notes: string[];
   execution_id_groups: ExecutionIdGroup[];
+  /** Parsed entries counted by entry_type. */
+  entry_counts: Record<string, number>;
   entries: VerifiedEntry[];
 }
 
@@ -96,6 +98,7 @@ export const AUDIT_CHECK_IDS = [
   'audit.tip',
   'audit.length',
   'audit.transcript',
+  'audit.entry_types',
 ] as const;
 
 /**

@@ -23,6 +23,7 @@ import {
   timestampsCheck,
   tipLengthChecks,
 } from './bundle-checks.js';
+import { countByType, entryTypesCheck } from './bundle-entry-types.js';
 import {
   AUDIT_CHECK_IDS,
   auditBundleSchema,
@@ -71,7 +72,7 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
     for (const id of AUDIT_CHECK_IDS.slice(1)) {
       checks.push(fail(id, 'BUNDLE_MALFORMED', 'the bundle did not parse'));
     }
-    return { checks, notes, execution_id_groups: [], entries: [] };
+    return { checks, notes, execution_id_groups: [], entries: [], entry_counts: {} };
   }
   const b = shape.data;
   checks.push(
@@ -118,6 +119,8 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
   rootCheck(c);
   tipLengthChecks(c);
   transcriptCheck(c);
+  const bodies = sorted.map((e) => e.body);
+  entryTypesCheck(bodies, checks);
   const execution_id_groups = executionIdGroups(c);
-  return { checks, notes, execution_id_groups, entries };
+  return { checks, notes, execution_id_groups, entries, entry_counts: countByType(bodies) };
 }

@@ -277,6 +277,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     notes.push(...bv.notes);
     const r = report();
     if (bv.execution_id_groups.length) r.execution_id_groups = bv.execution_id_groups;
+    r.entry_counts = bv.entry_counts;
     return r;
   }
   return report();

@@ -64,6 +64,10 @@ export function renderText(report: VerificationReport): string {
     lines.push('', 'Notes:');
     for (const n of report.notes) lines.push(`  - ${clean(n)}`);
   }
+  if (report.entry_counts && Object.keys(report.entry_counts).length) {
+    const counts = Object.entries(report.entry_counts).map(([t, n]) => `${clean(t)} ${n}`);
+    lines.push('', `Audit entries by type: ${counts.join(', ')}`);
+  }
   if (report.execution_id_groups?.length) {
     lines.push('', 'Entries sharing an execution_id (informational; NOT a claim of one logical operation):');
     for (const g of report.execution_id_groups) {

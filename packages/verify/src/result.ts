@@ -104,6 +104,8 @@ export const REASON_CODES = {
   BUNDLE_EXTENDS_CLAIM: 'the bundle continues past the claimed tip: the claim is older than the bundle',
   CHAIN_LENGTH_MISMATCH: 'the bundle length differs from the claimed length',
   TRANSCRIPT_MISMATCH: 'a transcript line differs from the audit entry at its sequence number',
+  ENTRY_TYPE_INVALID:
+    'a relayed-request entry (resource_read, prompt_get, sampling_relay, …) lacks a member its type requires',
   // certificate chains and trust anchors (TPM AK, SEV-SNP VCEK/VLEK, TDX PCK, collateral signers)
   CHAIN_NOT_SUPPLIED: 'no certificate chain was supplied for the signing key',
   CERT_MALFORMED: 'a certificate is not valid DER/PEM X.509',
@@ -244,6 +246,8 @@ export interface VerificationReport {
   anchors_used: AnchorUsed[];
   notes: string[];
   execution_id_groups?: ExecutionIdGroup[];
+  /** Entries of the audit bundle counted by entry_type (present when a bundle was verified). */
+  entry_counts?: Record<string, number>;
   /** Present when an event log was supplied and parsed. */
   event_log?: EventLogSummary;
 }

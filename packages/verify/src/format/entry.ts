@@ -22,6 +22,16 @@ export type EntryType =
   | 'catalog_drift_cleared'
   | 'agent_blocked'
   | 'agent_unblocked'
+  // relayed MCP requests that carry data (docs/spec/audit-entries.md#relayed-requests)
+  | 'resource_read'
+  | 'resource_subscribe'
+  | 'resource_unsubscribe'
+  | 'prompt_get'
+  | 'completion'
+  | 'sampling_relay'
+  | 'elicitation_relay'
+  | 'roots_relay'
+  | 'upstream_session_renewed'
   | 'client_session_open';
 
 /** The chain id of gateway-level events (docs/spec/audit-entries.md). */
