@@ -13,6 +13,7 @@ import { canonicalJson, jcsDigest, sha256Hex } from '@cmcp/verify/format/canonic
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
@@ -61,6 +62,14 @@ function clientSession(gw: Gateway): string {
 }
 
 let id = 1;
+
+async function until(ok: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 async function rpc(
   gw: Gateway,
   channel: ClientChannel,
@@ -142,8 +151,8 @@ describe('three federated upstreams', () => {
       return { out, pages };
     };
     const tools = await collect((cursor) => client.listTools(cursor ? { cursor } : {}), 'tools');
-    expect(tools.out).toHaveLength(3 * 12); // 6 numbered + 6 special tools, each upstream 6 pages
-    expect(tools.pages).toBe(9);
+    expect(tools.out).toHaveLength(3 * 13); // 6 numbered + 7 special tools, each upstream 7 pages
+    expect(tools.pages).toBe(10);
     expect((tools.out as { name: string }[]).slice(0, 2).map((t) => t.name)).toEqual([
       'a.a-tool-0',
       'a.a-tool-1',
@@ -290,6 +299,25 @@ describe('three federated upstreams', () => {
     expect(one.notes.map((n) => n.params?.data)).toEqual(['level is debug']);
     expect(two.notes.map((n) => n.params?.data)).toEqual(['level is error']);
     expect(entriesOfType(gw, 'resource_subscribe').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("delivers resources/updated on each SDK client's own standalone stream, never another's", async () => {
+    const other = await sdkClient(gw.url);
+    const got: Record<string, string[]> = { mine: [], other: [] };
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+      got.mine?.push(n.params.uri);
+    });
+    other.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+      got.other?.push(n.params.uri);
+    });
+    await client.subscribeResource({ uri: 'test://c/4' });
+    await other.subscribeResource({ uri: 'test://c/5' });
+    await client.callTool({ name: 'c.touch', arguments: {} });
+    await until(() => (got.mine?.length ?? 0) > 0);
+    await other.callTool({ name: 'c.touch', arguments: {} });
+    await until(() => (got.other?.length ?? 0) > 0);
+    expect(got).toEqual({ mine: ['test://c/4'], other: ['test://c/5'] });
+    await other.close();
   });
 
   it('relays sampling, elicitation and roots to the client of the request, with evidence', async () => {
@@ -513,10 +541,10 @@ describe('an upstream with more than 100 pages', () => {
         names.push(...((r.result?.tools ?? []) as { name: string }[]).map((x) => x.name));
         cursor = r.result?.nextCursor;
       } while (cursor !== undefined);
-      // 230 numbered tools + 6 special ones = 118 upstream pages.
-      expect(names).toHaveLength(236);
+      // 230 numbered tools + 7 special ones = 119 upstream pages.
+      expect(names).toHaveLength(237);
       expect(names.at(229)).toBe('big.big-tool-229');
-      expect(new Set(names).size).toBe(236);
+      expect(new Set(names).size).toBe(237);
     } finally {
       await gw.close();
       await up.close();
