@@ -89,11 +89,17 @@ describe('a dev-mode gateway (no token needed)', () => {
   });
 
   it('a foreign Origin is refused even with a good Host (the browser sends the page origin)', async () => {
-    for (const origin of ['http://evil.example.com', 'null', 'file://', 'http://127.0.0.1.evil.example:80']) {
+    for (const origin of ['http://evil.example.com', 'file://', 'http://127.0.0.1.evil.example:80', 'x']) {
       const r = await send(gw.url, '/mcp', { host: own, origin });
       expect(r.status, origin).toBe(403);
       expect(JSON.parse(r.body).error.data.error_code).toBe('HOST_NOT_ALLOWED');
     }
+  });
+
+  it('Origin: null (a browser withholding it) names no host: the Host decides', async () => {
+    expect((await send(gw.url, '/mcp', { host: own, origin: 'null' })).status).toBe(200);
+    const rebound = await send(gw.url, '/mcp', { host: 'evil.example.com', origin: 'null' });
+    expect(rebound.status).toBe(403);
   });
 
   it('refusals are recorded: the first at once, the rest of the window as one counted entry', async () => {
@@ -107,8 +113,8 @@ describe('a dev-mode gateway (no token needed)', () => {
     const after = new AuditChain(db).entries('gateway').filter((e) => e.error_code === 'HOST_NOT_ALLOWED');
     db.close();
     expect(after.length).toBe(2);
-    // 4 + 1 + 4 + 4 refused in the tests above; the first was recorded alone.
-    expect(after[1]?.detail).toMatchObject({ count: 12 });
+    // 4 + 1 + 4 + 4 + 1 refused in the tests above; the first was recorded alone.
+    expect(after[1]?.detail).toMatchObject({ count: 13 });
     expect((after[1]?.detail as { routes?: string[] } | undefined)?.routes).toContain('POST /mcp');
   });
 });

@@ -2,10 +2,11 @@
  * The client-facing edge end to end, with real gateways in front of the conformance fixture
  * (testing/conformance/fixture-server.ts) and the official SDK client: a client that cancels
  * mid-call, or disconnects, cancels the upstream request; progress passes through two gateway
- * hops in order, under the client's own token.
+ * hops in order, under the client's own token; two clients' log levels stay apart.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type FixtureServer, startFixtureServer } from '../testing/conformance/fixture-server.js';
@@ -90,6 +91,31 @@ describe('cancellation through the gateway', () => {
     ctl.abort();
     await until(() => up.cancelled.length > before);
     expect(up.cancelled.length).toBe(before + 1);
+  });
+});
+
+describe('client sessions kept apart', () => {
+  it('two clients in parallel with different log levels each get only their own log messages', async () => {
+    const [loud, quiet] = await Promise.all([client(near), client(near)]);
+    const heard: Record<string, string[]> = { loud: [], quiet: [] };
+    loud.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      heard.loud?.push(String(n.params.data));
+    });
+    quiet.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      heard.quiet?.push(String(n.params.data));
+    });
+    await Promise.all([loud.setLoggingLevel('debug'), quiet.setLoggingLevel('error')]);
+    await Promise.all([
+      loud.callTool({ name: 'test_tool_with_logging', arguments: {} }),
+      quiet.callTool({ name: 'test_tool_with_logging', arguments: {} }),
+    ]);
+    expect(heard.loud).toEqual([
+      'Tool execution started',
+      'Tool processing data',
+      'Tool execution completed',
+    ]);
+    expect(heard.quiet).toEqual([]);
+    await Promise.all([loud.close(), quiet.close()]);
   });
 });
 

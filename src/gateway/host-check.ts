@@ -56,7 +56,10 @@ export function rebindingProblem(
 ): string | null {
   const name = host === undefined ? null : hostnameOf(host);
   if (name === null || !allowed.has(name)) return 'the Host header names no allowed host';
-  if (origin === undefined) return null;
+  // `Origin: null` is a browser withholding the origin (a form POST under Referrer-Policy
+  // no-referrer, as the console sends; a sandboxed document): it names no host, so the Host
+  // check above is what decides — a rebinding page cannot change its Host.
+  if (origin === undefined || origin === 'null') return null;
   let o: URL;
   try {
     o = new URL(origin);

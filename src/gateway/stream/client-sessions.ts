@@ -103,7 +103,10 @@ export class ClientSessions implements ClientSessionEvents {
     return writeEvent(stream, { jsonrpc: '2.0', ...message });
   }
 
-  /** {@inheritDoc ClientSessionEvents.onEnd} */
+  /**
+   * {@inheritDoc ClientSessionEvents.onEnd} An id that is not (or no longer) a live session has
+   * already ended: `callback` runs at once (in a microtask), so nothing is kept for it.
+   */
   onEnd(clientSessionId: string, callback: () => void): void {
     const s = this.sessions.get(clientSessionId);
     if (s) s.ended.push(callback);
