@@ -15,6 +15,7 @@ import type { Authenticator } from './auth.js';
 import type { McpEndpoint } from './mcp.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
+import { OneLineRequestLog } from './request-log.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
 import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
@@ -52,6 +53,7 @@ export interface AppDeps {
 export function buildApp(d: AppDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: d.logger as unknown as FastifyBaseLogger,
+    logController: new OneLineRequestLog(), // one info line per request (request-log.ts)
     bodyLimit: d.maxRequestBytes,
     // Request logs carry method, url and status only: no headers (tokens), no bodies (arguments).
     // Execution ids are up to 200 printable characters, percent-encoded in paths.
