@@ -1,0 +1,266 @@
+/**
+ * Renders a comparison (./run.ts) for people: a summary on stdout, the targets of issue 12
+ * item 3 judged against the same run, a chart (Vega-Lite compiled and rendered to SVG by Vega,
+ * headless) and BENCHMARKS.md with the machine, the versions, the tables and the latest CPU
+ * profiles (bench/results/profile-<label>.json from `npm run bench -- --profile`).
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
+import Database from 'better-sqlite3';
+import * as vega from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import { REPO_ROOT } from '../load/profile.js';
+import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
+
+function version(pkg: string): string {
+  try {
+    return (
+      JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', pkg, 'package.json'), 'utf8')) as {
+        version: string;
+      }
+    ).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function versions() {
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['-C', REPO_ROOT, 'rev-parse', '--short', 'HEAD'], {
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    // not a checkout
+  }
+  const db = new Database(':memory:');
+  const sqlite = (db.prepare('SELECT sqlite_version() AS v').get() as { v: string }).v;
+  db.close();
+  return {
+    cmcp: `${(JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version} (${commit})`,
+    node: process.version,
+    v8: process.versions.v8,
+    sqlite,
+    '@modelcontextprotocol/sdk': version('@modelcontextprotocol/sdk'),
+    supergateway: version('supergateway'),
+    'mcp-proxy': version('mcp-proxy'),
+    '@cedar-policy/cedar-wasm': version('@cedar-policy/cedar-wasm'),
+    'better-sqlite3': version('better-sqlite3'),
+  };
+}
+
+const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '–');
+const sp = (s: Spread, d = 2) => `${f(s.median, d)} (${f(s.min, d)}…${f(s.max, d)})`;
+
+export interface Target {
+  target: string;
+  measured: string;
+  met: boolean | null;
+}
+
+function row(r: CompareResult, t: string, c: number, tool: string, s: string): SummaryRow | undefined {
+  return r.summary.find(
+    (x) => x.transport === t && x.concurrency === c && x.tool === tool && x.subject === s,
+  );
+}
+
+/** Issue 12 item 3, full profile against direct (and supergateway) in this run, trivial tool. */
+export function judgeTargets(r: CompareResult): Target[] {
+  const out: Target[] = [];
+  for (const t of ['http', 'stdio'] as const) {
+    const c1 = row(r, t, 1, 'noop', 'cmcp-full');
+    const c64 = row(r, t, 64, 'noop', 'cmcp-full');
+    if (c1) {
+      out.push({
+        target: `${t}: added p50 ≤ 0.5 ms at concurrency 1`,
+        measured: `${sp(c1.addedP50Ms, 3)} ms`,
+        met: c1.addedP50Ms.median <= 0.5,
+      });
+      out.push({
+        target: `${t}: added p99 ≤ 2 ms at concurrency 1`,
+        measured: `${sp(c1.addedP99Ms, 3)} ms`,
+        met: c1.addedP99Ms.median <= 2,
+      });
+    }
+    if (c64)
+      out.push({
+        target: `${t}: ≥ 50 % of direct throughput at concurrency 64`,
+        measured: `${f(c64.throughputRatio.median * 100, 0)} % (${f(c64.throughputRatio.min * 100, 0)}…${f(c64.throughputRatio.max * 100, 0)})`,
+        met: c64.throughputRatio.median >= 0.5,
+      });
+  }
+  for (const c of r.options.concurrencies) {
+    const sg = row(r, 'stdio', c, 'noop', 'supergateway');
+    const light = row(r, 'stdio', c, 'noop', 'cmcp-light');
+    const full = row(r, 'stdio', c, 'noop', 'cmcp-full');
+    if (!sg) continue;
+    if (light) {
+      const q = light.callsPerSecond.median / sg.callsPerSecond.median;
+      out.push({
+        target: `stdio c=${c}: evidence off (light) at least as fast as supergateway`,
+        measured: `${f(q * 100, 0)} % of its calls/s`,
+        met: q >= 1,
+      });
+    }
+    if (full) {
+      const q = full.callsPerSecond.median / sg.callsPerSecond.median;
+      out.push({
+        target: `stdio c=${c}: evidence on (full) within 20 % of supergateway`,
+        measured: `${f(q * 100, 0)} % of its calls/s`,
+        met: q >= 0.8,
+      });
+    }
+  }
+  return out;
+}
+
+async function chart(r: CompareResult, file: string): Promise<void> {
+  const values = r.summary
+    .filter((s) => s.subject !== 'direct')
+    .map((s) => ({
+      transport: `${s.transport} upstream`,
+      tool: s.tool === 'noop' ? 'trivial tool' : '~100 KB result',
+      concurrency: s.concurrency,
+      subject: s.subject,
+      ratio: s.throughputRatio.median,
+      lo: s.throughputRatio.min,
+      hi: s.throughputRatio.max,
+    }));
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: 'calls/s as a share of the direct call (median, bars: min…max over repetitions)',
+    data: { values },
+    facet: { row: { field: 'tool', title: null }, column: { field: 'transport', title: null } },
+    spec: {
+      width: 260,
+      height: 160,
+      encoding: {
+        x: { field: 'concurrency', type: 'ordinal', title: 'concurrency' },
+        xOffset: { field: 'subject' },
+        color: { field: 'subject', type: 'nominal' },
+      },
+      layer: [
+        { mark: 'bar', encoding: { y: { field: 'ratio', type: 'quantitative', title: 'calls/s ÷ direct' } } },
+        {
+          mark: { type: 'rule', color: 'black' },
+          encoding: { y: { field: 'lo', type: 'quantitative' }, y2: { field: 'hi' } },
+        },
+      ],
+    },
+  };
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
+  writeFileSync(file, await view.toSVG());
+  view.finalize();
+}
+
+function table(r: CompareResult, transport: string, tool: string): string {
+  const lines = [
+    '| concurrency | subject | added p50 ms | added p95 ms | added p99 ms | calls/s ÷ direct | calls/s | CPU µs/call | loop delay p99 ms | RSS MB |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of r.summary.filter((x) => x.transport === transport && x.tool === tool))
+    lines.push(
+      `| ${s.concurrency} | ${s.subject} | ${s.subject === 'direct' ? '–' : sp(s.addedP50Ms, 3)} | ${s.subject === 'direct' ? '–' : sp(s.addedP95Ms, 3)} | ${s.subject === 'direct' ? '–' : sp(s.addedP99Ms, 3)} | ${sp(s.throughputRatio)} | ${f(s.callsPerSecond.median, 0)} | ${f(s.cpuPerCallUs.median, 0)} | ${f(s.eldP99Ms.median, 2)} | ${f(s.rssMb.median, 0)} |`,
+    );
+  return lines.join('\n');
+}
+
+/** The top-self-time tables of saved profiles (bench/results/profile-<label>.json). */
+function profileSections(): string {
+  const parts: string[] = [];
+  for (const label of ['before', 'after']) {
+    const file = join(REPO_ROOT, 'bench', 'results', `profile-${label}.json`);
+    if (!existsSync(file)) continue;
+    const p = JSON.parse(readFileSync(file, 'utf8')) as { summary: string; top: string };
+    parts.push(`### ${label}\n\n${p.summary}\n\n\`\`\`\n${p.top}\n\`\`\``);
+  }
+  return parts.length
+    ? parts.join('\n\n')
+    : '(no saved profile: run `npm run bench -- --profile --label after`)';
+}
+
+/**
+ * Prints the summary, writes the chart and the Markdown report, and returns the JSON document.
+ * @param o.file the JSON results file (named in the report); `quick` runs render
+ *   bench/results/BENCHMARKS-quick.md instead of BENCHMARKS.md.
+ */
+export async function renderReport(r: CompareResult, o: { file: string; quick: boolean; elapsedS: number }) {
+  const targets = judgeTargets(r);
+  const m = machine();
+  const v = versions();
+  const chartFile = join(
+    REPO_ROOT,
+    'bench',
+    'results',
+    o.quick ? 'compare-chart-quick.svg' : 'compare-chart.svg',
+  );
+  await chart(r, chartFile);
+  const md = o.quick
+    ? join(REPO_ROOT, 'bench', 'results', 'BENCHMARKS-quick.md')
+    : join(REPO_ROOT, 'BENCHMARKS.md');
+  const rel = (p: string) => relative(join(md, '..'), p);
+  const doc = `# Benchmarks
+
+Generated by \`npm run bench${o.quick ? ' -- --quick' : ''}\` (bench/run.ts) in ${f(o.elapsedS, 0)} s; raw numbers in [${basename(o.file)}](${rel(o.file)}).
+
+**Machine:** ${m.cpus} × ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}.
+**Versions:** ${Object.entries(v)
+    .map(([k, x]) => `${k} ${x}`)
+    .join(', ')}.
+
+**Method.** One MCP server (bench/compare/upstream.ts: \`noop\` answers "ok", \`blob\` answers 100 KB) is
+called through each subject by the official SDK client (one MCP session per subject, shared by all
+concurrent callers), in one run: ${r.options.reps} repetitions; in each, every cell (upstream transport ×
+concurrency × tool) runs every subject for ${r.options.windowMs} ms after ${r.options.warmMs} ms of warm-up, in an
+order that rotates per repetition. Latency is taken at the client; "added" is the subject's
+percentile minus \`direct\`'s in the same cell and repetition; ratios likewise. Numbers are
+"median (min…max)" over repetitions. CPU per call, event-loop delay p99 (\`monitorEventLoopDelay\`,
+10 ms resolution) and RSS are read inside the measured process (the gateway; for \`direct\`, the
+upstream) by a preloaded probe (bench/compare/probe.ts; CPU from \`process.cpuUsage()\`). fsyncs per
+call: ${r.fsyncMethod}. Subjects: \`direct\` (the client calls the upstream: HTTP, or stdio it spawns),
+\`tcp-relay\` (a byte relay), \`supergateway\` (\`--stateful\`) and \`mcp-proxy\` (stdio → Streamable HTTP),
+\`cmcp-light\` (software attestation, no policy, no catalog), \`cmcp-full\` (TPM on swtpm, the example
+Cedar bundle, a pinned catalog, an agent token, an execution_id on every call, synchronous=FULL;
+the default session rotates every 450 calls, each rotation a claim and a TPM quote). The client runs
+on the same 2 cores as the subjects: at high concurrency every number includes that contention.
+
+![calls/s as a share of direct](${rel(chartFile)})
+
+## Targets (issue 12 item 3, full profile, this run)
+
+| target | measured | met |
+|---|---|---|
+${targets.map((t) => `| ${t.target} | ${t.measured} | ${t.met === null ? '–' : t.met ? 'yes' : '**no**'} |`).join('\n')}
+
+## fsyncs per call
+
+| subject | fsyncs per call |
+|---|---:|
+${Object.entries(r.fsyncsPerCall)
+  .map(([k, x]) => `| ${k} | ${x === null ? '–' : f(x, 2)} |`)
+  .join('\n')}
+
+${(['http', 'stdio'] as const)
+  .flatMap((t) =>
+    (['noop', 'blob'] as const).map(
+      (tool) =>
+        `## ${t} upstream, ${tool === 'noop' ? 'trivial tool' : '~100 KB result'}\n\n${table(r, t, tool)}`,
+    ),
+  )
+  .join('\n\n')}
+
+## CPU profile of cmcp full (top self time)
+
+\`npm run bench -- --profile\` (bench/cpu-profile.ts): cmcp full under load with \`--cpu-prof\`, the
+profile summarised by bench/cpuprofile-top.ts.
+
+${profileSections()}
+`;
+  writeFileSync(md, doc);
+  for (const t of targets) console.log(`${t.met ? 'met   ' : 'MISSED'} ${t.target}: ${t.measured}`);
+  for (const t of ['http', 'stdio'])
+    for (const tool of ['noop', 'blob']) console.log(`\n${t} ${tool}\n${table(r, t, tool)}`);
+  console.log(`\nfsyncs per call: ${JSON.stringify(r.fsyncsPerCall)}`);
+  return { machine: m, versions: v, targets, ...r };
+}
