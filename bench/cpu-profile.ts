@@ -18,6 +18,10 @@ export async function runCpuProfile(
   elapsedMs: number;
   busyMs: number;
   cpuPerCallUs: number;
+  /** Share of busy time in better-sqlite3 transactions (statements, COMMIT, its fsync). */
+  sqliteShare: number;
+  /** Share of busy time in Wasm (cedar-wasm). */
+  wasmShare: number;
   summary: string;
   top: string;
   profile: string;
@@ -56,6 +60,18 @@ export async function runCpuProfile(
   const cpuPerCallUs = (t.busyMs * 1000) / done;
   const summary = `${done} calls (cmcp full, concurrency ${o.concurrency}, half HTTP, half stdio upstream) in ${(elapsedMs / 1000).toFixed(1)} s; gateway busy ${t.busyMs.toFixed(0)} ms of ${t.totalMs.toFixed(0)} ms sampled (${t.wasmMs.toFixed(0)} ms of it in cedar-wasm), so ${cpuPerCallUs.toFixed(0)} µs busy per call on the main thread (wall time in JS, native calls and Wasm, including waits inside SQLite's fsync; start-up and shutdown included).`;
   const top = formatTop(t.top);
+  const sqliteShare = t.top.filter((x) => x.fn === 'sqliteTransaction').reduce((a, x) => a + x.share, 0);
+  const wasmShare = t.busyMs > 0 ? t.wasmMs / t.busyMs : 0;
   console.log(`${summary}\n${top}`);
-  return { calls: done, elapsedMs, busyMs: t.busyMs, cpuPerCallUs, summary, top, profile: basename(saved) };
+  return {
+    calls: done,
+    elapsedMs,
+    busyMs: t.busyMs,
+    cpuPerCallUs,
+    sqliteShare,
+    wasmShare,
+    summary,
+    top,
+    profile: basename(saved),
+  };
 }

@@ -5,7 +5,9 @@
  * machine hits every subject alike). Each subject is compared with `direct` measured in the same
  * cell of the same repetition; the spread is over repetitions.
  */
-import { cpus, totalmem } from 'node:os';
+import { closeSync, fdatasyncSync, openSync, rmSync, writeSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { fsyncsPerCall, straceAvailable } from './fsyncs.js';
 import { runWindow, type WindowResult } from './measure.js';
 import {
@@ -69,6 +71,10 @@ export interface CompareResult {
   /** `<subject>/<transport>` → fsyncs per call of its process (strace), null if not counted. */
   fsyncsPerCall: Record<string, number | null>;
   fsyncMethod: string;
+  /** 4 KB write + fdatasync latency of the bench's disk, before and after the windows (ms). */
+  diskFsyncMs: { before: Spread & { p90: number }; after: Spread & { p90: number } };
+  /** os.loadavg() before and after (1, 5, 15 min). */
+  loadAverage: { before: number[]; after: number[] };
 }
 
 export function spread(xs: number[]): Spread {
@@ -115,6 +121,8 @@ const fmt = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '–');
 
 /** Runs the comparison (module doc); progress lines go to stderr. */
 export async function runCompare(env: Env, o: CompareOptions): Promise<CompareResult> {
+  const diskBefore = fsyncLatencyMs(env.dir);
+  const loadBefore = loadavg();
   const fleet: Fleet = await startFleet(env);
   const subjects = new Map<string, Subject>();
   const counter = { i: 0 };
@@ -156,6 +164,8 @@ export async function runCompare(env: Env, o: CompareOptions): Promise<CompareRe
       process.stderr.write(`fsyncs ${k}: ${fsyncs[k]} per call\n`);
     }
     return {
+      diskFsyncMs: { before: diskBefore, after: fsyncLatencyMs(env.dir) },
+      loadAverage: { before: loadBefore, after: loadavg() },
       options: o,
       windows,
       summary: summarize(windows),
@@ -179,4 +189,29 @@ export function machine() {
     memoryGb: Math.round(totalmem() / 2 ** 30),
     platform: `${process.platform} ${process.arch}`,
   };
+}
+
+/**
+ * This disk's commit latency as SQLite sees it with synchronous=FULL: `n` times a 4 KB write and
+ * an fdatasync of a file in `dir` (ms). On a disk shared with other work it moves a lot, and a
+ * cmcp call waits for one or two of them.
+ */
+export function fsyncLatencyMs(dir: string, n = 100): Spread & { p90: number } {
+  const file = join(dir, 'fsync-probe');
+  const fd = openSync(file, 'w');
+  const page = Buffer.alloc(4096, 1);
+  const xs: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      writeSync(fd, page, 0, page.length, (i % 16) * 4096);
+      fdatasyncSync(fd);
+      xs.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  } finally {
+    closeSync(fd);
+    rmSync(file, { force: true });
+  }
+  xs.sort((a, b) => a - b);
+  return { ...spread(xs), p90: xs[Math.floor(xs.length * 0.9)] as number };
 }
