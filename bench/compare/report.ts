@@ -5,13 +5,14 @@
  * profiles (bench/results/profile-<label>.json from `npm run bench -- --profile`).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { Resvg } from '@resvg/resvg-js';
 import Database from 'better-sqlite3';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { REPO_ROOT } from '../load/profile.js';
+import type { MemoryResult } from '../memory.js';
 import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
 
 function version(pkg: string): string {
@@ -194,6 +195,24 @@ function bounds(r: CompareResult): string {
   return lines.join('\n\n');
 }
 
+/** The newest memory run (bench/results/memory-*.json from `npm run bench -- --memory`). */
+function memorySection(rel: (p: string) => string): string {
+  const dir = join(REPO_ROOT, 'bench', 'results');
+  const newest = readdirSync(dir)
+    .filter((n) => /^memory-.*\.json$/.test(n))
+    .sort()
+    .at(-1);
+  if (!newest) return '(no memory run saved: `npm run bench -- --memory`)';
+  const m = JSON.parse(readFileSync(join(dir, newest), 'utf8')) as MemoryResult;
+  const first = m.samples[0];
+  const last = m.samples.at(-1);
+  return [
+    `[${newest}](${rel(join(dir, newest))}): ${m.calls} calls to cmcp light (database on ${m.database ?? 'disk'}) at concurrency 64 in ${f(m.elapsedS, 0)} s (${f(m.callsPerSecond, 0)}/s, ${m.errors} errors), ${m.samples.length} samples.`,
+    `RSS ${f(first?.rssMb ?? Number.NaN, 1)} MB at the start, ${f(last?.rssMb ?? Number.NaN, 1)} MB at the end; heap used ${f(first?.heapUsedMb ?? Number.NaN, 1)} → ${f(last?.heapUsedMb ?? Number.NaN, 1)} MB.`,
+    `Over the second half of the run a least-squares line rises ${f(m.rssRiseMb, 1)} MB for RSS (limit ${f(m.rssLimitMb, 1)}) and ${f(m.heapRiseMb, 1)} MB for the heap (limit ${f(m.heapLimitMb, 1)}): **${m.bounded ? 'bounded' : 'keeps growing'}**.`,
+  ].join(' ');
+}
+
 /** The top-self-time tables of saved profiles (bench/results/profile-<label>.json). */
 function profileSections(): string {
   const parts: string[] = [];
@@ -283,6 +302,10 @@ ${(['http', 'stdio'] as const)
     ),
   )
   .join('\n\n')}
+
+## Memory (issue 12 item 8)
+
+${memorySection(rel)}
 
 ## CPU profile of cmcp full (top self time)
 

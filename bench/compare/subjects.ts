@@ -55,6 +55,8 @@ export interface Env {
   probeDir: string;
   /** Extra Node options for cmcp gateways (e.g. `--cpu-prof`). */
   cmcpNodeArgs?: string[];
+  /** Folder of the gateways' SQLite databases (default `dir`). */
+  dbDir?: string;
   /** pino level of the cmcp gateways (default info, as a deployment runs). */
   logLevel?: string;
 }
@@ -199,7 +201,7 @@ function cmcpConfig(o: {
   return {
     dev_mode: !full,
     listen: { host: '127.0.0.1', port: o.port },
-    database: join(o.env.dir, `${o.profile}.db`),
+    database: join(o.env.dbDir ?? o.env.dir, `${o.profile}.db`),
     attestation: full
       ? { provider: 'tpm', tcti: o.tcti, ak_algorithm: 'ecc-p256' }
       : { provider: 'software' },
