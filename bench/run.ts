@@ -10,6 +10,7 @@
  *                                  exit 1 if they keep growing (./memory.ts)
  *   npm run bench -- --profile     CPU profile of cmcp full under load, top self time (./cpu-profile.ts)
  */
+import { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +47,9 @@ const opts = program.opts<{
   cmcpRoot?: string;
   sections: boolean;
 }>();
+
+// 64 concurrent callers on one SDK stdio client wait for `drain` on the child's stdin together.
+EventEmitter.defaultMaxListeners = 128;
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-bench-'));
 const probeDir = join(dir, 'probe');
