@@ -9,14 +9,15 @@
  *   npm run bench -- --memory      200,000 calls against cmcp light, RSS and heap sampled;
  *                                  exit 1 if they keep growing (./memory.ts)
  *   npm run bench -- --profile     CPU profile of cmcp full under load, top self time (./cpu-profile.ts)
+ *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  */
 import { EventEmitter } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { renderReport } from './compare/report.js';
-import { type CompareOptions, runCompare } from './compare/run.js';
+import { type CompareOptions, type CompareResult, runCompare } from './compare/run.js';
 import { runCpuProfile } from './cpu-profile.js';
 import { runExecutionIdBench } from './execution-id.js';
 import { REPO_ROOT } from './load/profile.js';
@@ -36,6 +37,7 @@ const program = new Command('bench')
   .option('--profile', 'CPU profile of cmcp full under load')
   .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
   .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
+  .option('--render <file>', 'only render BENCHMARKS.md again from a saved compare-full-*.json')
   .option('--no-sections', 'skip the execution_id and verification sections')
   .parse();
 const opts = program.opts<{
@@ -45,6 +47,7 @@ const opts = program.opts<{
   profile?: boolean;
   label: string;
   cmcpRoot?: string;
+  render?: string;
   sections: boolean;
 }>();
 
@@ -60,7 +63,15 @@ mkdirSync(resultsDir, { recursive: true });
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 let exitCode = 0;
 try {
-  if (opts.memory) {
+  if (opts.render) {
+    const saved = JSON.parse(readFileSync(opts.render, 'utf8')) as CompareResult & { elapsedS?: number };
+    const doc = await renderReport(saved, {
+      file: opts.render,
+      quick: false,
+      elapsedS: saved.elapsedS ?? Number.NaN,
+    });
+    writeFileSync(opts.render, `${JSON.stringify(doc, null, 2)}\n`);
+  } else if (opts.memory) {
     const r = await runMemoryBench(env, {
       calls: opts.calls ?? 200_000,
       maxMs: 12 * 60_000,
@@ -90,7 +101,8 @@ try {
     const t0 = Date.now();
     const r = await runCompare(env, o);
     const file = join(resultsDir, `compare-${quick ? 'quick' : 'full'}-${stamp}.json`);
-    const doc = { ...(await renderReport(r, { file, quick, elapsedS: (Date.now() - t0) / 1000 })) };
+    const elapsedS = (Date.now() - t0) / 1000;
+    const doc = { elapsedS, ...(await renderReport(r, { file, quick, elapsedS })) };
     writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
     console.log(`results: ${file}\nreport: BENCHMARKS.md`);
     if (opts.sections) {

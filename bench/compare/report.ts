@@ -234,8 +234,13 @@ function profileSections(): string {
  */
 export async function renderReport(r: CompareResult, o: { file: string; quick: boolean; elapsedS: number }) {
   const targets = judgeTargets(r);
-  const m = machine();
-  const v = versions();
+  // A saved comparison rendered again keeps the machine and versions it was measured with.
+  const saved = r as CompareResult & {
+    machine?: ReturnType<typeof machine>;
+    versions?: ReturnType<typeof versions>;
+  };
+  const m = saved.machine ?? machine();
+  const v = saved.versions ?? versions();
   const chartFile = join(
     REPO_ROOT,
     'bench',
