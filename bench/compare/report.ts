@@ -209,7 +209,7 @@ function memorySection(rel: (p: string) => string): string {
   return [
     `[${newest}](${rel(join(dir, newest))}): ${m.calls} calls to cmcp light (database on ${m.database ?? 'disk'}) at concurrency 64 in ${f(m.elapsedS, 0)} s (${f(m.callsPerSecond, 0)}/s, ${m.errors} errors), ${m.samples.length} samples.`,
     `RSS ${f(first?.rssMb ?? Number.NaN, 1)} MB at the start, ${f(last?.rssMb ?? Number.NaN, 1)} MB at the end; heap used ${f(first?.heapUsedMb ?? Number.NaN, 1)} → ${f(last?.heapUsedMb ?? Number.NaN, 1)} MB.`,
-    `Over the second half of the run a least-squares line rises ${f(m.rssRiseMb, 1)} MB for RSS (limit ${f(m.rssLimitMb, 1)}) and ${f(m.heapRiseMb, 1)} MB for the heap (limit ${f(m.heapLimitMb, 1)}): **${m.bounded ? 'bounded' : 'keeps growing'}**.`,
+    `Over the second half of the run a least-squares line through the floor of the samples (bench/memory.ts) rises ${f(m.rssRiseMb, 1)} MB for RSS (limit ${f(m.rssLimitMb, 1)}) and ${f(m.heapRiseMb, 1)} MB for the heap (limit ${f(m.heapLimitMb, 1)}): **${m.bounded ? 'bounded' : 'keeps growing'}**.`,
   ].join(' ');
 }
 
@@ -278,6 +278,11 @@ call: ${r.fsyncMethod}. Subjects: \`direct\` (the client calls the upstream: HTT
 Cedar bundle, a pinned catalog, an agent token, an execution_id on every call, synchronous=FULL;
 the default session rotates every 450 calls, each rotation a claim and a TPM quote). The client runs
 on the same 2 cores as the subjects: at high concurrency every number includes that contention.
+Over stdio, \`direct\` is the client on the child's pipes with no HTTP at all, so every subject that
+serves Streamable HTTP sits far below it; there the peer to read against is \`supergateway\`. With
+other work on the machine (see the load average) latencies and calls/s move a lot between
+repetitions; CPU per call and fsyncs per call are the steadier numbers, and the minimum of a spread
+is the closest to an idle machine.
 
 ![calls/s as a share of direct](${rel(chartFile.replace(/\.svg$/, '.png'))}) ([SVG](${rel(chartFile)}))
 
