@@ -1,192 +1,117 @@
 /**
- * `npm run bench`: what execution_id costs.
- *  1. Store level: admission + terminal commit (two IMMEDIATE transactions, audit entry and
- *     registry row, synchronous=FULL) per second, against the same terminal commit alone.
- *  2. Call level: end-to-end latency of `tools/call` through the gateway to a real MCP server,
- *     with and without execution_id, interleaved in one run so that drift hits both equally.
- *  3. Verifications per second per evidence format (bench/verify.ts).
- * Reports ratios measured side by side; absolute numbers drift on shared machines.
+ * `npm run bench` (issue 12): the comparison of cmcp with a direct call, a TCP relay and the npm
+ * stdio proxies (./compare/run.ts), written as JSON to bench/results/ and rendered into
+ * BENCHMARKS.md (./compare/report.ts); then the execution_id section (./execution-id.ts) and
+ * verification speed per evidence format (./verify.ts).
+ *
+ *   npm run bench                  full comparison (5 repetitions, bounded to ~15 min on 2 cores)
+ *   npm run bench -- --quick       3 short repetitions (a few minutes)
+ *   npm run bench -- --memory      200,000 calls against cmcp light, RSS and heap sampled;
+ *                                  exit 1 if they keep growing (./memory.ts)
+ *   npm run bench -- --profile     CPU profile of cmcp full under load, top self time (./cpu-profile.ts)
+ *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { EventEmitter } from 'node:events';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import pino from 'pino';
-import { AuditChain } from '../src/audit/chain.js';
-import { parseConfig } from '../src/config/index.js';
-import { ExecutionRegistry } from '../src/execution/registry.js';
-import { startGateway } from '../src/gateway/runtime.js';
-import { immediate, openDatabase } from '../src/store/db.js';
+import { Command, InvalidArgumentError } from 'commander';
+import { renderReport } from './compare/report.js';
+import { type CompareOptions, type CompareResult, runCompare } from './compare/run.js';
+import { runCpuProfile } from './cpu-profile.js';
+import { runExecutionIdBench } from './execution-id.js';
+import { REPO_ROOT } from './load/profile.js';
+import { runMemoryBench } from './memory.js';
 import { runVerifyBench } from './verify.js';
 
-function stats(samples: number[]) {
-  const s = [...samples].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))] as number;
-  return {
-    n: s.length,
-    p50: q(0.5),
-    p90: q(0.9),
-    p99: q(0.99),
-    mean: s.reduce((a, b) => a + b, 0) / s.length,
-  };
-}
-const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
+const int = (v: string) => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('a positive integer');
+  return n;
+};
 
-function storeBench(dir: string, n: number) {
-  const db = openDatabase(join(dir, 'store.db'));
-  const chain = new AuditChain(db);
-  const reg = new ExecutionRegistry(db, 'bench');
-  const run = (correlated: boolean, i: number) => {
-    const callId = `call-${correlated ? 'x' : 'p'}-${i}`;
-    const executionId = `exec-${i}`;
-    if (correlated) {
-      immediate(db, () =>
-        reg.admit({
-          agentId: 'bench',
-          executionId,
-          binding: `sha256:${'0'.repeat(64)}`,
-          callId,
-          sessionId: 's',
-          toolName: 't',
-        }),
-      );
-    }
-    immediate(db, () => {
-      const e = chain.append('s', {
-        entry_type: 'tool_call',
-        call_id: callId,
-        execution_id: correlated ? executionId : null,
-        disposition: 'completed',
-      });
-      if (correlated) reg.finish('bench', executionId, callId, 'completed', e.entry_hash);
-    });
-  };
-  for (let i = 0; i < 50; i++) run(i % 2 === 0, 1_000_000 + i); // warm-up
-  let plainNs = 0n;
-  let corrNs = 0n;
-  for (let i = 0; i < n; i++) {
-    const t0 = process.hrtime.bigint();
-    run(false, i);
-    const t1 = process.hrtime.bigint();
-    run(true, i);
-    const t2 = process.hrtime.bigint();
-    plainNs += t1 - t0;
-    corrNs += t2 - t1;
-  }
-  db.close();
-  const plainPerS = (n * 1e9) / Number(plainNs);
-  const corrPerS = (n * 1e9) / Number(corrNs);
-  console.log(`store: terminal commit alone          ${plainPerS.toFixed(0)} /s`);
-  console.log(
-    `store: admission + terminal commit    ${corrPerS.toFixed(0)} /s  (ratio ${(corrPerS / plainPerS).toFixed(2)}× of plain)`,
-  );
-  console.log(
-    '  (rows: audit terminal commits per second, synchronous=FULL, in a temp SQLite file; the second\n' +
-      '   row adds execution admission: its own IMMEDIATE transaction reserving a registry row first)',
-  );
-}
+const program = new Command('bench')
+  .option('--quick', 'short repetitions (a few minutes)')
+  .option('--memory', 'bounded-memory mode: many calls, RSS and heap sampled')
+  .option('--calls <n>', 'calls of the memory or profile mode', int)
+  .option('--profile', 'CPU profile of cmcp full under load')
+  .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
+  .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
+  .option('--render <file>', 'only render BENCHMARKS.md again from a saved compare-full-*.json')
+  .option('--no-sections', 'skip the execution_id and verification sections')
+  .parse();
+const opts = program.opts<{
+  quick?: boolean;
+  memory?: boolean;
+  calls?: number;
+  profile?: boolean;
+  label: string;
+  cmcpRoot?: string;
+  render?: string;
+  sections: boolean;
+}>();
 
-async function upstreamServer() {
-  const http = createServer(async (req, res) => {
-    if (req.method !== 'POST') {
-      res.writeHead(405).end();
-      return;
-    }
-    const server = new McpServer({ name: 'bench', version: '1' });
-    server.registerTool('noop', { description: 'returns at once' }, async () => ({
-      content: [{ type: 'text', text: 'ok' }],
-    }));
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on('close', () => void transport.close());
-    await server.connect(transport);
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    await transport.handleRequest(req, res, JSON.parse(Buffer.concat(chunks).toString('utf8')));
-  });
-  await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
-  return { http, url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp` };
-}
-
-async function callBench(dir: string, n: number) {
-  const up = await upstreamServer();
-  const gw = await startGateway(
-    parseConfig({
-      dev_mode: true,
-      listen: { host: '127.0.0.1', port: 0 },
-      database: join(dir, 'gw.db'),
-      upstreams: [{ name: 'b', transport: 'http', url: up.url }],
-      attestation: { provider: 'software' },
-      sessions: { default_max_calls: 1_000_000 },
-      // The bench drives one agent at full speed, above the per-agent defaults.
-      limits: { agent_requests_per_s: 1_000_000, agent_request_burst: 1_000_000 },
-    }),
-    pino({ level: 'silent' }),
-  );
-  const call = async (i: number, correlated: boolean) => {
-    const t0 = process.hrtime.bigint();
-    const r = await fetch(`${gw.url}/mcp`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: i,
-        method: 'tools/call',
-        params: {
-          name: 'b.noop',
-          arguments: { i },
-          ...(correlated ? { _cmcp: { execution_id: `bench-${i}` } } : {}),
-        },
-      }),
-    });
-    const body = (await r.json()) as { result?: unknown };
-    if (!body.result) throw new Error(`call failed: ${JSON.stringify(body)}`);
-    return Number(process.hrtime.bigint() - t0) / 1000;
-  };
-  for (let i = 0; i < 50; i++) await call(-1 - i, false);
-  const plain: number[] = [];
-  const corr: number[] = [];
-  for (let i = 0; i < n; i++) {
-    // Alternate the order so neither variant always runs second.
-    if (i % 2) {
-      plain.push(await call(i, false));
-      corr.push(await call(i, true));
-    } else {
-      corr.push(await call(i, true));
-      plain.push(await call(i, false));
-    }
-  }
-  await gw.close();
-  up.http.closeAllConnections();
-  up.http.close();
-  const p = stats(plain);
-  const c = stats(corr);
-  console.log(
-    `call: without execution_id  p50 ${fmt(p.p50)}  p90 ${fmt(p.p90)}  p99 ${fmt(p.p99)}  (n=${p.n})`,
-  );
-  console.log(
-    `call: with execution_id     p50 ${fmt(c.p50)}  p90 ${fmt(c.p90)}  p99 ${fmt(c.p99)}  (n=${c.n})`,
-  );
-  console.log(`call: added latency p50 ${fmt(c.p50 - p.p50)}  (ratio ${(c.p50 / p.p50).toFixed(2)}×)`);
-  console.log(
-    '  (a real tools/call POSTed with fetch → in-process gateway → local Streamable HTTP upstream,\n' +
-      '   software provider; the latency is from request to response at the client)',
-  );
-}
+// 64 concurrent callers on one SDK stdio client wait for `drain` on the child's stdin together.
+EventEmitter.defaultMaxListeners = 128;
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-bench-'));
+const probeDir = join(dir, 'probe');
+mkdirSync(probeDir);
+const env = { dir, node: process.execPath, cmcpDist: join(opts.cmcpRoot ?? REPO_ROOT, 'dist'), probeDir };
+const resultsDir = join(REPO_ROOT, 'bench', 'results');
+mkdirSync(resultsDir, { recursive: true });
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+let exitCode = 0;
 try {
-  const n = Number(process.env.CMCP_BENCH_N ?? 500);
-  console.log('== execution_id: admission + terminal commit ==');
-  storeBench(dir, n);
-  await callBench(dir, n);
+  if (opts.render) {
+    const saved = JSON.parse(readFileSync(opts.render, 'utf8')) as CompareResult & { elapsedS?: number };
+    const doc = await renderReport(saved, {
+      file: opts.render,
+      quick: false,
+      elapsedS: saved.elapsedS ?? Number.NaN,
+    });
+    writeFileSync(opts.render, `${JSON.stringify(doc, null, 2)}\n`);
+  } else if (opts.memory) {
+    const r = await runMemoryBench(env, {
+      calls: opts.calls ?? 200_000,
+      maxMs: 12 * 60_000,
+      concurrency: 64,
+    });
+    writeFileSync(join(resultsDir, `memory-${stamp}.json`), `${JSON.stringify(r, null, 2)}\n`);
+    if (!r.bounded) exitCode = 1;
+  } else if (opts.profile) {
+    const r = await runCpuProfile(env, {
+      calls: opts.calls ?? 20_000,
+      concurrency: 16,
+      outDir: resultsDir,
+      label: opts.label,
+    });
+    writeFileSync(join(resultsDir, `profile-${opts.label}.json`), `${JSON.stringify(r, null, 2)}\n`);
+  } else {
+    const quick = !!opts.quick;
+    const o: CompareOptions = {
+      reps: quick ? 3 : 5,
+      windowMs: quick ? 700 : 2500,
+      warmMs: quick ? 200 : 400,
+      concurrencies: [1, 16, 64],
+      tools: ['noop', 'blob'],
+      transports: ['http', 'stdio'],
+      fsyncCalls: quick ? 200 : 1000,
+    };
+    const t0 = Date.now();
+    const r = await runCompare(env, o);
+    const file = join(resultsDir, `compare-${quick ? 'quick' : 'full'}-${stamp}.json`);
+    const elapsedS = (Date.now() - t0) / 1000;
+    const doc = { elapsedS, ...(await renderReport(r, { file, quick, elapsedS })) };
+    writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+    console.log(`results: ${file}\nreport: BENCHMARKS.md`);
+    if (opts.sections) {
+      await runExecutionIdBench(quick ? 100 : 500);
+      console.log('\n== verification speed per format ==');
+      await runVerifyBench({ budgetMs: quick ? 300 : 1000 });
+    }
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log('\n== verification speed per format ==');
-await runVerifyBench();
+process.exit(exitCode);

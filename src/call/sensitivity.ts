@@ -8,7 +8,7 @@ import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 
-/** Sessions remembered before the map is cleared (and rebuilt on demand). */
+/** Sessions remembered; past this the oldest is forgotten (and rebuilt on demand). */
 const MAX_REMEMBERED = 10_000;
 
 export class SessionSensitivity {
@@ -38,7 +38,8 @@ export class SessionSensitivity {
         const l = SENSITIVITY_LEVELS.indexOf(this.of(this.upstreams.route(e.tool_name)));
         if (l > level) level = l;
       }
-      if (this.seen.size > MAX_REMEMBERED) this.seen.clear();
+      // Forget the oldest one, not all: clearing would replay every live session's chain at once.
+      if (this.seen.size >= MAX_REMEMBERED) this.seen.delete(this.seen.keys().next().value as string);
       this.seen.set(sessionId, level);
     }
     return SENSITIVITY_LEVELS[level] ?? 'unclassified';

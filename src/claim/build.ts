@@ -16,6 +16,7 @@ import {
 } from '@cmcp/verify/format/claim';
 import type { AuditChain } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
+import { prepared } from '../store/statements.js';
 
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */
 export interface SessionBindingRecord {
@@ -58,11 +59,10 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
     else if (e.disposition === 'completed' && !e.error_code) counters.allowed++;
     else counters.faulted++;
   }
-  const prev = db
-    .prepare<[], { claim_sequence: number; claim_hash: string }>(
-      'SELECT claim_sequence, claim_hash FROM claims ORDER BY claim_sequence DESC LIMIT 1',
-    )
-    .get();
+  const prev = prepared<[], { claim_sequence: number; claim_hash: string }>(
+    db,
+    'SELECT claim_sequence, claim_hash FROM claims ORDER BY claim_sequence DESC LIMIT 1',
+  ).get();
   const claim = signClaim(
     {
       claim_version: 1,
@@ -91,7 +91,7 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
     inp.key,
   );
   const canonical = canonicalJson(claim);
-  db.prepare('INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,?)').run(
+  prepared(db, 'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,?)').run(
     claim.claim_sequence,
     inp.sessionId,
     sha256Hex(canonical),
@@ -102,8 +102,9 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
 
 /** The stored claim of a session, exactly as signed, or undefined. */
 export function storedClaim(db: Db, sessionId: string): Claim | undefined {
-  const row = db
-    .prepare<[string], { canonical: string }>('SELECT canonical FROM claims WHERE session_id = ?')
-    .get(sessionId);
+  const row = prepared<[string], { canonical: string }>(
+    db,
+    'SELECT canonical FROM claims WHERE session_id = ?',
+  ).get(sessionId);
   return row ? (JSON.parse(row.canonical) as Claim) : undefined;
 }

@@ -20,6 +20,7 @@ import type { McpEndpoint } from './mcp.js';
 import type { OAuthVerifier } from './oauth/index.js';
 import type { Readiness } from './readiness.js';
 import { errorHandler } from './replies.js';
+import { OneLineRequestLog } from './request-log.js';
 import { agentRoutes, type RefusalSink } from './routes/agent.js';
 import { healthRoutes } from './routes/health.js';
 import { oauthMetadataRoutes } from './routes/oauth-metadata.js';
@@ -81,6 +82,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   const app = Fastify({
     ...(d.connections ? connectionOptions(d.connections, () => recordRefusal) : {}),
     loggerInstance: d.logger as unknown as FastifyBaseLogger,
+    logController: new OneLineRequestLog(), // one info line per request (request-log.ts)
     bodyLimit: d.maxRequestBytes,
     // Request logs carry method, url and status only: no headers (tokens), no bodies (arguments).
     // Execution ids are up to 200 printable characters, percent-encoded in paths.

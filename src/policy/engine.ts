@@ -28,10 +28,11 @@
  * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
  */
 import './v8-guard.js'; // before cedar-wasm: see v8-guard.ts
+import { createHash } from 'node:crypto';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
-import type { PolicyBundle } from './bundle.js';
+import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 
 /** How a deny takes effect. */
 export type EnforcementMode = 'enforcing' | 'advisory' | 'silent';
@@ -182,12 +183,30 @@ export function checkEntities(bundle: PolicyBundle, entities: cedar.EntityJson[]
   return problems;
 }
 
-/** A loaded bundle ready to decide requests. */
+/**
+ * A loaded bundle ready to decide requests. The policy text is parsed once, here (at load and at
+ * each reload), into cedar-wasm's cache of preparsed policy sets (`preparsePolicySet`), keyed by
+ * a digest of the policies so that the cache holds one entry per distinct bundle however often it reloads;
+ * each call then decides with `statefulIsAuthorized` instead of parsing the text again.
+ */
 export class PolicyEngine {
+  /** The key of this bundle's preparsed policy set in cedar-wasm's cache. */
+  private readonly policySetId: string;
+
+  /** @throws PolicyBundleError when Cedar cannot parse the bundle's policies. */
   constructor(
     readonly bundle: PolicyBundle,
     readonly mode: EnforcementMode,
-  ) {}
+  ) {
+    const text = JSON.stringify(Object.entries(bundle.policies).sort(([a], [b]) => (a < b ? -1 : 1)));
+    this.policySetId = `cmcp-${createHash('sha256').update(text).digest('hex')}`;
+    const parsed = cedar.preparsePolicySet(this.policySetId, { staticPolicies: bundle.policies });
+    if (parsed.type !== 'success')
+      throw new PolicyBundleError(
+        'policies do not parse',
+        parsed.errors.map((e) => e.message),
+      );
+  }
 
   /** Evaluates one request. Never throws: faults come back as `failure` (a deny). */
   evaluate(req: PolicyRequest): PolicyDecision {
@@ -230,12 +249,12 @@ export class PolicyEngine {
   ): PolicyDecision {
     let answer: cedar.AuthorizationAnswer;
     try {
-      answer = cedar.isAuthorized({
+      answer = cedar.statefulIsAuthorized({
         principal,
         action: { type: 'Action', id: action },
         resource,
         context,
-        policies: { staticPolicies: this.bundle.policies },
+        preparsedPolicySetId: this.policySetId,
         entities,
       });
     } catch (e) {

@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
 import { type Db, immediate } from '../store/db.js';
+import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
 /** The gateway's in-memory signing identity (docs/spec/binding.md): never written to disk. */
@@ -218,9 +219,9 @@ export class SessionService {
 
   /** The session row if it exists and belongs to `agentId`. */
   get(agentId: string, sessionId: string): SessionRow | undefined {
-    const row = this.db
-      .prepare<[string], SessionRow>('SELECT * FROM sessions WHERE session_id = ?')
-      .get(sessionId);
+    const row = prepared<[string], SessionRow>(this.db, 'SELECT * FROM sessions WHERE session_id = ?').get(
+      sessionId,
+    );
     return row && row.agent_id === agentId ? row : undefined;
   }
 
@@ -248,11 +249,10 @@ export class SessionService {
   }
 
   private async resolveDefault(agentId: string): Promise<SessionRow> {
-    const row = this.db
-      .prepare<[string, string], SessionRow>(
-        "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
-      )
-      .get(agentId, this.instanceId);
+    const row = prepared<[string, string], SessionRow>(
+      this.db,
+      "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
+    ).get(agentId, this.instanceId);
     if (row && !this.closing.has(row.session_id)) {
       const expired =
         row.call_count >= this.limits.defaultMaxCalls ||
@@ -472,15 +472,16 @@ export class SessionService {
 
   /** True when the session exists and is open (read inside the caller's transaction). */
   isOpen(sessionId: string): boolean {
-    const row = this.db
-      .prepare<[string], { status: string }>('SELECT status FROM sessions WHERE session_id = ?')
-      .get(sessionId);
+    const row = prepared<[string], { status: string }>(
+      this.db,
+      'SELECT status FROM sessions WHERE session_id = ?',
+    ).get(sessionId);
     return row?.status === 'open';
   }
 
   /** Counts one call against the session (inside the caller's transaction). */
   countCall(sessionId: string): void {
-    this.db.prepare('UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(sessionId);
+    prepared(this.db, 'UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(sessionId);
   }
 }
 

@@ -165,17 +165,24 @@ export function openReadOnlyDatabase(path: string, busyTimeoutMs = 5000): Db {
  * later upgraded to a write). Rolls back and rethrows on any error.
  */
 export function immediate<T>(db: Db, fn: () => T): T {
-  return db
-    .transaction(() => {
+  let tx = runners.get(db);
+  if (!tx) {
+    // One transaction function per connection (better-sqlite3 builds its wrappers on each
+    // `db.transaction` call); the work to run is its argument.
+    tx = db.transaction((work: () => unknown) => {
       immediateDepth.set(db, (immediateDepth.get(db) ?? 0) + 1);
       try {
-        return fn();
+        return work();
       } finally {
         immediateDepth.set(db, (immediateDepth.get(db) ?? 1) - 1);
       }
-    })
-    .immediate();
+    });
+    runners.set(db, tx);
+  }
+  return tx.immediate(fn) as T;
 }
+
+const runners = new WeakMap<Db, Database.Transaction<(work: () => unknown) => unknown>>();
 
 /** How deep this connection is inside {@link immediate} transactions. */
 const immediateDepth = new WeakMap<Db, number>();

@@ -1,0 +1,336 @@
+/**
+ * Renders a comparison (./run.ts) for people: a summary on stdout, the targets of issue 12
+ * item 3 judged against the same run, a chart (Vega-Lite compiled and rendered to SVG by Vega,
+ * headless) and BENCHMARKS.md with the machine, the versions, the tables and the latest CPU
+ * profiles (bench/results/profile-<label>.json from `npm run bench -- --profile`).
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
+import { Resvg } from '@resvg/resvg-js';
+import Database from 'better-sqlite3';
+import * as vega from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import { REPO_ROOT } from '../load/profile.js';
+import type { MemoryResult } from '../memory.js';
+import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
+
+function version(pkg: string): string {
+  try {
+    return (
+      JSON.parse(readFileSync(join(REPO_ROOT, 'node_modules', pkg, 'package.json'), 'utf8')) as {
+        version: string;
+      }
+    ).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function versions() {
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['-C', REPO_ROOT, 'rev-parse', '--short', 'HEAD'], {
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    // not a checkout
+  }
+  const db = new Database(':memory:');
+  const sqlite = (db.prepare('SELECT sqlite_version() AS v').get() as { v: string }).v;
+  db.close();
+  return {
+    cmcp: `${(JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version} (${commit})`,
+    node: process.version,
+    v8: process.versions.v8,
+    sqlite,
+    '@modelcontextprotocol/sdk': version('@modelcontextprotocol/sdk'),
+    supergateway: version('supergateway'),
+    'mcp-proxy': version('mcp-proxy'),
+    '@cedar-policy/cedar-wasm': version('@cedar-policy/cedar-wasm'),
+    'better-sqlite3': version('better-sqlite3'),
+  };
+}
+
+const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '–');
+const sp = (s: Spread, d = 2) => `${f(s.median, d)} (${f(s.min, d)}…${f(s.max, d)})`;
+
+export interface Target {
+  target: string;
+  measured: string;
+  met: boolean | null;
+}
+
+function row(r: CompareResult, t: string, c: number, tool: string, s: string): SummaryRow | undefined {
+  return r.summary.find(
+    (x) => x.transport === t && x.concurrency === c && x.tool === tool && x.subject === s,
+  );
+}
+
+/** Issue 12 item 3, full profile against direct (and supergateway) in this run, trivial tool. */
+export function judgeTargets(r: CompareResult): Target[] {
+  const out: Target[] = [];
+  for (const t of ['http', 'stdio'] as const) {
+    const c1 = row(r, t, 1, 'noop', 'cmcp-full');
+    const c64 = row(r, t, 64, 'noop', 'cmcp-full');
+    if (c1) {
+      out.push({
+        target: `${t}: added p50 ≤ 0.5 ms at concurrency 1`,
+        measured: `${sp(c1.addedP50Ms, 3)} ms`,
+        met: c1.addedP50Ms.median <= 0.5,
+      });
+      out.push({
+        target: `${t}: added p99 ≤ 2 ms at concurrency 1`,
+        measured: `${sp(c1.addedP99Ms, 3)} ms`,
+        met: c1.addedP99Ms.median <= 2,
+      });
+    }
+    if (c64)
+      out.push({
+        target: `${t}: ≥ 50 % of direct throughput at concurrency 64`,
+        measured: `${f(c64.throughputRatio.median * 100, 0)} % (${f(c64.throughputRatio.min * 100, 0)}…${f(c64.throughputRatio.max * 100, 0)})`,
+        met: c64.throughputRatio.median >= 0.5,
+      });
+  }
+  for (const c of r.options.concurrencies) {
+    const sg = row(r, 'stdio', c, 'noop', 'supergateway');
+    const light = row(r, 'stdio', c, 'noop', 'cmcp-light');
+    const full = row(r, 'stdio', c, 'noop', 'cmcp-full');
+    if (!sg) continue;
+    if (light) {
+      const q = light.callsPerSecond.median / sg.callsPerSecond.median;
+      out.push({
+        target: `stdio c=${c}: evidence off (light) at least as fast as supergateway`,
+        measured: `${f(q * 100, 0)} % of its calls/s`,
+        met: q >= 1,
+      });
+    }
+    if (full) {
+      const q = full.callsPerSecond.median / sg.callsPerSecond.median;
+      out.push({
+        target: `stdio c=${c}: evidence on (full) within 20 % of supergateway`,
+        measured: `${f(q * 100, 0)} % of its calls/s`,
+        met: q >= 0.8,
+      });
+    }
+  }
+  return out;
+}
+
+async function chart(r: CompareResult, file: string): Promise<void> {
+  const values = r.summary
+    .filter((s) => s.subject !== 'direct')
+    .map((s) => ({
+      transport: `${s.transport} upstream`,
+      tool: s.tool === 'noop' ? 'trivial tool' : '~100 KB result',
+      concurrency: s.concurrency,
+      subject: s.subject,
+      ratio: s.throughputRatio.median,
+      lo: s.throughputRatio.min,
+      hi: s.throughputRatio.max,
+    }));
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: 'calls/s as a share of the direct call (median, bars: min…max over repetitions)',
+    data: { values },
+    facet: { row: { field: 'tool', title: null }, column: { field: 'transport', title: null } },
+    resolve: { scale: { y: 'independent', xOffset: 'independent' } },
+    spec: {
+      width: 260,
+      height: 160,
+      encoding: {
+        x: { field: 'concurrency', type: 'ordinal', title: 'concurrency' },
+        xOffset: { field: 'subject' },
+        color: { field: 'subject', type: 'nominal' },
+      },
+      layer: [
+        { mark: 'bar', encoding: { y: { field: 'ratio', type: 'quantitative', title: 'calls/s ÷ direct' } } },
+        {
+          mark: { type: 'rule', color: 'black' },
+          encoding: { y: { field: 'lo', type: 'quantitative' }, y2: { field: 'hi' } },
+        },
+      ],
+    },
+  };
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
+  const svg = await view.toSVG();
+  view.finalize();
+  writeFileSync(file, svg);
+  // A PNG beside it (resvg), for viewers that do not show SVG.
+  writeFileSync(
+    file.replace(/\.svg$/, '.png'),
+    new Resvg(svg, { background: 'white', fitTo: { mode: 'zoom', value: 1.5 } }).render().asPng(),
+  );
+}
+
+function table(r: CompareResult, transport: string, tool: string): string {
+  const lines = [
+    '| concurrency | subject | added p50 ms | added p95 ms | added p99 ms | calls/s ÷ direct | calls/s | CPU µs/call | loop delay p99 ms | RSS MB |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of r.summary.filter((x) => x.transport === transport && x.tool === tool))
+    lines.push(
+      `| ${s.concurrency} | ${s.subject} | ${s.subject === 'direct' ? '–' : sp(s.addedP50Ms, 3)} | ${s.subject === 'direct' ? '–' : sp(s.addedP95Ms, 3)} | ${s.subject === 'direct' ? '–' : sp(s.addedP99Ms, 3)} | ${sp(s.throughputRatio)} | ${f(s.callsPerSecond.median, 0)} | ${f(s.cpuPerCallUs.median, 0)} | ${f(s.eldP99Ms.median, 2)} | ${f(s.rssMb.median, 0)} |`,
+    );
+  return lines.join('\n');
+}
+
+/** What bounds cmcp full, from this run and the saved profile (bench/results/profile-after.json). */
+function bounds(r: CompareResult): string {
+  const file = join(REPO_ROOT, 'bench', 'results', 'profile-after.json');
+  const fs = r.fsyncsPerCall;
+  const lines = [
+    `cmcp full makes ${f(fs['cmcp-full/http'] ?? Number.NaN)} (HTTP) / ${f(fs['cmcp-full/stdio'] ?? Number.NaN)} (stdio) fsyncs per call and cmcp light ${f(fs['cmcp-light/http'] ?? Number.NaN)} / ${f(fs['cmcp-light/stdio'] ?? Number.NaN)}: one per \`BEGIN IMMEDIATE\` commit under synchronous=FULL (the execution_id admission and the terminal entry), each run synchronously on the event loop. On this disk a commit takes p50 ${f(r.diskFsyncMs.before.median)} ms (p90 ${f(r.diskFsyncMs.before.p90)} ms) before the run and ${f(r.diskFsyncMs.after.median)} ms after; while it waits, nothing else on the gateway runs, so calls/s at any concurrency is at most about 1 / (fsyncs per call × commit latency), and added latency at concurrency 1 is at least one or two commits.`,
+  ];
+  if (existsSync(file)) {
+    const p = JSON.parse(readFileSync(file, 'utf8')) as { sqliteShare?: number; wasmShare?: number };
+    if (p.sqliteShare !== undefined)
+      lines.push(
+        `In the saved CPU profile of cmcp full under load (below, "after"), ${f(p.sqliteShare * 100, 0)} % of the main thread's busy time is inside better-sqlite3 transactions (the COMMIT and its fsync are native time charged to \`sqliteTransaction\`), and ${f((p.wasmShare ?? 0) * 100, 1)} % in cedar-wasm.`,
+      );
+  }
+  lines.push(
+    'Group commit (one fsync for the calls that finish together) and a store off the event loop are issue 12 items 5 and 6, not part of this change; until they land, the disk bounds the targets that are missed here.',
+  );
+  return lines.join('\n\n');
+}
+
+/** The newest memory run (bench/results/memory-*.json from `npm run bench -- --memory`). */
+function memorySection(rel: (p: string) => string): string {
+  const dir = join(REPO_ROOT, 'bench', 'results');
+  const newest = readdirSync(dir)
+    .filter((n) => /^memory-.*\.json$/.test(n))
+    .sort()
+    .at(-1);
+  if (!newest) return '(no memory run saved: `npm run bench -- --memory`)';
+  const m = JSON.parse(readFileSync(join(dir, newest), 'utf8')) as MemoryResult;
+  const first = m.samples[0];
+  const last = m.samples.at(-1);
+  return [
+    `[${newest}](${rel(join(dir, newest))}): ${m.calls} calls to cmcp light (database on ${m.database ?? 'disk'}) at concurrency 64 in ${f(m.elapsedS, 0)} s (${f(m.callsPerSecond, 0)}/s, ${m.errors} errors), ${m.samples.length} samples.`,
+    `RSS ${f(first?.rssMb ?? Number.NaN, 1)} MB at the start, ${f(last?.rssMb ?? Number.NaN, 1)} MB at the end; heap used ${f(first?.heapUsedMb ?? Number.NaN, 1)} → ${f(last?.heapUsedMb ?? Number.NaN, 1)} MB.`,
+    `Over the second half of the run a least-squares line through the floor of the samples (bench/memory.ts) rises ${f(m.rssRiseMb, 1)} MB for RSS (limit ${f(m.rssLimitMb, 1)}) and ${f(m.heapRiseMb, 1)} MB for the heap (limit ${f(m.heapLimitMb, 1)}): **${m.bounded ? 'bounded' : 'keeps growing'}**.`,
+  ].join(' ');
+}
+
+/** The top-self-time tables of saved profiles (bench/results/profile-<label>.json). */
+function profileSections(): string {
+  const parts: string[] = [];
+  for (const label of ['before', 'after']) {
+    const file = join(REPO_ROOT, 'bench', 'results', `profile-${label}.json`);
+    if (!existsSync(file)) continue;
+    const p = JSON.parse(readFileSync(file, 'utf8')) as { summary: string; top: string };
+    parts.push(`### ${label}\n\n${p.summary}\n\n\`\`\`\n${p.top}\n\`\`\``);
+  }
+  return parts.length
+    ? parts.join('\n\n')
+    : '(no saved profile: run `npm run bench -- --profile --label after`)';
+}
+
+/**
+ * Prints the summary, writes the chart and the Markdown report, and returns the JSON document.
+ * @param o.file the JSON results file (named in the report); `quick` runs render
+ *   bench/results/BENCHMARKS-quick.md instead of BENCHMARKS.md.
+ */
+export async function renderReport(r: CompareResult, o: { file: string; quick: boolean; elapsedS: number }) {
+  const targets = judgeTargets(r);
+  // A saved comparison rendered again keeps the machine and versions it was measured with.
+  const saved = r as CompareResult & {
+    machine?: ReturnType<typeof machine>;
+    versions?: ReturnType<typeof versions>;
+  };
+  const m = saved.machine ?? machine();
+  const v = saved.versions ?? versions();
+  const chartFile = join(
+    REPO_ROOT,
+    'bench',
+    'results',
+    o.quick ? 'compare-chart-quick.svg' : 'compare-chart.svg',
+  );
+  await chart(r, chartFile);
+  const md = o.quick
+    ? join(REPO_ROOT, 'bench', 'results', 'BENCHMARKS-quick.md')
+    : join(REPO_ROOT, 'BENCHMARKS.md');
+  const rel = (p: string) => relative(join(md, '..'), p);
+  const doc = `# Benchmarks
+
+Generated by \`npm run bench${o.quick ? ' -- --quick' : ''}\` (bench/run.ts) in ${f(o.elapsedS, 0)} s; raw numbers in [${basename(o.file)}](${rel(o.file)}).
+
+**Machine:** ${m.cpus} × ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}; disk commit latency (4 KB write +
+fdatasync) p50 ${f(r.diskFsyncMs.before.median, 2)} / p90 ${f(r.diskFsyncMs.before.p90, 2)} ms before the windows, ${f(r.diskFsyncMs.after.median, 2)} / ${f(r.diskFsyncMs.after.p90, 2)} ms after
+(the disk is shared with other work on this machine); load average ${r.loadAverage.before.map((x) => f(x, 1)).join(' / ')} before and ${r.loadAverage.after.map((x) => f(x, 1)).join(' / ')} after (1 / 5 / 15 min; other sessions share these cores).
+**Versions:** ${Object.entries(v)
+    .map(([k, x]) => `${k} ${x}`)
+    .join(', ')}.
+
+**Method.** One MCP server (bench/compare/upstream.ts: \`noop\` answers "ok", \`blob\` answers 100 KB) is
+called through each subject by the official SDK client (one MCP session per subject, shared by all
+concurrent callers), in one run: ${r.options.reps} repetitions; in each, every cell (upstream transport ×
+concurrency × tool) runs every subject for ${r.options.windowMs} ms after ${r.options.warmMs} ms of warm-up, in an
+order that rotates per repetition. Latency is taken at the client; "added" is the subject's
+percentile minus \`direct\`'s in the same cell and repetition; ratios likewise. Numbers are
+"median (min…max)" over repetitions. CPU per call, event-loop delay p99 (\`monitorEventLoopDelay\`,
+10 ms resolution) and RSS are read inside the measured process (the gateway; for \`direct\`, the
+upstream) by a preloaded probe (bench/compare/probe.ts; CPU from \`process.cpuUsage()\`). fsyncs per
+call: ${r.fsyncMethod}. Subjects: \`direct\` (the client calls the upstream: HTTP, or stdio it spawns),
+\`tcp-relay\` (a byte relay), \`supergateway\` (\`--stateful\`) and \`mcp-proxy\` (stdio → Streamable HTTP),
+\`cmcp-light\` (software attestation, no policy, no catalog), \`cmcp-full\` (TPM on swtpm, the example
+Cedar bundle, a pinned catalog, an agent token, an execution_id on every call, synchronous=FULL;
+the default session rotates every 450 calls, each rotation a claim and a TPM quote). The client runs
+on the same 2 cores as the subjects: at high concurrency every number includes that contention.
+Over stdio, \`direct\` is the client on the child's pipes with no HTTP at all, so every subject that
+serves Streamable HTTP sits far below it; there the peer to read against is \`supergateway\`. With
+other work on the machine (see the load average) latencies and calls/s move a lot between
+repetitions; CPU per call and fsyncs per call are the steadier numbers, and the minimum of a spread
+is the closest to an idle machine.
+
+![calls/s as a share of direct](${rel(chartFile.replace(/\.svg$/, '.png'))}) ([SVG](${rel(chartFile)}))
+
+## Targets (issue 12 item 3, full profile, this run)
+
+| target | measured | met |
+|---|---|---|
+${targets.map((t) => `| ${t.target} | ${t.measured} | ${t.met === null ? '–' : t.met ? 'yes' : '**no**'} |`).join('\n')}
+
+## What bounds cmcp full
+
+${bounds(r)}
+
+## fsyncs per call
+
+| subject | fsyncs per call |
+|---|---:|
+${Object.entries(r.fsyncsPerCall)
+  .map(([k, x]) => `| ${k} | ${x === null ? '–' : f(x, 2)} |`)
+  .join('\n')}
+
+${(['http', 'stdio'] as const)
+  .flatMap((t) =>
+    (['noop', 'blob'] as const).map(
+      (tool) =>
+        `## ${t} upstream, ${tool === 'noop' ? 'trivial tool' : '~100 KB result'}\n\n${table(r, t, tool)}`,
+    ),
+  )
+  .join('\n\n')}
+
+## Memory (issue 12 item 8)
+
+${memorySection(rel)}
+
+## CPU profile of cmcp full (top self time)
+
+\`npm run bench -- --profile\` (bench/cpu-profile.ts): cmcp full under load with \`--cpu-prof\`, the
+profile summarised by bench/cpuprofile-top.ts.
+
+${profileSections()}
+`;
+  writeFileSync(md, doc);
+  for (const t of targets) console.log(`${t.met ? 'met   ' : 'MISSED'} ${t.target}: ${t.measured}`);
+  for (const t of ['http', 'stdio'])
+    for (const tool of ['noop', 'blob']) console.log(`\n${t} ${tool}\n${table(r, t, tool)}`);
+  console.log(`\nfsyncs per call: ${JSON.stringify(r.fsyncsPerCall)}`);
+  console.log(
+    `disk fsync p50 before ${f(r.diskFsyncMs.before.median)} ms, after ${f(r.diskFsyncMs.after.median)} ms`,
+  );
+  return { machine: m, versions: v, targets, ...r };
+}

@@ -1,0 +1,190 @@
+/**
+ * The execution_id section of `npm run bench` (bench/run.ts): what execution_id costs.
+ *  1. Store level: admission + terminal commit (two IMMEDIATE transactions, audit entry and
+ *     registry row, synchronous=FULL) per second, against the same terminal commit alone.
+ *  2. Call level: end-to-end latency of `tools/call` through the gateway to a real MCP server,
+ *     with and without execution_id, interleaved in one run so that drift hits both equally.
+ * Reports ratios measured side by side; absolute numbers drift on shared machines.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import pino from 'pino';
+import { AuditChain } from '../src/audit/chain.js';
+import { parseConfig } from '../src/config/index.js';
+import { ExecutionRegistry } from '../src/execution/registry.js';
+import { startGateway } from '../src/gateway/runtime.js';
+import { immediate, openDatabase } from '../src/store/db.js';
+
+function stats(samples: number[]) {
+  const s = [...samples].sort((a, b) => a - b);
+  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))] as number;
+  return {
+    n: s.length,
+    p50: q(0.5),
+    p90: q(0.9),
+    p99: q(0.99),
+    mean: s.reduce((a, b) => a + b, 0) / s.length,
+  };
+}
+const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
+
+/** Store level, `n` interleaved pairs. */
+export function storeBench(dir: string, n: number) {
+  const db = openDatabase(join(dir, 'store.db'));
+  const chain = new AuditChain(db);
+  const reg = new ExecutionRegistry(db, 'bench');
+  const run = (correlated: boolean, i: number) => {
+    const callId = `call-${correlated ? 'x' : 'p'}-${i}`;
+    const executionId = `exec-${i}`;
+    if (correlated) {
+      immediate(db, () =>
+        reg.admit({
+          agentId: 'bench',
+          executionId,
+          binding: `sha256:${'0'.repeat(64)}`,
+          callId,
+          sessionId: 's',
+          toolName: 't',
+        }),
+      );
+    }
+    immediate(db, () => {
+      const e = chain.append('s', {
+        entry_type: 'tool_call',
+        call_id: callId,
+        execution_id: correlated ? executionId : null,
+        disposition: 'completed',
+      });
+      if (correlated) reg.finish('bench', executionId, callId, 'completed', e.entry_hash);
+    });
+  };
+  for (let i = 0; i < 50; i++) run(i % 2 === 0, 1_000_000 + i); // warm-up
+  let plainNs = 0n;
+  let corrNs = 0n;
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    run(false, i);
+    const t1 = process.hrtime.bigint();
+    run(true, i);
+    const t2 = process.hrtime.bigint();
+    plainNs += t1 - t0;
+    corrNs += t2 - t1;
+  }
+  db.close();
+  const plainPerS = (n * 1e9) / Number(plainNs);
+  const corrPerS = (n * 1e9) / Number(corrNs);
+  console.log(`store: terminal commit alone          ${plainPerS.toFixed(0)} /s`);
+  console.log(
+    `store: admission + terminal commit    ${corrPerS.toFixed(0)} /s  (ratio ${(corrPerS / plainPerS).toFixed(2)}× of plain)`,
+  );
+  console.log(
+    '  (rows: audit terminal commits per second, synchronous=FULL, in a temp SQLite file; the second\n' +
+      '   row adds execution admission: its own IMMEDIATE transaction reserving a registry row first)',
+  );
+}
+
+async function upstreamServer() {
+  const http = createServer(async (req, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(405).end();
+      return;
+    }
+    const server = new McpServer({ name: 'bench', version: '1' });
+    server.registerTool('noop', { description: 'returns at once' }, async () => ({
+      content: [{ type: 'text', text: 'ok' }],
+    }));
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    res.on('close', () => void transport.close());
+    await server.connect(transport);
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    await transport.handleRequest(req, res, JSON.parse(Buffer.concat(chunks).toString('utf8')));
+  });
+  await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
+  return { http, url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp` };
+}
+
+/** Call level, `n` interleaved pairs through an in-process gateway. */
+export async function callBench(dir: string, n: number) {
+  const up = await upstreamServer();
+  const gw = await startGateway(
+    parseConfig({
+      dev_mode: true,
+      listen: { host: '127.0.0.1', port: 0 },
+      database: join(dir, 'gw.db'),
+      upstreams: [{ name: 'b', transport: 'http', url: up.url }],
+      attestation: { provider: 'software' },
+      sessions: { default_max_calls: 1_000_000 },
+    }),
+    pino({ level: 'silent' }),
+  );
+  const call = async (i: number, correlated: boolean) => {
+    const t0 = process.hrtime.bigint();
+    const r = await fetch(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: i,
+        method: 'tools/call',
+        params: {
+          name: 'b.noop',
+          arguments: { i },
+          ...(correlated ? { _cmcp: { execution_id: `bench-${i}` } } : {}),
+        },
+      }),
+    });
+    const body = (await r.json()) as { result?: unknown };
+    if (!body.result) throw new Error(`call failed: ${JSON.stringify(body)}`);
+    return Number(process.hrtime.bigint() - t0) / 1000;
+  };
+  for (let i = 0; i < 50; i++) await call(-1 - i, false);
+  const plain: number[] = [];
+  const corr: number[] = [];
+  for (let i = 0; i < n; i++) {
+    // Alternate the order so neither variant always runs second.
+    if (i % 2) {
+      plain.push(await call(i, false));
+      corr.push(await call(i, true));
+    } else {
+      corr.push(await call(i, true));
+      plain.push(await call(i, false));
+    }
+  }
+  await gw.close();
+  up.http.closeAllConnections();
+  up.http.close();
+  const p = stats(plain);
+  const c = stats(corr);
+  console.log(
+    `call: without execution_id  p50 ${fmt(p.p50)}  p90 ${fmt(p.p90)}  p99 ${fmt(p.p99)}  (n=${p.n})`,
+  );
+  console.log(
+    `call: with execution_id     p50 ${fmt(c.p50)}  p90 ${fmt(c.p90)}  p99 ${fmt(c.p99)}  (n=${c.n})`,
+  );
+  console.log(`call: added latency p50 ${fmt(c.p50 - p.p50)}  (ratio ${(c.p50 / p.p50).toFixed(2)}×)`);
+  console.log(
+    '  (a real tools/call POSTed with fetch → in-process gateway → local Streamable HTTP upstream,\n' +
+      '   software provider; the latency is from request to response at the client)',
+  );
+}
+
+/** Both parts, in a temporary folder it removes. */
+export async function runExecutionIdBench(n: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'cmcp-bench-'));
+  try {
+    console.log('== execution_id: admission + terminal commit ==');
+    storeBench(dir, n);
+    await callBench(dir, n);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
