@@ -56,6 +56,9 @@ beforeAll(async () => {
   upstreamUrl = `http://127.0.0.1:${(upstream.address() as { port: number }).port}/mcp`;
   cfg = await writeConfig({
     upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }],
+    // One prober per refusal: the aggregated record keeps the detail of the first refusal of each
+    // (code, agent) in a 10-second window and counts the rest (docs/spec/audit-entries.md).
+    agents: ['alice', 'bob', 'carol'].map((a) => ({ agent_id: a, token: `${a}-token` })),
     operators: [{ operator_id: 'root', token: OP }],
   });
   gw = await startInProcess(cfg);
@@ -110,30 +113,38 @@ describe('refusals on the record', () => {
     const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
     await rest(gw.url, 'alice-token', 'POST', `/sessions/${s.body.session_id}/close`, {});
     const before = refusals(gw).length;
-    for (const path of ['claim', 'audit']) {
-      const probe = await rest(gw.url, 'bob-token', 'GET', `/sessions/${s.body.session_id}/${path}`);
+    for (const [path, prober] of [
+      ['claim', 'bob'],
+      ['audit', 'carol'],
+    ] as const) {
+      const probe = await rest(gw.url, `${prober}-token`, 'GET', `/sessions/${s.body.session_id}/${path}`);
       expect(probe.status).toBe(404);
       expect(probe.body.error.error_code).toBe('UNKNOWN_SESSION');
-      const missing = await rest(gw.url, 'bob-token', 'GET', `/sessions/no-such-session/${path}`);
+      const missing = await rest(gw.url, `${prober}-token`, 'GET', `/sessions/no-such-session/${path}`);
       expect(missing.body).toEqual(probe.body); // nothing tells the prober the session exists
     }
     const added = refusals(gw).slice(before);
     expect(added.map((e) => [e.agent_id, e.error_code, e.detail?.route, e.detail?.cross_agent])).toEqual([
       ['bob', 'UNKNOWN_SESSION', '/sessions/:id/claim', true],
-      ['bob', 'UNKNOWN_SESSION', '/sessions/:id/audit', true],
+      ['carol', 'UNKNOWN_SESSION', '/sessions/:id/audit', true],
     ]);
     expect(added.every((e) => e.detail?.session_id === s.body.session_id)).toBe(true);
   });
 
   it('a refusal whose method name holds a lone surrogate (or is clipped inside a pair) is still recorded', async () => {
-    const block = await rest(gw.url, OP, 'POST', '/operator/agents/bob/block', { reason: 'test' });
-    expect(block.status).toBe(200);
+    for (const a of ['bob', 'carol'])
+      expect((await rest(gw.url, OP, 'POST', `/operator/agents/${a}/block`, { reason: 'test' })).status).toBe(
+        200,
+      );
     try {
       const before = refusals(gw).length;
       const lone = '{"jsonrpc":"2.0","id":3,"method":"tools/\\ud800list"}';
       const clipped = JSON.stringify({ jsonrpc: '2.0', id: 4, method: `${'m'.repeat(63)}😀` });
-      for (const body of [lone, clipped]) {
-        const r = await rpc(gw.url, 'bob-token', body);
+      for (const [body, agent] of [
+        [lone, 'bob'],
+        [clipped, 'carol'],
+      ]) {
+        const r = await rpc(gw.url, `${agent}-token`, body as string);
         expect(r.body.error.data.error_code).toBe('AGENT_BLOCKED');
       }
       const added = refusals(gw).slice(before);
@@ -141,9 +152,12 @@ describe('refusals on the record', () => {
         'tools/\uFFFDlist',
         `${'m'.repeat(63)}\uFFFD…(65 chars)`, // clipped at 64 UTF-16 units, inside the pair
       ]);
-      expect(added.every((e) => e.error_code === 'AGENT_BLOCKED' && e.agent_id === 'bob')).toBe(true);
+      expect(added.map((e) => [e.error_code, e.agent_id])).toEqual([
+        ['AGENT_BLOCKED', 'bob'],
+        ['AGENT_BLOCKED', 'carol'],
+      ]);
     } finally {
-      await rest(gw.url, OP, 'POST', '/operator/agents/bob/unblock', {});
+      for (const a of ['bob', 'carol']) await rest(gw.url, OP, 'POST', `/operator/agents/${a}/unblock`, {});
     }
   });
 

@@ -64,6 +64,7 @@ describe('the limits section of the config', () => {
   const base = { dev_mode: true, database: 'x.db', attestation: { provider: 'software' } };
   it('has a default for every limit, and refuses a headers timeout longer than the request timeout', () => {
     expect(parseConfig(base).limits).toEqual({
+      list_page_size: 100,
       max_request_bytes: 2 * 1024 * 1024,
       max_result_bytes: 2 * 1024 * 1024,
       agent_requests_per_s: 300,
