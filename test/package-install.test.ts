@@ -174,7 +174,9 @@ describe('npm pack → npm install -g (docs/operations.md)', () => {
       const code = await gw.stop('SIGTERM');
       expect(code, gw.output()).toBe(0);
     }
-    expect(gw.output()).toMatch(/"msg":"stopping"/);
+    // SIGTERM drains and closes sessions with their claims, then exits 0 (docs/operations.md).
+    expect(gw.output()).toMatch(/"msg":"stopping: draining in-flight calls"/);
+    expect(gw.output()).toMatch(/"drained":true.*"msg":"stopped"/);
   });
 });
 
