@@ -1,7 +1,8 @@
 /**
  * The execution_id section of `npm run bench` (bench/run.ts): what execution_id costs.
- *  1. Store level: admission + terminal commit (two IMMEDIATE transactions, audit entry and
- *     registry row, synchronous=FULL) per second, against the same terminal commit alone.
+ *  1. Store level, per second (synchronous=FULL): the terminal commit alone (a call's cost before
+ *     attempt records), the attempt record + terminal commit (a call without execution_id), and
+ *     the admission with its attempt + terminal commit (with execution_id), interleaved.
  *  2. Call level: end-to-end latency of `tools/call` through the gateway to a real MCP server,
  *     with and without execution_id, interleaved in one run so that drift hits both equally.
  * Reports ratios measured side by side; absolute numbers drift on shared machines.
@@ -15,6 +16,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import pino from 'pino';
 import { AuditChain } from '../src/audit/chain.js';
+import { AttemptLog } from '../src/call/attempts.js';
 import { parseConfig } from '../src/config/index.js';
 import { ExecutionRegistry } from '../src/execution/registry.js';
 import { startGateway } from '../src/gateway/runtime.js';
@@ -33,16 +35,45 @@ function stats(samples: number[]) {
 }
 const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
 
-/** Store level, `n` interleaved pairs. */
+/** The three store-level shapes of one call's durable writes (docs/spec/execution.md#attempts). */
+type StoreVariant = 'terminal' | 'attempt' | 'admission';
+
+const VARIANTS: { key: StoreVariant; label: string }[] = [
+  { key: 'terminal', label: 'terminal commit alone (before attempts)' },
+  { key: 'attempt', label: 'attempt + terminal (no execution_id)' },
+  { key: 'admission', label: 'admission+attempt + terminal (execution_id)' },
+];
+
+/**
+ * Store level, `n` interleaved rounds of the three variants (the order rotates each round so
+ * that none always runs first). Each IMMEDIATE transaction is one commit, and with
+ * synchronous=FULL in WAL mode one fsync of the WAL (auto-checkpoints add theirs to every row).
+ */
 export function storeBench(dir: string, n: number) {
   const db = openDatabase(join(dir, 'store.db'));
   const chain = new AuditChain(db);
   const reg = new ExecutionRegistry(db, 'bench');
-  const run = (correlated: boolean, i: number) => {
-    const callId = `call-${correlated ? 'x' : 'p'}-${i}`;
-    const executionId = `exec-${i}`;
-    if (correlated) {
-      immediate(db, () =>
+  const attempts = new AttemptLog(db, 'bench');
+  const run = (v: StoreVariant, i: number): number => {
+    const callId = `call-${v}-${i}`;
+    const executionId = v === 'admission' ? `exec-${i}` : null;
+    const attempt = {
+      callId,
+      method: 'tools/call',
+      upstream: 'b',
+      agentId: 'bench',
+      sessionId: 's',
+      executionId,
+      toolName: 't',
+      requestPayloadHash: null,
+      workflowId: null,
+    };
+    let commits = 0;
+    if (v === 'attempt') {
+      immediate(db, () => attempts.begin(attempt));
+      commits++;
+    } else if (executionId !== null) {
+      immediate(db, () => {
         reg.admit({
           agentId: 'bench',
           executionId,
@@ -50,41 +81,45 @@ export function storeBench(dir: string, n: number) {
           callId,
           sessionId: 's',
           toolName: 't',
-        }),
-      );
+        });
+        attempts.begin(attempt);
+      });
+      commits++;
     }
     immediate(db, () => {
       const e = chain.append('s', {
         entry_type: 'tool_call',
         call_id: callId,
-        execution_id: correlated ? executionId : null,
+        execution_id: executionId,
         disposition: 'completed',
       });
-      if (correlated) reg.finish('bench', executionId, callId, 'completed', e.entry_hash);
+      if (executionId !== null) reg.finish('bench', executionId, callId, 'completed', e.entry_hash);
+      if (v !== 'terminal') attempts.end(callId);
     });
+    return commits + 1;
   };
-  for (let i = 0; i < 50; i++) run(i % 2 === 0, 1_000_000 + i); // warm-up
-  let plainNs = 0n;
-  let corrNs = 0n;
+  for (let i = 0; i < 60; i++) run(VARIANTS[i % 3]?.key as StoreVariant, 1_000_000 + i); // warm-up
+  const ns = { terminal: 0n, attempt: 0n, admission: 0n };
+  const commits = { terminal: 0, attempt: 0, admission: 0 };
   for (let i = 0; i < n; i++) {
-    const t0 = process.hrtime.bigint();
-    run(false, i);
-    const t1 = process.hrtime.bigint();
-    run(true, i);
-    const t2 = process.hrtime.bigint();
-    plainNs += t1 - t0;
-    corrNs += t2 - t1;
+    for (let k = 0; k < 3; k++) {
+      const v = VARIANTS[(i + k) % 3]?.key as StoreVariant;
+      const t0 = process.hrtime.bigint();
+      commits[v] += run(v, i);
+      ns[v] += process.hrtime.bigint() - t0;
+    }
   }
   db.close();
-  const plainPerS = (n * 1e9) / Number(plainNs);
-  const corrPerS = (n * 1e9) / Number(corrNs);
-  console.log(`store: terminal commit alone          ${plainPerS.toFixed(0)} /s`);
+  const perS = (v: StoreVariant) => (n * 1e9) / Number(ns[v]);
+  for (const { key, label } of VARIANTS)
+    console.log(
+      `store: ${label.padEnd(44)} ${perS(key).toFixed(0).padStart(6)} calls/s  ` +
+        `${(commits[key] / n).toFixed(0)} fsync/call  (${(perS(key) / perS('terminal')).toFixed(2)}× of terminal alone)`,
+    );
   console.log(
-    `store: admission + terminal commit    ${corrPerS.toFixed(0)} /s  (ratio ${(corrPerS / plainPerS).toFixed(2)}× of plain)`,
-  );
-  console.log(
-    '  (rows: audit terminal commits per second, synchronous=FULL, in a temp SQLite file; the second\n' +
-      '   row adds execution admission: its own IMMEDIATE transaction reserving a registry row first)',
+    '  (calls per second at the store, synchronous=FULL WAL in a temp SQLite file, interleaved; an\n' +
+      '   fsync per IMMEDIATE commit. Every call now writes its attempt before the upstream runs: with an\n' +
+      '   execution_id inside the admission transaction, without one in a transaction of its own)',
   );
 }
 
@@ -181,7 +216,7 @@ export async function callBench(dir: string, n: number) {
 export async function runExecutionIdBench(n: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'cmcp-bench-'));
   try {
-    console.log('== execution_id: admission + terminal commit ==');
+    console.log('== execution_id and attempt records: durable writes per call ==');
     storeBench(dir, n);
     await callBench(dir, n);
   } finally {

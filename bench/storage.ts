@@ -7,10 +7,15 @@
  *     transaction (`--reader long`, what a one-statement export or an idle open transaction
  *     does), or in short paged transactions (`--reader paged`, what the gateway's export does),
  *   - the event loop's longest stall while a bundle of the whole chain is exported (as
- *     `GET /sessions/:id/audit` does: read and serialised in pages).
+ *     `GET /sessions/:id/audit` does: read and serialised in pages),
+ *   - the event loop's longest stall while one append waits for a write lock another process
+ *     holds for `--hold-ms`: through the blocking `immediate` (what every write did before, and
+ *     what the start-up paths still do) and the awaited `immediateAsync` (the request paths),
+ *     beside the same wait with no append at all (the machine's own scheduling noise).
  *
- *   npm run bench:storage -- [--entries 10000] [--reader paged|long|none]
+ *   npm run bench:storage -- [--entries 10000] [--reader paged|long|none] [--hold-ms 1000]
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,13 +23,14 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { AuditChain } from '../src/audit/chain.js';
-import { openDatabase } from '../src/store/db.js';
+import { immediate, immediateAsync, openDatabase } from '../src/store/db.js';
 import { startCheckpoints } from '../src/store/wal.js';
 
 const { values } = parseArgs({
   options: {
     entries: { type: 'string', default: '10000' },
     reader: { type: 'string', default: 'paged' },
+    'hold-ms': { type: 'string', default: '1000' },
   },
 });
 const n = Number(values.entries);
@@ -90,6 +96,55 @@ const exportMs = performance.now() - t0;
 await new Promise((r) => setTimeout(r, 5));
 delay.disable();
 
+/**
+ * The event loop's longest stall, milliseconds, while one append waits for the write lock that
+ * another process holds for `holdMs` (better-sqlite3 in a child; resolved from the working
+ * directory, the repository root under npm run).
+ */
+async function stallBehindLock(mode: 'blocking' | 'awaited' | 'idle', holdMs: number) {
+  const holder = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `import Database from 'better-sqlite3';
+       const db = new Database(${JSON.stringify(path)});
+       db.exec('BEGIN IMMEDIATE');
+       process.stdout.write('held\\n');
+       setTimeout(() => { db.exec('COMMIT'); db.close(); }, ${holdMs});`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise((r) => holder.once('exit', r));
+  await new Promise<void>((res, rej) => {
+    holder.stdout.once('data', () => res());
+    holder.once('exit', () => rej(new Error('lock holder exited')));
+  });
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  h.enable();
+  await new Promise((r) => setTimeout(r, 20)); // the monitor's first tick only starts its clock
+  const t = performance.now();
+  const append = () =>
+    chain.append(sessionId, { entry_type: 'tool_call', session_id: sessionId, call_id: `lock-${mode}` });
+  if (mode === 'blocking') immediate(db, append);
+  else if (mode === 'awaited') await immediateAsync(db, append);
+  else await new Promise((r) => setTimeout(r, holdMs)); // the machine's own noise, no append
+  const waitedMs = performance.now() - t;
+  await new Promise((r) => setTimeout(r, 5));
+  h.disable();
+  await exited;
+  const ms = (ns: number) => Number((ns / 1e6).toFixed(1));
+  return {
+    waited_ms: Math.round(waitedMs),
+    longest_event_loop_stall_ms: ms(h.max),
+    p99_event_loop_delay_ms: ms(h.percentile(99)),
+  };
+}
+const holdMs = Number(values['hold-ms']);
+const lockBlocking = await stallBehindLock('blocking', holdMs);
+const lockAwaited = await stallBehindLock('awaited', holdMs);
+const lockIdle = await stallBehindLock('idle', holdMs);
+
 db.pragma('wal_checkpoint(TRUNCATE)');
 const stat = db
   .prepare<[], { name: string; bytes: number }>(
@@ -111,6 +166,10 @@ console.log(
       export_bytes: exportBytes,
       export_ms: Math.round(exportMs),
       export_longest_event_loop_stall_ms: Number((delay.max / 1e6).toFixed(1)),
+      lock_held_ms: holdMs,
+      append_behind_lock_blocking: lockBlocking,
+      append_behind_lock_awaited: lockAwaited,
+      no_append_while_lock_held: lockIdle,
     },
     null,
     2,

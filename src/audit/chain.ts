@@ -11,7 +11,7 @@ import {
   type AuditEntryBody,
   hashEntryBody,
 } from '@cmcp/verify/format/entry';
-import { type Db, immediate, inImmediate } from '../store/db.js';
+import { type Db, immediate, immediateAsync, inImmediate } from '../store/db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
 
 /** Fields a caller supplies; everything else is filled in (null when not given). */
@@ -58,6 +58,15 @@ export class AuditChain {
    * @returns the stored entry (with `entry_hash`).
    * @throws CanonicalJsonError if a field holds a value JCS cannot carry; SQLite errors.
    */
+  /**
+   * {@link append} in its own IMMEDIATE transaction, for request paths: a write lock held by
+   * another process is waited for by awaiting (store/db.ts immediateAsync).
+   * @throws (rejects) as {@link append}; SQLITE_BUSY once the busy timeout has passed.
+   */
+  appendAwaited(chainId: string, input: EntryInput): Promise<AuditEntry> {
+    return immediateAsync(this.db, () => this.append(chainId, input));
+  }
+
   append(chainId: string, input: EntryInput): AuditEntry {
     if (!this.db.inTransaction) return immediate(this.db, () => this.append(chainId, input));
     // Never upgrade a deferred transaction whose reads may already be stale (C-SQL-1).

@@ -6,7 +6,7 @@
  */
 import { toolCallBinding } from '../execution/binding.js';
 import type { Admission, ExecutionRegistry } from '../execution/registry.js';
-import { type Db, immediate } from '../store/db.js';
+import { type Db, immediateAsync } from '../store/db.js';
 import type { CallResponse, Refusal } from './types.js';
 
 export interface AdmissionInput {
@@ -52,7 +52,8 @@ export function actionBinding(a: AdmissionInput): string {
 /**
  * Admits a call under its {@link actionBinding}. `record` writes a refusal's terminal entry
  * inside the admission transaction and answers for it; `attempt` records the admitted call's
- * attempt inside it (the reservation and the attempt commit together).
+ * attempt inside it (the reservation and the attempt commit together). A write lock held by
+ * another process is waited for by awaiting (store/db.ts immediateAsync).
  * @throws what the transaction throws (the admission could not be recorded).
  */
 export function admit(
@@ -62,8 +63,8 @@ export function admit(
   binding: string,
   record: (r: Refusal) => CallResponse,
   attempt: () => void,
-): Admitted {
-  return immediate(db, () => {
+): Promise<Admitted> {
+  return immediateAsync(db, () => {
     const r = executions.admit({
       agentId: a.agentId,
       executionId: a.executionId,

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionRow, SessionService } from '../session/service.js';
-import { type Db, immediate } from '../store/db.js';
+import { type Db, immediateAsync } from '../store/db.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { actionBinding, admit } from './admission.js';
 import { AttemptLog, type AttemptStart } from './attempts.js';
@@ -89,7 +89,12 @@ export class CallOrchestrator {
    * Records the terminal `tool_call` entry (gateway chain) of a tools/call refused by the MCP
    * layer before its params could be read (envelope errors), and returns its JSON-RPC error.
    */
-  refuseEnvelope(agentId: string, code: ErrorCode, message: string, startedAt: bigint): CallResponse {
+  refuseEnvelope(
+    agentId: string,
+    code: ErrorCode,
+    message: string,
+    startedAt: bigint,
+  ): Promise<CallResponse> {
     const entry = {
       entry_type: 'tool_call',
       call_id: randomUUID(),
@@ -117,6 +122,9 @@ export class CallOrchestrator {
     let sessionId: string | null = null; // null: refusals go to the gateway chain
     const refuse = (r: Refusal) =>
       this.refuse(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r, startedAt);
+    // Inside the admission transaction, which it joins.
+    const refuseNow = (r: Refusal) =>
+      this.refuseNow(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r, startedAt);
 
     const blocked = this.gates.blocked(caller);
     if (blocked) return refuse(blocked);
@@ -185,8 +193,8 @@ export class CallOrchestrator {
       };
       const binding = actionBinding(a);
       try {
-        const admitted = this.telemetry.stage('admission', route.upstream, () =>
-          admit(this.db, this.executions, a, binding, refuse, () => this.attempts.begin(attempt)),
+        const admitted = await this.telemetry.stage('admission', route.upstream, () =>
+          admit(this.db, this.executions, a, binding, refuseNow, () => this.attempts.begin(attempt)),
         );
         if (admitted.kind === 'refused') return admitted.response;
       } catch (e) {
@@ -197,7 +205,7 @@ export class CallOrchestrator {
     } else {
       // No upstream runs without a durable record of the attempt (docs/spec/execution.md#attempts).
       try {
-        immediate(this.db, () => this.attempts.begin(attempt));
+        await immediateAsync(this.db, () => this.attempts.begin(attempt));
       } catch (e) {
         this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
@@ -212,7 +220,7 @@ export class CallOrchestrator {
     const detail = { ...policy.value.detail, ...f.detail };
     let committed: AuditEntry;
     try {
-      committed = this.telemetry.stage('commit', route.upstream, () =>
+      committed = await this.telemetry.stage('commit', route.upstream, () =>
         this.recorder.outcome(
           sessionId,
           {
@@ -240,20 +248,53 @@ export class CallOrchestrator {
   }
 
   /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */
-  private refuse(sessionId: string | null, input: EntryInput, r: Refusal, startedAt: bigint): CallResponse {
-    const callId = input.call_id as string;
+  private async refuse(
+    sessionId: string | null,
+    input: EntryInput,
+    r: Refusal,
+    startedAt: bigint,
+  ): Promise<CallResponse> {
+    const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
+    const write = () => this.recorder.refusal(sessionId, { ...input, error_code: r.code });
+    let e: AuditEntry;
+    try {
+      e = await this.telemetry.stage('commit', upstream, write);
+    } catch (err) {
+      return this.refusalNotRecorded(input, r, err, startedAt);
+    }
+    this.telemetry.ended(upstream, 'refused', r.code, startedAt);
+    return refused(r, callId(input), e);
+  }
+
+  /** {@link refuse} inside the admission transaction (joined, synchronous). */
+  private refuseNow(
+    sessionId: string | null,
+    input: EntryInput,
+    r: Refusal,
+    startedAt: bigint,
+  ): CallResponse {
     const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
     let e: AuditEntry;
     try {
       e = this.telemetry.stage('commit', upstream, () =>
-        this.recorder.refusal(sessionId, { ...input, error_code: r.code }),
+        this.recorder.refusalNow(sessionId, { ...input, error_code: r.code }),
       );
     } catch (err) {
-      this.log.error({ call_id: callId, err: (err as Error).message }, 'refusal could not be recorded');
-      this.telemetry.ended(upstream, 'not_recorded', r.code, startedAt);
-      return notRecorded('refusal', callId);
+      return this.refusalNotRecorded(input, r, err, startedAt);
     }
     this.telemetry.ended(upstream, 'refused', r.code, startedAt);
-    return refused(r, callId, e);
+    return refused(r, callId(input), e);
   }
+
+  private refusalNotRecorded(input: EntryInput, r: Refusal, err: unknown, startedAt: bigint): CallResponse {
+    const callId = input.call_id as string;
+    const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
+    this.log.error({ call_id: callId, err: (err as Error).message }, 'refusal could not be recorded');
+    this.telemetry.ended(upstream, 'not_recorded', r.code, startedAt);
+    return notRecorded('refusal', callId);
+  }
+}
+
+function callId(input: EntryInput): string {
+  return input.call_id as string;
 }

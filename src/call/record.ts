@@ -8,7 +8,7 @@ import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionService } from '../session/service.js';
-import { type Db, immediate } from '../store/db.js';
+import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { maybeFail } from '../store/faults.js';
 import type { AttemptLog } from './attempts.js';
 import type { Disposition } from './forward.js';
@@ -31,11 +31,19 @@ export class TerminalRecorder {
 
   /**
    * Appends a refusal as the call's terminal entry; with a session it goes to the session's
-   * live chain and counts as one of its calls. Joins the caller's transaction when there is
-   * one (admission refusals).
+   * live chain and counts as one of its calls. A lock held by another process is waited for
+   * without holding the event loop (store/db.ts immediateAsync).
    * @throws what the append throws (SQLite, CanonicalJsonError).
    */
-  refusal(sessionId: string | null, input: EntryInput): AuditEntry {
+  refusal(sessionId: string | null, input: EntryInput): Promise<AuditEntry> {
+    return immediateAsync(this.db, () => this.refusalNow(sessionId, input));
+  }
+
+  /**
+   * {@link refusal} inside the caller's open transaction (admission refusals), which it joins.
+   * @throws what the append throws (SQLite, CanonicalJsonError).
+   */
+  refusalNow(sessionId: string | null, input: EntryInput): AuditEntry {
     return immediate(this.db, () => {
       const e = this.chain.append(sessionId ? this.liveChain(sessionId) : GATEWAY_CHAIN_ID, {
         ...input,
@@ -50,10 +58,16 @@ export class TerminalRecorder {
    * Appends a forwarded call's terminal entry; the registry state and the audit disposition
    * are the same word, in one commit, which also ends the call's attempt (attempts.ts).
    * @throws what the append or the registry throws; when the attempt was already ended (a
-   *   shutdown recorded it outcome_unknown); the `terminal_commit` fault seam.
+   *   shutdown recorded it outcome_unknown); the `terminal_commit` fault seam; SQLITE_BUSY when
+   *   another process held the write lock for the whole busy timeout (waited for by awaiting).
    */
-  outcome(sessionId: string, input: EntryInput, disposition: Disposition, execution: ExecutionKey | null) {
-    return immediate(this.db, () => {
+  outcome(
+    sessionId: string,
+    input: EntryInput,
+    disposition: Disposition,
+    execution: ExecutionKey | null,
+  ): Promise<AuditEntry> {
+    return immediateAsync(this.db, () => {
       const e = this.chain.append(this.liveChain(sessionId), { ...input, disposition });
       if (execution)
         this.executions.finish(

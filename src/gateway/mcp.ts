@@ -114,9 +114,9 @@ export class McpEndpoint {
     const { msg, id, method } = env;
     this.controls.onMethod?.(method);
     // A tools/call refused here still ends in its one terminal tool_call entry (docs/spec/audit-entries.md).
-    const refuse = (v: Refused): RpcReply => {
+    const refuse = async (v: Refused): Promise<RpcReply> => {
       if (method !== 'tools/call') return rpcError(id, v.code, v.message, v.status, v.data);
-      const r = this.calls.refuseEnvelope(caller.agentId, v.code, v.message, startedAt);
+      const r = await this.calls.refuseEnvelope(caller.agentId, v.code, v.message, startedAt);
       const error =
         'error' in r
           ? { ...r.error, data: { ...r.error.data, ...v.data } }

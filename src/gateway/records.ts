@@ -72,18 +72,17 @@ export interface GatewayRefusals {
  *   of unauthenticated requests (flush it at shutdown).
  */
 export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals {
+  // Not awaited by the refused request; written at once unless another process holds the lock.
   const write: RefusalSink = (agentId, code, detail) => {
-    try {
-      chain.append(GATEWAY_CHAIN_ID, {
+    chain
+      .appendAwaited(GATEWAY_CHAIN_ID, {
         entry_type: 'request_refused',
         agent_id: agentId === null ? null : wellFormed(agentId),
         disposition: 'refused',
         error_code: code,
         detail: wellFormed(detail) as Record<string, unknown>,
-      });
-    } catch (e) {
-      log.error({ err: (e as Error).message }, 'could not record a refused request');
-    }
+      })
+      .catch((e) => log.error({ err: (e as Error).message }, 'could not record a refused request'));
   };
   // Refusals are on the record without letting anyone grow the database at will.
   const aggregate = new RefusalAggregator(write);
@@ -115,8 +114,8 @@ export function recordClientSession(
   log: Logger,
 ): void {
   const info = (clientInfo ?? {}) as { name?: unknown; version?: unknown };
-  try {
-    chain.append(GATEWAY_CHAIN_ID, {
+  chain
+    .appendAwaited(GATEWAY_CHAIN_ID, {
       entry_type: 'client_session_open',
       agent_id: s.agentId,
       detail: {
@@ -125,8 +124,6 @@ export function recordClientSession(
         client_name: typeof info.name === 'string' ? clip(info.name, 100) : null,
         client_version: typeof info.version === 'string' ? clip(info.version, 50) : null,
       },
-    });
-  } catch (e) {
-    log.error({ err: (e as Error).message }, 'could not record a client session');
-  }
+    })
+    .catch((e) => log.error({ err: (e as Error).message }, 'could not record a client session'));
 }

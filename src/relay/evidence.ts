@@ -97,6 +97,8 @@ export class RelayRecorder {
     };
     const chainId = r.sessionId && this.sessions.isOpen(r.sessionId) ? r.sessionId : GATEWAY_CHAIN_ID;
     try {
+      // Synchronous (its callers in relay/ use the entry at once): a write lock held by another
+      // process is waited for blocking, up to the busy timeout (store/db.ts immediate).
       return this.chain.append(chainId, input);
     } catch (e) {
       this.log.error(

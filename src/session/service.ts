@@ -17,7 +17,7 @@ import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
-import { type Db, immediate } from '../store/db.js';
+import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
@@ -110,7 +110,7 @@ export class SessionService {
     const sessionId = randomUUID();
     const now = new Date();
     const thumb = b64u(this.key.thumbprint);
-    const root = immediate(this.db, () => {
+    const root = await immediateAsync(this.db, () => {
       const e = this.chain.append(sessionId, {
         entry_type: 'session_open',
         session_id: sessionId,
@@ -179,7 +179,7 @@ export class SessionService {
       };
     }
     const record: SessionBindingRecord = { preimage, evidence };
-    immediate(this.db, () => {
+    await immediateAsync(this.db, () => {
       this.chain.append(sessionId, {
         entry_type: evidence.status === 'bound' ? 'attestation_bound' : 'attestation_binding_failed',
         session_id: sessionId,
@@ -270,6 +270,8 @@ export class SessionService {
    * @throws CmcpError UNKNOWN_SESSION.
    */
   close(agentId: string, sessionId: string, reason = 'requested'): Claim {
+    // Synchronous for shutdown, rotation and the batched closes, which run inside their own
+    // transactions or cannot await; a request closes through closeAwaited.
     return immediate(this.db, () => {
       const row = this.get(agentId, sessionId);
       if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
@@ -294,6 +296,15 @@ export class SessionService {
         enforcementMode: this.facts.enforcementMode,
       });
     });
+  }
+
+  /**
+   * {@link close} for a request (`POST /sessions/{id}/close`): a write lock held by another
+   * process is waited for by awaiting (store/db.ts immediateAsync); close joins the transaction.
+   * @throws CmcpError UNKNOWN_SESSION; SQLITE_BUSY once the busy timeout has passed.
+   */
+  closeAwaited(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
+    return immediateAsync(this.db, () => this.close(agentId, sessionId, reason));
   }
 
   /**

@@ -3,6 +3,7 @@
  * executions live together so that one transaction can cover an audit entry and the
  * registry/session change it records.
  */
+import { setTimeout } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 
 export type Db = Database.Database;
@@ -100,7 +101,10 @@ CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
 /**
  * Opens (creating if needed) the database. `busy_timeout` is set before switching to WAL
  * (docs/spec/audit-entries.md) so a second process waiting on the lock does not fail at once;
- * `synchronous=FULL` makes every commit durable.
+ * `synchronous=FULL` makes every commit durable. Once the schema is made the connection's own
+ * `busy_timeout` drops to {@link BUSY_STEP_MS}: a writer waiting for a lock held by another
+ * process waits in {@link immediateAsync} (awaited backoff) or {@link immediate} (blocking),
+ * both until `busyTimeoutMs` has passed.
  * @param busyTimeoutMs how long a writer waits for the lock before failing, milliseconds.
  */
 export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
@@ -118,8 +122,19 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
     db.exec("ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'gateway'");
   migrateAuditEntries(db);
   db.exec(SCHEMA);
+  busyBudgets.set(db, Math.trunc(busyTimeoutMs));
+  db.pragma(`busy_timeout = ${BUSY_STEP_MS}`);
   return db;
 }
+
+/**
+ * The connection's SQLite `busy_timeout` once open, milliseconds: the longest one attempt to
+ * take the write lock keeps the event loop (SQLite's busy handler sleeps in the thread).
+ */
+export const BUSY_STEP_MS = 4;
+
+/** Each connection's overall wait for the write lock (openDatabase's busyTimeoutMs). */
+const busyBudgets = new WeakMap<Db, number>();
 
 /** Page size of a new database file, bytes. */
 const PAGE_SIZE = 16384;
@@ -162,9 +177,66 @@ export function openReadOnlyDatabase(path: string, busyTimeoutMs = 5000): Db {
 
 /**
  * Runs `fn` in a `BEGIN IMMEDIATE` transaction (C-SQL-1: never a deferred read that is
- * later upgraded to a write). Rolls back and rethrows on any error.
+ * later upgraded to a write). Rolls back and rethrows on any error. When another connection
+ * holds the write lock this waits up to the connection's busy timeout *blocking the event
+ * loop*: it is for callers that cannot await (start-up, recovery, the instance lock, reloads);
+ * the request paths use {@link immediateAsync}.
+ * @throws SqliteError SQLITE_BUSY once the busy timeout has passed; what `fn` throws.
  */
 export function immediate<T>(db: Db, fn: () => T): T {
+  const attempt = attemptImmediate(db, fn);
+  if (attempt.ran) return attempt.value;
+  const budget = busyBudgets.get(db) ?? 0;
+  if (budget <= BUSY_STEP_MS) throw attempt.busy;
+  // The lock is held elsewhere: wait for it in SQLite's busy handler for the rest of the budget.
+  db.pragma(`busy_timeout = ${budget - BUSY_STEP_MS}`);
+  try {
+    return runImmediate(db, fn);
+  } finally {
+    db.pragma(`busy_timeout = ${BUSY_STEP_MS}`);
+  }
+}
+
+/**
+ * {@link immediate} for the request paths: while another connection holds the write lock,
+ * each try keeps the event loop at most {@link BUSY_STEP_MS} and the wait between tries is an
+ * awaited timer (1, 2, 4 … 25 ms), until the connection's busy timeout (openDatabase's
+ * `busyTimeoutMs`) has passed — then it fails exactly as {@link immediate} does. Inside an open
+ * transaction it joins it (no lock to wait for). `fn` runs only once the lock is held, once.
+ * @throws SqliteError SQLITE_BUSY once the busy timeout has passed; what `fn` throws.
+ */
+export async function immediateAsync<T>(db: Db, fn: () => T): Promise<T> {
+  const deadline = performance.now() + (busyBudgets.get(db) ?? 0);
+  for (let pause = 1; ; pause = Math.min(pause * 2, MAX_PAUSE_MS)) {
+    const attempt = attemptImmediate(db, fn);
+    if (attempt.ran) return attempt.value;
+    const left = deadline - performance.now();
+    if (left <= 0) throw attempt.busy;
+    await setTimeout(Math.min(pause, left));
+  }
+}
+
+/** Longest awaited pause between two tries for the write lock, milliseconds. */
+const MAX_PAUSE_MS = 25;
+
+type Attempt<T> = { ran: true; value: T } | { ran: false; busy: Error };
+
+/** One try: `fn`'s result, or the SQLITE_BUSY of a BEGIN IMMEDIATE that got no lock (fn not run). */
+function attemptImmediate<T>(db: Db, fn: () => T): Attempt<T> {
+  let began = false;
+  try {
+    const value = runImmediate(db, () => {
+      began = true;
+      return fn();
+    });
+    return { ran: true, value };
+  } catch (e) {
+    if (began || (e as { code?: string }).code !== 'SQLITE_BUSY') throw e;
+    return { ran: false, busy: e as Error };
+  }
+}
+
+function runImmediate<T>(db: Db, fn: () => T): T {
   let tx = runners.get(db);
   if (!tx) {
     // One transaction function per connection (better-sqlite3 builds its wrappers on each

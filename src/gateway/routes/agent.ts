@@ -183,7 +183,7 @@ export function agentRoutes(d: AgentRouteDeps) {
     });
     app.post<{ Params: { id: string } }>('/sessions/:id/close', { schema: claimSchema }, async (req) => {
       strictBody(req.body, BODY_MEMBERS.closeSession, 'POST /sessions/{id}/close');
-      return d.sessions.close(req.agentId, req.params.id);
+      return d.sessions.closeAwaited(req.agentId, req.params.id);
     });
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req) =>
       ownSession(d, req, req.params.id, () => d.sessions.claim(req.agentId, req.params.id)),
