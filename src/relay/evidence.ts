@@ -7,7 +7,8 @@
  * with its own entry type, the method and target in `detail`, the upstream as
  * `server_identity`, SHA-256 digests of JCS of the request params and of the response (never
  * their content), the disposition and the policy decision. Relayed entries do not count as
- * tool calls (the claim's counters and transcript are about `tools/call`).
+ * tool calls (the claim's counters and transcript are about `tools/call`); the claim's
+ * `entry_counts` counts them by type.
  */
 import { randomUUID } from 'node:crypto';
 import type { ErrorCode } from '@cmcp/verify/errors/index';
