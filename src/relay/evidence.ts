@@ -1,7 +1,7 @@
 /**
  * The terminal audit entry of one relayed MCP request that carries data (docs/spec/audit-entries.md#relayed-requests):
  * `resources/read`, `prompts/get`, `completion/complete`, `resources/subscribe`,
- * `resources/unsubscribe` from the client, and `sampling/createMessage`, `elicitation/create`,
+ * `resources/unsubscribe`, `tasks/result` from the client, and `sampling/createMessage`, `elicitation/create`,
  * `roots/list` from an upstream to the client. Each ends in exactly one entry in the session's
  * chain (the gateway chain when no session could be resolved, or the session closed meanwhile),
  * with its own entry type, the method and target in `detail`, the upstream as
@@ -28,6 +28,7 @@ export const RELAY_ENTRY_TYPES = {
   'sampling/createMessage': 'sampling_relay',
   'elicitation/create': 'elicitation_relay',
   'roots/list': 'roots_relay',
+  'tasks/result': 'task_result',
 } as const;
 
 export type EvidencedMethod = keyof typeof RELAY_ENTRY_TYPES;
