@@ -6,7 +6,9 @@
  * terminal `task_result` entry (digests only). The SDK Client in front, over HTTP.
  */
 import { verifyBundle } from '@cmcp/verify/bundle';
+import { verifyClaim } from '@cmcp/verify/claim';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
+import type { Claim } from '@cmcp/verify/format/claim';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -38,6 +40,8 @@ describe('tasks through the gateway', () => {
   let plain: RelayServer;
   let gw: Gateway;
   let client: Client;
+  /** The session the tasks/result entry went to (alice's default session). */
+  let sessionId = '';
 
   beforeAll(async () => {
     up = await startTasksServer('t');
@@ -79,6 +83,7 @@ describe('tasks through the gateway', () => {
     expect(result.content).toEqual([{ type: 'text', text: 't worked on ore' }]);
     const evidence = result._meta?.['dev.cmcp/evidence'] as { chain_id: string; sequence_number: number };
     expect(evidence).toBeDefined();
+    sessionId = evidence.chain_id;
     expect((await client.experimental.tasks.getTask(taskId)).status).toBe('completed');
     const listed = await client.experimental.tasks.listTasks();
     expect(listed.tasks.map((t) => t.taskId)).toContain(taskId);
@@ -136,6 +141,16 @@ describe('tasks through the gateway', () => {
       )
       .get();
     expect(refused?.n).toBe(1);
+  });
+
+  it("counts the session's task_result entries in its claim, and the claim verifies", async () => {
+    const claim = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${sessionId}/close`)).body as Claim;
+    const bundle = (await rest(gw.url, 'alice-token', 'GET', `/sessions/${sessionId}/audit`)).body;
+    expect(claim.entry_counts?.task_result).toBe(1);
+    expect(claim.entry_counts?.tool_call).toBe(3);
+    const r = verifyClaim(claim, { bundle });
+    expect(r.checks.filter((c) => c.status === 'fail')).toEqual([]);
+    expect(r.checks.find((c) => c.id === 'audit.entry_counts')?.status).toBe('pass');
   });
 });
 
