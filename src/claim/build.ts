@@ -1,7 +1,8 @@
 /**
  * Builds, signs and stores a session's TRACE claim (docs/spec/claims.md) from what the database
  * holds: the chain's root/tip/length, a transcript of its tool_call entries (tool,
- * decision, matched policy ids, disposition — never arguments or execution ids), and the binding section
+ * decision, matched policy ids, disposition — never arguments or execution ids), every entry
+ * counted by type (relayed resource reads, prompt gets, … beside tool calls), and the binding section
  * recorded at session creation.
  */
 import type { KeyObject } from 'node:crypto';
@@ -44,7 +45,9 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
   if (!first || !last) throw new Error(`session ${inp.sessionId} has no chain`);
   const transcript: TranscriptLine[] = [];
   const counters = { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 };
+  const entry_counts: Record<string, number> = {};
   for (const e of entries) {
+    entry_counts[e.entry_type] = (entry_counts[e.entry_type] ?? 0) + 1;
     if (e.entry_type !== 'tool_call') continue;
     transcript.push({
       sequence_number: e.sequence_number,
@@ -83,6 +86,7 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
       },
       transcript,
       counters,
+      entry_counts,
       binding: { preimage: inp.binding.preimage },
       evidence: inp.binding.evidence,
       claim_sequence: prev ? prev.claim_sequence + 1 : 0,

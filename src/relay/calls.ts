@@ -3,7 +3,8 @@
  * client session's own upstream connection, marked in flight there so the upstream's
  * server-to-client requests and log messages find this request, with the client's
  * cancellation (`channel.signal` → `notifications/cancelled` upstream) and its progress token
- * mapped back (src/relay/progress.ts).
+ * mapped back (src/relay/progress.ts). A `params.task` (2025-11-25 tasks) goes with it, and the
+ * task id the upstream returns is remembered for src/relay/tasks.ts.
  */
 import type { CallLink } from '../call/types.js';
 import type { MethodRequest } from '../gateway/mcp.js';
@@ -18,13 +19,18 @@ export function callLink(relay: Relay, req: MethodRequest): CallLink {
       const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel)(route.upstream);
       if (!conn) return { boundary: 'not_sent', failure: 'no connection to the upstream' };
       const inflight = { channel: req.channel, agentId: req.caller.agentId, sessionId };
-      return relay.sessions.during(conn, inflight, () =>
-        relay.deps.pool.call(route, args, {
-          via: conn,
-          signal: req.channel.signal,
-          ...(onprogress ? { onprogress } : {}),
-        }),
-      );
+      const opts = { signal: req.channel.signal, ...(onprogress ? { onprogress } : {}) };
+      const task = req.params?.task;
+      if (typeof task !== 'object' || task === null)
+        return relay.sessions.during(conn, inflight, () =>
+          relay.deps.pool.call(route, args, { via: conn, ...opts }),
+        );
+      // A task-augmented call (2025-11-25): `task` passed through, the task id remembered.
+      const params = { name: route.toolName, ...(args !== undefined ? { arguments: args } : {}), task };
+      const o = await relay.sessions.during(conn, inflight, () => conn.request('tools/call', params, opts));
+      if ('result' in o)
+        relay.tasks.rememberFrom(o.result, { upstream: route.upstream, agentId: req.caller.agentId });
+      return o;
     },
   };
 }

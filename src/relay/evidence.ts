@@ -1,13 +1,14 @@
 /**
  * The terminal audit entry of one relayed MCP request that carries data (docs/spec/audit-entries.md#relayed-requests):
  * `resources/read`, `prompts/get`, `completion/complete`, `resources/subscribe`,
- * `resources/unsubscribe` from the client, and `sampling/createMessage`, `elicitation/create`,
+ * `resources/unsubscribe`, `tasks/result` from the client, and `sampling/createMessage`, `elicitation/create`,
  * `roots/list` from an upstream to the client. Each ends in exactly one entry in the session's
  * chain (the gateway chain when no session could be resolved, or the session closed meanwhile),
  * with its own entry type, the method and target in `detail`, the upstream as
  * `server_identity`, SHA-256 digests of JCS of the request params and of the response (never
  * their content), the disposition and the policy decision. Relayed entries do not count as
- * tool calls (the claim's counters and transcript are about `tools/call`).
+ * tool calls (the claim's counters and transcript are about `tools/call`); the claim's
+ * `entry_counts` counts them by type.
  */
 import { randomUUID } from 'node:crypto';
 import type { ErrorCode } from '@cmcp/verify/errors/index';
@@ -27,6 +28,7 @@ export const RELAY_ENTRY_TYPES = {
   'sampling/createMessage': 'sampling_relay',
   'elicitation/create': 'elicitation_relay',
   'roots/list': 'roots_relay',
+  'tasks/result': 'task_result',
 } as const;
 
 export type EvidencedMethod = keyof typeof RELAY_ENTRY_TYPES;

@@ -1,6 +1,6 @@
 /**
  * One evidenced request from the client (`resources/read`, `resources/subscribe`,
- * `resources/unsubscribe`, `prompts/get`, `completion/complete`), as stages like a
+ * `resources/unsubscribe`, `prompts/get`, `completion/complete`, `tasks/result`), as stages like a
  * `tools/call`: session → route → policy → forward → terminal entry → answer. Every request
  * that reaches it ends in exactly one terminal entry (src/relay/evidence.ts); data is answered
  * only after its entry is committed.
@@ -13,7 +13,7 @@ import type { CallOutcome } from '../upstream/pool.js';
 import { type Answer, registryError } from './answer.js';
 import type { EvidencedMethod, RelayDisposition } from './evidence.js';
 import type { Route } from './federation.js';
-import { decideRelay, type RelayResource } from './policy.js';
+import { decideRelay, type RelayResource, type RelayVerdict } from './policy.js';
 import { progressRelay, progressToken } from './progress.js';
 import type { Relay } from './relay.js';
 
@@ -26,6 +26,11 @@ export interface EvidencedSpec {
   action: string;
   resource: Omit<RelayResource, 'server'>;
   context?: Record<string, unknown>;
+  /**
+   * The request was decided with the request that created it (`tasks/result`: the
+   * `tools/call` that created the task); recorded as `inherited`, no second Cedar request.
+   */
+  inheritedPolicy?: boolean;
 }
 
 function disposition(o: CallOutcome): RelayDisposition {
@@ -93,14 +98,16 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
   }
   if (!s.route) return refuse(s.unrouted.code, s.unrouted.message);
   const route = s.route;
-  const verdict = decideRelay(relay.deps.policy(), {
-    agentId: caller.agentId,
-    agentAttributes: relay.deps.agentAttributes(caller.agentId),
-    action: s.action,
-    resource: { ...s.resource, server: route.upstream },
-    ...(s.context ? { context: s.context } : {}),
-    session: { calls },
-  });
+  const verdict: RelayVerdict = s.inheritedPolicy
+    ? { entry: { policy_decision: 'inherited', policy_rule_matched: null }, detail: {}, refused: null }
+    : decideRelay(relay.deps.policy(), {
+        agentId: caller.agentId,
+        agentAttributes: relay.deps.agentAttributes(caller.agentId),
+        action: s.action,
+        resource: { ...s.resource, server: route.upstream },
+        ...(s.context ? { context: s.context } : {}),
+        session: { calls },
+      });
   if (verdict.refused)
     return refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {
       ...verdict.detail,

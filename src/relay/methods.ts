@@ -11,6 +11,7 @@ import { type EvidencedSpec, relayEvidenced } from './evidenced.js';
 import { LISTS, type ListKind } from './federation.js';
 import { upstreamMeta } from './progress.js';
 import type { Relay } from './relay.js';
+import { taskHandlers, taskResultSpec } from './tasks.js';
 
 function str(v: unknown): string | null {
   return typeof v === 'string' && v.length > 0 ? v : null;
@@ -116,6 +117,7 @@ function specs(relay: Relay): Record<string, (req: MethodRequest) => Promise<Evi
         },
       };
     },
+    'tasks/result': async (req) => taskResultSpec(relay, req),
   };
 }
 
@@ -129,6 +131,8 @@ export function relayHandlers(relay: Relay, pageSize: number): ReadonlyMap<strin
       const s = await spec(req);
       return 'target' in s ? relayEvidenced(relay, req, s) : s;
     });
+  for (const [method, h] of taskHandlers(relay, (all, req) => paged(relay, pageSize, all, 'tasks', req)))
+    m.set(method, h);
   m.set('logging/setLevel', async (req) => {
     const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel);
     const names = await relay.federation.offering('logging', conn);

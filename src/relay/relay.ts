@@ -18,6 +18,7 @@ import { Federation } from './federation.js';
 import { relayHandlers } from './methods.js';
 import { serverRequestRelay } from './server-requests.js';
 import { RelaySessions } from './sessions.js';
+import { TaskRoutes } from './tasks.js';
 
 /** Items per page of a merged list the gateway answers. */
 export const DEFAULT_PAGE_SIZE = 100;
@@ -42,6 +43,8 @@ export class Relay {
   readonly federation: Federation;
   readonly recorder: RelayRecorder;
   readonly cursors = new CursorCodec();
+  /** Task id → the upstream that created it (src/relay/tasks.ts). */
+  readonly tasks = new TaskRoutes();
   readonly methods: ReadonlyMap<string, MethodHandler>;
 
   constructor(readonly deps: RelayDeps) {

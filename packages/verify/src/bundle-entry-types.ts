@@ -3,7 +3,7 @@
  * docs/spec/audit-entries.md#relayed-requests gives them, and the count of entries by type.
  *
  * For each `resource_read`, `resource_subscribe`, `resource_unsubscribe`, `prompt_get`,
- * `completion`, `sampling_relay`, `elicitation_relay` and `roots_relay` entry: `detail.method`
+ * `completion`, `sampling_relay`, `elicitation_relay`, `roots_relay` and `task_result` entry: `detail.method`
  * is the method of its type; `agent_id`, `call_id` and `policy_decision` are present;
  * `disposition` is completed, refused, not_attempted or outcome_unknown; a refusal names its
  * `error_code`; `request_payload_hash` is a `sha256:` digest and `response_payload_hash` one or
@@ -23,6 +23,7 @@ export const RELAYED_ENTRY_METHODS: Readonly<Record<string, string>> = {
   sampling_relay: 'sampling/createMessage',
   elicitation_relay: 'elicitation/create',
   roots_relay: 'roots/list',
+  task_result: 'tasks/result',
 };
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;

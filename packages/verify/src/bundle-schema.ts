@@ -57,6 +57,14 @@ export interface BundleExpectations {
   length?: number;
   /** Transcript lines to compare with the entries at their sequence numbers. */
   transcript?: readonly TranscriptLine[];
+  /** The claim's entry counts by type and its tool-call counters, to re-derive from the entries. */
+  counts?: ClaimCounts;
+}
+
+/** What a claim counts (docs/spec/claims.md#entry-counts). */
+export interface ClaimCounts {
+  entry_counts: Readonly<Record<string, number>>;
+  counters: { tool_calls: number; allowed: number; refused: number; faulted: number };
 }
 
 /** One bundle entry as the verifier saw it. */
@@ -75,7 +83,7 @@ export interface VerifiedEntry {
 export interface BundleVerification {
   /** Check ids: audit.bundle_shape, audit.entry_format, audit.entry_hashes, audit.chain_id,
    * audit.session, audit.sequence, audit.links, audit.timestamps, audit.root, audit.tip,
-   * audit.length, audit.transcript. */
+   * audit.length, audit.transcript, audit.entry_types, audit.entry_counts. */
   checks: CheckResult[];
   notes: string[];
   execution_id_groups: ExecutionIdGroup[];
@@ -99,6 +107,7 @@ export const AUDIT_CHECK_IDS = [
   'audit.length',
   'audit.transcript',
   'audit.entry_types',
+  'audit.entry_counts',
 ] as const;
 
 /**

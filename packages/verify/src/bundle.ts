@@ -23,6 +23,7 @@ import {
   timestampsCheck,
   tipLengthChecks,
 } from './bundle-checks.js';
+import { entryCountsCheck } from './bundle-counts.js';
 import { countByType, entryTypesCheck } from './bundle-entry-types.js';
 import {
   AUDIT_CHECK_IDS,
@@ -53,7 +54,8 @@ export {
  * entry v1 and is its own JCS form. Chain: one chain_id; sequence numbers listed in order,
  * unique and contiguous from 0; prev_entry_hash is `"genesis"` at 0 and the predecessor's
  * entry_hash after; timestamps never decrease (in sequence order). Against `expect`: root =
- * entry 0 hash, tip = last entry hash, length = entry count, transcript lines = entries.
+ * entry 0 hash, tip = last entry hash, length = entry count, transcript lines = entries, entry
+ * counts by type and tool-call counters = the entries' (./bundle-counts.ts).
  *
  * Never throws on bad input: every problem is a failed check with a reason code.
  * Also returns execution_id groups (≥ 2 `tool_call` entries sharing an execution_id) as
@@ -121,6 +123,7 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
   transcriptCheck(c);
   const bodies = sorted.map((e) => e.body);
   entryTypesCheck(bodies, checks);
+  entryCountsCheck(c);
   const execution_id_groups = executionIdGroups(c);
   return { checks, notes, execution_id_groups, entries, entry_counts: countByType(bodies) };
 }

@@ -33,6 +33,8 @@ export const claimSchema = z.object({
     }),
   ),
   counters: z.object({ tool_calls: int0, allowed: int0, refused: int0, faulted: int0 }),
+  /** Absent in claims issued before entry counts (docs/spec/claims.md#entry-counts). */
+  entry_counts: z.record(z.string(), int0).optional(),
   binding: z.object({
     preimage: z.object({
       domain: z.string(),

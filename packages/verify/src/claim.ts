@@ -279,6 +279,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
       tip: c.audit_chain.tip,
       length: c.audit_chain.length,
       transcript: c.transcript,
+      ...(c.entry_counts ? { counts: { entry_counts: c.entry_counts, counters: c.counters } } : {}),
     });
     checks.push(...bv.checks);
     notes.push(...bv.notes);

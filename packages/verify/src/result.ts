@@ -114,6 +114,8 @@ export const REASON_CODES = {
   BUNDLE_EXTENDS_CLAIM: 'the bundle continues past the claimed tip: the claim is older than the bundle',
   CHAIN_LENGTH_MISMATCH: 'the bundle length differs from the claimed length',
   TRANSCRIPT_MISMATCH: 'a transcript line differs from the audit entry at its sequence number',
+  ENTRY_COUNTS_MISMATCH:
+    "the claim's entry counts by type (or its tool-call counters) differ from the bundle's entries",
   ENTRY_TYPE_INVALID:
     'a relayed-request entry (resource_read, prompt_get, sampling_relay, …) lacks a member its type requires',
   // certificate chains and trust anchors (TPM AK, SEV-SNP VCEK/VLEK, TDX PCK, collateral signers)

@@ -171,6 +171,13 @@ export interface Claim {
   audit_chain: { chain_id: string; root: string; tip: string; length: number };
   transcript: TranscriptLine[];
   counters: { tool_calls: number; allowed: number; refused: number; faulted: number };
+  /**
+   * Every entry of the session chain counted by `entry_type` (genesis, tool_call, resource_read,
+   * prompt_get, …, session_close), so the data-carrying entries of relayed requests are counted
+   * as tool calls are (docs/spec/claims.md#entry-counts). Optional: claims issued before it
+   * still parse, and their counts are then not re-derived.
+   */
+  entry_counts?: Record<string, number>;
   binding: { preimage: SessionBindingPreimage };
   evidence: EvidenceJson;
   /** 0-based sequence of claims issued from this gateway database. */

@@ -31,6 +31,7 @@ export type EntryType =
   | 'sampling_relay'
   | 'elicitation_relay'
   | 'roots_relay'
+  | 'task_result'
   | 'upstream_session_renewed'
   | 'client_session_open';
 
