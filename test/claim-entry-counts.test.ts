@@ -69,6 +69,9 @@ describe('claims count every entry type', () => {
     const inSession = { _cmcp: { session_id: sid } };
     expect((await rpc(gw, 'resources/read', { uri: 'test://k/0', ...inSession })).result).toBeDefined();
     expect((await rpc(gw, 'prompts/get', { name: 'k.k-prompt-0', ...inSession })).result).toBeDefined();
+    // Refused before routing (no such prompt): on the record with no policy decision, and the
+    // session's claim still verifies.
+    expect((await rpc(gw, 'prompts/get', { name: 'k.nope', ...inSession })).error).toBeDefined();
     const call = await rpc(gw, 'tools/call', { name: 'k.k-tool-0', arguments: {}, ...inSession });
     expect(call.result?.isError).not.toBe(true);
     claim = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`)).body as Claim;
@@ -82,7 +85,7 @@ describe('claims count every entry type', () => {
   it('counts the resource read, the prompt get and the tool call, and the counts verify', async () => {
     expect(claim.entry_counts).toMatchObject({
       resource_read: 1,
-      prompt_get: 1,
+      prompt_get: 2,
       tool_call: 1,
       session_close: 1,
     });
@@ -120,7 +123,7 @@ describe('claims count every entry type', () => {
     // A count of a type the bundle does not hold, and a tool-call counter moved, fail alike.
     const extra = verifyBundle(bundle, {
       length: claim.audit_chain.length,
-      counts: { entry_counts: { ...claim.entry_counts, prompt_get: 2 }, counters: claim.counters },
+      counts: { entry_counts: { ...claim.entry_counts, prompt_get: 3 }, counters: claim.counters },
     });
     expect(extra.checks.filter((c) => c.status === 'fail').map((c) => c.id)).toEqual(['audit.entry_counts']);
     const moved = verifyBundle(bundle, {

@@ -283,6 +283,12 @@ describe('three federated upstreams', () => {
       rpc(gw, one.channel, 'logging/setLevel', { level: 'debug' }),
       rpc(gw, two.channel, 'logging/setLevel', { level: 'error' }),
     ]);
+    // A level that is not a syslog severity is refused at the gateway with its code, not forwarded.
+    for (const params of [{ level: 'bogus' }, {}]) {
+      const bad = await rpc(gw, one.channel, 'logging/setLevel', params);
+      expect(bad.error?.code).toBe(-32602);
+      expect((bad.error?.data as { error_code?: string })?.error_code).toBe('INVALID_PARAMS');
+    }
     await rpc(gw, one.channel, 'resources/subscribe', { uri: 'test://a/1' });
     await rpc(gw, two.channel, 'resources/subscribe', { uri: 'test://a/2' });
     const fresh = [...(ups[0]?.sessions.entries() ?? [])].filter(([k]) => !before.has(k)).map(([, s]) => s);

@@ -121,6 +121,9 @@ function specs(relay: Relay): Record<string, (req: MethodRequest) => Promise<Evi
   };
 }
 
+/** The syslog severities of `logging/setLevel` (MCP 2025-11-25, LoggingLevel; RFC 5424 §6.2.1). */
+const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
+
 /** Every relayed method's handler, keyed by JSON-RPC method. */
 export function relayHandlers(relay: Relay, pageSize: number): ReadonlyMap<string, MethodHandler> {
   const m = new Map<string, MethodHandler>();
@@ -134,6 +137,9 @@ export function relayHandlers(relay: Relay, pageSize: number): ReadonlyMap<strin
   for (const [method, h] of taskHandlers(relay, (all, req) => paged(relay, pageSize, all, 'tasks', req)))
     m.set(method, h);
   m.set('logging/setLevel', async (req) => {
+    const level = req.params?.level;
+    if (typeof level !== 'string' || !LOG_LEVELS.includes(level))
+      return registryError('INVALID_PARAMS', `params.level must be one of ${LOG_LEVELS.join(', ')}`);
     const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel);
     const names = await relay.federation.offering('logging', conn);
     if (!names.length) return registryError('UPSTREAM_METHOD_UNSUPPORTED', 'no upstream offers logging');

@@ -4,7 +4,8 @@
  *
  * For each `resource_read`, `resource_subscribe`, `resource_unsubscribe`, `prompt_get`,
  * `completion`, `sampling_relay`, `elicitation_relay`, `roots_relay` and `task_result` entry: `detail.method`
- * is the method of its type; `agent_id`, `call_id` and `policy_decision` are present;
+ * is the method of its type; `agent_id` and `call_id` are present, and `policy_decision` unless the
+ * request was refused before the policy ran;
  * `disposition` is completed, refused, not_attempted or outcome_unknown; a refusal names its
  * `error_code`; `request_payload_hash` is a `sha256:` digest and `response_payload_hash` one or
  * null, present for a completed answer without error. A self-consistent chain whose entries a
@@ -35,8 +36,11 @@ export function relayedEntryProblem(e: AuditEntryBody): string | null {
   if (method === undefined) return null;
   if (e.detail?.method !== method) return `detail.method is not ${method}`;
   if (!e.agent_id || !e.call_id) return 'agent_id or call_id missing';
-  if (!e.policy_decision) return 'policy_decision missing';
   if (!e.disposition || !DISPOSITIONS.has(e.disposition)) return 'disposition is not a terminal state';
+  // Only a request refused before the policy ran (no such prompt, no upstream offers the method)
+  // has no decision; every other outcome was decided.
+  if (!e.policy_decision && e.disposition !== 'refused')
+    return 'policy_decision missing (only a refusal before the policy may lack one)';
   if (e.disposition === 'refused' && !e.error_code) return 'a refusal without error_code';
   if (!e.request_payload_hash || !DIGEST.test(e.request_payload_hash))
     return 'request_payload_hash is not a sha256: digest';

@@ -154,7 +154,7 @@ export async function runVerifyEvidence(
     const logOnly = kinds.length === 0 && opts.eventLog !== undefined;
     if (kinds.length !== 1 && !logOnly) {
       throw new VerifyInputError(
-        'give exactly one of --tpm-quote, --snp-report, --tdx-quote (or --event-log alone)',
+        'give exactly one of --tpm-quote, --snp-report, --tdx-quote, --azure-hcl-report (with --tpm-quote) (or --event-log alone)',
       );
     }
     if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
