@@ -84,6 +84,35 @@ describe('MCP envelope', () => {
     expect(r.body.error.code).toBe(-32700);
   });
 
+  it('a body that is not valid UTF-8 is a parse error, never replaced with U+FFFD and forwarded (C-JCS-1)', async () => {
+    const before = gw.chain.entries('gateway').length;
+    const bytes = Buffer.concat([
+      Buffer.from(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"counter.record","arguments":{"a":"a',
+      ),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('b"}}}'),
+    ]);
+    const res = await fetch(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: 'Bearer alice-token',
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: bytes,
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: number } }).error.code).toBe(-32700);
+    // Nothing reached a session chain: no terminal entry hashes the replaced text.
+    expect(
+      gw.chain
+        .entries('gateway')
+        .slice(before)
+        .filter((e) => e.entry_type === 'tool_call'),
+    ).toEqual([]);
+  });
+
   it('refuses an unknown token with 401 and WWW-Authenticate, and records it', async () => {
     const r = await rpc(gw.url, 'nope', { jsonrpc: '2.0', id: 1, method: 'ping' });
     expect(r.status).toBe(401);

@@ -99,6 +99,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   });
   // JSON only: without this, fastify's default text/plain parser would hand strings to the routes.
   app.removeContentTypeParser('text/plain');
+  strictUtf8Json(app);
   app.decorateRequest('startedAt', 0n);
   app.decorateRequest('agentId', '');
   app.decorateRequest('agentBlocked', false);
@@ -140,4 +141,27 @@ export function buildApp(d: AppDeps): FastifyInstance {
     }),
   );
   return app;
+}
+
+/**
+ * JSON bodies must be valid UTF-8 (RFC 8259 §8.1). fastify's own parser decodes the bytes
+ * leniently, replacing invalid sequences with U+FFFD, which would forward and hash text the
+ * client never sent (the kind of fault C-JCS-1 names); here the bytes are decoded strictly and
+ * an invalid body is refused as unparsable (400, PARSE_ERROR on /mcp) before fastify's JSON
+ * parser (prototype-poisoning protection kept) sees it.
+ */
+function strictUtf8Json(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    let text: string;
+    try {
+      text = utf8.decode(body as Buffer);
+    } catch {
+      done(Object.assign(new Error('the body is not valid UTF-8'), { statusCode: 400 }), undefined);
+      return;
+    }
+    parseJson(req, text, done);
+  });
 }
