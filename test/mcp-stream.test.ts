@@ -334,6 +334,24 @@ describe('client sessions', () => {
     await client.close();
   });
 
+  it('an unsupported MCP-Protocol-Version in a client session is HTTP 400, not an error on a 200 stream', async () => {
+    const { client, transport } = await connect();
+    const r = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': transport.sessionId as string,
+        'mcp-protocol-version': '1999-01-01',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'ping' }),
+    });
+    expect(r.status).toBe(400);
+    expect(r.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(((await r.json()) as { error: { code: number } }).error.code).toBe(-32600);
+    await client.close();
+  });
+
   it('remembers the negotiated protocol version and offers it to the methods', async () => {
     const { client, transport } = await connect();
     const s = sessions.get(transport.sessionId as string, 'alice');

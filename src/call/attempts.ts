@@ -107,6 +107,11 @@ export class AttemptLog {
     this.closed = true;
   }
 
+  /** True once {@link close} ran: a shutdown records what is still open as outcome_unknown. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   /** This instance's open attempts, oldest first. */
   open(): AttemptRow[] {
     return this.ownedStmt.all(this.owner);

@@ -235,10 +235,17 @@ export class CallOrchestrator {
         ),
       );
     } catch (e) {
-      this.log.error(
-        { call_id: callId, err: (e as Error).message },
-        'terminal audit entry could not be committed',
-      );
+      if (this.attempts.isClosed)
+        // Past the shutdown drain: the call was already recorded outcome_unknown, as designed.
+        this.log.warn(
+          { call_id: callId },
+          'call ended after the shutdown drain; it is recorded outcome_unknown',
+        );
+      else
+        this.log.error(
+          { call_id: callId, err: (e as Error).message },
+          'terminal audit entry could not be committed',
+        );
       const data = executionId === null ? {} : { execution_id: executionId, execution_state: 'in_flight' };
       this.telemetry.ended(route.upstream, 'not_recorded', f.errorCode, startedAt);
       return notRecorded('outcome', callId, data);

@@ -138,7 +138,7 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
     const opened = d.clientSessions.open(req.agentId, String(result.protocolVersion), params.clientInfo);
     headers['mcp-session-id'] = opened.id;
   }
-  if (stream?.finish(r.body)) return reply;
+  if (stream?.finish(r.body, r.status)) return reply;
   if (r.body === null) return reply.code(202).headers(headers).send();
   return reply.code(r.status).headers(headers).type('application/json').send(r.body);
 }

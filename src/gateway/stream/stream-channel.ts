@@ -103,9 +103,12 @@ export class StreamChannel implements ClientChannel {
 
   /**
    * Sends the response on the stream and ends it, when the stream is open (or must be).
+   * @param status the HTTP status of the response: an error status (400 for an unsupported
+   *   protocol version, …) can be sent only while nothing was streamed, so then it goes as JSON.
    * @returns false when the response is still to be sent as `application/json`.
    */
-  finish(body: Record<string, unknown> | null): boolean {
+  finish(body: Record<string, unknown> | null, status = 200): boolean {
+    if (status !== 200 && !this.raw.headersSent) return false;
     if (!this.open && !(this.eager && body !== null)) return false;
     if (this.usable()) {
       this.start();
