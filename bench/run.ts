@@ -1,8 +1,9 @@
 /**
  * `npm run bench` (issue 12): the comparison of cmcp with a direct call, a TCP relay and the npm
  * stdio proxies (./compare/run.ts), written as JSON to bench/results/ and rendered into
- * BENCHMARKS.md (./compare/report.ts); then the execution_id section (./execution-id.ts) and
- * verification speed per evidence format (./verify.ts).
+ * BENCHMARKS.md (./compare/report.ts); then the execution_id section (./execution-id.ts), the
+ * latency a relayed progress notification adds (./relayed-progress.ts) and verification speed per
+ * evidence format (./verify.ts).
  *
  *   npm run bench                  full comparison (5 repetitions, bounded to ~15 min on 2 cores)
  *   npm run bench -- --quick       3 short repetitions (a few minutes)
@@ -22,6 +23,7 @@ import { runCpuProfile } from './cpu-profile.js';
 import { runExecutionIdBench } from './execution-id.js';
 import { REPO_ROOT } from './load/profile.js';
 import { runMemoryBench } from './memory.js';
+import { runRelayedProgressBench } from './relayed-progress.js';
 import { runVerifyBench } from './verify.js';
 
 const int = (v: string) => {
@@ -107,6 +109,10 @@ try {
     console.log(`results: ${file}\nreport: BENCHMARKS.md`);
     if (opts.sections) {
       await runExecutionIdBench(quick ? 100 : 500);
+      console.log(
+        '\n== a relayed progress notification, direct and through cmcp (bench/relayed-progress.ts) ==',
+      );
+      await runRelayedProgressBench(quick ? 50 : 200);
       console.log('\n== verification speed per format ==');
       await runVerifyBench({ budgetMs: quick ? 300 : 1000 });
     }
