@@ -10,9 +10,10 @@
  * Uses the repository's test/vectors; formats whose vectors are missing are skipped.
  * Run directly (`node dist/bench/verify.js`) or through `runVerifyBench()`.
  */
+
 import { createPublicKey } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/verify/evidence';
@@ -22,6 +23,7 @@ import { TPM_ALG } from '@cmcp/verify/tpm/index';
 import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import { certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
+import { REPO_ROOT } from './load/profile.js';
 
 /** One bench line. */
 export interface VerifyBenchResult {
@@ -70,8 +72,8 @@ export async function runVerifyBench(
   const log = opts.log ?? ((l: string) => process.stdout.write(`${l}\n`));
   const budget = opts.budgetMs ?? 1000;
   const attestationDir = defaultAttestationDir();
-  const repo = attestationDir ? dirname(attestationDir) : process.cwd();
-  const vectors = join(repo, 'test', 'vectors');
+  // The vectors are the repository's (test/vectors), not the verify package's.
+  const vectors = join(REPO_ROOT, 'test', 'vectors');
   const trust = attestationDir
     ? loadTrustStore(join(attestationDir, 'trust-store.yaml'))
     : { version: 1 as const, roots: [] };
