@@ -3,15 +3,10 @@
  * hardware evidence at creation and which ends in one signed claim at close. A session
  * belongs to the agent that created it; for anyone else it does not exist.
  */
-import { type KeyObject, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
-import {
-  bindingDigest,
-  type Ed25519Jwk,
-  reportData,
-  type SessionBindingPreimage,
-} from '@cmcp/verify/format/binding';
+import { bindingDigest, reportData, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
@@ -21,52 +16,9 @@ import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
-/** The gateway's in-memory signing identity (docs/spec/binding.md): never written to disk. */
-export interface GatewayKey {
-  privateKey: KeyObject;
-  jwk: Ed25519Jwk;
-  /** 32-byte RFC 7638 thumbprint. */
-  thumbprint: Buffer;
-}
+import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
-/** A session row. */
-export interface SessionRow {
-  session_id: string;
-  agent_id: string;
-  is_default: number;
-  status: 'open' | 'closed';
-  created_at: string;
-  created_ms: number;
-  closed_at: string | null;
-  chain_root: string;
-  key_thumbprint: string;
-  call_count: number;
-  binding_json: string;
-  /** instance_id of the gateway that opened the session. */
-  owner: string;
-}
-
-/** Gateway facts folded into every binding preimage and claim. */
-export interface SessionFacts {
-  gatewayMeasurement: string | null;
-  policyBundleHash: string | null;
-  catalogHash: string | null;
-  /** `enforcing` | `advisory` | `silent`, or `none` without a policy. */
-  enforcementMode: string;
-}
-
-/** What `POST /sessions` returns. */
-export interface SessionCreated {
-  session_id: string;
-  chain_root: string;
-  binding: { provider: string; status: 'bound' | 'absent'; reason: string | null };
-}
-
-export interface SessionLimits {
-  defaultMaxCalls: number;
-  /** Seconds. */
-  defaultMaxAgeS: number;
-}
+export type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
 /** Longest stretch a batched close holds the event loop before yielding, milliseconds. */
 const BATCH_SLICE_MS = 5;

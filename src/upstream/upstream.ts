@@ -1,0 +1,342 @@
+/**
+ * One connection (one MCP session) to one upstream through the official SDK client: stdio child
+ * or Streamable HTTP, with the result-size cap, credentials, session renewal, and calls that
+ * report their effect boundary (`not_sent`, `maybe_sent`, `answered`) so that the caller can
+ * record `completed`, `not_attempted` or `outcome_unknown`. The pool of them is ./pool.ts.
+ */
+
+import type { ChildProcess } from 'node:child_process';
+import { CmcpError } from '@cmcp/verify/errors/index';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { UpstreamConfig } from '../config/index.js';
+import { type AnswerWatch, watchAnswers } from './answers.js';
+import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
+import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
+import {
+  type CallOutcome,
+  causeCode,
+  classifyFailure,
+  listAllPages,
+  type RequestOptions,
+  sessionExpired,
+  type UpstreamHooks,
+} from './request.js';
+import { type CallContext, callContext, cappedFetch, ResultTooLargeError } from './result-cap.js';
+
+/** A tool definition exactly as the upstream sent it (unknown members kept). */
+export type ToolDefinition = { name: string } & Record<string, unknown>;
+
+/** A tool as the gateway exposes it. */
+export interface RoutedTool {
+  /** Name agents use: `<prefix>.<tool>` or the bare tool name when the prefix is empty. */
+  exposedName: string;
+  upstream: string;
+  /** The upstream's own tool name. */
+  toolName: string;
+  definition: ToolDefinition;
+}
+
+/**
+ * Where a call stopped relative to the upstream (docs/spec/execution.md):
+ * `not_sent` — no request byte left the gateway; `maybe_sent` — it may have been received
+ * but no answer came; `answered` — the upstream answered (result or JSON-RPC error).
+ */
+export type EffectBoundary = 'not_sent' | 'maybe_sent' | 'answered';
+
+const looseTools = z.looseObject({ tools: z.array(z.looseObject({ name: z.string() })) });
+const looseResult = z.looseObject({});
+
+/** One connection (one MCP session) to one upstream. */
+export class Upstream {
+  client: Client | null = null;
+  tools: ToolDefinition[] = [];
+  private connecting: Promise<Client> | null = null;
+  private answers: AnswerWatch | null = null;
+
+  /** Calls in flight on this upstream, each with what happened to its response. */
+  private readonly inflight = new Set<CallContext>();
+
+  constructor(
+    readonly cfg: UpstreamConfig,
+    private readonly log: Logger,
+    private readonly onListChanged: () => void,
+    /** Largest result read from this upstream, bytes (C-MCP-4). */
+    private readonly maxResultBytes: number,
+    private readonly hooks: UpstreamHooks = {},
+    /** Headers and TLS of an HTTP upstream, resolved at start-up (credentials.ts). */
+    private readonly credentials: UpstreamCredentials = upstreamCredentials(cfg),
+  ) {}
+
+  /**
+   * A response overran the cap. Over HTTP the response belongs to the call whose request
+   * fetched it (`ctx`). Over stdio all calls share one child: with one call in flight it is
+   * that call's response; with several, the killed child leaves each without an answer, so
+   * none of them is attributed the oversized result (each ends outcome_unknown).
+   */
+  private overflowed(ctx: CallContext | undefined): void {
+    if (ctx) {
+      ctx.overflowed = true;
+      ctx.stop?.abort(new ResultTooLargeError(`response exceeds ${this.maxResultBytes} bytes`));
+    } else if (this.inflight.size === 1) for (const c of this.inflight) c.overflowed = true;
+    else for (const c of this.inflight) c.cutOff = true;
+    this.log.warn(
+      { upstream: this.cfg.name, cap: this.maxResultBytes },
+      'upstream response over the result cap; read stopped',
+    );
+  }
+
+  /** `<name>` for stdio, `<name> (url)` for HTTP: recorded as the audit `server_identity`. */
+  get identity(): string {
+    return this.cfg.name;
+  }
+
+  get prefix(): string {
+    return this.cfg.prefix ?? this.cfg.name;
+  }
+
+  private transport(): Transport {
+    if (this.cfg.transport === 'stdio') {
+      const env: Record<string, string> = {};
+      // The SDK's default environment (PATH, HOME, …) plus the configured variables only.
+      for (const k of ['PATH', 'HOME', 'USER', 'LANG', 'TERM', 'SHELL', 'TMPDIR', 'npm_config_cache'])
+        if (process.env[k] !== undefined) env[k] = process.env[k] as string;
+      return new StdioClientTransport({
+        command: this.cfg.command,
+        args: this.cfg.args,
+        env: { ...env, ...this.cfg.env },
+        cwd: this.cfg.cwd,
+        stderr: 'pipe',
+      });
+    }
+    const { headers, fetch: tlsFetch } = this.credentials;
+    return new StreamableHTTPClientTransport(new URL(this.cfg.url), {
+      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx), tlsFetch),
+      ...(headers ? { requestInit: { headers } } : {}),
+    });
+  }
+
+  /** Connects (once at a time) and returns a live client. @throws on connect failure. */
+  connect(): Promise<Client> {
+    if (this.client) return Promise.resolve(this.client);
+    if (this.connecting) return this.connecting;
+    this.connecting = (async () => {
+      const client = new Client(
+        { name: 'cmcp-gateway', version: '0.1.0' },
+        { capabilities: this.hooks.capabilities ?? {} },
+      );
+      const transport = this.transport();
+      this.answers = watchAnswers(transport);
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged());
+      this.hooks.onClient?.(client);
+      client.onclose = () => {
+        if (this.client === client) this.client = null;
+        this.log.warn({ upstream: this.cfg.name }, 'upstream connection closed');
+      };
+      const watch = watchStdioStart(transport);
+      try {
+        await client.connect(transport);
+      } catch (e) {
+        await client.close().catch(() => undefined);
+        // Issue 16 item 4: say what happened (stderr tail, exit, URL and cause).
+        const exit = watch.exit();
+        throw new UpstreamStartError(
+          describeUpstreamFailure(this.cfg, e, watch.stderr(), exit),
+          failureSummary(this.cfg, e, exit),
+          { cause: e },
+        );
+      }
+      if (transport instanceof StdioClientTransport) {
+        // Drain the child's stderr so it can never block; do not log it (it may carry arguments).
+        transport.stderr?.on('data', () => undefined);
+        this.capStdio(transport);
+        this.watchExit(transport, client);
+      }
+      this.client = client;
+      return client;
+    })().finally(() => {
+      this.connecting = null;
+    });
+    return this.connecting;
+  }
+
+  /**
+   * Stops reading a stdio upstream at the result cap: one JSON-RPC message is one line, so a
+   * line longer than the cap kills the child (the next call reconnects). The SDK does not
+   * expose the child's stdout, hence the guarded look at its process handle; without it, the
+   * size check after parsing in {@link call} still refuses the result.
+   */
+  private capStdio(transport: StdioClientTransport): void {
+    const child = (transport as unknown as { _process?: ChildProcess })._process;
+    if (!child?.stdout) {
+      this.log.warn(
+        { upstream: this.cfg.name },
+        'cannot watch stdio output size; relying on the size check after parsing',
+      );
+      return;
+    }
+    let lineBytes = 0;
+    child.stdout.on('data', (chunk: Buffer) => {
+      const nl = chunk.lastIndexOf(0x0a);
+      lineBytes = nl >= 0 ? chunk.length - nl - 1 : lineBytes + chunk.length;
+      if (lineBytes > this.maxResultBytes) {
+        lineBytes = 0;
+        this.overflowed(undefined);
+        child.kill('SIGKILL');
+      }
+    });
+  }
+
+  /**
+   * A stdio child that exits fails its in-flight calls at once (issue 11 item 8). The SDK
+   * closes the transport only when the child's pipes close, which a grandchild holding them
+   * open can delay forever; the process's own `exit` is what says no answer will come.
+   */
+  private watchExit(transport: StdioClientTransport, client: Client): void {
+    const child = (transport as unknown as { _process?: ChildProcess })._process;
+    child?.once('exit', (code, signal) => {
+      const reason = `upstream process exited (${signal ?? `code ${code}`})`;
+      for (const c of this.inflight) c.fail?.(reason);
+      if (this.client === client) this.client = null;
+      void client.close().catch(() => undefined);
+    });
+  }
+
+  /**
+   * Every page of the upstream's tools (no page limit short of {@link MAX_LIST_PAGES}, which
+   * throws rather than cut the list). @throws on connect or listing failure.
+   */
+  async listTools(): Promise<ToolDefinition[]> {
+    await this.connect(); // a failed start throws UpstreamStartError (diagnose.ts)
+    const out = await listAllPages(this, 'tools/list', 'tools');
+    this.tools = looseTools.parse({ tools: out }).tools as ToolDefinition[];
+    return this.tools;
+  }
+
+  call(
+    toolName: string,
+    args: Record<string, unknown> | undefined,
+    opts?: RequestOptions,
+  ): Promise<CallOutcome> {
+    const params: Record<string, unknown> = { name: toolName };
+    if (args !== undefined) params.arguments = args;
+    return this.request('tools/call', params, opts);
+  }
+
+  /**
+   * Sends one request upstream and says how far it got. An upstream that no longer knows its
+   * session (HTTP 404) is initialised again once and the request sent again (nothing was
+   * processed), and `hooks.onRenewed` is told. Never throws.
+   */
+  async request(
+    method: string,
+    params: Record<string, unknown>,
+    opts: RequestOptions = {},
+  ): Promise<CallOutcome> {
+    const first = await this.attempt(method, params, opts);
+    if (!('expired' in first)) return first;
+    this.log.warn({ upstream: this.cfg.name, method }, 'upstream session expired; initialising a new one');
+    await this.close();
+    this.hooks.onRenewed?.(this.cfg.name, 'session expired (HTTP 404)');
+    const second = await this.attempt(method, params, opts);
+    return 'expired' in second ? { boundary: 'not_sent', failure: 'upstream session expired twice' } : second;
+  }
+
+  private async attempt(
+    method: string,
+    params: Record<string, unknown>,
+    opts: RequestOptions,
+  ): Promise<CallOutcome | { expired: true }> {
+    let client: Client;
+    try {
+      client = await this.connect();
+    } catch (e) {
+      return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
+    }
+    // Aborted when the transport dies under the call (stdio exit, HTTP body broken off).
+    const died = new AbortController();
+    const ctx: CallContext = {
+      overflowed: false,
+      cutOff: false,
+      fail: (reason) => died.abort(new UpstreamDiedError(reason)),
+      stop: new AbortController(),
+    };
+    if (opts.onprogress) ctx.onprogress = opts.onprogress;
+    this.inflight.add(ctx);
+    const answers = this.answers;
+    try {
+      // The call's context follows its request into the capped fetch (AsyncLocalStorage).
+      const result = await callContext.run(ctx, () =>
+        client.request({ method, params }, looseResult, {
+          timeout: this.cfg.timeout_ms,
+          maxTotalTimeout: this.cfg.timeout_ms,
+          // The caller's abort, the result cap's (an SSE response cut at the cap), and the
+          // transport's death under the call.
+          signal: AbortSignal.any([
+            died.signal,
+            ...(ctx.stop ? [ctx.stop.signal] : []),
+            ...(opts.signal ? [opts.signal] : []),
+          ]),
+          // The SDK only sends a progress token (its request id) when given an onprogress; the
+          // progress itself reaches ctx.onprogress through answers.ts, in arrival order.
+          ...(opts.onprogress ? { onprogress: () => undefined, resetTimeoutOnProgress: true } : {}),
+        }),
+      );
+      if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)
+        return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
+      return { boundary: 'answered', result };
+    } catch (e) {
+      if (sessionExpired(e) && !ctx.answered) return { expired: true };
+      if (!ctx.overflowed && !ctx.cutOff && died.signal.aborted)
+        return { boundary: 'maybe_sent', failure: (died.signal.reason as Error).message };
+      return classifyFailure(e, ctx, this.maxResultBytes);
+    } finally {
+      this.inflight.delete(ctx);
+      answers?.forget(ctx);
+    }
+  }
+
+  /** What the upstream said it offers in `initialize` (connects first). @throws on connect failure. */
+  async capabilities(): Promise<Record<string, unknown>> {
+    const client = await this.connect();
+    return (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
+  }
+
+  /** A JSON-RPC `ping` round trip (readiness). @returns null when answered, else why not. */
+  async ping(timeoutMs: number): Promise<string | null> {
+    try {
+      const client = await this.connect();
+      await client.ping({ timeout: timeoutMs, maxTotalTimeout: timeoutMs });
+      return null;
+    } catch (e) {
+      if (e instanceof UpstreamStartError) return e.summary;
+      return causeCode(e) ?? (e instanceof McpError ? `MCP error ${e.code}` : 'no answer');
+    }
+  }
+
+  async close(): Promise<void> {
+    const c = this.client;
+    this.client = null;
+    await c?.close().catch(() => undefined);
+  }
+
+  /** Closes the connection and the upstream's TLS dispatcher (the pool is closing). */
+  async release(): Promise<void> {
+    await this.close();
+    await this.credentials.close().catch(() => undefined);
+  }
+}
+
+/** The reason a call's transport died under it (the call's abort reason). */
+class UpstreamDiedError extends CmcpError {
+  declare readonly code: 'UPSTREAM_FAILED';
+  constructor(message: string) {
+    super('UPSTREAM_FAILED', message);
+    this.name = 'UpstreamDiedError';
+  }
+}
