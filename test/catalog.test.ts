@@ -297,7 +297,7 @@ describe('cmcp catalog', () => {
       const bad = await run(process.execPath, [CLI, 'catalog', 'hash', out]).catch(
         (e: { code: number; stderr: string }) => e,
       );
-      expect((bad as { code: number }).code).toBe(1);
+      expect((bad as { code: number }).code).toBe(2);
       expect((bad as { stderr: string }).stderr).toContain('is not the hash of its definition');
       expect((bad as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
       cfg.raw.catalog = { file: out };

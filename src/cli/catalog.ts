@@ -66,7 +66,8 @@ export function registerCatalogCommand(program: Command): void {
       try {
         process.stdout.write(`${loadCatalogFile(file).hash}\n`);
       } catch (e) {
-        if (e instanceof CatalogError) die(1, e.message);
+        // An invalid catalog is invalid input, exit 2 as `policy hash` and `verify` use it.
+        if (e instanceof CatalogError) die(2, e.message);
         throw e;
       }
     });
