@@ -18,7 +18,9 @@ export interface TpmLatencyProxy {
  */
 export async function startTpmLatencyProxy(targetPort: number, delayMs: number): Promise<TpmLatencyProxy> {
   const host = '127.0.0.1';
-  const worker = new Worker(new URL('./tpm-latency-proxy.worker.mjs', import.meta.url), {
+  // The worker runs as the .ts source under vitest (Node 24 strips its types) and as .js from dist/.
+  const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+  const worker = new Worker(new URL(`./tpm-latency-proxy.worker.${ext}`, import.meta.url), {
     workerData: { targetPort, delayMs, host },
   });
   const port = await new Promise<number>((resolve, reject) => {
