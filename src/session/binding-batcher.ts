@@ -87,9 +87,11 @@ export class BindingBatcher {
     this.inFlight = true;
     this.quotes++;
     const done = (outcome: { ok: true; evidence: BoundEvidence } | { ok: false; error: unknown }) => {
-      for (const s of shares) s.w.resolve({ reportData: s.reportData, batch: s.batch, ...outcome });
+      // The next quote is requested before this batch's sessions go on to write their binding
+      // records, so the TPM is not idle while they do.
       this.inFlight = false;
       this.next();
+      for (const s of shares) s.w.resolve({ reportData: s.reportData, batch: s.batch, ...outcome });
     };
     // A provider that throws synchronously is a failed binding like any other.
     let bound: Promise<BoundEvidence>;
