@@ -13,7 +13,7 @@ import {
   reportData,
   type SessionBatchJson,
 } from '@cmcp/verify/format/binding';
-import type { AttestationProvider, BoundEvidence } from '../tee/provider.js';
+import { type AttestationProvider, BindingError, type BoundEvidence } from '../tee/provider.js';
 
 /** Sessions per quote unless configured otherwise. */
 export const DEFAULT_BATCH_LIMIT = 64;
@@ -91,7 +91,8 @@ export class BindingBatcher {
       // records, so the TPM is not idle while they do.
       this.inFlight = false;
       this.next();
-      for (const s of shares) s.w.resolve({ reportData: s.reportData, batch: s.batch, ...outcome });
+      for (const s of shares)
+        s.w.resolve({ reportData: s.reportData, batch: s.batch, ...measuredAs(outcome, s.w.measurement) });
     };
     // A provider that throws synchronously is a failed binding like any other.
     let bound: Promise<BoundEvidence>;
@@ -105,4 +106,25 @@ export class BindingBatcher {
       (error: unknown) => done({ ok: false, error }),
     );
   }
+}
+
+/**
+ * A session waits for a batch, so a policy reload can re-measure the gateway between its preimage
+ * and its quote: evidence carrying another measurement than the preimage names would make its
+ * claim invalid, so the binding fails honestly instead (MEASUREMENT_CHANGED; the session serves
+ * signed-only, or is refused under minimum_tier).
+ */
+function measuredAs(
+  outcome: { ok: true; evidence: BoundEvidence } | { ok: false; error: unknown },
+  measurement: string | null,
+): { ok: true; evidence: BoundEvidence } | { ok: false; error: unknown } {
+  const bound = outcome.ok ? outcome.evidence.measurement?.digest : undefined;
+  if (bound === undefined || measurement === null || bound === measurement) return outcome;
+  return {
+    ok: false,
+    error: new BindingError(
+      'MEASUREMENT_CHANGED',
+      `the gateway was re-measured (${bound}) while this binding waited for its quote; the preimage names ${measurement}`,
+    ),
+  };
 }
