@@ -1,11 +1,14 @@
 /**
- * Synchronous TPM 2.0 access through tpm2-tss ESYS (koffi): attestation keys, PCR reads and
- * extends, and quotes. Sources: TCG TPM 2.0 Library spec Parts 1-3 (rev 1.59); tpm2-tss 3.x ESYS.
+ * TPM 2.0 access through tpm2-tss ESYS (koffi): attestation keys, PCR reads and extends, and
+ * quotes — synchronous, except the quote the gateway binds sessions with, which also runs on
+ * koffi's worker thread ({@link Tpm.quoteAsync}). Sources: TCG TPM 2.0 Library spec Parts 1-3
+ * (rev 1.59); tpm2-tss 3.x ESYS.
  *
- * The {@link Tpm} class owns the ESYS context, its loaded objects and the lost-connection state;
- * its operations live by concern in ./nv.ts, ./enroll.ts and ./pcr.ts, shapes and templates in
- * ./model.ts, object bookkeeping in ./esys.ts. The class stays slightly over 500 lines because
- * its public methods carry their TSDoc here, next to the state they depend on.
+ * The {@link Tpm} class owns the ESYS context, its loaded objects, the lost-connection state and
+ * the busy state of an asynchronous command; its operations live by concern in ./nv.ts,
+ * ./enroll.ts and ./pcr.ts, shapes and templates in ./model.ts, object bookkeeping in ./esys.ts.
+ * The class stays over 500 lines because its public methods carry their TSDoc here, next to the
+ * state they depend on (the context must refuse every use while a command is in flight).
  */
 import { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
 import * as enrollOps from './enroll.js';
