@@ -3,7 +3,8 @@
  * stdio proxies (./compare/run.ts), written as JSON to bench/results/ and rendered into
  * BENCHMARKS.md (./compare/report.ts); then the execution_id section (./execution-id.ts), the
  * latency a relayed progress notification adds (./relayed-progress.ts) and verification speed per
- * evidence format (./verify.ts).
+ * evidence format (./verify.ts). The session-binding section (./session-binding.ts) runs before the
+ * comparison so that BENCHMARKS.md carries its numbers.
  *
  *   npm run bench                  full comparison (5 repetitions, bounded to ~15 min on 2 cores)
  *   npm run bench -- --quick       3 short repetitions (a few minutes)
@@ -11,6 +12,7 @@
  *                                  exit 1 if they keep growing (./memory.ts)
  *   npm run bench -- --profile     CPU profile of cmcp full under load, top self time (./cpu-profile.ts)
  *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
+ *   npm run bench -- --session-binding   sessions/s with and without batched bindings, swtpm and a 50 ms TPM
  */
 import { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,6 +26,7 @@ import { runExecutionIdBench } from './execution-id.js';
 import { REPO_ROOT } from './load/profile.js';
 import { runMemoryBench } from './memory.js';
 import { runRelayedProgressBench } from './relayed-progress.js';
+import { runSessionBindingBench } from './session-binding.js';
 import { runVerifyBench } from './verify.js';
 
 const int = (v: string) => {
@@ -40,6 +43,7 @@ const program = new Command('bench')
   .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
   .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
   .option('--render <file>', 'only render BENCHMARKS.md again from a saved compare-full-*.json')
+  .option('--session-binding', 'only the session-binding section (batched bindings, sessions/s)')
   .option('--no-sections', 'skip the execution_id and verification sections')
   .parse();
 const opts = program.opts<{
@@ -50,8 +54,16 @@ const opts = program.opts<{
   label: string;
   cmcpRoot?: string;
   render?: string;
+  sessionBinding?: boolean;
   sections: boolean;
 }>();
+
+/** The session-binding section, saved as bench/results/session-binding-<stamp>.json. */
+async function sessionBinding(quick: boolean): Promise<void> {
+  console.log('\n== session binding: sessions/s with and without batching (bench/session-binding.ts) ==');
+  const r = await runSessionBindingBench({ reps: quick ? 2 : 3, windowMs: quick ? 800 : 2000 });
+  writeFileSync(join(resultsDir, `session-binding-${stamp}.json`), `${JSON.stringify(r, null, 2)}\n`);
+}
 
 // 64 concurrent callers on one SDK stdio client wait for `drain` on the child's stdin together.
 EventEmitter.defaultMaxListeners = 128;
@@ -73,6 +85,8 @@ try {
       elapsedS: saved.elapsedS ?? Number.NaN,
     });
     writeFileSync(opts.render, `${JSON.stringify(doc, null, 2)}\n`);
+  } else if (opts.sessionBinding) {
+    await sessionBinding(!!opts.quick);
   } else if (opts.memory) {
     const r = await runMemoryBench(env, {
       calls: opts.calls ?? 200_000,
@@ -100,6 +114,7 @@ try {
       transports: ['http', 'stdio'],
       fsyncCalls: quick ? 200 : 1000,
     };
+    if (opts.sections) await sessionBinding(quick);
     const t0 = Date.now();
     const r = await runCompare(env, o);
     const file = join(resultsDir, `compare-${quick ? 'quick' : 'full'}-${stamp}.json`);

@@ -13,6 +13,7 @@ import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { REPO_ROOT } from '../load/profile.js';
 import type { MemoryResult } from '../memory.js';
+import { sessionBindingSection } from '../session-binding.js';
 import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
 
 function version(pkg: string): string {
@@ -316,6 +317,10 @@ ${(['http', 'stdio'] as const)
 ## Memory (issue 12 item 8)
 
 ${memorySection(rel)}
+
+## Session binding (issue 12 item 7)
+
+${sessionBindingSection(rel)}
 
 ## CPU profile of cmcp full (top self time)
 

@@ -22,7 +22,9 @@ export type TpmErrorCode =
   /** The PCR values kept changing between PCR_Read and Quote. */
   | 'PCR_CHANGED'
   /** The TPM answered with something inconsistent with what was asked. */
-  | 'TPM_BAD_RESPONSE';
+  | 'TPM_BAD_RESPONSE'
+  /** The ESYS context was used while an asynchronous command was in flight on it. */
+  | 'TPM_BUSY';
 
 export class TpmError extends CmcpError {
   declare readonly code: TpmErrorCode;

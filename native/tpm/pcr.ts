@@ -26,120 +26,241 @@ import {
   WireWriter,
 } from './wire.js';
 
+/** One TPM2_PCR_Read's answer: the PCRs it returned values for and those values. */
+interface PcrReadStep {
+  got: number[];
+  digests: Buffer[];
+}
+
+/** Out-parameters of one TPM2_PCR_Read. */
+function pcrReadOuts(): { counter: [number]; selOut: [NativePtr | null]; valOut: [NativePtr | null] } {
+  return { counter: [0], selOut: [null], valOut: [null] };
+}
+
+/** Reads one TPM2_PCR_Read's outputs (and frees them). */
+function pcrReadResult(outs: ReturnType<typeof pcrReadOuts>): PcrReadStep {
+  try {
+    const sel = fromStruct('TPML_PCR_SELECTION', ptr(outs.selOut, 'PCR_Read selection'));
+    return {
+      got: parsePcrSelection(sel).get(TPM2_ALG_SHA256) ?? [],
+      digests: parseDigestList(fromStruct('TPML_DIGEST', ptr(outs.valOut, 'PCR_Read values'))),
+    };
+  } finally {
+    freeAll(outs.selOut, outs.valOut);
+  }
+}
+
+/** Checks one step against what was asked, records its values; returns the PCRs still to read. */
+function pcrReadAccept(remaining: number[], step: PcrReadStep, values: Record<number, Buffer>): number[] {
+  const { got, digests } = step;
+  if (got.length === 0) {
+    throw new TpmError('TPM_BAD_INPUT', `TPM has no sha256 value for PCR(s) ${remaining.join(',')}`);
+  }
+  if (digests.length !== got.length || got.some((p) => !remaining.includes(p))) {
+    throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_PCR_Read returned values for PCRs not asked for');
+  }
+  got.forEach((p, i) => {
+    const d = digests[i]!;
+    if (d.length !== 32) throw new TpmError('TPM_BAD_RESPONSE', `PCR ${p} sha256 value is ${d.length} bytes`);
+    values[p] = d;
+  });
+  return remaining.filter((p) => !got.includes(p));
+}
+
 /** {@link Tpm.readPcrs} (see its TSDoc). */
 export function readPcrs(t: Tpm, pcrs: number[]): Record<number, Buffer> {
-  const ctx = t.ctx();
-  const want = normalisePcrs(pcrs);
-  const lib = tss();
   const values: Record<number, Buffer> = {};
-  let remaining = want;
+  let remaining = normalisePcrs(pcrs);
   while (remaining.length > 0) {
-    const counter: [number] = [0];
-    const selOut: [NativePtr | null] = [null];
-    const valOut: [NativePtr | null] = [null];
-    let got: number[];
-    let digests: Buffer[];
+    const o = pcrReadOuts();
+    const ctx = t.ctx();
+    const sel = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(remaining));
     try {
       t.check(
         'TPM2_PCR_Read',
-        lib.Esys_PCR_Read(
+        tss().Esys_PCR_Read(
           ctx,
           ESYS_TR_NONE,
           ESYS_TR_NONE,
           ESYS_TR_NONE,
-          toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(remaining)),
-          counter,
-          selOut,
-          valOut,
+          sel,
+          o.counter,
+          o.selOut,
+          o.valOut,
         ),
       );
-      const sel = fromStruct('TPML_PCR_SELECTION', ptr(selOut, 'PCR_Read selection'));
-      got = parsePcrSelection(sel).get(TPM2_ALG_SHA256) ?? [];
-      digests = parseDigestList(fromStruct('TPML_DIGEST', ptr(valOut, 'PCR_Read values')));
-    } finally {
-      freeAll(selOut, valOut);
+    } catch (e) {
+      freeAll(o.selOut, o.valOut);
+      throw e;
     }
-    if (got.length === 0) {
-      throw new TpmError('TPM_BAD_INPUT', `TPM has no sha256 value for PCR(s) ${remaining.join(',')}`);
-    }
-    if (digests.length !== got.length || got.some((p) => !remaining.includes(p))) {
-      throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_PCR_Read returned values for PCRs not asked for');
-    }
-    got.forEach((p, i) => {
-      const d = digests[i]!;
-      if (d.length !== 32)
-        throw new TpmError('TPM_BAD_RESPONSE', `PCR ${p} sha256 value is ${d.length} bytes`);
-      values[p] = d;
-    });
-    remaining = remaining.filter((p) => !got.includes(p));
+    remaining = pcrReadAccept(remaining, pcrReadResult(o), values);
   }
   return values;
 }
 
-/** {@link Tpm.quote} (see its TSDoc). */
-export function quote(t: Tpm, ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): TpmQuote {
-  const ctx = t.ctx();
+/** {@link readPcrs} with each TPM2_PCR_Read on koffi's worker thread ({@link Tpm.esysAsync}). */
+export async function readPcrsAsync(t: Tpm, pcrs: number[]): Promise<Record<number, Buffer>> {
+  const values: Record<number, Buffer> = {};
+  let remaining = normalisePcrs(pcrs);
+  while (remaining.length > 0) {
+    const o = pcrReadOuts();
+    const sel = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(remaining));
+    try {
+      await t.esysAsync('TPM2_PCR_Read', tss().Esys_PCR_Read, (ctx) => [
+        ctx,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        ESYS_TR_NONE,
+        sel,
+        o.counter,
+        o.selOut,
+        o.valOut,
+      ]);
+    } catch (e) {
+      freeAll(o.selOut, o.valOut);
+      throw e;
+    }
+    remaining = pcrReadAccept(remaining, pcrReadResult(o), values);
+  }
+  return values;
+}
+
+/** The marshalled inputs of a TPM2_Quote (built once, reused across retries). */
+interface QuoteRequest {
+  qd: Buffer;
+  want: number[];
+  handle: number;
+  qdStruct: Buffer;
+  scheme: Buffer;
+  selection: Buffer;
+}
+
+function quoteRequest(t: Tpm, ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): QuoteRequest {
+  t.ctx();
   const loaded = t.akHandle(ak);
   if (!(qualifyingData instanceof Uint8Array) || qualifyingData.length > 32) {
     throw new TpmError('TPM_BAD_INPUT', 'qualifyingData must be a Buffer of at most 32 bytes');
   }
   const qd = Buffer.from(qualifyingData);
   const want = normalisePcrs(pcrs);
-  const lib = tss();
-  const qdStruct = toStruct('TPM2B_DATA', new WireWriter().tpm2b(qd).done());
-  const scheme = toStruct('TPMT_SIG_SCHEME', sigScheme(ak.algorithm));
-  const selection = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(want));
+  return {
+    qd,
+    want,
+    handle: loaded.handle,
+    qdStruct: toStruct('TPM2B_DATA', new WireWriter().tpm2b(qd).done()),
+    scheme: toStruct('TPMT_SIG_SCHEME', sigScheme(ak.algorithm)),
+    selection: toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(want)),
+  };
+}
+
+/** The arguments of Esys_Quote for `req`, writing into `quoted` and `sigOut`. */
+function quoteArgs(
+  ctx: NativePtr,
+  req: QuoteRequest,
+  quoted: [NativePtr | null],
+  sigOut: [NativePtr | null],
+): Parameters<ReturnType<typeof tss>['Esys_Quote']> {
+  return [
+    ctx,
+    req.handle,
+    ESYS_TR_PASSWORD,
+    ESYS_TR_NONE,
+    ESYS_TR_NONE,
+    req.qdStruct,
+    req.scheme,
+    req.selection,
+    quoted,
+    sigOut,
+  ];
+}
+
+/**
+ * Reads a TPM2_Quote's outputs (and frees them) and checks the attestation against the request
+ * and the PCR values read just before; returns the quote, or null when a PCR changed in between.
+ */
+function quoteResult(
+  ak: TpmAk,
+  req: QuoteRequest,
+  quoted: [NativePtr | null],
+  sigOut: [NativePtr | null],
+  pcrValues: Record<number, Buffer>,
+): TpmQuote | null {
+  let attest: Buffer;
+  let signature: Buffer;
+  try {
+    attest = unwrap2b(fromStruct('TPM2B_ATTEST', ptr(quoted, 'TPM2_Quote quoted')), 'TPM2B_ATTEST');
+    signature = fromStruct('TPMT_SIGNATURE', ptr(sigOut, 'TPM2_Quote signature'));
+  } finally {
+    freeAll(quoted, sigOut);
+  }
+  const { qd, want } = req;
+  const parsed = parseQuoteAttest(attest);
+  const [bank, ...others] = parsed.pcrSelect;
+  if (
+    parsed.magic !== TPM2_GENERATED_VALUE ||
+    !parsed.extraData.equals(qd) ||
+    !parsed.qualifiedSigner.equals(ak.qualifiedName) ||
+    others.length !== 0 ||
+    bank?.hashAlg !== TPM2_ALG_SHA256 ||
+    bank.pcrs.join(',') !== want.join(',')
+  ) {
+    throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_Quote attestation does not match the request');
+  }
+  const digest = sha256(...want.map((p) => pcrValues[p]!));
+  if (!digest.equals(parsed.pcrDigest)) return null;
+  return {
+    attest,
+    signature,
+    akPublic: Buffer.from(ak.publicArea),
+    pcrSelection: { hash: 'sha256', pcrs: want },
+    pcrValues,
+  };
+}
+
+const PCR_CHANGED = () =>
+  new TpmError('PCR_CHANGED', 'PCR values kept changing between TPM2_PCR_Read and TPM2_Quote');
+
+/** {@link Tpm.quote} (see its TSDoc). */
+export function quote(t: Tpm, ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): TpmQuote {
+  const req = quoteRequest(t, ak, qualifyingData, pcrs);
   for (let attempt = 0; attempt < 3; attempt++) {
-    const pcrValues = t.readPcrs(want);
+    const pcrValues = t.readPcrs(req.want);
     const quoted: [NativePtr | null] = [null];
     const sigOut: [NativePtr | null] = [null];
-    let attest: Buffer;
-    let signature: Buffer;
     try {
-      t.check(
-        'TPM2_Quote',
-        lib.Esys_Quote(
-          ctx,
-          loaded.handle,
-          ESYS_TR_PASSWORD,
-          ESYS_TR_NONE,
-          ESYS_TR_NONE,
-          qdStruct,
-          scheme,
-          selection,
-          quoted,
-          sigOut,
-        ),
-      );
-      attest = unwrap2b(fromStruct('TPM2B_ATTEST', ptr(quoted, 'TPM2_Quote quoted')), 'TPM2B_ATTEST');
-      signature = fromStruct('TPMT_SIGNATURE', ptr(sigOut, 'TPM2_Quote signature'));
-    } finally {
+      t.check('TPM2_Quote', tss().Esys_Quote(...quoteArgs(t.ctx(), req, quoted, sigOut)));
+    } catch (e) {
       freeAll(quoted, sigOut);
+      throw e;
     }
-    const parsed = parseQuoteAttest(attest);
-    const [bank, ...others] = parsed.pcrSelect;
-    if (
-      parsed.magic !== TPM2_GENERATED_VALUE ||
-      !parsed.extraData.equals(qd) ||
-      !parsed.qualifiedSigner.equals(ak.qualifiedName) ||
-      others.length !== 0 ||
-      bank?.hashAlg !== TPM2_ALG_SHA256 ||
-      bank.pcrs.join(',') !== want.join(',')
-    ) {
-      throw new TpmError('TPM_BAD_RESPONSE', 'TPM2_Quote attestation does not match the request');
-    }
-    const digest = sha256(...want.map((p) => pcrValues[p]!));
-    if (digest.equals(parsed.pcrDigest)) {
-      return {
-        attest,
-        signature,
-        akPublic: Buffer.from(ak.publicArea),
-        pcrSelection: { hash: 'sha256', pcrs: want },
-        pcrValues,
-      };
-    }
+    const q = quoteResult(ak, req, quoted, sigOut, pcrValues);
+    if (q) return q;
   }
-  throw new TpmError('PCR_CHANGED', 'PCR values kept changing between TPM2_PCR_Read and TPM2_Quote');
+  throw PCR_CHANGED();
+}
+
+/** {@link Tpm.quoteAsync} (see its TSDoc). */
+export async function quoteAsync(
+  t: Tpm,
+  ak: TpmAk,
+  qualifyingData: Buffer,
+  pcrs: number[],
+): Promise<TpmQuote> {
+  const req = quoteRequest(t, ak, qualifyingData, pcrs);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const pcrValues = await readPcrsAsync(t, req.want);
+    const quoted: [NativePtr | null] = [null];
+    const sigOut: [NativePtr | null] = [null];
+    try {
+      await t.esysAsync('TPM2_Quote', tss().Esys_Quote, (ctx) => quoteArgs(ctx, req, quoted, sigOut));
+    } catch (e) {
+      freeAll(quoted, sigOut);
+      throw e;
+    }
+    const q = quoteResult(ak, req, quoted, sigOut, pcrValues);
+    if (q) return q;
+  }
+  throw PCR_CHANGED();
 }
 
 /** {@link Tpm.extendPcr} (see its TSDoc). */

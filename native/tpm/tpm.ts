@@ -1,11 +1,14 @@
 /**
- * Synchronous TPM 2.0 access through tpm2-tss ESYS (koffi): attestation keys, PCR reads and
- * extends, and quotes. Sources: TCG TPM 2.0 Library spec Parts 1-3 (rev 1.59); tpm2-tss 3.x ESYS.
+ * TPM 2.0 access through tpm2-tss ESYS (koffi): attestation keys, PCR reads and extends, and
+ * quotes — synchronous, except the quote the gateway binds sessions with, which also runs on
+ * koffi's worker thread ({@link Tpm.quoteAsync}). Sources: TCG TPM 2.0 Library spec Parts 1-3
+ * (rev 1.59); tpm2-tss 3.x ESYS.
  *
- * The {@link Tpm} class owns the ESYS context, its loaded objects and the lost-connection state;
- * its operations live by concern in ./nv.ts, ./enroll.ts and ./pcr.ts, shapes and templates in
- * ./model.ts, object bookkeeping in ./esys.ts. The class stays slightly over 500 lines because
- * its public methods carry their TSDoc here, next to the state they depend on.
+ * The {@link Tpm} class owns the ESYS context, its loaded objects, the lost-connection state and
+ * the busy state of an asynchronous command; its operations live by concern in ./nv.ts,
+ * ./enroll.ts and ./pcr.ts, shapes and templates in ./model.ts, object bookkeeping in ./esys.ts.
+ * The class stays over 500 lines because its public methods carry their TSDoc here, next to the
+ * state they depend on (the context must refuse every use while a command is in flight).
  */
 import { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
 import * as enrollOps from './enroll.js';
@@ -63,6 +66,10 @@ export class Tpm {
   private tcti: NativePtr | null;
   private readonly loaded = new Set<Loaded>();
   private lost: TpmError | null = null;
+  /** An ESYS command is running on koffi's worker thread ({@link esysAsync}). */
+  private busy = false;
+  /** close() was called while busy: done when the command returns. */
+  private closeDeferred = false;
 
   private constructor(esys: NativePtr, tcti: NativePtr) {
     this.esys = esys;
@@ -103,7 +110,15 @@ export class Tpm {
 
   /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
   ctx(): NativePtr {
-    if (this.esys === null) throw new TpmError('TPM_CLOSED', 'TPM is closed');
+    if (this.esys === null || this.closeDeferred) throw new TpmError('TPM_CLOSED', 'TPM is closed');
+    // An ESYS context is not thread-safe: nothing may touch it while a command runs on koffi's
+    // worker thread (callers serialise: src/tee/tpm-provider.ts; this refuses if one did not).
+    if (this.busy) {
+      throw new TpmError(
+        'TPM_BUSY',
+        'an ESYS command is in flight on this TPM context; commands must be serialised',
+      );
+    }
     // After a TCTI failure ESYS is stuck mid-command and answers every later call with
     // TSS2_ESYS_RC_BAD_SEQUENCE; report the real cause instead.
     if (this.lost) {
@@ -114,6 +129,34 @@ export class Tpm {
       );
     }
     return this.esys;
+  }
+
+  /**
+   * @internal (for ./pcr.ts) Runs one ESYS command on koffi's worker thread (`func.async`), so
+   * the event loop is free while the TPM works; the context is marked busy until it returns (any
+   * other use of it meanwhile throws TPM_BUSY) and a close() requested meanwhile waits for it.
+   * @param fn a koffi function of {@link tss}; `args` gets the ESYS context.
+   * @throws TpmError as {@link check}; TPM_BUSY, TPM_CLOSED.
+   */
+  async esysAsync(what: string, fn: unknown, args: (ctx: NativePtr) => unknown[]): Promise<void> {
+    const callArgs = args(this.ctx());
+    this.busy = true;
+    let rc: number;
+    try {
+      rc = await new Promise<number>((resolve, reject) => {
+        (fn as { async: (...a: unknown[]) => void }).async(...callArgs, (err: unknown, res: number) =>
+          err ? reject(err) : resolve(res),
+        );
+      });
+    } finally {
+      this.busy = false;
+      if (this.closeDeferred) {
+        this.closeDeferred = false;
+        this.close();
+      }
+    }
+    if (this.esys === null) throw new TpmError('TPM_CLOSED', 'TPM was closed during the command');
+    this.check(what, rc);
   }
 
   /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
@@ -508,6 +551,16 @@ export class Tpm {
   }
 
   /**
+   * {@link quote} with TPM2_PCR_Read and TPM2_Quote run on koffi's worker thread, so the event
+   * loop is not held while the TPM signs (tens of ms on a hardware TPM). One command at a time:
+   * the context is busy meanwhile (TPM_BUSY for anything else that tries to use it).
+   * @throws TpmError as {@link quote}; TPM_BUSY.
+   */
+  quoteAsync(ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): Promise<TpmQuote> {
+    return pcrOps.quoteAsync(this, ak, qualifyingData, pcrs);
+  }
+
+  /**
    * TPM2_PCR_Extend (Part 3 §22.2) of the sha256 bank with empty PCR auth: new = SHA-256(old || digest).
    * PCRs 17-22 need a higher locality than a userspace caller has; the TPM refuses those.
    * @throws TpmError TPM_BAD_INPUT, TPM_RC, TPM_UNREACHABLE
@@ -522,6 +575,10 @@ export class Tpm {
    */
   close(): void {
     if (this.esys === null) return;
+    if (this.busy) {
+      this.closeDeferred = true;
+      return;
+    }
     const lib = tss();
     for (const obj of this.loaded) {
       if (obj.handle !== null && !this.lost) {

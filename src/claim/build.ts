@@ -6,7 +6,7 @@
  * recorded at session creation.
  */
 import type { KeyObject } from 'node:crypto';
-import type { Ed25519Jwk, SessionBindingPreimage } from '@cmcp/verify/format/binding';
+import type { Ed25519Jwk, SessionBatchJson, SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import {
   CLAIM_PROFILE,
@@ -22,6 +22,8 @@ import { prepared } from '../store/statements.js';
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */
 export interface SessionBindingRecord {
   preimage: SessionBindingPreimage;
+  /** The session's place in its batch (docs/spec/binding.md#batched-bindings); absent: a single binding. */
+  batch?: SessionBatchJson;
   evidence: EvidenceJson;
 }
 
@@ -87,7 +89,10 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
       transcript,
       counters,
       entry_counts,
-      binding: { preimage: inp.binding.preimage },
+      binding: {
+        preimage: inp.binding.preimage,
+        ...(inp.binding.batch ? { batch: inp.binding.batch } : {}),
+      },
       evidence: inp.binding.evidence,
       claim_sequence: prev ? prev.claim_sequence + 1 : 0,
       prev_claim_hash: prev ? prev.claim_hash : null,

@@ -16,6 +16,7 @@ import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
+import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
 export type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
@@ -45,7 +46,14 @@ export class SessionService {
     private readonly instanceId = 'gateway',
     /** minimum_tier that every session must be bound at (src/tee/tier.ts); null: serve unbound. */
     private readonly requiredTier: AttestationTier | null = null,
-  ) {}
+    /** Sessions per quote (session/binding-batcher.ts; 1: each its own quote). */
+    batchLimit = DEFAULT_BATCH_LIMIT,
+  ) {
+    this.binder = new BindingBatcher(provider, key.thumbprint, batchLimit);
+  }
+
+  /** Sessions opened while a quote is in flight share the next one (docs/spec/binding.md#batched-bindings). */
+  readonly binder: BindingBatcher;
 
   /**
    * Opens a session: writes its genesis entry, then binds the chain root into hardware
@@ -99,21 +107,22 @@ export class SessionService {
       catalog_hash: this.facts.catalogHash,
       challenge: opts.challenge ?? null,
     };
-    const rd = reportData(this.key.thumbprint, bindingDigest(preimage));
     // Taken with the preimage, so a reload during the bind cannot pair a newer measurement
     // with this preimage's digest.
     const measurementAtBind = this.provider.measurementEvidence?.() ?? null;
+    const share = await this.binder.bind(bindingDigest(preimage), preimage.gateway_measurement);
+    const rd = share.reportData;
     let evidence: EvidenceJson;
-    try {
-      const bound = await this.provider.bind(rd);
+    if (share.ok) {
       evidence = {
         provider: this.provider.name,
         status: 'bound',
         reason: null,
         report_data: b64u(rd),
-        ...bound,
+        ...share.evidence,
       };
-    } catch (e) {
+    } else {
+      const e = share.error;
       const reason = e instanceof BindingError ? e.reason : 'PROVIDER_FAULT';
       const message = (e as Error).message;
       this.log.warn(
@@ -130,7 +139,7 @@ export class SessionService {
         ...(measurement ? { measurement } : {}),
       };
     }
-    const record: SessionBindingRecord = { preimage, evidence };
+    const record: SessionBindingRecord = { preimage, batch: share.batch, evidence };
     await immediateAsync(this.db, () => {
       this.chain.append(sessionId, {
         entry_type: evidence.status === 'bound' ? 'attestation_bound' : 'attestation_binding_failed',

@@ -111,7 +111,8 @@ export class TpmProvider implements AttestationProvider {
       pcr == null ? null : new PcrEventLog(opts.eventLog ?? defaultEventLogPath(opts.tcti, pcr));
   }
 
-  private serial<T>(fn: () => T): Promise<T> {
+  /** Runs `fn` after every earlier device operation has finished (an async one included). */
+  private serial<T>(fn: () => T | Promise<T>): Promise<T> {
     const run = this.queue.then(fn);
     this.queue = run.catch(() => undefined);
     return run;
@@ -204,12 +205,16 @@ export class TpmProvider implements AttestationProvider {
     return this.serial(() => this.bindNow(reportData));
   }
 
-  private bindNow(reportData: Buffer): BoundEvidence {
+  /**
+   * The quote runs on koffi's worker thread (Tpm.quoteAsync), so the event loop stays free while
+   * the TPM signs; the serial queue keeps every other use of the ESYS context out meanwhile.
+   */
+  private async bindNow(reportData: Buffer): Promise<BoundEvidence> {
     try {
       this.ensureReady();
       const tpm = this.tpm as Tpm;
       const ak = this.ak as TpmAk;
-      const q = tpm.quote(ak, tpmQualifyingData(reportData), this.quotePcrs());
+      const q = await tpm.quoteAsync(ak, tpmQualifyingData(reportData), this.quotePcrs());
       const pcrValues: Record<string, string> = {};
       for (const [i, v] of Object.entries(q.pcrValues)) pcrValues[i] = b64u(v);
       const out: BoundEvidence = {

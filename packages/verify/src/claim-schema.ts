@@ -47,6 +47,18 @@ export const claimSchema = z.object({
       catalog_hash: z.string().nullable(),
       challenge: z.string().nullable(),
     }),
+    /**
+     * A batched binding (docs/spec/binding.md#batched-bindings); absent in single-binding claims.
+     * Index and size are range-checked by binding.inclusion (their own reasons), not here.
+     */
+    batch: z
+      .object({
+        leaf_index: z.number(),
+        tree_size: z.number(),
+        root: hex64,
+        audit_path: z.array(hex64).max(64),
+      })
+      .optional(),
   }),
   evidence: z.object({
     provider: z.string(),

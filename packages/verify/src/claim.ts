@@ -7,7 +7,13 @@
  */
 import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
-import { challengeCheck, keyThumbprintCheck, preimageChecks, reportDataCheck } from './claim-binding.js';
+import {
+  challengeCheck,
+  inclusionCheck,
+  keyThumbprintCheck,
+  preimageChecks,
+  reportDataCheck,
+} from './claim-binding.js';
 import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
 import { type FieldSource, markFields } from './common/fields.js';
 import { tryB64u } from './common/kind.js';
@@ -218,7 +224,9 @@ function measurementChecks(
  * Checks, in order (ids stable): `claim.shape`, `claim.signature` (Ed25519 over JCS(claim
  * without signature), key from cnf.jwk, RFC 8032/8037), `binding.key_thumbprint` (RFC 7638),
  * `binding.session`, `binding.chain_root`, `binding.preimage`, `binding.challenge`,
- * `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), docs/spec/binding.md), `claim.sequence`,
+ * `binding.inclusion` (a batched binding's RFC 6962 audit path; not-applicable for a single
+ * binding), `binding.report_data` (thumbprint ‖ SHA-256(JCS(preimage)), or thumbprint ‖ batch
+ * digest for a batched binding, docs/spec/binding.md), `claim.sequence`,
  * `evidence.status`, then for a bound TPM claim the checks of {@link verifyTpmQuote} with
  * extraData = SHA-256(REPORT_DATA), then `evidence.anchor`, then the audit checks of
  * {@link verifyBundle} (or `audit.bundle` absent).
@@ -256,7 +264,8 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   const thumb = keyThumbprintCheck(c, checks);
   const digest = preimageChecks(c, raw, checks);
   challengeCheck(c, opts.expectedChallenge, checks);
-  const expectedReportData = reportDataCheck(c, thumb, digest, checks);
+  const bound = inclusionCheck(c, thumb, digest, checks);
+  const expectedReportData = reportDataCheck(c, thumb, bound, checks);
   sequenceCheck(c, opts.previousClaim, checks);
   pinChecks(c, opts, checks);
   fieldSources = verifyEvidence(c, expectedReportData, opts, checks, notes, anchors);

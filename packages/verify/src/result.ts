@@ -41,6 +41,16 @@ export const REASON_CODES = {
   NO_CHALLENGE_EXPECTED: 'the verifier supplied no expected challenge',
   REPORT_DATA_MALFORMED: 'evidence.report_data is not 64 bytes of base64url',
   REPORT_DATA_MISMATCH: 'evidence.report_data is not thumbprint ‖ SHA-256(JCS(preimage))',
+  // batched bindings (docs/spec/binding.md#batched-bindings)
+  BINDING_NOT_BATCHED: 'a single binding: the claim carries no binding.batch, so there is no proof to check',
+  TREE_SIZE_OUT_OF_RANGE: 'binding.batch.tree_size is not a whole number from 1 to 1024',
+  LEAF_INDEX_OUT_OF_RANGE: 'binding.batch.leaf_index is not a whole number below tree_size',
+  INCLUSION_PROOF_INVALID:
+    'the RFC 6962 audit path does not lead from the binding digest to binding.batch.root at any index',
+  LEAF_INDEX_MISMATCH:
+    'the audit path proves the binding digest at another index than binding.batch.leaf_index',
+  BATCH_ROOT_MISMATCH:
+    'binding.batch.root is not the root REPORT_DATA binds (thumbprint ‖ batch digest of root and tree_size)',
   PREVIOUS_CLAIM_MALFORMED: 'the previous claim supplied for comparison does not parse',
   CLAIM_NOT_SUCCESSOR: 'prev_claim_hash/claim_sequence do not follow the supplied previous claim',
   POLICY_HASH_MISMATCH: 'the claim policy_bundle_hash is not the policy bundle hash the verifier pinned',

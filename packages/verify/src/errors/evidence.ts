@@ -7,7 +7,7 @@
  * - Certificates, collateral and policy files of the verifier.
  * - The native TPM (tpm2-tss) and configfs-tsm / sev-guest layers used by the gateway.
  *
- * JSON-RPC codes: -32080..-32084 for evidence the caller supplied, -32090..-32093 for the
+ * JSON-RPC codes: -32080..-32084 for evidence the caller supplied (-32084: a batched binding's proof), -32090..-32093 for the
  * gateway's own attestation hardware.
  */
 import type { ErrorSpec } from './spec.js';
@@ -112,6 +112,42 @@ export const VERIFY_INPUT_ERRORS = {
   },
 } as const satisfies Record<string, ErrorSpec>;
 
+/**
+ * A batched session binding (docs/spec/binding.md#batched-bindings): the claim's leaf index, tree
+ * size, root and RFC 6962 audit path. Each is also the reason code of the failed check.
+ */
+export const BINDING_BATCH_ERRORS = {
+  TREE_SIZE_OUT_OF_RANGE: {
+    http: 400,
+    rpc: -32084,
+    summary:
+      'binding.batch.tree_size is not a whole number from 1 to 1024 (the largest batch a claim may name).',
+  },
+  LEAF_INDEX_OUT_OF_RANGE: {
+    http: 400,
+    rpc: -32084,
+    summary: 'binding.batch.leaf_index is not a whole number below binding.batch.tree_size.',
+  },
+  INCLUSION_PROOF_INVALID: {
+    http: 400,
+    rpc: -32084,
+    summary:
+      'The RFC 6962 audit path does not lead from the session binding digest to binding.batch.root at any leaf index (a tampered or truncated proof).',
+  },
+  LEAF_INDEX_MISMATCH: {
+    http: 400,
+    rpc: -32084,
+    summary:
+      'The audit path proves the session binding digest at another leaf index than binding.batch.leaf_index.',
+  },
+  BATCH_ROOT_MISMATCH: {
+    http: 400,
+    rpc: -32084,
+    summary:
+      'binding.batch.root is not the root the evidence binds (REPORT_DATA is not key_thumbprint ‖ batch digest of that root and tree size).',
+  },
+} as const satisfies Record<string, ErrorSpec>;
+
 const hw = (http: number, rpc: number, summary: string): ErrorSpec => ({ http, rpc, summary });
 
 /** The gateway's own attestation hardware (native/). */
@@ -124,6 +160,11 @@ export const ATTESTATION_ERRORS = {
   TPM_CLOSED: hw(500, -32090, 'The TPM connection or key was closed or flushed.'),
   PCR_CHANGED: hw(503, -32090, 'PCR values kept changing between TPM2_PCR_Read and TPM2_Quote.'),
   TPM_BAD_RESPONSE: hw(500, -32090, 'The TPM answered with something inconsistent with the request.'),
+  TPM_BUSY: hw(
+    500,
+    -32090,
+    'An ESYS context was used while an asynchronous TPM command was in flight on it (a caller did not serialise).',
+  ),
   TSM_ABSENT: hw(503, -32091, 'No configfs-tsm report directory (no TSM provider loaded).'),
   TSM_ENTRY_FAILED: hw(500, -32091, 'mkdir of the configfs-tsm report entry failed.'),
   TSM_WRITE_REFUSED: hw(500, -32091, 'The kernel refused the configfs-tsm inblob write.'),

@@ -8,7 +8,7 @@
  * attestation layer's codes are listed in ./evidence.ts and spread in here.
  */
 
-import { ABI_ERRORS, ATTESTATION_ERRORS, VERIFY_INPUT_ERRORS } from './evidence.js';
+import { ABI_ERRORS, ATTESTATION_ERRORS, BINDING_BATCH_ERRORS, VERIFY_INPUT_ERRORS } from './evidence.js';
 import type { ErrorSpec } from './spec.js';
 
 export type { ErrorSpec } from './spec.js';
@@ -306,6 +306,7 @@ export const ERRORS = {
   },
   ...ABI_ERRORS,
   ...VERIFY_INPUT_ERRORS,
+  ...BINDING_BATCH_ERRORS,
   ...ATTESTATION_ERRORS,
   SESSION_BINDING_REQUIRED: {
     http: 503,

@@ -64,3 +64,39 @@ export function reportData(keyThumbprint: Uint8Array, digest: Uint8Array): Buffe
 export function tpmQualifyingData(reportDataBytes: Uint8Array): Buffer {
   return sha256(reportDataBytes);
 }
+
+/**
+ * A batched binding (docs/spec/binding.md#batched-bindings): the session's binding digest is leaf
+ * `leaf_index` of an RFC 6962 tree of `tree_size` leaves whose root the evidence binds. Claims
+ * without it bind their binding digest alone (REPORT_DATA = thumbprint ‖ binding_digest).
+ */
+export interface SessionBatchJson {
+  leaf_index: number;
+  tree_size: number;
+  /** Bare lowercase hex of the 32-byte tree root (RFC 6962 MTH). */
+  root: string;
+  /** RFC 6962 §2.1.1 audit path, leaf end first, each bare lowercase hex of 32 bytes. */
+  audit_path: string[];
+}
+
+/** The largest tree a batched binding may name: a verifier refuses larger ones (TREE_SIZE_OUT_OF_RANGE). */
+export const BATCH_MAX_TREE_SIZE = 1024;
+
+/**
+ * Batch digest (docs/spec/binding.md#batched-bindings): SHA-256(JCS({domain:
+ * "cmcp.session-batch", version: 1, tree_size, root})), 32 bytes, which takes the binding
+ * digest's place in REPORT_DATA. Domain-separated from the binding digest (another preimage
+ * domain), so a batched REPORT_DATA can never be read as a single binding or the reverse.
+ * @param root the 32-byte tree root.
+ */
+export function batchDigest(root: Uint8Array, treeSize: number): Buffer {
+  if (root.length !== 32) throw new Error('tree root must be 32 bytes');
+  return sha256(
+    canonicalJson({
+      domain: 'cmcp.session-batch',
+      version: 1,
+      tree_size: treeSize,
+      root: Buffer.from(root).toString('hex'),
+    }),
+  );
+}

@@ -5,7 +5,7 @@
 import { sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { jwkPublicKey } from '../crypto/keys.js';
 import { verifyWithKey } from '../crypto/signatures.js';
-import type { Ed25519Jwk, SessionBindingPreimage } from './binding.js';
+import type { Ed25519Jwk, SessionBatchJson, SessionBindingPreimage } from './binding.js';
 import { canonicalJson, fromB64u, sha256Hex } from './canonical.js';
 
 /** Profile tag of claims produced by this version. */
@@ -178,7 +178,8 @@ export interface Claim {
    * still parse, and their counts are then not re-derived.
    */
   entry_counts?: Record<string, number>;
-  binding: { preimage: SessionBindingPreimage };
+  /** `batch`: present when the binding was batched (docs/spec/binding.md#batched-bindings). */
+  binding: { preimage: SessionBindingPreimage; batch?: SessionBatchJson };
   evidence: EvidenceJson;
   /** 0-based sequence of claims issued from this gateway database. */
   claim_sequence: number;
