@@ -7,7 +7,7 @@
  * written. `cmcp db migrate|status` and `cmcp start` with a postgres:// database, through the
  * built CLI.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,6 +81,24 @@ describe('SQLite', () => {
     expect(versionRows(again)).toEqual(rows); // same applied_at: nothing re-applied
     expect(schemaTexts(again)).toEqual(texts);
     again.close();
+  });
+
+  it('three processes opening one new file at the same instant apply version 1 once', async () => {
+    const path = freshPath();
+    const go = Date.now() + 1500; // all three open at the same instant
+    const script = `
+      import { openDatabase } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'db.js'))};
+      while (Date.now() < ${go}) {}
+      openDatabase(${JSON.stringify(path)}).close();`;
+    const run = () =>
+      new Promise<number | null>((res) => {
+        const p = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' });
+        p.on('exit', (code) => res(code));
+      });
+    expect(await Promise.all([run(), run(), run()])).toEqual([0, 0, 0]);
+    const db = new Database(path, { readonly: true });
+    expect(db.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }]);
+    db.close();
   });
 
   it('a file made before versions were recorded is taken over at version 1, data unchanged', () => {

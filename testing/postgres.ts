@@ -280,7 +280,8 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
   } catch (e) {
     const log = readLog();
     kill(entry);
-    throw new Error(`${(e as Error).message}\n--- postgres.log ---\n${log}`);
+    const hint = as ? `\n(run as user ${as.name}: every folder above ${dir} must be searchable by it)` : '';
+    throw new Error(`${(e as Error).message}${hint}\n--- postgres.log ---\n${log}`);
   }
 }
 
