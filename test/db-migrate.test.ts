@@ -236,6 +236,13 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
     expect(r.err).toContain('PostgreSQL serving is not implemented yet');
     // Not a SQLite file named like the URL either.
     expect(spawnSync('ls', [cfg.dir], { encoding: 'utf8' }).stdout).not.toMatch(/postgres|cmcp\.db/);
+    // --check says so too, and never prints the password.
+    writeFileSync(cfg.file, stringify({ ...cfg.raw, database: 'postgres://cmcp:hunter2@127.0.0.1:1/cmcp' }));
+    const check = cmcp('start', '--check', '--config', cfg.file);
+    expect(check.code).toBe(1);
+    expect(check.out).toMatch(/FAIL\s+database\s+.*PostgreSQL serving is not implemented yet/);
+    expect(check.out).toContain('postgres://cmcp:***@127.0.0.1:1/cmcp');
+    expect(check.out + check.err).not.toContain('hunter2');
   });
 });
 
