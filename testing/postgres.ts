@@ -10,6 +10,11 @@
  * §19.1: the server must be owned by an unprivileged user). As root the cluster is made and run
  * as the package's `postgres` system user (else `nobody`): the folder is handed to that user and
  * the binaries are spawned with its uid/gid.
+ *
+ * Use: per test file, `startPostgres()` in `beforeAll` and `stop()` in `afterAll` (one cluster
+ * per file; {@link createDatabase} for one database per test); from a vitest globalSetup, start
+ * one in setup, `project.provide` its `url`, stop it in the returned teardown; from a bench,
+ * `startPostgres({ durable: true })` (compiled to dist/testing/postgres.js).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
