@@ -12,6 +12,11 @@ import pino from 'pino';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { ConfigError, type GatewayConfig, loadConfig } from '../config/index.js';
 import { loadBundleDir } from '../policy/bundle.js';
+import {
+  isPostgresUrl,
+  PostgresServingNotImplementedError,
+  redactPostgresUrl,
+} from '../store/migrations/index.js';
 import { selectProvider } from '../tee/detect.js';
 import { requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
@@ -142,12 +147,23 @@ export async function runStartCheck(
     if (e instanceof ConfigError) return { lines: [], exitCode: 2, text: `cmcp: ${e.message}\n` };
     throw e;
   }
+  const postgres = isPostgresUrl(cfg.database);
   const lines: CheckLine[] = [
     {
       what: 'config',
       status: 'ok',
-      detail: `${cfg.upstreams.length} upstream(s), ${cfg.agents.length} agent(s), ${cfg.operators.length} operator(s), database ${cfg.database}`,
+      detail: `${cfg.upstreams.length} upstream(s), ${cfg.agents.length} agent(s), ${cfg.operators.length} operator(s), database ${postgres ? redactPostgresUrl(cfg.database) : cfg.database}`,
     },
+    // `cmcp start` refuses a PostgreSQL database (store/db.ts); so does the check.
+    ...(postgres
+      ? [
+          {
+            what: 'database',
+            status: 'FAIL' as const,
+            detail: `${new PostgresServingNotImplementedError().message} (POSTGRES_SERVING_NOT_IMPLEMENTED)`,
+          },
+        ]
+      : []),
     ...checkFiles(cfg),
     await checkAttestation(cfg),
   ];

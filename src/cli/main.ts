@@ -7,6 +7,7 @@ import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
  */
 import { Command, Help, type Option } from 'commander';
 import { registerCatalogCommand } from './catalog.js';
+import { registerDbCommand } from './db.js';
 import { registerExecutionsCommand } from './executions.js';
 import { registerMeasureCommand } from './measure.js';
 import { registerPolicyCommand } from './policy.js';
@@ -37,5 +38,6 @@ registerPolicyCommand(program);
 registerCatalogCommand(program);
 registerTokenCommand(program);
 registerMeasureCommand(program);
+registerDbCommand(program);
 
 await program.parseAsync(process.argv);

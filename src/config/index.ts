@@ -12,6 +12,7 @@ import { oauthSchema, resolveOAuthPaths } from './oauth.js';
 
 export type { AttestationConfig } from './attestation.js';
 
+import { isPostgresUrl } from '../store/migrations/index.js';
 import { resolveCredentialPaths, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
@@ -182,7 +183,11 @@ export const configSchema = z
      * file must use distinct ids.
      */
     instance_id: name.default('gateway'),
-    /** SQLite database path (relative paths are relative to the config file). */
+    /**
+     * SQLite database path (relative paths are relative to the config file), or a postgres://
+     * URL — for `cmcp db migrate|status` only so far: `cmcp start` refuses it
+     * (POSTGRES_SERVING_NOT_IMPLEMENTED).
+     */
     database: z.string().min(1),
     upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),
     attestation: attestationSchema,
@@ -378,7 +383,7 @@ export function loadConfig(file: string): GatewayConfig {
   const cfg = parseConfig(raw, file);
   const base = dirname(resolve(file));
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
-  cfg.database = abs(cfg.database);
+  if (!isPostgresUrl(cfg.database)) cfg.database = abs(cfg.database);
   for (const u of cfg.upstreams) if (u.transport === 'stdio' && u.cwd) u.cwd = abs(u.cwd);
   for (const u of cfg.upstreams) if (u.transport === 'http') resolveCredentialPaths(u, abs);
   resolveAttestationPaths(cfg.attestation, abs);

@@ -5,98 +5,10 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import Database from 'better-sqlite3';
+import { isPostgresUrl, PostgresServingNotImplementedError } from './migrations/index.js';
+import { migrateSqlite } from './migrations/sqlite.js';
 
 export type Db = Database.Database;
-
-// audit_entries is a rowid table: its ~1 KB rows fit in a table b-tree leaf. As a WITHOUT
-// ROWID table each row lived in an index b-tree, whose cells spill past ~1 KB (page 4096) to
-// an overflow page of its own: ~4.7 KB on disk per entry (docs/operations.md#the-wal-and-the-disk).
-const AUDIT_ENTRIES = `
-CREATE TABLE IF NOT EXISTS audit_entries (
-  chain_id        TEXT    NOT NULL,
-  sequence_number INTEGER NOT NULL,
-  prev_entry_hash TEXT    NOT NULL,
-  entry_hash      TEXT    NOT NULL,
-  entry_type      TEXT    NOT NULL,
-  session_id      TEXT,
-  execution_id    TEXT,
-  agent_id        TEXT,
-  timestamp_utc   TEXT    NOT NULL,
-  canonical       TEXT    NOT NULL,   -- the exact JCS text that was hashed
-  PRIMARY KEY (chain_id, sequence_number),
-  UNIQUE (chain_id, prev_entry_hash)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS audit_entries_hash ON audit_entries(entry_hash);
-`;
-
-const SCHEMA = `${AUDIT_ENTRIES}
-
-CREATE TABLE IF NOT EXISTS sessions (
-  session_id    TEXT PRIMARY KEY,
-  agent_id      TEXT    NOT NULL,
-  is_default    INTEGER NOT NULL,
-  status        TEXT    NOT NULL CHECK (status IN ('open','closed')),
-  created_at    TEXT    NOT NULL,
-  created_ms    INTEGER NOT NULL,
-  closed_at     TEXT,
-  chain_root    TEXT    NOT NULL,
-  key_thumbprint TEXT   NOT NULL,    -- b64url; the gateway key that the binding covers
-  call_count    INTEGER NOT NULL DEFAULT 0,
-  binding_json  TEXT    NOT NULL,    -- preimage + evidence section as it will appear in the claim
-  owner         TEXT    NOT NULL DEFAULT 'gateway'  -- instance_id of the gateway that opened it
-);
-
--- One live process per instance_id (see store/instance-lock.ts).
-CREATE TABLE IF NOT EXISTS instances (
-  instance_id  TEXT PRIMARY KEY,
-  pid          INTEGER NOT NULL,
-  hostname     TEXT    NOT NULL,
-  started_at   TEXT    NOT NULL,
-  heartbeat_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS sessions_agent ON sessions(agent_id, status, is_default);
-
-CREATE TABLE IF NOT EXISTS claims (
-  claim_sequence INTEGER PRIMARY KEY,
-  session_id     TEXT NOT NULL UNIQUE,
-  claim_hash     TEXT NOT NULL,
-  canonical      TEXT NOT NULL        -- the exact JCS text of the signed claim
-);
-
-CREATE TABLE IF NOT EXISTS executions (
-  agent_id        TEXT NOT NULL,
-  execution_id    TEXT NOT NULL,
-  binding         TEXT NOT NULL,      -- Execution Action Binding v1, rendered sha256:<hex>
-  state           TEXT NOT NULL CHECK (state IN ('in_flight','completed','not_attempted','outcome_unknown')),
-  call_id         TEXT NOT NULL,
-  session_id      TEXT NOT NULL,
-  tool_name       TEXT NOT NULL,
-  owner           TEXT NOT NULL,      -- instance_id of the gateway that admitted it (recovery scope)
-  created_at      TEXT NOT NULL,
-  updated_at      TEXT NOT NULL,
-  terminal_entry_hash TEXT,
-  PRIMARY KEY (agent_id, execution_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS executions_state ON executions(state);
-
--- Calls on their way to an upstream (src/call/attempts.ts): a row is written before the upstream
--- is invoked and deleted in the transaction of the call's terminal entry; what is left at
--- start-up is recovered as outcome_unknown (docs/spec/execution.md#recovery).
-CREATE TABLE IF NOT EXISTS call_attempts (
-  call_id      TEXT PRIMARY KEY,
-  method       TEXT NOT NULL,      -- the MCP method forwarded (tools/call, …)
-  upstream     TEXT NOT NULL,      -- server_identity of the upstream invoked
-  agent_id     TEXT NOT NULL,
-  session_id   TEXT NOT NULL,
-  execution_id TEXT,               -- the agent's execution_id, or NULL (never synthesized)
-  tool_name    TEXT,
-  request_payload_hash TEXT,
-  workflow_id  TEXT,
-  owner        TEXT NOT NULL,      -- instance_id of the gateway that forwarded it (recovery scope)
-  started_at   TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
-`;
 
 /**
  * Opens (creating if needed) the database. `busy_timeout` is set before switching to WAL
@@ -105,9 +17,13 @@ CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
  * `busy_timeout` drops to {@link BUSY_STEP_MS}: a writer waiting for a lock held by another
  * process waits in {@link immediateAsync} (awaited backoff) or {@link immediate} (blocking),
  * both until `busyTimeoutMs` has passed.
+ * The schema is brought to the latest version first (store/migrations/sqlite.ts).
  * @param busyTimeoutMs how long a writer waits for the lock before failing, milliseconds.
+ * @throws SchemaTooNewError (DATABASE_SCHEMA_TOO_NEW) for a database newer than this code;
+ *   PostgresServingNotImplementedError for a postgres:// URL; SQLite errors.
  */
 export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
+  if (isPostgresUrl(path)) throw new PostgresServingNotImplementedError();
   const db = new Database(path);
   db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
   // A new file only (SQLite ignores it once the database has pages): 16 KiB pages hold ~11
@@ -116,12 +32,12 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
-  // Databases made before sessions had an owner get the column (and the default instance id).
-  const cols = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('sessions')").all();
-  if (cols.length && !cols.some((c) => c.name === 'owner'))
-    db.exec("ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'gateway'");
-  migrateAuditEntries(db);
-  db.exec(SCHEMA);
+  try {
+    migrateSqlite(db, path); // the versioned schema (store/migrations/)
+  } catch (e) {
+    db.close();
+    throw e;
+  }
   busyBudgets.set(db, Math.trunc(busyTimeoutMs));
   db.pragma(`busy_timeout = ${BUSY_STEP_MS}`);
   return db;
@@ -138,31 +54,6 @@ const busyBudgets = new WeakMap<Db, number>();
 
 /** Page size of a new database file, bytes. */
 const PAGE_SIZE = 16384;
-
-/**
- * A database made when audit_entries was a WITHOUT ROWID table gets the rowid table, with every
- * row copied unchanged (the canonical texts are what the chains hash), in one transaction.
- */
-function migrateAuditEntries(db: Db): void {
-  const row = db
-    .prepare<[], { sql: string }>(
-      "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'audit_entries'",
-    )
-    .get();
-  if (!row || !/WITHOUT\s+ROWID/i.test(row.sql)) return;
-  immediate(db, () => {
-    db.exec('ALTER TABLE audit_entries RENAME TO audit_entries_without_rowid');
-    db.exec('DROP INDEX IF EXISTS audit_entries_hash');
-    db.exec(AUDIT_ENTRIES);
-    db.exec(
-      `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
-         execution_id, agent_id, timestamp_utc, canonical)
-       SELECT chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id, execution_id,
-         agent_id, timestamp_utc, canonical FROM audit_entries_without_rowid ORDER BY chain_id, sequence_number`,
-    );
-    db.exec('DROP TABLE audit_entries_without_rowid');
-  });
-}
 
 /**
  * Opens an existing database read-only (operators' inspection commands): no schema is made,

@@ -256,6 +256,24 @@ export const ERRORS = {
     rpc: -32603,
     summary: 'Start-up: another live process holds this instance_id (one live process per instance).',
   },
+  DATABASE_SCHEMA_TOO_NEW: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      'Start-up or `cmcp db migrate`: the database has a schema version newer than this cmcp knows (`cmcp db status` shows it); nothing was written. Run the cmcp version that migrated it, or a newer one.',
+  },
+  POSTGRES_SERVING_NOT_IMPLEMENTED: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      'Start-up: `database` is a postgres:// URL; serving on PostgreSQL is not implemented yet (only `cmcp db migrate` and `cmcp db status` use it). Give a SQLite file path.',
+  },
+  DATABASE_UNAVAILABLE: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      '`cmcp db`: the database could not be opened or reached (no such file, not a database, connection refused, authentication failed); the message names why (exit code 2).',
+  },
   ATTESTATION_UNAVAILABLE: {
     http: 500,
     rpc: -32603,

@@ -1,0 +1,98 @@
+/**
+ * The versioned schema (docs/spec/audit-entries.md#schema-versions): what both engines share.
+ * Each engine has its own numbered migrations (./sqlite.ts, ./postgres.ts) with the same version
+ * numbers and descriptions; a `schema_version` table records each applied version; each
+ * migration is applied in one transaction; a database whose version is newer than
+ * {@link LATEST_SCHEMA_VERSION} is refused, never written.
+ */
+import { CmcpError } from '@cmcp/verify/errors/index';
+
+/** The schema version this code writes and reads. */
+export const LATEST_SCHEMA_VERSION = 1;
+
+/** One numbered migration of one engine. */
+export interface Migration {
+  /** 1, 2, … in order; the same numbers in both engines. */
+  version: number;
+  /** One line; the same text in both engines (stored in schema_version.description). */
+  description: string;
+  /** The DDL, run as one script inside the version's transaction. */
+  sql: string;
+}
+
+/** What a migration run found and did. */
+export interface MigrationReport {
+  engine: 'sqlite' | 'postgres';
+  /**
+   * The version found: a number (0 for an empty database), or `unversioned` for a SQLite file
+   * made before versions were recorded (taken over at version 1, data unchanged).
+   */
+  from: number | 'unversioned';
+  /** The version now. */
+  to: number;
+  /** The migrations applied, in order (none when the database was current). */
+  applied: { version: number; description: string }[];
+}
+
+/** Thrown when the database's schema is newer than this code knows. `code` is stable. */
+export class SchemaTooNewError extends CmcpError {
+  declare readonly code: 'DATABASE_SCHEMA_TOO_NEW';
+  constructor(
+    readonly found: number,
+    where: string,
+  ) {
+    super(
+      'DATABASE_SCHEMA_TOO_NEW',
+      `${where} has schema version ${found}, newer than this cmcp knows (${LATEST_SCHEMA_VERSION}): ` +
+        'run the cmcp version that migrated it, or a newer one',
+    );
+    this.name = 'SchemaTooNewError';
+  }
+}
+
+/** Thrown when `cmcp start` is given a postgres:// database. `code` is stable. */
+export class PostgresServingNotImplementedError extends CmcpError {
+  declare readonly code: 'POSTGRES_SERVING_NOT_IMPLEMENTED';
+  constructor() {
+    super(
+      'POSTGRES_SERVING_NOT_IMPLEMENTED',
+      'database is a postgres:// URL: PostgreSQL serving is not implemented yet ' +
+        '(only `cmcp db migrate` and `cmcp db status` use it); give a SQLite file path',
+    );
+    this.name = 'PostgresServingNotImplementedError';
+  }
+}
+
+/** True when `database` names a PostgreSQL server (libpq URI, PostgreSQL 15 docs §34.1.1.2). */
+export function isPostgresUrl(database: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(database);
+}
+
+/**
+ * The URL with any password replaced by `***`, for messages and logs.
+ * A string that is no URL is returned as `postgres://…` (never echoed: it may hold a secret).
+ */
+export function redactPostgresUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://…';
+  }
+}
+
+/**
+ * Checks that an engine's list is 1, 2, … {@link LATEST_SCHEMA_VERSION} in order.
+ * @throws Error (a programming error, at module load) otherwise.
+ */
+export function checkedMigrations(engine: string, list: Migration[]): Migration[] {
+  list.forEach((m, i) => {
+    if (m.version !== i + 1) throw new Error(`${engine} migration ${i} has version ${m.version}`);
+  });
+  if (list.length !== LATEST_SCHEMA_VERSION)
+    throw new Error(
+      `${engine} has ${list.length} migrations, LATEST_SCHEMA_VERSION is ${LATEST_SCHEMA_VERSION}`,
+    );
+  return list;
+}

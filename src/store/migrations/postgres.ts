@@ -1,0 +1,185 @@
+/**
+ * The PostgreSQL 15 schema, by version (./index.ts): the same tables, columns, keys, checks and
+ * indexes as ./sqlite.ts, in PostgreSQL's types. SQLite INTEGER is BIGINT (64-bit, as SQLite's);
+ * every TEXT column is `COLLATE "C"`, byte order of UTF-8 as SQLite's BINARY collation, so keys
+ * compare and sort alike in both engines whatever the server's default collation. WITHOUT ROWID
+ * is a SQLite storage choice with no PostgreSQL counterpart (a heap table plus its primary key
+ * index). Only `cmcp db migrate|status` use this file for now; the gateway serves on SQLite
+ * (docs/replicas.md).
+ */
+import type pg from 'pg';
+import {
+  checkedMigrations,
+  LATEST_SCHEMA_VERSION,
+  type Migration,
+  type MigrationReport,
+  SchemaTooNewError,
+} from './index.js';
+
+const T = 'TEXT COLLATE "C"';
+
+const SCHEMA_V1 = `
+CREATE TABLE audit_entries (
+  chain_id        ${T} NOT NULL,
+  sequence_number BIGINT NOT NULL,
+  prev_entry_hash ${T} NOT NULL,
+  entry_hash      ${T} NOT NULL,
+  entry_type      ${T} NOT NULL,
+  session_id      ${T},
+  execution_id    ${T},
+  agent_id        ${T},
+  timestamp_utc   ${T} NOT NULL,
+  canonical       ${T} NOT NULL,
+  PRIMARY KEY (chain_id, sequence_number),
+  UNIQUE (chain_id, prev_entry_hash)
+);
+CREATE UNIQUE INDEX audit_entries_hash ON audit_entries(entry_hash);
+
+CREATE TABLE sessions (
+  session_id     ${T} PRIMARY KEY,
+  agent_id       ${T} NOT NULL,
+  is_default     BIGINT NOT NULL,
+  status         ${T} NOT NULL CHECK (status IN ('open','closed')),
+  created_at     ${T} NOT NULL,
+  created_ms     BIGINT NOT NULL,
+  closed_at      ${T},
+  chain_root     ${T} NOT NULL,
+  key_thumbprint ${T} NOT NULL,
+  call_count     BIGINT NOT NULL DEFAULT 0,
+  binding_json   ${T} NOT NULL,
+  owner          ${T} NOT NULL DEFAULT 'gateway'
+);
+
+CREATE TABLE instances (
+  instance_id  ${T} PRIMARY KEY,
+  pid          BIGINT NOT NULL,
+  hostname     ${T} NOT NULL,
+  started_at   ${T} NOT NULL,
+  heartbeat_ms BIGINT NOT NULL
+);
+CREATE INDEX sessions_agent ON sessions(agent_id, status, is_default);
+
+CREATE TABLE claims (
+  claim_sequence BIGINT PRIMARY KEY,
+  session_id     ${T} NOT NULL UNIQUE,
+  claim_hash     ${T} NOT NULL,
+  canonical      ${T} NOT NULL
+);
+
+CREATE TABLE executions (
+  agent_id            ${T} NOT NULL,
+  execution_id        ${T} NOT NULL,
+  binding             ${T} NOT NULL,
+  state               ${T} NOT NULL CHECK (state IN ('in_flight','completed','not_attempted','outcome_unknown')),
+  call_id             ${T} NOT NULL,
+  session_id          ${T} NOT NULL,
+  tool_name           ${T} NOT NULL,
+  owner               ${T} NOT NULL,
+  created_at          ${T} NOT NULL,
+  updated_at          ${T} NOT NULL,
+  terminal_entry_hash ${T},
+  PRIMARY KEY (agent_id, execution_id)
+);
+CREATE INDEX executions_state ON executions(state);
+
+CREATE TABLE call_attempts (
+  call_id              ${T} PRIMARY KEY,
+  method               ${T} NOT NULL,
+  upstream             ${T} NOT NULL,
+  agent_id             ${T} NOT NULL,
+  session_id           ${T} NOT NULL,
+  execution_id         ${T},
+  tool_name            ${T},
+  request_payload_hash ${T},
+  workflow_id          ${T},
+  owner                ${T} NOT NULL,
+  started_at           ${T} NOT NULL
+);
+CREATE INDEX call_attempts_owner ON call_attempts(owner);
+`;
+
+/** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
+export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
+  { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
+]);
+
+const SCHEMA_VERSION_TABLE = `
+CREATE TABLE IF NOT EXISTS schema_version (
+  version     BIGINT PRIMARY KEY,
+  description ${T} NOT NULL,
+  applied_at  ${T} NOT NULL
+);`;
+
+/**
+ * Key of the session-level advisory lock that serialises migrations of one database
+ * (PostgreSQL 15 docs §9.27.10): replicas started together migrate one after the other; a
+ * connection that dies releases it.
+ * 0x636d6370 is "cmcp" in ASCII; 1 names the migration lock.
+ */
+const MIGRATION_LOCK: [number, number] = [0x636d6370, 1];
+
+/**
+ * The schema version of a PostgreSQL database (its search_path's schema_version table):
+ * 0 when there is none. Reads only.
+ * @throws pg errors (connection lost, permission denied).
+ */
+export async function postgresSchemaVersion(client: pg.ClientBase): Promise<number> {
+  const t = await client.query<{ t: string | null }>("SELECT to_regclass('schema_version')::text AS t");
+  if (!t.rows[0]?.t) return 0;
+  const v = await client.query<{ v: string | null }>('SELECT MAX(version)::text AS v FROM schema_version');
+  return Number(v.rows[0]?.v ?? 0);
+}
+
+/**
+ * Brings a PostgreSQL database to {@link LATEST_SCHEMA_VERSION}: each pending migration in its
+ * own transaction, begun once the migration advisory lock is held, which re-reads the version.
+ * @param where how messages name the database (a redacted URL).
+ * @throws SchemaTooNewError when the database is newer than this code (nothing written);
+ *   pg errors (the transaction is rolled back).
+ */
+export async function migratePostgres(client: pg.ClientBase, where: string): Promise<MigrationReport> {
+  const from = await postgresSchemaVersion(client);
+  if (from > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(from, where);
+  const report: MigrationReport = { engine: 'postgres', from, to: from, applied: [] };
+  for (;;) {
+    // The lock is taken before BEGIN: a transaction begun before another one's migration
+    // committed would still see its catalog as it was at that BEGIN (stale relation cache).
+    await client.query('SELECT pg_advisory_lock($1, $2)', MIGRATION_LOCK);
+    try {
+      const step = await migrateOne(client, where);
+      report.to = step.to;
+      if (!step.applied) return report;
+      report.applied.push(step.applied);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1, $2)', MIGRATION_LOCK).catch(() => undefined);
+    }
+  }
+}
+
+/** The next pending migration in one transaction (the caller holds the migration lock). */
+async function migrateOne(
+  client: pg.ClientBase,
+  where: string,
+): Promise<{ to: number; applied: { version: number; description: string } | null }> {
+  await client.query('BEGIN');
+  try {
+    const now = await postgresSchemaVersion(client);
+    if (now > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(now, where);
+    const next = POSTGRES_MIGRATIONS[now];
+    if (next) {
+      await client.query(SCHEMA_VERSION_TABLE);
+      await client.query(next.sql);
+      await client.query(
+        'INSERT INTO schema_version (version, description, applied_at) VALUES ($1, $2, $3)',
+        [next.version, next.description, new Date().toISOString()],
+      );
+    }
+    await client.query('COMMIT');
+    return next
+      ? { to: next.version, applied: { version: next.version, description: next.description } }
+      : { to: now, applied: null };
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  }
+}

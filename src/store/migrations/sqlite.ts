@@ -1,0 +1,213 @@
+/**
+ * The SQLite schema, by version (./index.ts). Version 1 is the schema as the gateway made it
+ * before versions were recorded (CREATE TABLE IF NOT EXISTS at every open), text unchanged, so
+ * that a file made by that code is taken over at version 1 as it is: {@link migrateSqlite}
+ * first applies the two upgrades that code applied at open (sessions.owner; audit_entries from
+ * WITHOUT ROWID to a rowid table), then version 1's IF NOT EXISTS DDL adds the tables such a
+ * file may lack, then records version 1 — all in one transaction.
+ */
+import type Database from 'better-sqlite3';
+import {
+  checkedMigrations,
+  LATEST_SCHEMA_VERSION,
+  type Migration,
+  type MigrationReport,
+  SchemaTooNewError,
+} from './index.js';
+
+type Db = Database.Database;
+
+// audit_entries is a rowid table: its ~1 KB rows fit in a table b-tree leaf. As a WITHOUT
+// ROWID table each row lived in an index b-tree, whose cells spill past ~1 KB (page 4096) to
+// an overflow page of its own: ~4.7 KB on disk per entry (docs/operations.md#the-wal-and-the-disk).
+const AUDIT_ENTRIES = `
+CREATE TABLE IF NOT EXISTS audit_entries (
+  chain_id        TEXT    NOT NULL,
+  sequence_number INTEGER NOT NULL,
+  prev_entry_hash TEXT    NOT NULL,
+  entry_hash      TEXT    NOT NULL,
+  entry_type      TEXT    NOT NULL,
+  session_id      TEXT,
+  execution_id    TEXT,
+  agent_id        TEXT,
+  timestamp_utc   TEXT    NOT NULL,
+  canonical       TEXT    NOT NULL,   -- the exact JCS text that was hashed
+  PRIMARY KEY (chain_id, sequence_number),
+  UNIQUE (chain_id, prev_entry_hash)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS audit_entries_hash ON audit_entries(entry_hash);
+`;
+
+const SCHEMA_V1 = `${AUDIT_ENTRIES}
+
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id    TEXT PRIMARY KEY,
+  agent_id      TEXT    NOT NULL,
+  is_default    INTEGER NOT NULL,
+  status        TEXT    NOT NULL CHECK (status IN ('open','closed')),
+  created_at    TEXT    NOT NULL,
+  created_ms    INTEGER NOT NULL,
+  closed_at     TEXT,
+  chain_root    TEXT    NOT NULL,
+  key_thumbprint TEXT   NOT NULL,    -- b64url; the gateway key that the binding covers
+  call_count    INTEGER NOT NULL DEFAULT 0,
+  binding_json  TEXT    NOT NULL,    -- preimage + evidence section as it will appear in the claim
+  owner         TEXT    NOT NULL DEFAULT 'gateway'  -- instance_id of the gateway that opened it
+);
+
+-- One live process per instance_id (see store/instance-lock.ts).
+CREATE TABLE IF NOT EXISTS instances (
+  instance_id  TEXT PRIMARY KEY,
+  pid          INTEGER NOT NULL,
+  hostname     TEXT    NOT NULL,
+  started_at   TEXT    NOT NULL,
+  heartbeat_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_agent ON sessions(agent_id, status, is_default);
+
+CREATE TABLE IF NOT EXISTS claims (
+  claim_sequence INTEGER PRIMARY KEY,
+  session_id     TEXT NOT NULL UNIQUE,
+  claim_hash     TEXT NOT NULL,
+  canonical      TEXT NOT NULL        -- the exact JCS text of the signed claim
+);
+
+CREATE TABLE IF NOT EXISTS executions (
+  agent_id        TEXT NOT NULL,
+  execution_id    TEXT NOT NULL,
+  binding         TEXT NOT NULL,      -- Execution Action Binding v1, rendered sha256:<hex>
+  state           TEXT NOT NULL CHECK (state IN ('in_flight','completed','not_attempted','outcome_unknown')),
+  call_id         TEXT NOT NULL,
+  session_id      TEXT NOT NULL,
+  tool_name       TEXT NOT NULL,
+  owner           TEXT NOT NULL,      -- instance_id of the gateway that admitted it (recovery scope)
+  created_at      TEXT NOT NULL,
+  updated_at      TEXT NOT NULL,
+  terminal_entry_hash TEXT,
+  PRIMARY KEY (agent_id, execution_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS executions_state ON executions(state);
+
+-- Calls on their way to an upstream (src/call/attempts.ts): a row is written before the upstream
+-- is invoked and deleted in the transaction of the call's terminal entry; what is left at
+-- start-up is recovered as outcome_unknown (docs/spec/execution.md#recovery).
+CREATE TABLE IF NOT EXISTS call_attempts (
+  call_id      TEXT PRIMARY KEY,
+  method       TEXT NOT NULL,      -- the MCP method forwarded (tools/call, …)
+  upstream     TEXT NOT NULL,      -- server_identity of the upstream invoked
+  agent_id     TEXT NOT NULL,
+  session_id   TEXT NOT NULL,
+  execution_id TEXT,               -- the agent's execution_id, or NULL (never synthesized)
+  tool_name    TEXT,
+  request_payload_hash TEXT,
+  workflow_id  TEXT,
+  owner        TEXT NOT NULL,      -- instance_id of the gateway that forwarded it (recovery scope)
+  started_at   TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
+`;
+
+/** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
+export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
+  { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
+]);
+
+const SCHEMA_VERSION_TABLE = `
+CREATE TABLE IF NOT EXISTS schema_version (
+  version     INTEGER PRIMARY KEY,
+  description TEXT    NOT NULL,
+  applied_at  TEXT    NOT NULL
+);`;
+
+/** Tables of a cmcp database made before versions were recorded (any one of them is enough). */
+const UNVERSIONED_TABLES = [
+  'audit_entries',
+  'sessions',
+  'instances',
+  'claims',
+  'executions',
+  'call_attempts',
+];
+
+/**
+ * The schema version of an open SQLite database: a number (0 when it has no cmcp table), or
+ * `unversioned` when it has cmcp tables but no schema_version (made before versioning).
+ * Reads only.
+ */
+export function sqliteSchemaVersion(db: Db): number | 'unversioned' {
+  const tables = db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_schema WHERE type = 'table'")
+    .all()
+    .map((t) => t.name);
+  if (tables.includes('schema_version')) {
+    const row = db.prepare<[], { v: number | null }>('SELECT MAX(version) AS v FROM schema_version').get();
+    return row?.v ?? 0;
+  }
+  return tables.some((t) => UNVERSIONED_TABLES.includes(t)) ? 'unversioned' : 0;
+}
+
+/**
+ * Brings an open SQLite database to {@link LATEST_SCHEMA_VERSION}: each pending migration in
+ * its own `BEGIN IMMEDIATE` transaction, which re-reads the version once it holds the write
+ * lock (another process may have migrated meanwhile). A current database is only read.
+ * @throws SchemaTooNewError when the database is newer than this code (nothing written);
+ *   SQLite errors (SQLITE_BUSY after the connection's busy timeout).
+ */
+export function migrateSqlite(db: Db, where = 'the database'): MigrationReport {
+  const from = sqliteSchemaVersion(db);
+  const report: MigrationReport = { engine: 'sqlite', from, to: 0, applied: [] };
+  if (typeof from === 'number' && from > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(from, where);
+  report.to = typeof from === 'number' ? from : 0;
+  // A current database (every open after the first) takes no write lock.
+  if (from === LATEST_SCHEMA_VERSION) return report;
+  for (;;) {
+    const step = db
+      .transaction(() => {
+        const now = sqliteSchemaVersion(db);
+        if (typeof now === 'number' && now > LATEST_SCHEMA_VERSION) throw new SchemaTooNewError(now, where);
+        const next = SQLITE_MIGRATIONS[now === 'unversioned' ? 0 : now];
+        if (!next) return { current: now as number, applied: null };
+        if (now === 'unversioned') upgradeUnversioned(db);
+        db.exec(SCHEMA_VERSION_TABLE);
+        db.exec(next.sql);
+        db.prepare('INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)').run(
+          next.version,
+          next.description,
+          new Date().toISOString(),
+        );
+        return { current: next.version, applied: next };
+      })
+      .immediate();
+    report.to = step.current;
+    if (!step.applied) return report;
+    report.applied.push({ version: step.applied.version, description: step.applied.description });
+  }
+}
+
+/**
+ * The upgrades the gateway applied at open before versions were recorded, for a file made by
+ * still older code: sessions gets its owner column (the default instance id), and audit_entries
+ * made as a WITHOUT ROWID table becomes a rowid table with every row copied unchanged (the
+ * canonical texts are what the chains hash). Runs inside {@link migrateSqlite}'s transaction.
+ */
+function upgradeUnversioned(db: Db): void {
+  const cols = db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('sessions')").all();
+  if (cols.length && !cols.some((c) => c.name === 'owner'))
+    db.exec("ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT 'gateway'");
+  const row = db
+    .prepare<[], { sql: string }>(
+      "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'audit_entries'",
+    )
+    .get();
+  if (!row || !/WITHOUT\s+ROWID/i.test(row.sql)) return;
+  db.exec('ALTER TABLE audit_entries RENAME TO audit_entries_without_rowid');
+  db.exec('DROP INDEX IF EXISTS audit_entries_hash');
+  db.exec(AUDIT_ENTRIES);
+  db.exec(
+    `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
+       execution_id, agent_id, timestamp_utc, canonical)
+     SELECT chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id, execution_id,
+       agent_id, timestamp_utc, canonical FROM audit_entries_without_rowid ORDER BY chain_id, sequence_number`,
+  );
+  db.exec('DROP TABLE audit_entries_without_rowid');
+}
