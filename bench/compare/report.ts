@@ -13,6 +13,7 @@ import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { REPO_ROOT } from '../load/profile.js';
 import type { MemoryResult } from '../memory.js';
+import { formatRelayedProgress, type RelayedProgressResult } from '../relayed-progress.js';
 import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
 
 function version(pkg: string): string {
@@ -213,6 +214,26 @@ function memorySection(rel: (p: string) => string): string {
   ].join(' ');
 }
 
+/** The newest relayed-progress run (bench/results/relayed-progress-*.json, ../relayed-progress.ts). */
+function progressSection(rel: (p: string) => string): string {
+  const dir = join(REPO_ROOT, 'bench', 'results');
+  const newest = readdirSync(dir)
+    .filter((n) => /^relayed-progress-.*\.json$/.test(n))
+    .sort()
+    .at(-1);
+  if (!newest) return '(no relayed-progress run saved: `npm run bench:progress`)';
+  const r = JSON.parse(readFileSync(join(dir, newest), 'utf8')) as RelayedProgressResult;
+  return `[${newest}](${rel(join(dir, newest))}), \`npm run bench:progress\` (bench/relayed-progress.ts; also run by \`npm run bench\`).
+Client, gateway (cmcp light) and upstream are three processes. The same \`test_progress_steps\` call is
+made four ways: streamed (SSE, with a progress token) to an upstream answering on SSE, directly and
+through cmcp; and JSON (no progress token, the client accepting JSON only) to the same upstream
+answering JSON, directly and through cmcp. "Added" is the via-cmcp percentile minus the direct one,
+per repetition; the JSON call is made twice per round, and the difference between its two added
+p50s is the noise floor the streamed path's excess is judged against.
+
+${formatRelayedProgress(r)}`;
+}
+
 /** The top-self-time tables of saved profiles (bench/results/profile-<label>.json). */
 function profileSections(): string {
   const parts: string[] = [];
@@ -316,6 +337,10 @@ ${(['http', 'stdio'] as const)
 ## Memory (issue 12 item 8)
 
 ${memorySection(rel)}
+
+## Relayed progress (issue 10 item 10)
+
+${progressSection(rel)}
 
 ## CPU profile of cmcp full (top self time)
 
