@@ -26,12 +26,6 @@ export interface ClientChannel {
    */
   notify(message: ClientMessage): boolean;
   /**
-   * Sends now what `notify` wrote in this tick (an SSE channel coalesces one tick's writes into
-   * one): called when the upstream's answer is in, so that notifications it sent just before
-   * reach the client before the gateway records the call. Absent: nothing is held back.
-   */
-  flush?(): void;
-  /**
    * Sends a server-to-client request (`sampling/createMessage`, `elicitation/create`,
    * `roots/list`) and resolves with the client's `result`.
    * @throws CmcpError `CLIENT_CHANNEL_UNAVAILABLE` when the response is JSON (the client cannot

@@ -21,14 +21,10 @@ export function callLink(relay: Relay, req: MethodRequest): CallLink {
       const inflight = { channel: req.channel, agentId: req.caller.agentId, sessionId };
       const opts = { signal: req.channel.signal, ...(onprogress ? { onprogress } : {}) };
       const task = req.params?.task;
-      if (typeof task !== 'object' || task === null) {
-        const answer = await relay.sessions.during(conn, inflight, () =>
+      if (typeof task !== 'object' || task === null)
+        return relay.sessions.during(conn, inflight, () =>
           relay.deps.pool.call(route, args, { via: conn, ...opts }),
         );
-        // Progress that came with the answer goes out now, not after the terminal entry is written.
-        req.channel.flush?.();
-        return answer;
-      }
       // A task-augmented call (2025-11-25): `task` passed through, the task id remembered.
       const params = { name: route.toolName, ...(args !== undefined ? { arguments: args } : {}), task };
       const o = await relay.sessions.during(conn, inflight, () => conn.request('tools/call', params, opts));

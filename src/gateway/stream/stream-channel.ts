@@ -8,9 +8,12 @@
  * `text/event-stream`) always answers on the stream.
  *
  * What is written in one tick goes out in one write: the socket is corked at the first write
- * and uncorked on the next tick (or by `flush`, when the upstream's answer is in), so the head
- * and the notifications one upstream read delivered reach the client as one segment, not one
- * per event, and the result goes with the stream's end (bench/relayed-progress.ts).
+ * and uncorked on the next tick, so the head and the notifications one upstream read delivered
+ * reach the client as one segment, not one per event, and notifications that came with the
+ * upstream's answer go with the result and the stream's end: one write, as on the JSON path.
+ * Each write wakes the client; sending those notifications ahead of the terminal audit entry
+ * took one write more and cost the call ~0.9 ms at p50 on a busy machine, for ~0.3 ms earlier
+ * notifications (bench/relayed-progress.ts, A/B in one run).
  */
 import type { ServerResponse } from 'node:http';
 import { CmcpError } from '@cmcp/verify/errors/index';
@@ -26,8 +29,8 @@ export class StreamChannel implements ClientChannel {
   /** Server-to-client requests of this channel still waiting (rejected when the client goes). */
   private readonly waiting = new Set<(e: Error) => void>();
   /**
-   * True from a write until the next tick's uncork (or an earlier `flush`). end() uncorks fully,
-   * so nothing is uncorked after it: the socket may already serve the connection's next response.
+   * True from a write until the next tick's uncork. end() uncorks fully, so nothing is uncorked
+   * after it: the socket may already serve the connection's next response.
    */
   private corked = false;
 
@@ -74,7 +77,8 @@ export class StreamChannel implements ClientChannel {
     process.nextTick(() => this.flush());
   }
 
-  flush(): void {
+  /** Sends what this tick wrote (the uncork of `cork`). */
+  private flush(): void {
     if (!this.corked) return;
     this.corked = false;
     if (!this.raw.writableEnded) this.raw.uncork();
