@@ -109,8 +109,9 @@ export interface RelayedProgressResult {
   reps: number;
   rounds: number;
   steps: number;
-  /** The checkout of the baseline gateway, when one ran beside this one. */
+  /** The checkout of the baseline gateway, when one ran beside this one, and its name in the report. */
   baselineRoot?: string;
+  baselineLabel?: string;
   loadavgBefore: number[];
   loadavgAfter: number[];
   perRep: RepSummary[];
@@ -195,7 +196,14 @@ function shuffled<T>(xs: readonly T[]): T[] {
  *   comparison of two builds in one run); o.cpuProfDir profiles this gateway.
  */
 export async function runRelayedProgressBench(
-  o: { reps?: number; rounds?: number; steps?: number; baselineRoot?: string; cpuProfDir?: string } = {},
+  o: {
+    reps?: number;
+    rounds?: number;
+    steps?: number;
+    baselineRoot?: string;
+    baselineLabel?: string;
+    cpuProfDir?: string;
+  } = {},
 ): Promise<RelayedProgressResult> {
   const reps = o.reps ?? 5;
   const rounds = o.rounds ?? 100;
@@ -289,7 +297,9 @@ export async function runRelayedProgressBench(
     reps,
     rounds,
     steps,
-    ...(o.baselineRoot ? { baselineRoot: o.baselineRoot } : {}),
+    ...(o.baselineRoot
+      ? { baselineRoot: o.baselineRoot, baselineLabel: o.baselineLabel ?? o.baselineRoot }
+      : {}),
     loadavgBefore,
     loadavgAfter: loadavg(),
     perRep,
@@ -338,11 +348,11 @@ export function formatRelayedProgress(r: RelayedProgressResult): string {
     '| | direct p50 | via the gateway p50 | added p50 | added p95 |',
     '|---|---|---|---|---|',
     ...rows('cmcp', (s) => s.cmcp, ''),
-    ...(base ? rows('baseline', (s) => s.baseline as GatewaySummary, 'Base') : []),
+    ...(base ? rows(`baseline ${r.baselineLabel}`, (s) => s.baseline as GatewaySummary, 'Base') : []),
     '',
     `Gateway CPU per call (/proc/<pid>/schedstat, median (min…max) of ${cpu.cmcp?.streamed.length ?? 0} alternated batches of ${cpu.batchCalls} calls per path):`,
     ...cpuLine('cmcp', 'cmcp'),
-    ...(base ? cpuLine(`baseline (${r.baselineRoot})`, 'baseline') : []),
+    ...(base ? cpuLine(`baseline ${r.baselineLabel}`, 'baseline') : []),
     '',
     `Excess (streamed added p50 − JSON added p50), cmcp: ${col((s) => s.cmcp.excess)} ms${base ? `; baseline: ${col((s) => (s.baseline as GatewaySummary).excess)} ms` : ''}. Noise (JSON again − JSON, added p50): ${col((s) => s.noise)} ms.`,
     `Rule: MISSED when the median excess (${msText(r.medianExcess)} ms) is above the noise floor, the largest |noise| over the repetitions (${msText(r.noiseFloor)} ms); INCONCLUSIVE when it is not but the noise floor is above ${RESOLUTION * 100} % of the JSON call's added p50; else MET.`,
@@ -369,6 +379,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     .option('--rounds <n>', 'rounds per repetition', int, 100)
     .option('--steps <n>', 'progress notifications per streamed call', int, 5)
     .option('--baseline <dir>', 'a checkout whose dist/ runs as a second gateway (A/B in one run)')
+    .option('--baseline-label <name>', 'what the baseline is called in the report (default: its directory)')
     .option('--cpu-prof <dir>', "write this gateway's CPU profile to <dir>")
     .option('--no-save', 'do not write bench/results/relayed-progress-*.json')
     .parse()
@@ -377,6 +388,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       rounds: number;
       steps: number;
       baseline?: string;
+      baselineLabel?: string;
       cpuProf?: string;
       save: boolean;
     }>();
@@ -385,6 +397,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     rounds: opts.rounds,
     steps: opts.steps,
     ...(opts.baseline ? { baselineRoot: opts.baseline } : {}),
+    ...(opts.baselineLabel ? { baselineLabel: opts.baselineLabel } : {}),
     ...(opts.cpuProf ? { cpuProfDir: opts.cpuProf } : {}),
   });
   if (opts.save) console.log(`results: ${saveRelayedProgress(r)}`);
