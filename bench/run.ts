@@ -25,7 +25,7 @@ import { runCpuProfile } from './cpu-profile.js';
 import { runExecutionIdBench } from './execution-id.js';
 import { REPO_ROOT } from './load/profile.js';
 import { runMemoryBench } from './memory.js';
-import { runRelayedProgressBench } from './relayed-progress.js';
+import { runRelayedProgressBench, saveRelayedProgress } from './relayed-progress.js';
 import { runSessionBindingBench } from './session-binding.js';
 import { runVerifyBench } from './verify.js';
 
@@ -117,17 +117,23 @@ try {
     if (opts.sections) await sessionBinding(quick);
     const t0 = Date.now();
     const r = await runCompare(env, o);
-    const file = join(resultsDir, `compare-${quick ? 'quick' : 'full'}-${stamp}.json`);
     const elapsedS = (Date.now() - t0) / 1000;
+    if (opts.sections) {
+      // Before the report: BENCHMARKS.md shows this run's relayed-progress result.
+      console.log(
+        '\n== a relayed progress notification, direct and through cmcp (bench/relayed-progress.ts) ==',
+      );
+      const progress = await runRelayedProgressBench(
+        quick ? { reps: 3, rounds: 60 } : { reps: 5, rounds: 150 },
+      );
+      console.log(`results: ${saveRelayedProgress(progress)}`);
+    }
+    const file = join(resultsDir, `compare-${quick ? 'quick' : 'full'}-${stamp}.json`);
     const doc = { elapsedS, ...(await renderReport(r, { file, quick, elapsedS })) };
     writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
     console.log(`results: ${file}\nreport: BENCHMARKS.md`);
     if (opts.sections) {
       await runExecutionIdBench(quick ? 100 : 500);
-      console.log(
-        '\n== a relayed progress notification, direct and through cmcp (bench/relayed-progress.ts) ==',
-      );
-      await runRelayedProgressBench(quick ? 50 : 200);
       console.log('\n== verification speed per format ==');
       await runVerifyBench({ budgetMs: quick ? 300 : 1000 });
     }

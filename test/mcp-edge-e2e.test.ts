@@ -147,4 +147,26 @@ describe('progress through two gateway hops', () => {
     expect(seen).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     await c.close();
   });
+
+  it('a notification reaches the client while the call still runs (the SSE channel coalesces, it does not hold back)', async () => {
+    const c = await client(far, 'alice-token');
+    const ctl = new AbortController();
+    const seen: number[] = [];
+    let settled = false;
+    const call = c
+      .callTool({ name: 'hop.test_wait_for_cancel', arguments: {} }, undefined, {
+        signal: ctl.signal,
+        onprogress: (p) => seen.push(p.progress),
+      })
+      .finally(() => {
+        settled = true;
+      });
+    call.catch(() => undefined);
+    await until(() => seen.length > 0);
+    expect(seen).toEqual([0]);
+    expect(settled).toBe(false);
+    ctl.abort('seen enough');
+    await expect(call).rejects.toThrow();
+    await c.close();
+  });
 });

@@ -14,6 +14,7 @@ import { compile, type TopLevelSpec } from 'vega-lite';
 import { REPO_ROOT } from '../load/profile.js';
 import type { MemoryResult } from '../memory.js';
 import { sessionBindingSection } from '../session-binding.js';
+import { formatRelayedProgress, type RelayedProgressResult } from '../relayed-progress.js';
 import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
 
 function version(pkg: string): string {
@@ -214,6 +215,55 @@ function memorySection(rel: (p: string) => string): string {
   ].join(' ');
 }
 
+/** The newest relayed-progress run (bench/results/relayed-progress-*.json, ../relayed-progress.ts). */
+function progressSection(rel: (p: string) => string): string {
+  const dir = join(REPO_ROOT, 'bench', 'results');
+  const runs = readdirSync(dir)
+    .filter((n) => /^relayed-progress-.*\.json$/.test(n))
+    .sort();
+  const newest = runs.at(-1);
+  if (!newest) return '(no relayed-progress run saved: `npm run bench:progress`)';
+  const read = (n: string) => JSON.parse(readFileSync(join(dir, n), 'utf8')) as RelayedProgressResult;
+  const r = read(newest);
+  const ms = (us: number) => f(us / 1000, 3);
+  // Every saved run, so that one lucky run is not the whole story.
+  const all = runs.map((n) => {
+    const x = read(n);
+    return `| [${n}](${rel(join(dir, n))}) | ${x.loadavgBefore.map((l) => f(l, 1)).join(' / ')} | ${ms(x.medianExcess)} | ${ms(x.noiseFloor)} | ${x.verdict} |`;
+  });
+  return `[${newest}](${rel(join(dir, newest))}), \`npm run bench:progress\` (bench/relayed-progress.ts; also run by \`npm run bench\`).
+Client, gateway (cmcp light) and upstream are three processes. The same \`test_progress_steps\` call is
+made four ways: streamed (SSE, with a progress token) to an upstream answering on SSE, directly and
+through cmcp; and JSON (no progress token, the client accepting JSON only) to the same upstream
+answering JSON, directly and through cmcp. "Added" is the via-cmcp percentile minus the direct one,
+per repetition; the JSON call is made twice per round, and the difference between its two added
+p50s is the noise floor the streamed path's excess is judged against. A baseline, when named, is
+another build run as a second gateway in the same run, its calls interleaved with the others.
+
+What made the streamed path slower: the gateway wrote each SSE event with a write of its own (the
+head, every notification, the result, the stream's end), and every write wakes the client; on a
+busy machine each wakeup costs the call. The SSE channel (src/gateway/stream/stream-channel.ts) now
+coalesces one tick's writes: the notifications one upstream read delivers go in one write, and those
+that came with the answer go with the result and the stream's end. Sending them ahead of the
+terminal audit entry, one write more, cost the call ~0.9 ms at p50 in an A/B run for ~0.3 ms earlier
+notifications, so it is not done. Not the cause: Nagle (Node's HTTP server sets noDelay, undici
+too), logging (one line per request on both paths), the progress-token mapping and the event's
+JSON serialisation (~15 µs per call in a profile). What remains of the excess is about what the
+direct client itself pays for SSE over JSON (direct streamed p50 − direct JSON p50): cmcp reads the
+upstream's SSE answer with the SDK's client transport (web streams, eventsource-parser, a zod parse
+per message), which the JSON path does not.
+
+Every saved run (ms; load average before the run, 1 / 5 / 15 min):
+
+| run | load average | median excess | noise floor | verdict |
+|---|---|---|---|---|
+${all.join('\n')}
+
+The newest run in full:
+
+${formatRelayedProgress(r)}`;
+}
+
 /** The top-self-time tables of saved profiles (bench/results/profile-<label>.json). */
 function profileSections(): string {
   const parts: string[] = [];
@@ -321,6 +371,10 @@ ${memorySection(rel)}
 ## Session binding (issue 12 item 7)
 
 ${sessionBindingSection(rel)}
+
+## Relayed progress (issue 10 item 10)
+
+${progressSection(rel)}
 
 ## CPU profile of cmcp full (top self time)
 

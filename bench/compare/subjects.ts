@@ -120,7 +120,13 @@ async function spawnListening(env: Env, args: string[]): Promise<{ proc: ChildPr
   return { proc, port };
 }
 
-async function waitHttp(url: string, proc: ChildProcess, what: string, logFile?: string): Promise<void> {
+/** Polls `url` until it answers; @throws when `proc` exits or 30 s pass. */
+export async function waitHttp(
+  url: string,
+  proc: ChildProcess,
+  what: string,
+  logFile?: string,
+): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (proc.exitCode !== null)
@@ -138,7 +144,8 @@ async function waitHttp(url: string, proc: ChildProcess, what: string, logFile?:
   }
 }
 
-function stopProc(p: ChildProcess, group = false): Promise<void> {
+/** SIGTERM, then SIGKILL after 10 s (`group`: the whole process group). */
+export function stopProc(p: ChildProcess, group = false): Promise<void> {
   if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
   return new Promise((ok) => {
     const kill = setTimeout(() => {

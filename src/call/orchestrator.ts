@@ -32,7 +32,8 @@ function latencyUs(startedAt: bigint): number {
 export class CallOrchestrator {
   private readonly gates: CallGates;
   private readonly recorder: TerminalRecorder;
-  private readonly sensitivity: SessionSensitivity;
+  /** Each session's highest forwarded sensitivity (also the relayed methods' Cedar context). */
+  readonly sensitivity: SessionSensitivity;
   /** Calls on their way upstream, recorded before the upstream is invoked (attempts.ts). */
   readonly attempts: AttemptLog;
 

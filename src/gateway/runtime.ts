@@ -274,6 +274,7 @@ function buildHttp(
     log,
     policy: () => policy?.engine ?? null,
     agentAttributes: (id) => agentAttrs.get(id) ?? {},
+    maxSensitivity: (id) => calls.sensitivity.max(id),
     listTools,
     pageSize: cfg.limits.list_page_size,
   });

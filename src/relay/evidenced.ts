@@ -13,7 +13,7 @@ import type { CallOutcome } from '../upstream/pool.js';
 import { type Answer, registryError } from './answer.js';
 import type { EvidencedMethod, RelayDisposition } from './evidence.js';
 import type { Route } from './federation.js';
-import { decideRelay, type RelayResource, type RelayVerdict } from './policy.js';
+import { decideRelay, maxSensitivityOf, type RelayResource, type RelayVerdict } from './policy.js';
 import { progressRelay, progressToken } from './progress.js';
 import type { Relay } from './relay.js';
 
@@ -106,7 +106,7 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
         action: s.action,
         resource: { ...s.resource, server: route.upstream },
         ...(s.context ? { context: s.context } : {}),
-        session: { calls },
+        session: { calls, ...maxSensitivityOf(relay.deps, sessionId) },
       });
   if (verdict.refused)
     return refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {

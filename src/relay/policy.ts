@@ -1,7 +1,9 @@
 /**
  * Cedar decisions for the relayed MCP methods that carry data (docs/spec/policy.md#relayed-methods).
  * Each is one Cedar request with principal `Agent::"<agent_id>"` (its configured attributes) and
- * context `{session: {calls, max_sensitivity, max_sensitivity_level}}` plus what the action adds:
+ * context `{session: {calls, max_sensitivity, max_sensitivity_level}}` (the session's highest
+ * forwarded tool sensitivity, as `tools/call` sees it: src/call/sensitivity.ts) plus what the
+ * action adds:
  *
  * | method | action | resource |
  * |---|---|---|
@@ -19,7 +21,7 @@
  */
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import type { EntryInput } from '../audit/chain.js';
-import { sensitivityLevel } from '../catalog/catalog.js';
+import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
 import { agentEntity, type PolicyEngine, toCedarValue } from '../policy/engine.js';
 
 /** The Cedar resource of one relayed request. */
@@ -38,7 +40,8 @@ export interface RelayPolicyRequest {
   resource: RelayResource;
   /** Extra context members (`arguments` of a prompt). */
   context?: Record<string, unknown>;
-  session: { calls: number };
+  /** The session's facts; `maxSensitivity` absent (no session): `unclassified`. */
+  session: { calls: number; maxSensitivity?: Sensitivity };
 }
 
 /** The verdict: the entry members it decides, and a refusal when the policy enforces a deny. */
@@ -48,6 +51,17 @@ export interface RelayVerdict {
   refused: { code: 'POLICY_DENY' | 'POLICY_EVALUATION_FAILED'; message: string; policyIds: string[] } | null;
 }
 
+/**
+ * The `maxSensitivity` member of a relayed request's session facts: the session's highest
+ * forwarded tool sensitivity from `deps.maxSensitivity`, nothing without a session or a source.
+ */
+export function maxSensitivityOf(
+  deps: { maxSensitivity?: (sessionId: string) => Sensitivity },
+  sessionId: string | null,
+): { maxSensitivity?: Sensitivity } {
+  return sessionId !== null && deps.maxSensitivity ? { maxSensitivity: deps.maxSensitivity(sessionId) } : {};
+}
+
 /** Decides one relayed request (module doc). Never throws. */
 export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest): RelayVerdict {
   if (!engine) return { entry: { policy_decision: 'allow' }, detail: {}, refused: null };
@@ -55,12 +69,13 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
   let entities: cedar.EntityJson[];
   try {
     const extra = toCedarValue(req.context ?? {}, '/context') as Record<string, cedar.CedarValueJson>;
+    const max = req.session.maxSensitivity ?? 'unclassified';
     context = {
       ...extra,
       session: {
         calls: req.session.calls,
-        max_sensitivity: 'unclassified',
-        max_sensitivity_level: sensitivityLevel('unclassified'),
+        max_sensitivity: max,
+        max_sensitivity_level: sensitivityLevel(max),
       },
     };
     entities = [

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
+import type { Sensitivity } from '../catalog/catalog.js';
 import type { ClientSessionEvents } from '../gateway/client-channel.js';
 import type { MethodHandler } from '../gateway/mcp.js';
 import type { PolicyEngine } from '../policy/engine.js';
@@ -32,6 +33,11 @@ export interface RelayDeps {
   /** The engine deciding requests now (changes on a signed reload), or null: no policy. */
   policy: () => PolicyEngine | null;
   agentAttributes: (agentId: string) => Record<string, unknown>;
+  /**
+   * The highest catalog sensitivity a session has forwarded (src/call/sensitivity.ts), for the
+   * Cedar context of its relayed requests; absent: `unclassified`.
+   */
+  maxSensitivity?: (sessionId: string) => Sensitivity;
   /** The tools agents see (the catalog's when one is configured). */
   listTools: () => ToolDefinition[];
   pageSize?: number;

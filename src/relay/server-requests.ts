@@ -10,7 +10,7 @@ import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionService } from '../session/service.js';
 import type { RelayRecorder } from './evidence.js';
-import { decideRelay } from './policy.js';
+import { decideRelay, maxSensitivityOf } from './policy.js';
 import type { RelayDeps } from './relay.js';
 import type { ServerRequestMethod, ServerRequestRelay } from './sessions.js';
 
@@ -22,7 +22,7 @@ const ACTIONS: Record<ServerRequestMethod, string> = {
 
 /** The relay of server-to-client requests, for {@link RelaySessions}. */
 export function serverRequestRelay(
-  deps: Pick<RelayDeps, 'policy' | 'agentAttributes'>,
+  deps: Pick<RelayDeps, 'policy' | 'agentAttributes' | 'maxSensitivity'>,
   sessions: SessionService,
   recorder: RelayRecorder,
 ): ServerRequestRelay {
@@ -47,7 +47,7 @@ export function serverRequestRelay(
       agentAttributes: deps.agentAttributes(agentId),
       action: ACTIONS[method],
       resource: { type: 'ClientRequest', id: method, server: origin.upstream, attrs: { method } },
-      session: { calls: row?.call_count ?? 0 },
+      session: { calls: row?.call_count ?? 0, ...maxSensitivityOf(deps, sessionId) },
     });
     if (verdict.refused)
       refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {

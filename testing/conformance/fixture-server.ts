@@ -189,8 +189,16 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
 }
 
-/** Starts the fixture on 127.0.0.1 (`port` 0: a free one). */
-export async function startFixtureServer(port = 0): Promise<FixtureServer> {
+/**
+ * Starts the fixture on 127.0.0.1 (`port` 0: a free one).
+ * @param opts.jsonResponse answer every POST as `application/json` (the SDK transport's
+ *   `enableJsonResponse`; notifications tied to a request are then dropped), as a server
+ *   that never streams: the JSON path of bench/relayed-progress.ts.
+ */
+export async function startFixtureServer(
+  port = 0,
+  opts: { jsonResponse?: boolean } = {},
+): Promise<FixtureServer> {
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const cancelled: string[] = [];
   let allowedHosts: string[] = [];
@@ -217,6 +225,7 @@ export async function startFixtureServer(port = 0): Promise<FixtureServer> {
         }
         const t = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
+          enableJsonResponse: opts.jsonResponse === true,
           enableDnsRebindingProtection: true,
           allowedHosts,
           onsessioninitialized: (id) => {

@@ -23,13 +23,18 @@ export function openEventStream(raw: ServerResponse, headers: Record<string, str
   raw.flushHeaders();
 }
 
+/** One JSON-RPC message as one SSE event (`event: message`, one `data:` line). */
+export function eventFrame(message: Record<string, unknown>): string {
+  return `event: message\ndata: ${JSON.stringify(message)}\n\n`;
+}
+
 /**
  * Writes one JSON-RPC message as one SSE event.
  * @returns false when the response is no longer writable (client gone).
  */
 export function writeEvent(raw: ServerResponse, message: Record<string, unknown>): boolean {
   if (raw.writableEnded || raw.destroyed) return false;
-  raw.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+  raw.write(eventFrame(message));
   return true;
 }
 
