@@ -103,7 +103,8 @@ export class GatewayMeasurer {
     this.recording = this.recording.then(async () => {
       const result = await answered;
       try {
-        this.chain.append(GATEWAY_CHAIN_ID, {
+        // Awaited: a write lock held by another process does not hold the event loop.
+        await this.chain.appendAwaited(GATEWAY_CHAIN_ID, {
           entry_type: 'gateway_measurement',
           detail: {
             ...next.json,
