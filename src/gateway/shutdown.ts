@@ -51,7 +51,8 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
   }
   if (!drained)
     p.log.warn({ pending: p.drain.pending, ...recovered, drain_ms: drainMs }, 'drain time elapsed');
-  const closed = p.sessions.closeOpen(null, 'gateway_stopped');
+  // Paged and awaited (session/paged.ts): probes are answered while long sessions close.
+  const closed = await p.sessions.closeOpenInBatches(null, 'gateway_stopped');
   // Requests still running hold their sockets; their late terminal commits are refused (the
   // attempt is gone), so nothing they could still say belongs in the record.
   p.app.server.closeAllConnections();
