@@ -396,7 +396,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider), drain },
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
