@@ -5,7 +5,7 @@
  * counted by type (relayed resource reads, prompt gets, … beside tool calls), and the binding section
  * recorded at session creation.
  */
-import { type KeyObject, randomUUID, sign as cryptoSign } from 'node:crypto';
+import { sign as cryptoSign, type KeyObject, randomUUID } from 'node:crypto';
 import type { Ed25519Jwk, SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import {

@@ -167,12 +167,7 @@ export class OperatorControls implements OperatorApi {
     });
     if (!entry)
       return refuse(
-        new ReloadRefusedError(
-          'not_newer',
-          'another reload was installed meanwhile',
-          [],
-          next.hash,
-        ),
+        new ReloadRefusedError('not_newer', 'another reload was installed meanwhile', [], next.hash),
       );
     for (const hook of this.reloadHooks) {
       try {

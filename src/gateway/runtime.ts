@@ -46,7 +46,7 @@ import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
-import { allowedHosts } from './host-check.js';
+import { allowedHosts, hostCheck } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
 import { OperatorControls } from './operator.js';
@@ -265,7 +265,11 @@ function buildHttp(
     },
     callTelemetry(obs.metrics, obs.tracing.tracer),
   );
-  const refusals = gatewayRefusals(chain, log);
+  const refusals = gatewayRefusals(
+    chain,
+    log,
+    obs.metrics ? (code) => obs.metrics?.refused(code) : undefined,
+  );
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const relay = new Relay({
     pool: upstreams,
@@ -276,6 +280,7 @@ function buildHttp(
     agentAttributes: (id) => agentAttrs.get(id) ?? {},
     listTools,
     pageSize: cfg.limits.list_page_size,
+    ...(obs.metrics ? { onRefusal: (code: string) => obs.metrics?.refused(code) } : {}),
   });
   // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
   const clientSessions = new ClientSessions({
@@ -406,7 +411,13 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     await staleClosed;
     const metricsListener =
       metrics && cfg.metrics.listen
-        ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)
+        ? await startMetricsListener(
+            metrics,
+            cfg.metrics.listen.host,
+            cfg.metrics.listen.port,
+            // DNS-rebinding protection as on the main listener; refusals in the same record.
+            hostCheck(allowedHosts(cfg.metrics.listen), (route) => refusals.hostRefusals.record(route)),
+          )
         : null;
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =

@@ -75,6 +75,8 @@ export class RelayRecorder {
     private readonly chain: AuditChain,
     private readonly sessions: SessionService,
     private readonly log: Logger,
+    /** Told the code of every refusal recorded (metrics). */
+    private readonly onRefusal: (code: string) => void = () => undefined,
   ) {}
 
   /**
@@ -101,6 +103,7 @@ export class RelayRecorder {
       response_payload_hash: digest(r.result, 'response_hash', detail),
       detail,
     };
+    if (r.disposition === 'refused' && r.errorCode) this.onRefusal(r.errorCode);
     try {
       return await immediateAsync(this.chain.db, () => {
         const open = r.sessionId !== null && this.sessions.isOpen(r.sessionId);
