@@ -8,9 +8,11 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ClientChannel } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { openReadOnlyDatabase } from '../src/store/db.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { holdLock } from './harness/lock-holder.js';
 import { measureStall, type Stall, showStall } from './harness/stall.js';
@@ -167,6 +169,78 @@ describe('write paths while another process holds the write lock', () => {
     expect(r.stall.wallMs).toBeLessThan(STALL_BOUND_MS);
     expect(r.value.status).toBe(503);
     expect(r.value.body.checks.database).toBe('SQLITE_BUSY');
+  }, 30_000);
+});
+
+describe('a server-to-client request while another process holds the write lock', () => {
+  let up: RelayServer;
+  let cfg: TestConfig;
+  let gw: Gateway;
+  beforeAll(async () => {
+    up = await startRelayServer({ tag: 'b' });
+    cfg = await writeConfig({ upstreams: [{ name: 'b', transport: 'http', url: up.url }] });
+    gw = await startInProcess(cfg);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+    if (cfg) cleanup(cfg.dir);
+  });
+
+  it('sampling/createMessage: its sampling_relay entry waits awaited; the call completes', async () => {
+    const clientSessionId = gw.clientSessions.open('alice', '2025-11-25').id;
+    let lock: ReturnType<typeof holdLock> | null = null;
+    let releasedAt = 0;
+    // The client answers the sampling request only once another process holds the lock: the
+    // relay's terminal entry is then written while it is held.
+    const channel: ClientChannel = {
+      streaming: true,
+      notify: () => true,
+      request: async () => {
+        lock = holdLock(cfg.dbPath, HOLD_MS);
+        lock.released.then(() => {
+          releasedAt = performance.now();
+        });
+        await lock.held;
+        return { role: 'assistant', content: { type: 'text', text: 'hello' }, model: 'm' };
+      },
+      signal: new AbortController().signal,
+      clientSessionId,
+    };
+    let probesWhileHeld = 0;
+    const { value, stall } = await measureStall(async () => {
+      let settled = false;
+      const pending = gw.mcp
+        .handle(
+          { agentId: 'alice', blocked: false },
+          { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'b.sample', arguments: {} } },
+          undefined,
+          process.hrtime.bigint(),
+          channel,
+        )
+        .finally(() => {
+          settled = true;
+        });
+      while (!settled) {
+        const r = await fetch(`${gw.url}/healthz`);
+        expect(r.status).toBe(200);
+        await r.text();
+        if (lock && releasedAt === 0) probesWhileHeld++;
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      return { r: await pending, settledAt: performance.now() };
+    });
+    check('sampling relay', {
+      stall,
+      probesWhileHeld,
+      afterRelease: releasedAt > 0 && value.settledAt >= releasedAt,
+    });
+    const body = value.r.body as { result?: { content?: unknown } };
+    expect(body.result?.content).toEqual([{ type: 'text', text: 'sampled: {"type":"text","text":"hello"}' }]);
+    const relays = gw.db
+      .prepare("SELECT count(*) AS n FROM audit_entries WHERE entry_type = 'sampling_relay'")
+      .get() as { n: number };
+    expect(relays.n).toBe(1);
   }, 30_000);
 });
 
