@@ -3,7 +3,6 @@
  * for it by awaiting (store/db.ts immediateAsync), so the gateway keeps answering meanwhile;
  * a lock held past the busy timeout fails the call as it always did (AUDIT_WRITE_FAILED).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,50 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
 import { immediate, immediateAsync, openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import {
-  cleanup,
-  REPO_ROOT,
-  rest,
-  rpc,
-  startInProcess,
-  type TestConfig,
-  writeConfig,
-} from './harness/gateway.js';
-
-/** Another OS process holds BEGIN IMMEDIATE on `file` until `holdMs` passed or it reads a line. */
-function holdLock(
-  file: string,
-  holdMs: number,
-): { proc: ChildProcess; held: Promise<void>; released: Promise<void> } {
-  const script = `
-    import Database from 'better-sqlite3';
-    const db = new Database(${JSON.stringify(file)});
-    db.pragma('busy_timeout = 10000');
-    db.exec('BEGIN IMMEDIATE');
-    db.prepare("INSERT INTO instances VALUES ('lock-holder', 0, 'h', 'now', 0) ON CONFLICT DO NOTHING").run();
-    process.stdout.write('held\\n');
-    const release = () => { db.exec('COMMIT'); db.close(); process.stdout.write('released\\n'); process.exit(0); };
-    setTimeout(release, ${holdMs});
-    process.stdin.once('data', release);
-  `;
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    cwd: REPO_ROOT,
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  let out = '';
-  const seen = (word: string) =>
-    new Promise<void>((res, rej) => {
-      const check = () => out.includes(word) && res();
-      proc.stdout?.on('data', (d) => {
-        out += String(d);
-        check();
-      });
-      proc.once('exit', () =>
-        out.includes(word) ? res() : rej(new Error(`lock holder exited before ${word}`)),
-      );
-    });
-  return { proc, held: seen('held'), released: seen('released') };
-}
+import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import { holdLock } from './harness/lock-holder.js';
 
 describe('store: awaiting the write lock', () => {
   it('immediateAsync lets the event loop run while another connection holds the lock, then commits once', async () => {

@@ -83,9 +83,7 @@ describe('SIGTERM', () => {
       { ms: 400, marker: `${marker}-q` },
       { session_id: sa.session_id },
     );
-    const slow = call(child.url, 3, 'c.hold', { ms: 25_000, marker }, { session_id: sa.session_id }).catch(
-      () => null,
-    );
+    const slow = call(child.url, 3, 'c.hold', { ms: 25_000, marker }, { session_id: sa.session_id });
     const slowX = call(
       child.url,
       4,
@@ -95,7 +93,7 @@ describe('SIGTERM', () => {
         session_id: sb.session_id,
         execution_id: `${marker}-x`,
       },
-    ).catch(() => null);
+    );
     for (let i = 0; i < 100 && up.invocations.filter((v) => v.args.marker === marker).length < 2; i++)
       await new Promise((r) => setTimeout(r, 50));
     expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(2);
@@ -105,9 +103,25 @@ describe('SIGTERM', () => {
     const late = await rest(child.url, 'alice-token', 'POST', '/sessions', {}).catch(() => null);
     expect(late?.status).toBe(503);
     expect(late?.body.error.error_code).toBe('GATEWAY_SHUTTING_DOWN');
+    // Draining: not ready, with the reason (a load balancer stops sending), while still live.
+    const ready = await fetch(`${child.url}/readyz`);
+    expect(ready.status).toBe(503);
+    const readyBody = (await ready.json()) as { status: string; checks: { shutdown: string | null } };
+    expect(readyBody.status).toBe('not_ready');
+    expect(readyBody.checks.shutdown).toBe('draining');
     expect((await quick).body.result).toBeDefined();
+    // The calls that outlived the drain time are answered, not dropped: CALL_INTERRUPTED with
+    // their JSON-RPC ids, as their outcome_unknown entries say.
+    const [slowAnswer, slowXAnswer] = await Promise.all([slow, slowX]);
+    for (const [a, id] of [
+      [slowAnswer, 3],
+      [slowXAnswer, 4],
+    ] as const) {
+      expect(a.body.id).toBe(id);
+      expect(a.body.error.data.error_code).toBe('CALL_INTERRUPTED');
+      expect(a.body.error.data.disposition).toBe('outcome_unknown');
+    }
     expect(await exited).toBe(0);
-    await Promise.all([slow, slowX]);
 
     const db = new Database(dbPath, { readonly: true });
     const interrupted = db

@@ -3,6 +3,7 @@
  * Streamable HTTP upstream (counting-server) and real SQLite: the counters move with real
  * calls, the route is behind the operator token, and the separate listener serves it alone.
  */
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
@@ -35,6 +36,26 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 async function scrape(url: string, token: string | null = OP) {
   const r = await fetch(`${url}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
   return { status: r.status, type: r.headers.get('content-type'), text: await r.text() };
+}
+
+/** A GET with the given Host/Origin headers (fetch() will not send a forged Host: node:http does). */
+function getWith(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string }> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: u.hostname, port: u.port, path, method: 'GET', headers }, (res) => {
+      let text = '';
+      res.on('data', (c) => {
+        text += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 const call = (url: string, id: number, name: string, args: Record<string, unknown>) =>
@@ -132,6 +153,32 @@ describe('metrics on the main listener (operator token)', () => {
     expect(t1).not.toContain('no_such_tool');
   });
 
+  it('counts every refusal by code, whether or not the aggregated record writes an entry for it', async () => {
+    const before = (await scrape(gw.url)).text;
+    // Three unauthenticated scrapes: one request_refused entry for the window, three counted.
+    for (let i = 0; i < 3; i++) expect((await scrape(gw.url, null)).status).toBe(401);
+    // An MCP envelope refusal, a relayed method's refusal, a DNS-rebinding refusal.
+    const batch = await rpc(gw.url, 'alice-token', [{ jsonrpc: '2.0', id: 1, method: 'ping' }]);
+    expect(batch.body.error.data.error_code).toBe('BATCH_NOT_SUPPORTED');
+    const read = await rpc(gw.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'resources/read',
+      params: { uri: 'nowhere://nothing' },
+    });
+    const readCode = read.body.error.data.error_code as string;
+    expect(readCode).toMatch(/^[A-Z_]+$/);
+    const host = await getWith(gw.url, '/healthz', { host: 'rebound.example' });
+    expect(host.status).toBe(403);
+    const after = (await scrape(gw.url)).text;
+    const counted = (code: string) =>
+      sample(after, 'cmcp_refusals_total', { code }) - sample(before, 'cmcp_refusals_total', { code });
+    expect(counted('OPERATOR_UNAUTHENTICATED')).toBe(3);
+    expect(counted('BATCH_NOT_SUPPORTED')).toBe(1);
+    expect(counted(readCode)).toBe(1);
+    expect(counted('HOST_NOT_ALLOWED')).toBe(1);
+  });
+
   it('counts an execution by state and a session binding failure by provider', async () => {
     const before = await scrape(gw.url);
     const r = await rpc(gw.url, 'alice-token', {
@@ -176,6 +223,37 @@ describe('metrics on a listener of their own', () => {
     }
     // Closed with the gateway.
     await expect(fetch(`http://127.0.0.1:${port}/metrics`)).rejects.toThrow();
+  });
+
+  it('applies the Host/Origin check there: a rebinding page gets 403 HOST_NOT_ALLOWED, on the record', async () => {
+    const port = await freePort();
+    const cfg = await writeConfig({ extra: { metrics: { listen: { host: '127.0.0.1', port } } } });
+    const gw = await startInProcess(cfg);
+    try {
+      const base = gw.metricsUrl as string;
+      const ok = await getWith(base, '/metrics', { host: `127.0.0.1:${port}` });
+      expect(ok.status).toBe(200);
+      expect(ok.text).toContain('cmcp_calls_total');
+      const rebinding: Record<string, string>[] = [
+        { host: `rebound.example:${port}` },
+        { host: `localhost:${port}`, origin: 'http://rebound.example' },
+      ];
+      for (const headers of rebinding) {
+        const r = await getWith(base, '/metrics', headers);
+        expect(r.status).toBe(403);
+        expect(JSON.parse(r.text).error.error_code).toBe('HOST_NOT_ALLOWED');
+        expect(r.text).not.toContain('cmcp_calls_total');
+      }
+      await new Promise((r) => setTimeout(r, 50)); // the refusal's entry is written awaited
+      const refused = gw.chain
+        .entries('gateway')
+        .filter((e) => e.entry_type === 'request_refused' && e.error_code === 'HOST_NOT_ALLOWED');
+      expect(refused.length).toBeGreaterThanOrEqual(1);
+      expect(JSON.stringify(refused[0]?.detail)).toContain('GET /metrics');
+    } finally {
+      await gw.close();
+      cleanup(cfg.dir);
+    }
   });
 
   it('refuses a metrics listener beyond loopback unless allowed, and metrics can be turned off', async () => {

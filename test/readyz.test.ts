@@ -40,7 +40,7 @@ describe('readiness with the software provider', () => {
     expect(r.status).toBe(200);
     expect(r.body).toEqual({
       status: 'ready',
-      checks: { database: null, upstreams: { counting: null }, attestation: null },
+      checks: { database: null, upstreams: { counting: null }, attestation: null, shutdown: null },
     });
     expect(await get(gw.url, '/healthz')).toEqual({ status: 200, body: { status: 'ok' } });
   });
@@ -87,7 +87,7 @@ describe('readiness with the TPM provider (swtpm)', () => {
     const gw = await startInProcess(cfg);
     try {
       const ok = await get(gw.url, '/readyz');
-      expect(ok.body.checks).toEqual({ database: null, upstreams: {}, attestation: null });
+      expect(ok.body.checks).toEqual({ database: null, upstreams: {}, attestation: null, shutdown: null });
       expect(ok.status).toBe(200);
       await tpm.stop();
       // A session binding now fails; readiness reports the provider's failure.

@@ -122,6 +122,16 @@ export class AuditChain {
       .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
   }
 
+  /**
+   * Up to `limit` entries of a chain after sequence number `after`, in sequence order: one short
+   * read, for callers that walk a long chain in pages (a claim at session close).
+   */
+  page(chainId: string, after: number, limit: number): AuditEntry[] {
+    return this.pageStmt
+      .all(chainId, after, Number.MAX_SAFE_INTEGER, limit)
+      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+  }
+
   /** A chain's entries of the given types, in sequence order (e.g. the gateway chain's blocks). */
   entriesOfTypes(chainId: string, types: readonly string[]): AuditEntry[] {
     if (types.length === 0) return [];

@@ -11,7 +11,7 @@
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry, ExecutionRow } from '../execution/registry.js';
-import { type Db, immediate } from '../store/db.js';
+import { type Db, immediate, immediateAsync } from '../store/db.js';
 import type { AttemptLog, AttemptRow } from './attempts.js';
 
 /** What recovery needs of the sessions: where an entry may go, and the claim's call count. */
@@ -56,6 +56,26 @@ export class CallRecovery {
       )
       .all(this.executions.owner);
     for (const row of legacy) immediate(this.db, () => this.sealExecution(row, reason));
+    return { attempts, executions: legacy.length };
+  }
+
+  /**
+   * {@link run} for a shutdown (the event loop still serves probes and answers): each entry's
+   * transaction waits for a write lock held by another process by awaiting (store/db.ts
+   * immediateAsync). @throws (rejects) as {@link run}.
+   */
+  async runAwaited(reason: string): Promise<Recovered> {
+    let attempts = 0;
+    for (const a of this.attempts.open()) {
+      await immediateAsync(this.db, () => this.endAttempt(a, reason));
+      attempts++;
+    }
+    const legacy = this.db
+      .prepare<[string], ExecutionRow>(
+        "SELECT * FROM executions WHERE state = 'in_flight' AND owner = ? ORDER BY created_at",
+      )
+      .all(this.executions.owner);
+    for (const row of legacy) await immediateAsync(this.db, () => this.sealExecution(row, reason));
     return { attempts, executions: legacy.length };
   }
 

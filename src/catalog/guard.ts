@@ -79,16 +79,16 @@ export class CatalogGuard {
   }
 
   private record(entryType: string, pin: CatalogTool, detail: Record<string, unknown>): void {
-    try {
-      this.chain.append(GATEWAY_CHAIN_ID, {
+    // Written at once when the lock is free; a lock held by another process is waited for by
+    // awaiting (store/db.ts immediateAsync). The block itself is in effect already.
+    this.chain
+      .appendAwaited(GATEWAY_CHAIN_ID, {
         entry_type: entryType,
         tool_name: pin.name,
         server_identity: pin.server,
         detail: { catalog_hash: this.hash, ...detail },
-      });
-    } catch (e) {
-      this.log.error({ err: (e as Error).message }, `could not record ${entryType}`);
-    }
+      })
+      .catch((e) => this.log.error({ err: (e as Error).message }, `could not record ${entryType}`));
   }
 
   /** Whether a call to `server`/`name` may proceed as far as the catalog is concerned. */

@@ -129,6 +129,10 @@ const limits = z.strictObject({
   max_connections: z.number().int().min(1).max(1_000_000).default(1024),
 });
 
+/** An allowed_hosts entry: a host name or IP literal (IPv6 in brackets), optional port. */
+const HOST_NAME = /^[A-Za-z0-9.\-_]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
+const HOST_NAME_MESSAGE = 'must be a host name or IP literal (IPv6 in brackets), optionally with :port';
+
 /** Metrics (src/metrics; docs/operations.md#metrics-traces-readiness). */
 const metrics = z.strictObject({
   /** Serve Prometheus metrics at GET /metrics. */
@@ -137,7 +141,14 @@ const metrics = z.strictObject({
    * A listener of its own for /metrics, without authentication. Absent: /metrics is served on
    * the main listener behind the operator token.
    */
-  listen: z.strictObject({ host: z.string().min(1), port: z.number().int().min(0).max(65535) }).optional(),
+  listen: z
+    .strictObject({
+      host: z.string().min(1),
+      port: z.number().int().min(0).max(65535),
+      /** Names Host/Origin may give on this listener (as listen.allowed_hosts); default its host and loopback. */
+      allowed_hosts: z.array(z.string().regex(HOST_NAME, HOST_NAME_MESSAGE)).min(1).optional(),
+    })
+    .optional(),
   /** Allow `listen.host` beyond loopback (the metrics listener has no authentication). */
   allow_remote: z.boolean().default(false),
 });
@@ -164,17 +175,7 @@ export const configSchema = z
          * request's Host and Origin headers may name (DNS-rebinding protection,
          * src/gateway/host-check.ts). Default: the listen address and the loopback names.
          */
-        allowed_hosts: z
-          .array(
-            z
-              .string()
-              .regex(
-                /^[A-Za-z0-9.\-_]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/,
-                'must be a host name or IP literal (IPv6 in brackets), optionally with :port',
-              ),
-          )
-          .min(1)
-          .optional(),
+        allowed_hosts: z.array(z.string().regex(HOST_NAME, HOST_NAME_MESSAGE)).min(1).optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
     /**

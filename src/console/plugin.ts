@@ -27,7 +27,7 @@ export interface ConsoleDeps {
   read: ConsoleReadModel;
   /** Block and unblock, as the operator API does them (gateway/operator.ts). */
   block(operatorId: string, agentId: string, reason: string | null): unknown;
-  unblock(operatorId: string, agentId: string): void;
+  unblock(operatorId: string, agentId: string): unknown;
   /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */
   secureCookie: boolean;
   /** Records a refused login (the gateway's rate-bounded unauthenticated-request recorder). */

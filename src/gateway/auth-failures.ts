@@ -38,6 +38,8 @@ export class RefusalAggregator {
   constructor(
     private readonly sink: AggregateSink,
     private readonly windowMs = 10_000,
+    /** Told every refusal, aggregated or not (cmcp_refusals_total). */
+    private readonly onRefusal: (code: ErrorCode) => void = () => undefined,
   ) {}
 
   /**
@@ -46,6 +48,7 @@ export class RefusalAggregator {
    * @param detail the refusal's own detail, kept on a window's first entry only.
    */
   record(agentId: string | null, code: ErrorCode, route: string, detail: Record<string, unknown> = {}): void {
+    this.onRefusal(code);
     let key = `${code}\u0000${agentId ?? ''}`;
     if (!this.windows.has(key) && this.windows.size >= MAX_WINDOWS) {
       key = `${code}\u0000*`;

@@ -5,7 +5,21 @@
  * for the requests already admitted, up to the drain time.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isJsonRpc, sendError, sendRpcError } from './replies.js';
+import { readableId } from './mcp-unauthenticated.js';
+import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from './replies.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * Set by a /mcp request answering on an SSE stream (gateway/routes/mcp-routes.ts): ends the
+     * stream with this JSON-RPC body. @returns false when the stream cannot carry it.
+     */
+    finishStream?: (body: Record<string, unknown>) => boolean;
+  }
+}
+
+/** How long an interrupted request's answer may take to leave, ms (the process exits next). */
+const ANSWER_FLUSH_MS = 1000;
 
 /** Routes still answered while draining: a load balancer must see the gateway go unready. */
 const PROBES = new Set(['/healthz', '/readyz']);
@@ -14,6 +28,8 @@ export class Drain {
   private admitting = true;
   private inFlight = 0;
   private waiters: (() => void)[] = [];
+  /** Admitted requests not yet answered, with their replies. */
+  private readonly admitted = new Map<FastifyRequest, FastifyReply>();
 
   /** Requests admitted and not yet answered (or aborted). */
   get pending(): number {
@@ -36,8 +52,12 @@ export class Drain {
           : sendError(reply, 'GATEWAY_SHUTTING_DOWN', message);
       }
       this.inFlight++;
+      this.admitted.set(req, reply);
       // 'close' fires once whether the response finished or the client went away.
-      reply.raw.once('close', () => this.done());
+      reply.raw.once('close', () => {
+        this.admitted.delete(req);
+        this.done();
+      });
     });
   }
 
@@ -63,6 +83,51 @@ export class Drain {
       };
       this.waiters.push(wake);
     });
+  }
+
+  /**
+   * Answers every request still pending after the drain time instead of dropping its connection
+   * (docs/spec/call-path.md#shutdown): a `tools/call` with CALL_INTERRUPTED (its attempt was
+   * recorded outcome_unknown by the shutdown's recovery), any other JSON-RPC request and every
+   * REST request with GATEWAY_SHUTTING_DOWN; on its SSE stream when it has one. Resolves once
+   * the answers are written (at most {@link ANSWER_FLUSH_MS}).
+   * @returns how many requests were answered.
+   */
+  async answerPending(): Promise<number> {
+    const sent: Promise<unknown>[] = [];
+    for (const [req, reply] of this.admitted) {
+      if (reply.sent && reply.raw.writableEnded) continue;
+      const body = req.body as { method?: unknown } | null;
+      const rpc = isJsonRpc(req);
+      const call = rpc && body?.method === 'tools/call';
+      const code = call ? 'CALL_INTERRUPTED' : 'GATEWAY_SHUTTING_DOWN';
+      const message = call
+        ? 'the gateway stopped before the call ended: its outcome is unknown (recorded outcome_unknown)'
+        : 'the gateway stopped before the request ended';
+      const answer = jsonRpcError(
+        readableId(req.body),
+        code,
+        message,
+        call ? { disposition: 'outcome_unknown' } : {},
+      );
+      // On its SSE stream once that is open; else as a plain JSON (or REST) answer.
+      let answered = rpc && req.finishStream?.(answer) === true;
+      if (!answered && !reply.sent && !reply.raw.headersSent) {
+        reply.header('connection', 'close');
+        if (rpc) reply.code(200).type('application/json').send(answer);
+        else sendError(reply, 'GATEWAY_SHUTTING_DOWN', message);
+        answered = true;
+      }
+      if (answered)
+        sent.push(
+          new Promise((resolve) => {
+            reply.raw.once('close', resolve);
+            setTimeout(resolve, ANSWER_FLUSH_MS).unref();
+          }),
+        );
+    }
+    await Promise.all(sent);
+    return sent.length;
   }
 
   private done(): void {

@@ -27,6 +27,7 @@ import type { PolicyBundle } from '../policy/bundle.js';
 import { bundleDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';
+import { immediateAsync } from '../store/db.js';
 import type { OperatorApi } from './routes/operator.js';
 
 export class OperatorControls implements OperatorApi {
@@ -104,9 +105,11 @@ export class OperatorControls implements OperatorApi {
   }
 
   async reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
-    const refuse = (e: ReloadRefusedError): never => {
+    // Every record here waits for a write lock held by another process by awaiting (store/db.ts
+    // immediateAsync); past the busy timeout it fails as the blocking append did.
+    const refuse = async (e: ReloadRefusedError): Promise<never> => {
       try {
-        this.chain.append(GATEWAY_CHAIN_ID, {
+        await this.chain.appendAwaited(GATEWAY_CHAIN_ID, {
           entry_type: 'policy_reload_refused',
           disposition: 'refused',
           error_code: 'POLICY_RELOAD_REFUSED',
@@ -140,21 +143,32 @@ export class OperatorControls implements OperatorApi {
       if (e instanceof ReloadRefusedError) return refuse(e);
       throw e;
     }
-    const previous = this.policy.engine.bundle;
-    const entry = this.chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'policy_reload',
-      detail: {
-        ...bundleDetail(next),
-        previous_bundle_hash: previous.hash,
-        previous_version: previous.manifest.version,
-        operator_id: operatorId,
-        enforcement_mode: this.policy.mode,
-        signature,
-        bundle_files: Object.fromEntries([...files].map(([k, v]) => [k, b64u(v)])),
-      },
+    const policy = this.policy;
+    const previous = policy.engine.bundle;
+    // The record and the install happen together once the lock is held: a reload that
+    // installed meanwhile makes this one no longer newer.
+    const entry = await immediateAsync(this.chain.db, () => {
+      if (policy.engine.bundle !== previous) return null;
+      const e = this.chain.append(GATEWAY_CHAIN_ID, {
+        entry_type: 'policy_reload',
+        detail: {
+          ...bundleDetail(next),
+          previous_bundle_hash: previous.hash,
+          previous_version: previous.manifest.version,
+          operator_id: operatorId,
+          enforcement_mode: policy.mode,
+          signature,
+          bundle_files: Object.fromEntries([...files].map(([k, v]) => [k, b64u(v)])),
+        },
+      });
+      policy.install(next);
+      this.facts.policyBundleHash = next.hash;
+      return e;
     });
-    this.policy.install(next);
-    this.facts.policyBundleHash = next.hash;
+    if (!entry)
+      return refuse(
+        new ReloadRefusedError('not_newer', 'another reload was installed meanwhile', [], next.hash),
+      );
     for (const hook of this.reloadHooks) {
       try {
         hook(next);
@@ -194,14 +208,18 @@ export class OperatorControls implements OperatorApi {
       (b.reason !== undefined && (typeof b.reason !== 'string' || b.reason.length > 200))
     )
       throw new CmcpError('INVALID_REQUEST', 'body must be {reason?: string of at most 200 characters}');
-    if (this.blocked.has(agentId))
-      return { agent_id: agentId, blocked: true, already_blocked: true, sessions_closed: [] };
-    const entry = this.chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'agent_blocked',
-      agent_id: agentId,
-      detail: { operator_id: operatorId, reason: (b.reason as string | undefined) ?? null },
+    // Checked, recorded and applied together once the write lock is held (awaited).
+    const entry = await immediateAsync(this.chain.db, () => {
+      if (this.blocked.has(agentId)) return null;
+      const e = this.chain.append(GATEWAY_CHAIN_ID, {
+        entry_type: 'agent_blocked',
+        agent_id: agentId,
+        detail: { operator_id: operatorId, reason: (b.reason as string | undefined) ?? null },
+      });
+      this.blocked.add(agentId);
+      return e;
     });
-    this.blocked.add(agentId);
+    if (!entry) return { agent_id: agentId, blocked: true, already_blocked: true, sessions_closed: [] };
     const closed = await this.sessions.closeOpenInBatches(agentId, 'agent_blocked');
     this.log.warn(
       { operator_id: operatorId, agent_id: agentId, sessions_closed: closed.length },
@@ -210,16 +228,20 @@ export class OperatorControls implements OperatorApi {
     return { agent_id: agentId, blocked: true, entry_hash: entry.entry_hash, sessions_closed: closed };
   }
 
-  unblockAgent(operatorId: string, agentId: string): Record<string, unknown> {
+  async unblockAgent(operatorId: string, agentId: string): Promise<Record<string, unknown>> {
     if (!this.knownAgents.has(agentId))
       throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
-    if (!this.blocked.has(agentId)) return { agent_id: agentId, blocked: false };
-    const entry = this.chain.append(GATEWAY_CHAIN_ID, {
-      entry_type: 'agent_unblocked',
-      agent_id: agentId,
-      detail: { operator_id: operatorId },
+    const entry = await immediateAsync(this.chain.db, () => {
+      if (!this.blocked.has(agentId)) return null;
+      const e = this.chain.append(GATEWAY_CHAIN_ID, {
+        entry_type: 'agent_unblocked',
+        agent_id: agentId,
+        detail: { operator_id: operatorId },
+      });
+      this.blocked.delete(agentId);
+      return e;
     });
-    this.blocked.delete(agentId);
+    if (!entry) return { agent_id: agentId, blocked: false };
     return { agent_id: agentId, blocked: false, entry_hash: entry.entry_hash };
   }
 

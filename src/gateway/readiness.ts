@@ -1,11 +1,12 @@
 /**
- * Readiness (`GET /readyz`), distinct from liveness (`/healthz`): the database takes a write
- * lock, every upstream answers a JSON-RPC ping, and the attestation provider produces evidence.
+ * Readiness (`GET /readyz`), distinct from liveness (`/healthz`): the gateway is not draining at
+ * shutdown, the database takes a write lock, every upstream answers a JSON-RPC ping, and the
+ * attestation provider produces evidence.
  * Reasons are short codes or summaries: no URLs, tokens or evidence.
  */
 
 import { clip } from '@cmcp/verify/errors/index';
-import type { Db } from '../store/db.js';
+import { type Db, immediateAsync } from '../store/db.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 
@@ -16,6 +17,8 @@ export interface ReadinessReport {
     database: string | null;
     upstreams: Record<string, string | null>;
     attestation: string | null;
+    /** `draining` once a SIGTERM/SIGINT shutdown began (gateway/drain.ts), else null. */
+    shutdown: string | null;
   };
 }
 
@@ -25,8 +28,11 @@ const ATTESTATION_PROBE_TTL_MS = 15_000;
 /** How long one readiness report is answered again, ms. */
 const REPORT_REUSE_MS = 1000;
 
-/** How long the database probe waits for the write lock, ms. */
-const DB_PROBE_BUSY_MS = 250;
+/**
+ * How long the database probe waits for the write lock, ms: awaited (store/db.ts immediateAsync,
+ * each try at most BUSY_STEP_MS of the event loop), so a probe never stalls the gateway.
+ */
+const DB_PROBE_WAIT_MS = 250;
 
 /** `ATTESTATION_BINDING_FAILED: <reason>` (the BindingError's short reason, not its message). */
 function bindingReason(e: unknown): string {
@@ -44,6 +50,8 @@ export class Readiness {
     private readonly db: Db,
     private readonly upstreams: UpstreamPool,
     private readonly provider: AttestationProvider,
+    /** The shutdown gate: once it stops admitting, the gateway is not ready. */
+    private readonly drain: { readonly open: boolean } | null = null,
   ) {
     // Every real binding tells readiness how the provider is doing; a probe is needed only
     // when none happened lately.
@@ -65,39 +73,41 @@ export class Readiness {
    * must not turn a flood of probes into a flood of upstream pings. Never throws: a failed check
    * is a reason.
    */
-  check(): Promise<ReadinessReport> {
+  async check(): Promise<ReadinessReport> {
     const now = Date.now();
-    if (this.last && now - this.last.at < REPORT_REUSE_MS) return this.last.report;
-    const report = this.run();
-    this.last = { at: now, report };
-    return report;
+    if (!this.last || now - this.last.at >= REPORT_REUSE_MS) this.last = { at: now, report: this.run() };
+    const r = await this.last.report;
+    // Draining is known at once, never from a reused report.
+    if (this.drain && !this.drain.open)
+      return { ready: false, checks: { ...r.checks, shutdown: 'draining' } };
+    return r;
   }
 
   private async run(): Promise<ReadinessReport> {
-    const [upstreams, attestation] = await Promise.all([this.upstreams.probe(), this.attestationCheck()]);
-    const database = this.databaseCheck();
+    const [upstreams, attestation, database] = await Promise.all([
+      this.upstreams.probe(),
+      this.attestationCheck(),
+      this.databaseCheck(),
+    ]);
     const ready =
       database === null && attestation === null && Object.values(upstreams).every((r) => r === null);
-    return { ready, checks: { database, upstreams, attestation } };
+    return { ready, checks: { database, upstreams, attestation, shutdown: null } };
   }
 
-  /** Writable: not opened read-only, and `BEGIN IMMEDIATE` takes the write lock (then rolls back). */
-  private databaseCheck(): string | null {
+  /**
+   * Writable: not opened read-only, and `BEGIN IMMEDIATE` takes the write lock within
+   * {@link DB_PROBE_WAIT_MS}, waited for by awaiting (an empty transaction: nothing written).
+   */
+  private async databaseCheck(): Promise<string | null> {
     if (!this.db.open) return 'closed';
     if (this.db.readonly) return 'read-only';
     if (this.db.inTransaction) return null; // a write transaction of ours is running: writable
-    // better-sqlite3 waits synchronously: a short busy timeout keeps a probe from stalling the
-    // event loop for the full write-lock wait while another process writes.
-    const busy = this.db.pragma('busy_timeout', { simple: true }) as number;
-    this.db.pragma(`busy_timeout = ${DB_PROBE_BUSY_MS}`);
     try {
-      this.db.exec('BEGIN IMMEDIATE');
-      this.db.exec('ROLLBACK');
+      await immediateAsync(this.db, () => null, DB_PROBE_WAIT_MS);
       return null;
     } catch (e) {
+      // SQLITE_BUSY: another connection held the write lock for the whole wait.
       return (e as { code?: string }).code ?? 'not writable';
-    } finally {
-      this.db.pragma(`busy_timeout = ${Math.trunc(busy)}`);
     }
   }
 

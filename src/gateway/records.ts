@@ -4,7 +4,7 @@
  * (the aggregated refusal record, auth-failures.ts). Recording a refusal never fails the
  * request: a failed append is logged.
  */
-import { clip } from '@cmcp/verify/errors/index';
+import { clip, type ErrorCode } from '@cmcp/verify/errors/index';
 import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
@@ -68,10 +68,15 @@ export interface GatewayRefusals {
 
 /**
  * The gateway's `request_refused` recorders over one chain.
+ * @param onRefusal told every refusal's code, aggregated into an entry or not (metrics).
  * @returns a sink that never throws (a failed append is logged), and the rate-bounded recorder
  *   of unauthenticated requests (flush it at shutdown).
  */
-export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals {
+export function gatewayRefusals(
+  chain: AuditChain,
+  log: Logger,
+  onRefusal?: (code: ErrorCode) => void,
+): GatewayRefusals {
   // Not awaited by the refused request; written at once unless another process holds the lock.
   const write: RefusalSink = (agentId, code, detail) => {
     chain
@@ -85,7 +90,7 @@ export function gatewayRefusals(chain: AuditChain, log: Logger): GatewayRefusals
       .catch((e) => log.error({ err: (e as Error).message }, 'could not record a refused request'));
   };
   // Refusals are on the record without letting anyone grow the database at will.
-  const aggregate = new RefusalAggregator(write);
+  const aggregate = new RefusalAggregator(write, undefined, onRefusal);
   const refused: RefusalSink = (agentId, code, detail) =>
     aggregate.record(agentId, code, refusedRoute(detail), detail);
   return {

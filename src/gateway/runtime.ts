@@ -46,7 +46,7 @@ import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
-import { allowedHosts } from './host-check.js';
+import { allowedHosts, hostCheck } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
 import { OperatorControls } from './operator.js';
@@ -265,7 +265,11 @@ function buildHttp(
     },
     callTelemetry(obs.metrics, obs.tracing.tracer),
   );
-  const refusals = gatewayRefusals(chain, log);
+  const refusals = gatewayRefusals(
+    chain,
+    log,
+    obs.metrics ? (code) => obs.metrics?.refused(code) : undefined,
+  );
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const relay = new Relay({
     pool: upstreams,
@@ -277,6 +281,7 @@ function buildHttp(
     maxSensitivity: (id) => calls.sensitivity.max(id),
     listTools,
     pageSize: cfg.limits.list_page_size,
+    ...(obs.metrics ? { onRefusal: (code: string) => obs.metrics?.refused(code) } : {}),
   });
   // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
   const clientSessions = new ClientSessions({
@@ -397,7 +402,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider), drain },
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
@@ -407,7 +412,13 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     await staleClosed;
     const metricsListener =
       metrics && cfg.metrics.listen
-        ? await startMetricsListener(metrics, cfg.metrics.listen.host, cfg.metrics.listen.port)
+        ? await startMetricsListener(
+            metrics,
+            cfg.metrics.listen.host,
+            cfg.metrics.listen.port,
+            // DNS-rebinding protection as on the main listener; refusals in the same record.
+            hostCheck(allowedHosts(cfg.metrics.listen), (route) => refusals.hostRefusals.record(route)),
+          )
         : null;
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =

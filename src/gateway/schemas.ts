@@ -49,7 +49,7 @@ export const healthSchema = {
   response: { 200: { type: 'object', properties: { status: str }, required: ['status'] } },
 } as const;
 
-/** `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null}, attestation}}`. */
+/** `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null}, attestation, shutdown}}`. */
 const readyBody = {
   type: 'object',
   properties: {
@@ -60,8 +60,9 @@ const readyBody = {
         database: nullableStr,
         upstreams: { type: 'object', additionalProperties: nullableStr },
         attestation: nullableStr,
+        shutdown: nullableStr,
       },
-      required: ['database', 'upstreams', 'attestation'],
+      required: ['database', 'upstreams', 'attestation', 'shutdown'],
     },
   },
   required: ['status', 'checks'],

@@ -45,13 +45,19 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
   p.attempts.close();
   let recovered: Recovered = { attempts: 0, executions: 0 };
   try {
-    recovered = p.recovery.run('in flight at shutdown: the call did not end within the drain time');
+    recovered = await p.recovery.runAwaited(
+      'in flight at shutdown: the call did not end within the drain time',
+    );
   } catch (e) {
     p.log.error({ err: (e as Error).message }, 'could not record undrained calls (recovered at next start)');
   }
   if (!drained)
     p.log.warn({ pending: p.drain.pending, ...recovered, drain_ms: drainMs }, 'drain time elapsed');
-  const closed = p.sessions.closeOpen(null, 'gateway_stopped');
+  // What is still pending gets an answer (CALL_INTERRUPTED, as recorded) instead of a dropped
+  // connection; written before sessions close and connections are closed.
+  if (!drained) await p.drain.answerPending();
+  // Paged and awaited (session/paged.ts): probes are answered while long sessions close.
+  const closed = await p.sessions.closeOpenInBatches(null, 'gateway_stopped');
   // Requests still running hold their sockets; their late terminal commits are refused (the
   // attempt is gone), so nothing they could still say belongs in the record.
   p.app.server.closeAllConnections();

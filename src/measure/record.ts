@@ -103,7 +103,8 @@ export class GatewayMeasurer {
     this.recording = this.recording.then(async () => {
       const result = await answered;
       try {
-        this.chain.append(GATEWAY_CHAIN_ID, {
+        // Awaited: a write lock held by another process does not hold the event loop.
+        await this.chain.appendAwaited(GATEWAY_CHAIN_ID, {
           entry_type: 'gateway_measurement',
           detail: {
             ...next.json,
@@ -119,7 +120,10 @@ export class GatewayMeasurer {
             { provider: this.provider.name, reason: result.reason },
             'could not extend the re-measured gateway now; retried at the next session binding',
           );
-          this.bindingFailed('policy-reload', result.reason);
+          await this.chain.appendAwaited(
+            GATEWAY_CHAIN_ID,
+            this.bindingFailedEntry('policy-reload', result.reason),
+          );
         }
       } catch (e) {
         this.log.error(
@@ -140,9 +144,13 @@ export class GatewayMeasurer {
   }
 
   private bindingFailed(phase: string, reason: unknown): void {
-    this.chain.append(GATEWAY_CHAIN_ID, {
+    this.chain.append(GATEWAY_CHAIN_ID, this.bindingFailedEntry(phase, reason));
+  }
+
+  private bindingFailedEntry(phase: string, reason: unknown) {
+    return {
       entry_type: 'attestation_binding_failed',
       detail: { phase, provider: this.provider.name, reason },
-    });
+    };
   }
 }

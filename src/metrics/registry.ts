@@ -61,7 +61,7 @@ export class GatewayMetrics {
     });
     this.refusals = new Counter({
       name: 'cmcp_refusals_total',
-      help: 'Refused tools/call requests, by error code (docs/errors.md)',
+      help: 'Refused requests, by error code (docs/errors.md): tools/call and relayed-method refusals, and every refusal of the aggregated refusal record (any route, host check, limits)',
       labelNames: ['code'],
       registers,
     });
@@ -148,8 +148,15 @@ export class GatewayMetrics {
   callEnded(upstream: string | null, disposition: string, errorCode: string | null, seconds: number): void {
     this.calls.inc({ method: 'tools/call', upstream: this.upstreamLabel(upstream), disposition });
     this.callSeconds.observe({ disposition }, seconds);
-    if (disposition === 'refused' && errorCode)
-      this.refusals.inc({ code: Object.hasOwn(ERRORS, errorCode) ? errorCode : 'INTERNAL_ERROR' });
+    if (disposition === 'refused' && errorCode) this.refused(errorCode);
+  }
+
+  /**
+   * One request refused with `code` (`cmcp_refusals_total`): a tools/call's or a relayed
+   * request's refusal, or one through the aggregated refusal record (gateway/auth-failures.ts).
+   */
+  refused(code: string): void {
+    this.refusals.inc({ code: Object.hasOwn(ERRORS, code) ? code : 'INTERNAL_ERROR' });
   }
 
   /** One upstream call took `seconds` (`cmcp_upstream_duration_seconds`). */

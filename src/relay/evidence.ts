@@ -17,6 +17,7 @@ import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { SessionService } from '../session/service.js';
+import { immediateAsync } from '../store/db.js';
 
 /** Entry type of each evidenced method. */
 export const RELAY_ENTRY_TYPES = {
@@ -74,14 +75,19 @@ export class RelayRecorder {
     private readonly chain: AuditChain,
     private readonly sessions: SessionService,
     private readonly log: Logger,
+    /** Told the code of every refusal recorded (metrics). */
+    private readonly onRefusal: (code: string) => void = () => undefined,
   ) {}
 
   /**
-   * Appends one relayed request's terminal entry.
-   * @returns the entry, or null when it could not be committed (logged; the caller answers
-   *   with an error rather than pass data that left no trace).
+   * Appends one relayed request's terminal entry, in its own IMMEDIATE transaction: a write lock
+   * held by another process is waited for by awaiting (store/db.ts immediateAsync), up to the
+   * busy timeout. The chain (the session's, or the gateway chain once it closed) is chosen
+   * inside that transaction.
+   * @returns (resolves to) the entry, or null when it could not be committed (logged; the
+   *   caller answers with an error rather than pass data that left no trace).
    */
-  record(r: RelayRecord): AuditEntry | null {
+  async record(r: RelayRecord): Promise<AuditEntry | null> {
     const detail: Record<string, unknown> = { method: r.method, target: r.target, ...(r.detail ?? {}) };
     const input: EntryInput = {
       entry_type: RELAY_ENTRY_TYPES[r.method],
@@ -97,11 +103,12 @@ export class RelayRecorder {
       response_payload_hash: digest(r.result, 'response_hash', detail),
       detail,
     };
-    const chainId = r.sessionId && this.sessions.isOpen(r.sessionId) ? r.sessionId : GATEWAY_CHAIN_ID;
+    if (r.disposition === 'refused' && r.errorCode) this.onRefusal(r.errorCode);
     try {
-      // Synchronous (its callers in relay/ use the entry at once): a write lock held by another
-      // process is waited for blocking, up to the busy timeout (store/db.ts immediate).
-      return this.chain.append(chainId, input);
+      return await immediateAsync(this.chain.db, () => {
+        const open = r.sessionId !== null && this.sessions.isOpen(r.sessionId);
+        return this.chain.append(open ? (r.sessionId as string) : GATEWAY_CHAIN_ID, input);
+      });
     } catch (e) {
       this.log.error(
         { method: r.method, err: (e as Error).message },

@@ -65,13 +65,13 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
     params: s.forward,
     startedAt,
   });
-  const refuse = (
+  const refuse = async (
     code: ErrorCode,
     message: string,
     policy = {},
     data: Record<string, unknown> = {},
-  ): Answer => {
-    const e = relay.recorder.record({
+  ): Promise<Answer> => {
+    const e = await relay.recorder.record({
       ...base(),
       disposition: 'refused',
       errorCode: code,
@@ -126,7 +126,7 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
   const detail: Record<string, unknown> = { ...verdict.detail };
   if ('rpcError' in outcome) detail.upstream_error_code = outcome.rpcError.code;
   if ('failure' in outcome) detail.failure = outcome.failure;
-  const e = relay.recorder.record({
+  const e = await relay.recorder.record({
     ...base(),
     ...('result' in outcome ? { result: outcome.result } : {}),
     disposition: disposition(outcome),

@@ -41,6 +41,8 @@ export interface RelayDeps {
   /** The tools agents see (the catalog's when one is configured). */
   listTools: () => ToolDefinition[];
   pageSize?: number;
+  /** Told the code of every relayed request refused (cmcp_refusals_total). */
+  onRefusal?: (code: string) => void;
 }
 
 /** The relay: handlers, capabilities and the client sessions' upstream connections. */
@@ -55,7 +57,7 @@ export class Relay {
 
   constructor(readonly deps: RelayDeps) {
     this.federation = new Federation(deps.pool, deps.log);
-    this.recorder = new RelayRecorder(deps.chain, deps.sessions, deps.log);
+    this.recorder = new RelayRecorder(deps.chain, deps.sessions, deps.log, deps.onRefusal);
     this.sessions = new RelaySessions(
       deps.pool,
       deps.log,

@@ -11,14 +11,13 @@ import type { UpstreamPool } from '../upstream/pool.js';
 /** Starts recording renewals of every connection of the pool (shared and per client session). */
 export function recordRenewals(upstreams: UpstreamPool, chain: AuditChain, log: Logger): void {
   upstreams.observeRenewals((upstream, failure) => {
-    try {
-      chain.append(GATEWAY_CHAIN_ID, {
+    // At once when the lock is free; a lock held by another process is waited for by awaiting.
+    chain
+      .appendAwaited(GATEWAY_CHAIN_ID, {
         entry_type: 'upstream_session_renewed',
         server_identity: upstream,
         detail: { upstream, failure },
-      });
-    } catch (e) {
-      log.error({ err: (e as Error).message }, 'could not record upstream_session_renewed');
-    }
+      })
+      .catch((e) => log.error({ err: (e as Error).message }, 'could not record upstream_session_renewed'));
   });
 }

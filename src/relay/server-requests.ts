@@ -31,12 +31,12 @@ export function serverRequestRelay(
     const agentId = origin.inflight?.agentId ?? origin.agentId;
     const sessionId = origin.inflight?.sessionId ?? null;
     const base = { method, agentId, sessionId, upstream: origin.upstream, target: null, params, startedAt };
-    const refuse = (code: ErrorCode, message: string, policy = {}, detail = {}): never => {
-      recorder.record({ ...base, disposition: 'refused', errorCode: code, policy, detail });
+    const refuse = async (code: ErrorCode, message: string, policy = {}, detail = {}): Promise<never> => {
+      await recorder.record({ ...base, disposition: 'refused', errorCode: code, policy, detail });
       throw new McpError(ERRORS[code].rpc, message, { error_code: code });
     };
     if (!origin.inflight)
-      refuse(
+      await refuse(
         'CLIENT_CHANNEL_UNAVAILABLE',
         'no single client request of this session is in flight on this upstream',
       );
@@ -50,7 +50,7 @@ export function serverRequestRelay(
       session: { calls: row?.call_count ?? 0, ...maxSensitivityOf(deps, sessionId) },
     });
     if (verdict.refused)
-      refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {
+      await refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {
         ...verdict.detail,
         policy_ids: verdict.refused.policyIds,
       });
@@ -63,7 +63,7 @@ export function serverRequestRelay(
     } catch (e) {
       const unavailable = e instanceof CmcpError && e.code === 'CLIENT_CHANNEL_UNAVAILABLE';
       const code = unavailable ? 'CLIENT_CHANNEL_UNAVAILABLE' : 'CLIENT_RPC_ERROR';
-      recorder.record({
+      await recorder.record({
         ...base,
         disposition: unavailable ? 'not_attempted' : 'completed',
         errorCode: code,
@@ -75,7 +75,7 @@ export function serverRequestRelay(
         error_code: code,
       });
     }
-    const entry = recorder.record({
+    const entry = await recorder.record({
       ...base,
       result,
       disposition: 'completed',

@@ -11,18 +11,22 @@ import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
-import { issueClaim, type SessionBindingRecord, storedClaim } from '../claim/build.js';
+import {
+  type ChainSummary,
+  issueClaim,
+  issueClaimFrom,
+  type SessionBindingRecord,
+  storedClaim,
+} from '../claim/build.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
+import { catchUp, LoopSlice, summarizePaged } from './paged.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
 export type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
-
-/** Longest stretch a batched close holds the event loop before yielding, milliseconds. */
-const BATCH_SLICE_MS = 5;
 
 export class SessionService {
   /** Serialises default-session resolution per agent (creation and rotation). */
@@ -155,7 +159,7 @@ export class SessionService {
         .run(JSON.stringify(record), sessionId);
     });
     if (evidence.status === 'absent' && this.requiredTier !== null)
-      this.refuseUnbound(agentId, sessionId, evidence.reason);
+      await this.refuseUnbound(agentId, sessionId, evidence.reason);
     return {
       session_id: sessionId,
       chain_root: root,
@@ -168,8 +172,8 @@ export class SessionService {
    * (its claim says binding absent, with the reason) and refused instead of served signed-only.
    * @throws CmcpError SESSION_BINDING_REQUIRED, always.
    */
-  private refuseUnbound(agentId: string, sessionId: string, reason: string | null): never {
-    this.close(agentId, sessionId, 'binding_required');
+  private async refuseUnbound(agentId: string, sessionId: string, reason: string | null): Promise<never> {
+    await this.closeAwaited(agentId, sessionId, 'binding_required');
     throw new CmcpError(
       'SESSION_BINDING_REQUIRED',
       `session refused: attestation provider ${this.provider.name} could not bind it (${reason ?? 'unknown'}); ` +
@@ -219,7 +223,7 @@ export class SessionService {
         row.call_count >= this.limits.defaultMaxCalls ||
         Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
       if (!expired) return row;
-      this.close(agentId, row.session_id, 'rotated');
+      await this.closeAwaited(agentId, row.session_id, 'rotated');
     }
     const created = await this.create(agentId, { isDefault: true });
     return this.get(agentId, created.session_id) as SessionRow;
@@ -227,45 +231,72 @@ export class SessionService {
 
   /**
    * Closes a session: appends `session_close`, then builds and stores the signed claim in
-   * the same transaction. Closing a closed session returns its stored claim.
+   * the same transaction, reading the whole chain at once and waiting for a lock held by
+   * another process blocking. Closing a closed session returns its stored claim. The gateway
+   * closes through {@link closeAwaited}.
    * @throws CmcpError UNKNOWN_SESSION.
    */
   close(agentId: string, sessionId: string, reason = 'requested'): Claim {
-    // Synchronous for shutdown, rotation and the batched closes, which run inside their own
-    // transactions or cannot await; a request closes through closeAwaited.
-    return immediate(this.db, () => {
-      const row = this.get(agentId, sessionId);
-      if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-      if (row.status === 'closed') return storedClaim(this.db, sessionId) as Claim;
-      // Only the instance that opened a session can close it: the claim is signed with its key.
-      if (row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-      this.chain.append(sessionId, {
-        entry_type: 'session_close',
-        session_id: sessionId,
-        agent_id: agentId,
-        detail: { reason, calls: row.call_count },
-      });
-      this.db
-        .prepare("UPDATE sessions SET status = 'closed', closed_at = ? WHERE session_id = ?")
-        .run(new Date().toISOString(), sessionId);
-      return issueClaim(this.db, this.chain, {
-        sessionId,
-        agentId,
-        binding: this.bindingFor(row),
-        key: this.key.privateKey,
-        jwk: this.key.jwk,
-        enforcementMode: this.facts.enforcementMode,
-      });
-    });
+    return immediate(this.db, () => this.closeIn(agentId, sessionId, reason, null));
   }
 
   /**
-   * {@link close} for a request (`POST /sessions/{id}/close`): a write lock held by another
-   * process is waited for by awaiting (store/db.ts immediateAsync); close joins the transaction.
+   * {@link close} without holding the event loop (issue 11 item 7), for requests
+   * (`POST /sessions/{id}/close`), rotation, blocks, reloads and shutdown: the chain is read
+   * for the claim in pages with the loop free between them (session/paged.ts) while the session
+   * is unusable (SESSION_CLOSED), then one IMMEDIATE transaction — a lock held by another
+   * process waited for by awaiting (store/db.ts immediateAsync) — catches up on what was
+   * appended meanwhile, appends `session_close` and stores the claim.
+   * @param slice the event-loop budget shared by a batch of closes.
    * @throws CmcpError UNKNOWN_SESSION; SQLITE_BUSY once the busy timeout has passed.
    */
-  closeAwaited(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
-    return immediateAsync(this.db, () => this.close(agentId, sessionId, reason));
+  async closeAwaited(
+    agentId: string,
+    sessionId: string,
+    reason = 'requested',
+    slice = new LoopSlice(),
+  ): Promise<Claim> {
+    const row = this.get(agentId, sessionId);
+    if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    if (row.status === 'closed') return storedClaim(this.db, sessionId) as Claim;
+    if (row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    const marked = !this.closing.has(sessionId);
+    if (marked) this.closing.add(sessionId);
+    try {
+      const summary = await summarizePaged(this.chain, sessionId, slice);
+      return await immediateAsync(this.db, () => this.closeIn(agentId, sessionId, reason, summary));
+    } finally {
+      if (marked) this.closing.delete(sessionId);
+    }
+  }
+
+  /** The closing transaction's work; `summary` (read so far) is caught up, or null: read it all. */
+  private closeIn(agentId: string, sessionId: string, reason: string, summary: ChainSummary | null): Claim {
+    const row = this.get(agentId, sessionId);
+    if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    if (row.status === 'closed') return storedClaim(this.db, sessionId) as Claim;
+    // Only the instance that opened a session can close it: the claim is signed with its key.
+    if (row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    this.chain.append(sessionId, {
+      entry_type: 'session_close',
+      session_id: sessionId,
+      agent_id: agentId,
+      detail: { reason, calls: row.call_count },
+    });
+    this.db
+      .prepare("UPDATE sessions SET status = 'closed', closed_at = ? WHERE session_id = ?")
+      .run(new Date().toISOString(), sessionId);
+    const inputs = {
+      sessionId,
+      agentId,
+      binding: this.bindingFor(row),
+      key: this.key.privateKey,
+      jwk: this.key.jwk,
+      enforcementMode: this.facts.enforcementMode,
+    };
+    if (!summary) return issueClaim(this.db, this.chain, inputs);
+    catchUp(this.chain, sessionId, summary);
+    return issueClaimFrom(this.db, summary, inputs);
   }
 
   /**
@@ -311,43 +342,11 @@ export class SessionService {
   }
 
   /**
-   * Closes every open session (of one agent, or of all agents) with a claim each: used by
-   * the kill switch and by a policy reload, so no session's claim spans two policies.
-   * @returns the closed sessions with the signature of each claim.
-   */
-  closeOpen(
-    agentId: string | null,
-    reason: string,
-  ): { session_id: string; agent_id: string; claim_sequence: number }[] {
-    const rows = (
-      agentId === null
-        ? this.db
-            .prepare<[string], SessionRow>(
-              "SELECT * FROM sessions WHERE status = 'open' AND owner = ? ORDER BY created_ms",
-            )
-            .all(this.instanceId)
-        : this.db
-            .prepare<[string, string], SessionRow>(
-              "SELECT * FROM sessions WHERE status = 'open' AND owner = ? AND agent_id = ? ORDER BY created_ms",
-            )
-            .all(this.instanceId, agentId)
-    ) as SessionRow[];
-    const out: { session_id: string; agent_id: string; claim_sequence: number }[] = [];
-    for (const r of rows) {
-      try {
-        const c = this.close(r.agent_id, r.session_id, reason);
-        out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
-      } catch (e) {
-        this.log.error({ session_id: r.session_id, err: (e as Error).message }, 'could not close session');
-      }
-    }
-    return out;
-  }
-
-  /**
-   * {@link closeOpen} without holding the event loop (issue 11 item 6): the sessions are made
-   * unusable at once (SESSION_CLOSED; the default session is replaced), then closed ~5 ms'
-   * worth at a time, yielding between batches.
+   * Closes every open session (of one agent, or of all agents) with a claim each — the kill
+   * switch, a policy reload (so no session's claim spans two policies), shutdown — without
+   * holding the event loop (issue 11 items 6, 7): the sessions are made unusable at once
+   * (SESSION_CLOSED; the default session is replaced), then closed through
+   * {@link closeAwaited}, yielding whenever ~5 ms of work has run.
    * @returns the closed sessions with the sequence of each claim.
    */
   closeOpenInBatches(
@@ -369,21 +368,18 @@ export class SessionService {
     return this.closeInBatches(rows, reason);
   }
 
-  /** Marks `rows` unusable now, then closes them in batches of at most ~5 ms each. */
+  /** Marks `rows` unusable now, then closes them, yielding after each ~5 ms of work. */
   private async closeInBatches(
     rows: { session_id: string; agent_id: string }[],
     reason: string,
   ): Promise<{ session_id: string; agent_id: string; claim_sequence: number }[]> {
     for (const r of rows) this.closing.add(r.session_id);
     const out: { session_id: string; agent_id: string; claim_sequence: number }[] = [];
-    let sliceStart = performance.now();
+    const slice = new LoopSlice();
     for (const r of rows) {
-      if (performance.now() - sliceStart > BATCH_SLICE_MS) {
-        await new Promise((resolve) => setImmediate(resolve));
-        sliceStart = performance.now();
-      }
+      await slice.pause();
       try {
-        const c = this.close(r.agent_id, r.session_id, reason);
+        const c = await this.closeAwaited(r.agent_id, r.session_id, reason, slice);
         out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
       } catch (e) {
         this.log.error({ session_id: r.session_id, err: (e as Error).message }, 'could not close session');

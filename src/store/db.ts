@@ -94,10 +94,11 @@ export function immediate<T>(db: Db, fn: () => T): T {
  * awaited timer (1, 2, 4 … 25 ms), until the connection's busy timeout (openDatabase's
  * `busyTimeoutMs`) has passed — then it fails exactly as {@link immediate} does. Inside an open
  * transaction it joins it (no lock to wait for). `fn` runs only once the lock is held, once.
- * @throws SqliteError SQLITE_BUSY once the busy timeout has passed; what `fn` throws.
+ * @param waitMs how long to wait for the lock, milliseconds; default the connection's busy timeout.
+ * @throws SqliteError SQLITE_BUSY once the wait has passed; what `fn` throws.
  */
-export async function immediateAsync<T>(db: Db, fn: () => T): Promise<T> {
-  const deadline = performance.now() + (busyBudgets.get(db) ?? 0);
+export async function immediateAsync<T>(db: Db, fn: () => T, waitMs?: number): Promise<T> {
+  const deadline = performance.now() + (waitMs ?? busyBudgets.get(db) ?? 0);
   for (let pause = 1; ; pause = Math.min(pause * 2, MAX_PAUSE_MS)) {
     const attempt = attemptImmediate(db, fn);
     if (attempt.ran) return attempt.value;

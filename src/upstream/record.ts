@@ -11,14 +11,13 @@ import type { UpstreamPool } from './pool.js';
 /** Starts recording; the unavailable upstreams found at start-up are recorded at once. */
 export function recordAvailability(upstreams: UpstreamPool, chain: AuditChain, log: Logger): void {
   upstreams.availability.listen((entry_type, detail) => {
-    try {
-      chain.append(GATEWAY_CHAIN_ID, {
+    // At once when the lock is free; a lock held by another process is waited for by awaiting.
+    chain
+      .appendAwaited(GATEWAY_CHAIN_ID, {
         entry_type,
         server_identity: typeof detail.upstream === 'string' ? detail.upstream : null,
         detail,
-      });
-    } catch (e) {
-      log.error({ err: (e as Error).message }, `could not record ${entry_type}`);
-    }
+      })
+      .catch((e) => log.error({ err: (e as Error).message }, `could not record ${entry_type}`));
   });
 }

@@ -112,6 +112,8 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
   if (routeClientMessage(d, req, session?.id)) return reply.code(202).send();
   const headers: Record<string, string> = session ? { 'mcp-session-id': session.id } : {};
   const { channel, stream, ctl } = channelFor(d, req, reply, session, headers);
+  // A shutdown past the drain time answers on the stream (gateway/drain.ts answerPending).
+  if (stream) req.finishStream = (b) => stream.finish(b, 200);
   const body = req.body as Record<string, unknown> | null;
   const id = readableId(body);
   const untrack = id !== null ? d.inflight.track(req.agentId, session?.id, id, ctl) : () => undefined;

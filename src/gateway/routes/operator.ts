@@ -23,7 +23,7 @@ export interface OperatorApi {
   reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>>;
   /** Resolves once every session it closes has its claim (closed in batches). */
   blockAgent(operatorId: string, agentId: string, body: unknown): Promise<Record<string, unknown>>;
-  unblockAgent(operatorId: string, agentId: string): Record<string, unknown>;
+  unblockAgent(operatorId: string, agentId: string): Promise<Record<string, unknown>>;
   status(): Record<string, unknown>;
 }
 

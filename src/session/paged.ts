@@ -1,0 +1,56 @@
+/**
+ * Long work on the event loop in slices (issue 11 item 7): a session's chain is read for its
+ * claim in pages, each a short read, and the loop runs other work (probes, calls) between
+ * pages once a slice has lasted {@link SLICE_MS}. What is proportional to the chain's length at
+ * close (parsing every entry, each transcript line's JCS) happens here, outside the write
+ * transaction; the transaction only catches up on the entries appended meanwhile.
+ */
+import type { AuditChain } from '../audit/chain.js';
+import { ChainSummary } from '../claim/build.js';
+
+/** Longest stretch one slice holds the event loop before yielding, milliseconds. */
+export const SLICE_MS = 5;
+
+/** Entries read per page: ~1 ms of parsing for ~1 KB entries. */
+const PAGE_ENTRIES = 100;
+
+/** A budget of event-loop time: {@link pause} yields once the current slice has run out. */
+export class LoopSlice {
+  private started = performance.now();
+
+  constructor(private readonly sliceMs = SLICE_MS) {}
+
+  /** Yields to I/O and timers (setImmediate) when the slice has lasted `sliceMs`; else returns at once. */
+  async pause(): Promise<void> {
+    if (performance.now() - this.started < this.sliceMs) return;
+    await new Promise((resolve) => setImmediate(resolve));
+    this.started = performance.now();
+  }
+}
+
+/**
+ * Summarises a chain as far as its tip is now, page by page, pausing `slice` between pages.
+ * Entries appended afterwards are added by {@link catchUp} inside the closing transaction.
+ */
+export async function summarizePaged(
+  chain: AuditChain,
+  chainId: string,
+  slice: LoopSlice,
+): Promise<ChainSummary> {
+  const summary = new ChainSummary();
+  for (;;) {
+    const page = chain.page(chainId, summary.lastSequence, PAGE_ENTRIES);
+    summary.add(page);
+    if (page.length < PAGE_ENTRIES) return summary;
+    await slice.pause();
+  }
+}
+
+/** Adds every entry after the summary's last one (inside the caller's transaction). */
+export function catchUp(chain: AuditChain, chainId: string, summary: ChainSummary): void {
+  for (;;) {
+    const page = chain.page(chainId, summary.lastSequence, PAGE_ENTRIES);
+    summary.add(page);
+    if (page.length < PAGE_ENTRIES) return;
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The event loop's longest stall while some work runs, measured by a 1 ms timer: the longest
+ * time between two of its ticks, as wall time and as the main thread's CPU time
+ * (process.threadCpuUsage) over that gap. On a machine shared with other work the wall time
+ * also counts time the process was not scheduled; the CPU time counts only what this thread
+ * did meanwhile (synchronous work, GC on the main thread), but not a blocking wait (a busy
+ * handler's sleep, an fsync), which only the wall time shows.
+ */
+
+export interface Stall {
+  /** Longest gap between two ticks, milliseconds of wall time. */
+  wallMs: number;
+  /** Longest main-thread CPU time spent inside one gap, milliseconds. */
+  cpuMs: number;
+}
+
+const cpuNow = () => {
+  const u = process.threadCpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+/** Runs `work` with the probe on (the probe ticks once before `work` starts). */
+export async function measureStall<T>(work: () => Promise<T> | T): Promise<{ value: T; stall: Stall }> {
+  let wall = performance.now();
+  let cpu = cpuNow();
+  const stall: Stall = { wallMs: 0, cpuMs: 0 };
+  const tick = () => {
+    const w = performance.now();
+    const c = cpuNow();
+    stall.wallMs = Math.max(stall.wallMs, w - wall);
+    stall.cpuMs = Math.max(stall.cpuMs, c - cpu);
+    wall = w;
+    cpu = c;
+  };
+  const timer = setInterval(tick, 1);
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const value = await work();
+    // A stall at the end is seen once the timer ticks again.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    tick();
+    return { value, stall };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** `12.3 ms (cpu 4.5 ms)`. */
+export const showStall = (s: Stall) => `${s.wallMs.toFixed(1)} ms (cpu ${s.cpuMs.toFixed(1)} ms)`;
