@@ -13,8 +13,8 @@ import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { REPO_ROOT } from '../load/profile.js';
 import type { MemoryResult } from '../memory.js';
-import { sessionBindingSection } from '../session-binding.js';
 import { formatRelayedProgress, type RelayedProgressResult } from '../relayed-progress.js';
+import { sessionBindingSection } from '../session-binding.js';
 import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
 
 function version(pkg: string): string {
