@@ -7,20 +7,28 @@
  */
 import type { ServerResponse } from 'node:http';
 
-/**
- * Writes the 200 response head of an event stream (unless already written).
- * @param headers extra headers (e.g. `Mcp-Session-Id`).
- */
-export function openEventStream(raw: ServerResponse, headers: Record<string, string> = {}): void {
-  if (raw.headersSent) return;
+function writeStreamHead(raw: ServerResponse, headers: Record<string, string>): void {
   raw.writeHead(200, {
     'content-type': 'text/event-stream',
     'cache-control': 'no-cache, no-transform',
     connection: 'keep-alive',
     ...headers,
   });
+}
+
+/**
+ * Writes the 200 response head of an event stream (unless already written).
+ * @param headers extra headers (e.g. `Mcp-Session-Id`).
+ */
+export function openEventStream(raw: ServerResponse, headers: Record<string, string> = {}): void {
+  if (raw.headersSent) return;
+  writeStreamHead(raw, headers);
   // Send the head now: a client waiting on a long call learns the stream is open.
   raw.flushHeaders();
+}
+
+function frame(message: Record<string, unknown>): string {
+  return `event: message\ndata: ${JSON.stringify(message)}\n\n`;
 }
 
 /**
@@ -29,8 +37,23 @@ export function openEventStream(raw: ServerResponse, headers: Record<string, str
  */
 export function writeEvent(raw: ServerResponse, message: Record<string, unknown>): boolean {
   if (raw.writableEnded || raw.destroyed) return false;
-  raw.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+  raw.write(frame(message));
   return true;
+}
+
+/**
+ * A whole event stream of one message: head, the event and the end go to the socket in one
+ * write (a lone result on a stream that had nothing to carry before it; the head is not sent
+ * ahead of it, which would cost a write of its own).
+ * @param headers extra headers (e.g. `Mcp-Session-Id`).
+ */
+export function writeLoneEvent(
+  raw: ServerResponse,
+  headers: Record<string, string>,
+  message: Record<string, unknown>,
+): void {
+  writeStreamHead(raw, headers);
+  raw.end(frame(message));
 }
 
 /** A comment line that keeps intermediaries from closing an idle standalone stream. */

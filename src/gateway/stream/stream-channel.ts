@@ -11,7 +11,7 @@ import type { ServerResponse } from 'node:http';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { ClientChannel, ClientMessage } from '../client-channel.js';
 import type { InflightRequests } from './inflight.js';
-import { openEventStream, writeEvent } from './sse.js';
+import { openEventStream, writeEvent, writeLoneEvent } from './sse.js';
 
 export class StreamChannel implements ClientChannel {
   readonly streaming = true;
@@ -110,11 +110,15 @@ export class StreamChannel implements ClientChannel {
   finish(body: Record<string, unknown> | null, status = 200): boolean {
     if (status !== 200 && !this.raw.headersSent) return false;
     if (!this.open && !(this.eager && body !== null)) return false;
-    if (this.usable()) {
-      this.start();
-      if (body !== null) writeEvent(this.raw, body);
-      this.raw.end();
+    if (!this.usable()) return true;
+    if (!this.raw.headersSent && body !== null) {
+      this.onOpen();
+      writeLoneEvent(this.raw, this.headers, body);
+      return true;
     }
+    this.start();
+    if (body !== null) writeEvent(this.raw, body);
+    this.raw.end();
     return true;
   }
 }
