@@ -114,9 +114,9 @@ export class Upstream {
         stderr: 'pipe',
       });
     }
-    const { headers, fetch: tlsFetch } = this.credentials;
+    const { headers, fetch: tlsFetch, dispatcher } = this.credentials;
     return new StreamableHTTPClientTransport(new URL(this.cfg.url), {
-      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx), tlsFetch),
+      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx), tlsFetch, dispatcher),
       ...(headers ? { requestInit: { headers } } : {}),
     });
   }
