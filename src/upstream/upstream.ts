@@ -7,6 +7,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { CmcpError } from '@cmcp/verify/errors/index';
+import { CanonicalJsonError, canonicalJson } from '@cmcp/verify/format/canonical';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -287,9 +288,15 @@ export class Upstream {
           ...(opts.onprogress ? { onprogress: () => undefined, resetTimeoutOnProgress: true } : {}),
         }),
       );
-      if (ctx.overflowed || Buffer.byteLength(JSON.stringify(result)) > this.maxResultBytes)
+      if (ctx.overflowed) return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
+      // The JCS text has the length of JSON.stringify's (the same strings and numbers, members
+      // reordered): one serialisation serves the cap here and the response hash later.
+      const resultJcs = jcsOrNull(result);
+      if (Buffer.byteLength(resultJcs ?? JSON.stringify(result)) > this.maxResultBytes)
         return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
-      return { boundary: 'answered', result };
+      return resultJcs === null
+        ? { boundary: 'answered', result }
+        : { boundary: 'answered', result, resultJcs };
     } catch (e) {
       if (sessionExpired(e) && !ctx.answered) return { expired: true };
       if (!ctx.overflowed && !ctx.cutOff && died.signal.aborted)
@@ -329,6 +336,16 @@ export class Upstream {
   async release(): Promise<void> {
     await this.close();
     await this.credentials.close().catch(() => undefined);
+  }
+}
+
+/** JCS text of an upstream result, or null when JCS cannot carry it (forward.ts records why). */
+function jcsOrNull(result: Record<string, unknown>): string | null {
+  try {
+    return canonicalJson(result);
+  } catch (e) {
+    if (e instanceof CanonicalJsonError) return null;
+    throw e;
   }
 }
 
