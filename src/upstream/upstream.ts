@@ -259,14 +259,24 @@ export class Upstream {
     } catch (e) {
       return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
     }
-    // Aborted when the transport dies under the call (stdio exit, HTTP body broken off).
-    const died = new AbortController();
+    // One controller stops the request for every reason (AbortSignal.any costs ~10 µs of CPU a
+    // call): the transport dying under the call (stdio exit, HTTP body broken off), the result
+    // cap (an SSE response cut at the cap), and the caller's own abort.
+    const halt = new AbortController();
+    let died: UpstreamDiedError | null = null;
     const ctx: CallContext = {
       overflowed: false,
       cutOff: false,
-      fail: (reason) => died.abort(new UpstreamDiedError(reason)),
-      stop: new AbortController(),
+      fail: (reason) => {
+        died ??= new UpstreamDiedError(reason);
+        halt.abort(died);
+      },
+      stop: halt,
     };
+    const callerSignal = opts.signal;
+    const onCallerAbort = () => halt.abort(callerSignal?.reason);
+    if (callerSignal?.aborted) onCallerAbort();
+    else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
     if (opts.onprogress) ctx.onprogress = opts.onprogress;
     this.inflight.add(ctx);
     const answers = this.answers;
@@ -276,13 +286,7 @@ export class Upstream {
         client.request({ method, params }, looseResult, {
           timeout: this.cfg.timeout_ms,
           maxTotalTimeout: this.cfg.timeout_ms,
-          // The caller's abort, the result cap's (an SSE response cut at the cap), and the
-          // transport's death under the call.
-          signal: AbortSignal.any([
-            died.signal,
-            ...(ctx.stop ? [ctx.stop.signal] : []),
-            ...(opts.signal ? [opts.signal] : []),
-          ]),
+          signal: halt.signal,
           // The SDK only sends a progress token (its request id) when given an onprogress; the
           // progress itself reaches ctx.onprogress through answers.ts, in arrival order.
           ...(opts.onprogress ? { onprogress: () => undefined, resetTimeoutOnProgress: true } : {}),
@@ -299,10 +303,12 @@ export class Upstream {
         : { boundary: 'answered', result, resultJcs };
     } catch (e) {
       if (sessionExpired(e) && !ctx.answered) return { expired: true };
-      if (!ctx.overflowed && !ctx.cutOff && died.signal.aborted)
-        return { boundary: 'maybe_sent', failure: (died.signal.reason as Error).message };
+      const diedUnder = died as UpstreamDiedError | null;
+      if (!ctx.overflowed && !ctx.cutOff && diedUnder)
+        return { boundary: 'maybe_sent', failure: diedUnder.message };
       return classifyFailure(e, ctx, this.maxResultBytes);
     } finally {
+      callerSignal?.removeEventListener('abort', onCallerAbort);
       this.inflight.delete(ctx);
       answers?.forget(ctx);
     }
