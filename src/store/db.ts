@@ -96,6 +96,13 @@ CREATE TABLE IF NOT EXISTS call_attempts (
   started_at   TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
+
+-- The highest catalog sensitivity level each session has attempted (src/call/sensitivity.ts):
+-- raised in the attempt's transaction, read back instead of replaying the session's chain.
+CREATE TABLE IF NOT EXISTS session_sensitivity (
+  session_id TEXT PRIMARY KEY,
+  level      INTEGER NOT NULL      -- index into SENSITIVITY_LEVELS (src/catalog/catalog.ts)
+) WITHOUT ROWID;
 `;
 
 /**
