@@ -1,18 +1,26 @@
 /**
- * `npm run bench -- --profile [--label L] [--cmcp-root DIR]`: cmcp full (./compare/subjects.ts)
- * started with `--cpu-prof`, driven with `calls` trivial calls at a fixed concurrency, half over
- * its HTTP upstream and half over its stdio one, then stopped (SIGTERM: the profile is written at
- * exit). Returns the busy CPU time per call and the top self-time functions (./cpuprofile-top.ts);
- * `--cmcp-root` profiles another build (e.g. the commit before a change) with the same driver.
+ * `npm run bench -- --profile [--label L] [--cmcp-root DIR] [--concurrency N] [--transport T]
+ * [--db-dir DIR]`: cmcp full (./compare/subjects.ts) started with `--cpu-prof`, driven with
+ * `calls` trivial calls at a fixed concurrency (default 16), over its HTTP upstream, its stdio one
+ * or half each (default), then stopped (SIGTERM: the profile is written at exit). Returns the busy
+ * CPU time per call and the top self-time and total-time functions (./cpuprofile-top.ts);
+ * `--cmcp-root` profiles another build (e.g. the commit before a change) with the same driver;
+ * `--db-dir /dev/shm` keeps the database on tmpfs so that fsync waits do not hide the CPU.
  */
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { connectSubject, type Env, startFleet } from './compare/subjects.js';
+import { connectSubject, type Env, type Subject, startFleet } from './compare/subjects.js';
 import { formatTop, topSelfTime } from './cpuprofile-top.js';
 
 export async function runCpuProfile(
   env: Env,
-  o: { calls: number; concurrency: number; outDir: string; label: string },
+  o: {
+    calls: number;
+    concurrency: number;
+    outDir: string;
+    label: string;
+    transports?: ('http' | 'stdio')[];
+  },
 ): Promise<{
   calls: number;
   elapsedMs: number;
@@ -24,6 +32,7 @@ export async function runCpuProfile(
   wasmShare: number;
   summary: string;
   top: string;
+  topTotal: string;
   profile: string;
 }> {
   const profDir = join(env.dir, 'cpu-prof');
@@ -34,16 +43,15 @@ export async function runCpuProfile(
   let elapsedMs = 0;
   let done = 0;
   try {
-    const subjects = [
-      await connectSubject(env, fleet, 'cmcp-full', 'http'),
-      await connectSubject(env, fleet, 'cmcp-full', 'stdio'),
-    ];
+    const transports = o.transports ?? ['http', 'stdio'];
+    const subjects: Subject[] = [];
+    for (const t of transports) subjects.push(await connectSubject(env, fleet, 'cmcp-full', t));
     const counter = { i: 0 };
     const t0 = Date.now();
     const worker = async () => {
       while (done < o.calls) {
         const i = done++;
-        await (subjects[i % 2] as (typeof subjects)[0]).call('noop', counter.i++);
+        await (subjects[i % subjects.length] as Subject).call('noop', counter.i++);
       }
     };
     await Promise.all(Array.from({ length: o.concurrency }, worker));
@@ -58,11 +66,13 @@ export async function runCpuProfile(
   copyFileSync(join(profDir, file), saved);
   const t = topSelfTime(saved, 25);
   const cpuPerCallUs = (t.busyMs * 1000) / done;
-  const summary = `${done} calls (cmcp full, concurrency ${o.concurrency}, half HTTP, half stdio upstream) in ${(elapsedMs / 1000).toFixed(1)} s; gateway busy ${t.busyMs.toFixed(0)} ms of ${t.totalMs.toFixed(0)} ms sampled (${t.wasmMs.toFixed(0)} ms of it in cedar-wasm), so ${cpuPerCallUs.toFixed(0)} µs busy per call on the main thread (wall time in JS, native calls and Wasm, including waits inside SQLite's fsync; start-up and shutdown included).`;
+  const over = (o.transports ?? ['http', 'stdio']).join(' + ');
+  const summary = `${done} calls (cmcp full, concurrency ${o.concurrency}, ${over} upstream${env.dbDir ? `, database in ${env.dbDir}` : ''}) in ${(elapsedMs / 1000).toFixed(1)} s; gateway busy ${t.busyMs.toFixed(0)} ms of ${t.totalMs.toFixed(0)} ms sampled (${t.wasmMs.toFixed(0)} ms of it in cedar-wasm), so ${cpuPerCallUs.toFixed(0)} µs busy per call on the main thread (wall time in JS, native calls and Wasm, including waits inside SQLite's fsync; start-up and shutdown included).`;
   const top = formatTop(t.top);
+  const topTotal = formatTop(t.topTotal);
   const sqliteShare = t.top.filter((x) => x.fn === 'sqliteTransaction').reduce((a, x) => a + x.share, 0);
   const wasmShare = t.busyMs > 0 ? t.wasmMs / t.busyMs : 0;
-  console.log(`${summary}\n${top}`);
+  console.log(`${summary}\nself time\n${top}\ntotal time\n${topTotal}`);
   return {
     calls: done,
     elapsedMs,
@@ -72,6 +82,7 @@ export async function runCpuProfile(
     wasmShare,
     summary,
     top,
+    topTotal,
     profile: basename(saved),
   };
 }

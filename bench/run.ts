@@ -42,6 +42,9 @@ const program = new Command('bench')
   .option('--profile', 'CPU profile of cmcp full under load')
   .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
   .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
+  .option('--concurrency <n>', 'concurrent callers of the profile mode', int, 16)
+  .option('--transport <t>', 'upstream of the profile mode: http, stdio or both', 'both')
+  .option('--db-dir <dir>', "folder of the profiled gateway's database (e.g. /dev/shm)")
   .option('--render <file>', 'only render BENCHMARKS.md again from a saved compare-full-*.json')
   .option('--session-binding', 'only the session-binding section (batched bindings, sessions/s)')
   .option('--no-sections', 'skip the execution_id and verification sections')
@@ -53,6 +56,9 @@ const opts = program.opts<{
   profile?: boolean;
   label: string;
   cmcpRoot?: string;
+  concurrency: number;
+  transport: string;
+  dbDir?: string;
   render?: string;
   sessionBinding?: boolean;
   sections: boolean;
@@ -96,13 +102,18 @@ try {
     writeFileSync(join(resultsDir, `memory-${stamp}.json`), `${JSON.stringify(r, null, 2)}\n`);
     if (!r.bounded) exitCode = 1;
   } else if (opts.profile) {
-    const r = await runCpuProfile(env, {
+    if (!['http', 'stdio', 'both'].includes(opts.transport))
+      throw new InvalidArgumentError('--transport is http, stdio or both');
+    const profDbDir = opts.dbDir ? mkdtempSync(join(opts.dbDir, 'cmcp-prof-')) : undefined;
+    const r = await runCpuProfile(profDbDir ? { ...env, dbDir: profDbDir } : env, {
       calls: opts.calls ?? 20_000,
-      concurrency: 16,
+      concurrency: opts.concurrency,
+      transports: opts.transport === 'both' ? ['http', 'stdio'] : [opts.transport as 'http' | 'stdio'],
       outDir: resultsDir,
       label: opts.label,
     });
     writeFileSync(join(resultsDir, `profile-${opts.label}.json`), `${JSON.stringify(r, null, 2)}\n`);
+    if (profDbDir) rmSync(profDbDir, { recursive: true, force: true });
   } else {
     const quick = !!opts.quick;
     const o: CompareOptions = {

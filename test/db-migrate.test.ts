@@ -83,7 +83,7 @@ describe('SQLite', () => {
     again.close();
   });
 
-  it('three processes opening one new file at the same instant apply version 1 once', async () => {
+  it('three processes opening one new file at the same instant apply each version once', async () => {
     const path = freshPath();
     const go = Date.now() + 1500; // all three open at the same instant
     const script = `
@@ -97,11 +97,13 @@ describe('SQLite', () => {
       });
     expect(await Promise.all([run(), run(), run()])).toEqual([0, 0, 0]);
     const db = new Database(path, { readonly: true });
-    expect(db.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }]);
+    expect(db.prepare('SELECT version FROM schema_version ORDER BY version').all()).toEqual(
+      Array.from({ length: LATEST_SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })),
+    );
     db.close();
   });
 
-  it('a file made before versions were recorded is taken over at version 1, data unchanged', () => {
+  it('a file made before versions were recorded is taken over at version 1, data unchanged, then migrated', () => {
     const path = freshPath();
     const old = new Database(path);
     old.exec(readFileSync(join(REPO_ROOT, 'test', 'fixtures', 'db-before-versioning.sql'), 'utf8'));
@@ -114,10 +116,19 @@ describe('SQLite', () => {
     expect(before.executions).toHaveLength(1);
 
     const db = openDatabase(path);
-    expect(sqliteSchemaVersion(db)).toBe(1);
+    expect(sqliteSchemaVersion(db)).toBe(LATEST_SCHEMA_VERSION);
+    expect(db.prepare('SELECT version FROM schema_version ORDER BY version').all()[0]).toEqual({
+      version: 1,
+    });
     expect(allRows(db)).toEqual(before);
-    // The tables are the ones that code made, text for text; only schema_version is new.
-    expect(schemaTexts(db).filter((t) => !t.name.startsWith('schema_version'))).toEqual(textsBefore);
+    expect(db.prepare('SELECT count(*) AS n FROM session_sensitivity').get()).toEqual({ n: 0 });
+    // The tables are the ones that code made, text for text; only schema_version and the tables
+    // of later versions are new.
+    expect(
+      schemaTexts(db).filter(
+        (t) => !t.name.startsWith('schema_version') && !t.name.startsWith('session_sensitivity'),
+      ),
+    ).toEqual(textsBefore);
     const sessionId = (before.claims as { session_id: string }[])[0]?.session_id ?? '';
     const report = verifyBundle(new AuditChain(db).bundle(sessionId, sessionId));
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
@@ -138,7 +149,7 @@ describe('SQLite', () => {
     expect(db.prepare('SELECT session_id, owner, call_count FROM sessions').all()).toEqual([
       { session_id: 's1', owner: 'gateway', call_count: 3 },
     ]);
-    expect(sqliteSchemaVersion(db)).toBe(1);
+    expect(sqliteSchemaVersion(db)).toBe(LATEST_SCHEMA_VERSION);
     // Every other table of version 1 was made beside it.
     expect(Object.keys(sqliteShape(db)).sort()).toEqual(Object.keys(sqliteShape(fresh())).sort());
     db.close();
@@ -192,7 +203,12 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
     expect(first.out).toContain(`now at schema version ${LATEST_SCHEMA_VERSION}`);
     const second = cmcp('db', 'migrate', '--database', path, '--json');
     expect(second.code).toBe(0);
-    expect(JSON.parse(second.out)).toMatchObject({ engine: 'sqlite', from: 1, to: 1, applied: [] });
+    expect(JSON.parse(second.out)).toMatchObject({
+      engine: 'sqlite',
+      from: LATEST_SCHEMA_VERSION,
+      to: LATEST_SCHEMA_VERSION,
+      applied: [],
+    });
     const st = cmcp('db', 'status', '--database', path);
     expect(st.code).toBe(0);
     expect(st.out).toContain(`schema version ${LATEST_SCHEMA_VERSION} (latest)`);
@@ -274,7 +290,12 @@ describe.skipIf(!hasPostgres())('PostgreSQL', () => {
     });
     const rows = (await c.query('SELECT * FROM schema_version ORDER BY version')).rows;
     const second = await migratePostgres(c, 'm_fresh');
-    expect(second).toEqual({ engine: 'postgres', from: 1, to: 1, applied: [] });
+    expect(second).toEqual({
+      engine: 'postgres',
+      from: LATEST_SCHEMA_VERSION,
+      to: LATEST_SCHEMA_VERSION,
+      applied: [],
+    });
     expect((await c.query('SELECT * FROM schema_version ORDER BY version')).rows).toEqual(rows);
     await c.end();
   });
@@ -332,7 +353,12 @@ describe.skipIf(!hasPostgres())('PostgreSQL', () => {
     const url = await createDatabase(server, 'm_cli');
     const st0 = cmcp('db', 'status', '--database', url, '--json');
     expect(st0.err).toBe('');
-    expect(JSON.parse(st0.out)).toEqual({ database: url, engine: 'postgres', version: 0, latest: 1 });
+    expect(JSON.parse(st0.out)).toEqual({
+      database: url,
+      engine: 'postgres',
+      version: 0,
+      latest: LATEST_SCHEMA_VERSION,
+    });
     const cfg = await writeConfig({ dir: mkdtempSync(join(dir, 'cli-')) });
     writeFileSync(cfg.file, stringify({ ...cfg.raw, database: url }));
     const m = cmcp('db', 'migrate', '--config', cfg.file);
@@ -340,7 +366,9 @@ describe.skipIf(!hasPostgres())('PostgreSQL', () => {
     expect(m.out).toContain(`database: ${url} (postgres)`);
     expect(m.out).toContain('applied 1:');
     expect(cmcp('db', 'migrate', '--database', url).out).toContain('nothing to do');
-    expect(cmcp('db', 'status', '--database', url).out).toContain('schema version 1 (latest)');
+    expect(cmcp('db', 'status', '--database', url).out).toContain(
+      `schema version ${LATEST_SCHEMA_VERSION} (latest)`,
+    );
     const refused = cmcp(
       'db',
       'status',

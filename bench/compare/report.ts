@@ -264,18 +264,29 @@ The newest run in full:
 ${formatRelayedProgress(r)}`;
 }
 
-/** The top-self-time tables of saved profiles (bench/results/profile-<label>.json). */
+/** The top-self-time (and total-time, when saved) tables of saved profiles (bench/results/profile-<label>.json). */
 function profileSections(): string {
   const parts: string[] = [];
   for (const label of ['before', 'after']) {
     const file = join(REPO_ROOT, 'bench', 'results', `profile-${label}.json`);
     if (!existsSync(file)) continue;
-    const p = JSON.parse(readFileSync(file, 'utf8')) as { summary: string; top: string };
-    parts.push(`### ${label}\n\n${p.summary}\n\n\`\`\`\n${p.top}\n\`\`\``);
+    const p = JSON.parse(readFileSync(file, 'utf8')) as { summary: string; top: string; topTotal?: string };
+    const total = p.topTotal ? `\n\ntotal time:\n\n\`\`\`\n${p.topTotal}\n\`\`\`` : '';
+    parts.push(`### ${label}\n\n${p.summary}\n\n\`\`\`\n${p.top}\n\`\`\`${total}`);
   }
   return parts.length
     ? parts.join('\n\n')
     : '(no saved profile: run `npm run bench -- --profile --label after`)';
+}
+
+/**
+ * The hand-written analysis of CPU per call (bench/results/cpu-per-call.md: profiles per
+ * transport and concurrency, what each change removed, the targets read against them), kept in
+ * its own file so that rendering the report again keeps it.
+ */
+function cpuPerCallNotes(): string {
+  const file = join(REPO_ROOT, 'bench', 'results', 'cpu-per-call.md');
+  return existsSync(file) ? `\n${readFileSync(file, 'utf8').trim()}\n` : '';
 }
 
 /**
@@ -382,7 +393,7 @@ ${progressSection(rel)}
 profile summarised by bench/cpuprofile-top.ts.
 
 ${profileSections()}
-`;
+${cpuPerCallNotes()}`;
   writeFileSync(md, doc);
   for (const t of targets) console.log(`${t.met ? 'met   ' : 'MISSED'} ${t.target}: ${t.measured}`);
   for (const t of ['http', 'stdio'])

@@ -3,7 +3,7 @@
  * came back by its effect boundary (docs/spec/execution.md) into the terminal entry's members.
  */
 import type { ErrorCode } from '@cmcp/verify/errors/index';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { jcsDigest, sha256Tagged } from '@cmcp/verify/format/canonical';
 import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import type { CallLink } from './types.js';
 
@@ -41,7 +41,9 @@ export async function forward(
   let responseHash: string | null = null;
   if ('result' in outcome) {
     try {
-      responseHash = jcsDigest(outcome.result);
+      // The JCS text made for the result-cap check, when there is one (upstream.ts).
+      responseHash =
+        outcome.resultJcs !== undefined ? sha256Tagged(outcome.resultJcs) : jcsDigest(outcome.result);
     } catch (e) {
       detail.response_hash_error = (e as Error).message;
     }

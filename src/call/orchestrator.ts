@@ -13,7 +13,7 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediateAsync } from '../store/db.js';
-import type { UpstreamPool } from '../upstream/pool.js';
+import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import { actionBinding, admit } from './admission.js';
 import { AttemptLog, type AttemptStart } from './attempts.js';
 import { forward } from './forward.js';
@@ -47,7 +47,7 @@ export class CallOrchestrator {
     controls: CallControls = NO_CONTROLS,
     private readonly telemetry: CallTelemetry = NO_TELEMETRY,
   ) {
-    this.sensitivity = new SessionSensitivity(chain, upstreams, controls.catalog);
+    this.sensitivity = new SessionSensitivity(db, chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
     this.attempts = new AttemptLog(db, executions.owner);
     this.recorder = new TerminalRecorder(db, chain, sessions, executions, this.attempts);
@@ -195,7 +195,7 @@ export class CallOrchestrator {
       const binding = actionBinding(a);
       try {
         const admitted = await this.telemetry.stage('admission', route.upstream, () =>
-          admit(this.db, this.executions, a, binding, refuseNow, () => this.attempts.begin(attempt)),
+          admit(this.db, this.executions, a, binding, refuseNow, () => this.begin(attempt, route)),
         );
         if (admitted.kind === 'refused') return admitted.response;
       } catch (e) {
@@ -206,7 +206,7 @@ export class CallOrchestrator {
     } else {
       // No upstream runs without a durable record of the attempt (docs/spec/execution.md#attempts).
       try {
-        await immediateAsync(this.db, () => this.attempts.begin(attempt));
+        await immediateAsync(this.db, () => this.begin(attempt, route));
       } catch (e) {
         this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
@@ -253,6 +253,12 @@ export class CallOrchestrator {
     }
     this.telemetry.ended(route.upstream, f.disposition, f.errorCode, startedAt);
     return answered(f, callId, executionId, committed, advisory);
+  }
+
+  /** Inside the attempt's transaction: the attempt row, and the session's sensitivity raised with it. */
+  private begin(attempt: AttemptStart, route: RoutedTool): void {
+    this.attempts.begin(attempt);
+    this.sensitivity.attempted(attempt.sessionId, route);
   }
 
   /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */

@@ -1,21 +1,35 @@
 /**
  * The highest catalog sensitivity each session has forwarded (a Cedar context attribute,
- * `context.session.maxSensitivity`): kept in memory, rebuilt from the session's chain after a
- * restart.
+ * `context.session.maxSensitivity`): kept in memory, and kept durable in `session_sensitivity`
+ * so that a restart (or a session forgotten from memory) reads one row instead of replaying the
+ * session's chain.
+ *
+ * The row is raised inside the transaction that records a call's attempt, before the upstream
+ * is invoked (docs/spec/execution.md#attempts), and only when the level rises — at most once per
+ * level per session, so the call path pays nothing for it in steady state. Raised before the
+ * call, it can only be higher than the replayed rule (a call the upstream turned out to be
+ * unreachable for, `not_attempted`, still counts once read back), never lower: a crash cannot
+ * lose a level. Sessions that have no row yet (made before the table existed) are replayed
+ * once, and get their row at their next attempt.
  */
 import type { AuditChain } from '../audit/chain.js';
 import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
+import type { Db } from '../store/db.js';
+import { prepared } from '../store/statements.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 
-/** Sessions remembered; past this the oldest is forgotten (and rebuilt on demand). */
+/** Sessions remembered; past this the oldest is forgotten (and read back on demand). */
 const MAX_REMEMBERED = 10_000;
 
 export class SessionSensitivity {
-  /** Session id → index into SENSITIVITY_LEVELS. */
+  /** Session id → index into SENSITIVITY_LEVELS, of the calls that may have reached the upstream. */
   private readonly seen = new Map<string, number>();
+  /** Session id → the level its `session_sensitivity` row holds (absent: not known to exist). */
+  private readonly stored = new Map<string, number>();
 
   constructor(
+    private readonly db: Db,
     private readonly chain: AuditChain,
     private readonly upstreams: UpstreamPool,
     private readonly catalog: CatalogGuard | null,
@@ -27,27 +41,70 @@ export class SessionSensitivity {
     return this.catalog.find(route.upstream, route.toolName)?.sensitivity ?? 'unclassified';
   }
 
-  /** Highest sensitivity a session has forwarded so far; rebuilt from its chain after a restart. */
+  /** Highest sensitivity a session has forwarded so far; read back after a restart (module doc). */
   max(sessionId: string): Sensitivity {
     let level = this.seen.get(sessionId);
     if (level === undefined) {
-      level = 0;
-      for (const e of this.chain.entries(sessionId)) {
-        if (e.entry_type !== 'tool_call' || e.tool_name === null) continue;
-        if (e.disposition !== 'completed' && e.disposition !== 'outcome_unknown') continue;
-        const l = SENSITIVITY_LEVELS.indexOf(this.of(this.upstreams.route(e.tool_name)));
-        if (l > level) level = l;
-      }
-      // Forget the oldest one, not all: clearing would replay every live session's chain at once.
-      if (this.seen.size >= MAX_REMEMBERED) this.seen.delete(this.seen.keys().next().value as string);
-      this.seen.set(sessionId, level);
+      const row = prepared<[string], { level: number }>(
+        this.db,
+        'SELECT level FROM session_sensitivity WHERE session_id = ?',
+      ).get(sessionId);
+      if (row) this.stored.set(sessionId, row.level);
+      level = row ? row.level : this.replay(sessionId);
+      this.remember(sessionId, level);
     }
     return SENSITIVITY_LEVELS[level] ?? 'unclassified';
   }
 
-  /** Notes that a session forwarded a call to `route` (it may have reached the upstream). */
+  /**
+   * A call of `sessionId` to `route` is about to be forwarded: raises the session's durable
+   * level when this call's is higher. Runs inside the transaction that records the attempt.
+   */
+  attempted(sessionId: string, route: RoutedTool): void {
+    const l = Math.max(SENSITIVITY_LEVELS.indexOf(this.of(route)), this.seen.get(sessionId) ?? 0);
+    const stored = this.stored.get(sessionId);
+    if (stored !== undefined && l <= stored) return;
+    prepared(
+      this.db,
+      'INSERT INTO session_sensitivity (session_id, level) VALUES (?, ?) ' +
+        'ON CONFLICT (session_id) DO UPDATE SET level = max(level, excluded.level)',
+    ).run(sessionId, l);
+    if (stored === undefined && this.stored.size >= MAX_REMEMBERED)
+      this.stored.delete(this.stored.keys().next().value as string);
+    this.stored.set(sessionId, Math.max(l, stored ?? 0));
+  }
+
+  /**
+   * Notes that a session forwarded a call to `route` (it may have reached the upstream). A
+   * session not in memory is left to {@link max}, which reads its row back: setting this one
+   * call's level alone would forget the session's earlier, higher ones.
+   */
   note(sessionId: string, route: RoutedTool): void {
+    const cur = this.seen.get(sessionId);
+    if (cur === undefined) return;
     const l = SENSITIVITY_LEVELS.indexOf(this.of(route));
-    if (l > (this.seen.get(sessionId) ?? 0)) this.seen.set(sessionId, l);
+    if (l > cur) this.seen.set(sessionId, l);
+  }
+
+  /** The level from the session's chain: only for a session with no row (module doc). */
+  private replay(sessionId: string): number {
+    let level = 0;
+    for (const e of this.chain.entries(sessionId)) {
+      if (e.entry_type !== 'tool_call' || e.tool_name === null) continue;
+      if (e.disposition !== 'completed' && e.disposition !== 'outcome_unknown') continue;
+      const l = SENSITIVITY_LEVELS.indexOf(this.of(this.upstreams.route(e.tool_name)));
+      if (l > level) level = l;
+    }
+    return level;
+  }
+
+  private remember(sessionId: string, level: number): void {
+    // Forget the oldest one, not all: clearing would read every live session back at once.
+    if (this.seen.size >= MAX_REMEMBERED) {
+      const oldest = this.seen.keys().next().value as string;
+      this.seen.delete(oldest);
+      this.stored.delete(oldest);
+    }
+    this.seen.set(sessionId, level);
   }
 }

@@ -263,7 +263,7 @@ function buildHttp(
       catalog,
       agentAttributes: (id) => agentAttrs.get(id) ?? {},
     },
-    callTelemetry(obs.metrics, obs.tracing.tracer),
+    callTelemetry(obs.metrics, obs.tracing.enabled ? obs.tracing.tracer : null),
   );
   const refusals = gatewayRefusals(
     chain,

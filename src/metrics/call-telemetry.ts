@@ -15,8 +15,31 @@ function secondsSince(t0: bigint): number {
   return Number(process.hrtime.bigint() - t0) / 1e9;
 }
 
-/** Metrics (optional) and spans (a no-op tracer when tracing is off) for every tools/call. */
-export function callTelemetry(metrics: GatewayMetrics | null, tracer: Tracer): CallTelemetry {
+/**
+ * Metrics (optional) and spans for every tools/call. `tracer` null (tracing off): no spans at
+ * all, not even no-op ones — the stages run bare, with only their timings for the metrics.
+ */
+export function callTelemetry(metrics: GatewayMetrics | null, tracer: Tracer | null): CallTelemetry {
+  const timed = <T>(stage: CallStage, upstream: string | null, fn: () => T): T => {
+    if (!metrics || (stage !== 'upstream' && stage !== 'commit')) return fn();
+    const t0 = process.hrtime.bigint();
+    const done = () =>
+      stage === 'upstream'
+        ? metrics.upstreamCall(upstream ?? '', secondsSince(t0))
+        : metrics.auditCommit(secondsSince(t0));
+    const out = fn();
+    if (out instanceof Promise) return out.finally(done) as T;
+    done();
+    return out;
+  };
+  if (!tracer)
+    return {
+      call: (fn) => fn(),
+      stage: timed,
+      ended(upstream, disposition, errorCode, startedAt) {
+        metrics?.callEnded(upstream, disposition, errorCode, secondsSince(startedAt));
+      },
+    };
   return {
     call: (fn) =>
       inSpan(tracer, 'cmcp.tools_call', (span) =>
@@ -25,16 +48,7 @@ export function callTelemetry(metrics: GatewayMetrics | null, tracer: Tracer): C
     stage<T>(stage: CallStage, upstream: string | null, fn: () => T): T {
       return inSpan(tracer, `cmcp.${stage}`, (span) => {
         if (upstream) span.setAttribute('cmcp.upstream', upstream);
-        if (!metrics || (stage !== 'upstream' && stage !== 'commit')) return fn();
-        const t0 = process.hrtime.bigint();
-        const done = () =>
-          stage === 'upstream'
-            ? metrics.upstreamCall(upstream ?? '', secondsSince(t0))
-            : metrics.auditCommit(secondsSince(t0));
-        const out = fn();
-        if (out instanceof Promise) return out.finally(done) as T;
-        done();
-        return out;
+        return timed(stage, upstream, fn);
       });
     },
     ended(upstream, disposition, errorCode, startedAt) {

@@ -80,7 +80,15 @@ export async function listAllPages(
 
 /** Outcome of one upstream request. */
 export type CallOutcome =
-  | { boundary: 'answered'; result: Record<string, unknown> }
+  | {
+      boundary: 'answered';
+      result: Record<string, unknown>;
+      /**
+       * JCS text of `result` (RFC 8785), when JCS can carry it: made once for the result-cap
+       * check and reused for the response hash instead of serialising the result again.
+       */
+      resultJcs?: string;
+    }
   | { boundary: 'answered'; rpcError: { code: number; message: string; data?: unknown } }
   /** The upstream answered with more than the result cap; the read stopped at the cap. */
   | { boundary: 'answered'; tooLarge: { capBytes: number } }

@@ -7,18 +7,22 @@
  */
 import type { ServerResponse } from 'node:http';
 
-/**
- * Writes the 200 response head of an event stream (unless already written).
- * @param headers extra headers (e.g. `Mcp-Session-Id`).
- */
-export function openEventStream(raw: ServerResponse, headers: Record<string, string> = {}): void {
-  if (raw.headersSent) return;
+function writeStreamHead(raw: ServerResponse, headers: Record<string, string>): void {
   raw.writeHead(200, {
     'content-type': 'text/event-stream',
     'cache-control': 'no-cache, no-transform',
     connection: 'keep-alive',
     ...headers,
   });
+}
+
+/**
+ * Writes the 200 response head of an event stream (unless already written).
+ * @param headers extra headers (e.g. `Mcp-Session-Id`).
+ */
+export function openEventStream(raw: ServerResponse, headers: Record<string, string> = {}): void {
+  if (raw.headersSent) return;
+  writeStreamHead(raw, headers);
   // Send the head now: a client waiting on a long call learns the stream is open.
   raw.flushHeaders();
 }

@@ -8,7 +8,11 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 1;
+export const LATEST_SCHEMA_VERSION = 2;
+
+/** Version 2's description, shared by both engines. */
+export const SESSION_SENSITIVITY_DESCRIPTION =
+  'session_sensitivity: the highest sensitivity each session attempted';
 
 /** One numbered migration of one engine. */
 export interface Migration {

@@ -14,6 +14,7 @@ import {
   type Migration,
   type MigrationReport,
   SchemaTooNewError,
+  SESSION_SENSITIVITY_DESCRIPTION,
 } from './index.js';
 
 const T = 'TEXT COLLATE "C"';
@@ -98,9 +99,18 @@ CREATE TABLE call_attempts (
 CREATE INDEX call_attempts_owner ON call_attempts(owner);
 `;
 
+// See ./sqlite.ts version 2.
+const SCHEMA_V2 = `
+CREATE TABLE session_sensitivity (
+  session_id ${T} PRIMARY KEY,
+  level      BIGINT NOT NULL
+);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
+  { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

@@ -13,6 +13,7 @@ import {
   type Migration,
   type MigrationReport,
   SchemaTooNewError,
+  SESSION_SENSITIVITY_DESCRIPTION,
 } from './index.js';
 
 type Db = Database.Database;
@@ -107,9 +108,20 @@ CREATE TABLE IF NOT EXISTS call_attempts (
 CREATE INDEX IF NOT EXISTS call_attempts_owner ON call_attempts(owner);
 `;
 
+// The highest catalog sensitivity level each session has attempted (src/call/sensitivity.ts):
+// raised in the attempt's transaction, read back instead of replaying the session's chain. A
+// session made before version 2 has no row and is replayed once.
+const SCHEMA_V2 = `
+CREATE TABLE session_sensitivity (
+  session_id TEXT PRIMARY KEY,
+  level      INTEGER NOT NULL      -- index into SENSITIVITY_LEVELS (src/catalog/catalog.ts)
+) WITHOUT ROWID;
+`;
+
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
+  { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

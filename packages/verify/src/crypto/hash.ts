@@ -28,6 +28,11 @@ export function digest(alg: HashName, ...parts: readonly Uint8Array[]): Buffer {
   return h.digest();
 }
 
+/** The digest of a string's UTF-8 bytes (hashed as it is encoded: no intermediate Buffer). */
+export function digestUtf8(alg: HashName, text: string): Buffer {
+  return createHash(alg).update(text, 'utf8').digest();
+}
+
 /** Lowercase hex SHA-256. */
 export function sha256hex(data: Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');

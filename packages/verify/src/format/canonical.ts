@@ -6,7 +6,7 @@
  * nothing un-canonicalisable is ever silently replaced and hashed.
  */
 import canonicalize from 'canonicalize';
-import { digest } from '../crypto/hash.js';
+import { digest, digestUtf8 } from '../crypto/hash.js';
 import { CmcpError } from '../errors/index.js';
 
 /** Thrown when a value cannot be canonicalised under cmcp's JCS profile. `code` is stable. */
@@ -28,7 +28,11 @@ const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 /** Deepest nesting of arrays/objects accepted; deeper input is refused, not recursed into. */
 export const MAX_JSON_DEPTH = 128;
 
+/** ES2024 `String.prototype.isWellFormed` (Node 20+, current browsers): native, no JS loop. */
+const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed;
+
 function hasLoneSurrogate(s: string): boolean {
+  if (nativeWellFormed) return !nativeWellFormed.call(s);
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c >= 0xd800 && c <= 0xdbff) {
@@ -112,7 +116,7 @@ export function canonicalJson(value: unknown, opts: { integersExact?: boolean } 
 
 /** SHA-256 of a string's UTF-8 bytes or of raw bytes; 32-byte Buffer. */
 export function sha256(data: string | Uint8Array): Buffer {
-  return digest('sha256', typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+  return typeof data === 'string' ? digestUtf8('sha256', data) : digest('sha256', data);
 }
 
 /** Lowercase hex SHA-256 (64 chars) of a string's UTF-8 bytes or of raw bytes. */
