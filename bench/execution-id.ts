@@ -20,7 +20,13 @@ import { AttemptLog } from '../src/call/attempts.js';
 import { parseConfig } from '../src/config/index.js';
 import { ExecutionRegistry } from '../src/execution/registry.js';
 import { startGateway } from '../src/gateway/runtime.js';
-import { immediate, openDatabase } from '../src/store/db.js';
+import {
+  groupCommitStats,
+  immediate,
+  immediateAsync,
+  openDatabase,
+  setGroupCommit,
+} from '../src/store/db.js';
 
 function stats(samples: number[]) {
   const s = [...samples].sort((a, b) => a - b);
@@ -123,6 +129,62 @@ export function storeBench(dir: string, n: number) {
   );
 }
 
+/**
+ * Store level with calls in flight together: `concurrency` callers each record an attempt, hop
+ * through the event loop (the upstream's stand-in), then commit the terminal entry with the
+ * attempt's end, through immediateAsync, with group commit off (each write its own transaction)
+ * and on (store/group-commit.ts). Commits per call are counted by the queue (off: 2 by
+ * construction); under synchronous=FULL each commit is one fsync of the WAL.
+ */
+export async function storeConcurrentBench(dir: string, calls: number, concurrency: number) {
+  const run = async (on: boolean) => {
+    const db = openDatabase(join(dir, `store-gc-${on ? 'on' : 'off'}.db`));
+    setGroupCommit(db, on);
+    const chain = new AuditChain(db);
+    const attempts = new AttemptLog(db, 'bench');
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < calls; i = next++) {
+        const callId = `call-${i}`;
+        await immediateAsync(db, () =>
+          attempts.begin({
+            callId,
+            method: 'tools/call',
+            upstream: 'b',
+            agentId: 'bench',
+            sessionId: 's',
+            executionId: null,
+            toolName: 't',
+            requestPayloadHash: null,
+            workflowId: null,
+          }),
+        );
+        await new Promise((r) => setImmediate(r));
+        await immediateAsync(db, () => {
+          chain.append('s', { entry_type: 'tool_call', call_id: callId, disposition: 'completed' });
+          attempts.end(callId);
+        });
+      }
+    };
+    const t0 = process.hrtime.bigint();
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    const s = Number(process.hrtime.bigint() - t0) / 1e9;
+    const commits = groupCommitStats(db)?.transactions ?? 2 * calls;
+    db.close();
+    return { perS: calls / s, commitsPerCall: commits / calls };
+  };
+  const off = await run(false);
+  const on = await run(true);
+  for (const [label, r] of [
+    ['off', off],
+    ['on', on],
+  ] as const)
+    console.log(
+      `store: ${`${concurrency} in flight, group commit ${label}`.padEnd(44)} ${r.perS.toFixed(0).padStart(6)} calls/s  ` +
+        `${r.commitsPerCall.toFixed(2)} commits/call  (${(r.perS / off.perS).toFixed(2)}× of group commit off)`,
+    );
+}
+
 async function upstreamServer() {
   const http = createServer(async (req, res) => {
     if (req.method !== 'POST') {
@@ -218,6 +280,7 @@ export async function runExecutionIdBench(n: number): Promise<void> {
   try {
     console.log('== execution_id and attempt records: durable writes per call ==');
     storeBench(dir, n);
+    await storeConcurrentBench(dir, n * 4, 64);
     await callBench(dir, n);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -11,6 +11,8 @@
  *   npm run bench -- --memory      200,000 calls against cmcp light, RSS and heap sampled;
  *                                  exit 1 if they keep growing (./memory.ts)
  *   npm run bench -- --profile     CPU profile of cmcp full under load, top self time (./cpu-profile.ts)
+ *   npm run bench -- --group-commit  cmcp full with group commit off and on, side by side
+ *                                  (./group-commit.ts; BENCHMARKS.md renders the newest run)
  *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  *   npm run bench -- --session-binding   sessions/s with and without batched bindings, swtpm and a 50 ms TPM
  */
@@ -23,6 +25,7 @@ import { renderReport } from './compare/report.js';
 import { type CompareOptions, type CompareResult, runCompare } from './compare/run.js';
 import { runCpuProfile } from './cpu-profile.js';
 import { runExecutionIdBench } from './execution-id.js';
+import { groupCommitTable, runGroupCommitBench } from './group-commit.js';
 import { REPO_ROOT } from './load/profile.js';
 import { runMemoryBench } from './memory.js';
 import { runRelayedProgressBench, saveRelayedProgress } from './relayed-progress.js';
@@ -40,6 +43,7 @@ const program = new Command('bench')
   .option('--memory', 'bounded-memory mode: many calls, RSS and heap sampled')
   .option('--calls <n>', 'calls of the memory or profile mode', int)
   .option('--profile', 'CPU profile of cmcp full under load')
+  .option('--group-commit', 'cmcp full with group commit off and on, side by side')
   .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
   .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
   .option('--concurrency <n>', 'concurrent callers of the profile mode', int, 16)
@@ -54,6 +58,7 @@ const opts = program.opts<{
   memory?: boolean;
   calls?: number;
   profile?: boolean;
+  groupCommit?: boolean;
   label: string;
   cmcpRoot?: string;
   concurrency: number;
@@ -101,6 +106,18 @@ try {
     });
     writeFileSync(join(resultsDir, `memory-${stamp}.json`), `${JSON.stringify(r, null, 2)}\n`);
     if (!r.bounded) exitCode = 1;
+  } else if (opts.groupCommit) {
+    const quick = !!opts.quick;
+    const r = await runGroupCommitBench(env, {
+      reps: quick ? 2 : 4,
+      windowMs: quick ? 1500 : 3000,
+      warmMs: 500,
+      concurrencies: [1, 16, 64],
+      fsyncCalls: quick ? 300 : 1000,
+    });
+    const file = join(resultsDir, `group-commit-${stamp}.json`);
+    writeFileSync(file, `${JSON.stringify(r, null, 2)}\n`);
+    console.log(`${groupCommitTable(r)}\nresults: ${file}`);
   } else if (opts.profile) {
     if (!['http', 'stdio', 'both'].includes(opts.transport))
       throw new InvalidArgumentError('--transport is http, stdio or both');

@@ -12,7 +12,7 @@ export function straceAvailable(): boolean {
 }
 
 /**
- * Counts fsync + fdatasync calls of `s.pid` over `calls` sequential-batched calls (16 at a time).
+ * Counts fsync + fdatasync calls of `s.pid` over `calls` calls, `concurrency` at a time.
  * @returns fsyncs per call, or null when strace could not attach.
  */
 export async function fsyncsPerCall(
@@ -20,6 +20,7 @@ export async function fsyncsPerCall(
   tool: 'noop' | 'blob',
   calls: number,
   counter: { i: number },
+  concurrency = 16,
 ) {
   const st = spawn('strace', ['-f', '-c', '-e', 'trace=fsync,fdatasync', '-p', String(s.pid)], {
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -42,7 +43,7 @@ export async function fsyncsPerCall(
       await s.call(tool, counter.i++);
     }
   };
-  await Promise.all(Array.from({ length: 16 }, worker));
+  await Promise.all(Array.from({ length: concurrency }, worker));
   const exited = new Promise((r) => st.once('exit', r));
   st.kill('SIGINT');
   await exited;

@@ -59,6 +59,8 @@ export interface Env {
   dbDir?: string;
   /** pino level of the cmcp gateways (default info, as a deployment runs). */
   logLevel?: string;
+  /** Extra environment of the cmcp gateways (e.g. `CMCP_GROUP_COMMIT=off`). */
+  cmcpEnv?: Record<string, string>;
 }
 
 const DIST = join(REPO_ROOT, 'dist');
@@ -273,6 +275,7 @@ async function startCmcp(
     [...(env.cmcpNodeArgs ?? []), main, 'start', '--config', file],
     {
       CMCP_LOG_LEVEL: env.logLevel ?? 'info',
+      ...env.cmcpEnv,
     },
   );
   const url = `http://127.0.0.1:${port}`;

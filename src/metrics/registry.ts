@@ -87,7 +87,7 @@ export class GatewayMetrics {
     });
     this.commitSeconds = new Histogram({
       name: 'cmcp_audit_commit_duration_seconds',
-      help: 'Time of the terminal audit commit (one BEGIN IMMEDIATE transaction)',
+      help: 'Time of the terminal audit commit, from queuing it to the COMMIT of its group transaction',
       buckets: BUCKETS,
       registers,
     });

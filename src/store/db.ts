@@ -5,6 +5,13 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import Database from 'better-sqlite3';
+import {
+  type Attempt,
+  type CommitPrimitives,
+  CommitQueue,
+  GROUP_COMMIT_DEFAULT,
+  MAX_PAUSE_MS,
+} from './group-commit.js';
 import { isPostgresUrl, PostgresServingNotImplementedError } from './migrations/index.js';
 import { migrateSqlite } from './migrations/sqlite.js';
 
@@ -89,15 +96,68 @@ export function immediate<T>(db: Db, fn: () => T): T {
 }
 
 /**
- * {@link immediate} for the request paths: while another connection holds the write lock,
- * each try keeps the event loop at most {@link BUSY_STEP_MS} and the wait between tries is an
- * awaited timer (1, 2, 4 … 25 ms), until the connection's busy timeout (openDatabase's
- * `busyTimeoutMs`) has passed — then it fails exactly as {@link immediate} does. Inside an open
- * transaction it joins it (no lock to wait for). `fn` runs only once the lock is held, once.
+ * {@link immediate} for the request paths, through the connection's group commit
+ * (store/group-commit.ts): `fn` runs in a SAVEPOINT of a `BEGIN IMMEDIATE` transaction shared
+ * with the other writes queued in the same event-loop turn, and the promise settles once that
+ * transaction committed (one fsync for all of them). While another connection holds the write
+ * lock, each try keeps the event loop at most {@link BUSY_STEP_MS} and the wait between tries is
+ * an awaited timer (1, 2, 4 … 25 ms), until the connection's busy timeout (openDatabase's
+ * `busyTimeoutMs`) has passed since `fn` was queued — then it fails exactly as {@link immediate}
+ * does. Inside an open transaction it joins it at once (no lock to wait for). `fn` runs only
+ * once the lock is held, once.
+ * @throws (rejects) SqliteError SQLITE_BUSY once the busy timeout has passed; what `fn` throws
+ *   (its savepoint alone rolled back); the COMMIT's error (none of the group committed).
  * @param waitMs how long to wait for the lock, milliseconds; default the connection's busy timeout.
- * @throws SqliteError SQLITE_BUSY once the wait has passed; what `fn` throws.
  */
-export async function immediateAsync<T>(db: Db, fn: () => T, waitMs?: number): Promise<T> {
+export function immediateAsync<T>(db: Db, fn: () => T, waitMs?: number): Promise<T> {
+  if (db.inTransaction) return immediateAlone(db, fn, waitMs);
+  let queue = queues.get(db);
+  if (queue === undefined) {
+    queue = (groupCommitOn.get(db) ?? GROUP_COMMIT_DEFAULT) ? new CommitQueue(primitives(db)) : null;
+    queues.set(db, queue);
+  }
+  return queue ? queue.enqueue(fn, waitMs) : immediateAlone(db, fn, waitMs);
+}
+
+/** Each connection's commit queue; null when group commit is off for it. */
+const queues = new WeakMap<Db, CommitQueue | null>();
+const groupCommitOn = new WeakMap<Db, boolean>();
+
+/**
+ * Turns group commit on or off for one connection, before its first {@link immediateAsync}
+ * (the default is on unless `CMCP_GROUP_COMMIT=off`). For the bench's before/after rows.
+ * @throws when the connection already has its queue.
+ */
+export function setGroupCommit(db: Db, on: boolean): void {
+  if (queues.has(db)) throw new Error('group commit is set before the first awaited write');
+  groupCommitOn.set(db, on);
+}
+
+/**
+ * Resolves once every write queued on the connection's group commit has settled: await it
+ * before `db.close()`, so that a write nobody awaits (a refusal record, a shutdown's flush) is
+ * not lost with the connection.
+ */
+export function writesSettled(db: Db): Promise<void> {
+  return queues.get(db)?.settled() ?? Promise.resolve();
+}
+
+/** Transactions committed by the connection's group commit and the writes they carried. */
+export function groupCommitStats(db: Db): { transactions: number; writes: number } | null {
+  return queues.get(db)?.stats ?? null;
+}
+
+function primitives(db: Db): CommitPrimitives {
+  return {
+    attempt: (fn) => attemptImmediate(db, fn),
+    nested: (fn) => runImmediate(db, fn),
+    inTransaction: () => db.inTransaction,
+    busyBudgetMs: busyBudgets.get(db) ?? 0,
+  };
+}
+
+/** One write in its own transaction (group commit off, or joining an open transaction). */
+async function immediateAlone<T>(db: Db, fn: () => T, waitMs?: number): Promise<T> {
   const deadline = performance.now() + (waitMs ?? busyBudgets.get(db) ?? 0);
   for (let pause = 1; ; pause = Math.min(pause * 2, MAX_PAUSE_MS)) {
     const attempt = attemptImmediate(db, fn);
@@ -107,11 +167,6 @@ export async function immediateAsync<T>(db: Db, fn: () => T, waitMs?: number): P
     await setTimeout(Math.min(pause, left));
   }
 }
-
-/** Longest awaited pause between two tries for the write lock, milliseconds. */
-const MAX_PAUSE_MS = 25;
-
-type Attempt<T> = { ran: true; value: T } | { ran: false; busy: Error };
 
 /** One try: `fn`'s result, or the SQLITE_BUSY of a BEGIN IMMEDIATE that got no lock (fn not run). */
 function attemptImmediate<T>(db: Db, fn: () => T): Attempt<T> {
