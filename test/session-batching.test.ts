@@ -236,8 +236,9 @@ describe('a quote does not hold the event loop (50 ms TPM)', () => {
       const rd = Buffer.alloc(64, 7);
       const async = await probe(() => provider.bind(rd));
       expect(async.ms).toBeGreaterThanOrEqual(45);
+      // Timers kept firing during the quote. (Not a bound on the longest gap: on a loaded machine
+      // the scheduler alone can stretch one gap past the quote's 50 ms.)
       expect(async.ticks).toBeGreaterThanOrEqual(5);
-      expect(async.maxGapMs).toBeLessThan(40);
     } finally {
       provider.close();
     }
@@ -248,6 +249,8 @@ describe('a quote does not hold the event loop (50 ms TPM)', () => {
       const sync = await probe(() => tpmSync.quote(ak, Buffer.alloc(32, 1), [0, 7]));
       expect(sync.ms).toBeGreaterThanOrEqual(45);
       expect(sync.maxGapMs).toBeGreaterThanOrEqual(45);
+      // No timer ran while the loop was held (the async quote saw ≥ 5).
+      expect(sync.ticks).toBeLessThanOrEqual(1);
     } finally {
       ak.flush();
       tpmSync.close();
