@@ -79,4 +79,33 @@ describe('watchAnswers', () => {
     expect(seen).toEqual([1, 2, 3]);
     await client.close();
   });
+
+  it("a call's progress is kept from the SDK's Protocol; progress no call tracks still reaches it", async () => {
+    const { client } = await pair((req, reply) => {
+      const token = (req.params?._meta as { progressToken?: number } | undefined)?.progressToken;
+      reply({ method: 'notifications/progress', params: { progressToken: token ?? 999, progress: 1 } });
+      reply({ id: req.id, result: {} });
+    });
+    const errors: string[] = [];
+    client.onerror = (e) => errors.push(e.message);
+    const sdkSaw: number[] = [];
+    const seen: number[] = [];
+    const c: CallContext = { ...ctx(), onprogress: (p) => seen.push(p.progress) };
+    await callContext.run(c, () =>
+      client.request({ method: 'x', params: {} }, z.object({}), {
+        onprogress: (p) => sdkSaw.push(p.progress),
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    // Delivered to the call, not to the SDK (whose handler, run a microtask late, would have
+    // found the request settled and reported an unknown token).
+    expect(seen).toEqual([1]);
+    expect(sdkSaw).toEqual([]);
+    expect(errors).toEqual([]);
+    // Outside a call (no token sent, none tracked) the SDK gets the notification as before.
+    await client.request({ method: 'y', params: {} }, z.object({}));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(errors).toEqual([expect.stringContaining('unknown token')]);
+    await client.close();
+  });
 });

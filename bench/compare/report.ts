@@ -230,7 +230,12 @@ function progressSection(rel: (p: string) => string): string {
   // Every saved run, so that one lucky run is not the whole story.
   const all = runs.map((n) => {
     const x = read(n);
-    return `| [${n}](${rel(join(dir, n))}) | ${x.loadavgBefore.map((l) => f(l, 1)).join(' / ')} | ${ms(x.medianExcess)} | ${ms(x.noiseFloor)} | ${x.verdict} |`;
+    // The baseline's median excess in the same run, when one ran beside it.
+    const base = x.perRep.map((s) => s.baseline?.excess).filter((e): e is number => e !== undefined);
+    const baseText = base.length
+      ? `${ms([...base].sort((a, b) => a - b)[Math.floor(base.length / 2)] as number)} (${x.baselineLabel ?? x.baselineRoot})`
+      : '—';
+    return `| [${n}](${rel(join(dir, n))}) | ${x.loadavgBefore.map((l) => f(l, 1)).join(' / ')} | ${ms(x.medianExcess)} | ${ms(x.noiseFloor)} | ${x.verdict} | ${baseText} |`;
   });
   return `[${newest}](${rel(join(dir, newest))}), \`npm run bench:progress\` (bench/relayed-progress.ts; also run by \`npm run bench\`).
 Client, gateway (cmcp light) and upstream are three processes. The same \`test_progress_steps\` call is
@@ -249,15 +254,28 @@ that came with the answer go with the result and the stream's end. Sending them 
 terminal audit entry, one write more, cost the call ~0.9 ms at p50 in an A/B run for ~0.3 ms earlier
 notifications, so it is not done. Not the cause: Nagle (Node's HTTP server sets noDelay, undici
 too), logging (one line per request on both paths), the progress-token mapping and the event's
-JSON serialisation (~15 µs per call in a profile). What remains of the excess is about what the
-direct client itself pays for SSE over JSON (direct streamed p50 − direct JSON p50): cmcp reads the
-upstream's SSE answer with the SDK's client transport (web streams, eventsource-parser, a zod parse
-per message), which the JSON path does not.
+JSON serialisation (~15 µs per call in a profile). What remained is what cmcp pays to read the
+upstream's SSE answer with the SDK (profiles of the gateway, streamed path only). Per upstream
+notification the SDK's Protocol ran three failing zod type guards (result, error, request: they
+build zod issues), a schema parse and a timeout reset, only to reach the no-op progress handler a
+call registers to have its token sent; src/upstream/answers.ts now gives a call its progress itself
+and keeps it from the Protocol. In-process (the SDK Client over an in-memory transport, 5
+notifications and a result per request, builds alternated) that took a request from ~90–115 to ~14–22 µs
+of CPU (two runs), ~15 µs per notification; two A/B runs of the gateways' CPU per streamed call (8 alternated
+batches of 300 calls) did not resolve it (−175 µs at load average 3, +266 µs at 14). Still paid, inside
+the SDK's client transport: a web-stream pipeline per SSE response (TextDecoderStream →
+EventSourceParserStream, ~70 µs in-process whatever the number of events, its end building an
+Error; eventsource-parser's callback parser alone takes ~8 µs for the same bytes) and, per message,
+a JSON parse, a union schema parse and a failing result guard (~17 µs). Handing the SDK whole events
+per chunk would not help: the upstream's answer already arrives in one read, and the pipeline's
+cost is mostly fixed. Removing the rest takes a Streamable HTTP transport of our own. The runs
+from 2026-12-01T15-56 on measure that change with the build before it (main 3efda34) beside it, at
+load averages of 7 to 15 on 2 cores: the verdict turns on the noise floor of the run.
 
 Every saved run (ms; load average before the run, 1 / 5 / 15 min):
 
-| run | load average | median excess | noise floor | verdict |
-|---|---|---|---|---|
+| run | load average | median excess | noise floor | verdict | baseline's median excess, same run |
+|---|---|---|---|---|---|
 ${all.join('\n')}
 
 The newest run in full:

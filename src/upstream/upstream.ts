@@ -288,8 +288,9 @@ export class Upstream {
           maxTotalTimeout: this.cfg.timeout_ms,
           signal: halt.signal,
           // The SDK only sends a progress token (its request id) when given an onprogress; the
-          // progress itself reaches ctx.onprogress through answers.ts, in arrival order.
-          ...(opts.onprogress ? { onprogress: () => undefined, resetTimeoutOnProgress: true } : {}),
+          // progress itself reaches ctx.onprogress through answers.ts, in arrival order, and
+          // never the SDK, so it does not restart the timeout: timeout_ms bounds the whole call.
+          ...(opts.onprogress ? { onprogress: () => undefined } : {}),
         }),
       );
       if (ctx.overflowed) return { boundary: 'answered', tooLarge: { capBytes: this.maxResultBytes } };
