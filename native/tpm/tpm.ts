@@ -6,25 +6,20 @@
  *
  * The {@link Tpm} class owns the ESYS context, its loaded objects, the lost-connection state and
  * the busy state of an asynchronous command; its operations live by concern in ./nv.ts,
- * ./enroll.ts and ./pcr.ts, shapes and templates in ./model.ts, object bookkeeping in ./esys.ts.
- * The class stays over 500 lines because its public methods carry their TSDoc here, next to the
- * state they depend on (the context must refuse every use while a command is in flight).
+ * ./enroll.ts, ./pcr.ts and ./primary.ts (primary keys, the EK's policy session), shapes and
+ * templates in ./model.ts, object bookkeeping in ./esys.ts.
  */
-import { EK_PROFILES, type EkAlgorithm, ekTemplate } from './ek.js';
+import { type EkAlgorithm, ekTemplate } from './ek.js';
 import * as enrollOps from './enroll.js';
 import { TpmError } from './errors.js';
 import { freeAll, type Loaded, LoadedAk, LoadedEk, ptr } from './esys.js';
 import {
   ESYS_TR_NONE,
-  ESYS_TR_PASSWORD,
-  ESYS_TR_RH_ENDORSEMENT,
   fromStruct,
   type NativePtr,
   rcError,
   TPM2_RC_INITIALIZE,
-  TPM2_SE_POLICY,
   TPM2_SU_CLEAR,
-  toStruct,
   tss,
 } from './lib.js';
 import {
@@ -41,8 +36,9 @@ import {
 } from './model.js';
 import * as nvOps from './nv.js';
 import * as pcrOps from './pcr.js';
+import * as primaryOps from './primary.js';
 import { hierarchyQualifiedName, nameOfPublic } from './public.js';
-import { TPM2_ALG_NULL, TPM2_ALG_SHA256, unwrap2b, WireWriter } from './wire.js';
+import { unwrap2b, } from './wire.js';
 
 export {
   type AkAlgorithm,
@@ -108,7 +104,7 @@ export class Tpm {
     return tpm;
   }
 
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   ctx(): NativePtr {
     if (this.esys === null || this.closeDeferred) throw new TpmError('TPM_CLOSED', 'TPM is closed');
     // An ESYS context is not thread-safe: nothing may touch it while a command runs on koffi's
@@ -159,7 +155,7 @@ export class Tpm {
     this.check(what, rc);
   }
 
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   check(what: string, rc: number): void {
     if (rc === 0) return;
     const err = rcError(what, rc);
@@ -177,6 +173,11 @@ export class Tpm {
     return this.esys === null;
   }
 
+  /** @internal (for ./primary.ts) The context for a clean-up flush: null once closed, never throws. */
+  rawCtx(): NativePtr | null {
+    return this.esys;
+  }
+
   /**
    * Creates an attestation key as a primary key of the endorsement hierarchy (TPM2_CreatePrimary,
    * Part 3 §24.1; template {@link akTemplate}). The endorsement hierarchy is used because TPMS_ATTEST
@@ -187,7 +188,7 @@ export class Tpm {
    * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_CLOSED
    */
   createAk(alg: AkAlgorithm, authPolicy?: Buffer): TpmAk {
-    const { handle, publicArea, name } = this.createPrimary(akTemplate(alg, authPolicy), 'AK');
+    const { handle, publicArea, name } = primaryOps.createPrimary(this, akTemplate(alg, authPolicy), 'AK');
     const ak = new LoadedAk(
       this,
       handle,
@@ -209,83 +210,17 @@ export class Tpm {
    * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_CLOSED
    */
   createEk(alg: EkAlgorithm): TpmEk {
-    const { handle, publicArea, name } = this.createPrimary(ekTemplate(alg), 'EK');
+    const { handle, publicArea, name } = primaryOps.createPrimary(this, ekTemplate(alg), 'EK');
     const ek = new LoadedEk(this, handle, alg, publicArea, name);
     this.loaded.add(ek);
     return ek;
-  }
-
-  /** TPM2_CreatePrimary in the endorsement hierarchy; returns the transient handle, public area and Name. */
-  private createPrimary(
-    template: Buffer,
-    what: string,
-  ): { handle: number; publicArea: Buffer; name: Buffer } {
-    const ctx = this.ctx();
-    const lib = tss();
-    const inSensitive = toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done());
-    const inPublic = toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(template).done());
-    const outsideInfo = toStruct('TPM2B_DATA', new WireWriter().u16(0).done());
-    const creationPcr = toStruct('TPML_PCR_SELECTION', new WireWriter().u32(0).done());
-    const handle: [number] = [ESYS_TR_NONE];
-    const outPublic: [NativePtr | null] = [null];
-    const creationData: [NativePtr | null] = [null];
-    const creationHash: [NativePtr | null] = [null];
-    const creationTicket: [NativePtr | null] = [null];
-    let created = false;
-    try {
-      this.check(
-        `TPM2_CreatePrimary(${what})`,
-        lib.Esys_CreatePrimary(
-          ctx,
-          ESYS_TR_RH_ENDORSEMENT,
-          ESYS_TR_PASSWORD,
-          ESYS_TR_NONE,
-          ESYS_TR_NONE,
-          inSensitive,
-          inPublic,
-          outsideInfo,
-          creationPcr,
-          handle,
-          outPublic,
-          creationData,
-          creationHash,
-          creationTicket,
-        ),
-      );
-      created = true;
-      const publicArea = unwrap2b(
-        fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'TPM2_CreatePrimary outPublic')),
-        'TPM2B_PUBLIC',
-      );
-      const name = nameOfPublic(publicArea);
-      // ESYS computes the name from the response too; disagreeing means a marshalling bug.
-      if (!this.esysName(handle[0]).equals(name)) {
-        throw new TpmError('TPM_BAD_RESPONSE', `${what} name from ESYS differs from H(TPMT_PUBLIC)`);
-      }
-      return { handle: handle[0], publicArea, name };
-    } catch (err) {
-      if (created && !this.lost) lib.Esys_FlushContext(ctx, handle[0]);
-      throw err;
-    } finally {
-      freeAll(outPublic, creationData, creationHash, creationTicket);
-    }
-  }
-
-  private esysName(handle: number): Buffer {
-    const out: [NativePtr | null] = [null];
-    try {
-      this.check('Esys_TR_GetName', tss().Esys_TR_GetName(this.ctx(), handle, out));
-      return unwrap2b(fromStruct('TPM2B_NAME', ptr(out, 'Esys_TR_GetName')), 'TPM2B_NAME');
-    } finally {
-      freeAll(out);
-    }
   }
 
   /**
    * An ESYS_TR for a TPM handle (persistent object or NV index), or null when the TPM has
    * nothing there (TPM_RC_HANDLE). Release it with Esys_TR_Close.
    */
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   trFromTpm(tpmHandle: number): number | null {
     const out: [number] = [ESYS_TR_NONE];
     const rc = tss().Esys_TR_FromTPMPublic(
@@ -303,7 +238,7 @@ export class Tpm {
     return out[0];
   }
 
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   trClose(tr: number): void {
     if (this.esys === null || this.lost) return;
     const h: [number] = [tr];
@@ -352,7 +287,7 @@ export class Tpm {
     }
   }
 
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   readPublicTr(tr: number): ReadPublicResult {
     const pubOut: [NativePtr | null] = [null];
     const nameOut: [NativePtr | null] = [null];
@@ -384,61 +319,14 @@ export class Tpm {
   }
 
   /**
-   * Runs `fn` with the authorization session the EK's USER role needs: a policy session
-   * satisfied with PolicySecret(TPM_RH_ENDORSEMENT) (Part 3 §23.4) for the low-range templates
-   * (userWithAuth clear), or the empty password for the high-range ones. The session is flushed.
+   * Runs `fn` with the authorization session the EK's USER role needs (./primary.ts).
    */
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   withEkAuth<T>(ek: LoadedEk, fn: (session: number) => T): T {
-    if (!EK_PROFILES[ek.algorithm].needsPolicy) return fn(ESYS_TR_PASSWORD);
-    const ctx = this.ctx();
-    const lib = tss();
-    const sess: [number] = [ESYS_TR_NONE];
-    this.check(
-      'TPM2_StartAuthSession(policy)',
-      lib.Esys_StartAuthSession(
-        ctx,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        null,
-        TPM2_SE_POLICY,
-        toStruct('TPMT_SYM_DEF', new WireWriter().u16(TPM2_ALG_NULL).done()),
-        TPM2_ALG_SHA256,
-        sess,
-      ),
-    );
-    const timeout: [NativePtr | null] = [null];
-    const ticket: [NativePtr | null] = [null];
-    try {
-      this.check(
-        'TPM2_PolicySecret(TPM_RH_ENDORSEMENT)',
-        lib.Esys_PolicySecret(
-          ctx,
-          ESYS_TR_RH_ENDORSEMENT,
-          sess[0],
-          ESYS_TR_PASSWORD,
-          ESYS_TR_NONE,
-          ESYS_TR_NONE,
-          null,
-          null,
-          null,
-          0,
-          timeout,
-          ticket,
-        ),
-      );
-      freeAll(timeout, ticket);
-      return fn(sess[0]);
-    } finally {
-      freeAll(timeout, ticket);
-      if (!this.lost && this.esys !== null) lib.Esys_FlushContext(this.esys, sess[0]);
-    }
+    return primaryOps.withEkAuth(this, ek, fn);
   }
 
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   ekHandle(ek: TpmEk): LoadedEk {
     if (!(ek instanceof LoadedEk) || ek.owner !== this) {
       throw new TpmError('TPM_BAD_INPUT', 'EK was not created by this Tpm');
@@ -447,7 +335,7 @@ export class Tpm {
     return ek;
   }
 
-  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts) */
+  /** @internal (for ./nv.ts, ./enroll.ts, ./pcr.ts, ./primary.ts) */
   akHandle(ak: TpmAk): LoadedAk & { handle: number } {
     if (!(ak instanceof LoadedAk) || ak.owner !== this) {
       throw new TpmError('TPM_BAD_INPUT', 'AK was not created by this Tpm');
