@@ -38,7 +38,7 @@ import * as nvOps from './nv.js';
 import * as pcrOps from './pcr.js';
 import * as primaryOps from './primary.js';
 import { hierarchyQualifiedName, nameOfPublic } from './public.js';
-import { unwrap2b, } from './wire.js';
+import { unwrap2b } from './wire.js';
 
 export {
   type AkAlgorithm,
