@@ -11,6 +11,8 @@
  * is written and the claim is built again; closes in this process take turns, so they never
  * make each other build again.
  */
+
+import { setTimeout } from 'node:timers/promises';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditChain } from '../audit/chain.js';
 import { type ChainSummary, type ClaimInputs, claimTip, insertClaim, unsignedClaim } from '../claim/build.js';
@@ -77,6 +79,7 @@ export async function closeOffLoop(d: CloseDeps, summary: ChainSummary): Promise
 
 /** One try: the claim, or null when the chain, the claim chain or the row moved meanwhile. */
 async function tryClose(d: CloseDeps, summary: ChainSummary): Promise<Claim | null> {
+  await setTimeout(0); // not in the turn of the loop that read the last page
   const row = d.row();
   const closed = d.closedClaim(row);
   if (closed || !row) return closed;

@@ -19,10 +19,10 @@ import {
   storedClaim,
   storedClaimText,
 } from '../claim/build.js';
+import { signingKey } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
-
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { type CloseDeps, closeOffLoop } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
@@ -56,6 +56,10 @@ export class SessionService {
     batchLimit = DEFAULT_BATCH_LIMIT,
   ) {
     this.binder = new BindingBatcher(provider, key.thumbprint, batchLimit);
+    // The key's WebCrypto form for closes (claim/sign.ts), made now rather than at the first close.
+    signingKey(key.privateKey).catch((e) =>
+      log.error({ err: (e as Error).message }, 'gateway key not usable by WebCrypto'),
+    );
   }
 
   /** Sessions opened while a quote is in flight share the next one (docs/spec/binding.md#batched-bindings). */
