@@ -17,10 +17,18 @@ import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
 /** Fields a caller supplies; everything else is filled in (null when not given). */
 export type EntryInput = Pick<AuditEntryBody, 'entry_type'> & Partial<Omit<AuditEntryBody, 'entry_type'>>;
 
-interface TipRow {
+/** A chain's last entry: what the next entry is built after. */
+export interface ChainTip {
   sequence_number: number;
   entry_hash: string;
   timestamp_utc: string;
+}
+
+/** An entry built after a known tip, with its canonical text and hash, not yet written. */
+export interface PreparedEntry {
+  body: AuditEntryBody;
+  canonical: string;
+  entry_hash: string;
 }
 
 /** Chain reading and writing over one database connection. */
@@ -34,7 +42,7 @@ export class AuditChain {
     readonly db: Db,
     private readonly clock: MicroClock = systemMicroClock,
   ) {
-    this.tipStmt = db.prepare<[string], TipRow>(
+    this.tipStmt = db.prepare<[string], ChainTip>(
       'SELECT sequence_number, entry_hash, timestamp_utc FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number DESC LIMIT 1',
     );
     this.insertStmt = db.prepare(
@@ -72,7 +80,21 @@ export class AuditChain {
     // Never upgrade a deferred transaction whose reads may already be stale (C-SQL-1).
     if (!inImmediate(this.db))
       throw new Error('audit append inside a transaction that is not BEGIN IMMEDIATE');
-    const tip = this.tipStmt.get(chainId);
+    return this.write(this.prepareNext(chainId, input, this.tip(chainId)));
+  }
+
+  /** The chain's tip (its last entry's sequence number, hash and timestamp), or undefined when empty. */
+  tip(chainId: string): ChainTip | undefined {
+    return this.tipStmt.get(chainId);
+  }
+
+  /**
+   * The entry {@link append} would write after `tip`, built (canonical text and hash) but not
+   * written: a caller that must do heavy work over it before its transaction (a session's
+   * claim) builds it first and writes it with {@link appendPrepared}.
+   * @throws CanonicalJsonError if a field holds a value JCS cannot carry.
+   */
+  prepareNext(chainId: string, input: EntryInput, tip: ChainTip | undefined): PreparedEntry {
     let ts = formatMicros(this.clock());
     if (tip && ts < tip.timestamp_utc) ts = tip.timestamp_utc; // never decreasing (C-CHAIN-2)
     const body: AuditEntryBody = {
@@ -100,8 +122,25 @@ export class AuditChain {
       prev_entry_hash: tip ? tip.entry_hash : 'genesis',
     };
     const { canonical, entry_hash } = hashEntryBody(body);
+    return { body, canonical, entry_hash };
+  }
+
+  /**
+   * Writes an entry built by {@link prepareNext} if the chain's tip is still the one it was
+   * built after; otherwise writes nothing. Must run inside an IMMEDIATE transaction.
+   * @returns the stored entry, or null when the chain has moved on (build it again).
+   */
+  appendPrepared(entry: PreparedEntry): AuditEntry | null {
+    if (!inImmediate(this.db)) throw new Error('audit append outside a BEGIN IMMEDIATE transaction');
+    const tip = this.tip(entry.body.chain_id);
+    if ((tip ? tip.sequence_number + 1 : 0) !== entry.body.sequence_number) return null;
+    if ((tip?.entry_hash ?? 'genesis') !== entry.body.prev_entry_hash) return null;
+    return this.write(entry);
+  }
+
+  private write({ body, canonical, entry_hash }: PreparedEntry): AuditEntry {
     this.insertStmt.run(
-      chainId,
+      body.chain_id,
       body.sequence_number,
       body.prev_entry_hash,
       entry_hash,

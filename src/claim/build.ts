@@ -16,7 +16,7 @@ import {
   type UnsignedClaim,
 } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
-import type { AuditChain } from '../audit/chain.js';
+import type { AuditChain, ChainTip } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 
@@ -43,6 +43,7 @@ type ChainEntry = Pick<
   | 'sequence_number'
   | 'entry_type'
   | 'entry_hash'
+  | 'timestamp_utc'
   | 'tool_name'
   | 'policy_decision'
   | 'policy_rule_matched'
@@ -50,21 +51,25 @@ type ChainEntry = Pick<
   | 'error_code'
 >;
 
+const COMMA = Buffer.from(',');
+
 /**
  * What a claim states about its chain (docs/spec/claims.md: audit_chain, transcript, counters,
  * entry_counts), gathered entry by entry so that a long chain can be read in pages between
- * which the event loop runs. Each transcript line's JCS text (RFC 8785) is kept as it is
- * added, so signing never serialises the whole transcript in one piece.
+ * which the event loop runs. Each transcript line's JCS text (RFC 8785) is kept, as UTF-8, as
+ * it is added, so signing never serialises the whole transcript in one piece.
  */
 export class ChainSummary {
   root: string | null = null;
   tip: string | null = null;
+  /** timestamp_utc of the last entry added; null before any. */
+  tipTimestamp: string | null = null;
   length = 0;
   /** sequence_number of the last entry added; -1 before any. */
   lastSequence = -1;
   readonly transcript: TranscriptLine[] = [];
-  /** JCS of the {@link transcript} lines, comma-joined one page (one {@link add}) per piece. */
-  private readonly transcriptPieces: string[] = [];
+  /** UTF-8 JCS of the {@link transcript} lines, comma-joined one page (one {@link add}) per piece. */
+  private readonly transcriptPieces: Buffer[] = [];
   readonly counters = { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 };
   readonly entry_counts: Record<string, number> = {};
 
@@ -75,6 +80,7 @@ export class ChainSummary {
       if (e.sequence_number <= this.lastSequence) continue;
       this.root ??= e.entry_hash;
       this.tip = e.entry_hash;
+      this.tipTimestamp = e.timestamp_utc;
       this.length++;
       this.lastSequence = e.sequence_number;
       this.entry_counts[e.entry_type] = (this.entry_counts[e.entry_type] ?? 0) + 1;
@@ -94,13 +100,89 @@ export class ChainSummary {
       else if (e.disposition === 'completed' && !e.error_code) this.counters.allowed++;
       else this.counters.faulted++;
     }
-    if (jcs.length > 0) this.transcriptPieces.push(jcs.join(','));
+    if (jcs.length > 0) this.transcriptPieces.push(Buffer.from(jcs.join(','), 'utf8'));
   }
 
-  /** JCS (RFC 8785 §3.2) of the transcript array: its lines' JCS, comma-joined, in brackets. */
-  transcriptJcs(): string {
-    return `[${this.transcriptPieces.join(',')}]`;
+  /** The chain tip the summary reaches (what the next entry is built after), or undefined when empty. */
+  chainTip(): ChainTip | undefined {
+    if (!this.tip || this.tipTimestamp === null) return undefined;
+    return { sequence_number: this.lastSequence, entry_hash: this.tip, timestamp_utc: this.tipTimestamp };
   }
+
+  /** UTF-8 JCS (RFC 8785 §3.2) of the transcript array: its lines' JCS, comma-joined, in brackets. */
+  transcriptBytes(): Buffer {
+    const parts: Buffer[] = [Buffer.from('[')];
+    this.transcriptPieces.forEach((p, i) => {
+      if (i > 0) parts.push(COMMA);
+      parts.push(p);
+    });
+    parts.push(Buffer.from(']'));
+    return Buffer.concat(parts);
+  }
+}
+
+/** The newest claim of the database (the next one's claim_sequence and prev_claim_hash follow it). */
+export interface ClaimTip {
+  claim_sequence: number;
+  claim_hash: string;
+}
+
+/** The claim chain's tip: the claim with the largest claim_sequence, or undefined before the first. */
+export function claimTip(db: Db): ClaimTip | undefined {
+  return prepared<[], ClaimTip>(
+    db,
+    'SELECT claim_sequence, claim_hash FROM claims ORDER BY claim_sequence DESC LIMIT 1',
+  ).get();
+}
+
+/**
+ * The claim of a chain summarised in `summary`, without its signature, following `prev` in the
+ * claim chain (docs/spec/claims.md). `closing`, when given, is the `session_close` entry still
+ * to be written after the summary's tip: the claim counts it and ends at it.
+ * @throws Error when the chain has no entry, or `closing` is a tool_call (it would need a transcript line).
+ */
+export function unsignedClaim(
+  summary: ChainSummary,
+  inp: ClaimInputs,
+  prev: ClaimTip | undefined,
+  closing?: Pick<AuditEntry, 'entry_type' | 'entry_hash'>,
+): UnsignedClaim {
+  const root = summary.root ?? closing?.entry_hash;
+  const tip = closing?.entry_hash ?? summary.tip;
+  if (!root || !tip) throw new Error(`session ${inp.sessionId} has no chain`);
+  if (closing?.entry_type === 'tool_call') throw new Error('a closing entry cannot be a tool_call');
+  const entryCounts = { ...summary.entry_counts };
+  if (closing) entryCounts[closing.entry_type] = (entryCounts[closing.entry_type] ?? 0) + 1;
+  return {
+    claim_version: 1,
+    profile: CLAIM_PROFILE,
+    issued_at: new Date().toISOString(),
+    session_id: inp.sessionId,
+    agent_id: inp.agentId,
+    gateway_measurement: inp.binding.preimage.gateway_measurement,
+    policy_bundle_hash: inp.binding.preimage.policy_bundle_hash,
+    enforcement_mode: inp.enforcementMode,
+    catalog_hash: inp.binding.preimage.catalog_hash,
+    cnf: { jwk: inp.jwk },
+    audit_chain: { chain_id: inp.sessionId, root, tip, length: summary.length + (closing ? 1 : 0) },
+    transcript: summary.transcript,
+    counters: { ...summary.counters },
+    entry_counts: entryCounts,
+    binding: {
+      preimage: inp.binding.preimage,
+      ...(inp.binding.batch ? { batch: inp.binding.batch } : {}),
+    },
+    evidence: inp.binding.evidence,
+    claim_sequence: prev ? prev.claim_sequence + 1 : 0,
+    prev_claim_hash: prev ? prev.claim_hash : null,
+  };
+}
+
+/** A signed claim with its stored canonical text (UTF-8 JCS) and that text's bare hex SHA-256. */
+export interface SignedClaim {
+  claim: Claim;
+  canonical: Buffer;
+  claimHash: string;
 }
 
 /**
@@ -116,75 +198,65 @@ export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
 
 /**
  * Builds, signs and stores the claim of a chain summarised in `summary` (which must cover the
- * chain up to its tip, `session_close` included). Must run inside the IMMEDIATE transaction
- * that appended `session_close`.
+ * chain up to its tip, `session_close` included), signing on the event loop. Must run inside
+ * the IMMEDIATE transaction that appended `session_close`. The gateway's closes sign off the
+ * loop first (session/close.ts); this is their fallback and the blocking close's path.
  * @throws Error when the summary covers no entry.
  */
 export function issueClaimFrom(db: Db, summary: ChainSummary, inp: ClaimInputs): Claim {
-  if (!summary.root || !summary.tip) throw new Error(`session ${inp.sessionId} has no chain`);
-  const prev = prepared<[], { claim_sequence: number; claim_hash: string }>(
-    db,
-    'SELECT claim_sequence, claim_hash FROM claims ORDER BY claim_sequence DESC LIMIT 1',
-  ).get();
-  const unsigned: UnsignedClaim = {
-    claim_version: 1,
-    profile: CLAIM_PROFILE,
-    issued_at: new Date().toISOString(),
-    session_id: inp.sessionId,
-    agent_id: inp.agentId,
-    gateway_measurement: inp.binding.preimage.gateway_measurement,
-    policy_bundle_hash: inp.binding.preimage.policy_bundle_hash,
-    enforcement_mode: inp.enforcementMode,
-    catalog_hash: inp.binding.preimage.catalog_hash,
-    cnf: { jwk: inp.jwk },
-    audit_chain: { chain_id: inp.sessionId, root: summary.root, tip: summary.tip, length: summary.length },
-    transcript: summary.transcript,
-    counters: { ...summary.counters },
-    entry_counts: { ...summary.entry_counts },
-    binding: {
-      preimage: inp.binding.preimage,
-      ...(inp.binding.batch ? { batch: inp.binding.batch } : {}),
-    },
-    evidence: inp.binding.evidence,
-    claim_sequence: prev ? prev.claim_sequence + 1 : 0,
-    prev_claim_hash: prev ? prev.claim_hash : null,
-  };
-  const transcriptJcs = summary.transcriptJcs();
+  const unsigned = unsignedClaim(summary, inp, claimTip(db));
+  const transcript = summary.transcriptBytes();
   // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
-  const signature = cryptoSign(null, Buffer.from(claimJcs(unsigned, transcriptJcs), 'utf8'), inp.key);
+  const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
   const claim: Claim = { ...unsigned, signature: signature.toString('base64url') };
-  const canonical = claimJcs(claim, transcriptJcs);
-  prepared(db, 'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,?)').run(
-    claim.claim_sequence,
-    inp.sessionId,
-    sha256Hex(canonical),
-    canonical,
-  );
+  const canonical = claimBytes(claim, transcript);
+  insertClaim(db, inp.sessionId, { claim, canonical, claimHash: sha256Hex(canonical) });
   return claim;
 }
 
 /**
- * JCS (RFC 8785) of a claim whose transcript's JCS text is already known: the rest of the claim
- * is canonicalised with a unique placeholder string where the transcript goes, and the
- * placeholder's JSON string is replaced by `transcriptJcs` — an array's JCS is its elements'
+ * Stores a signed claim (inside the caller's IMMEDIATE transaction). The canonical text is
+ * bound as bytes and stored as TEXT (`CAST(? AS TEXT)`: the UTF-8 bytes read as text), so a
+ * large claim is never turned into one JavaScript string to be encoded again.
+ */
+export function insertClaim(db: Db, sessionId: string, signed: SignedClaim): void {
+  prepared(
+    db,
+    'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,CAST(? AS TEXT))',
+  ).run(signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical);
+}
+
+/**
+ * UTF-8 JCS (RFC 8785) of a claim whose transcript's JCS bytes are already known: the rest of
+ * the claim is canonicalised with a unique placeholder string where the transcript goes, and
+ * the placeholder's JSON string is replaced by `transcript` — an array's JCS is its elements'
  * JCS joined by commas in brackets (§3.2), whatever surrounds it. The result is what
  * canonicalJson(claim) gives (test/claim-close-paged.test.ts), without serialising every
  * transcript line again in one piece.
  */
-function claimJcs(claim: UnsignedClaim | Claim, transcriptJcs: string): string {
+export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer): Buffer {
   const placeholder = `cmcp-transcript-${randomUUID()}`;
   const text = canonicalJson({ ...claim, transcript: placeholder });
   const quoted = JSON.stringify(placeholder);
   const at = text.indexOf(quoted);
-  if (at < 0 || text.indexOf(quoted, at + 1) >= 0) return canonicalJson(claim);
-  return text.slice(0, at) + transcriptJcs + text.slice(at + quoted.length);
+  if (at < 0 || text.indexOf(quoted, at + 1) >= 0) return Buffer.from(canonicalJson(claim), 'utf8');
+  return Buffer.concat([
+    Buffer.from(text.slice(0, at), 'utf8'),
+    transcript,
+    Buffer.from(text.slice(at + quoted.length), 'utf8'),
+  ]);
 }
 
 /** The stored claim of a session, exactly as signed, or undefined. */
 export function storedClaim(db: Db, sessionId: string): Claim | undefined {
-  const row = prepared<[string], { canonical: string }>(
+  const text = storedClaimText(db, sessionId);
+  return text ? (JSON.parse(text.toString('utf8')) as Claim) : undefined;
+}
+
+/** The stored canonical text of a session's claim (UTF-8 JCS, what was signed and hashed), or undefined. */
+export function storedClaimText(db: Db, sessionId: string): Buffer | undefined {
+  return prepared<[string], { canonical: Buffer }>(
     db,
-    'SELECT canonical FROM claims WHERE session_id = ?',
-  ).get(sessionId);
-  return row ? (JSON.parse(row.canonical) as Claim) : undefined;
+    'SELECT CAST(canonical AS BLOB) AS canonical FROM claims WHERE session_id = ?',
+  ).get(sessionId)?.canonical;
 }

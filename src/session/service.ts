@@ -17,12 +17,14 @@ import {
   issueClaimFrom,
   type SessionBindingRecord,
   storedClaim,
+  storedClaimText,
 } from '../claim/build.js';
+import { signingKey } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
-
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
+import { type CloseDeps, closeOffLoop } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
@@ -54,6 +56,10 @@ export class SessionService {
     batchLimit = DEFAULT_BATCH_LIMIT,
   ) {
     this.binder = new BindingBatcher(provider, key.thumbprint, batchLimit);
+    // The key's WebCrypto form for closes (claim/sign.ts), made now rather than at the first close.
+    signingKey(key.privateKey).catch((e) =>
+      log.error({ err: (e as Error).message }, 'gateway key not usable by WebCrypto'),
+    );
   }
 
   /** Sessions opened while a quote is in flight share the next one (docs/spec/binding.md#batched-bindings). */
@@ -264,19 +270,52 @@ export class SessionService {
     if (marked) this.closing.add(sessionId);
     try {
       const summary = await summarizePaged(this.chain, sessionId, slice);
-      return await immediateAsync(this.db, () => this.closeIn(agentId, sessionId, reason, summary));
+      return await closeOffLoop(this.closeDeps(agentId, sessionId, reason), summary);
     } finally {
       if (marked) this.closing.delete(sessionId);
     }
   }
 
-  /** The closing transaction's work; `summary` (read so far) is caught up, or null: read it all. */
-  private closeIn(agentId: string, sessionId: string, reason: string, summary: ChainSummary | null): Claim {
-    const row = this.get(agentId, sessionId);
+  /** What session/close.ts needs to close one session. */
+  private closeDeps(agentId: string, sessionId: string, reason: string): CloseDeps {
+    return {
+      db: this.db,
+      chain: this.chain,
+      sessionId,
+      agentId,
+      reason,
+      row: () => this.get(agentId, sessionId),
+      closedClaim: (row) => this.closedClaim(row, sessionId),
+      inputs: (row) => this.claimInputs(agentId, sessionId, row),
+      closeInTransaction: (summary) => this.closeIn(agentId, sessionId, reason, summary),
+    };
+  }
+
+  /** The stored claim of a closed session, null for an open one this instance may close. @throws CmcpError UNKNOWN_SESSION. */
+  private closedClaim(row: SessionRow | undefined, sessionId: string): Claim | null {
     if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
     if (row.status === 'closed') return storedClaim(this.db, sessionId) as Claim;
     // Only the instance that opened a session can close it: the claim is signed with its key.
     if (row.owner !== this.instanceId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    return null;
+  }
+
+  private claimInputs(agentId: string, sessionId: string, row: SessionRow) {
+    return {
+      sessionId,
+      agentId,
+      binding: this.bindingFor(row),
+      key: this.key.privateKey,
+      jwk: this.key.jwk,
+      enforcementMode: this.facts.enforcementMode,
+    };
+  }
+
+  /** The closing transaction's work; `summary` (read so far) is caught up, or null: read it all. */
+  private closeIn(agentId: string, sessionId: string, reason: string, summary: ChainSummary | null): Claim {
+    const row = this.get(agentId, sessionId);
+    const closed = this.closedClaim(row, sessionId);
+    if (closed || !row) return closed as Claim;
     this.chain.append(sessionId, {
       entry_type: 'session_close',
       session_id: sessionId,
@@ -286,14 +325,7 @@ export class SessionService {
     this.db
       .prepare("UPDATE sessions SET status = 'closed', closed_at = ? WHERE session_id = ?")
       .run(new Date().toISOString(), sessionId);
-    const inputs = {
-      sessionId,
-      agentId,
-      binding: this.bindingFor(row),
-      key: this.key.privateKey,
-      jwk: this.key.jwk,
-      enforcementMode: this.facts.enforcementMode,
-    };
+    const inputs = this.claimInputs(agentId, sessionId, row);
     if (!summary) return issueClaim(this.db, this.chain, inputs);
     catchUp(this.chain, sessionId, summary);
     return issueClaimFrom(this.db, summary, inputs);
@@ -397,6 +429,18 @@ export class SessionService {
     const c = storedClaim(this.db, sessionId);
     if (!c) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
     return c;
+  }
+
+  /**
+   * The stored canonical text (UTF-8 JCS) of a closed session's claim, exactly as signed and
+   * hashed: what `GET /sessions/{id}/claim` sends without parsing it.
+   * @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN.
+   */
+  claimText(agentId: string, sessionId: string): Buffer {
+    if (!this.get(agentId, sessionId)) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    const text = storedClaimText(this.db, sessionId);
+    if (!text) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
+    return text;
   }
 
   /**
