@@ -60,10 +60,17 @@ describe('cancellation through the gateway', () => {
     const c = await client(near);
     const ctl = new AbortController();
     const before = up.cancelled.length;
+    // The upstream's first progress says the call reached it and is waiting: cancel only then
+    // (a fixed sleep raced a loaded machine, where the cancellation could beat the call upstream).
+    let running = false;
     const call = c.callTool({ name: 'test_wait_for_cancel', arguments: {} }, undefined, {
       signal: ctl.signal,
+      onprogress: () => {
+        running = true;
+      },
     });
-    await sleep(300);
+    await until(() => running);
+    expect(running).toBe(true);
     expect(up.cancelled.length).toBe(before);
     ctl.abort('no longer needed');
     await expect(call).rejects.toThrow();
