@@ -6,8 +6,12 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { openDatabase } from '../src/store/db.js';
+import { LATEST_SCHEMA_VERSION } from '../src/store/migrations/index.js';
 import { cleanup, everythingUpstream, freePort, REPO_ROOT, writeConfig } from './harness/gateway.js';
 
 const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
@@ -62,6 +66,65 @@ describe('cmcp start --check', () => {
       expect(r.out).toMatch(
         /FAIL\s+attestation \(tpm\)\s+tpm .*TCTI_INIT_FAILED.*minimum_tier tpm refuses start-up/,
       );
+    } finally {
+      cleanup(cfg.dir);
+    }
+  });
+
+  it('the database, read only: not a database, a newer schema, a missing folder or a running instance each fail; cmcp start says DATABASE_UNAVAILABLE for a file that is not a database', async () => {
+    const cfg = await writeConfig({ port: await freePort() });
+    const check = (database: string) => {
+      writeFileSync(cfg.file, stringify({ ...cfg.raw, database }));
+      return cmcp('start', '--check', '--config', cfg.file);
+    };
+    try {
+      const text = join(cfg.dir, 'text.db');
+      writeFileSync(text, 'not a database at all, just text\n'.repeat(200));
+      const notDb = check(text);
+      expect(notDb.code).toBe(1);
+      expect(notDb.out).toMatch(/FAIL\s+database\s+.*text\.db: .*\(DATABASE_UNAVAILABLE\)/);
+      const started = cmcp('start', '--config', cfg.file);
+      expect(started.code).toBe(1);
+      expect(started.err).toContain('DATABASE_UNAVAILABLE');
+      expect(started.err).not.toMatch(/\n\s+at /);
+
+      const newer = join(cfg.dir, 'newer.db');
+      const n = openDatabase(newer);
+      n.prepare('INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)').run(
+        LATEST_SCHEMA_VERSION + 1,
+        'from the future',
+        new Date().toISOString(),
+      );
+      n.close();
+      const tooNew = check(newer);
+      expect(tooNew.code).toBe(1);
+      expect(tooNew.out).toMatch(
+        /FAIL\s+database\s+.*newer than this cmcp knows.*\(DATABASE_SCHEMA_TOO_NEW\)/,
+      );
+
+      const missing = check(join(cfg.dir, 'no-such-folder', 'x.db'));
+      expect(missing.code).toBe(1);
+      expect(missing.out).toMatch(/FAIL\s+database\s+.*its folder does not exist \(DATABASE_UNAVAILABLE\)/);
+
+      // A live process (this test's) holds the instance, with a fresh heartbeat.
+      const held = join(cfg.dir, 'held.db');
+      const h = openDatabase(held);
+      h.prepare(
+        'INSERT INTO instances (instance_id, pid, hostname, started_at, heartbeat_ms) VALUES (?,?,?,?,?)',
+      ).run(
+        (cfg.raw.instance_id as string | undefined) ?? 'gateway',
+        process.pid,
+        hostname(),
+        new Date().toISOString(),
+        Date.now(),
+      );
+      h.close();
+      const running = check(held);
+      expect(running.code).toBe(1);
+      expect(running.out).toMatch(/FAIL\s+database\s+.*is already running \(pid \d+ .*\(INSTANCE_RUNNING\)/);
+
+      const fresh = check(join(cfg.dir, 'fresh.db'));
+      expect(fresh.out).toMatch(/ok\s+database\s+.*fresh\.db \(made at start, schema version \d+\)/);
     } finally {
       cleanup(cfg.dir);
     }

@@ -2,21 +2,29 @@
  * `cmcp start --check --config FILE` (docs/getting-started.md): validates the config and reaches what the
  * gateway would need — the attestation provider (started, then one binding over a zero
  * REPORT_DATA), every upstream (connected and its tools listed), the policy bundle and catalog,
- * and the listen address — without starting the gateway, opening the database or extending a
- * PCR. Prints one line per check.
+ * the database (read only: it opens, its schema is not newer than this cmcp, no live process
+ * holds the instance; a file not made yet needs a writable folder), and the listen address —
+ * without starting the gateway, writing the database or extending a PCR. Prints one line per
+ * check.
  *
  * Exit codes: 0 every check passed (warnings allowed); 1 a check failed; 2 the config is invalid.
  */
+import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
 import pino from 'pino';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { ConfigError, type GatewayConfig, loadConfig } from '../config/index.js';
 import { loadBundleDir } from '../policy/bundle.js';
+import { liveHolder } from '../store/instance-lock.js';
 import {
   isPostgresUrl,
+  LATEST_SCHEMA_VERSION,
   PostgresServingNotImplementedError,
   redactPostgresUrl,
 } from '../store/migrations/index.js';
+import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { selectProvider } from '../tee/detect.js';
 import { requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
@@ -163,7 +171,7 @@ export async function runStartCheck(
             detail: `${new PostgresServingNotImplementedError().message} (POSTGRES_SERVING_NOT_IMPLEMENTED)`,
           },
         ]
-      : []),
+      : [checkDatabase(cfg)]),
     ...checkFiles(cfg),
     await checkAttestation(cfg),
   ];
@@ -176,4 +184,53 @@ export async function runStartCheck(
     lines.map((l) => `  ${l.status.padEnd(4)}  ${l.what.padEnd(width)}  ${l.detail}`).join('\n') +
     `\n${failed ? `${failed} check(s) failed: the gateway would not start` : 'all checks passed: the gateway can start'}\n`;
   return { lines, exitCode: failed ? 1 : 0, text };
+}
+
+/**
+ * The SQLite database, read only: an existing file opens, is a database, has a schema this
+ * cmcp knows (DATABASE_SCHEMA_TOO_NEW), is writable, and no live process holds the instance
+ * (INSTANCE_RUNNING); a file not made yet needs an existing, writable folder.
+ */
+function checkDatabase(cfg: GatewayConfig): CheckLine {
+  const path = resolve(cfg.database);
+  const fail = (detail: string): CheckLine => ({ what: 'database', status: 'FAIL', detail });
+  if (!existsSync(path)) {
+    const dir = dirname(path);
+    if (!existsSync(dir)) return fail(`${path}: its folder does not exist (DATABASE_UNAVAILABLE)`);
+    try {
+      accessSync(dir, constants.W_OK);
+    } catch {
+      return fail(`${path}: its folder is not writable (DATABASE_UNAVAILABLE)`);
+    }
+    return {
+      what: 'database',
+      status: 'ok',
+      detail: `${path} (made at start, schema version ${LATEST_SCHEMA_VERSION})`,
+    };
+  }
+  let db: Database.Database | null = null;
+  try {
+    accessSync(path, constants.R_OK | constants.W_OK);
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    db.pragma('busy_timeout = 250');
+    const version = sqliteSchemaVersion(db);
+    if (typeof version === 'number' && version > LATEST_SCHEMA_VERSION)
+      return fail(
+        `${path}: schema version ${version}, newer than this cmcp knows (${LATEST_SCHEMA_VERSION}) (DATABASE_SCHEMA_TOO_NEW)`,
+      );
+    const holder = liveHolder(db, cfg.instance_id);
+    if (holder)
+      return fail(
+        `${path}: instance "${cfg.instance_id}" is already running (pid ${holder.pid} on ${holder.hostname}) (INSTANCE_RUNNING)`,
+      );
+    const shown =
+      version === 'unversioned'
+        ? 'made before schema versions (taken over at start)'
+        : `schema version ${version}`;
+    return { what: 'database', status: 'ok', detail: `${path} (${shown})` };
+  } catch (e) {
+    return fail(`${path}: ${(e as Error).message} (DATABASE_UNAVAILABLE)`);
+  } finally {
+    db?.close();
+  }
 }

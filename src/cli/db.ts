@@ -17,6 +17,7 @@ import pg from 'pg';
 import { ConfigError, loadConfig } from '../config/index.js';
 import { openDatabase } from '../store/db.js';
 import {
+  DatabaseUnavailableError,
   isPostgresUrl,
   LATEST_SCHEMA_VERSION,
   type MigrationReport,
@@ -25,15 +26,6 @@ import {
 } from '../store/migrations/index.js';
 import { migratePostgres, postgresSchemaVersion } from '../store/migrations/postgres.js';
 import { SQLITE_MIGRATIONS, sqliteSchemaVersion } from '../store/migrations/sqlite.js';
-
-/** Thrown when the database cannot be opened or reached. `code` is stable. */
-export class DatabaseUnavailableError extends CmcpError {
-  declare readonly code: 'DATABASE_UNAVAILABLE';
-  constructor(message: string) {
-    super('DATABASE_UNAVAILABLE', message);
-    this.name = 'DatabaseUnavailableError';
-  }
-}
 
 interface Target {
   engine: 'sqlite' | 'postgres';

@@ -6,6 +6,7 @@
  * recovered calls, gateway_measurement) before the listener opens.
  */
 import { generateKeyPairSync } from 'node:crypto';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -35,6 +36,7 @@ import { type GatewayKey, readSession, type SessionFacts, SessionService } from 
 import { type Db, openDatabase, writesSettled } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
+import { DatabaseUnavailableError } from '../store/migrations/index.js';
 import { startCheckpoints } from '../store/wal.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -346,7 +348,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const loaded = loadPolicyAndCatalog(cfg);
   const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
-  const db = openDatabase(cfg.database);
+  const db = openGatewayDatabase(cfg.database);
   opened.push(() => {
     db.close();
   });
@@ -473,5 +475,20 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   } catch (e) {
     for (const close of opened.reverse()) await close();
     throw e;
+  }
+}
+
+/**
+ * The gateway's database (store/db.ts openDatabase); a file SQLite cannot open or that is not
+ * a database fails with the stable DATABASE_UNAVAILABLE instead of the driver's own error.
+ * @throws SchemaTooNewError, PostgresServingNotImplementedError as openDatabase;
+ *   DatabaseUnavailableError for anything else that stops the file opening.
+ */
+function openGatewayDatabase(path: string): Db {
+  try {
+    return openDatabase(path);
+  } catch (e) {
+    if (e instanceof CmcpError) throw e;
+    throw new DatabaseUnavailableError(`cannot open the database ${path}: ${(e as Error).message}`);
   }
 }

@@ -41,6 +41,24 @@ function alive(pid: number): boolean {
   }
 }
 
+/** True when `row` is held by a live process other than this one (the module doc's rule). */
+function heldElsewhere(row: Row, host: string): boolean {
+  const fresh = Date.now() - row.heartbeat_ms < STALE_AFTER_MS;
+  const sameHost = row.hostname === host;
+  return row.pid !== process.pid && (sameHost ? alive(row.pid) && fresh : fresh);
+}
+
+/**
+ * The live process holding `instanceId` on `db`, or null; reads only (`cmcp start --check`).
+ * A database made before the instances table has no holder.
+ */
+export function liveHolder(db: Db, instanceId: string): { pid: number; hostname: string } | null {
+  const has = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'instances'").get();
+  if (!has) return null;
+  const row = db.prepare<[string], Row>('SELECT * FROM instances WHERE instance_id = ?').get(instanceId);
+  return row && heldElsewhere(row, hostname()) ? { pid: row.pid, hostname: row.hostname } : null;
+}
+
 /** A held instance lock; `release()` is idempotent. */
 export interface InstanceLock {
   /** The previous holder when the lock was taken over from a stopped process, else null. */
@@ -56,14 +74,10 @@ export function acquireInstance(db: Db, instanceId: string): InstanceLock {
   const host = hostname();
   const prev = immediate(db, () => {
     const row = db.prepare<[string], Row>('SELECT * FROM instances WHERE instance_id = ?').get(instanceId);
-    if (row) {
-      const fresh = Date.now() - row.heartbeat_ms < STALE_AFTER_MS;
-      const sameHost = row.hostname === host;
-      const running = row.pid !== process.pid && (sameHost ? alive(row.pid) && fresh : fresh);
-      if (running)
-        throw new InstanceBusyError(
-          `instance "${instanceId}" is already running (pid ${row.pid} on ${row.hostname}); use another instance_id to share this database`,
-        );
+    if (row && heldElsewhere(row, host)) {
+      throw new InstanceBusyError(
+        `instance "${instanceId}" is already running (pid ${row.pid} on ${row.hostname}); use another instance_id to share this database`,
+      );
     }
     db.prepare(
       `INSERT INTO instances (instance_id, pid, hostname, started_at, heartbeat_ms) VALUES (?,?,?,?,?)

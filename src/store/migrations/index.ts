@@ -100,3 +100,12 @@ export function checkedMigrations(engine: string, list: Migration[]): Migration[
     );
   return list;
 }
+
+/** Thrown when the database cannot be opened or reached. `code` is stable. */
+export class DatabaseUnavailableError extends CmcpError {
+  declare readonly code: 'DATABASE_UNAVAILABLE';
+  constructor(message: string) {
+    super('DATABASE_UNAVAILABLE', message);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
