@@ -76,6 +76,18 @@ describe('cancellation through the gateway', () => {
     await expect(call).rejects.toThrow();
     await until(() => up.cancelled.length > before);
     expect(up.cancelled.length).toBe(before + 1);
+    // Its terminal entry says the client cancelled it, not that the upstream failed.
+    const entry = () =>
+      near.db
+        .prepare<[], { canonical: string }>(
+          "SELECT canonical FROM audit_entries WHERE entry_type = 'tool_call' AND json_extract(canonical, '$.tool_name') = 'test_wait_for_cancel' ORDER BY rowid DESC LIMIT 1",
+        )
+        .get();
+    await until(() => entry() !== undefined);
+    expect(JSON.parse(entry()?.canonical ?? '{}')).toMatchObject({
+      disposition: 'outcome_unknown',
+      error_code: 'REQUEST_CANCELLED',
+    });
     await c.close();
   });
 

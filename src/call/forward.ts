@@ -20,6 +20,9 @@ export interface Forwarded {
   detail: Record<string, unknown>;
 }
 
+/** The failures upstream/request.ts classifyFailure gives a request the client cancelled. */
+const CANCELLED: ReadonlySet<string> = new Set(['REQUEST_CANCELLED', 'cancelled']);
+
 /** Terminal state of an allowed call, from its effect boundary (docs/spec/execution.md). */
 export function disposition(o: CallOutcome): Disposition {
   if (o.boundary === 'answered') return 'completed';
@@ -53,6 +56,11 @@ export async function forward(
   } else if ('tooLarge' in outcome) {
     errorCode = 'UPSTREAM_RESULT_TOO_LARGE';
     detail.result_cap_bytes = outcome.tooLarge.capBytes;
+  } else if (CANCELLED.has(outcome.failure)) {
+    // The client cancelled (or disconnected): not an upstream fault. The disposition still says
+    // whether the request may have reached the upstream.
+    errorCode = 'REQUEST_CANCELLED';
+    detail.failure = outcome.failure;
   } else {
     errorCode = outcome.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
     detail.failure = outcome.failure;

@@ -307,6 +307,10 @@ export class Upstream {
       const diedUnder = died as UpstreamDiedError | null;
       if (!ctx.overflowed && !ctx.cutOff && diedUnder)
         return { boundary: 'maybe_sent', failure: diedUnder.message };
+      // The caller cancelled: the SDK rejects with McpError(RequestTimeout, reason), which would
+      // read as a timeout (src/call/forward.ts records REQUEST_CANCELLED for this failure).
+      if (callerSignal?.aborted && !ctx.answered && !ctx.overflowed)
+        return { boundary: 'maybe_sent', failure: 'REQUEST_CANCELLED' };
       return classifyFailure(e, ctx, this.maxResultBytes);
     } finally {
       callerSignal?.removeEventListener('abort', onCallerAbort);
