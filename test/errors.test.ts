@@ -7,12 +7,17 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
 import { errorsMarkdown } from '@cmcp/verify/errors/markdown';
+import { reasonsMarkdown } from '@cmcp/verify/reasons-markdown';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..');
 
 describe('the error registry', () => {
+  it('docs/reasons.md is current (run `npm run docs:errors` after changing REASON_CODES)', () => {
+    expect(readFileSync(join(ROOT, 'docs', 'reasons.md'), 'utf8')).toBe(reasonsMarkdown());
+  });
+
   it('docs/errors.md is current (run `npm run docs:errors` after changing the registry)', () => {
     expect(readFileSync(join(ROOT, 'docs', 'errors.md'), 'utf8')).toBe(errorsMarkdown());
   });
