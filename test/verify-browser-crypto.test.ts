@@ -90,7 +90,12 @@ describe('public keys and signatures', () => {
         expect(both(flip(data), sig)).toBe(false);
         expect(both(data, flip(sig))).toBe(false);
         expect(both(data, flip(sig, sig.length - 1))).toBe(false);
-        expect(both(data, sig.subarray(1))).toBe(false);
+        // RFC 8017 §8.1.2/§8.2.2 step 1: an RSA signature of other than k octets is invalid. A
+        // genuine one that starts with 0x00 (1 in 256) is, cut by its first byte, the same
+        // integer, and OpenSSL takes it: node is not the reference for that case.
+        if (type === 'rsa' && sig[0] === 0)
+          expect(shim.verify(hash, data, { key, ...opts } as never, sig.subarray(1))).toBe(false);
+        else expect(both(data, sig.subarray(1))).toBe(false);
         if (hash) expect(both(data, sig, hash === 'sha256' ? 'sha384' : 'sha256')).toBe(false);
         if ('saltLength' in opts) {
           const other = { ...opts, saltLength: (opts.saltLength as number) + 1 };
