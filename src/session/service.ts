@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
-import { bindingDigest, reportData, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
+import { bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
@@ -24,6 +24,7 @@ import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
+import { claimBinding } from './claim-binding.js';
 import { type CloseDeps, closeOffLoop } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
@@ -304,7 +305,7 @@ export class SessionService {
     return {
       sessionId,
       agentId,
-      binding: this.bindingFor(row),
+      binding: claimBinding(row, this.key.thumbprint, this.facts, this.provider.name),
       key: this.key.privateKey,
       jwk: this.key.jwk,
       enforcementMode: this.facts.enforcementMode,
@@ -329,48 +330,6 @@ export class SessionService {
     if (!summary) return issueClaim(this.db, this.chain, inputs);
     catchUp(this.chain, sessionId, summary);
     return issueClaimFrom(this.db, summary, inputs);
-  }
-
-  /**
-   * The binding section for a session's claim. A session opened under an earlier process's
-   * key cannot be claimed as bound by this key: its evidence is reported absent
-   * (`GATEWAY_KEY_ROTATED`) with a preimage naming the current key, so the claim verifies
-   * as signed-only rather than pretending to a binding.
-   */
-  private bindingFor(row: SessionRow): SessionBindingRecord {
-    const record = JSON.parse(row.binding_json) as Partial<SessionBindingRecord>;
-    const thumb = b64u(this.key.thumbprint);
-    if (record.preimage && record.evidence && record.preimage.key_thumbprint === thumb) {
-      return record as SessionBindingRecord;
-    }
-    // Keep what the session was opened under (challenge, measurement, policy and catalog
-    // hashes); only the key that signs the claim is this process's.
-    const preimage: SessionBindingPreimage = record.preimage
-      ? { ...record.preimage, key_thumbprint: thumb }
-      : {
-          domain: 'cmcp.session-binding',
-          version: 1,
-          session_id: row.session_id,
-          chain_root: row.chain_root,
-          key_thumbprint: thumb,
-          gateway_measurement: this.facts.gatewayMeasurement,
-          policy_bundle_hash: this.facts.policyBundleHash,
-          catalog_hash: this.facts.catalogHash,
-          challenge: null,
-        };
-    const rd = reportData(this.key.thumbprint, bindingDigest(preimage));
-    const measurement = (record.evidence as { measurement?: unknown } | undefined)?.measurement;
-    return {
-      preimage,
-      evidence: {
-        provider: record.evidence?.provider ?? this.provider.name,
-        status: 'absent',
-        reason: record.preimage ? 'GATEWAY_KEY_ROTATED' : 'BINDING_NOT_COMPLETED',
-        report_data: b64u(rd),
-        tpm: null,
-        ...(measurement ? { measurement } : {}),
-      } as SessionBindingRecord['evidence'],
-    };
   }
 
   /**
