@@ -120,16 +120,7 @@ export class TpmProvider implements AttestationProvider {
 
   async start(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>> {
     this.measurement = measurement;
-    return this.serial(() => {
-      try {
-        this.ensureReady();
-        return { ok: true, reason: null, ...this.describe() };
-      } catch (e) {
-        const err = this.toBindingError(e);
-        this.reset();
-        return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
-      }
-    });
+    return this.serial(() => this.readyReport());
   }
 
   /**
@@ -139,14 +130,7 @@ export class TpmProvider implements AttestationProvider {
   listening(instance: string): Promise<Record<string, unknown>> {
     return this.serial(() => {
       this.extendAs = instance;
-      try {
-        this.ensureReady();
-        return { ok: true, reason: null, ...this.describe() };
-      } catch (e) {
-        const err = this.toBindingError(e);
-        this.reset();
-        return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
-      }
+      return this.readyReport();
     });
   }
 
@@ -162,15 +146,23 @@ export class TpmProvider implements AttestationProvider {
       this.measurement = measurement;
       // The new digest is not in the PCR yet: ensureMeasured extends it.
       this.measured = null;
-      try {
-        this.ensureReady();
-        return { ok: true, reason: null, ...this.describe() };
-      } catch (e) {
-        const err = this.toBindingError(e);
-        this.reset();
-        return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
-      }
+      return this.readyReport();
     });
+  }
+
+  /**
+   * Brings the TPM to ready (ensureReady) and says how it went, for the gateway chain; never
+   * throws: a failure resets the context and is returned (`ok: false`), retried at the next bind.
+   */
+  private readyReport(): Record<string, unknown> {
+    try {
+      this.ensureReady();
+      return { ok: true, reason: null, ...this.describe() };
+    } catch (e) {
+      const err = this.toBindingError(e);
+      this.reset();
+      return { ok: false, reason: err.reason, error: err.message.slice(0, 300), ...this.describe() };
+    }
   }
 
   /** What the gateway chain records about the AK and the measurement. */
