@@ -4,32 +4,12 @@
  * entry with its exact canonical text; the UNIQUE constraints on (chain_id, sequence) and
  * (chain_id, prev_entry_hash) make a forked chain impossible even across processes.
  */
-import { randomUUID } from 'node:crypto';
-import {
-  type AuditBundle,
-  type AuditEntry,
-  type AuditEntryBody,
-  hashEntryBody,
-} from '@cmcp/verify/format/entry';
+import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { type Db, immediate, immediateAsync, inImmediate } from '../store/db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
+import { buildNextEntry, type ChainTip, type EntryInput, type PreparedEntry } from './next-entry.js';
 
-/** Fields a caller supplies; everything else is filled in (null when not given). */
-export type EntryInput = Pick<AuditEntryBody, 'entry_type'> & Partial<Omit<AuditEntryBody, 'entry_type'>>;
-
-/** A chain's last entry: what the next entry is built after. */
-export interface ChainTip {
-  sequence_number: number;
-  entry_hash: string;
-  timestamp_utc: string;
-}
-
-/** An entry built after a known tip, with its canonical text and hash, not yet written. */
-export interface PreparedEntry {
-  body: AuditEntryBody;
-  canonical: string;
-  entry_hash: string;
-}
+export type { ChainTip, EntryInput, PreparedEntry } from './next-entry.js';
 
 /** Chain reading and writing over one database connection. */
 export class AuditChain {
@@ -95,34 +75,7 @@ export class AuditChain {
    * @throws CanonicalJsonError if a field holds a value JCS cannot carry.
    */
   prepareNext(chainId: string, input: EntryInput, tip: ChainTip | undefined): PreparedEntry {
-    let ts = formatMicros(this.clock());
-    if (tip && ts < tip.timestamp_utc) ts = tip.timestamp_utc; // never decreasing (C-CHAIN-2)
-    const body: AuditEntryBody = {
-      entry_version: 1,
-      entry_id: randomUUID(),
-      chain_id: chainId,
-      sequence_number: tip ? tip.sequence_number + 1 : 0,
-      timestamp_utc: ts,
-      entry_type: input.entry_type,
-      session_id: input.session_id ?? null,
-      call_id: input.call_id ?? null,
-      agent_id: input.agent_id ?? null,
-      workflow_id: input.workflow_id ?? null,
-      execution_id: input.execution_id ?? null,
-      tool_name: input.tool_name ?? null,
-      server_identity: input.server_identity ?? null,
-      policy_decision: input.policy_decision ?? null,
-      policy_rule_matched: input.policy_rule_matched ?? null,
-      disposition: input.disposition ?? null,
-      error_code: input.error_code ?? null,
-      latency_us: input.latency_us ?? null,
-      request_payload_hash: input.request_payload_hash ?? null,
-      response_payload_hash: input.response_payload_hash ?? null,
-      detail: input.detail ?? null,
-      prev_entry_hash: tip ? tip.entry_hash : 'genesis',
-    };
-    const { canonical, entry_hash } = hashEntryBody(body);
-    return { body, canonical, entry_hash };
+    return buildNextEntry(chainId, input, tip, formatMicros(this.clock()));
   }
 
   /**

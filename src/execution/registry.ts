@@ -35,6 +35,20 @@ export type Admission =
       existing: ExecutionRow;
     };
 
+/**
+ * Why an admission that found `existing` under its key is refused (docs/spec/execution.md#admission),
+ * the one order of checks both engines use: a different binding is a collision whatever the
+ * state (checked first); then in_flight; then any terminal state is a replay.
+ */
+export function classifyExisting(
+  existing: ExecutionRow,
+  binding: string,
+): Exclude<Admission, { kind: 'admitted' }> {
+  if (!bindingsEqual(existing.binding, binding)) return { kind: 'EXECUTION_COLLISION', existing };
+  if (existing.state === 'in_flight') return { kind: 'EXECUTION_IN_FLIGHT', existing };
+  return { kind: 'EXECUTION_REPLAY_REFUSED', existing };
+}
+
 export class ExecutionRegistry {
   private readonly getStmt;
   private readonly insertStmt;
@@ -93,9 +107,7 @@ export class ExecutionRegistry {
       );
       return { kind: 'admitted' };
     }
-    if (!bindingsEqual(existing.binding, inp.binding)) return { kind: 'EXECUTION_COLLISION', existing };
-    if (existing.state === 'in_flight') return { kind: 'EXECUTION_IN_FLIGHT', existing };
-    return { kind: 'EXECUTION_REPLAY_REFUSED', existing };
+    return classifyExisting(existing, inp.binding);
   }
 
   /**

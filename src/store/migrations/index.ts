@@ -8,11 +8,18 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 2;
+export const LATEST_SCHEMA_VERSION = 3;
 
 /** Version 2's description, shared by both engines. */
 export const SESSION_SENSITIVITY_DESCRIPTION =
   'session_sensitivity: the highest sensitivity each session attempted';
+
+/**
+ * The replicas' version (docs/replicas.md), shared by both engines. Written as version 4 after
+ * version 3 of another branch; numbered 3 until that branch is merged (then renumbered 4).
+ */
+export const REPLICA_LEASES_DESCRIPTION =
+  'chain_tips and replica_leases: per-chain tips and fenced replica leases';
 
 /** One numbered migration of one engine. */
 export interface Migration {

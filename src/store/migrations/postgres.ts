@@ -4,8 +4,8 @@
  * every TEXT column is `COLLATE "C"`, byte order of UTF-8 as SQLite's BINARY collation, so keys
  * compare and sort alike in both engines whatever the server's default collation. WITHOUT ROWID
  * is a SQLite storage choice with no PostgreSQL counterpart (a heap table plus its primary key
- * index). Only `cmcp db migrate|status` use this file for now; the gateway serves on SQLite
- * (docs/replicas.md).
+ * index). `cmcp db migrate|status` and the PostgreSQL store (store/postgres/) use this file; the
+ * gateway serves on SQLite (docs/replicas.md).
  */
 import type pg from 'pg';
 import {
@@ -13,6 +13,7 @@ import {
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
+  REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
   SESSION_SENSITIVITY_DESCRIPTION,
 } from './index.js';
@@ -107,10 +108,35 @@ CREATE TABLE session_sensitivity (
 );
 `;
 
+// See ./sqlite.ts (replicas). A chain written before this version gets its tip row here, so
+// store/postgres/chain.ts may treat a missing row as an empty chain.
+const SCHEMA_REPLICAS = `
+CREATE TABLE chain_tips (
+  chain_id      ${T} PRIMARY KEY,
+  tip_sequence  BIGINT NOT NULL,
+  tip_hash      ${T} NOT NULL,
+  tip_timestamp ${T} NOT NULL
+);
+INSERT INTO chain_tips (chain_id, tip_sequence, tip_hash, tip_timestamp)
+  SELECT DISTINCT ON (chain_id) chain_id, sequence_number, entry_hash, timestamp_utc
+  FROM audit_entries ORDER BY chain_id, sequence_number DESC;
+
+CREATE TABLE replica_leases (
+  replica_id     ${T} PRIMARY KEY,
+  lease_token    BIGINT NOT NULL,
+  holder         ${T} NOT NULL,
+  key_thumbprint ${T} NOT NULL,
+  expires_ms     BIGINT NOT NULL,
+  state          ${T} NOT NULL CHECK (state IN ('live','sealing','sealed'))
+);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
   { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
+  // Version 4 once the other branch's version 3 is merged (./index.ts).
+  { version: 3, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

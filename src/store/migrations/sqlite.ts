@@ -12,6 +12,7 @@ import {
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
+  REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
   SESSION_SENSITIVITY_DESCRIPTION,
 } from './index.js';
@@ -118,10 +119,34 @@ CREATE TABLE session_sensitivity (
 ) WITHOUT ROWID;
 `;
 
+// The replicas' tables (docs/replicas.md), the same in both engines. Only the PostgreSQL store
+// (store/postgres/) maintains them: a chain's tip row, locked by every append to that chain, and
+// one fenced lease per replica. A SQLite gateway is one writer on one file (the write lock is the
+// serialisation, store/instance-lock.ts the lease), so here they stay empty.
+const SCHEMA_REPLICAS = `
+CREATE TABLE chain_tips (
+  chain_id      TEXT PRIMARY KEY,
+  tip_sequence  INTEGER NOT NULL,  -- the chain's last sequence_number (-1: no entry yet)
+  tip_hash      TEXT NOT NULL,     -- its entry_hash ('genesis' when none)
+  tip_timestamp TEXT NOT NULL      -- its timestamp_utc ('' when none)
+) WITHOUT ROWID;
+
+CREATE TABLE replica_leases (
+  replica_id     TEXT PRIMARY KEY, -- the replica's instance_id
+  lease_token    INTEGER NOT NULL, -- fencing token: grows at every acquire and takeover
+  holder         TEXT NOT NULL,    -- host, pid, started_at (for operators)
+  key_thumbprint TEXT NOT NULL,    -- the replica's gateway key (binding.md)
+  expires_ms     INTEGER NOT NULL, -- the database's clock, epoch milliseconds
+  state          TEXT NOT NULL CHECK (state IN ('live','sealing','sealed'))
+) WITHOUT ROWID;
+`;
+
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
   { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
+  // Version 4 once the other branch's version 3 is merged (./index.ts).
+  { version: 3, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
 ]);
 
 const SCHEMA_VERSION_TABLE = `
