@@ -256,6 +256,12 @@ export const ERRORS = {
     rpc: -32603,
     summary: 'Start-up: another live process holds this instance_id (one live process per instance).',
   },
+  LEASE_LOST: {
+    http: 503,
+    rpc: -32603,
+    summary:
+      "PostgreSQL replicas: this replica's lease expired or was taken over (its fencing token is no longer the live one), so the write was refused and rolled back; the replica stops writing and must be restarted under a new lease (docs/replicas.md).",
+  },
   DATABASE_SCHEMA_TOO_NEW: {
     http: 500,
     rpc: -32603,

@@ -1,0 +1,101 @@
+/**
+ * Hash chains on PostgreSQL (docs/replicas.md#per-chain-serialisation-on-postgresql): an append
+ * locks the chain's `chain_tips` row FOR UPDATE, which serialises every writer of that chain
+ * across replicas (under READ COMMITTED a lock that waited reads the row's newest committed
+ * version, PostgreSQL 15 docs §13.2.1), builds the entry with the one shared builder
+ * (audit/next-entry.ts), writes it and moves the tip in the same transaction. Appends to
+ * different chains run in parallel. The schema's unique keys (chain_id, sequence_number),
+ * (chain_id, prev_entry_hash) and entry_hash stay the last line: a bug here fails the
+ * transaction (23505), it never forks the chain.
+ */
+import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
+import type pg from 'pg';
+import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
+import { buildNextEntry, type ChainTip, type EntryInput } from '../../audit/next-entry.js';
+
+/**
+ * Locks `chainId`'s tip row (made for an empty chain: sequence -1, `genesis`) and returns the
+ * tip, undefined for an empty chain. Inside the caller's transaction; the lock holds to its end.
+ */
+export async function lockChainTip(client: pg.ClientBase, chainId: string): Promise<ChainTip | undefined> {
+  // A first append to a new chain inserts the row; a concurrent one waits on that insert.
+  await client.query(
+    `INSERT INTO chain_tips (chain_id, tip_sequence, tip_hash, tip_timestamp) VALUES ($1, -1, 'genesis', '')
+     ON CONFLICT (chain_id) DO NOTHING`,
+    [chainId],
+  );
+  const r = await client.query<{ tip_sequence: string; tip_hash: string; tip_timestamp: string }>(
+    'SELECT tip_sequence::text, tip_hash, tip_timestamp FROM chain_tips WHERE chain_id = $1 FOR UPDATE',
+    [chainId],
+  );
+  const row = r.rows[0];
+  if (!row) throw new Error(`chain ${chainId}: tip row missing`);
+  const seq = Number(row.tip_sequence);
+  return seq < 0
+    ? undefined
+    : { sequence_number: seq, entry_hash: row.tip_hash, timestamp_utc: row.tip_timestamp };
+}
+
+/**
+ * Appends one entry to `chainId` inside the caller's (fenced) transaction.
+ * @returns the stored entry (with `entry_hash`).
+ * @throws CanonicalJsonError if a field holds a value JCS cannot carry; pg errors.
+ */
+export async function appendEntry(
+  client: pg.ClientBase,
+  chainId: string,
+  input: EntryInput,
+  clock: MicroClock = systemMicroClock,
+): Promise<AuditEntry> {
+  const tip = await lockChainTip(client, chainId);
+  const { body, canonical, entry_hash } = buildNextEntry(chainId, input, tip, formatMicros(clock()));
+  await client.query(
+    `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
+       execution_id, agent_id, timestamp_utc, canonical) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+    [
+      body.chain_id,
+      body.sequence_number,
+      body.prev_entry_hash,
+      entry_hash,
+      body.entry_type,
+      body.session_id,
+      body.execution_id,
+      body.agent_id,
+      body.timestamp_utc,
+      canonical,
+    ],
+  );
+  await client.query(
+    'UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4 WHERE chain_id = $1',
+    [chainId, body.sequence_number, entry_hash, body.timestamp_utc],
+  );
+  return { ...body, entry_hash };
+}
+
+/** All entries of a chain in sequence order, parsed from their stored canonical text. Reads only. */
+export async function chainEntries(db: pg.Pool | pg.ClientBase, chainId: string): Promise<AuditEntry[]> {
+  const r = await db.query<{ canonical: string; entry_hash: string }>(
+    'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = $1 ORDER BY sequence_number',
+    [chainId],
+  );
+  return r.rows.map((x) => ({ ...(JSON.parse(x.canonical) as AuditEntryBody), entry_hash: x.entry_hash }));
+}
+
+/** A chain as a bundle of stored canonical texts (what a verifier re-hashes). Reads only. */
+export async function chainBundle(
+  db: pg.Pool | pg.ClientBase,
+  chainId: string,
+  sessionId: string | null,
+): Promise<AuditBundle> {
+  const r = await db.query<{ canonical: string; entry_hash: string }>(
+    'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = $1 ORDER BY sequence_number',
+    [chainId],
+  );
+  return {
+    bundle_version: 1,
+    chain_id: chainId,
+    session_id: sessionId,
+    exported_at: new Date().toISOString(),
+    entries: r.rows.map((x) => ({ canonical: x.canonical, entry_hash: x.entry_hash })),
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * Connections and write transactions of the PostgreSQL store (docs/replicas.md). Every write is
+ * one READ COMMITTED transaction on a pooled connection whose first statement is the fence
+ * check (./leases.ts); row locks (the chain tip, the session row) serialise what must be
+ * serialised, so no write needs a retry loop.
+ */
+import pg from 'pg';
+import { checkFence, type Fence } from './leases.js';
+
+/** Options of {@link openReplicaPool}. */
+export interface ReplicaPoolOptions {
+  /** Connections in the pool (default 10). */
+  max?: number;
+  /**
+   * The replicas' lease ttl, milliseconds: statements and idle transactions are cut by the
+   * server well before it (a third of it), so a paused replica's open transaction releases its
+   * fence and row locks before its lease can expire.
+   */
+  leaseTtlMs: number;
+}
+
+/**
+ * A pool for one replica. The server aborts a statement running longer than ttl/3 and a
+ * transaction left idle longer than ttl/3 (PostgreSQL 15 docs §20.11.1
+ * statement_timeout, idle_in_transaction_session_timeout).
+ * @param url a libpq URI (PostgreSQL 15 docs §34.1.1.2).
+ */
+export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool {
+  const cut = Math.max(100, Math.floor(opts.leaseTtlMs / 3));
+  return new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? 10,
+    statement_timeout: cut,
+    idle_in_transaction_session_timeout: cut,
+  });
+}
+
+/**
+ * Runs `fn` in one transaction fenced by `fence`: BEGIN, the fence check, `fn`, COMMIT; any
+ * throw rolls the whole transaction back and is rethrown.
+ * @throws LeaseLostError when the fence fails (nothing written); what `fn` throws; pg errors.
+ */
+export async function fencedTransaction<T>(
+  pool: pg.Pool,
+  fence: Fence,
+  fn: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    try {
+      await checkFence(client, fence);
+      const value = await fn(client);
+      await client.query('COMMIT');
+      return value;
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => {
+        broken = true; // the connection is gone (terminated, timed out): do not reuse it
+      });
+      throw e;
+    }
+  } finally {
+    client.release(broken);
+  }
+}
+
+/**
+ * Runs `fn` inside a SAVEPOINT of the caller's transaction: a throw rolls back `fn`'s writes
+ * only, and is rethrown.
+ */
+export async function savepoint<T>(client: pg.ClientBase, fn: () => Promise<T>): Promise<T> {
+  await client.query('SAVEPOINT cmcp_step');
+  try {
+    const value = await fn();
+    await client.query('RELEASE SAVEPOINT cmcp_step');
+    return value;
+  } catch (e) {
+    await client.query('ROLLBACK TO SAVEPOINT cmcp_step');
+    throw e;
+  }
+}
