@@ -18,6 +18,7 @@ import {
   openDatabase,
   openReadOnlyDatabase,
   setGroupCommit,
+  writesSettled,
 } from '../src/store/db.js';
 import { MAX_BATCH } from '../src/store/group-commit.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
@@ -64,7 +65,44 @@ const chainOk = (chain: AuditChain, id: string, sessionId: string | null = null)
     (c) => c.status !== 'pass' && c.status !== 'not-applicable',
   );
 
+/**
+ * A write into an idle store commits at once, alone (store/group-commit.ts): `lead` is that
+ * write, so that the writes a test queues after it in the same turn are the grouped ones.
+ */
+const lead = (db: Db) =>
+  immediateAsync(db, () =>
+    db
+      .prepare(
+        "INSERT INTO instances VALUES ('lead', 0, 'h', 'now', 0) ON CONFLICT DO UPDATE SET heartbeat_ms = heartbeat_ms + 1",
+      )
+      .run(),
+  );
+
+/** A few event-loop turns without writes: the store is idle again. */
+async function idle(): Promise<void> {
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+}
+
 describe('store: writes queued together commit together', () => {
+  it('a write into an idle store commits at once, alone; one after it in the same turn waits for the group', async () => {
+    const { db, file, dir } = freshDb('idle');
+    const chain = new AuditChain(db);
+    try {
+      const before = walCommits(file).commits;
+      const first = immediateAsync(db, () => chain.append('s', { entry_type: 'tool_call', call_id: 'a' }));
+      // Already committed before any await: its commit frame is in the WAL.
+      expect(walCommits(file).commits - before).toBe(1);
+      const second = immediateAsync(db, () => chain.append('s', { entry_type: 'tool_call', call_id: 'b' }));
+      expect(walCommits(file).commits - before).toBe(1);
+      await Promise.all([first, second]);
+      expect(walCommits(file).commits - before).toBe(2);
+      expect(groupCommitStats(db)).toEqual({ transactions: 2, writes: 2 });
+    } finally {
+      db.close();
+      cleanup(dir);
+    }
+  });
+
   it('writes queued in one turn commit in one transaction, and settle only once it is durable', async () => {
     const { db, file, dir } = freshDb('one');
     const chain = new AuditChain(db);
@@ -72,6 +110,7 @@ describe('store: writes queued together commit together', () => {
     try {
       const before = walCommits(file).commits;
       const seenAtResolve: number[] = [];
+      void lead(db);
       const writes = Array.from({ length: 10 }, (_, i) =>
         immediateAsync(db, () => chain.append('s', { entry_type: 'tool_call', call_id: `c${i}` })).then(
           (e) => {
@@ -83,12 +122,12 @@ describe('store: writes queued together commit together', () => {
         ),
       );
       const entries = await Promise.all(writes);
-      expect(walCommits(file).commits - before).toBe(1);
+      expect(walCommits(file).commits - before).toBe(2); // the lead, then the ten together
       expect(seenAtResolve).toEqual(Array(10).fill(1));
       expect(entries.map((e) => e.sequence_number)).toEqual([...Array(10).keys()]);
       expect(entries.map((e) => e.call_id)).toEqual([...Array(10).keys()].map((i) => `c${i}`));
       expect(chainOk(chain, 's')).toEqual([]);
-      expect(groupCommitStats(db)).toEqual({ transactions: 1, writes: 10 });
+      expect(groupCommitStats(db)).toEqual({ transactions: 2, writes: 11 });
     } finally {
       other.close();
       db.close();
@@ -101,6 +140,7 @@ describe('store: writes queued together commit together', () => {
     const chain = new AuditChain(db);
     try {
       const before = walCommits(file).commits;
+      void lead(db);
       const a = immediateAsync(db, () => chain.append('s', { entry_type: 'tool_call', call_id: 'a' }));
       const bad = immediateAsync(db, () => {
         chain.append('s', { entry_type: 'tool_call', call_id: 'bad' });
@@ -112,7 +152,7 @@ describe('store: writes queued together commit together', () => {
       expect(rc.status).toBe('fulfilled');
       expect(rbad.status).toBe('rejected');
       expect((rbad as PromiseRejectedResult).reason.message).toBe('this write fails after appending');
-      expect(walCommits(file).commits - before).toBe(1);
+      expect(walCommits(file).commits - before).toBe(2); // the lead, then a and c (bad rolled back)
       expect(chain.entries('s').map((e) => [e.call_id, e.sequence_number])).toEqual([
         ['a', 0],
         ['c', 1],
@@ -131,7 +171,9 @@ describe('store: writes queued together commit together', () => {
       db.exec(`CREATE TABLE parent (id TEXT PRIMARY KEY);
         CREATE TABLE child (pid TEXT REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);`);
       await immediateAsync(db, () => chain.append('s', { entry_type: 'session_open' }));
+      await idle(); // the lead commits at once
       const before = walCommits(file).commits;
+      void lead(db);
       const writes = [
         immediateAsync(db, () => chain.append('s', { entry_type: 'tool_call', call_id: 'x' })),
         // SQLite checks a deferred foreign key at COMMIT: this batch's COMMIT fails.
@@ -142,7 +184,7 @@ describe('store: writes queued together commit together', () => {
       expect(settled.map((s) => s.status)).toEqual(['rejected', 'rejected', 'rejected']);
       for (const s of settled)
         expect((s as PromiseRejectedResult).reason.code).toBe('SQLITE_CONSTRAINT_FOREIGNKEY');
-      expect(walCommits(file).commits - before).toBe(0);
+      expect(walCommits(file).commits - before).toBe(1); // the lead alone
       expect(db.inTransaction).toBe(false);
       expect(chain.entries('s').map((e) => e.entry_type)).toEqual(['session_open']);
       expect(db.prepare('SELECT count(*) AS n FROM child').get()).toEqual({ n: 0 });
@@ -164,16 +206,34 @@ describe('store: writes queued together commit together', () => {
     try {
       const before = walCommits(file).commits;
       const n = MAX_BATCH * 2 + 5;
+      void lead(db);
       const entries = await Promise.all(
         Array.from({ length: n }, (_, i) =>
           immediateAsync(db, () => chain.append('s', { entry_type: 'tool_call', call_id: `c${i}` })),
         ),
       );
-      expect(walCommits(file).commits - before).toBe(3);
+      expect(walCommits(file).commits - before).toBe(4); // the lead, then 64 + 64 + 5
       expect(entries.map((e) => e.sequence_number)).toEqual([...Array(n).keys()]);
       expect(chainOk(chain, 's')).toEqual([]);
     } finally {
       db.close();
+      cleanup(dir);
+    }
+  });
+
+  it('writesSettled waits for writes nobody awaits, so closing the connection loses none', async () => {
+    const { db, file, dir } = freshDb('settle');
+    const chain = new AuditChain(db);
+    try {
+      void lead(db);
+      void immediateAsync(db, () => chain.append('s', { entry_type: 'request_refused' }));
+      await writesSettled(db);
+      db.close();
+      const again = openReadOnlyDatabase(file);
+      expect(new AuditChain(again).entries('s').map((e) => e.entry_type)).toEqual(['request_refused']);
+      again.close();
+    } finally {
+      if (db.open) db.close();
       cleanup(dir);
     }
   });

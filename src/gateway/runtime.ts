@@ -32,7 +32,7 @@ import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
-import { type Db, openDatabase } from '../store/db.js';
+import { type Db, openDatabase, writesSettled } from '../store/db.js';
 import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
 import { startCheckpoints } from '../store/wal.js';
@@ -444,6 +444,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       await tracing.shutdown();
       checkpoints.stop();
       await storeWorker?.close();
+      await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();
     };
     if (storeWorker) {

@@ -241,6 +241,15 @@ export function setGroupCommit(db: Db, on: boolean): void {
   groupCommitOn.set(db, on);
 }
 
+/**
+ * Resolves once every write queued on the connection's group commit has settled: await it
+ * before `db.close()`, so that a write nobody awaits (a refusal record, a shutdown's flush) is
+ * not lost with the connection.
+ */
+export function writesSettled(db: Db): Promise<void> {
+  return queues.get(db)?.settled() ?? Promise.resolve();
+}
+
 /** Transactions committed by the connection's group commit and the writes they carried. */
 export function groupCommitStats(db: Db): { transactions: number; writes: number } | null {
   return queues.get(db)?.stats ?? null;

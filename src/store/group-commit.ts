@@ -5,8 +5,10 @@
  * turn commit in ONE `BEGIN IMMEDIATE` transaction, so with `synchronous=FULL` one fsync of the
  * WAL covers all of them instead of one each.
  *
- * - The first write queued schedules a flush with `setImmediate`: everything queued before the
- *   loop reaches its check phase joins it.
+ * - A write that finds the store idle (no write in this event-loop turn nor in the previous one,
+ *   nothing queued) commits at once, as a transaction of its own: one caller at a time pays
+ *   nothing for grouping. Any other write is queued, and the first one queued schedules a flush
+ *   with `setImmediate`: everything queued before the loop reaches its check phase joins it.
  * - The flush runs the work functions in the order they were queued, each in a SAVEPOINT of its
  *   own: a work function that throws is rolled back alone and rejects alone; the others commit.
  * - Promises settle only after COMMIT returned: no answer leaves before its entry is durable. A
@@ -70,6 +72,12 @@ function abortedError(): Error {
 export class CommitQueue {
   private queue: Queued[] = [];
   private flushing = false;
+  /** Writes in this event-loop turn, and whether the previous turn had any (see {@link tick}). */
+  private turnWrites = 0;
+  private previousTurnWrote = false;
+  private ticking = false;
+  /** Callers of {@link settled} waiting for the queue to empty. */
+  private waiters: (() => void)[] = [];
   /** Transactions committed and writes they carried, since the queue was made. */
   readonly stats = { transactions: 0, writes: 0 };
 
@@ -82,6 +90,13 @@ export class CommitQueue {
    *   SQLITE_BUSY of the last try once the busy budget has passed.
    */
   enqueue<T>(fn: () => T): Promise<T> {
+    const idle = !this.flushing && this.turnWrites === 0 && !this.previousTurnWrote;
+    this.turnWrites += 1;
+    this.tick();
+    if (idle) {
+      const now = this.alone(fn);
+      if (now) return now;
+    }
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
         fn,
@@ -94,6 +109,35 @@ export class CommitQueue {
         this.gather(1, 0);
       }
     });
+  }
+
+  /** Follows the turns while writes arrive: at each check phase, this turn becomes the previous. */
+  private tick(): void {
+    if (this.ticking) return;
+    this.ticking = true;
+    setImmediate(() => {
+      this.ticking = false;
+      this.previousTurnWrote = this.turnWrites > 0;
+      this.turnWrites = 0;
+      if (this.previousTurnWrote) this.tick();
+    });
+  }
+
+  /**
+   * Commits `fn` at once in its own transaction. @returns its settled promise, or null when the
+   * lock is held elsewhere (then it is queued and waited for like any other write).
+   */
+  private alone<T>(fn: () => T): Promise<T> | null {
+    let tried: Attempt<T>;
+    try {
+      tried = this.p.attempt(fn);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (!tried.ran) return null;
+    this.stats.transactions += 1;
+    this.stats.writes += 1;
+    return Promise.resolve(tried.value);
   }
 
   /**
@@ -127,7 +171,14 @@ export class CommitQueue {
       }
     } finally {
       this.flushing = false;
+      for (const w of this.waiters.splice(0)) w();
     }
+  }
+
+  /** Resolves once every write queued so far has settled (before the connection is closed). */
+  settled(): Promise<void> {
+    if (!this.flushing) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
   }
 
   /** One group transaction over `batch`; settles its promises unless the lock was busy. */
