@@ -44,6 +44,7 @@ const program = new Command('bench')
   .option('--calls <n>', 'calls of the memory or profile mode', int)
   .option('--profile', 'CPU profile of cmcp full under load')
   .option('--group-commit', 'cmcp full with group commit off and on, side by side')
+  .option('--store-worker', 'with --group-commit: also cmcp full with its writes in the store worker')
   .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
   .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
   .option('--concurrency <n>', 'concurrent callers of the profile mode', int, 16)
@@ -59,6 +60,7 @@ const opts = program.opts<{
   calls?: number;
   profile?: boolean;
   groupCommit?: boolean;
+  storeWorker?: boolean;
   label: string;
   cmcpRoot?: string;
   concurrency: number;
@@ -114,6 +116,7 @@ try {
       warmMs: 500,
       concurrencies: [1, 16, 64],
       fsyncCalls: quick ? 300 : 1000,
+      worker: !!opts.storeWorker,
     });
     const file = join(resultsDir, `group-commit-${stamp}.json`);
     writeFileSync(file, `${JSON.stringify(r, null, 2)}\n`);

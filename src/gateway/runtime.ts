@@ -38,6 +38,7 @@ import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
 import { DatabaseUnavailableError } from '../store/migrations/index.js';
 import { startCheckpoints } from '../store/wal.js';
+import { type StoreWorker, storeWorkerFromEnv } from '../store/write-client.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -141,6 +142,8 @@ interface Observers {
   tracing: Tracing;
   readiness: Readiness;
   drain: Drain;
+  /** The store worker (CMCP_STORE_WORKER=on), or null. */
+  storeWorker: StoreWorker | null;
 }
 
 /**
@@ -266,6 +269,7 @@ function buildHttp(
       agentAttributes: (id) => agentAttrs.get(id) ?? {},
     },
     callTelemetry(obs.metrics, obs.tracing.enabled ? obs.tracing.tracer : null),
+    obs.storeWorker,
   );
   const refusals = gatewayRefusals(
     chain,
@@ -398,13 +402,19 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         log,
       });
     const drain = new Drain();
+    // The call path's writes in the store worker (store/write-client.ts), behind CMCP_STORE_WORKER=on.
+    const storeWorker = storeWorkerFromEnv(cfg.database, cfg.instance_id);
+    if (storeWorker) {
+      opened.push(() => storeWorker.close());
+      log.info('store worker: the call path writes in a worker thread (CMCP_STORE_WORKER=on)');
+    }
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain },
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain, storeWorker },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
@@ -447,9 +457,18 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       instance.release();
       await tracing.shutdown();
       checkpoints.stop();
+      await storeWorker?.close();
       await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();
     };
+    if (storeWorker) {
+      // Prototype gap: the worker learns of the close by message, after the shutdown's recovery began.
+      const closeAttempts = calls.attempts.close.bind(calls.attempts);
+      calls.attempts.close = () => {
+        closeAttempts();
+        void storeWorker.closeAttempts();
+      };
+    }
     const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };
     return {
       app,

@@ -332,6 +332,12 @@ export const ERRORS = {
   ...VERIFY_INPUT_ERRORS,
   ...BINDING_BATCH_ERRORS,
   ...ATTESTATION_ERRORS,
+  STORE_QUEUE_FULL: {
+    http: 503,
+    rpc: -32006,
+    summary:
+      "The store worker's write queue is full: the call was not admitted, nothing was written and no upstream was invoked; retry later.",
+  },
   SESSION_BINDING_REQUIRED: {
     http: 503,
     rpc: -32080,
