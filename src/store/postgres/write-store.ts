@@ -1,0 +1,99 @@
+/**
+ * The call path's write commands (store/writes.ts) on PostgreSQL: each command is one fenced
+ * transaction (./transaction.ts) on the replica's pool, with the same meaning as
+ * `executeWrite` on SQLite — the same refusal builder (`admissionRefusal`), the same order of
+ * admission checks (execution/registry.ts classifyExisting), the same entry builder
+ * (audit/next-entry.ts), the same fault seam (`terminal_commit`). Written as its own async
+ * sequence because the SQLite one runs synchronously inside `BEGIN IMMEDIATE`, while here every
+ * statement is a round trip.
+ */
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type pg from 'pg';
+import type { MicroClock } from '../../audit/clock.js';
+import type { EntryInput } from '../../audit/next-entry.js';
+import type { AttemptStart } from '../../call/attempts.js';
+import { maybeFail } from '../faults.js';
+import { admissionRefusal, type WriteCommand, type WriteResults, type WriteStore } from '../writes.js';
+import { beginAttempt, endAttempt } from './attempts.js';
+import { appendEntry } from './chain.js';
+import { admitExecution, finishExecution } from './executions.js';
+import type { Fence } from './leases.js';
+import { countCall, lockLiveChain } from './sessions.js';
+import { fencedTransaction, savepoint } from './transaction.js';
+
+type Results = WriteResults[WriteCommand['kind']];
+
+/** One replica's writes on the shared PostgreSQL, fenced by its lease. */
+export class PostgresWriteStore implements WriteStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    /** The replica's lease (./leases.ts): checked first in every transaction. */
+    readonly fence: Fence,
+    private readonly clock?: MicroClock,
+  ) {}
+
+  /**
+   * Executes one command in its own transaction.
+   * @returns (resolves) the command's result once committed.
+   * @throws (rejects) LeaseLostError (LEASE_LOST) when the lease is no longer live; what the
+   *   command's checks throw (an attempt already ended, a row not in flight); pg errors — in
+   *   every case nothing of the command is written.
+   */
+  write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]> {
+    return fencedTransaction(this.pool, this.fence, (client) => this.execute(client, cmd)) as Promise<
+      WriteResults[C['kind']]
+    >;
+  }
+
+  private async execute(client: pg.PoolClient, cmd: WriteCommand): Promise<Results> {
+    const owner = this.fence.replicaId;
+    switch (cmd.kind) {
+      case 'attempt':
+        await this.begin(client, cmd.attempt, cmd.raiseSensitivity);
+        return null;
+      case 'admission': {
+        const r = await admitExecution(client, cmd.admission, owner);
+        if (r.kind === 'admitted') {
+          await this.begin(client, cmd.attempt, cmd.raiseSensitivity);
+          return { kind: 'admitted' };
+        }
+        const why = admissionRefusal(r, cmd.admission.executionId);
+        const entry = { ...cmd.refusalEntry, ...why.entry, error_code: why.code };
+        try {
+          const e = await savepoint(client, () => this.refusal(client, cmd.admission.sessionId, entry));
+          return { kind: 'refused', refusal: why, entry: e };
+        } catch (e) {
+          return { kind: 'refusal-not-recorded', refusal: why, message: (e as Error).message };
+        }
+      }
+      case 'terminal': {
+        const chainId = await lockLiveChain(client, cmd.sessionId);
+        const e = await appendEntry(client, chainId, { ...cmd.entry, disposition: cmd.disposition }, this.clock);
+        if (cmd.execution) await finishExecution(client, cmd.execution, cmd.disposition, e.entry_hash);
+        await countCall(client, cmd.sessionId);
+        await endAttempt(client, cmd.entry.call_id as string);
+        maybeFail('terminal_commit');
+        return e;
+      }
+      case 'refusal':
+        return this.refusal(client, cmd.sessionId, cmd.entry);
+    }
+  }
+
+  private async begin(client: pg.PoolClient, attempt: AttemptStart, level: number | null): Promise<void> {
+    await beginAttempt(client, attempt, this.fence.replicaId);
+    if (level !== null)
+      await client.query(
+        `INSERT INTO session_sensitivity (session_id, level) VALUES ($1, $2)
+         ON CONFLICT (session_id) DO UPDATE SET level = GREATEST(session_sensitivity.level, excluded.level)`,
+        [attempt.sessionId, level],
+      );
+  }
+
+  private async refusal(client: pg.PoolClient, sessionId: string | null, entry: EntryInput) {
+    const chainId = sessionId ? await lockLiveChain(client, sessionId) : GATEWAY_CHAIN_ID;
+    const e = await appendEntry(client, chainId, { ...entry, disposition: 'refused' }, this.clock);
+    if (sessionId) await countCall(client, sessionId);
+    return e;
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * The two engines behind the storage contract, as the contract suite (test/store-contract.test.ts)
+ * drives them: three "replicas" writing into one database — on SQLite three connections to one
+ * file (one host's processes share its write lock), on PostgreSQL three pools each holding its
+ * own fenced lease (src/store/postgres/). Each replica exposes the write commands
+ * (store/writes.ts WriteStore) and a plain chain append; the engine exposes committed reads.
+ * Nothing of either engine is mocked.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
+import pg from 'pg';
+import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
+import { AttemptLog } from '../../src/call/attempts.js';
+import { storeSensitivity } from '../../src/call/sensitivity.js';
+import { ExecutionRegistry, type ExecutionRow } from '../../src/execution/registry.js';
+import { type Db, immediate, openDatabase } from '../../src/store/db.js';
+import { migratePostgres } from '../../src/store/migrations/postgres.js';
+import { appendEntry, chainBundle } from '../../src/store/postgres/chain.js';
+import { getExecution } from '../../src/store/postgres/executions.js';
+import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
+import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
+import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
+import { prepared } from '../../src/store/statements.js';
+import { inProcessWrites } from '../../src/store/write-client.js';
+import type { WriteContext, WriteStore } from '../../src/store/writes.js';
+import { createDatabase, type PostgresInstance } from '../../testing/postgres.js';
+
+/** One writer of the shared database. */
+export interface Replica {
+  id: string;
+  writes: WriteStore;
+  /** One entry appended to `chainId` in its own transaction. */
+  append(chainId: string, input: EntryInput): Promise<AuditEntry>;
+}
+
+/** A database with three replicas writing into it. */
+export interface Engine {
+  name: 'sqlite' | 'postgres';
+  replicas: Replica[];
+  bundle(chainId: string, sessionId: string | null): Promise<AuditBundle>;
+  execution(agentId: string, executionId: string): Promise<ExecutionRow | undefined>;
+  /** The call_ids of every open attempt. */
+  openAttempts(): Promise<string[]>;
+  /** A session row (status open), as SessionService writes it, without its genesis entry. */
+  addSession(sessionId: string, agentId: string): Promise<void>;
+  callCount(sessionId: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+const SESSION_SQL = `INSERT INTO sessions (session_id, agent_id, is_default, status, created_at, created_ms, chain_root,
+  key_thumbprint, call_count, binding_json, owner) VALUES ($1, $2, 0, 'open', '2026-12-01T00:00:00.000Z', 0,
+  'sha256:root', 'thumb', 0, '{}', 'replica-0')`;
+
+/** The WriteContext the store worker builds (store/write-worker.ts), over one connection. */
+function sqliteContext(db: Db, owner: string): WriteContext {
+  return {
+    chain: new AuditChain(db),
+    executions: new ExecutionRegistry(db, owner),
+    attempts: new AttemptLog(db, owner),
+    sessionIsOpen: (id) =>
+      prepared<[string], { status: string }>(db, 'SELECT status FROM sessions WHERE session_id = ?').get(id)
+        ?.status === 'open',
+    countCall: (id) =>
+      void prepared(db, 'UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(id),
+    raiseSensitivity: (id, level) => storeSensitivity(db, id, level),
+    atomic: (fn) => immediate(db, fn),
+  };
+}
+
+/** Three connections to one new SQLite file. */
+export function sqliteEngine(): Engine {
+  const path = join(mkdtempSync(join(tmpdir(), 'cmcp-contract-')), 'store.db');
+  const dbs = [0, 1, 2].map(() => openDatabase(path, 30_000));
+  const reader = dbs[0] as Db;
+  return {
+    name: 'sqlite',
+    replicas: dbs.map((db, i) => {
+      const chain = new AuditChain(db);
+      return {
+        id: `replica-${i}`,
+        writes: inProcessWrites(db, sqliteContext(db, `replica-${i}`)),
+        append: (chainId, input) => chain.appendAwaited(chainId, input),
+      };
+    }),
+    bundle: async (chainId, sessionId) => new AuditChain(reader).bundle(chainId, sessionId),
+    execution: async (a, x) => new ExecutionRegistry(reader, 'reader').get(a, x),
+    openAttempts: async () =>
+      reader
+        .prepare<[], { call_id: string }>('SELECT call_id FROM call_attempts ORDER BY call_id')
+        .all()
+        .map((r) => r.call_id),
+    addSession: async (id, agent) => {
+      reader.prepare(SESSION_SQL.replace(/\$\d/g, '?')).run(id, agent);
+    },
+    callCount: async (id) =>
+      reader
+        .prepare<[string], { n: number }>('SELECT call_count AS n FROM sessions WHERE session_id = ?')
+        .get(id)?.n ?? -1,
+    close: async () => {
+      for (const db of dbs) db.close();
+    },
+  };
+}
+
+/** A PostgreSQL replica: its pool, its fence. */
+export interface PgReplica extends Replica {
+  pool: pg.Pool;
+  fence: Fence;
+}
+
+/** Options of {@link postgresEngine}. */
+export interface PgEngineOptions {
+  /** Lease ttl of each replica, milliseconds (default 60 s: never expires during a test). */
+  ttlMs?: number[];
+}
+
+/** A new database on `server`, migrated, and three pools each holding its own lease. */
+export async function postgresEngine(
+  server: PostgresInstance,
+  name: string,
+  opts: PgEngineOptions = {},
+): Promise<Engine & { replicas: PgReplica[]; url: string; admin: pg.Pool }> {
+  const url = await createDatabase(server, name);
+  const admin = new pg.Pool({ connectionString: url, max: 4 });
+  const c = await admin.connect();
+  try {
+    await migratePostgres(c, name);
+  } finally {
+    c.release();
+  }
+  const replicas: PgReplica[] = [];
+  for (const i of [0, 1, 2]) {
+    const pool = openReplicaPool(url, { leaseTtlMs: 60_000, max: 8 });
+    const id = `replica-${i}`;
+    const { fence } = await acquireLease(pool, {
+      replicaId: id,
+      holder: `test pool ${i}`,
+      keyThumbprint: `thumb-${i}`,
+      ttlMs: opts.ttlMs?.[i] ?? 60_000,
+    });
+    replicas.push({
+      id,
+      pool,
+      fence,
+      writes: new PostgresWriteStore(pool, fence),
+      append: (chainId, input) => fencedTransaction(pool, fence, (cl) => appendEntry(cl, chainId, input)),
+    });
+  }
+  return {
+    name: 'postgres',
+    url,
+    admin,
+    replicas,
+    bundle: (chainId, sessionId) => chainBundle(admin, chainId, sessionId),
+    execution: (a, x) => getExecution(admin, a, x),
+    openAttempts: async () =>
+      (await admin.query<{ call_id: string }>('SELECT call_id FROM call_attempts ORDER BY call_id')).rows.map(
+        (r) => r.call_id,
+      ),
+    addSession: async (id, agent) => {
+      await admin.query(SESSION_SQL, [id, agent]);
+    },
+    callCount: async (id) =>
+      Number(
+        (
+          await admin.query<{ n: string }>(
+            'SELECT call_count::text AS n FROM sessions WHERE session_id = $1',
+            [id],
+          )
+        ).rows[0]?.n ?? -1,
+      ),
+    close: async () => {
+      for (const r of replicas) await r.pool.end();
+      await admin.end();
+    },
+  };
+}

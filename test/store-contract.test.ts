@@ -1,0 +1,434 @@
+/**
+ * The storage contract (issue 15, docs/replicas.md), the same cases against both engines: SQLite
+ * (three connections to one file) and PostgreSQL (three pools, each a replica with its own
+ * fenced lease, on a real throw-away PostgreSQL from testing/postgres.ts). C-CHAIN-1 with
+ * 3 × 50 concurrent appends; C-EXEC-1 and C-EXEC-2 with the racing admissions sent through
+ * different replicas; the terminal entry, registry transition, call count and attempt end in
+ * one transaction (a fault before the commit leaves nothing half-written). PostgreSQL only (a
+ * SQLite gateway has one writer per file and the instance lock): fencing by lease token, a
+ * takeover waiting for a write that passed the fence, sealing an expired replica's work and
+ * not a live one's.
+ */
+import { verifyBundle } from '@cmcp/verify/bundle';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AttemptStart } from '../src/call/attempts.js';
+import { toolCallBinding } from '../src/execution/binding.js';
+import { openAttempts } from '../src/store/postgres/attempts.js';
+import { appendEntry } from '../src/store/postgres/chain.js';
+import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
+import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
+import { openReplicaPool } from '../src/store/postgres/transaction.js';
+import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
+import type { AdmissionResult, WriteCommand } from '../src/store/writes.js';
+import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
+import { hasPostgres } from './harness/postgres.js';
+import { type Engine, postgresEngine, sqliteEngine } from './harness/store-engines.js';
+
+const withPostgres = hasPostgres();
+let server: PostgresInstance | null = null;
+let dbCount = 0;
+beforeAll(async () => {
+  if (withPostgres) server = await startPostgres();
+}, 60_000);
+afterAll(async () => {
+  await server?.stop();
+});
+
+const engines: [string, () => Promise<Engine>][] = [
+  ['sqlite', async () => sqliteEngine()],
+  ['postgres', () => postgresEngine(server as PostgresInstance, `contract_${++dbCount}`)],
+];
+
+function verified(bundle: unknown) {
+  const report = verifyBundle(bundle);
+  return report.checks.filter((c) => c.status === 'fail');
+}
+
+let calls = 0;
+function attempt(sessionId: string, executionId: string | null, tool = 'echo'): AttemptStart {
+  return {
+    callId: `call-${++calls}`,
+    method: 'tools/call',
+    upstream: 'upstream-a',
+    agentId: 'agent-1',
+    sessionId,
+    executionId,
+    toolName: tool,
+    requestPayloadHash: null,
+    workflowId: null,
+  };
+}
+
+function admission(
+  a: AttemptStart,
+  args: Record<string, unknown>,
+): Extract<WriteCommand, { kind: 'admission' }> {
+  const binding = toolCallBinding({
+    agentId: a.agentId,
+    serverIdentity: a.upstream,
+    toolName: a.toolName as string,
+    arguments: args,
+    actionTimestamp: null,
+  });
+  return {
+    kind: 'admission',
+    admission: {
+      agentId: a.agentId,
+      executionId: a.executionId as string,
+      binding,
+      callId: a.callId,
+      sessionId: a.sessionId,
+      toolName: a.toolName as string,
+    },
+    attempt: a,
+    raiseSensitivity: null,
+    refusalEntry: {
+      entry_type: 'tool_call',
+      call_id: a.callId,
+      agent_id: a.agentId,
+      session_id: a.sessionId,
+      execution_id: a.executionId,
+      tool_name: a.toolName,
+    },
+  };
+}
+
+function terminal(a: AttemptStart, disposition: 'completed' | 'not_attempted' = 'completed'): WriteCommand {
+  return {
+    kind: 'terminal',
+    sessionId: a.sessionId,
+    entry: {
+      entry_type: 'tool_call',
+      call_id: a.callId,
+      agent_id: a.agentId,
+      session_id: a.sessionId,
+      execution_id: a.executionId,
+      tool_name: a.toolName,
+      server_identity: a.upstream,
+    },
+    disposition,
+    execution: a.executionId ? { agentId: a.agentId, executionId: a.executionId, callId: a.callId } : null,
+  };
+}
+
+const codeOf = (r: AdmissionResult) => (r.kind === 'admitted' ? 'admitted' : r.refusal.code);
+
+describe.each(engines)('the storage contract on %s', (name, make) => {
+  const skip = name === 'postgres' && !withPostgres;
+  let engine: Engine;
+  beforeAll(async () => {
+    if (!skip) engine = await make();
+  }, 60_000);
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  it.skipIf(skip)(
+    'C-CHAIN-1: 3 replicas × 50 concurrent appends, to an empty chain and to a non-empty one, make one linear chain',
+    async () => {
+      const chainId = 'chain-c1';
+      for (const round of [0, 1]) {
+        await Promise.all(
+          Array.from({ length: 150 }, (_, i) =>
+            (engine.replicas[i % 3] as (typeof engine.replicas)[number]).append(chainId, {
+              entry_type: 'test_append',
+              detail: { round, i },
+            }),
+          ),
+        );
+        const bundle = await engine.bundle(chainId, null);
+        expect(bundle.entries).toHaveLength(150 * (round + 1));
+        const bodies = bundle.entries.map(
+          (e) => JSON.parse(e.canonical) as { sequence_number: number; prev_entry_hash: string },
+        );
+        expect(bodies.map((b) => b.sequence_number)).toEqual(bodies.map((_, i) => i));
+        expect(new Set(bodies.map((b) => b.prev_entry_hash)).size).toBe(bodies.length);
+        // every writer's appends made it (nothing lost)
+        const seen = bodies.map((b) => JSON.stringify((b as { detail?: unknown }).detail));
+        expect(new Set(seen).size).toBe(bodies.length);
+        expect(verified(bundle)).toEqual([]);
+      }
+    },
+    120_000,
+  );
+
+  it.skipIf(skip)(
+    'refusal commands from 3 replicas into one session: one chain, every call counted',
+    async () => {
+      await engine.addSession('s-refusals', 'agent-1');
+      await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          engine.replicas[i % 3]?.writes.write({
+            kind: 'refusal',
+            sessionId: 's-refusals',
+            entry: { entry_type: 'tool_call', call_id: `r-${i}`, error_code: 'POLICY_DENIED' },
+          }),
+        ),
+      );
+      const bundle = await engine.bundle('s-refusals', 's-refusals');
+      expect(bundle.entries).toHaveLength(60);
+      expect(verified(bundle)).toEqual([]);
+      expect(await engine.callCount('s-refusals')).toBe(60);
+    },
+    60_000,
+  );
+
+  it.skipIf(skip)(
+    'C-EXEC-1: 20 concurrent admissions of one key through 3 replicas admit exactly one; after its failure the key stays refused',
+    async () => {
+      await engine.addSession('s-exec1', 'agent-1');
+      const tries = Array.from({ length: 20 }, () => attempt('s-exec1', 'x-exec1'));
+      const results = await Promise.all(
+        tries.map(
+          (a, i) => engine.replicas[i % 3]?.writes.write(admission(a, { q: 1 })) as Promise<AdmissionResult>,
+        ),
+      );
+      const codes = results.map(codeOf);
+      expect(codes.filter((c) => c === 'admitted')).toHaveLength(1);
+      expect(codes.filter((c) => c === 'EXECUTION_IN_FLIGHT')).toHaveLength(19);
+      const winner = tries[codes.indexOf('admitted')] as AttemptStart;
+      expect(await engine.openAttempts()).toEqual([winner.callId]);
+      const row = await engine.execution('agent-1', 'x-exec1');
+      expect(row).toMatchObject({ state: 'in_flight', call_id: winner.callId });
+
+      // the upstream call failed: not_attempted is terminal, the key is never run again
+      const e = await engine.replicas[1]?.writes.write(terminal(winner, 'not_attempted'));
+      expect((await engine.execution('agent-1', 'x-exec1'))?.terminal_entry_hash).toBe(
+        (e as { entry_hash: string }).entry_hash,
+      );
+      const again = (await engine.replicas[2]?.writes.write(
+        admission(attempt('s-exec1', 'x-exec1'), { q: 1 }),
+      )) as AdmissionResult;
+      expect(codeOf(again)).toBe('EXECUTION_REPLAY_REFUSED');
+      expect(await engine.openAttempts()).toEqual([]);
+      const bundle = await engine.bundle('s-exec1', 's-exec1');
+      expect(bundle.entries).toHaveLength(21); // 19 refusals, 1 terminal, 1 replay refusal
+      expect(verified(bundle)).toEqual([]);
+      expect(await engine.callCount('s-exec1')).toBe(21);
+    },
+    60_000,
+  );
+
+  it.skipIf(skip)(
+    'C-EXEC-2: another request under the same key collides while the first runs; reordered arguments are the same request',
+    async () => {
+      await engine.addSession('s-exec2', 'agent-1');
+      const first = attempt('s-exec2', 'x-exec2');
+      const r0 = (await engine.replicas[0]?.writes.write(
+        admission(first, { a: 1, b: 2 }),
+      )) as AdmissionResult;
+      expect(codeOf(r0)).toBe('admitted');
+      const [other, otherTool, reordered] = (await Promise.all([
+        engine.replicas[1]?.writes.write(admission(attempt('s-exec2', 'x-exec2'), { a: 2, b: 2 })),
+        engine.replicas[2]?.writes.write(
+          admission(attempt('s-exec2', 'x-exec2', 'other_tool'), { a: 1, b: 2 }),
+        ),
+        engine.replicas[1]?.writes.write(admission(attempt('s-exec2', 'x-exec2'), { b: 2, a: 1 })),
+      ])) as AdmissionResult[];
+      expect([other, otherTool, reordered].map((r) => codeOf(r as AdmissionResult))).toEqual([
+        'EXECUTION_COLLISION',
+        'EXECUTION_COLLISION',
+        'EXECUTION_IN_FLIGHT',
+      ]);
+      expect(await engine.execution('agent-1', 'x-exec2')).toMatchObject({
+        state: 'in_flight',
+        call_id: first.callId,
+      });
+    },
+    60_000,
+  );
+
+  it.skipIf(skip)(
+    'the terminal entry, the registry transition, the call count and the attempt end commit together: a fault before the commit leaves nothing',
+    async () => {
+      await engine.addSession('s-term', 'agent-1');
+      const a = attempt('s-term', 'x-term');
+      expect(
+        codeOf((await engine.replicas[0]?.writes.write(admission(a, { z: 1 }))) as AdmissionResult),
+      ).toBe('admitted');
+      // A fault after the entry and the registry transition: the attempt to end is not this call's.
+      const broken = terminal(a);
+      if (broken.kind !== 'terminal') throw new Error('unreachable');
+      const faulty = { ...broken, entry: { ...broken.entry, call_id: 'not-an-open-attempt' } };
+      await expect(engine.replicas[1]?.writes.write(faulty)).rejects.toThrow(/no open attempt/);
+      expect((await engine.bundle('s-term', 's-term')).entries).toHaveLength(0);
+      expect(await engine.execution('agent-1', 'x-term')).toMatchObject({
+        state: 'in_flight',
+        terminal_entry_hash: null,
+      });
+      expect(await engine.callCount('s-term')).toBe(0);
+      expect(await engine.openAttempts()).toContain(a.callId);
+
+      const e = (await engine.replicas[2]?.writes.write(terminal(a))) as { entry_hash: string };
+      expect(await engine.execution('agent-1', 'x-term')).toMatchObject({
+        state: 'completed',
+        terminal_entry_hash: e.entry_hash,
+      });
+      // A second terminal for the same call fails at the registry (not in flight): nothing more written.
+      await expect(engine.replicas[0]?.writes.write(terminal(a))).rejects.toThrow(/not in flight/);
+      expect((await engine.bundle('s-term', 's-term')).entries).toHaveLength(1);
+      expect(await engine.callCount('s-term')).toBe(1);
+      expect(await engine.openAttempts()).not.toContain(a.callId);
+    },
+    60_000,
+  );
+});
+
+describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
+  it('a replica whose lease expired cannot write; a takeover under a new token fences the old one', async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+      ttlMs: [60_000, 60_000, 1500],
+    });
+    try {
+      const [, , stale] = engine.replicas;
+      if (!stale) throw new Error('unreachable');
+      await stale.append('chain-fence', { entry_type: 'test_append' });
+      await new Promise((r) => setTimeout(r, 1800));
+      await expect(stale.append('chain-fence', { entry_type: 'test_append' })).rejects.toMatchObject({
+        code: 'LEASE_LOST',
+      });
+      await expect(renewLease(stale.pool, stale.fence, 1500)).rejects.toMatchObject({ code: 'LEASE_LOST' });
+
+      // The replica restarts on another pool: a new token, one above the old.
+      const pool = openReplicaPool(engine.url, { leaseTtlMs: 60_000, max: 2 });
+      try {
+        const taken = await acquireLease(pool, {
+          replicaId: stale.id,
+          holder: 'restarted',
+          keyThumbprint: 'thumb-2b',
+          ttlMs: 60_000,
+        });
+        expect(taken).toEqual({
+          fence: { replicaId: stale.id, leaseToken: stale.fence.leaseToken + 1 },
+          previous: 'expired',
+        });
+        // a live lease refuses a second holder
+        await expect(
+          acquireLease(pool, { replicaId: stale.id, holder: 'third', keyThumbprint: 'x', ttlMs: 60_000 }),
+        ).rejects.toMatchObject({ code: 'INSTANCE_RUNNING' });
+        // the old fence stays refused though the lease is live again
+        await expect(
+          stale.writes.write({ kind: 'refusal', sessionId: null, entry: { entry_type: 'tool_call' } }),
+        ).rejects.toMatchObject({ code: 'LEASE_LOST' });
+        await new PostgresWriteStore(pool, taken.fence).write({
+          kind: 'refusal',
+          sessionId: null,
+          entry: { entry_type: 'tool_call' },
+        });
+        expect((await engine.bundle('chain-fence', null)).entries).toHaveLength(1);
+        const gateway = await engine.bundle(GATEWAY_CHAIN_ID, null);
+        expect(gateway.entries).toHaveLength(1);
+        expect(verified(gateway)).toEqual([]);
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      await engine.close();
+    }
+  }, 60_000);
+
+  it('a takeover waits for a write transaction that passed the fence: that write commits before it, none after', async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+      ttlMs: [60_000, 60_000, 1000],
+    });
+    try {
+      const stale = engine.replicas[2];
+      if (!stale) throw new Error('unreachable');
+      const client = await stale.pool.connect();
+      await client.query('BEGIN');
+      await checkFence(client, stale.fence);
+      await appendEntry(client, 'chain-wait', { entry_type: 'test_append' });
+      await new Promise((r) => setTimeout(r, 1300)); // the lease expires meanwhile
+      const pool = openReplicaPool(engine.url, { leaseTtlMs: 60_000, max: 2 });
+      let acquired = false;
+      const takeover = acquireLease(pool, {
+        replicaId: stale.id,
+        holder: 'b',
+        keyThumbprint: 'b',
+        ttlMs: 60_000,
+      }).then((l) => {
+        acquired = true;
+        return l;
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(acquired).toBe(false); // waiting on the FOR KEY SHARE of the open write
+      await client.query('COMMIT');
+      client.release();
+      const lease = await takeover;
+      expect(lease.fence.leaseToken).toBe(stale.fence.leaseToken + 1);
+      expect((await engine.bundle('chain-wait', null)).entries).toHaveLength(1);
+      await expect(stale.append('chain-wait', { entry_type: 'test_append' })).rejects.toMatchObject({
+        code: 'LEASE_LOST',
+      });
+      await pool.end();
+    } finally {
+      await engine.close();
+    }
+  }, 60_000);
+
+  it("an expired replica's open attempts and in-flight executions are sealed outcome_unknown in their sessions' chains by another replica; a live replica's are not", async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+      ttlMs: [60_000, 2000, 2000],
+    });
+    try {
+      const [sealer, live, expired] = engine.replicas;
+      if (!sealer || !live || !expired) throw new Error('unreachable');
+      await engine.addSession('s-dead', 'agent-1');
+      await engine.addSession('s-live', 'agent-1');
+      const x = attempt('s-dead', 'x-dead');
+      const plain = attempt('s-dead', null);
+      const y = attempt('s-live', 'x-live');
+      expect(codeOf((await expired.writes.write(admission(x, { k: 1 }))) as AdmissionResult)).toBe(
+        'admitted',
+      );
+      await expired.writes.write({ kind: 'attempt', attempt: plain, raiseSensitivity: null });
+      expect(codeOf((await live.writes.write(admission(y, { k: 2 }))) as AdmissionResult)).toBe('admitted');
+
+      // `live` renews by heartbeat; `expired` stops (paused, partitioned).
+      const beat = setInterval(
+        () => void renewLease(live.pool, live.fence, 2000).catch(() => undefined),
+        300,
+      );
+      try {
+        await new Promise((r) => setTimeout(r, 2400));
+        const sealed = await sealExpiredReplica(sealer.pool, sealer.fence, 60_000);
+        expect(sealed).toEqual({ replicaId: expired.id, attempts: 2, executions: 0 });
+        expect(await sealExpiredReplica(sealer.pool, sealer.fence, 60_000)).toBeNull();
+      } finally {
+        clearInterval(beat);
+      }
+      expect(await openAttempts(engine.admin, expired.id)).toEqual([]);
+      expect((await openAttempts(engine.admin, live.id)).map((a) => a.call_id)).toEqual([y.callId]);
+      expect(await engine.execution('agent-1', 'x-live')).toMatchObject({ state: 'in_flight' });
+
+      const dead = await engine.bundle('s-dead', 's-dead');
+      expect(verified(dead)).toEqual([]);
+      const entries = dead.entries.map((e) => ({ ...JSON.parse(e.canonical), entry_hash: e.entry_hash }));
+      expect(
+        entries.map((e) => [e.call_id, e.disposition, e.error_code, e.detail.reason, e.detail.sealed_by]),
+      ).toEqual([
+        [x.callId, 'outcome_unknown', 'CALL_INTERRUPTED', LEASE_EXPIRED_REASON, sealer.id],
+        [plain.callId, 'outcome_unknown', 'CALL_INTERRUPTED', LEASE_EXPIRED_REASON, sealer.id],
+      ]);
+      expect(await engine.execution('agent-1', 'x-dead')).toMatchObject({
+        state: 'outcome_unknown',
+        terminal_entry_hash: entries[0].entry_hash,
+      });
+      expect(await engine.callCount('s-dead')).toBe(2);
+      const lease = await engine.admin.query('SELECT state FROM replica_leases WHERE replica_id = $1', [
+        expired.id,
+      ]);
+      expect(lease.rows).toEqual([{ state: 'sealed' }]);
+
+      // The expired replica wakes with the upstream's answer: its terminal is fenced off.
+      await expect(expired.writes.write(terminal(x))).rejects.toMatchObject({ code: 'LEASE_LOST' });
+      expect((await engine.bundle('s-dead', 's-dead')).entries).toHaveLength(2);
+      // The live replica finishes its call as usual.
+      await live.writes.write(terminal(y));
+      expect(await engine.execution('agent-1', 'x-live')).toMatchObject({ state: 'completed' });
+    } finally {
+      await engine.close();
+    }
+  }, 60_000);
+});
