@@ -68,7 +68,12 @@ export class PostgresWriteStore implements WriteStore {
       }
       case 'terminal': {
         const chainId = await lockLiveChain(client, cmd.sessionId);
-        const e = await appendEntry(client, chainId, { ...cmd.entry, disposition: cmd.disposition }, this.clock);
+        const e = await appendEntry(
+          client,
+          chainId,
+          { ...cmd.entry, disposition: cmd.disposition },
+          this.clock,
+        );
         if (cmd.execution) await finishExecution(client, cmd.execution, cmd.disposition, e.entry_hash);
         await countCall(client, cmd.sessionId);
         await endAttempt(client, cmd.entry.call_id as string);
