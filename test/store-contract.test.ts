@@ -17,6 +17,7 @@ import { toolCallBinding } from '../src/execution/binding.js';
 import { openAttempts } from '../src/store/postgres/attempts.js';
 import { appendEntry } from '../src/store/postgres/chain.js';
 import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
+import { RESTART_REASON, ReplicaLease } from '../src/store/postgres/replica-lease.js';
 import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { openReplicaPool } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
@@ -428,6 +429,95 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       await live.writes.write(terminal(y));
       expect(await engine.execution('agent-1', 'x-live')).toMatchObject({ state: 'completed' });
     } finally {
+      await engine.close();
+    }
+  }, 60_000);
+
+  it('ReplicaLease: the heartbeat keeps a short lease live; a stalled one is lost (reported once) and swept by another; a restart after an unswept expiry recovers its own work', async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
+    const pools: ReturnType<typeof openReplicaPool>[] = [];
+    const pool = () => {
+      const p = openReplicaPool(engine.url, { leaseTtlMs: 60_000, max: 3 });
+      pools.push(p);
+      return p;
+    };
+    const leases: ReplicaLease[] = [];
+    try {
+      await engine.addSession('s-keep', 'agent-1');
+      const lease = async (
+        replicaId: string,
+        ttlMs: number,
+        renewEveryMs: number,
+        onLost?: (e: Error) => void,
+      ) => {
+        const p = pool();
+        const l = await ReplicaLease.start(p, {
+          replicaId,
+          holder: replicaId,
+          keyThumbprint: replicaId,
+          ttlMs,
+          renewEveryMs,
+          sweepEveryMs: 0,
+          onLost,
+        });
+        leases.push(l);
+        return { l, writes: new PostgresWriteStore(p, l.fence) };
+      };
+      const a = await lease('ra', 2000, 200);
+      const b = await lease('rb', 2000, 200);
+      const lost: Error[] = [];
+      const c = await lease('rc', 800, 1600, (e) => lost.push(e));
+      const d = await lease('rd', 800, 60_000);
+      const [xa, xc, xd] = [attempt('s-keep', null), attempt('s-keep', null), attempt('s-keep', null)];
+      await a.writes.write({ kind: 'attempt', attempt: xa, raiseSensitivity: null });
+      await c.writes.write({ kind: 'attempt', attempt: xc, raiseSensitivity: null });
+      await d.writes.write({ kind: 'attempt', attempt: xd, raiseSensitivity: null });
+      await new Promise((r) => setTimeout(r, 1200)); // rc and rd stalled past their ttl; ra, rb renewed
+
+      // rb's sweep seals both stalled replicas, never ra (live by heartbeat)
+      const swept = await b.l.sweep();
+      expect(swept.map((x) => [x.replicaId, x.attempts]).sort()).toEqual([
+        ['rc', 1],
+        ['rd', 1],
+      ]);
+      expect(await engine.openAttempts()).toEqual([xa.callId]);
+      await new Promise((r) => setTimeout(r, 700)); // rc's next renewal finds its lease gone
+      expect(lost.map((e) => (e as { code?: string }).code)).toEqual(['LEASE_LOST']);
+      expect(c.l.live).toBe(false);
+      expect(a.l.live).toBe(true);
+
+      // re (never swept) restarts after its lease expired: it recovers its own attempt itself
+      const e1 = await lease('re', 500, 60_000);
+      const xe = attempt('s-keep', null);
+      await e1.writes.write({ kind: 'attempt', attempt: xe, raiseSensitivity: null });
+      await new Promise((r) => setTimeout(r, 700));
+      const e2 = await lease('re', 60_000, 20_000);
+      expect(e2.l.acquired.previous).toBe('expired');
+      expect(e2.l.recovered).toEqual({ replicaId: 're', attempts: 1, executions: 0 });
+      const chain = await engine.bundle('s-keep', 's-keep');
+      expect(verified(chain)).toEqual([]);
+      const bodies = chain.entries.map((x) => JSON.parse(x.canonical));
+      const summary = bodies.map((x) => [x.call_id, x.detail.reason, x.detail.sealed_by ?? null]);
+      expect(summary.slice(0, 2).sort()).toEqual(
+        [
+          [xc.callId, LEASE_EXPIRED_REASON, 'rb'],
+          [xd.callId, LEASE_EXPIRED_REASON, 'rb'],
+        ].sort(),
+      );
+      expect(summary.slice(2)).toEqual([[xe.callId, RESTART_REASON, null]]);
+
+      await a.l.stop();
+      const rows = await engine.admin.query(
+        'SELECT replica_id, state FROM replica_leases WHERE replica_id IN ($1, $2)',
+        ['ra', 'rb'],
+      );
+      expect(Object.fromEntries(rows.rows.map((r) => [r.replica_id, r.state]))).toEqual({
+        ra: 'sealed',
+        rb: 'live',
+      });
+    } finally {
+      for (const l of leases) await l.stop().catch(() => undefined);
+      for (const p of pools) await p.end();
       await engine.close();
     }
   }, 60_000);

@@ -27,12 +27,16 @@ export interface ReplicaPoolOptions {
  */
 export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool {
   const cut = Math.max(100, Math.floor(opts.leaseTtlMs / 3));
-  return new pg.Pool({
+  const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
     statement_timeout: cut,
     idle_in_transaction_session_timeout: cut,
   });
+  // An idle connection the server ended (restart, failover) is dropped by the pool and the next
+  // checkout connects anew; without a listener node-postgres' 'error' event would end the process.
+  pool.on('error', () => undefined);
+  return pool;
 }
 
 /**

@@ -1,0 +1,134 @@
+/**
+ * One replica's lease over its lifetime (docs/replicas.md#leases-and-fencing-tokens): acquired
+ * at start (with recovery of its own previous lease's work when that expired unsealed), renewed
+ * by a heartbeat, a sweep that seals other replicas' expired leases, released at a graceful
+ * stop. A renewal that finds the lease lost stops both timers and reports it once: from then on
+ * every write of this replica fails its fence (LEASE_LOST), and the replica is to stop and be
+ * restarted under a new token.
+ */
+import type pg from 'pg';
+import type { MicroClock } from '../../audit/clock.js';
+import {
+  type AcquiredLease,
+  acquireLease,
+  type Fence,
+  type LeaseRequest,
+  releaseLease,
+  renewLease,
+} from './leases.js';
+import { recoverOwnWork, type Sealed, sealExpiredReplica } from './sealing.js';
+
+/** The `detail.reason` of a replica's own unfinished work recovered when it acquires its lease again. */
+export const RESTART_REASON = 'replica_restart';
+
+/** Options of {@link ReplicaLease.start}. */
+export interface ReplicaLeaseOptions extends LeaseRequest {
+  /** Renewal period, milliseconds (default ttl/3: two renewals may be lost before expiry). */
+  renewEveryMs?: number;
+  /** Sweep period for other replicas' expired leases, milliseconds (default ttl; 0: no sweep). */
+  sweepEveryMs?: number;
+  /** Called once when the lease is found lost (a renewal failed its token or expiry). */
+  onLost?: (e: Error) => void;
+  /** Called with each sealing a sweep did (for logs and metrics). */
+  onSealed?: (s: Sealed) => void;
+  /** Called with a sweep's or renewal's error other than a lost lease (e.g. the database unreachable). */
+  onError?: (e: Error) => void;
+  clock?: MicroClock;
+}
+
+/** A live lease with its heartbeat and sweep. */
+export class ReplicaLease {
+  private renewTimer: NodeJS.Timeout | null = null;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private lost = false;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    readonly fence: Fence,
+    /** What the lease row said before this start. */
+    readonly acquired: AcquiredLease,
+    /** What was recovered of this replica's previous lease (null when nothing was due). */
+    readonly recovered: Sealed | null,
+    private readonly opts: ReplicaLeaseOptions,
+  ) {}
+
+  /**
+   * Acquires the lease, recovers this replica's own previous work when its previous lease
+   * expired unsealed, and starts the heartbeat and the sweep.
+   * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease is live; pg errors.
+   */
+  static async start(pool: pg.Pool, opts: ReplicaLeaseOptions): Promise<ReplicaLease> {
+    const acquired = await acquireLease(pool, opts);
+    const recovered =
+      acquired.previous === 'expired'
+        ? await recoverOwnWork(pool, acquired.fence, RESTART_REASON, opts.clock)
+        : null;
+    const lease = new ReplicaLease(pool, acquired.fence, acquired, recovered, opts);
+    lease.schedule();
+    return lease;
+  }
+
+  /** False once a renewal found the lease lost (or after {@link stop}). */
+  get live(): boolean {
+    return !this.lost;
+  }
+
+  private schedule(): void {
+    const renewEvery = this.opts.renewEveryMs ?? Math.max(50, Math.floor(this.opts.ttlMs / 3));
+    this.renewTimer = setInterval(() => void this.renew(), renewEvery);
+    const sweepEvery = this.opts.sweepEveryMs ?? this.opts.ttlMs;
+    if (sweepEvery > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepEvery);
+  }
+
+  private async renew(): Promise<void> {
+    if (this.lost) return;
+    try {
+      await renewLease(this.pool, this.fence, this.opts.ttlMs);
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'LEASE_LOST') return this.opts.onError?.(e as Error);
+      if (this.lost) return;
+      this.halt();
+      this.opts.onLost?.(e as Error);
+    }
+  }
+
+  /** One sweep now (also run by the timer): seals every expired lease it can take, one by one. */
+  async sweep(): Promise<Sealed[]> {
+    const done: Sealed[] = [];
+    try {
+      for (let s = await this.sealOne(); s; s = await this.sealOne()) {
+        done.push(s);
+        this.opts.onSealed?.(s);
+      }
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'LEASE_LOST') this.opts.onError?.(e as Error);
+    }
+    return done;
+  }
+
+  private sealOne(): Promise<Sealed | null> {
+    if (this.lost) return Promise.resolve(null);
+    return sealExpiredReplica(this.pool, this.fence, this.opts.ttlMs, this.opts.clock);
+  }
+
+  private halt(): void {
+    this.lost = true;
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.renewTimer = this.sweepTimer = null;
+  }
+
+  /**
+   * Stops the heartbeat and the sweep and releases the lease (state `sealed`), once the replica
+   * recorded what it had open. A lease already lost is left as it is.
+   * @throws pg errors.
+   */
+  async stop(): Promise<void> {
+    const wasLive = !this.lost;
+    this.halt();
+    if (wasLive)
+      await releaseLease(this.pool, this.fence).catch((e) => {
+        if ((e as { code?: string }).code !== 'LEASE_LOST') throw e;
+      });
+  }
+}
