@@ -428,6 +428,17 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       // The live replica finishes its call as usual.
       await live.writes.write(terminal(y));
       expect(await engine.execution('agent-1', 'x-live')).toMatchObject({ state: 'completed' });
+      // The sealed replica restarts at once under a new token, with nothing left to recover.
+      const again = await acquireLease(expired.pool, {
+        replicaId: expired.id,
+        holder: 'restarted',
+        keyThumbprint: 'thumb-2b',
+        ttlMs: 60_000,
+      });
+      expect(again).toEqual({
+        fence: { replicaId: expired.id, leaseToken: expired.fence.leaseToken + 2 },
+        previous: 'sealed',
+      });
     } finally {
       await engine.close();
     }

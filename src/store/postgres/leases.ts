@@ -66,7 +66,8 @@ interface LeaseRow {
 
 /**
  * Acquires `replicaId`'s lease: inserts its row, or takes over its expired row, with a token
- * one above the row's last. A live lease (state `live` or `sealing`, not expired) refuses.
+ * one above the row's last. A live lease (state `live` or `sealing`, not expired) refuses; a
+ * `sealed` row is taken at once.
  * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease is live or the
  *   row is being sealed; pg errors.
  */
@@ -110,7 +111,7 @@ export async function acquireLease(pool: pg.Pool, req: LeaseRequest): Promise<Ac
 /** The lease row FOR UPDATE (waits for every write transaction that passed the fence check). */
 async function lockLease(client: pg.ClientBase, replicaId: string): Promise<LeaseRow> {
   const r = await client.query<LeaseRow>(
-    `SELECT lease_token::text, state, (expires_ms > ${DB_NOW_MS}) AS live FROM replica_leases
+    `SELECT lease_token::text, state, (state <> 'sealed' AND expires_ms > ${DB_NOW_MS}) AS live FROM replica_leases
      WHERE replica_id = $1 FOR UPDATE`,
     [replicaId],
   );
