@@ -444,6 +444,39 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
     }
   }, 60_000);
 
+  it('two replicas sweeping at once seal an expired replica once: one terminal entry per attempt', async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+      ttlMs: [60_000, 60_000, 1000],
+    });
+    try {
+      const [s1, s2, expired] = engine.replicas;
+      if (!s1 || !s2 || !expired) throw new Error('unreachable');
+      await engine.addSession('s-race', 'agent-1');
+      const open = Array.from({ length: 10 }, () => attempt('s-race', null));
+      for (const a of open)
+        await expired.writes.write({ kind: 'attempt', attempt: a, raiseSensitivity: null });
+      await new Promise((r) => setTimeout(r, 1300));
+      const results = await Promise.allSettled([
+        sealExpiredReplica(s1.pool, s1.fence, 60_000),
+        sealExpiredReplica(s2.pool, s2.fence, 60_000),
+      ]);
+      // One sweeper takes the lease (the other skips the locked row or finds none expired).
+      const sealed = results.map((r) => (r.status === 'fulfilled' ? r.value : r.reason));
+      expect(sealed.filter((x) => x !== null)).toEqual([
+        { replicaId: expired.id, attempts: 10, executions: 0 },
+      ]);
+      const chain = await engine.bundle('s-race', 's-race');
+      expect(verified(chain)).toEqual([]);
+      expect(chain.entries.map((e) => JSON.parse(e.canonical).call_id).sort()).toEqual(
+        open.map((a) => a.callId).sort(),
+      );
+      expect(await engine.openAttempts()).toEqual([]);
+      expect(await engine.callCount('s-race')).toBe(10);
+    } finally {
+      await engine.close();
+    }
+  }, 60_000);
+
   it('ReplicaLease: the heartbeat keeps a short lease live; a stalled one is lost (reported once) and swept by another; a restart after an unswept expiry recovers its own work', async () => {
     const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
     const pools: ReturnType<typeof openReplicaPool>[] = [];
