@@ -444,7 +444,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
     }
   }, 60_000);
 
-  it('two replicas sweeping at once seal an expired replica once: one terminal entry per attempt', async () => {
+  it('two replicas sweeping at once seal an expired replica once: one terminal entry per attempt and per in-flight row without one', async () => {
     const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
       ttlMs: [60_000, 60_000, 1000],
     });
@@ -455,6 +455,12 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       const open = Array.from({ length: 10 }, () => attempt('s-race', null));
       for (const a of open)
         await expired.writes.write({ kind: 'attempt', attempt: a, raiseSensitivity: null });
+      // An in-flight row without an attempt, as a database from before attempts holds one.
+      await engine.admin.query(
+        `INSERT INTO executions (agent_id, execution_id, binding, state, call_id, session_id, tool_name, owner, created_at, updated_at)
+         VALUES ('agent-1', 'x-legacy', 'sha256:00', 'in_flight', 'call-legacy', 's-race', 'echo', $1, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')`,
+        [expired.id],
+      );
       await new Promise((r) => setTimeout(r, 1300));
       const results = await Promise.allSettled([
         sealExpiredReplica(s1.pool, s1.fence, 60_000),
@@ -463,15 +469,19 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       // One sweeper takes the lease (the other skips the locked row or finds none expired).
       const sealed = results.map((r) => (r.status === 'fulfilled' ? r.value : r.reason));
       expect(sealed.filter((x) => x !== null)).toEqual([
-        { replicaId: expired.id, attempts: 10, executions: 0 },
+        { replicaId: expired.id, attempts: 10, executions: 1 },
       ]);
       const chain = await engine.bundle('s-race', 's-race');
       expect(verified(chain)).toEqual([]);
       expect(chain.entries.map((e) => JSON.parse(e.canonical).call_id).sort()).toEqual(
-        open.map((a) => a.callId).sort(),
+        [...open.map((a) => a.callId), 'call-legacy'].sort(),
       );
       expect(await engine.openAttempts()).toEqual([]);
-      expect(await engine.callCount('s-race')).toBe(10);
+      expect(await engine.callCount('s-race')).toBe(11);
+      expect(await engine.execution('agent-1', 'x-legacy')).toMatchObject({
+        state: 'outcome_unknown',
+        terminal_entry_hash: chain.entries.at(-1)?.entry_hash,
+      });
     } finally {
       await engine.close();
     }
