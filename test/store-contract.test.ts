@@ -19,7 +19,7 @@ import { appendEntry } from '../src/store/postgres/chain.js';
 import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
 import { RESTART_REASON, ReplicaLease } from '../src/store/postgres/replica-lease.js';
 import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
-import { openReplicaPool } from '../src/store/postgres/transaction.js';
+import { fencedTransaction, openReplicaPool } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
 import type { AdmissionResult, WriteCommand } from '../src/store/writes.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
@@ -364,6 +364,41 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       });
       await pool.end();
     } finally {
+      await engine.close();
+    }
+  }, 60_000);
+
+  it('a paused replica cannot hold a chain: the server ends its idle transaction, another replica appends, the paused write never commits', async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
+    // ttl 1.5 s: the paused replica's pool has statement and idle-in-transaction timeouts of 500 ms.
+    const pool = openReplicaPool(engine.url, { leaseTtlMs: 1500, max: 2 });
+    try {
+      const lease = await acquireLease(pool, {
+        replicaId: 'paused',
+        holder: 'p',
+        keyThumbprint: 'p',
+        ttlMs: 60_000,
+      });
+      const stalled = fencedTransaction(pool, lease.fence, async (client) => {
+        await appendEntry(client, 'chain-pause', { entry_type: 'test_append', detail: { from: 'paused' } });
+        await new Promise((r) => setTimeout(r, 1200)); // paused inside its transaction, holding the tip
+        await appendEntry(client, 'chain-pause', { entry_type: 'test_append', detail: { from: 'paused' } });
+      });
+      const outcome = stalled.then(
+        () => 'committed',
+        (e: { code?: string; message?: string }) => e.code ?? `failed: ${e.message}`,
+      );
+      await new Promise((r) => setTimeout(r, 100));
+      const other = engine.replicas[0];
+      if (!other) throw new Error('unreachable');
+      const e = await other.append('chain-pause', { entry_type: 'test_append', detail: { from: 'other' } });
+      expect(e.sequence_number).toBe(0); // the paused transaction's entry was rolled back
+      expect(await outcome).toBe('25P03'); // idle_in_transaction_session_timeout (PostgreSQL 15 Appendix A)
+      const bundle = await engine.bundle('chain-pause', null);
+      expect(bundle.entries.map((x) => JSON.parse(x.canonical).detail.from)).toEqual(['other']);
+      expect(verified(bundle)).toEqual([]);
+    } finally {
+      await pool.end();
       await engine.close();
     }
   }, 60_000);

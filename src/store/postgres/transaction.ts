@@ -42,7 +42,8 @@ export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool 
 /**
  * Runs `fn` in one transaction fenced by `fence`: BEGIN, the fence check, `fn`, COMMIT; any
  * throw rolls the whole transaction back and is rethrown.
- * @throws LeaseLostError when the fence fails (nothing written); what `fn` throws; pg errors.
+ * @throws LeaseLostError when the fence fails (nothing written); what `fn` throws; pg errors
+ *   (the server's own, e.g. 25P03, when it ended the connection mid-transaction).
  */
 export async function fencedTransaction<T>(
   pool: pg.Pool,
@@ -51,6 +52,16 @@ export async function fencedTransaction<T>(
 ): Promise<T> {
   const client = await pool.connect();
   let broken = false;
+  // The server may end the connection between statements (idle_in_transaction_session_timeout
+  // after a pause, SQLSTATE 25P03): the 'error' event carries the server's reason, which is
+  // what the transaction then fails with (the next statement's own error only says the client
+  // is not queryable); unheard, the event would end the process.
+  let connectionError: Error | null = null;
+  const onError = (e: Error) => {
+    broken = true;
+    connectionError ??= e;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     try {
@@ -62,9 +73,10 @@ export async function fencedTransaction<T>(
       await client.query('ROLLBACK').catch(() => {
         broken = true; // the connection is gone (terminated, timed out): do not reuse it
       });
-      throw e;
+      throw connectionError ?? e;
     }
   } finally {
+    client.off('error', onError);
     client.release(broken);
   }
 }
