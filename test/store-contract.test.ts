@@ -11,7 +11,7 @@
  */
 import { verifyBundle } from '@cmcp/verify/bundle';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AttemptStart } from '../src/call/attempts.js';
 import { toolCallBinding } from '../src/execution/binding.js';
 import { openAttempts } from '../src/store/postgres/attempts.js';
@@ -331,7 +331,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
 
   it('a takeover waits for a write transaction that passed the fence: that write commits before it, none after', async () => {
     const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
-      ttlMs: [60_000, 60_000, 1000],
+      ttlMs: [60_000, 60_000, 1500],
     });
     try {
       const stale = engine.replicas[2];
@@ -340,7 +340,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       await client.query('BEGIN');
       await checkFence(client, stale.fence);
       await appendEntry(client, 'chain-wait', { entry_type: 'test_append' });
-      await new Promise((r) => setTimeout(r, 1300)); // the lease expires meanwhile
+      await new Promise((r) => setTimeout(r, 1800)); // the lease expires meanwhile
       const pool = openReplicaPool(engine.url, { leaseTtlMs: 60_000, max: 2 });
       let acquired = false;
       const takeover = acquireLease(pool, {
@@ -481,7 +481,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
 
   it('two replicas sweeping at once seal an expired replica once: one terminal entry per attempt and per in-flight row without one', async () => {
     const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
-      ttlMs: [60_000, 60_000, 1000],
+      ttlMs: [60_000, 60_000, 2000],
     });
     try {
       const [s1, s2, expired] = engine.replicas;
@@ -496,7 +496,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
          VALUES ('agent-1', 'x-legacy', 'sha256:00', 'in_flight', 'call-legacy', 's-race', 'echo', $1, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')`,
         [expired.id],
       );
-      await new Promise((r) => setTimeout(r, 1300));
+      await new Promise((r) => setTimeout(r, 2300));
       const results = await Promise.allSettled([
         sealExpiredReplica(s1.pool, s1.fence, 60_000),
         sealExpiredReplica(s2.pool, s2.fence, 60_000),
@@ -555,13 +555,13 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       const a = await lease('ra', 2000, 200);
       const b = await lease('rb', 2000, 200);
       const lost: Error[] = [];
-      const c = await lease('rc', 800, 1600, (e) => lost.push(e));
-      const d = await lease('rd', 800, 60_000);
+      const c = await lease('rc', 1500, 2500, (e) => lost.push(e));
+      const d = await lease('rd', 1500, 60_000);
       const [xa, xc, xd] = [attempt('s-keep', null), attempt('s-keep', null), attempt('s-keep', null)];
       await a.writes.write({ kind: 'attempt', attempt: xa, raiseSensitivity: null });
       await c.writes.write({ kind: 'attempt', attempt: xc, raiseSensitivity: null });
       await d.writes.write({ kind: 'attempt', attempt: xd, raiseSensitivity: null });
-      await new Promise((r) => setTimeout(r, 1200)); // rc and rd stalled past their ttl; ra, rb renewed
+      await new Promise((r) => setTimeout(r, 1800)); // rc and rd stalled past their ttl; ra, rb renewed
 
       // rb's sweep seals both stalled replicas, never ra (live by heartbeat)
       const swept = await b.l.sweep();
@@ -570,16 +570,17 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
         ['rd', 1],
       ]);
       expect(await engine.openAttempts()).toEqual([xa.callId]);
-      await new Promise((r) => setTimeout(r, 700)); // rc's next renewal finds its lease gone
+      // rc's next renewal (2.5 s after its start, later on a loaded machine) finds its lease gone
+      await vi.waitFor(() => expect(lost).toHaveLength(1), { timeout: 10_000, interval: 100 });
       expect(lost.map((e) => (e as { code?: string }).code)).toEqual(['LEASE_LOST']);
       expect(c.l.live).toBe(false);
       expect(a.l.live).toBe(true);
 
       // re (never swept) restarts after its lease expired: it recovers its own attempt itself
-      const e1 = await lease('re', 500, 60_000);
+      const e1 = await lease('re', 1500, 60_000);
       const xe = attempt('s-keep', null);
       await e1.writes.write({ kind: 'attempt', attempt: xe, raiseSensitivity: null });
-      await new Promise((r) => setTimeout(r, 700));
+      await new Promise((r) => setTimeout(r, 1800));
       const e2 = await lease('re', 60_000, 20_000);
       expect(e2.l.acquired.previous).toBe('expired');
       expect(e2.l.recovered).toEqual({ replicaId: 're', attempts: 1, executions: 0 });
