@@ -1,0 +1,264 @@
+/**
+ * The session commands and the gateway chain's records on PostgreSQL (docs/replicas.md, the
+ * storage contract's `openSession`, `closeSession`, `appendEntries`), each one fenced
+ * transaction (./transaction.ts) of the replica's lease, with the reads a replica serves a
+ * session from. Any replica serves any session: the session row is not owned, and a session
+ * opened through one replica is closed (its claim signed) through another.
+ *
+ * The close builds its claim inside the transaction, holding the session row (FOR NO KEY
+ * UPDATE, the lock order of every session write), the chain's tip and the claim chain's lock:
+ * no call's terminal and no other replica's claim can move underneath it, so it never builds
+ * twice (the SQLite close builds outside and checks, session/close.ts — one process, one writer).
+ */
+import { sign as cryptoSign } from 'node:crypto';
+import { jwkThumbprint } from '@cmcp/verify/format/binding';
+import { sha256Hex } from '@cmcp/verify/format/canonical';
+import type { Claim } from '@cmcp/verify/format/claim';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type pg from 'pg';
+import type { MicroClock } from '../../audit/clock.js';
+import type { EntryInput } from '../../audit/next-entry.js';
+import {
+  ChainSummary,
+  type ClaimInputs,
+  type ClaimTip,
+  claimBytes,
+  type SessionBindingRecord,
+  unsignedClaim,
+} from '../../claim/build.js';
+import type { SessionRow } from '../../session/types.js';
+import { appendEntry, chainEntries } from './chain.js';
+import type { Fence } from './leases.js';
+import { fencedTransaction } from './transaction.js';
+
+/**
+ * The transaction-scoped advisory lock that serialises the claim chain (claim_sequence,
+ * prev_claim_hash) across replicas (PostgreSQL 15 docs §9.27.10). Any fixed 64-bit key: this
+ * one is the first eight bytes of SHA-256("cmcp.claim-chain"), read as a signed integer.
+ */
+const CLAIM_CHAIN_LOCK = '-1992177045506200045';
+
+/** What opens a session (SessionService.create's row and genesis entry). */
+export interface OpenSession {
+  sessionId: string;
+  agentId: string;
+  isDefault: boolean;
+  /** The attestation provider's name (the genesis entry's detail). */
+  provider: string;
+  /** base64url RFC 7638 thumbprint of the opening replica's gateway key. */
+  keyThumbprint: string;
+}
+
+/** A close's outcome: the claim it issued, or the one another close had stored. */
+export interface ClosedSession {
+  claim: Claim;
+  /** The stored canonical text (UTF-8 JCS). */
+  canonical: Buffer;
+  /** False when the session was already closed and `claim` is the stored one. */
+  issued: boolean;
+}
+
+const b64u = (b: Buffer) => b.toString('base64url');
+
+type RowText = Omit<SessionRow, 'is_default' | 'created_ms' | 'call_count'> & {
+  is_default: string;
+  created_ms: string;
+  call_count: string;
+};
+
+function sessionRow(r: RowText): SessionRow {
+  return {
+    ...r,
+    is_default: Number(r.is_default),
+    created_ms: Number(r.created_ms),
+    call_count: Number(r.call_count),
+  };
+}
+
+/** One replica's session writes and reads on the shared PostgreSQL. */
+export class PostgresSessionStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    /** The replica's lease: checked first in every write transaction. */
+    readonly fence: Fence,
+    private readonly clock?: MicroClock,
+  ) {}
+
+  /**
+   * Writes the session's genesis (`session_open`) entry and its row (status open), together.
+   * @returns (resolves) the genesis entry (its hash is the chain root).
+   * @throws (rejects) LeaseLostError (LEASE_LOST); pg errors (a session_id taken: 23505) —
+   *   nothing written in either case.
+   */
+  openSession(o: OpenSession): Promise<AuditEntry> {
+    return fencedTransaction(this.pool, this.fence, async (client) => {
+      const e = await appendEntry(
+        client,
+        o.sessionId,
+        {
+          entry_type: 'session_open',
+          session_id: o.sessionId,
+          agent_id: o.agentId,
+          detail: { default_session: o.isDefault, provider: o.provider },
+        },
+        this.clock,
+      );
+      const now = new Date();
+      await client.query(
+        `INSERT INTO sessions (session_id, agent_id, is_default, status, created_at, created_ms, chain_root,
+           key_thumbprint, call_count, binding_json, owner) VALUES ($1,$2,$3,'open',$4,$5,$6,$7,0,'{}',$8)`,
+        [
+          o.sessionId,
+          o.agentId,
+          o.isDefault ? 1 : 0,
+          now.toISOString(),
+          now.getTime(),
+          e.entry_hash,
+          o.keyThumbprint,
+          this.fence.replicaId,
+        ],
+      );
+      return e;
+    });
+  }
+
+  /**
+   * The binding's outcome: its entry (`attestation_bound` / `attestation_binding_failed`) in the
+   * session chain and the record on the row, together.
+   * @throws (rejects) LeaseLostError; Error when the session is unknown or closed; pg errors.
+   */
+  recordBinding(sessionId: string, entry: EntryInput, record: SessionBindingRecord): Promise<AuditEntry> {
+    return fencedTransaction(this.pool, this.fence, async (client) => {
+      const status = await lockSession(client, sessionId);
+      if (status !== 'open') throw new Error(`session ${sessionId} is not open`);
+      const e = await appendEntry(client, sessionId, entry, this.clock);
+      await client.query('UPDATE sessions SET binding_json = $1 WHERE session_id = $2', [
+        JSON.stringify(record),
+        sessionId,
+      ]);
+      return e;
+    });
+  }
+
+  /**
+   * Entries appended to one chain in one transaction, in order (the gateway chain's start-up,
+   * refusal-window and operator records).
+   * @throws (rejects) LeaseLostError; pg errors — nothing written.
+   */
+  appendEntries(chainId: string, entries: readonly EntryInput[]): Promise<AuditEntry[]> {
+    return fencedTransaction(this.pool, this.fence, async (client) => {
+      const out: AuditEntry[] = [];
+      for (const e of entries) out.push(await appendEntry(client, chainId, e, this.clock));
+      return out;
+    });
+  }
+
+  /**
+   * Closes the session: the `session_close` entry, the status change and the signed claim
+   * (docs/spec/claims.md#issuing-a-claim) commit together; a session already closed answers
+   * its stored claim.
+   * @param inputs the claim's inputs for the locked row (binding section, this replica's key).
+   * @throws (rejects) LeaseLostError; Error when the session is unknown; pg errors — nothing written.
+   */
+  closeSession(
+    sessionId: string,
+    reason: string,
+    inputs: (row: SessionRow) => ClaimInputs,
+  ): Promise<ClosedSession> {
+    return fencedTransaction(this.pool, this.fence, async (client) => {
+      const r = await client.query<RowText>(
+        'SELECT * FROM sessions WHERE session_id = $1 FOR NO KEY UPDATE',
+        [sessionId],
+      );
+      const raw = r.rows[0];
+      if (!raw) throw new Error(`session ${sessionId} is unknown`);
+      const row = sessionRow(raw);
+      if (row.status === 'closed') {
+        const stored = await storedClaim(client, sessionId);
+        if (!stored) throw new Error(`session ${sessionId} is closed without a claim`);
+        return { ...stored, issued: false };
+      }
+      await appendEntry(
+        client,
+        sessionId,
+        {
+          entry_type: 'session_close',
+          session_id: sessionId,
+          agent_id: row.agent_id,
+          detail: { reason, calls: row.call_count },
+        },
+        this.clock,
+      );
+      const summary = new ChainSummary();
+      summary.add(await chainEntries(client, sessionId));
+      await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [CLAIM_CHAIN_LOCK]);
+      const prev = await claimChainTip(client);
+      const inp = inputs(row);
+      // A claim whose binding names another key than the one signing it would not verify
+      // (binding.key_thumbprint): the closing replica binds the chain root under its own key
+      // first when another replica opened the session (docs/replicas.md#sessions-across-replicas).
+      const signer = b64u(jwkThumbprint(inp.jwk));
+      if (inp.binding.preimage.key_thumbprint !== signer)
+        throw new Error(
+          `session ${sessionId}: its binding names key ${inp.binding.preimage.key_thumbprint}, the closing key is ${signer}`,
+        );
+      const unsigned = unsignedClaim(summary, inp, prev);
+      const transcript = summary.transcriptBytes();
+      // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
+      const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
+      const claim: Claim = { ...unsigned, signature: signature.toString('base64url') };
+      const canonical = claimBytes(claim, transcript);
+      await client.query(
+        'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES ($1,$2,$3,$4)',
+        [claim.claim_sequence, sessionId, sha256Hex(canonical), canonical.toString('utf8')],
+      );
+      await client.query("UPDATE sessions SET status = 'closed', closed_at = $1 WHERE session_id = $2", [
+        new Date().toISOString(),
+        sessionId,
+      ]);
+      return { claim, canonical, issued: true };
+    });
+  }
+
+  /** A session row as committed, or undefined. Reads only. */
+  async session(sessionId: string): Promise<SessionRow | undefined> {
+    const r = await this.pool.query<RowText>('SELECT * FROM sessions WHERE session_id = $1', [sessionId]);
+    return r.rows[0] ? sessionRow(r.rows[0]) : undefined;
+  }
+
+  /** A closed session's stored claim with its canonical text, or undefined. Reads only. */
+  async claim(sessionId: string): Promise<{ claim: Claim; canonical: Buffer } | undefined> {
+    return storedClaim(this.pool, sessionId);
+  }
+}
+
+async function lockSession(client: pg.ClientBase, sessionId: string): Promise<string | undefined> {
+  const r = await client.query<{ status: string }>(
+    'SELECT status FROM sessions WHERE session_id = $1 FOR NO KEY UPDATE',
+    [sessionId],
+  );
+  return r.rows[0]?.status;
+}
+
+async function claimChainTip(client: pg.ClientBase): Promise<ClaimTip | undefined> {
+  // Ordered by the BIGINT column: an output column of the same name (the ::text cast) would
+  // be what ORDER BY sorts, as text ('9' after '10').
+  const r = await client.query<{ seq: string; claim_hash: string }>(
+    'SELECT claim_sequence::text AS seq, claim_hash FROM claims ORDER BY claim_sequence DESC LIMIT 1',
+  );
+  const row = r.rows[0];
+  return row ? { claim_sequence: Number(row.seq), claim_hash: row.claim_hash } : undefined;
+}
+
+async function storedClaim(
+  db: pg.Pool | pg.ClientBase,
+  sessionId: string,
+): Promise<{ claim: Claim; canonical: Buffer } | undefined> {
+  const r = await db.query<{ canonical: string }>('SELECT canonical FROM claims WHERE session_id = $1', [
+    sessionId,
+  ]);
+  const text = r.rows[0]?.canonical;
+  return text === undefined
+    ? undefined
+    : { claim: JSON.parse(text) as Claim, canonical: Buffer.from(text, 'utf8') };
+}

@@ -1,0 +1,279 @@
+/**
+ * The session commands on PostgreSQL (src/store/postgres/session-store.ts, docs/replicas.md):
+ * three replicas, each its own pool and fenced lease, on a real throw-away PostgreSQL
+ * (testing/postgres.ts). A session opened through one replica takes calls through all three and
+ * is closed through another, whose claim verifies with its bundle (@cmcp/verify verifyClaim);
+ * closes racing through different replicas make one claim chain; two closes of one session
+ * issue one claim; a replica whose lease is lost writes nothing (LEASE_LOST).
+ */
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { verifyClaim } from '@cmcp/verify/claim';
+import {
+  bindingDigest,
+  ed25519PublicJwk,
+  jwkThumbprint,
+  reportData,
+  type SessionBindingPreimage,
+} from '@cmcp/verify/format/binding';
+import { sha256Hex } from '@cmcp/verify/format/canonical';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AttemptStart } from '../src/call/attempts.js';
+import type { ClaimInputs, SessionBindingRecord } from '../src/claim/build.js';
+import type { SessionRow } from '../src/session/types.js';
+import { chainBundle, chainEntries } from '../src/store/postgres/chain.js';
+import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
+import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
+import { hasPostgres } from './harness/postgres.js';
+import { type PgReplica, postgresEngine } from './harness/store-engines.js';
+
+const withPostgres = hasPostgres();
+let server: PostgresInstance | null = null;
+let engine: Awaited<ReturnType<typeof postgresEngine>>;
+let stores: PostgresSessionStore[] = [];
+
+/** Each replica's own Ed25519 gateway key (made at start, as a gateway does). */
+const keys = [0, 1, 2].map(() => generateKeyPairSync('ed25519').privateKey);
+const b64u = (b: Buffer) => b.toString('base64url');
+const thumb = (i: number) => b64u(jwkThumbprint(ed25519PublicJwk(keys[i] as KeyObject)));
+
+beforeAll(async () => {
+  if (!withPostgres) return;
+  server = await startPostgres();
+  engine = await postgresEngine(server, 'sessions_1');
+  stores = engine.replicas.map((r: PgReplica) => new PostgresSessionStore(r.pool, r.fence));
+}, 60_000);
+afterAll(async () => {
+  await engine?.close();
+  await server?.stop();
+});
+
+/**
+ * A binding record as SessionService stores it, for replica `i`'s key: the chain root and the
+ * verifier's challenge under that key, the evidence absent (the software provider binds nothing),
+ * REPORT_DATA = thumbprint ‖ SHA-256(JCS(preimage)) (docs/spec/binding.md).
+ */
+function bindingOf(
+  i: number,
+  sessionId: string,
+  chainRoot: string,
+  challenge: string | null,
+): SessionBindingRecord {
+  const preimage: SessionBindingPreimage = {
+    domain: 'cmcp.session-binding',
+    version: 1,
+    session_id: sessionId,
+    chain_root: chainRoot,
+    key_thumbprint: thumb(i),
+    gateway_measurement: null,
+    policy_bundle_hash: null,
+    catalog_hash: null,
+    challenge,
+  };
+  const rd = reportData(jwkThumbprint(ed25519PublicJwk(keys[i] as KeyObject)), bindingDigest(preimage));
+  return {
+    preimage,
+    evidence: {
+      provider: 'software',
+      status: 'absent',
+      reason: 'NO_HARDWARE',
+      report_data: b64u(rd),
+      tpm: null,
+    },
+  };
+}
+
+/**
+ * The claim inputs a closing replica `i` gives for a row: its own key, and the row's binding
+ * when it made that binding, else its own binding of the same chain root and challenge (a
+ * claim is signed by the key its binding names).
+ */
+function inputsOf(i: number) {
+  return (row: SessionRow): ClaimInputs => {
+    const stored = JSON.parse(row.binding_json) as SessionBindingRecord;
+    const binding =
+      stored.preimage.key_thumbprint === thumb(i)
+        ? stored
+        : bindingOf(i, row.session_id, row.chain_root, stored.preimage.challenge);
+    return {
+      sessionId: row.session_id,
+      agentId: row.agent_id,
+      binding,
+      key: keys[i] as KeyObject,
+      jwk: ed25519PublicJwk(keys[i] as KeyObject),
+      enforcementMode: 'enforce',
+    };
+  };
+}
+
+let n = 0;
+/** A session opened through replica `i`, its (absent) binding recorded as SessionService records it. */
+async function open(i: number, challenge: string | null = null): Promise<string> {
+  const sessionId = `session-${++n}`;
+  const store = stores[i] as PostgresSessionStore;
+  const genesis = await store.openSession({
+    sessionId,
+    agentId: 'agent-1',
+    isDefault: false,
+    provider: 'software',
+    keyThumbprint: thumb(i),
+  });
+  const record = bindingOf(i, sessionId, genesis.entry_hash, challenge);
+  await store.recordBinding(
+    sessionId,
+    {
+      entry_type: 'attestation_binding_failed',
+      session_id: sessionId,
+      agent_id: 'agent-1',
+      detail: { provider: 'software', reason: 'NO_HARDWARE', report_data: record.evidence.report_data },
+    },
+    record,
+  );
+  return sessionId;
+}
+
+let calls = 0;
+/** One forwarded call's attempt and terminal through replica `i`. */
+async function call(i: number, sessionId: string): Promise<void> {
+  const r = engine.replicas[i] as PgReplica;
+  const a: AttemptStart = {
+    callId: `call-${++calls}`,
+    method: 'tools/call',
+    upstream: 'upstream-a',
+    agentId: 'agent-1',
+    sessionId,
+    executionId: null,
+    toolName: 'echo',
+    requestPayloadHash: null,
+    workflowId: null,
+  };
+  await r.writes.write({ kind: 'attempt', attempt: a, raiseSensitivity: null });
+  await r.writes.write({
+    kind: 'terminal',
+    sessionId,
+    entry: {
+      entry_type: 'tool_call',
+      call_id: a.callId,
+      agent_id: 'agent-1',
+      session_id: sessionId,
+      tool_name: 'echo',
+      server_identity: 'upstream-a',
+      policy_decision: 'allow',
+    },
+    disposition: 'completed',
+    execution: null,
+  });
+}
+
+describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', () => {
+  it('a session opened through replica 0, 3 × 10 concurrent calls through all three, closed through replica 2: its claim verifies with its bundle', async () => {
+    const sid = await open(0, 'verifier-challenge-1');
+    await Promise.all(Array.from({ length: 30 }, (_, k) => call(k % 3, sid)));
+    const closed = await (stores[2] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(2));
+    expect(closed.issued).toBe(true);
+    const bundle = await chainBundle(engine.admin, sid, sid);
+    const report = verifyClaim(closed.claim, { bundle, expectedChallenge: 'verifier-challenge-1' });
+    expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+    expect(report.checks.find((c) => c.id === 'claim.signature')?.status).toBe('pass');
+    expect(report.checks.find((c) => c.id === 'binding.challenge')?.status).toBe('pass');
+    expect(closed.claim.cnf.jwk).toEqual(ed25519PublicJwk(keys[2] as KeyObject));
+    expect(closed.claim.binding.preimage.chain_root).toBe(closed.claim.audit_chain.root);
+    expect(closed.claim.counters.tool_calls).toBe(30);
+    expect(closed.claim.audit_chain.length).toBe(33); // open, binding record, 30 calls, close
+    const entries = await chainEntries(engine.admin, sid);
+    expect(entries.map((e) => e.sequence_number)).toEqual(Array.from({ length: 33 }, (_, k) => k));
+    const row = await (stores[1] as PostgresSessionStore).session(sid);
+    expect(row?.status).toBe('closed');
+    expect(row?.call_count).toBe(30);
+    expect(row?.owner).toBe('replica-0');
+    const stored = await (stores[1] as PostgresSessionStore).claim(sid);
+    expect(stored?.canonical.equals(closed.canonical)).toBe(true);
+  }, 60_000);
+
+  it("a call after another replica's close is recorded in the gateway chain, not the closed session's", async () => {
+    const sid = await open(1);
+    await (stores[0] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(0));
+    const gatewayBefore = (await chainEntries(engine.admin, GATEWAY_CHAIN_ID)).length;
+    await call(2, sid);
+    expect(await chainEntries(engine.admin, sid)).toHaveLength(3);
+    expect(await chainEntries(engine.admin, GATEWAY_CHAIN_ID)).toHaveLength(gatewayBefore + 1);
+  }, 60_000);
+
+  it("a close whose binding names another replica's key than the closing one is refused, and writes nothing", async () => {
+    const sid = await open(0);
+    const opener = (row: SessionRow): ClaimInputs => ({
+      ...inputsOf(2)(row),
+      binding: JSON.parse(row.binding_json),
+    });
+    await expect((stores[2] as PostgresSessionStore).closeSession(sid, 'requested', opener)).rejects.toThrow(
+      /its binding names key/,
+    );
+    expect((await (stores[2] as PostgresSessionStore).session(sid))?.status).toBe('open');
+    expect(await chainEntries(engine.admin, sid)).toHaveLength(2);
+  }, 60_000);
+
+  it('two replicas closing one session at once issue one claim; the other answers the stored one', async () => {
+    const sid = await open(0);
+    await call(1, sid);
+    const [a, b] = await Promise.all([
+      (stores[1] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(1)),
+      (stores[2] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(2)),
+    ]);
+    expect([a.issued, b.issued].sort()).toEqual([false, true]);
+    expect(a.canonical.equals(b.canonical)).toBe(true);
+    const closes = (await chainEntries(engine.admin, sid)).filter((e) => e.entry_type === 'session_close');
+    expect(closes).toHaveLength(1);
+  }, 60_000);
+
+  it('closes racing through three replicas make one claim chain: consecutive claim_sequence, each prev_claim_hash the one before', async () => {
+    const sids = await Promise.all(Array.from({ length: 9 }, (_, k) => open(k % 3)));
+    await Promise.all(sids.map((sid, k) => call((k + 1) % 3, sid)));
+    await Promise.all(
+      sids.map((sid, k) =>
+        (stores[k % 3] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(k % 3)),
+      ),
+    );
+    const rows = (
+      await engine.admin.query<{ claim_sequence: string; claim_hash: string; canonical: string }>(
+        'SELECT claim_sequence::text AS claim_sequence, claim_hash, canonical FROM claims ORDER BY claims.claim_sequence',
+      )
+    ).rows;
+    rows.forEach((r, k) => {
+      expect(Number(r.claim_sequence)).toBe(k);
+      expect(r.claim_hash).toBe(sha256Hex(Buffer.from(r.canonical, 'utf8')));
+      const claim = JSON.parse(r.canonical);
+      expect(claim.prev_claim_hash).toBe(k === 0 ? null : rows[k - 1]?.claim_hash);
+    });
+    expect(rows.length).toBeGreaterThanOrEqual(9);
+  }, 60_000);
+
+  it('a replica whose lease was taken over opens, records and closes nothing (LEASE_LOST)', async () => {
+    const sid = await open(0);
+    const r = engine.replicas[0] as PgReplica;
+    await engine.admin.query(
+      'UPDATE replica_leases SET lease_token = lease_token + 1 WHERE replica_id = $1',
+      [r.id],
+    );
+    const stale = stores[0] as PostgresSessionStore;
+    await expect(
+      stale.openSession({
+        sessionId: 'never',
+        agentId: 'agent-1',
+        isDefault: false,
+        provider: 'none',
+        keyThumbprint: 't',
+      }),
+    ).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    await expect(
+      stale.appendEntries(GATEWAY_CHAIN_ID, [{ entry_type: 'operator_note' }]),
+    ).rejects.toMatchObject({
+      code: 'LEASE_LOST',
+    });
+    await expect(stale.closeSession(sid, 'requested', inputsOf(0))).rejects.toMatchObject({
+      code: 'LEASE_LOST',
+    });
+    expect(await stale.session('never')).toBeUndefined();
+    expect((await stale.session(sid))?.status).toBe('open');
+    expect(await chainEntries(engine.admin, 'never')).toEqual([]);
+  }, 60_000);
+});
