@@ -9,6 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { attestationSchema, resolveAttestationPaths } from './attestation.js';
 import { oauthSchema, resolveOAuthPaths } from './oauth.js';
+import { replicasSchema } from './replicas.js';
 
 export type { AttestationConfig } from './attestation.js';
 
@@ -217,6 +218,8 @@ export const configSchema = z
       })
       .default({ drain_ms: 10_000 }),
     limits: limits.prefault({}),
+    /** Lease settings of a replica on PostgreSQL (config/replicas.ts); unused with SQLite. */
+    replicas: replicasSchema,
     metrics: metrics.default({ enabled: true, allow_remote: false }),
     tracing: tracing.default({ enabled: false, service_name: 'cmcp-gateway' }),
   })

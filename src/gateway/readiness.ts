@@ -19,6 +19,8 @@ export interface ReadinessReport {
     attestation: string | null;
     /** `draining` once a SIGTERM/SIGINT shutdown began (gateway/drain.ts), else null. */
     shutdown: string | null;
+    /** A replica on PostgreSQL only: `LEASE_LOST` once its lease is lost (gateway/lease-gate.ts), else null. */
+    lease?: string | null;
   };
 }
 
@@ -52,6 +54,8 @@ export class Readiness {
     private readonly provider: AttestationProvider,
     /** The shutdown gate: once it stops admitting, the gateway is not ready. */
     private readonly drain: { readonly open: boolean } | null = null,
+    /** A replica's lease gate: once the lease is lost, the replica is not ready. */
+    private readonly lease: { readonly live: boolean } | null = null,
   ) {
     // Every real binding tells readiness how the provider is doing; a probe is needed only
     // when none happened lately.
@@ -80,7 +84,9 @@ export class Readiness {
     // Draining is known at once, never from a reused report.
     if (this.drain && !this.drain.open)
       return { ready: false, checks: { ...r.checks, shutdown: 'draining' } };
-    return r;
+    // So is a lost lease.
+    if (this.lease && !this.lease.live) return { ready: false, checks: { ...r.checks, lease: 'LEASE_LOST' } };
+    return this.lease ? { ...r, checks: { ...r.checks, lease: null } } : r;
   }
 
   private async run(): Promise<ReadinessReport> {

@@ -1,0 +1,77 @@
+/**
+ * A replica's lease at the HTTP edge (docs/replicas.md#leases-and-fencing-tokens): while the
+ * lease is live the replica serves; once a renewal finds it lost (expired, or taken over by
+ * another holder of the same `instance_id`) every write of the replica already fails its fence
+ * (LEASE_LOST), and from then on the gate refuses every new request but the health probes with
+ * LEASE_LOST (503; a JSON-RPC error on /mcp) and readiness reports it (gateway/readiness.ts), so
+ * a load balancer moves the traffic to the other replicas. The replica never serves a request it
+ * cannot record; it is restarted by its supervisor under a new lease.
+ */
+import { hostname } from 'node:os';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { ReplicasConfig } from '../config/replicas.js';
+import { ReplicaLease } from '../store/postgres/replica-lease.js';
+import { isJsonRpc, sendError, sendRpcError } from './replies.js';
+
+/** Routes still answered once the lease is lost: a load balancer must see the replica go unready. */
+const PROBES = new Set(['/healthz', '/readyz']);
+
+/** The admission gate of a replica's lease. */
+export class LeaseGate {
+  private lostBecause: string | null = null;
+
+  /** True until the lease is found lost. */
+  get live(): boolean {
+    return this.lostBecause === null;
+  }
+
+  /** Why the lease is lost (the error's message), or null while live. */
+  get reason(): string | null {
+    return this.lostBecause;
+  }
+
+  /** Closes the gate for good. */
+  lose(e: Error): void {
+    this.lostBecause ??= e.message;
+  }
+
+  /** Adds the gate to `app` (before its routes are registered). */
+  attach(app: FastifyInstance): void {
+    app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+      if (this.live || PROBES.has(req.url.split('?')[0] ?? '')) return;
+      const message = "this replica's lease is lost: it admits no request (another replica serves)";
+      reply.header('connection', 'close');
+      return isJsonRpc(req)
+        ? sendRpcError(reply, 'LEASE_LOST', message)
+        : sendError(reply, 'LEASE_LOST', message);
+    });
+  }
+}
+
+/**
+ * Acquires the replica's lease for `instanceId` with the configured ttl and renewal, starts its
+ * heartbeat and sweep, and closes `gate` when the lease is found lost.
+ * @param keyThumbprint base64url RFC 7638 thumbprint of the replica's gateway key.
+ * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease of `instanceId` is
+ *   live; pg errors (the database unreachable).
+ */
+export function startReplicaLease(
+  pool: pg.Pool,
+  o: { instanceId: string; replicas: ReplicasConfig; keyThumbprint: string; gate: LeaseGate; log: Logger },
+): Promise<ReplicaLease> {
+  return ReplicaLease.start(pool, {
+    replicaId: o.instanceId,
+    holder: `${hostname()} pid ${process.pid} started ${new Date().toISOString()}`,
+    keyThumbprint: o.keyThumbprint,
+    ttlMs: o.replicas.lease_ttl_ms,
+    renewEveryMs: o.replicas.renew_every_ms,
+    onLost: (e) => {
+      o.gate.lose(e);
+      o.log.error({ err: e.message, code: 'LEASE_LOST' }, 'replica lease lost: admitting no request');
+    },
+    onSealed: (s) => o.log.warn({ ...s }, "sealed an expired replica's open calls as outcome_unknown"),
+    onError: (e) => o.log.warn({ err: e.message }, 'replica lease renewal or sweep failed'),
+  });
+}
