@@ -40,6 +40,7 @@ beforeAll(async () => {
   server = await startPostgres();
   url = await createDatabase(server, 'processes_1');
   admin = new pg.Pool({ connectionString: url, max: 2 });
+  admin.on('error', () => undefined); // the server's stop at the end must not be an unhandled 'error'
   const c = await admin.connect();
   try {
     await migratePostgres(c, 'processes_1');

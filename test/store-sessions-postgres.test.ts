@@ -20,6 +20,7 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AttemptStart } from '../src/call/attempts.js';
 import type { ClaimInputs, SessionBindingRecord } from '../src/claim/build.js';
+import { claimBinding } from '../src/session/claim-binding.js';
 import type { SessionRow } from '../src/session/types.js';
 import { chainBundle, chainEntries } from '../src/store/postgres/chain.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
@@ -28,6 +29,12 @@ import { hasPostgres } from './harness/postgres.js';
 import { type PgReplica, postgresEngine } from './harness/store-engines.js';
 
 const withPostgres = hasPostgres();
+const FACTS = {
+  gatewayMeasurement: null,
+  policyBundleHash: null,
+  catalogHash: null,
+  enforcementMode: 'enforcing',
+};
 let server: PostgresInstance | null = null;
 let engine: Awaited<ReturnType<typeof postgresEngine>>;
 let stores: PostgresSessionStore[] = [];
@@ -84,23 +91,20 @@ function bindingOf(
 }
 
 /**
- * The claim inputs a closing replica `i` gives for a row: its own key, and the row's binding
- * when it made that binding, else its own binding of the same chain root and challenge (a
- * claim is signed by the key its binding names).
+ * The claim inputs a closing replica `i` gives for a row, as SessionService builds them: its own
+ * key, and the binding section of session/claim-binding.ts — the stored binding when it names
+ * this key, else the opening's preimage under this key with the evidence absent (the claim is
+ * signed-only: this key's hardware evidence did not bind that chain root).
  */
 function inputsOf(i: number) {
   return (row: SessionRow): ClaimInputs => {
-    const stored = JSON.parse(row.binding_json) as SessionBindingRecord;
-    const binding =
-      stored.preimage.key_thumbprint === thumb(i)
-        ? stored
-        : bindingOf(i, row.session_id, row.chain_root, stored.preimage.challenge);
+    const jwk = ed25519PublicJwk(keys[i] as KeyObject);
     return {
       sessionId: row.session_id,
       agentId: row.agent_id,
-      binding,
+      binding: claimBinding(row, jwkThumbprint(jwk), FACTS, 'software'),
       key: keys[i] as KeyObject,
-      jwk: ed25519PublicJwk(keys[i] as KeyObject),
+      jwk,
       enforcementMode: 'enforce',
     };
   };
@@ -176,6 +180,9 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(report.checks.find((c) => c.id === 'claim.signature')?.status).toBe('pass');
     expect(report.checks.find((c) => c.id === 'binding.challenge')?.status).toBe('pass');
+    // Replica 0 bound the chain root under its key; replica 2 signs: signed-only, with the reason.
+    expect(report.verdict).toBe('signed-only');
+    expect(closed.claim.evidence).toMatchObject({ status: 'absent', reason: 'GATEWAY_KEY_ROTATED' });
     expect(closed.claim.cnf.jwk).toEqual(ed25519PublicJwk(keys[2] as KeyObject));
     expect(closed.claim.binding.preimage.chain_root).toBe(closed.claim.audit_chain.root);
     expect(closed.claim.counters.tool_calls).toBe(30);

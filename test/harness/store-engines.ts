@@ -124,6 +124,8 @@ export async function postgresEngine(
 ): Promise<Engine & { replicas: PgReplica[]; url: string; admin: pg.Pool }> {
   const url = await createDatabase(server, name);
   const admin = new pg.Pool({ connectionString: url, max: 4 });
+  // An idle connection the server ends (its stop at the end of a file) must not be an unhandled 'error'.
+  admin.on('error', () => undefined);
   const c = await admin.connect();
   try {
     await migratePostgres(c, name);
