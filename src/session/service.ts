@@ -6,24 +6,23 @@
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
-import { bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
-import type { Claim, EvidenceJson } from '@cmcp/verify/format/claim';
+import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import {
   type ChainSummary,
   issueClaim,
   issueClaimFrom,
-  type SessionBindingRecord,
   storedClaim,
   storedClaimText,
 } from '../claim/build.js';
 import { signingKey } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
-import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
+import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
+import { bindingEntry, bindSession, sessionPreimage } from './binding-record.js';
 import { claimBinding } from './claim-binding.js';
 import { type CloseDeps, closeOffLoop } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
@@ -107,60 +106,11 @@ export class SessionService {
       return e.entry_hash;
     });
 
-    const preimage: SessionBindingPreimage = {
-      domain: 'cmcp.session-binding',
-      version: 1,
-      session_id: sessionId,
-      chain_root: root,
-      key_thumbprint: thumb,
-      gateway_measurement: this.facts.gatewayMeasurement,
-      policy_bundle_hash: this.facts.policyBundleHash,
-      catalog_hash: this.facts.catalogHash,
-      challenge: opts.challenge ?? null,
-    };
-    // Taken with the preimage, so a reload during the bind cannot pair a newer measurement
-    // with this preimage's digest.
-    const measurementAtBind = this.provider.measurementEvidence?.() ?? null;
-    const share = await this.binder.bind(bindingDigest(preimage), preimage.gateway_measurement);
-    const rd = share.reportData;
-    let evidence: EvidenceJson;
-    if (share.ok) {
-      evidence = {
-        provider: this.provider.name,
-        status: 'bound',
-        reason: null,
-        report_data: b64u(rd),
-        ...share.evidence,
-      };
-    } else {
-      const e = share.error;
-      const reason = e instanceof BindingError ? e.reason : 'PROVIDER_FAULT';
-      const message = (e as Error).message;
-      this.log.warn(
-        { session_id: sessionId, provider: this.provider.name, reason, err: message },
-        'attestation binding failed; session continues without hardware binding',
-      );
-      const measurement = measurementAtBind;
-      evidence = {
-        provider: this.provider.name,
-        status: 'absent',
-        reason,
-        report_data: b64u(rd),
-        tpm: null,
-        ...(measurement ? { measurement } : {}),
-      };
-    }
-    const record: SessionBindingRecord = { preimage, batch: share.batch, evidence };
+    const preimage = sessionPreimage(sessionId, root, thumb, this.facts, opts.challenge ?? null);
+    const record = await bindSession(this.binder, this.provider, preimage, this.log);
+    const evidence = record.evidence;
     await immediateAsync(this.db, () => {
-      this.chain.append(sessionId, {
-        entry_type: evidence.status === 'bound' ? 'attestation_bound' : 'attestation_binding_failed',
-        session_id: sessionId,
-        agent_id: agentId,
-        detail:
-          evidence.status === 'bound'
-            ? { provider: evidence.provider, report_data: evidence.report_data }
-            : { provider: evidence.provider, reason: evidence.reason, report_data: evidence.report_data },
-      });
+      this.chain.append(sessionId, bindingEntry(sessionId, agentId, evidence));
       this.db
         .prepare('UPDATE sessions SET binding_json = ? WHERE session_id = ?')
         .run(JSON.stringify(record), sessionId);

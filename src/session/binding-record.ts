@@ -1,0 +1,96 @@
+/**
+ * A session's binding as it is recorded (docs/spec/binding.md): the preimage over the chain root,
+ * the bind through the batcher, the evidence (bound, or absent with the reason — a failed bind is
+ * logged and the session serves signed-only unless a tier is required), and the chain entry that
+ * records the outcome. Shared by the SQLite session service (service.ts) and the replicas'
+ * (replica-sessions.ts) so the record has one builder.
+ */
+import { bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
+import { b64u } from '@cmcp/verify/format/canonical';
+import type { EvidenceJson } from '@cmcp/verify/format/claim';
+import type { Logger } from 'pino';
+import type { EntryInput } from '../audit/next-entry.js';
+import type { SessionBindingRecord } from '../claim/build.js';
+import { type AttestationProvider, BindingError } from '../tee/provider.js';
+import type { BindingBatcher } from './binding-batcher.js';
+import type { SessionFacts } from './types.js';
+
+/** The binding preimage of a session's chain root under the key with `keyThumbprint` (base64url). */
+export function sessionPreimage(
+  sessionId: string,
+  chainRoot: string,
+  keyThumbprint: string,
+  facts: SessionFacts,
+  challenge: string | null,
+): SessionBindingPreimage {
+  return {
+    domain: 'cmcp.session-binding',
+    version: 1,
+    session_id: sessionId,
+    chain_root: chainRoot,
+    key_thumbprint: keyThumbprint,
+    gateway_measurement: facts.gatewayMeasurement,
+    policy_bundle_hash: facts.policyBundleHash,
+    catalog_hash: facts.catalogHash,
+    challenge,
+  };
+}
+
+/**
+ * Binds `preimage` through `binder` (one quote or report shared by the sessions waiting) and
+ * builds the record the session row stores. A failed bind is logged and recorded as absent
+ * evidence with its reason (BindingError's, else PROVIDER_FAULT). Never throws for a failed bind.
+ */
+export async function bindSession(
+  binder: BindingBatcher,
+  provider: AttestationProvider,
+  preimage: SessionBindingPreimage,
+  log: Logger,
+): Promise<SessionBindingRecord> {
+  // Taken with the preimage, so a reload during the bind cannot pair a newer measurement
+  // with this preimage's digest.
+  const measurementAtBind = provider.measurementEvidence?.() ?? null;
+  const share = await binder.bind(bindingDigest(preimage), preimage.gateway_measurement);
+  const rd = share.reportData;
+  let evidence: EvidenceJson;
+  if (share.ok) {
+    evidence = {
+      provider: provider.name,
+      status: 'bound',
+      reason: null,
+      report_data: b64u(rd),
+      ...share.evidence,
+    };
+  } else {
+    const e = share.error;
+    const reason = e instanceof BindingError ? e.reason : 'PROVIDER_FAULT';
+    const message = (e as Error).message;
+    log.warn(
+      { session_id: preimage.session_id, provider: provider.name, reason, err: message },
+      'attestation binding failed; session continues without hardware binding',
+    );
+    const measurement = measurementAtBind;
+    evidence = {
+      provider: provider.name,
+      status: 'absent',
+      reason,
+      report_data: b64u(rd),
+      tpm: null,
+      ...(measurement ? { measurement } : {}),
+    };
+  }
+  return { preimage, batch: share.batch, evidence };
+}
+
+/** The session chain's entry recording a binding's outcome. */
+export function bindingEntry(sessionId: string, agentId: string, evidence: EvidenceJson): EntryInput {
+  return {
+    entry_type: evidence.status === 'bound' ? 'attestation_bound' : 'attestation_binding_failed',
+    session_id: sessionId,
+    agent_id: agentId,
+    detail:
+      evidence.status === 'bound'
+        ? { provider: evidence.provider, report_data: evidence.report_data }
+        : { provider: evidence.provider, reason: evidence.reason, report_data: evidence.report_data },
+  };
+}

@@ -1,0 +1,120 @@
+/**
+ * Sessions of a replica on PostgreSQL (docs/replicas.md#sessions-across-replicas): the
+ * counterpart of service.ts's named sessions over the shared store
+ * (store/postgres/session-store.ts). Any replica serves any session: a session opened through
+ * one replica is resolved, used and closed through another (the SQLite gateway's rule that only
+ * the opening instance may use a session is one host's). The close's claim is signed by the
+ * closing replica's key with the binding section of claim-binding.ts (the opening's binding
+ * when this replica made it, else absent under this key: signed-only). Default sessions,
+ * batched closes and a required binding tier stay with service.ts until the gateway serves on
+ * PostgreSQL.
+ */
+import { randomUUID } from 'node:crypto';
+import { CmcpError } from '@cmcp/verify/errors/index';
+import { b64u } from '@cmcp/verify/format/canonical';
+import type { Claim } from '@cmcp/verify/format/claim';
+import type { Logger } from 'pino';
+import type { PostgresSessionStore } from '../store/postgres/session-store.js';
+import type { AttestationProvider } from '../tee/provider.js';
+import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
+import { bindingEntry, bindSession, sessionPreimage } from './binding-record.js';
+import { claimBinding } from './claim-binding.js';
+import type { GatewayKey, SessionCreated, SessionFacts, SessionRow } from './types.js';
+
+export class ReplicaSessions {
+  /** Sessions opened while a quote is in flight share the next one (docs/spec/binding.md#batched-bindings). */
+  readonly binder: BindingBatcher;
+
+  constructor(
+    private readonly store: PostgresSessionStore,
+    /** This replica's gateway key (made at its start). */
+    private readonly key: GatewayKey,
+    private readonly provider: AttestationProvider,
+    /** What the replica runs: read at every creation and claim (a reload mutates it). */
+    private readonly facts: SessionFacts,
+    private readonly log: Logger,
+    batchLimit = DEFAULT_BATCH_LIMIT,
+  ) {
+    this.binder = new BindingBatcher(provider, key.thumbprint, batchLimit);
+  }
+
+  /**
+   * Opens a session: its genesis entry and row, then its chain root bound into this replica's
+   * evidence and the outcome recorded (a failed bind serves the session signed-only, as
+   * service.ts does).
+   * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
+   * @throws (rejects) LeaseLostError (LEASE_LOST); pg errors.
+   */
+  async create(agentId: string, opts: { challenge?: string | null } = {}): Promise<SessionCreated> {
+    const sessionId = randomUUID();
+    const thumb = b64u(this.key.thumbprint);
+    const genesis = await this.store.openSession({
+      sessionId,
+      agentId,
+      isDefault: false,
+      provider: this.provider.name,
+      keyThumbprint: thumb,
+    });
+    const preimage = sessionPreimage(
+      sessionId,
+      genesis.entry_hash,
+      thumb,
+      this.facts,
+      opts.challenge ?? null,
+    );
+    const record = await bindSession(this.binder, this.provider, preimage, this.log);
+    const evidence = record.evidence;
+    await this.store.recordBinding(sessionId, bindingEntry(sessionId, agentId, evidence), record);
+    return {
+      session_id: sessionId,
+      chain_root: genesis.entry_hash,
+      binding: { provider: evidence.provider, status: evidence.status, reason: evidence.reason },
+    };
+  }
+
+  /**
+   * The open session a call of `agentId` runs in, whichever replica opened it.
+   * @throws CmcpError UNKNOWN_SESSION (none, or another agent's) | SESSION_CLOSED; pg errors.
+   */
+  async resolve(agentId: string, sessionId: string): Promise<SessionRow> {
+    const row = await this.own(agentId, sessionId);
+    if (row.status !== 'open')
+      throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
+    return row;
+  }
+
+  /**
+   * Closes the session with a claim signed by this replica's key; a closed session answers its
+   * stored claim.
+   * @throws CmcpError UNKNOWN_SESSION; LeaseLostError (LEASE_LOST); pg errors.
+   */
+  async close(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
+    await this.own(agentId, sessionId);
+    const closed = await this.store.closeSession(sessionId, reason, (row) => ({
+      sessionId,
+      agentId,
+      binding: claimBinding(row, this.key.thumbprint, this.facts, this.provider.name),
+      key: this.key.privateKey,
+      jwk: this.key.jwk,
+      enforcementMode: this.facts.enforcementMode,
+    }));
+    return closed.claim;
+  }
+
+  /**
+   * The stored canonical text (UTF-8 JCS) of a closed session's claim, as signed and hashed.
+   * @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN; pg errors.
+   */
+  async claimText(agentId: string, sessionId: string): Promise<Buffer> {
+    await this.own(agentId, sessionId);
+    const c = await this.store.claim(sessionId);
+    if (!c) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
+    return c.canonical;
+  }
+
+  private async own(agentId: string, sessionId: string): Promise<SessionRow> {
+    const row = await this.store.session(sessionId);
+    if (!row || row.agent_id !== agentId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    return row;
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * A replica's sessions on PostgreSQL (src/session/replica-sessions.ts) with three replicas, each
+ * its own lease, key and attestation provider (the software one: it binds nothing, so sessions
+ * are signed-only), on a real throw-away PostgreSQL: a session opened through one replica is
+ * resolved, used and closed through the others; its claim verifies with its bundle and the
+ * verifier's challenge; a closed session's claim is the same through every replica.
+ */
+import { generateKeyPairSync } from 'node:crypto';
+import { verifyClaim } from '@cmcp/verify/claim';
+import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ReplicaSessions } from '../src/session/replica-sessions.js';
+import type { GatewayKey } from '../src/session/types.js';
+import { chainBundle } from '../src/store/postgres/chain.js';
+import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
+import { SoftwareProvider } from '../src/tee/provider.js';
+import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
+import { hasPostgres } from './harness/postgres.js';
+import { type PgReplica, postgresEngine } from './harness/store-engines.js';
+
+const withPostgres = hasPostgres();
+const log = pino({ level: 'silent' });
+const FACTS = {
+  gatewayMeasurement: null,
+  policyBundleHash: null,
+  catalogHash: null,
+  enforcementMode: 'none',
+};
+let server: PostgresInstance | null = null;
+let engine: Awaited<ReturnType<typeof postgresEngine>>;
+let sessions: ReplicaSessions[] = [];
+
+function newKey(): GatewayKey {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const jwk = ed25519PublicJwk(privateKey);
+  return { privateKey, jwk, thumbprint: jwkThumbprint(jwk) };
+}
+
+beforeAll(async () => {
+  if (!withPostgres) return;
+  server = await startPostgres();
+  engine = await postgresEngine(server, 'replica_sessions_1');
+  sessions = engine.replicas.map(
+    (r: PgReplica) =>
+      new ReplicaSessions(
+        new PostgresSessionStore(r.pool, r.fence),
+        newKey(),
+        new SoftwareProvider(),
+        FACTS,
+        log,
+      ),
+  );
+}, 60_000);
+afterAll(async () => {
+  await engine?.close();
+  await server?.stop();
+});
+
+const s = (i: number) => sessions[i] as ReplicaSessions;
+
+let calls = 0;
+async function call(i: number, sessionId: string): Promise<void> {
+  const w = (engine.replicas[i] as PgReplica).writes;
+  const callId = `call-${++calls}`;
+  const attempt = {
+    callId,
+    method: 'tools/call',
+    upstream: 'up',
+    agentId: 'alice',
+    sessionId,
+    executionId: null,
+    toolName: 'echo',
+    requestPayloadHash: null,
+    workflowId: null,
+  };
+  await w.write({ kind: 'attempt', attempt, raiseSensitivity: null });
+  await w.write({
+    kind: 'terminal',
+    sessionId,
+    entry: {
+      entry_type: 'tool_call',
+      call_id: callId,
+      agent_id: 'alice',
+      session_id: sessionId,
+      tool_name: 'echo',
+    },
+    disposition: 'completed',
+    execution: null,
+  });
+}
+
+describe.skipIf(!withPostgres)("a replica's sessions", () => {
+  it('opened through replica 0, used through all three, closed through replica 1: the claim verifies; every replica answers it', async () => {
+    const created = await s(0).create('alice', { challenge: 'nonce-1' });
+    expect(created.binding.status).toBe('absent');
+    for (const i of [1, 2]) expect((await s(i).resolve('alice', created.session_id)).status).toBe('open');
+    await Promise.all([0, 1, 2, 0, 1, 2].map((i) => call(i, created.session_id)));
+    const claim = await s(1).close('alice', created.session_id);
+    const bundle = await chainBundle(engine.admin, created.session_id, created.session_id);
+    const report = verifyClaim(claim, { bundle, expectedChallenge: 'nonce-1' });
+    expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+    expect(report.verdict).toBe('signed-only');
+    expect(claim.counters.tool_calls).toBe(6);
+    expect(claim.binding.preimage.challenge).toBe('nonce-1');
+    expect(claim.binding.preimage.chain_root).toBe(created.chain_root);
+    const texts = await Promise.all([0, 1, 2].map((i) => s(i).claimText('alice', created.session_id)));
+    for (const t of texts) expect(JSON.parse(t.toString('utf8'))).toEqual(claim);
+    expect(await s(2).close('alice', created.session_id)).toEqual(claim);
+    await expect(s(2).resolve('alice', created.session_id)).rejects.toMatchObject({ code: 'SESSION_CLOSED' });
+  }, 60_000);
+
+  it("another agent's session is unknown through every replica; an open one has no claim yet", async () => {
+    const created = await s(2).create('alice');
+    for (const i of [0, 1, 2]) {
+      await expect(s(i).resolve('bob', created.session_id)).rejects.toMatchObject({
+        code: 'UNKNOWN_SESSION',
+      });
+      await expect(s(i).close('bob', created.session_id)).rejects.toMatchObject({ code: 'UNKNOWN_SESSION' });
+      await expect(s(i).claimText('alice', created.session_id)).rejects.toMatchObject({
+        code: 'SESSION_OPEN',
+      });
+    }
+    await expect(s(0).resolve('alice', 'no-such-session')).rejects.toMatchObject({ code: 'UNKNOWN_SESSION' });
+  }, 60_000);
+
+  it("closed through the replica that opened it, the claim carries that replica's stored binding record", async () => {
+    const created = await s(0).create('alice');
+    const claim = await s(0).close('alice', created.session_id);
+    const row = await new PostgresSessionStore(
+      (engine.replicas[0] as PgReplica).pool,
+      (engine.replicas[0] as PgReplica).fence,
+    ).session(created.session_id);
+    expect(claim.evidence).toEqual(JSON.parse(row?.binding_json ?? '{}').evidence);
+    expect(claim.evidence.reason).not.toBe('GATEWAY_KEY_ROTATED');
+  }, 60_000);
+});
