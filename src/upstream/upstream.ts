@@ -1,8 +1,9 @@
 /**
  * One connection (one MCP session) to one upstream through the official SDK client: stdio child
- * (the SDK's transport) or Streamable HTTP (our own, ./http-transport.ts), with the result-size cap, credentials, session renewal, and calls that
- * report their effect boundary (`not_sent`, `maybe_sent`, `answered`) so that the caller can
- * record `completed`, `not_attempted` or `outcome_unknown`. The pool of them is ./pool.ts.
+ * (the SDK's transport) or Streamable HTTP (the gateway's own, ./http-transport.ts), with the
+ * result-size cap, credentials, session renewal, and calls that report their effect boundary
+ * (`not_sent`, `maybe_sent`, `answered`) so that the caller can record `completed`,
+ * `not_attempted` or `outcome_unknown`. The pool of them is ./pool.ts.
  */
 
 import type { ChildProcess } from 'node:child_process';
@@ -283,7 +284,7 @@ export class Upstream {
     this.inflight.add(ctx);
     const answers = this.answers;
     try {
-      // The call's context follows its request into the capped fetch (AsyncLocalStorage).
+      // The call's context follows its request into the transport's send (AsyncLocalStorage).
       const result = await callContext.run(ctx, () =>
         client.request({ method, params }, looseResult, {
           timeout: this.cfg.timeout_ms,
