@@ -142,7 +142,7 @@ export class UpstreamHttpTransport implements Transport {
   private async post(message: JSONRPCMessage): Promise<void> {
     const ctx = callContext.getStore();
     const sent = this.session;
-    const res = await this.fetch(
+    const res = await this.exchange(
       'POST',
       { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
       JSON.stringify(message),
@@ -233,7 +233,7 @@ export class UpstreamHttpTransport implements Transport {
    * @throws StreamableHTTPError for another status.
    */
   private async standalone(lastEventId: string | undefined): Promise<string | undefined | false> {
-    const res = await this.fetch('GET', {
+    const res = await this.exchange('GET', {
       accept: 'text/event-stream',
       ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
     });
@@ -278,7 +278,7 @@ export class UpstreamHttpTransport implements Transport {
   }
 
   /** One request with the session's headers, following redirects within the origin (GET any, others 307/308). */
-  private async fetch(method: string, extra: Record<string, string>, body?: string): Promise<Response> {
+  private async exchange(method: string, extra: Record<string, string>, body?: string): Promise<Response> {
     const headers: Record<string, string> = {};
     if (this.session) headers['mcp-session-id'] = this.session;
     if (this.protocol) headers['mcp-protocol-version'] = this.protocol;
