@@ -6,6 +6,7 @@
  * `DELETE` ends a client session. Registered inside the agent routes plugin: every request
  * here passed the Host check and the agent authentication hook.
  */
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ClientChannel, jsonChannel } from '../client-channel.js';
 import type { McpEndpoint } from '../mcp.js';
@@ -118,9 +119,12 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
   const id = readableId(body);
   const untrack = id !== null ? d.inflight.track(req.agentId, session?.id, id, ctl) : () => undefined;
   const hv = header(req, 'mcp-protocol-version') ?? session?.protocolVersion;
+  // One JSON-RPC message per POST: at most one tools/call, recorded under this call_id.
+  req.callId = randomUUID();
   const caller = {
     agentId: req.agentId,
     blocked: req.agentBlocked,
+    callId: req.callId,
     // A JWT's scopes and mapped claims: Cedar principal attributes (gateway/oauth/).
     ...(req.agentTokenAttributes ? { attributes: req.agentTokenAttributes } : {}),
   };
