@@ -145,6 +145,8 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
     headers['mcp-session-id'] = opened.id;
   }
   if (stream?.finish(r.body, r.status)) return reply;
+  // A shutdown answered it already (drain.ts answerPending): a late answer is sent nowhere.
+  if (reply.sent || reply.raw.headersSent) return reply;
   if (r.body === null) return reply.code(202).headers(headers).send();
   return reply.code(r.status).headers(headers).type('application/json').send(r.body);
 }
