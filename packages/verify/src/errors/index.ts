@@ -260,7 +260,7 @@ export const ERRORS = {
     http: 500,
     rpc: -32603,
     summary:
-      'Start-up or `cmcp db migrate`: the database has a schema version newer than this cmcp knows (`cmcp db status` shows it); nothing was written. Run the cmcp version that migrated it, or a newer one.',
+      'Start-up, `cmcp db migrate`, `cmcp db status` (after printing the version) or `cmcp executions`: the database has a schema version newer than this cmcp knows; nothing was written or read. Run the cmcp version that migrated it, or a newer one.',
   },
   POSTGRES_SERVING_NOT_IMPLEMENTED: {
     http: 500,
