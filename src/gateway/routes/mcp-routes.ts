@@ -8,18 +8,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AgentLimits } from '../agent-limits.js';
 import { type ClientChannel, jsonChannel } from '../client-channel.js';
+import { clientSessionRefusal } from '../client-session-rate.js';
 import type { McpEndpoint } from '../mcp.js';
 import { readableId } from '../mcp-unauthenticated.js';
 import { jsonRpcError, sendRpcError } from '../replies.js';
 import type { ClientSession, ClientSessions } from '../stream/client-sessions.js';
 import type { InflightRequests } from '../stream/inflight.js';
 import { StreamChannel } from '../stream/stream-channel.js';
+import type { RefusalSink } from './agent.js';
 
 export interface McpRouteDeps {
   mcp: Pick<McpEndpoint, 'handle'>;
   clientSessions: ClientSessions;
   inflight: InflightRequests;
+  /** Per-agent limits: the rate of client sessions opened (client-session-rate.ts). */
+  limits?: Pick<AgentLimits, 'clientSessions'>;
+  recordRefusal?: RefusalSink;
 }
 
 /** The media types an Accept header lists (parameters and q-values ignored: presence is what MCP asks). */
@@ -140,9 +146,15 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
   // A successful initialize opens a client session (handshake-era clients).
   const result = isObject(r.body) ? r.body.result : undefined;
   if (isObject(body) && body.method === 'initialize' && isObject(result)) {
-    const params = isObject(body.params) ? body.params : {};
-    const opened = d.clientSessions.open(req.agentId, String(result.protocolVersion), params.clientInfo);
-    headers['mcp-session-id'] = opened.id;
+    const refused = clientSessionRefusal(d.limits?.clientSessions, d.recordRefusal, req.agentId, id);
+    if (refused) {
+      r = refused;
+      headers['retry-after'] = String(refused.retryAfterS);
+    } else {
+      const params = isObject(body.params) ? body.params : {};
+      const opened = d.clientSessions.open(req.agentId, String(result.protocolVersion), params.clientInfo);
+      headers['mcp-session-id'] = opened.id;
+    }
   }
   if (stream?.finish(r.body, r.status)) return reply;
   // A shutdown answered it already (drain.ts answerPending): a late answer is sent nowhere.

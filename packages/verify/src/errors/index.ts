@@ -374,6 +374,12 @@ export const ERRORS = {
     summary:
       'The whole request (headers and body) did not arrive within limits.request_timeout_ms; the connection is closed.',
   },
+  AGENT_CLIENT_SESSIONS_RATE_LIMITED: {
+    http: 429,
+    rpc: -32096,
+    summary:
+      'The agent opened limits.agent_client_sessions_per_min client sessions (initialize, each recorded client_session_open) in the last minute; retry after Retry-After seconds.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */
