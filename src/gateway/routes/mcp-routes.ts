@@ -28,14 +28,18 @@ export interface McpRouteDeps {
   recordRefusal?: RefusalSink;
 }
 
-/** The media types an Accept header lists (parameters and q-values ignored: presence is what MCP asks). */
+/**
+ * The media types an Accept header lists (parameters and q-values ignored: presence is what MCP
+ * asks). No Accept at all is taken as JSON (curl, scripts); one that lists neither JSON nor
+ * SSE accepts nothing `/mcp` can answer with (406, MCP Streamable HTTP "Sending Messages").
+ */
 function accepted(req: FastifyRequest): { json: boolean; sse: boolean } {
-  const types = (req.headers.accept ?? '')
-    .split(',')
-    .map((t) => (t.split(';')[0] ?? '').trim().toLowerCase());
+  const header = (req.headers.accept ?? '').trim();
+  if (header === '') return { json: true, sse: false };
+  const types = header.split(',').map((t) => (t.split(';')[0] ?? '').trim().toLowerCase());
   const sse = types.includes('text/event-stream');
   const json = types.includes('application/json') || types.includes('*/*') || types.includes('application/*');
-  return { json: json || !sse, sse };
+  return { json, sse };
 }
 
 function header(req: FastifyRequest, name: string): string | undefined {
@@ -113,6 +117,12 @@ function channelFor(
 }
 
 async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply) {
+  const acceptable = accepted(req);
+  if (!acceptable.json && !acceptable.sse) {
+    d.recordRefusal?.(req.agentId, 'INVALID_REQUEST', { route: 'POST /mcp', reason: 'not_acceptable' });
+    const message = 'Accept must list application/json or text/event-stream (MCP Streamable HTTP)';
+    return reply.code(406).send(jsonRpcError(readableId(req.body), 'INVALID_REQUEST', message));
+  }
   const s = sessionOf(d, req, reply);
   if ('refused' in s) return reply;
   const { session } = s;
