@@ -60,7 +60,7 @@ export class CallOrchestrator {
    * @param link how the call reaches its upstream for this client (default: the shared connection).
    */
   async call(caller: Caller, rawParams: unknown, startedAt: bigint, link?: CallLink): Promise<CallResponse> {
-    const callId = randomUUID();
+    const callId = caller.callId ?? randomUUID();
     return this.telemetry.call(() => this.guarded(caller, rawParams, startedAt, callId, link));
   }
 

@@ -119,6 +119,8 @@ const limits = z.strictObject({
   agent_max_in_flight: z.number().int().min(1).max(100_000).default(64),
   /** Per agent: open sessions (explicit and default; AGENT_TOO_MANY_SESSIONS beyond). */
   agent_max_open_sessions: z.number().int().min(1).max(1_000_000).default(256),
+  /** Per agent: client sessions opened (`initialize`) per minute (AGENT_CLIENT_SESSIONS_RATE_LIMITED beyond). */
+  agent_client_sessions_per_min: z.number().int().min(1).max(1_000_000).default(60),
   /** Per connection: time to receive a request's headers, ms (REQUEST_HEADERS_TIMEOUT). */
   headers_timeout_ms: z.number().int().min(100).max(600_000).default(10_000),
   /** Per connection: time to receive a whole request, headers and body, ms (REQUEST_BODY_TIMEOUT). */
