@@ -199,11 +199,14 @@ export class AuditChain {
    * The JSON text of {@link bundle}, in pieces: the chain is read in pages of `pageSize`
    * entries, each page its own short read (so no reader holds the WAL back), and the event
    * loop is free between pages (no single read, no single serialisation of a whole chain).
-   * The chain is append-only: the export is the chain up to its tip when it began.
+   * The chain is append-only: the export is the chain up to its tip when it began. A page of
+   * 50 ~1 KB entries is ~1 ms of the loop (read, escape, encode for the socket).
    */
-  async *bundleJson(chainId: string, sessionId: string | null, pageSize = 100): AsyncGenerator<string> {
+  async *bundleJson(chainId: string, sessionId: string | null, pageSize = 50): AsyncGenerator<string> {
     const tip = this.tipStmt.get(chainId)?.sequence_number ?? -1;
     yield `{"bundle_version":1,"chain_id":${JSON.stringify(chainId)},"session_id":${JSON.stringify(sessionId)},"exported_at":${JSON.stringify(new Date().toISOString())},"entries":[`;
+    // Not in the turn that handled the request (routing, authentication, the reply's start).
+    await new Promise((resolve) => setImmediate(resolve));
     let after = -1;
     while (after < tip) {
       const rows = this.pageStmt.all(chainId, after, tip, pageSize);

@@ -19,6 +19,7 @@ import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { AuditChain, ChainTip } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
 import { prepared } from '../store/statements.js';
+import { claimTextPieces, storedClaimLayout } from './parts.js';
 
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */
 export interface SessionBindingRecord {
@@ -215,15 +216,22 @@ export function issueClaimFrom(db: Db, summary: ChainSummary, inp: ClaimInputs):
 }
 
 /**
- * Stores a signed claim (inside the caller's IMMEDIATE transaction). The canonical text is
- * bound as bytes and stored as TEXT (`CAST(? AS TEXT)`: the UTF-8 bytes read as text), so a
- * large claim is never turned into one JavaScript string to be encoded again.
+ * Stores a signed claim (inside the caller's IMMEDIATE transaction): its whole canonical text,
+ * or only its first `headBytes` when the rest is in parts written beforehand (claim/parts.ts,
+ * linked by the caller in the same transaction). The text is bound as bytes and stored as TEXT
+ * (`CAST(? AS TEXT)`: the UTF-8 bytes read as text), so a large claim is never turned into one
+ * JavaScript string to be encoded again.
  */
-export function insertClaim(db: Db, sessionId: string, signed: SignedClaim): void {
+export function insertClaim(
+  db: Db,
+  sessionId: string,
+  signed: SignedClaim,
+  headBytes = signed.canonical.length,
+): void {
   prepared(
     db,
     'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,CAST(? AS TEXT))',
-  ).run(signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical);
+  ).run(signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical.subarray(0, headBytes));
 }
 
 /**
@@ -253,10 +261,12 @@ export function storedClaim(db: Db, sessionId: string): Claim | undefined {
   return text ? (JSON.parse(text.toString('utf8')) as Claim) : undefined;
 }
 
-/** The stored canonical text of a session's claim (UTF-8 JCS, what was signed and hashed), or undefined. */
+/**
+ * The stored canonical text of a session's claim (UTF-8 JCS, what was signed and hashed), in
+ * one piece (its parts joined: claim/parts.ts), or undefined.
+ */
 export function storedClaimText(db: Db, sessionId: string): Buffer | undefined {
-  return prepared<[string], { canonical: Buffer }>(
-    db,
-    'SELECT CAST(canonical AS BLOB) AS canonical FROM claims WHERE session_id = ?',
-  ).get(sessionId)?.canonical;
+  const layout = storedClaimLayout(db, sessionId);
+  if (!layout) return undefined;
+  return layout.textId ? Buffer.concat([...claimTextPieces(db, layout)], layout.textBytes) : layout.head;
 }
