@@ -42,6 +42,8 @@ export async function summarizePaged(
   slice: LoopSlice,
 ): Promise<ChainSummary> {
   const summary = new ChainSummary();
+  // Not in the turn that handled the request (routing, authentication, the session's row).
+  await new Promise((resolve) => setImmediate(resolve));
   for (;;) {
     const page = chain.page(chainId, summary.lastSequence, PAGE_ENTRIES);
     summary.add(page);
