@@ -38,16 +38,17 @@ const ENTRIES = 10_000;
  * transaction, ~4–5 ms; 5 ms slices of the paged read). Now — the text's parts written before
  * the transaction (src/claim/parts.ts), 1 ms slices of 25 entries, the SHA-256 in slices, the
  * answer one chunk per turn, the transcript lines sharing their repeated values (shorter
- * young-generation GC pauses) — 2.8–5.1 ms were measured with the 2-core machine at load 10
- * (the largest pieces left: a scavenge, ~2 ms; the request's own turn). The bound leaves room
- * for a loaded full run and still fails the code before; the blocking close of the same chain
+ * young-generation GC pauses) — 2.8–5.3 ms were measured with the 2-core machine at load
+ * 10–12, once 7.0 at load 14 (the largest pieces left: a scavenge, ~2 ms and more when the
+ * machine is starved; the request's own turn). The bound leaves room for a loaded full run and
+ * fails the code before this branch (27–32 ms); the blocking close of the same chain
  * (~100–200 ms) is measured beside it and must exceed it.
  */
-const STALL_BOUND_MS = 8;
+const STALL_BOUND_MS = 10;
 
 /**
  * The same for the bundle export of a 10,000-entry session (~14 MB, streamed in pages of 50
- * entries) to a client in another process: 3.3–3.7 ms measured at load 10 (pages of 100: 4–7
+ * entries) to a client in another process: 2.8–5.0 ms measured at load ~10 (pages of 100: 4–7
  * ms). One read and one serialisation of the whole chain (the export before it was paged) held
  * the loop ~450 ms.
  */
@@ -58,6 +59,9 @@ const EXPORT_STALL_BOUND_MS = 8;
  * terminal entry is), written straight to the chain: the close is what is measured here.
  */
 async function longSession(gw: Gateway, n: number): Promise<string> {
+  // A keep-alive socket the gateway closed while this process was busy (a long verification)
+  // is seen closed once the loop has run, and not reused for this request (ECONNRESET).
+  await new Promise((resolve) => setTimeout(resolve, 10));
   const opened = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
   const sid = opened.body.session_id as string;
   immediate(gw.db, () => {
@@ -183,9 +187,12 @@ describe('closing a 10,000-entry session', () => {
     // The client is another process, so that what is measured is the gateway's side alone (the
     // generator's pages and the socket writes); it reads the ~14 MB as it comes and prints the
     // byte count.
+    const file = join(cfg.dir, `bundle-${sid}.json`);
     const client = await startClient<{ status: number; bytes: number }>(
       `const r = await fetch(${JSON.stringify(`${gw.url}/sessions/${sid}/audit`)}, { headers: { authorization: 'Bearer alice-token' } });
-      let bytes = 0; for await (const c of r.body) bytes += c.byteLength;
+      const out = (await import('node:fs')).createWriteStream(${JSON.stringify(file)});
+      let bytes = 0; for await (const c of r.body) { bytes += c.byteLength; out.write(c); }
+      await new Promise((done) => out.end(done));
       process.stdout.write(JSON.stringify({ status: r.status, bytes }));`,
     );
     const exported = await measureStall(() => client.go());
@@ -195,11 +202,13 @@ describe('closing a 10,000-entry session', () => {
     expect(exported.value.status).toBe(200);
     expect(exported.value.bytes).toBeGreaterThan(ENTRIES * 900);
     expect(exported.stall.cpuMs).toBeLessThan(EXPORT_STALL_BOUND_MS);
-    // The bundle the route sent is the whole chain, and it verifies.
-    const whole = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
-    const report = verifyBundle(whole.body as never);
+    // The bundle the route streamed is the whole chain, and it verifies. (Read from the client's
+    // file: a second export fetched here would leave a keep-alive socket idle through the
+    // seconds of verification, which the gateway closes and the next test's request would reuse.)
+    const whole = JSON.parse(readFileSync(file, 'utf8'));
+    const report = verifyBundle(whole as never);
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
-    expect((whole.body.entries as unknown[]).length).toBe(ENTRIES + 2);
+    expect((whole.entries as unknown[]).length).toBe(ENTRIES + 2);
   }, 120_000);
 
   it('a claim stored by another process while the close signs is followed, not forked: the claim chain stays gap-free', async () => {
