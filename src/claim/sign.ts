@@ -36,10 +36,10 @@ export function signingKey(key: KeyObject): Promise<webcrypto.CryptoKey> {
 
 /**
  * Signs `unsigned` (whose transcript's UTF-8 JCS is `transcript`, in the pieces of
- * ChainSummary.transcriptBytes)
- * with the Ed25519 private `key` and hashes the signed claim's canonical text, both on the
- * thread pool (docs/spec/claims.md: signature over UTF-8 JCS of the claim without
- * `signature`; the stored text's SHA-256 is the next claim's prev_claim_hash).
+ * ChainSummary.transcriptBytes) with the Ed25519 private `key` on the thread pool, and hashes
+ * the signed claim's canonical text in slices on the loop (docs/spec/claims.md: signature over
+ * UTF-8 JCS of the claim without `signature`; the stored text's SHA-256 is the next claim's
+ * prev_claim_hash).
  * @throws (rejects) when `key` is not an Ed25519 private key.
  */
 export async function signClaimOffLoop(

@@ -3,8 +3,8 @@
  * item 7). The claim depends on three things only the closing transaction can be sure of: the
  * session chain's tip (which `session_close` follows), the claim chain's tip (claim_sequence,
  * prev_claim_hash) and the session row. They are read first and everything is built after
- * them — the `session_close` entry with its hash, the claim, its Ed25519 signature and the
- * stored text's SHA-256 on the thread pool (claim/sign.ts), and a long text's parts after the
+ * them — the `session_close` entry with its hash, the claim, its Ed25519 signature (on the
+ * thread pool) and the stored text's SHA-256 (in slices; claim/sign.ts), and a long text's parts after the
  * first written in small transactions of their own (claim/parts.ts) — and the one IMMEDIATE
  * transaction then checks that none of the three moved and writes `session_close`, the
  * session's status and the claim (its first part, and the link to the rest) together
@@ -129,8 +129,9 @@ async function tryClose(d: CloseDeps, summary: ChainSummary): Promise<Claim | nu
       return signed.claim;
     });
   } finally {
-    // Parts the closing transaction did not link (it found something moved, or failed).
-    if (parts && claim !== signed.claim) await discardClaimParts(d.db, parts);
+    // Parts the closing transaction did not link (it found something moved, or failed); if
+    // even this fails, the next start removes them.
+    if (parts && claim !== signed.claim) await discardClaimParts(d.db, parts).catch(() => undefined);
   }
   return claim;
 }

@@ -338,7 +338,7 @@ export class SessionService {
    * switch, a policy reload (so no session's claim spans two policies), shutdown — without
    * holding the event loop (issue 11 items 6, 7): the sessions are made unusable at once
    * (SESSION_CLOSED; the default session is replaced), then closed through
-   * {@link closeAwaited}, yielding whenever ~2 ms of work has run (session/paged.ts SLICE_MS).
+   * {@link closeAwaited}, yielding whenever ~1 ms of work has run (session/paged.ts SLICE_MS).
    * @returns the closed sessions with the sequence of each claim.
    */
   closeOpenInBatches(
@@ -360,7 +360,7 @@ export class SessionService {
     return this.closeInBatches(rows, reason);
   }
 
-  /** Marks `rows` unusable now, then closes them, yielding after each ~2 ms of work. */
+  /** Marks `rows` unusable now, then closes them, yielding after each ~1 ms of work. */
   private async closeInBatches(
     rows: { session_id: string; agent_id: string }[],
     reason: string,
