@@ -17,9 +17,10 @@ import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
-import { storedClaimText } from '../src/claim/build.js';
+import { ChainSummary, storedClaimText } from '../src/claim/build.js';
 import { PART_BYTES } from '../src/claim/parts.js';
 import type { Gateway } from '../src/gateway/runtime.js';
+import { LoopSlice, summarizePaged } from '../src/session/paged.js';
 import { immediate, openDatabase } from '../src/store/db.js';
 import { startClient } from './harness/client-process.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
@@ -37,8 +38,8 @@ const ENTRIES = 10_000;
  * signing before it, 7–13 ms (the INSERT and COMMIT of the ~1.5 MB text in the closing
  * transaction, ~4–5 ms; 5 ms slices of the paged read). Now — the text's parts written before
  * the transaction (src/claim/parts.ts), 1 ms slices of 25 entries, the SHA-256 in slices, the
- * answer one chunk per turn, the transcript lines sharing their repeated values (shorter
- * young-generation GC pauses) — 2.8–5.3 ms were measured with the 2-core machine at load
+ * answer one chunk per turn, the page's fields taken out by SQLite and the transcript lines
+ * sharing their repeated values (shorter young-generation GC pauses) — 2.8–5.3 ms were measured with the 2-core machine at load
  * 10–12, once 7.0 at load 14 (the largest pieces left: a scavenge, ~2 ms and more when the
  * machine is starved; the request's own turn). The bound leaves room for a loaded full run and
  * fails the code before this branch (27–32 ms); the blocking close of the same chain
@@ -262,6 +263,49 @@ describe('closing a 10,000-entry session', () => {
       expect(c.prev_claim_hash).toBe(before?.claim_hash);
     }
   }, 60_000);
+
+  it('the paged read (fields taken out by SQLite) summarises a chain as the whole parse does: escapes, non-ASCII, nulls', async () => {
+    const sid = await longSession(gw, 3);
+    const names = [
+      'fs.read_file',
+      'tab\there',
+      'quote"back\\slash',
+      'ctl\u0001',
+      'é ünï 🚀',
+      'line\u2028sep',
+    ];
+    immediate(gw.db, () => {
+      names.forEach((tool_name, i) =>
+        gw.chain.append(sid, {
+          entry_type: 'tool_call',
+          session_id: sid,
+          agent_id: 'alice',
+          call_id: `odd-${i}`,
+          tool_name,
+          server_identity: 'fs',
+          policy_decision: i % 2 ? 'deny' : 'allow',
+          policy_rule_matched: i % 3 ? [`rule "${i}"`, 'ünï'] : null,
+          disposition: i % 2 ? 'refused' : 'completed',
+          error_code: i % 2 ? 'POLICY_DENY' : null,
+        }),
+      );
+      gw.chain.append(sid, { entry_type: 'resource_read', session_id: sid, agent_id: 'alice' });
+    });
+    const paged = await summarizePaged(gw.chain, sid, new LoopSlice());
+    const whole = new ChainSummary();
+    whole.add(gw.chain.entries(sid));
+    expect(paged.transcript).toEqual(whole.transcript);
+    expect(paged.transcript.map((l) => l.tool_name).slice(-names.length)).toEqual(names);
+    expect(Buffer.concat(paged.transcriptBytes()).toString('utf8')).toBe(canonicalJson(whole.transcript));
+    expect(paged.counters).toEqual(whole.counters);
+    expect(paged.entry_counts).toEqual(whole.entry_counts);
+    expect([paged.root, paged.tip, paged.length, paged.tipTimestamp]).toEqual([
+      whole.root,
+      whole.tip,
+      whole.length,
+      whole.tipTimestamp,
+    ]);
+  });
 
   it('an entry committed after the paged read, before the closing transaction, is caught up in the claim', async () => {
     // Under one page: the paged read is over before closeAwaited first yields.

@@ -45,7 +45,7 @@ export async function summarizePaged(
   // Not in the turn that handled the request (routing, authentication, the session's row).
   await new Promise((resolve) => setImmediate(resolve));
   for (;;) {
-    const page = chain.page(chainId, summary.lastSequence, PAGE_ENTRIES);
+    const page = chain.claimPage(chainId, summary.lastSequence, PAGE_ENTRIES);
     summary.add(page);
     if (page.length < PAGE_ENTRIES) return summary;
     await slice.pause();
@@ -55,7 +55,7 @@ export async function summarizePaged(
 /** Adds every entry after the summary's last one (inside the caller's transaction). */
 export function catchUp(chain: AuditChain, chainId: string, summary: ChainSummary): void {
   for (;;) {
-    const page = chain.page(chainId, summary.lastSequence, PAGE_ENTRIES);
+    const page = chain.claimPage(chainId, summary.lastSequence, PAGE_ENTRIES);
     summary.add(page);
     if (page.length < PAGE_ENTRIES) return;
   }
