@@ -275,7 +275,7 @@ describe('closing a 10,000-entry session', () => {
       'line\u2028sep',
     ];
     immediate(gw.db, () => {
-      names.forEach((tool_name, i) =>
+      names.forEach((tool_name, i) => {
         gw.chain.append(sid, {
           entry_type: 'tool_call',
           session_id: sid,
@@ -287,8 +287,8 @@ describe('closing a 10,000-entry session', () => {
           policy_rule_matched: i % 3 ? [`rule "${i}"`, 'ünï'] : null,
           disposition: i % 2 ? 'refused' : 'completed',
           error_code: i % 2 ? 'POLICY_DENY' : null,
-        }),
-      );
+        });
+      });
       gw.chain.append(sid, { entry_type: 'resource_read', session_id: sid, agent_id: 'alice' });
     });
     const paged = await summarizePaged(gw.chain, sid, new LoopSlice());
