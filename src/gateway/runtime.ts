@@ -17,6 +17,7 @@ import { CallRecovery } from '../call/recovery.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
+import { removeUnlinkedClaimParts } from '../claim/parts.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
 import { ExecutionRegistry } from '../execution/registry.js';
@@ -202,6 +203,10 @@ async function startControls(
   );
   if (recovered.attempts || recovered.executions)
     log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
+  // A close stopped between its claim text's parts and its closing transaction left parts no
+  // claim links (claim/parts.ts); its session is still open and closes again below or later.
+  const orphanParts = removeUnlinkedClaimParts(db, cfg.instance_id);
+  if (orphanParts) log.warn({ parts: orphanParts }, "removed a previous run's unlinked claim text parts");
   // Made unusable now, closed in batches while start-up goes on (awaited once listening).
   const staleClosed = sessions.closeStale().then((stale) => {
     if (stale)

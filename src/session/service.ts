@@ -17,8 +17,8 @@ import {
   issueClaimFrom,
   type SessionBindingRecord,
   storedClaim,
-  storedClaimText,
 } from '../claim/build.js';
+import { type ClaimTextPieces, storedClaimPieces } from '../claim/parts.js';
 import { signingKey } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
@@ -285,6 +285,7 @@ export class SessionService {
       sessionId,
       agentId,
       reason,
+      owner: this.instanceId,
       row: () => this.get(agentId, sessionId),
       closedClaim: (row) => this.closedClaim(row, sessionId),
       inputs: (row) => this.claimInputs(agentId, sessionId, row),
@@ -337,7 +338,7 @@ export class SessionService {
    * switch, a policy reload (so no session's claim spans two policies), shutdown — without
    * holding the event loop (issue 11 items 6, 7): the sessions are made unusable at once
    * (SESSION_CLOSED; the default session is replaced), then closed through
-   * {@link closeAwaited}, yielding whenever ~5 ms of work has run.
+   * {@link closeAwaited}, yielding whenever ~1 ms of work has run (session/paged.ts SLICE_MS).
    * @returns the closed sessions with the sequence of each claim.
    */
   closeOpenInBatches(
@@ -359,7 +360,7 @@ export class SessionService {
     return this.closeInBatches(rows, reason);
   }
 
-  /** Marks `rows` unusable now, then closes them, yielding after each ~5 ms of work. */
+  /** Marks `rows` unusable now, then closes them, yielding after each ~1 ms of work. */
   private async closeInBatches(
     rows: { session_id: string; agent_id: string }[],
     reason: string,
@@ -392,12 +393,13 @@ export class SessionService {
 
   /**
    * The stored canonical text (UTF-8 JCS) of a closed session's claim, exactly as signed and
-   * hashed: what `GET /sessions/{id}/claim` sends without parsing it.
+   * hashed: what `GET /sessions/{id}/claim` sends without parsing it, a long one part by part
+   * (claim/parts.ts).
    * @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN.
    */
-  claimText(agentId: string, sessionId: string): Buffer {
+  claimText(agentId: string, sessionId: string): ClaimTextPieces {
     if (!this.get(agentId, sessionId)) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-    const text = storedClaimText(this.db, sessionId);
+    const text = storedClaimPieces(this.db, sessionId);
     if (!text) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
     return text;
   }

@@ -8,11 +8,15 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 2;
+export const LATEST_SCHEMA_VERSION = 3;
 
 /** Version 2's description, shared by both engines. */
 export const SESSION_SENSITIVITY_DESCRIPTION =
   'session_sensitivity: the highest sensitivity each session attempted';
+
+/** Version 3's description, shared by both engines. */
+export const CLAIM_PARTS_DESCRIPTION =
+  "claim_parts, claim_part_links: a long claim's stored text in parts written before its closing transaction";
 
 /** One numbered migration of one engine. */
 export interface Migration {
