@@ -67,8 +67,14 @@ export class CallRecovery {
   async runAwaited(reason: string): Promise<Recovered> {
     let attempts = 0;
     for (const a of this.attempts.open()) {
-      await immediateAsync(this.db, () => this.endAttempt(a, reason));
-      attempts++;
+      // Its terminal entry may have committed since the read (the store worker's connection):
+      // then it is not sealed a second time.
+      const sealed = await immediateAsync(this.db, () => {
+        if (!this.attempts.isOpen(a.call_id)) return false;
+        this.endAttempt(a, reason);
+        return true;
+      });
+      if (sealed) attempts++;
     }
     const legacy = this.db
       .prepare<[string], ExecutionRow>(

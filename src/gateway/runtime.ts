@@ -38,7 +38,7 @@ import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
 import { DatabaseUnavailableError } from '../store/migrations/index.js';
 import { startCheckpoints } from '../store/wal.js';
-import { type StoreWorker, storeWorkerFromEnv } from '../store/write-client.js';
+import { type StoreWorker, startStoreWorker } from '../store/write-client.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -142,7 +142,7 @@ interface Observers {
   tracing: Tracing;
   readiness: Readiness;
   drain: Drain;
-  /** The store worker (CMCP_STORE_WORKER=on), or null. */
+  /** The store worker (config `store.worker`), or null. */
   storeWorker: StoreWorker | null;
 }
 
@@ -402,11 +402,14 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         log,
       });
     const drain = new Drain();
-    // The call path's writes in the store worker (store/write-client.ts), behind CMCP_STORE_WORKER=on.
-    const storeWorker = storeWorkerFromEnv(cfg.database, cfg.instance_id);
+    // The call path's writes in the store worker (store/write-client.ts) when `store.worker` is on.
+    const storeWorker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id);
     if (storeWorker) {
       opened.push(() => storeWorker.close());
-      log.info('store worker: the call path writes in a worker thread (CMCP_STORE_WORKER=on)');
+      log.info(
+        { max_queued_writes: cfg.store.max_queued_writes },
+        'store worker: the call path writes in a worker thread',
+      );
     }
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
@@ -461,15 +464,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();
     };
-    if (storeWorker) {
-      // Prototype gap: the worker learns of the close by message, after the shutdown's recovery began.
-      const closeAttempts = calls.attempts.close.bind(calls.attempts);
-      calls.attempts.close = () => {
-        closeAttempts();
-        void storeWorker.closeAttempts();
-      };
-    }
-    const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };
+    const parts = { app, drain, attempts: calls.attempts, storeWorker, recovery, sessions, log, close };
     return {
       app,
       db,

@@ -41,12 +41,9 @@ const ctx: WriteContext = {
 };
 
 port.on('message', (m: { id: number; cmd?: WriteCommand; close?: true }) => {
-  if (m.close) {
-    attempts.close();
-    port.postMessage({ id: m.id, ok: true, value: null });
-    return;
-  }
-  immediateAsync(db, () => executeWrite(ctx, m.cmd as WriteCommand)).then(
+  // The close runs in the write queue, after every command sent before it (write-client.ts).
+  const run = m.close ? () => attempts.close() : () => executeWrite(ctx, m.cmd as WriteCommand);
+  immediateAsync(db, run).then(
     (value) => port.postMessage({ id: m.id, ok: true, value }),
     (e: Error & { code?: string }) =>
       port.postMessage({ id: m.id, ok: false, error: { message: e.message, code: e.code ?? null } }),

@@ -330,7 +330,7 @@ export const ERRORS = {
     http: 503,
     rpc: -32006,
     summary:
-      "The store worker's write queue is full: the call was not admitted, nothing was written and no upstream was invoked; retry later.",
+      "The store worker's write queue is full (config store.max_queued_writes): the call was refused before its attempt was recorded, so no upstream was invoked; its refusal is recorded; retry later.",
   },
   SESSION_BINDING_REQUIRED: {
     http: 503,
