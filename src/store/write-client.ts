@@ -50,6 +50,7 @@ export class StoreWorker implements WriteStore {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Pending>();
   private next = 0;
+  private exited: Error | null = null;
 
   /** @param data the database file, its busy timeout (ms) and this gateway's instance id. */
   constructor(
@@ -107,6 +108,7 @@ export class StoreWorker implements WriteStore {
   }
 
   private request(body: { cmd?: WriteCommand; close?: true }, bounded: boolean): Promise<unknown> {
+    if (this.exited) return Promise.reject(this.exited);
     if (bounded && this.pending.size >= this.maxPending)
       return Promise.reject(
         new CmcpError(
@@ -121,7 +123,8 @@ export class StoreWorker implements WriteStore {
     });
   }
 
-  private failAll(e: unknown): void {
+  private failAll(e: Error): void {
+    this.exited ??= e; // no later command is sent to a worker that is gone
     for (const p of this.pending.values()) p.reject(e);
     this.pending.clear();
   }

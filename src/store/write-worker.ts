@@ -6,7 +6,7 @@
  * `{ id, cmd }` or `{ id, close: true }` (no new attempt after it); out: `{ id, ok, value }` or
  * `{ id, ok: false, error: { message, code } }`.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { AuditChain } from '../audit/chain.js';
 import { AttemptLog } from '../call/attempts.js';
 import { storeSensitivity } from '../call/sensitivity.js';
@@ -40,12 +40,22 @@ const ctx: WriteContext = {
   atomic: (fn) => immediate(db, fn),
 };
 
-port.on('message', (m: { id: number; cmd?: WriteCommand; close?: true }) => {
+type Message = { id: number; cmd?: WriteCommand; close?: true };
+
+function run(m: Message): void {
   // The close runs in the write queue, after every command sent before it (write-client.ts).
-  const run = m.close ? () => attempts.close() : () => executeWrite(ctx, m.cmd as WriteCommand);
-  immediateAsync(db, run).then(
-    (value) => port.postMessage({ id: m.id, ok: true, value }),
+  const fn = m.close ? () => attempts.close() : () => executeWrite(ctx, m.cmd as WriteCommand);
+  immediateAsync(db, fn).then(
+    (value) => port?.postMessage({ id: m.id, ok: true, value }),
     (e: Error & { code?: string }) =>
-      port.postMessage({ id: m.id, ok: false, error: { message: e.message, code: e.code ?? null } }),
+      port?.postMessage({ id: m.id, ok: false, error: { message: e.message, code: e.code ?? null } }),
   );
+}
+
+port.on('message', (m: Message) => {
+  run(m);
+  // Every command already waiting on the port joins this turn's group commit: delivered one
+  // event each, the ones behind an fsync would otherwise start transactions of their own.
+  for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port))
+    run(next.message as Message);
 });
