@@ -7,10 +7,16 @@
  * starving nor starved by it. The existing call-path, execution, group-commit, crash and shutdown
  * suites also run with the worker on (vitest.config.ts, project `store-worker`).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
+import { AuditChain } from '../src/audit/chain.js';
+import { AttemptLog, type AttemptStart } from '../src/call/attempts.js';
+import { CallRecovery } from '../src/call/recovery.js';
+import { ExecutionRegistry } from '../src/execution/registry.js';
+import { immediate, openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
   cleanup,
@@ -240,4 +246,53 @@ describe('store worker: a SIGTERM under load', () => {
       cleanup(c.dir);
     }
   }, 60_000);
+});
+
+describe('shutdown recovery while another connection commits terminal entries', () => {
+  it('an attempt the other connection ended after recovery read it is not sealed again; recovery goes on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-recovery-race-'));
+    const file = join(dir, 'store.db');
+    const db = openDatabase(file, 2000);
+    const other = openDatabase(file, 2000);
+    try {
+      const attempts = new AttemptLog(db, 'gateway');
+      const chain = new AuditChain(db);
+      const closed = { isOpen: () => false, countCall: () => undefined };
+      const recovery = new CallRecovery(db, chain, attempts, new ExecutionRegistry(db, 'gateway'), closed);
+      const start = (callId: string): AttemptStart => ({
+        callId,
+        method: 'tools/call',
+        upstream: 'c',
+        agentId: 'alice',
+        sessionId: 's1',
+        executionId: null,
+        toolName: 'c.record',
+        requestPayloadHash: null,
+        workflowId: null,
+      });
+      immediate(db, () => {
+        attempts.begin(start('a'));
+        attempts.begin(start('b'));
+      });
+      // The other connection (the store worker's) holds the write lock: recovery reads both
+      // attempts, then waits; meanwhile the other connection commits call a's own end.
+      other.exec('BEGIN IMMEDIATE');
+      const recovered = recovery.runAwaited('in flight at shutdown');
+      await new Promise((r) => setTimeout(r, 50));
+      other.prepare('DELETE FROM call_attempts WHERE call_id = ?').run('a');
+      other.exec('COMMIT');
+      expect(await recovered).toEqual({ attempts: 1, executions: 0 });
+      const sealed = chain
+        .entries(GATEWAY_CHAIN_ID)
+        .filter((e) => e.entry_type === 'tool_call')
+        .map((e) => [e.call_id, e.disposition]);
+      expect(sealed).toEqual([['b', 'outcome_unknown']]);
+      expect(attempts.open()).toEqual([]);
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      db.close();
+      cleanup(dir);
+    }
+  });
 });

@@ -8,6 +8,7 @@ import { z } from 'zod';
 /** Default most call-path writes waiting for the store worker before new calls are refused. */
 export const DEFAULT_MAX_QUEUED_WRITES = 4096;
 
+/** `store`: `{ worker: boolean = false, max_queued_writes: 1…1,000,000 = 4096 }`. */
 export const storeSchema = z.strictObject({
   /**
    * Run the call path's writes (attempts, admissions, terminal entries, refusals) in the store
