@@ -17,6 +17,8 @@ import { AttemptLog, type AttemptStart } from '../src/call/attempts.js';
 import { CallRecovery } from '../src/call/recovery.js';
 import { ExecutionRegistry } from '../src/execution/registry.js';
 import { immediate, openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
+import { sqliteWriteContext } from '../src/store/sqlite-writes.js';
+import { executeWrite } from '../src/store/writes.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
   cleanup,
@@ -291,6 +293,58 @@ describe('shutdown recovery while another connection commits terminal entries', 
     } finally {
       if (other.inTransaction) other.exec('ROLLBACK');
       other.close();
+      db.close();
+      cleanup(dir);
+    }
+  });
+});
+
+describe('write commands over a real SQLite connection (store/writes.ts)', () => {
+  const start = (callId: string): AttemptStart => ({
+    callId,
+    method: 'tools/call',
+    upstream: 'c',
+    agentId: 'alice',
+    sessionId: 's1',
+    executionId: null,
+    toolName: 'c.record',
+    requestPayloadHash: null,
+    workflowId: null,
+  });
+
+  it("an attempt command's sensitivity raise commits with its attempt, or not at all", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-writes-'));
+    const db = openDatabase(join(dir, 'store.db'), 500);
+    try {
+      const ctx = sqliteWriteContext(db, 'gateway');
+      const level = () =>
+        (
+          db.prepare("SELECT level FROM session_sensitivity WHERE session_id = 's1'").get() as
+            | { level: number }
+            | undefined
+        )?.level;
+      // The transaction that carries the command rolls back: neither the attempt nor the raise.
+      expect(() =>
+        immediate(db, () => {
+          executeWrite(ctx, { kind: 'attempt', attempt: start('a'), raiseSensitivity: 3 });
+          throw new Error('rolled back');
+        }),
+      ).toThrow('rolled back');
+      expect(level()).toBeUndefined();
+      expect(ctx.attempts.open()).toEqual([]);
+      immediate(db, () => executeWrite(ctx, { kind: 'attempt', attempt: start('a'), raiseSensitivity: 3 }));
+      expect(level()).toBe(3);
+      expect(ctx.attempts.open().map((a) => a.call_id)).toEqual(['a']);
+      // A lower raise never lowers the row; a command without one leaves it.
+      immediate(db, () => executeWrite(ctx, { kind: 'attempt', attempt: start('b'), raiseSensitivity: 1 }));
+      immediate(db, () =>
+        executeWrite(ctx, { kind: 'attempt', attempt: start('c'), raiseSensitivity: null }),
+      );
+      expect(level()).toBe(3);
+      // The commands are plain data: what the worker receives is what postMessage clones.
+      const cmd = { kind: 'attempt' as const, attempt: start('d'), raiseSensitivity: 2 };
+      expect(structuredClone(cmd)).toEqual(cmd);
+    } finally {
       db.close();
       cleanup(dir);
     }

@@ -7,13 +7,9 @@
  * `{ id, ok: false, error: { message, code } }`.
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import { AuditChain } from '../audit/chain.js';
-import { AttemptLog } from '../call/attempts.js';
-import { storeSensitivity } from '../call/sensitivity.js';
-import { ExecutionRegistry } from '../execution/registry.js';
-import { immediate, immediateAsync, openDatabase } from './db.js';
-import { prepared } from './statements.js';
-import { executeWrite, type WriteCommand, type WriteContext } from './writes.js';
+import { immediateAsync, openDatabase } from './db.js';
+import { sqliteWriteContext } from './sqlite-writes.js';
+import { executeWrite, type WriteCommand } from './writes.js';
 
 /** What the gateway hands the worker at start. */
 export interface WriteWorkerData {
@@ -26,19 +22,8 @@ const data = workerData as WriteWorkerData;
 const port = parentPort;
 if (!port) throw new Error('store/write-worker.ts runs as a worker thread');
 const db = openDatabase(data.path, data.busyTimeoutMs);
-const attempts = new AttemptLog(db, data.owner);
-const ctx: WriteContext = {
-  chain: new AuditChain(db),
-  executions: new ExecutionRegistry(db, data.owner),
-  attempts,
-  sessionIsOpen: (id) =>
-    prepared<[string], { status: string }>(db, 'SELECT status FROM sessions WHERE session_id = ?').get(id)
-      ?.status === 'open',
-  countCall: (id) =>
-    void prepared(db, 'UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(id),
-  raiseSensitivity: (id, level) => storeSensitivity(db, id, level),
-  atomic: (fn) => immediate(db, fn),
-};
+const ctx = sqliteWriteContext(db, data.owner);
+const { attempts } = ctx;
 
 type Message = { id: number; cmd?: WriteCommand; close?: true };
 
