@@ -17,7 +17,7 @@ import { runWindow, type WindowResult } from './compare/measure.js';
 import { fsyncLatencyMs, type Spread, spread } from './compare/run.js';
 import { connectSubject, type Env, type Fleet, type Subject, startFleet } from './compare/subjects.js';
 
-export type Variant = 'direct' | 'group-commit-off' | 'group-commit-on';
+export type Variant = 'direct' | 'group-commit-off' | 'group-commit-on' | 'store-worker';
 
 export interface GroupCommitRow {
   variant: Variant;
@@ -43,23 +43,40 @@ export interface GroupCommitResult {
   diskFsyncMs: { before: Spread & { p90: number }; after: Spread & { p90: number } };
 }
 
-const VARIANTS: Variant[] = ['direct', 'group-commit-off', 'group-commit-on'];
+/** The gateways' environment per variant (`store-worker`: group commit in the store worker). */
+const GATEWAYS = {
+  'group-commit-off': { CMCP_GROUP_COMMIT: 'off' },
+  'group-commit-on': {},
+  'store-worker': { CMCP_STORE_WORKER: 'on' },
+} as const;
 
 /** Runs the comparison (module doc); progress lines go to stderr. */
 export async function runGroupCommitBench(
   env: Env,
-  o: { reps: number; windowMs: number; warmMs: number; concurrencies: number[]; fsyncCalls: number },
+  o: {
+    reps: number;
+    windowMs: number;
+    warmMs: number;
+    concurrencies: number[];
+    fsyncCalls: number;
+    /** Also measure the store worker (store/write-worker.ts). */
+    worker?: boolean;
+  },
 ): Promise<GroupCommitResult> {
+  const gateways = (Object.keys(GATEWAYS) as (keyof typeof GATEWAYS)[]).filter(
+    (v) => o.worker || v !== 'store-worker',
+  );
+  const VARIANTS: Variant[] = ['direct', ...gateways];
   const loadBefore = loadavg();
   const diskBefore = fsyncLatencyMs(env.dir);
   const fleets: Fleet[] = [];
   const subjects = new Map<Variant, Subject>();
   const counter = { i: 0 };
   try {
-    for (const v of ['group-commit-off', 'group-commit-on'] as const) {
+    for (const v of gateways) {
       const dir = join(env.dir, v);
       mkdirSync(dir, { recursive: true });
-      const e: Env = { ...env, dir, cmcpEnv: v === 'group-commit-off' ? { CMCP_GROUP_COMMIT: 'off' } : {} };
+      const e: Env = { ...env, dir, cmcpEnv: { ...GATEWAYS[v] } };
       const fleet = await startFleet(e, ['cmcp-full']);
       fleets.push(fleet);
       subjects.set(v, await connectSubject(e, fleet, 'cmcp-full', 'http'));
@@ -83,12 +100,14 @@ export async function runGroupCommitBench(
           );
         }
     const top = Math.max(...o.concurrencies);
-    const fsyncs = { direct: null, 'group-commit-off': null, 'group-commit-on': null } as Record<
-      Variant,
-      number | null
-    >;
+    const fsyncs: Record<Variant, number | null> = {
+      direct: null,
+      'group-commit-off': null,
+      'group-commit-on': null,
+      'store-worker': null,
+    };
     if (o.fsyncCalls > 0 && straceAvailable())
-      for (const v of ['group-commit-off', 'group-commit-on'] as const) {
+      for (const v of gateways) {
         fsyncs[v] = await fsyncsPerCall(subjects.get(v) as Subject, 'noop', o.fsyncCalls, counter, top);
         process.stderr.write(`fsyncs ${v}: ${fsyncs[v]} per call at c=${top}\n`);
       }
@@ -96,7 +115,7 @@ export async function runGroupCommitBench(
       reps: o.reps,
       windowMs: o.windowMs,
       windows,
-      rows: summarize(windows, o.concurrencies),
+      rows: summarize(windows, o.concurrencies, VARIANTS),
       fsyncsPerCall: fsyncs,
       fsyncConcurrency: top,
       loadAverage: { before: loadBefore, after: loadavg() },
@@ -108,10 +127,14 @@ export async function runGroupCommitBench(
   }
 }
 
-function summarize(windows: GroupCommitResult['windows'], concurrencies: number[]): GroupCommitRow[] {
+function summarize(
+  windows: GroupCommitResult['windows'],
+  concurrencies: number[],
+  variants: Variant[],
+): GroupCommitRow[] {
   const rows: GroupCommitRow[] = [];
   for (const concurrency of concurrencies)
-    for (const variant of VARIANTS) {
+    for (const variant of variants) {
       const mine = windows.filter((w) => w.concurrency === concurrency && w.variant === variant);
       const direct = (rep: number) =>
         windows.find((w) => w.concurrency === concurrency && w.variant === 'direct' && w.rep === rep);

@@ -304,6 +304,11 @@ function groupCommitSection(rel: (p: string) => string): string {
     `[${newest}](${rel(join(dir, newest))}), \`npm run bench -- --group-commit\` (bench/group-commit.ts): cmcp full over the HTTP upstream with \`CMCP_GROUP_COMMIT=off\` (each write its own transaction, as before) and with group commit on, and \`direct\`, in ${r.reps} repetitions of ${r.windowMs} ms windows whose order rotates; median (min…max) over repetitions. fsyncs per call: strace over the gateway process at concurrency ${r.fsyncConcurrency}, after the timed windows. Load average ${la(r.loadAverage.before)} before and ${la(r.loadAverage.after)} after; disk commit latency p50 ${f(r.diskFsyncMs.before.median)} / p90 ${f(r.diskFsyncMs.before.p90)} ms before, ${f(r.diskFsyncMs.after.median)} / ${f(r.diskFsyncMs.after.p90)} ms after.`,
     groupCommitTable(r),
     'The two cmcp rows are one build with one switch: read them against each other. Group commit removes most fsyncs per call once calls overlap (at concurrency 1 the two writes of a call are never queued together, so there is nothing to group); each fsync it removes is time the event loop is no longer stopped, which shows as calls/s, CPU per call and event-loop delay. On a machine shared with other work (the load average above) the absolute numbers move a lot between repetitions.',
+    ...(r.rows.some((x) => x.variant === 'store-worker')
+      ? [
+          'The store-worker row is the same build with the call path\'s writes and their group commit in the store worker thread (`CMCP_STORE_WORKER=on`, config `store.worker`); why it is off by default: docs/operations.md, "The store worker".',
+        ]
+      : []),
   ].join('\n\n');
 }
 

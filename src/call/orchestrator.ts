@@ -13,6 +13,7 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediateAsync } from '../store/db.js';
+import type { WriteStore } from '../store/writes.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import { actionBinding, admit } from './admission.js';
 import { AttemptLog, type AttemptStart } from './attempts.js';
@@ -46,6 +47,8 @@ export class CallOrchestrator {
     private readonly log: Logger,
     controls: CallControls = NO_CONTROLS,
     private readonly telemetry: CallTelemetry = NO_TELEMETRY,
+    /** The store worker's writes (store/write-client.ts), or null: writes on the event loop. */
+    private readonly writes: WriteStore | null = null,
   ) {
     this.sensitivity = new SessionSensitivity(db, chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
@@ -194,11 +197,17 @@ export class CallOrchestrator {
       };
       const binding = actionBinding(a);
       try {
-        const admitted = await this.telemetry.stage('admission', route.upstream, () =>
-          admit(this.db, this.executions, a, binding, refuseNow, () => this.begin(attempt, route)),
-        );
-        if (admitted.kind === 'refused') return admitted.response;
+        if (this.writes) {
+          const r = await this.admitInWorker(this.writes, a, binding, attempt, route, entry, startedAt);
+          if (r) return r;
+        } else {
+          const admitted = await this.telemetry.stage('admission', route.upstream, () =>
+            admit(this.db, this.executions, a, binding, refuseNow, () => this.begin(attempt, route)),
+          );
+          if (admitted.kind === 'refused') return admitted.response;
+        }
       } catch (e) {
+        if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
         return notRecorded('admission', callId, { execution_id: executionId });
@@ -206,8 +215,10 @@ export class CallOrchestrator {
     } else {
       // No upstream runs without a durable record of the attempt (docs/spec/execution.md#attempts).
       try {
-        await immediateAsync(this.db, () => this.begin(attempt, route));
+        if (this.writes) await this.beginInWorker(this.writes, attempt, route);
+        else await immediateAsync(this.db, () => this.begin(attempt, route));
       } catch (e) {
+        if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
         return notRecorded('admission', callId);
@@ -221,19 +232,24 @@ export class CallOrchestrator {
     const detail = { ...policy.value.detail, ...f.detail };
     let committed: AuditEntry;
     try {
+      const terminal = {
+        ...entry,
+        error_code: f.errorCode,
+        response_payload_hash: f.responseHash,
+        latency_us: latencyUs(startedAt),
+        detail: Object.keys(detail).length ? detail : null,
+      };
+      const execution = executionId === null ? null : { agentId: caller.agentId, executionId, callId };
       committed = await this.telemetry.stage('commit', route.upstream, () =>
-        this.recorder.outcome(
-          sessionId,
-          {
-            ...entry,
-            error_code: f.errorCode,
-            response_payload_hash: f.responseHash,
-            latency_us: latencyUs(startedAt),
-            detail: Object.keys(detail).length ? detail : null,
-          },
-          f.disposition,
-          executionId === null ? null : { agentId: caller.agentId, executionId, callId },
-        ),
+        this.writes
+          ? this.writes.write({
+              kind: 'terminal',
+              sessionId,
+              entry: terminal,
+              disposition: f.disposition,
+              execution,
+            })
+          : this.recorder.outcome(sessionId, terminal, f.disposition, execution),
       );
     } catch (e) {
       if (this.attempts.isClosed)
@@ -261,6 +277,16 @@ export class CallOrchestrator {
     this.sensitivity.attempted(attempt.sessionId, route);
   }
 
+  /**
+   * {@link begin} as one command to the store worker: the attempt row and the sensitivity raise
+   * in one transaction there; the in-memory level is noted once it is durable.
+   */
+  private async beginInWorker(writes: WriteStore, attempt: AttemptStart, route: RoutedTool): Promise<void> {
+    const raiseSensitivity = this.sensitivity.raise(attempt.sessionId, route);
+    await writes.write({ kind: 'attempt', attempt, raiseSensitivity });
+    if (raiseSensitivity !== null) this.sensitivity.raised(attempt.sessionId, raiseSensitivity);
+  }
+
   /** Records a refusal as the call's terminal entry and returns its JSON-RPC error. */
   private async refuse(
     sessionId: string | null,
@@ -269,7 +295,10 @@ export class CallOrchestrator {
     startedAt: bigint,
   ): Promise<CallResponse> {
     const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
-    const write = () => this.recorder.refusal(sessionId, { ...input, error_code: r.code });
+    const write = () =>
+      this.writes
+        ? this.writes.write({ kind: 'refusal', sessionId, entry: { ...input, error_code: r.code } })
+        : this.recorder.refusal(sessionId, { ...input, error_code: r.code });
     let e: AuditEntry;
     try {
       e = await this.telemetry.stage('commit', upstream, write);
@@ -278,6 +307,47 @@ export class CallOrchestrator {
     }
     this.telemetry.ended(upstream, 'refused', r.code, startedAt);
     return refused(r, callId(input), e);
+  }
+
+  /**
+   * The admission as one command to the store worker (store/writes.ts): the reservation and the
+   * attempt, or the refusal entry, in one transaction there. @returns the refusal's answer, or
+   * null when admitted. @throws what the write throws.
+   */
+  private async admitInWorker(
+    writes: WriteStore,
+    a: {
+      agentId: string;
+      executionId: string;
+      callId: string;
+      sessionId: string;
+      serverIdentity: string;
+      toolName: string;
+    },
+    binding: string,
+    attempt: AttemptStart,
+    route: RoutedTool,
+    entry: EntryInput,
+    startedAt: bigint,
+  ): Promise<CallResponse | null> {
+    const raiseSensitivity = this.sensitivity.raise(attempt.sessionId, route);
+    const r = await this.telemetry.stage('admission', a.serverIdentity, () =>
+      writes.write({
+        kind: 'admission',
+        admission: { ...a, binding },
+        attempt,
+        raiseSensitivity,
+        refusalEntry: { ...entry, latency_us: latencyUs(startedAt) },
+      }),
+    );
+    if (r.kind === 'admitted') {
+      if (raiseSensitivity !== null) this.sensitivity.raised(attempt.sessionId, raiseSensitivity);
+      return null;
+    }
+    if (r.kind === 'refusal-not-recorded')
+      return this.refusalNotRecorded({ ...entry }, r.refusal, new Error(r.message), startedAt);
+    this.telemetry.ended(a.serverIdentity, 'refused', r.refusal.code, startedAt);
+    return refused(r.refusal, a.callId, r.entry);
   }
 
   /** {@link refuse} inside the admission transaction (joined, synchronous). */
@@ -307,6 +377,14 @@ export class CallOrchestrator {
     this.telemetry.ended(upstream, 'not_recorded', r.code, startedAt);
     return notRecorded('refusal', callId);
   }
+}
+
+/**
+ * The store worker refused new work (its bounded queue is full): the call is refused before its
+ * attempt, so nothing was forwarded; the refusal itself is still recorded (write-client.ts).
+ */
+function queueFull(e: unknown): e is CmcpError {
+  return e instanceof CmcpError && e.code === 'STORE_QUEUE_FULL';
 }
 
 function callId(input: EntryInput): string {

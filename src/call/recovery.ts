@@ -70,9 +70,16 @@ export class CallRecovery {
   async runAwaited(reason: string): Promise<Recovered> {
     let attempts = 0;
     for (const a of this.attempts.open()) {
-      const e = await immediateAsync(this.db, () => this.endAttempt(a, reason));
-      this.interruptedAtShutdown.set(a.call_id, e);
-      attempts++;
+      // Its terminal entry may have committed since the read (the store worker's connection):
+      // then it is not sealed a second time.
+      const e = await immediateAsync(this.db, () => {
+        if (!this.attempts.isOpen(a.call_id)) return null;
+        return this.endAttempt(a, reason);
+      });
+      if (e) {
+        this.interruptedAtShutdown.set(a.call_id, e);
+        attempts++;
+      }
     }
     const legacy = this.db
       .prepare<[string], ExecutionRow>(

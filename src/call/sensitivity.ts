@@ -61,17 +61,30 @@ export class SessionSensitivity {
    * level when this call's is higher. Runs inside the transaction that records the attempt.
    */
   attempted(sessionId: string, route: RoutedTool): void {
+    const l = this.raise(sessionId, route);
+    if (l === null) return;
+    storeSensitivity(this.db, sessionId, l);
+    this.raised(sessionId, l);
+  }
+
+  /**
+   * The level (index into SENSITIVITY_LEVELS) a call of `sessionId` to `route` must raise the
+   * session's `session_sensitivity` row to, or null when the row is known to be as high already.
+   * For a writer elsewhere (the store worker's `attempt`/`admission` commands, store/writes.ts),
+   * which then reports the committed level with {@link raised}.
+   */
+  raise(sessionId: string, route: RoutedTool): number | null {
     const l = Math.max(SENSITIVITY_LEVELS.indexOf(this.of(route)), this.seen.get(sessionId) ?? 0);
     const stored = this.stored.get(sessionId);
-    if (stored !== undefined && l <= stored) return;
-    prepared(
-      this.db,
-      'INSERT INTO session_sensitivity (session_id, level) VALUES (?, ?) ' +
-        'ON CONFLICT (session_id) DO UPDATE SET level = max(level, excluded.level)',
-    ).run(sessionId, l);
+    return stored !== undefined && l <= stored ? null : l;
+  }
+
+  /** The session's row now holds at least `level` (committed). */
+  raised(sessionId: string, level: number): void {
+    const stored = this.stored.get(sessionId);
     if (stored === undefined && this.stored.size >= MAX_REMEMBERED)
       this.stored.delete(this.stored.keys().next().value as string);
-    this.stored.set(sessionId, Math.max(l, stored ?? 0));
+    this.stored.set(sessionId, Math.max(level, stored ?? 0));
   }
 
   /**
@@ -107,4 +120,16 @@ export class SessionSensitivity {
     }
     this.seen.set(sessionId, level);
   }
+}
+
+/**
+ * Raises a session's durable sensitivity to at least `level` (never lowers it): the one writer
+ * of `session_sensitivity`, on the event loop's connection or the store worker's.
+ */
+export function storeSensitivity(db: Db, sessionId: string, level: number): void {
+  prepared(
+    db,
+    'INSERT INTO session_sensitivity (session_id, level) VALUES (?, ?) ' +
+      'ON CONFLICT (session_id) DO UPDATE SET level = max(level, excluded.level)',
+  ).run(sessionId, level);
 }

@@ -13,6 +13,7 @@ import { oauthSchema, resolveOAuthPaths } from './oauth.js';
 export type { AttestationConfig } from './attestation.js';
 
 import { isPostgresUrl } from '../store/migrations/index.js';
+import { storeSchema } from './store.js';
 import { resolveCredentialPaths, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
@@ -192,6 +193,8 @@ export const configSchema = z
      * (POSTGRES_SERVING_NOT_IMPLEMENTED).
      */
     database: z.string().min(1),
+    /** Where the call path's writes run (src/config/store.ts). */
+    store: storeSchema.prefault({}),
     upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),
     attestation: attestationSchema,
     agents: z.array(agent).default([]),

@@ -39,6 +39,7 @@ import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
 import { DatabaseUnavailableError } from '../store/migrations/index.js';
 import { startCheckpoints } from '../store/wal.js';
+import { type StoreWorker, startStoreWorker } from '../store/write-client.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -142,6 +143,8 @@ interface Observers {
   tracing: Tracing;
   readiness: Readiness;
   drain: Drain;
+  /** The store worker (config `store.worker`), or null. */
+  storeWorker: StoreWorker | null;
 }
 
 /**
@@ -271,6 +274,7 @@ function buildHttp(
       agentAttributes: (id) => agentAttrs.get(id) ?? {},
     },
     callTelemetry(obs.metrics, obs.tracing.enabled ? obs.tracing.tracer : null),
+    obs.storeWorker,
   );
   const refusals = gatewayRefusals(
     chain,
@@ -403,13 +407,22 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         log,
       });
     const drain = new Drain();
+    // The call path's writes in the store worker (store/write-client.ts) when `store.worker` is on.
+    const storeWorker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id);
+    if (storeWorker) {
+      opened.push(() => storeWorker.close());
+      log.info(
+        { max_queued_writes: cfg.store.max_queued_writes },
+        'store worker: the call path writes in a worker thread',
+      );
+    }
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain },
+      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain, storeWorker },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
@@ -452,10 +465,11 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       instance.release();
       await tracing.shutdown();
       checkpoints.stop();
+      await storeWorker?.close();
       await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();
     };
-    const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };
+    const parts = { app, drain, attempts: calls.attempts, storeWorker, recovery, sessions, log, close };
     return {
       app,
       db,

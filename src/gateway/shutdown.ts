@@ -27,6 +27,8 @@ export interface ShutdownParts {
   drain: Drain;
   /** The call path's attempt log: closed before recovery so nothing is forwarded after it. */
   attempts: AttemptLog;
+  /** The store worker (its own attempt log), closed in its write queue before recovery; or null. */
+  storeWorker: { closeAttempts(): Promise<void> } | null;
   recovery: CallRecovery;
   sessions: SessionService;
   log: Logger;
@@ -44,6 +46,10 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
   const drained = await p.drain.idle(drainMs);
   p.attempts.close();
   let recovered: Recovered = { attempts: 0, executions: 0 };
+  // Every attempt the worker committed is durable before recovery reads them; none begins after.
+  await p.storeWorker
+    ?.closeAttempts()
+    .catch((e) => p.log.error({ err: (e as Error).message }, 'store worker: attempts not closed'));
   try {
     recovered = await p.recovery.runAwaited(
       'in flight at shutdown: the call did not end within the drain time',

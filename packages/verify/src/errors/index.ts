@@ -326,6 +326,12 @@ export const ERRORS = {
   ...VERIFY_INPUT_ERRORS,
   ...BINDING_BATCH_ERRORS,
   ...ATTESTATION_ERRORS,
+  STORE_QUEUE_FULL: {
+    http: 503,
+    rpc: -32006,
+    summary:
+      "The store worker's write queue is full (config store.max_queued_writes): the call was refused before its attempt was recorded, so no upstream was invoked; its refusal is recorded; retry later.",
+  },
   SESSION_BINDING_REQUIRED: {
     http: 503,
     rpc: -32080,

@@ -1,0 +1,172 @@
+/**
+ * The call path's durable writes as data (issue 12 item 6; the storage contract issue 15 will
+ * put a PostgreSQL adapter behind): each command names one write that commits atomically on its
+ * own, in the order it was sent, and is answered only once durable. {@link executeWrite} is the
+ * one implementation of their meaning, over the domain objects (audit chain, execution
+ * registry, attempt log, session counters); it runs inside the engine's write transaction
+ * (SQLite: a SAVEPOINT of the group commit's `BEGIN IMMEDIATE`, store/group-commit.ts), either on
+ * the event loop (in-process) or in the store worker (store/write-worker.ts).
+ *
+ * Engine-neutral on purpose: commands and results are plain JSON-cloneable data, no statement,
+ * no connection, no SQL.
+ */
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { AuditChain, EntryInput } from '../audit/chain.js';
+import type { AttemptLog, AttemptStart } from '../call/attempts.js';
+import type { Disposition } from '../call/forward.js';
+import type { Refusal } from '../call/types.js';
+import type { Admission, ExecutionRegistry } from '../execution/registry.js';
+import { maybeFail } from './faults.js';
+
+/** The execution a forwarded call moves to its terminal state. */
+export interface ExecutionKey {
+  agentId: string;
+  executionId: string;
+  callId: string;
+}
+
+export type WriteCommand =
+  /**
+   * Record a call's attempt before its upstream is invoked (docs/spec/execution.md#attempts),
+   * and raise the session's durable sensitivity to `raiseSensitivity` (an index into
+   * SENSITIVITY_LEVELS; null: already as high) in the same transaction (call/sensitivity.ts).
+   */
+  | { kind: 'attempt'; attempt: AttemptStart; raiseSensitivity: number | null }
+  /**
+   * Admit an execution_id with its binding and the call's attempt, or classify the existing row
+   * and record the refusal (`entry` completed with the refusal) in the same transaction.
+   */
+  | {
+      kind: 'admission';
+      admission: {
+        agentId: string;
+        executionId: string;
+        binding: string;
+        callId: string;
+        sessionId: string;
+        toolName: string;
+      };
+      attempt: AttemptStart;
+      /** As the `attempt` command's, raised only when admitted. */
+      raiseSensitivity: number | null;
+      refusalEntry: EntryInput;
+    }
+  /** A forwarded call's terminal entry, its registry transition, its session count, its attempt's end. */
+  | {
+      kind: 'terminal';
+      sessionId: string;
+      entry: EntryInput;
+      disposition: Disposition;
+      execution: ExecutionKey | null;
+    }
+  /** A refusal as a call's terminal entry (session chain and count, or the gateway chain). */
+  | { kind: 'refusal'; sessionId: string | null; entry: EntryInput };
+
+export type AdmissionResult =
+  | { kind: 'admitted' }
+  | { kind: 'refused'; refusal: Refusal; entry: AuditEntry }
+  | { kind: 'refusal-not-recorded'; refusal: Refusal; message: string };
+
+/** What each command answers. */
+export interface WriteResults {
+  attempt: null;
+  admission: AdmissionResult;
+  terminal: AuditEntry;
+  refusal: AuditEntry;
+}
+
+/** The domain objects a write runs over (one connection's). */
+export interface WriteContext {
+  chain: AuditChain;
+  executions: ExecutionRegistry;
+  attempts: AttemptLog;
+  sessionIsOpen(sessionId: string): boolean;
+  countCall(sessionId: string): void;
+  /** Raises the session's durable sensitivity to at least `level` (never lowers it). */
+  raiseSensitivity(sessionId: string, level: number): void;
+  /** Runs `fn` atomically inside the open transaction (SQLite: a nested SAVEPOINT). */
+  atomic<T>(fn: () => T): T;
+}
+
+/** Where the call path sends its writes: in-process or the store worker (store/write-client.ts). */
+export interface WriteStore {
+  /**
+   * @returns (resolves) the command's result once it is durable.
+   * @throws (rejects) what the write threw; CmcpError STORE_QUEUE_FULL when the store's
+   *   queue is full (nothing written).
+   */
+  write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]>;
+}
+
+/**
+ * The refusal of an admission that found the key taken (docs/spec/execution.md#admission).
+ */
+export function admissionRefusal(a: Exclude<Admission, { kind: 'admitted' }>, executionId: string): Refusal {
+  const x = a.existing;
+  const terminal = x.state === 'in_flight' ? null : x.terminal_entry_hash;
+  return {
+    code: a.kind,
+    message:
+      a.kind === 'EXECUTION_COLLISION'
+        ? 'this execution_id is bound to a different action'
+        : a.kind === 'EXECUTION_IN_FLIGHT'
+          ? 'this execution_id is in flight'
+          : `this execution_id is terminal (${x.state}) and is never run again`,
+    entry: { detail: { execution_state: x.state, first_call_id: x.call_id, terminal_entry_hash: terminal } },
+    data: { execution_id: executionId, execution_state: x.state, terminal_entry_hash: terminal },
+  };
+}
+
+/**
+ * Runs one command inside the caller's write transaction (module doc).
+ * @throws what the domain objects throw (SQLite errors, an attempt already ended, …): the
+ *   command's savepoint rolls back and it fails alone.
+ */
+export function executeWrite(ctx: WriteContext, cmd: WriteCommand): WriteResults[WriteCommand['kind']] {
+  const liveChain = (sessionId: string) => (ctx.sessionIsOpen(sessionId) ? sessionId : GATEWAY_CHAIN_ID);
+  const refusal = (sessionId: string | null, entry: EntryInput) => {
+    const e = ctx.chain.append(sessionId ? liveChain(sessionId) : GATEWAY_CHAIN_ID, {
+      ...entry,
+      disposition: 'refused',
+    });
+    if (sessionId) ctx.countCall(sessionId);
+    return e;
+  };
+  switch (cmd.kind) {
+    case 'attempt':
+      begin(ctx, cmd.attempt, cmd.raiseSensitivity);
+      return null;
+    case 'admission': {
+      const r = ctx.executions.admit(cmd.admission);
+      if (r.kind === 'admitted') {
+        begin(ctx, cmd.attempt, cmd.raiseSensitivity);
+        return { kind: 'admitted' };
+      }
+      const why = admissionRefusal(r, cmd.admission.executionId);
+      const entry = { ...cmd.refusalEntry, ...why.entry, error_code: why.code };
+      try {
+        const e = ctx.atomic(() => refusal(cmd.admission.sessionId, entry));
+        return { kind: 'refused', refusal: why, entry: e };
+      } catch (e) {
+        return { kind: 'refusal-not-recorded', refusal: why, message: (e as Error).message };
+      }
+    }
+    case 'terminal': {
+      const e = ctx.chain.append(liveChain(cmd.sessionId), { ...cmd.entry, disposition: cmd.disposition });
+      const x = cmd.execution;
+      if (x) ctx.executions.finish(x.agentId, x.executionId, x.callId, cmd.disposition, e.entry_hash);
+      ctx.countCall(cmd.sessionId);
+      ctx.attempts.end(cmd.entry.call_id as string);
+      maybeFail('terminal_commit');
+      return e;
+    }
+    case 'refusal':
+      return refusal(cmd.sessionId, cmd.entry);
+  }
+}
+
+/** The attempt row and the session's sensitivity raise, together (call/orchestrator.ts begin). */
+function begin(ctx: WriteContext, attempt: AttemptStart, level: number | null): void {
+  ctx.attempts.begin(attempt);
+  if (level !== null) ctx.raiseSensitivity(attempt.sessionId, level);
+}
