@@ -31,11 +31,21 @@ import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRo
 
 export type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
+/** Agents whose default session {@link SessionService} remembers at once (then it starts over). */
+const MAX_REMEMBERED_DEFAULTS = 10_000;
+
 export class SessionService {
   /** Serialises default-session resolution per agent (creation and rotation). */
   private readonly defaultLocks = new Map<string, Promise<unknown>>();
   /** Sessions being closed in batches (closeInBatches): no longer usable, claim not yet issued. */
   private readonly closing = new Set<string>();
+  /**
+   * The default session {@link resolveDefault} last found or created, per agent: read again by
+   * its primary key (~8 µs) instead of the agent's sessions searched and sorted (~30 µs) on
+   * every call. Only resolveDefault creates default sessions, and the instance lock makes this
+   * process the only one creating this instance's sessions, so no newer one can appear unseen.
+   */
+  private readonly defaultIds = new Map<string, string>();
 
   constructor(
     private readonly db: Db,
@@ -220,11 +230,25 @@ export class SessionService {
     return next;
   }
 
-  private async resolveDefault(agentId: string): Promise<SessionRow> {
+  /** The agent's newest open default session of this instance, if any (see {@link defaultIds}). */
+  private openDefault(agentId: string): SessionRow | undefined {
+    const id = this.defaultIds.get(agentId);
+    const known = id === undefined ? undefined : this.get(agentId, id);
+    if (known && known.status === 'open' && known.is_default === 1 && known.owner === this.instanceId)
+      return known;
     const row = prepared<[string, string], SessionRow>(
       this.db,
       "SELECT * FROM sessions WHERE agent_id = ? AND owner = ? AND is_default = 1 AND status = 'open' ORDER BY created_ms DESC LIMIT 1",
     ).get(agentId, this.instanceId);
+    // Bounded: agents named by tokens are not a configured set.
+    if (this.defaultIds.size >= MAX_REMEMBERED_DEFAULTS) this.defaultIds.clear();
+    if (row) this.defaultIds.set(agentId, row.session_id);
+    else this.defaultIds.delete(agentId);
+    return row;
+  }
+
+  private async resolveDefault(agentId: string): Promise<SessionRow> {
+    const row = this.openDefault(agentId);
     if (row && !this.closing.has(row.session_id)) {
       const expired =
         row.call_count >= this.limits.defaultMaxCalls ||
@@ -233,6 +257,7 @@ export class SessionService {
       await this.closeAwaited(agentId, row.session_id, 'rotated');
     }
     const created = await this.create(agentId, { isDefault: true });
+    this.defaultIds.set(agentId, created.session_id);
     return this.get(agentId, created.session_id) as SessionRow;
   }
 
