@@ -3,6 +3,15 @@ import { defineConfig } from 'vitest/config';
 
 const verifySrc = fileURLToPath(new URL('./packages/verify/src/', import.meta.url));
 
+const STORE_WORKER_SUITES = [
+  'test/gateway-mcp.test.ts',
+  'test/execution-processes.test.ts',
+  'test/group-commit.test.ts',
+  'test/upstream-dies-mid-call.test.ts',
+  'test/gateway-shutdown.test.ts',
+  'test/crash.test.ts',
+];
+
 export default defineConfig({
   resolve: {
     // Tests run the workspace package from its TypeScript source, so they never see a stale dist/.
@@ -12,12 +21,21 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ['test/**/*.test.ts'],
     // swtpm, SQLite files and real MCP servers are slow to start on 2 cores.
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
     maxWorkers: 2,
     globalSetup: ['test/harness/global-setup.ts'],
+    projects: [
+      // Each project names its files (a root `include` would be merged into both).
+      { extends: true, test: { name: 'default', include: ['test/**/*.test.ts'] } },
+      // The call path, execution_id, group commit, crash and shutdown suites again with the
+      // call path's writes in the store worker (config store.worker; src/store/write-worker.ts).
+      {
+        extends: true,
+        test: { name: 'store-worker', include: STORE_WORKER_SUITES, env: { CMCP_STORE_WORKER: 'on' } },
+      },
+    ],
   },
 });

@@ -30,6 +30,13 @@ export async function runCpuProfile(
   sqliteShare: number;
   /** Share of busy time in Wasm (cedar-wasm). */
   wasmShare: number;
+  /**
+   * Main-thread self time per call in the store (better-sqlite3 and the statements it runs,
+   * the audit chain, registry, attempt log, store/) and in hashing (node's crypto hash, JCS), µs:
+   * what a store worker (config store.worker) moves off the event loop.
+   */
+  storeUsPerCall: number;
+  hashUsPerCall: number;
   summary: string;
   top: string;
   topTotal: string;
@@ -60,7 +67,9 @@ export async function runCpuProfile(
   } finally {
     await fleet.stop();
   }
-  const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+  // The main thread's (thread id 0 in CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile): a store
+  // worker (config store.worker) writes its own profile beside it.
+  const file = readdirSync(profDir).find((f) => /^CPU\.\d+\.\d+\.\d+\.0\.\d+\.cpuprofile$/.test(f));
   if (!file) throw new Error('the gateway wrote no .cpuprofile (did it exit cleanly?)');
   const saved = join(o.outDir, `profile-${o.label}.cpuprofile`);
   copyFileSync(join(profDir, file), saved);
@@ -72,6 +81,16 @@ export async function runCpuProfile(
   const topTotal = formatTop(t.topTotal);
   const sqliteShare = t.top.filter((x) => x.fn === 'sqliteTransaction').reduce((a, x) => a + x.share, 0);
   const wasmShare = t.busyMs > 0 ? t.wasmMs / t.busyMs : 0;
+  const all = topSelfTime(saved, Number.POSITIVE_INFINITY).top;
+  const perCall = (re: RegExp) =>
+    (all.filter((x) => re.test(x.where)).reduce((a, x) => a + x.selfMs, 0) * 1000) / done;
+  const storeUsPerCall = perCall(
+    /^(better-sqlite3\/|src\/audit\/|src\/store\/|src\/execution\/registry|src\/call\/(attempts|record|recovery)\.)/,
+  );
+  const hashUsPerCall = perCall(/^(node:internal\/crypto\/hash|canonicalize\/)/);
+  console.log(
+    `main-thread self time per call: store ${storeUsPerCall.toFixed(0)} µs, hashing ${hashUsPerCall.toFixed(0)} µs`,
+  );
   console.log(`${summary}\nself time\n${top}\ntotal time\n${topTotal}`);
   return {
     calls: done,
@@ -80,6 +99,8 @@ export async function runCpuProfile(
     cpuPerCallUs,
     sqliteShare,
     wasmShare,
+    storeUsPerCall,
+    hashUsPerCall,
     summary,
     top,
     topTotal,

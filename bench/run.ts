@@ -44,7 +44,10 @@ const program = new Command('bench')
   .option('--calls <n>', 'calls of the memory or profile mode', int)
   .option('--profile', 'CPU profile of cmcp full under load')
   .option('--group-commit', 'cmcp full with group commit off and on, side by side')
-  .option('--store-worker', 'with --group-commit: also cmcp full with its writes in the store worker')
+  .option(
+    '--store-worker',
+    'with --group-commit: also cmcp full with its writes in the store worker; with --profile: profile that',
+  )
   .option('--label <name>', 'name of the saved profile (bench/results/profile-<name>.json)', 'after')
   .option('--cmcp-root <dir>', 'profile the cmcp built in this checkout (its dist/) instead of this one')
   .option('--concurrency <n>', 'concurrent callers of the profile mode', int, 16)
@@ -125,7 +128,8 @@ try {
     if (!['http', 'stdio', 'both'].includes(opts.transport))
       throw new InvalidArgumentError('--transport is http, stdio or both');
     const profDbDir = opts.dbDir ? mkdtempSync(join(opts.dbDir, 'cmcp-prof-')) : undefined;
-    const r = await runCpuProfile(profDbDir ? { ...env, dbDir: profDbDir } : env, {
+    const profEnv = opts.storeWorker ? { ...env, cmcpEnv: { CMCP_STORE_WORKER: 'on' } } : env;
+    const r = await runCpuProfile(profDbDir ? { ...profEnv, dbDir: profDbDir } : profEnv, {
       calls: opts.calls ?? 20_000,
       concurrency: opts.concurrency,
       transports: opts.transport === 'both' ? ['http', 'stdio'] : [opts.transport as 'http' | 'stdio'],

@@ -356,7 +356,10 @@ describe('gateway: concurrent tools/calls share commits', () => {
     const on = await loadChild('on', n);
     try {
       expect(off.commits).toBeGreaterThanOrEqual(2 * n);
-      expect(on.commits).toBeLessThan(n);
+      // In the store worker (vitest project store-worker) the writes reach the group commit at
+      // the pace the loop sends them and fewer share a transaction (docs/operations.md, "The
+      // store worker"): there grouping must still save commits, not halve them.
+      expect(on.commits).toBeLessThan(process.env.CMCP_STORE_WORKER === 'on' ? 2 * n : n);
       const db = openReadOnlyDatabase(on.child.dbPath);
       const chain = new AuditChain(db);
       try {

@@ -71,6 +71,7 @@ describe('the limits section of the config', () => {
       agent_request_burst: 600,
       agent_max_in_flight: 64,
       agent_max_open_sessions: 256,
+      agent_client_sessions_per_min: 60,
       headers_timeout_ms: 10_000,
       request_timeout_ms: 30_000,
       keep_alive_timeout_ms: 5_000,

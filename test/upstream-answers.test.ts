@@ -53,7 +53,7 @@ describe('watchAnswers', () => {
         .catch((x) => x);
       expect(classifyFailure(e, c, 1024)).toEqual({
         boundary: 'answered',
-        rpcError: { code, message: `MCP error ${code}: upstream ${code}`, data: undefined },
+        rpcError: { code, message: `upstream ${code}`, data: undefined }, // the upstream's own message
       });
     }
     const c = ctx();

@@ -2,7 +2,8 @@
  * Issue 11 item 8: an upstream that dies in the middle of a call fails that call at once as
  * outcome_unknown, not after its timeout. Real upstream processes and sockets: a stdio server
  * that exits mid-call (also with a grandchild holding its stdout open), an HTTP server that
- * resets the connection after its SSE response began and before any response byte. Each
+ * resets the connection after its SSE response began and before any response byte, or ends
+ * its SSE response cleanly without the result. Each
  * upstream's timeout is 60 s; each test's own time limit (15 s) is what fails if the call
  * waited for it.
  */
@@ -64,6 +65,7 @@ describe('an upstream that dies mid-call', () => {
     ['dying.exit_orphan', 'the stdio child exits while a grandchild keeps its stdout open'],
     ['resetting.reset', 'the HTTP connection is reset after the SSE response began'],
     ['resetting.reset_early', 'the HTTP connection is reset before any response byte'],
+    ['resetting.end_early', 'the SSE response ends cleanly before the result'],
   ])(
     '%s (%s): answered as outcome_unknown, not after the 60 s timeout',
     async (tool) => {

@@ -262,15 +262,22 @@ call registers to have its token sent; src/upstream/answers.ts now gives a call 
 and keeps it from the Protocol. In-process (the SDK Client over an in-memory transport, 5
 notifications and a result per request, builds alternated) that took a request from ~90–115 to ~14–22 µs
 of CPU (two runs), ~15 µs per notification; two A/B runs of the gateways' CPU per streamed call (8 alternated
-batches of 300 calls) did not resolve it (−175 µs at load average 3, +266 µs at 14). Still paid, inside
-the SDK's client transport: a web-stream pipeline per SSE response (TextDecoderStream →
+batches of 300 calls) did not resolve it (−175 µs at load average 3, +266 µs at 14). The runs
+from 2026-12-01T15-56 to 16-04 measure that change with the build before it (main 3efda34) beside
+it, at load averages of 7 to 15 on 2 cores: the verdict turns on the noise floor of the run.
+
+The SDK's client transport then cost a web-stream pipeline per SSE response (TextDecoderStream →
 EventSourceParserStream, ~70 µs in-process whatever the number of events, its end building an
 Error; eventsource-parser's callback parser alone takes ~8 µs for the same bytes) and, per message,
-a JSON parse, a union schema parse and a failing result guard (~17 µs). Handing the SDK whole events
-per chunk would not help: the upstream's answer already arrives in one read, and the pipeline's
-cost is mostly fixed. Removing the rest takes a Streamable HTTP transport of our own. The runs
-from 2026-12-01T15-56 on measure that change with the build before it (main 3efda34) beside it, at
-load averages of 7 to 15 on 2 cores: the verdict turns on the noise floor of the run.
+a union schema parse (~17 µs with the JSON parse and the Protocol's failing result guard). The
+gateway now has its own Streamable HTTP client transport (src/upstream/http-transport.ts and
+event-stream.ts): undici's request API, one StringDecoder and eventsource-parser's callback parser
+on the Node stream, a structural JSON-RPC check instead of the zod parse (the Protocol checks each
+message again). The JSON path uses it too: no WHATWG Response around the undici answer. The run of
+2026-12-01T17-38 has the build before it (main 04e2559) beside it at load average 10 to 13: the
+gateway's CPU per streamed call 1.78 ms against 2.82 ms (JSON 1.77 against 2.30), the excess
+0.294 ms against 0.564 ms, and both paths add less (streamed 2.62 against 3.40 ms, JSON 2.26
+against 3.05 ms at p50); its noise floor (0.548 ms) leaves the verdict INCONCLUSIVE.
 
 Every saved run (ms; load average before the run, 1 / 5 / 15 min):
 
@@ -297,6 +304,11 @@ function groupCommitSection(rel: (p: string) => string): string {
     `[${newest}](${rel(join(dir, newest))}), \`npm run bench -- --group-commit\` (bench/group-commit.ts): cmcp full over the HTTP upstream with \`CMCP_GROUP_COMMIT=off\` (each write its own transaction, as before) and with group commit on, and \`direct\`, in ${r.reps} repetitions of ${r.windowMs} ms windows whose order rotates; median (min…max) over repetitions. fsyncs per call: strace over the gateway process at concurrency ${r.fsyncConcurrency}, after the timed windows. Load average ${la(r.loadAverage.before)} before and ${la(r.loadAverage.after)} after; disk commit latency p50 ${f(r.diskFsyncMs.before.median)} / p90 ${f(r.diskFsyncMs.before.p90)} ms before, ${f(r.diskFsyncMs.after.median)} / ${f(r.diskFsyncMs.after.p90)} ms after.`,
     groupCommitTable(r),
     'The two cmcp rows are one build with one switch: read them against each other. Group commit removes most fsyncs per call once calls overlap (at concurrency 1 the two writes of a call are never queued together, so there is nothing to group); each fsync it removes is time the event loop is no longer stopped, which shows as calls/s, CPU per call and event-loop delay. On a machine shared with other work (the load average above) the absolute numbers move a lot between repetitions.',
+    ...(r.rows.some((x) => x.variant === 'store-worker')
+      ? [
+          'The store-worker row is the same build with the call path\'s writes and their group commit in the store worker thread (`CMCP_STORE_WORKER=on`, config `store.worker`); why it is off by default: docs/operations.md, "The store worker".',
+        ]
+      : []),
   ].join('\n\n');
 }
 

@@ -48,6 +48,7 @@ export class AttemptLog {
   private readonly insertStmt;
   private readonly deleteStmt;
   private readonly ownedStmt;
+  private readonly openStmt;
   private closed = false;
 
   constructor(
@@ -63,6 +64,7 @@ export class AttemptLog {
     this.ownedStmt = db.prepare<[string], AttemptRow>(
       'SELECT * FROM call_attempts WHERE owner = ? ORDER BY started_at, call_id',
     );
+    this.openStmt = db.prepare<[string], { one: 1 }>('SELECT 1 AS one FROM call_attempts WHERE call_id = ?');
   }
 
   /**
@@ -110,6 +112,14 @@ export class AttemptLog {
   /** True once {@link close} ran: a shutdown records what is still open as outcome_unknown. */
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /**
+   * True while the attempt has not ended: read inside the transaction that would end it, since
+   * another connection (the store worker) may have committed its terminal entry meanwhile.
+   */
+  isOpen(callId: string): boolean {
+    return this.openStmt.get(callId) !== undefined;
   }
 
   /** This instance's open attempts, oldest first. */

@@ -21,7 +21,7 @@ import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
 import { readCallParams } from './ingress.js';
 import { TerminalRecorder } from './record.js';
-import { answered, notRecorded, refused, storeQueueFull } from './respond.js';
+import { answered, notRecorded, refused } from './respond.js';
 import { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
 import type { Caller, CallLink, CallResponse, Refusal } from './types.js';
@@ -63,7 +63,7 @@ export class CallOrchestrator {
    * @param link how the call reaches its upstream for this client (default: the shared connection).
    */
   async call(caller: Caller, rawParams: unknown, startedAt: bigint, link?: CallLink): Promise<CallResponse> {
-    const callId = randomUUID();
+    const callId = caller.callId ?? randomUUID();
     return this.telemetry.call(() => this.guarded(caller, rawParams, startedAt, callId, link));
   }
 
@@ -207,7 +207,7 @@ export class CallOrchestrator {
           if (admitted.kind === 'refused') return admitted.response;
         }
       } catch (e) {
-        if (e instanceof CmcpError && e.code === 'STORE_QUEUE_FULL') return storeQueueFull(e, callId);
+        if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
         return notRecorded('admission', callId, { execution_id: executionId });
@@ -218,7 +218,7 @@ export class CallOrchestrator {
         if (this.writes) await this.beginInWorker(this.writes, attempt, route);
         else await immediateAsync(this.db, () => this.begin(attempt, route));
       } catch (e) {
-        if (e instanceof CmcpError && e.code === 'STORE_QUEUE_FULL') return storeQueueFull(e, callId);
+        if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
         this.telemetry.ended(route.upstream, 'not_recorded', null, startedAt);
         return notRecorded('admission', callId);
@@ -377,6 +377,14 @@ export class CallOrchestrator {
     this.telemetry.ended(upstream, 'not_recorded', r.code, startedAt);
     return notRecorded('refusal', callId);
   }
+}
+
+/**
+ * The store worker refused new work (its bounded queue is full): the call is refused before its
+ * attempt, so nothing was forwarded; the refusal itself is still recorded (write-client.ts).
+ */
+function queueFull(e: unknown): e is CmcpError {
+  return e instanceof CmcpError && e.code === 'STORE_QUEUE_FULL';
 }
 
 function callId(input: EntryInput): string {

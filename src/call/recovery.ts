@@ -8,7 +8,7 @@
  * call count, the execution row's terminal state and the attempt's end commit in one
  * IMMEDIATE transaction per attempt.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry, ExecutionRow } from '../execution/registry.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
@@ -29,6 +29,9 @@ export interface Recovered {
 }
 
 export class CallRecovery {
+  /** The entries a shutdown's {@link runAwaited} wrote, by call_id (answers name them). */
+  private readonly interruptedAtShutdown = new Map<string, AuditEntry>();
+
   constructor(
     private readonly db: Db,
     private readonly chain: AuditChain,
@@ -67,8 +70,16 @@ export class CallRecovery {
   async runAwaited(reason: string): Promise<Recovered> {
     let attempts = 0;
     for (const a of this.attempts.open()) {
-      await immediateAsync(this.db, () => this.endAttempt(a, reason));
-      attempts++;
+      // Its terminal entry may have committed since the read (the store worker's connection):
+      // then it is not sealed a second time.
+      const e = await immediateAsync(this.db, () => {
+        if (!this.attempts.isOpen(a.call_id)) return null;
+        return this.endAttempt(a, reason);
+      });
+      if (e) {
+        this.interruptedAtShutdown.set(a.call_id, e);
+        attempts++;
+      }
     }
     const legacy = this.db
       .prepare<[string], ExecutionRow>(
@@ -79,7 +90,15 @@ export class CallRecovery {
     return { attempts, executions: legacy.length };
   }
 
-  private endAttempt(a: AttemptRow, reason: string): void {
+  /**
+   * The terminal entry {@link runAwaited} recorded for a call, or null: what the call's
+   * CALL_INTERRUPTED answer names as its evidence (docs/spec/call-path.md#shutdown).
+   */
+  interrupted(callId: string): AuditEntry | null {
+    return this.interruptedAtShutdown.get(callId) ?? null;
+  }
+
+  private endAttempt(a: AttemptRow, reason: string): AuditEntry {
     const e = this.append(a.session_id, {
       entry_type: 'tool_call',
       call_id: a.call_id,
@@ -98,9 +117,10 @@ export class CallRecovery {
       const x = this.executions.get(a.agent_id, a.execution_id);
       // The reservation and the attempt were committed together; only this call's row moves.
       if (x && x.state === 'in_flight' && x.call_id === a.call_id)
-        this.executions.finish(a.agent_id, a.execution_id, a.call_id, 'outcome_unknown', e);
+        this.executions.finish(a.agent_id, a.execution_id, a.call_id, 'outcome_unknown', e.entry_hash);
     }
     this.attempts.end(a.call_id);
+    return e;
   }
 
   private sealExecution(row: ExecutionRow, reason: string): void {
@@ -115,14 +135,14 @@ export class CallRecovery {
       error_code: 'CALL_INTERRUPTED',
       detail: { reason, method: 'tools/call', attempt_started_at: row.created_at },
     });
-    this.executions.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e);
+    this.executions.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
   }
 
   /** Appends to the session's chain while it is open (and counts the call), else the gateway chain. */
-  private append(sessionId: string, input: EntryInput): string {
+  private append(sessionId: string, input: EntryInput): AuditEntry {
     const open = this.sessions.isOpen(sessionId);
     const e = this.chain.append(open ? sessionId : GATEWAY_CHAIN_ID, input);
     if (open) this.sessions.countCall(sessionId);
-    return e.entry_hash;
+    return e;
   }
 }

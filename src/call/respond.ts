@@ -49,11 +49,6 @@ export function notRecorded(
   return registered('AUDIT_WRITE_FAILED', message, { call_id: callId, ...data });
 }
 
-/** The store worker's queue was full: the call was not admitted (nothing written, no upstream). */
-export function storeQueueFull(e: CmcpError, callId: string): CallResponse {
-  return registered('STORE_QUEUE_FULL', e.message, { call_id: callId });
-}
-
 /** What the execution registry says about a terminal call, for error data. */
 function executionData(executionId: string | null, f: Forwarded, entry: AuditEntry) {
   return executionId === null

@@ -13,6 +13,11 @@ export interface Caller {
   blocked: boolean;
   /** Cedar principal attributes from a JWT access token (scopes, configured claims). */
   attributes?: Record<string, unknown>;
+  /**
+   * The call_id a `tools/call` of this request is recorded under, chosen by the HTTP edge so a
+   * shutdown's CALL_INTERRUPTED answer can name its entry (gateway/drain.ts); absent: a fresh one.
+   */
+  callId?: string;
 }
 
 /**

@@ -19,6 +19,7 @@ import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { AuditChain, ChainTip } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
 import { prepared } from '../store/statements.js';
+import { claimTextPieces, storedClaimLayout } from './parts.js';
 
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */
 export interface SessionBindingRecord {
@@ -72,6 +73,20 @@ export class ChainSummary {
   private readonly transcriptPieces: Buffer[] = [];
   readonly counters = { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 };
   readonly entry_counts: Record<string, number> = {};
+  /**
+   * One copy of each repeated value of the transcript lines (tool names, dispositions, matched
+   * policy ids): each line then holds only itself, so a long chain's lines, all live until the
+   * claim is signed, are few objects for the young-generation GC to copy (its pauses were
+   * 3–5 ms of a 10,000-entry close).
+   */
+  private readonly shared = new Map<string, unknown>();
+
+  private one<T>(key: string, value: T): T {
+    const known = this.shared.get(key);
+    if (known !== undefined) return known as T;
+    this.shared.set(key, value);
+    return value;
+  }
 
   /** Adds the chain's next entries (sequence order, each after {@link lastSequence}). */
   add(entries: readonly ChainEntry[]): void {
@@ -85,13 +100,15 @@ export class ChainSummary {
       this.lastSequence = e.sequence_number;
       this.entry_counts[e.entry_type] = (this.entry_counts[e.entry_type] ?? 0) + 1;
       if (e.entry_type !== 'tool_call') continue;
+      const rules = e.policy_rule_matched;
       const line: TranscriptLine = {
         sequence_number: e.sequence_number,
-        tool_name: e.tool_name,
-        policy_decision: e.policy_decision,
-        policy_rule_matched: e.policy_rule_matched,
-        disposition: e.disposition,
-        error_code: e.error_code,
+        tool_name: e.tool_name === null ? null : this.one(`t${e.tool_name}`, e.tool_name),
+        policy_decision:
+          e.policy_decision === null ? null : this.one(`p${e.policy_decision}`, e.policy_decision),
+        policy_rule_matched: rules === null ? null : this.one(`r${JSON.stringify(rules)}`, rules),
+        disposition: e.disposition === null ? null : this.one(`d${e.disposition}`, e.disposition),
+        error_code: e.error_code === null ? null : this.one(`e${e.error_code}`, e.error_code),
       };
       this.transcript.push(line);
       jcs.push(canonicalJson(line));
@@ -109,15 +126,18 @@ export class ChainSummary {
     return { sequence_number: this.lastSequence, entry_hash: this.tip, timestamp_utc: this.tipTimestamp };
   }
 
-  /** UTF-8 JCS (RFC 8785 §3.2) of the transcript array: its lines' JCS, comma-joined, in brackets. */
-  transcriptBytes(): Buffer {
+  /**
+   * UTF-8 JCS (RFC 8785 §3.2) of the transcript array, in pieces to be joined: its lines' JCS,
+   * comma-joined, in brackets (joined only once, inside the claim's text: {@link claimBytes}).
+   */
+  transcriptBytes(): Buffer[] {
     const parts: Buffer[] = [Buffer.from('[')];
     this.transcriptPieces.forEach((p, i) => {
       if (i > 0) parts.push(COMMA);
       parts.push(p);
     });
     parts.push(Buffer.from(']'));
-    return Buffer.concat(parts);
+    return parts;
   }
 }
 
@@ -215,26 +235,33 @@ export function issueClaimFrom(db: Db, summary: ChainSummary, inp: ClaimInputs):
 }
 
 /**
- * Stores a signed claim (inside the caller's IMMEDIATE transaction). The canonical text is
- * bound as bytes and stored as TEXT (`CAST(? AS TEXT)`: the UTF-8 bytes read as text), so a
- * large claim is never turned into one JavaScript string to be encoded again.
+ * Stores a signed claim (inside the caller's IMMEDIATE transaction): its whole canonical text,
+ * or only its first `headBytes` when the rest is in parts written beforehand (claim/parts.ts,
+ * linked by the caller in the same transaction). The text is bound as bytes and stored as TEXT
+ * (`CAST(? AS TEXT)`: the UTF-8 bytes read as text), so a large claim is never turned into one
+ * JavaScript string to be encoded again.
  */
-export function insertClaim(db: Db, sessionId: string, signed: SignedClaim): void {
+export function insertClaim(
+  db: Db,
+  sessionId: string,
+  signed: SignedClaim,
+  headBytes = signed.canonical.length,
+): void {
   prepared(
     db,
     'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,CAST(? AS TEXT))',
-  ).run(signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical);
+  ).run(signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical.subarray(0, headBytes));
 }
 
 /**
  * UTF-8 JCS (RFC 8785) of a claim whose transcript's JCS bytes are already known: the rest of
  * the claim is canonicalised with a unique placeholder string where the transcript goes, and
- * the placeholder's JSON string is replaced by `transcript` — an array's JCS is its elements'
- * JCS joined by commas in brackets (§3.2), whatever surrounds it. The result is what
- * canonicalJson(claim) gives (test/claim-close-paged.test.ts), without serialising every
- * transcript line again in one piece.
+ * the placeholder's JSON string is replaced by `transcript` (given whole or in pieces) — an
+ * array's JCS is its elements' JCS joined by commas in brackets (§3.2), whatever surrounds it.
+ * The result is what canonicalJson(claim) gives (test/claim-close-paged.test.ts), without
+ * serialising every transcript line again in one piece.
  */
-export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer): Buffer {
+export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer | readonly Buffer[]): Buffer {
   const placeholder = `cmcp-transcript-${randomUUID()}`;
   const text = canonicalJson({ ...claim, transcript: placeholder });
   const quoted = JSON.stringify(placeholder);
@@ -242,7 +269,7 @@ export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer): Bu
   if (at < 0 || text.indexOf(quoted, at + 1) >= 0) return Buffer.from(canonicalJson(claim), 'utf8');
   return Buffer.concat([
     Buffer.from(text.slice(0, at), 'utf8'),
-    transcript,
+    ...(Buffer.isBuffer(transcript) ? [transcript] : transcript),
     Buffer.from(text.slice(at + quoted.length), 'utf8'),
   ]);
 }
@@ -253,10 +280,12 @@ export function storedClaim(db: Db, sessionId: string): Claim | undefined {
   return text ? (JSON.parse(text.toString('utf8')) as Claim) : undefined;
 }
 
-/** The stored canonical text of a session's claim (UTF-8 JCS, what was signed and hashed), or undefined. */
+/**
+ * The stored canonical text of a session's claim (UTF-8 JCS, what was signed and hashed), in
+ * one piece (its parts joined: claim/parts.ts), or undefined.
+ */
 export function storedClaimText(db: Db, sessionId: string): Buffer | undefined {
-  return prepared<[string], { canonical: Buffer }>(
-    db,
-    'SELECT CAST(canonical AS BLOB) AS canonical FROM claims WHERE session_id = ?',
-  ).get(sessionId)?.canonical;
+  const layout = storedClaimLayout(db, sessionId);
+  if (!layout) return undefined;
+  return layout.textId ? Buffer.concat([...claimTextPieces(db, layout)], layout.textBytes) : layout.head;
 }

@@ -5,7 +5,7 @@
  * migrated exactly as `cmcp start` opens it); `status` reads the version and writes nothing.
  *
  * Exit codes: 0 done; 1 the database is newer than this cmcp (DATABASE_SCHEMA_TOO_NEW, nothing
- * written); 2 bad flags, an invalid config, or a database that cannot be opened or reached
+ * written; `status` prints the version first); 2 bad flags, an invalid config, or a database that cannot be opened or reached
  * (DATABASE_UNAVAILABLE).
  */
 import { existsSync } from 'node:fs';
@@ -185,9 +185,15 @@ export function registerDbCommand(program: Command): void {
       guarded(async () => {
         const t = target(o);
         const v = await status(t);
-        return o.json
+        const report = o.json
           ? `${JSON.stringify({ database: t.shown, engine: t.engine, version: v, latest: LATEST_SCHEMA_VERSION })}\n`
           : `database: ${t.shown} (${t.engine})\nschema version ${describeVersion(v)}\n`;
+        // A database this cmcp cannot serve is a failed status, as `cmcp start` refuses it (exit 1).
+        if (typeof v === 'number' && v > LATEST_SCHEMA_VERSION) {
+          process.stdout.write(report);
+          throw new SchemaTooNewError(v, t.shown);
+        }
+        return report;
       }),
   );
 }

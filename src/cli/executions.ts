@@ -1,6 +1,7 @@
 /**
  * `cmcp executions list|show --db FILE`: the operator's read-only view of the execution
- * registry. Opens the database read-only; never invokes anything.
+ * registry. Opens the database read-only; never invokes anything. Exit codes: 1 a database
+ * newer than this cmcp (DATABASE_SCHEMA_TOO_NEW); 2 bad flags, no or no readable database.
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -12,6 +13,8 @@ import {
   readExecution,
 } from '../execution/registry.js';
 import { type Db, openReadOnlyDatabase } from '../store/db.js';
+import { LATEST_SCHEMA_VERSION, SchemaTooNewError } from '../store/migrations/index.js';
+import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { terminalSafe } from './terminal.js';
 
 function openReadOnly(file: string): Db {
@@ -21,6 +24,7 @@ function openReadOnly(file: string): Db {
   }
   try {
     const db = openReadOnlyDatabase(file);
+    refuseTooNew(db, file);
     // Fails here (not later with a stack trace) when the file is no cmcp database.
     assertRegistry(db);
     return db;
@@ -30,6 +34,19 @@ function openReadOnly(file: string): Db {
     );
     process.exit(2);
   }
+}
+
+/**
+ * A database newer than this cmcp is refused as `cmcp start` and `cmcp db` refuse it: its
+ * tables may not mean what this code reads (exit 1, DATABASE_SCHEMA_TOO_NEW).
+ */
+function refuseTooNew(db: Db, file: string): void {
+  const version = sqliteSchemaVersion(db);
+  if (typeof version !== 'number' || version <= LATEST_SCHEMA_VERSION) return;
+  db.close();
+  const e = new SchemaTooNewError(version, file);
+  process.stderr.write(`cmcp: ${e.message} (${e.code})\n`);
+  process.exit(1);
 }
 
 const STATES = ['in_flight', 'completed', 'not_attempted', 'outcome_unknown'];

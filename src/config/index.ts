@@ -14,6 +14,7 @@ import { replicasSchema } from './replicas.js';
 export type { AttestationConfig } from './attestation.js';
 
 import { isPostgresUrl } from '../store/migrations/index.js';
+import { storeSchema } from './store.js';
 import { resolveCredentialPaths, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
@@ -120,6 +121,8 @@ const limits = z.strictObject({
   agent_max_in_flight: z.number().int().min(1).max(100_000).default(64),
   /** Per agent: open sessions (explicit and default; AGENT_TOO_MANY_SESSIONS beyond). */
   agent_max_open_sessions: z.number().int().min(1).max(1_000_000).default(256),
+  /** Per agent: client sessions opened (`initialize`) per minute (AGENT_CLIENT_SESSIONS_RATE_LIMITED beyond). */
+  agent_client_sessions_per_min: z.number().int().min(1).max(1_000_000).default(60),
   /** Per connection: time to receive a request's headers, ms (REQUEST_HEADERS_TIMEOUT). */
   headers_timeout_ms: z.number().int().min(100).max(600_000).default(10_000),
   /** Per connection: time to receive a whole request, headers and body, ms (REQUEST_BODY_TIMEOUT). */
@@ -191,6 +194,8 @@ export const configSchema = z
      * (POSTGRES_SERVING_NOT_IMPLEMENTED).
      */
     database: z.string().min(1),
+    /** Where the call path's writes run (src/config/store.ts). */
+    store: storeSchema.prefault({}),
     upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),
     attestation: attestationSchema,
     agents: z.array(agent).default([]),

@@ -1,11 +1,13 @@
 /**
  * Per-agent limits (issue 11 item 6; docs/operations.md#limits-and-timeouts): a request rate
- * (token bucket), requests in flight at once, and open sessions. Decided after authentication,
+ * (token bucket), requests in flight at once, open sessions, and client sessions opened per
+ * minute. Decided after authentication,
  * in memory; each refusal has its own code and goes to the aggregated refusal record.
  */
 import { ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayConfig } from '../config/index.js';
+import { ClientSessionRate } from './client-session-rate.js';
 import type { ConnectionLimitSettings } from './connection-limits.js';
 import { readableId } from './mcp-unauthenticated.js';
 import { isJsonRpc, jsonRpcError, sendError } from './replies.js';
@@ -20,6 +22,8 @@ export interface AgentLimitSettings {
   maxInFlight: number;
   /** Open sessions per agent. */
   maxOpenSessions: number;
+  /** Client sessions (`initialize`) an agent may open per minute; absent: no limit. */
+  clientSessionsPerMin?: number;
 }
 
 interface AgentState {
@@ -36,8 +40,14 @@ const PRUNE_AT = 10_000;
 
 export class AgentLimits {
   private readonly agents = new Map<string, AgentState>();
+  /** Each `client_session_open` is an audit entry: its own bucket (client-session-rate.ts). */
+  readonly clientSessions: ClientSessionRate | null;
 
-  constructor(readonly settings: AgentLimitSettings) {}
+  constructor(readonly settings: AgentLimitSettings) {
+    this.clientSessions = settings.clientSessionsPerMin
+      ? new ClientSessionRate(settings.clientSessionsPerMin)
+      : null;
+  }
 
   private state(agentId: string): AgentState {
     let s = this.agents.get(agentId);
@@ -152,6 +162,7 @@ export function edgeLimits(cfg: GatewayConfig): {
       burst: l.agent_request_burst,
       maxInFlight: l.agent_max_in_flight,
       maxOpenSessions: l.agent_max_open_sessions,
+      clientSessionsPerMin: l.agent_client_sessions_per_min,
     }),
     connections: {
       headersTimeoutMs: l.headers_timeout_ms,

@@ -13,6 +13,7 @@ import type { GatewayMetrics } from '../metrics/registry.js';
 import type { SessionService } from '../session/service.js';
 import type { AgentLimits } from './agent-limits.js';
 import type { Authenticator } from './auth.js';
+import { NOT_UTF8 } from './body-refusals.js';
 import { type ConnectionLimitSettings, capConnections, connectionOptions } from './connection-limits.js';
 import type { Drain } from './drain.js';
 import { hostCheck } from './host-check.js';
@@ -112,7 +113,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   // Before every authentication hook: a rebinding page never reaches a token check.
   if (d.allowedHosts)
     app.addHook('onRequest', hostCheck(d.allowedHosts, d.recordHostRefusal ?? (() => undefined)));
-  app.setErrorHandler(errorHandler(d.maxRequestBytes));
+  app.setErrorHandler(errorHandler(d.maxRequestBytes, recordRefusal));
   d.drain?.attach(app);
   if (d.connections) capConnections(app, d.connections, recordRefusal);
 
@@ -159,7 +160,10 @@ function strictUtf8Json(app: FastifyInstance): void {
     try {
       text = utf8.decode(body as Buffer);
     } catch {
-      done(Object.assign(new Error('the body is not valid UTF-8'), { statusCode: 400 }), undefined);
+      done(
+        Object.assign(new Error('the body is not valid UTF-8'), { statusCode: 400, code: NOT_UTF8 }),
+        undefined,
+      );
       return;
     }
     parseJson(req, text, done);

@@ -4,12 +4,16 @@
  * is refused with GATEWAY_SHUTTING_DOWN (503; a JSON-RPC error on /mcp), and the shutdown waits
  * for the requests already admitted, up to the drain time.
  */
+import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { evidenceOf } from '../call/respond.js';
 import { readableId } from './mcp-unauthenticated.js';
 import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from './replies.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
+    /** The call_id a `tools/call` of this /mcp request is recorded under (routes/mcp-routes.ts). */
+    callId?: string;
     /**
      * Set by a /mcp request answering on an SSE stream (gateway/routes/mcp-routes.ts): ends the
      * stream with this JSON-RPC body. @returns false when the stream cannot carry it.
@@ -23,6 +27,15 @@ const ANSWER_FLUSH_MS = 1000;
 
 /** Routes still answered while draining: a load balancer must see the gateway go unready. */
 const PROBES = new Set(['/healthz', '/readyz']);
+
+/** The error data of a CALL_INTERRUPTED answer: the disposition, and the entry that recorded it. */
+function interruptedData(e: AuditEntry | null): Record<string, unknown> {
+  if (!e) return { disposition: 'outcome_unknown' };
+  const execution = e.execution_id
+    ? { execution_id: e.execution_id, execution_state: 'outcome_unknown', terminal_entry_hash: e.entry_hash }
+    : {};
+  return { call_id: e.call_id, disposition: 'outcome_unknown', ...execution, evidence: evidenceOf(e) };
+}
 
 export class Drain {
   private admitting = true;
@@ -91,9 +104,11 @@ export class Drain {
    * recorded outcome_unknown by the shutdown's recovery), any other JSON-RPC request and every
    * REST request with GATEWAY_SHUTTING_DOWN; on its SSE stream when it has one. Resolves once
    * the answers are written (at most {@link ANSWER_FLUSH_MS}).
+   * @param interrupted the entry recovery wrote for a call_id, or null: a CALL_INTERRUPTED
+   *   answer carries it in `data.evidence` as every tools/call answer does (docs/spec/mcp.md#evidence-in-results).
    * @returns how many requests were answered.
    */
-  async answerPending(): Promise<number> {
+  async answerPending(interrupted: (callId: string) => AuditEntry | null = () => null): Promise<number> {
     const sent: Promise<unknown>[] = [];
     for (const [req, reply] of this.admitted) {
       if (reply.sent && reply.raw.writableEnded) continue;
@@ -108,7 +123,7 @@ export class Drain {
         readableId(req.body),
         code,
         message,
-        call ? { disposition: 'outcome_unknown' } : {},
+        call ? interruptedData(req.callId ? interrupted(req.callId) : null) : {},
       );
       // On its SSE stream once that is open; else as a plain JSON (or REST) answer.
       let answered = rpc && req.finishStream?.(answer) === true;

@@ -10,6 +10,7 @@ import type { CallOrchestrator } from '../call/orchestrator.js';
 import type { Caller, CallLink } from '../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { type ClientChannel, jsonChannel } from './client-channel.js';
+import { invalidIdMessage } from './jsonrpc-id.js';
 import { jsonRpcError } from './replies.js';
 import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 
@@ -191,14 +192,7 @@ export class McpEndpoint {
     }
     if (id === null) {
       this.recordRefusal(agentId, 'INVALID_REQUEST', { reason: 'id must be a string or an integer' });
-      return {
-        reply: rpcError(
-          null,
-          'INVALID_REQUEST',
-          'id must be a string or an integer (null is not allowed)',
-          400,
-        ),
-      };
+      return { reply: rpcError(null, 'INVALID_REQUEST', invalidIdMessage(msg.id), 400) };
     }
     return { msg, id, method: msg.method };
   }

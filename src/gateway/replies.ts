@@ -5,7 +5,9 @@
  */
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { classifyBodyError } from './body-refusals.js';
 import { sendMcpUnauthenticated } from './mcp-unauthenticated.js';
+import type { RefusalSink } from './routes/agent.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -58,11 +60,12 @@ export function sendRpcError(
 
 /**
  * The application's error handler: a CmcpError leaves with its code and data; fastify's own
- * errors (body too large, media type, unparsable body) get their registered codes; anything
- * else is an INTERNAL_ERROR whose details stay in the log.
+ * errors (body too large, media type, unparsable body) get their registered codes and are
+ * recorded (body-refusals.ts); anything else is an INTERNAL_ERROR whose details stay in the log.
  * @param maxRequestBytes the body limit, named in PAYLOAD_TOO_LARGE messages.
+ * @param recordRefusal the aggregated refusal record, told each refused body.
  */
-export function errorHandler(maxRequestBytes: number) {
+export function errorHandler(maxRequestBytes: number, recordRefusal: RefusalSink = () => undefined) {
   return (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, reply: FastifyReply) => {
     // An unauthenticated /mcp request whose body did not parse: still the 401, with id null.
     if (req.mcpUnauthenticated) return sendMcpUnauthenticated(reply, null);
@@ -70,16 +73,16 @@ export function errorHandler(maxRequestBytes: number) {
     let code: ErrorCode = 'INTERNAL_ERROR';
     let message = 'internal error';
     let extra: Record<string, unknown> = {};
+    const body = err instanceof CmcpError ? null : classifyBodyError(err, rpc, maxRequestBytes);
     if (err instanceof CmcpError) {
       code = err.code;
       message = err.message;
       extra = err.data;
-    } else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
-      code = 'PAYLOAD_TOO_LARGE';
-      message = `request body exceeds the limit of ${maxRequestBytes} bytes`;
-    } else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) {
-      code = 'UNSUPPORTED_MEDIA_TYPE';
-      message = 'Content-Type must be application/json';
+    } else if (body) {
+      ({ code, message } = body);
+      const route = `${req.method} ${req.routeOptions.url ?? 'unknown'}`;
+      const operator = req.operatorId ? { operator_id: req.operatorId } : {};
+      recordRefusal(req.agentId || null, code, { route, reason: body.reason, ...operator });
     } else if (err.statusCode === 400) {
       code = rpc ? 'PARSE_ERROR' : 'INVALID_REQUEST';
       message = rpc ? 'the body is not valid JSON' : 'bad request';

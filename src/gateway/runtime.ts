@@ -17,6 +17,7 @@ import { CallRecovery } from '../call/recovery.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
+import { removeUnlinkedClaimParts } from '../claim/parts.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
 import { ExecutionRegistry } from '../execution/registry.js';
@@ -38,7 +39,7 @@ import { activeFaults } from '../store/faults.js';
 import { acquireInstance } from '../store/instance-lock.js';
 import { DatabaseUnavailableError } from '../store/migrations/index.js';
 import { startCheckpoints } from '../store/wal.js';
-import { type StoreWorker, storeWorkerFromEnv } from '../store/write-client.js';
+import { type StoreWorker, startStoreWorker } from '../store/write-client.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -142,7 +143,7 @@ interface Observers {
   tracing: Tracing;
   readiness: Readiness;
   drain: Drain;
-  /** The store worker (CMCP_STORE_WORKER=on), or null. */
+  /** The store worker (config `store.worker`), or null. */
   storeWorker: StoreWorker | null;
 }
 
@@ -205,6 +206,10 @@ async function startControls(
   );
   if (recovered.attempts || recovered.executions)
     log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
+  // A close stopped between its claim text's parts and its closing transaction left parts no
+  // claim links (claim/parts.ts); its session is still open and closes again below or later.
+  const orphanParts = removeUnlinkedClaimParts(db, cfg.instance_id);
+  if (orphanParts) log.warn({ parts: orphanParts }, "removed a previous run's unlinked claim text parts");
   // Made unusable now, closed in batches while start-up goes on (awaited once listening).
   const staleClosed = sessions.closeStale().then((stale) => {
     if (stale)
@@ -402,11 +407,14 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         log,
       });
     const drain = new Drain();
-    // The call path's writes in the store worker (store/write-client.ts), behind CMCP_STORE_WORKER=on.
-    const storeWorker = storeWorkerFromEnv(cfg.database, cfg.instance_id);
+    // The call path's writes in the store worker (store/write-client.ts) when `store.worker` is on.
+    const storeWorker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id);
     if (storeWorker) {
       opened.push(() => storeWorker.close());
-      log.info('store worker: the call path writes in a worker thread (CMCP_STORE_WORKER=on)');
+      log.info(
+        { max_queued_writes: cfg.store.max_queued_writes },
+        'store worker: the call path writes in a worker thread',
+      );
     }
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
@@ -461,15 +469,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();
     };
-    if (storeWorker) {
-      // Prototype gap: the worker learns of the close by message, after the shutdown's recovery began.
-      const closeAttempts = calls.attempts.close.bind(calls.attempts);
-      calls.attempts.close = () => {
-        closeAttempts();
-        void storeWorker.closeAttempts();
-      };
-    }
-    const parts = { app, drain, attempts: calls.attempts, recovery, sessions, log, close };
+    const parts = { app, drain, attempts: calls.attempts, storeWorker, recovery, sessions, log, close };
     return {
       app,
       db,

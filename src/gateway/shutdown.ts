@@ -27,6 +27,8 @@ export interface ShutdownParts {
   drain: Drain;
   /** The call path's attempt log: closed before recovery so nothing is forwarded after it. */
   attempts: AttemptLog;
+  /** The store worker (its own attempt log), closed in its write queue before recovery; or null. */
+  storeWorker: { closeAttempts(): Promise<void> } | null;
   recovery: CallRecovery;
   sessions: SessionService;
   log: Logger;
@@ -44,6 +46,10 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
   const drained = await p.drain.idle(drainMs);
   p.attempts.close();
   let recovered: Recovered = { attempts: 0, executions: 0 };
+  // Every attempt the worker committed is durable before recovery reads them; none begins after.
+  await p.storeWorker
+    ?.closeAttempts()
+    .catch((e) => p.log.error({ err: (e as Error).message }, 'store worker: attempts not closed'));
   try {
     recovered = await p.recovery.runAwaited(
       'in flight at shutdown: the call did not end within the drain time',
@@ -55,7 +61,7 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
     p.log.warn({ pending: p.drain.pending, ...recovered, drain_ms: drainMs }, 'drain time elapsed');
   // What is still pending gets an answer (CALL_INTERRUPTED, as recorded) instead of a dropped
   // connection; written before sessions close and connections are closed.
-  if (!drained) await p.drain.answerPending();
+  if (!drained) await p.drain.answerPending((callId) => p.recovery.interrupted(callId));
   // Paged and awaited (session/paged.ts): probes are answered while long sessions close.
   const closed = await p.sessions.closeOpenInBatches(null, 'gateway_stopped');
   // Requests still running hold their sockets; their late terminal commits are refused (the

@@ -20,6 +20,9 @@
  * `forbid` that errors on unexpected input allow the call). The gateway instead treats any
  * evaluation error as a deny, reported as `POLICY_EVALUATION_FAILED`.
  *
+ * Entity attributes no policy of the bundle reads are left out of each request
+ * (./referenced-attributes.ts): cedar-wasm parses every attribute it is given.
+ *
  * Requests are evaluated without the schema (arguments differ per tool, and Cedar records
  * are closed); the schema validates every policy at load, and configured agents and catalog
  * tools are checked against it as entities at load (see {@link checkEntities}).
@@ -33,6 +36,7 @@ import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
+import { onlyReferenced, referencedAttributes } from './referenced-attributes.js';
 
 /** How a deny takes effect. */
 export type EnforcementMode = 'enforcing' | 'advisory' | 'silent';
@@ -194,6 +198,8 @@ export function checkEntities(bundle: PolicyBundle, entities: cedar.EntityJson[]
 export class PolicyEngine {
   /** The key of this bundle's preparsed policy set in cedar-wasm's cache. */
   private readonly policySetId: string;
+  /** The attribute names the policies read (./referenced-attributes.ts); null: all of them. */
+  private readonly attributeNames: Set<string> | null;
 
   /** @throws PolicyBundleError when Cedar cannot parse the bundle's policies. */
   constructor(
@@ -208,6 +214,7 @@ export class PolicyEngine {
         'policies do not parse',
         parsed.errors.map((e) => e.message),
       );
+    this.attributeNames = referencedAttributes(bundle.policies);
   }
 
   /** Evaluates one request. Never throws: faults come back as `failure` (a deny). */
@@ -227,7 +234,10 @@ export class PolicyEngine {
       // The Server entity has no attributes and no parents: `resource in Server::"…"` is
       // decided by the Tool's parents alone, so the request leaves it out (each entity costs
       // cedar-wasm about a fifth of a decision to parse).
+      // Every attribute is converted (a value Cedar cannot carry still fails the call), then
+      // the ones no policy can read are left out: cedar-wasm parses each one per request.
       entities = [agentEntity(req.agentId, req.agentAttributes), toolEntity(req.tool)];
+      for (const e of entities) e.attrs = onlyReferenced(e.attrs ?? {}, this.attributeNames);
     } catch (e) {
       const msg = e instanceof CedarValueError ? e.message : 'request not representable in Cedar';
       return { decision: 'deny', matched: [], errored: [], failure: msg.slice(0, 200) };

@@ -3,19 +3,28 @@
  * item 7). The claim depends on three things only the closing transaction can be sure of: the
  * session chain's tip (which `session_close` follows), the claim chain's tip (claim_sequence,
  * prev_claim_hash) and the session row. They are read first and everything is built after
- * them — the `session_close` entry with its hash, the claim, its Ed25519 signature and the
- * stored text's SHA-256 on the thread pool (claim/sign.ts) — and the one IMMEDIATE
+ * them — the `session_close` entry with its hash, the claim, its Ed25519 signature (on the
+ * thread pool) and the stored text's SHA-256 (in slices; claim/sign.ts), and a long text's parts after the
+ * first written in small transactions of their own (claim/parts.ts) — and the one IMMEDIATE
  * transaction then checks that none of the three moved and writes `session_close`, the
- * session's status and the claim together (docs/spec/claims.md#issuing-a-claim). If one moved
- * (an entry appended by a call still in flight, a claim issued by another process), nothing
- * is written and the claim is built again; closes in this process take turns, so they never
- * make each other build again.
+ * session's status and the claim (its first part, and the link to the rest) together
+ * (docs/spec/claims.md#issuing-a-claim). If one moved (an entry appended by a call still in
+ * flight, a claim issued by another process), nothing is written, the parts are removed and
+ * the claim is built again; closes in this process take turns, so they never make each other
+ * build again.
  */
 
 import { setTimeout } from 'node:timers/promises';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditChain } from '../audit/chain.js';
 import { type ChainSummary, type ClaimInputs, claimTip, insertClaim, unsignedClaim } from '../claim/build.js';
+import {
+  claimPartsStored,
+  discardClaimParts,
+  linkClaimParts,
+  PART_BYTES,
+  writeClaimParts,
+} from '../claim/parts.js';
 import { signClaimOffLoop } from '../claim/sign.js';
 import { type Db, immediateAsync } from '../store/db.js';
 import { catchUp } from './paged.js';
@@ -31,6 +40,8 @@ export interface CloseDeps {
   sessionId: string;
   agentId: string;
   reason: string;
+  /** This gateway's instance_id (the owner of the claim text's parts it writes). */
+  owner: string;
   /** The session row as stored now. */
   row(): SessionRow | undefined;
   /**
@@ -98,18 +109,29 @@ async function tryClose(d: CloseDeps, summary: ChainSummary): Promise<Claim | nu
   );
   const unsigned = unsignedClaim(summary, inputs, prev, { ...close.body, entry_hash: close.entry_hash });
   const signed = await signClaimOffLoop(unsigned, summary.transcriptBytes(), inputs.key);
-  return immediateAsync(d.db, () => {
-    const now = d.row();
-    const closedNow = d.closedClaim(now);
-    if (closedNow || !now) return closedNow;
-    if (now.call_count !== row.call_count || now.binding_json !== row.binding_json) return null;
-    if (claimTip(d.db)?.claim_hash !== prev?.claim_hash) return null;
-    if (!d.chain.appendPrepared(close)) return null;
-    d.db
-      .prepare("UPDATE sessions SET status = 'closed', closed_at = ? WHERE session_id = ?")
-      .run(new Date().toISOString(), d.sessionId);
-    insertClaim(d.db, d.sessionId, signed);
-    texts.set(signed.claim, signed.canonical);
-    return signed.claim;
-  });
+  const parts = await writeClaimParts(d.db, d.owner, signed.canonical);
+  let claim: Claim | null = null;
+  try {
+    claim = await immediateAsync(d.db, () => {
+      const now = d.row();
+      const closedNow = d.closedClaim(now);
+      if (closedNow || !now) return closedNow;
+      if (now.call_count !== row.call_count || now.binding_json !== row.binding_json) return null;
+      if (claimTip(d.db)?.claim_hash !== prev?.claim_hash) return null;
+      if (parts && !claimPartsStored(d.db, parts)) return null;
+      if (!d.chain.appendPrepared(close)) return null;
+      d.db
+        .prepare("UPDATE sessions SET status = 'closed', closed_at = ? WHERE session_id = ?")
+        .run(new Date().toISOString(), d.sessionId);
+      insertClaim(d.db, d.sessionId, signed, parts ? PART_BYTES : signed.canonical.length);
+      if (parts) linkClaimParts(d.db, signed.claim.claim_sequence, parts);
+      texts.set(signed.claim, signed.canonical);
+      return signed.claim;
+    });
+  } finally {
+    // Parts the closing transaction did not link (it found something moved, or failed); if
+    // even this fails, the next start removes them.
+    if (parts && claim !== signed.claim) await discardClaimParts(d.db, parts).catch(() => undefined);
+  }
+  return claim;
 }

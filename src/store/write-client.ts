@@ -3,8 +3,11 @@
  * command on the event loop through the connection's group commit; {@link StoreWorker} sends it
  * to the store worker (store/write-worker.ts) over a bounded queue.
  */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { CmcpError } from '@cmcp/verify/errors/index';
+import { DEFAULT_MAX_QUEUED_WRITES, type StoreConfig, storeWorkerEnabled } from '../config/store.js';
 import { type Db, immediateAsync } from './db.js';
 import type { WriteWorkerData } from './write-worker.js';
 import {
@@ -23,8 +26,22 @@ export function inProcessWrites(db: Db, ctx: WriteContext): WriteStore {
   };
 }
 
-/** Most commands waiting for the worker before a write is refused (STORE_QUEUE_FULL). */
-export const MAX_PENDING_WRITES = 4096;
+/**
+ * The worker's script: the compiled write-worker.js beside this module; when this module runs
+ * from its TypeScript source (the tests), the build's (dist/src/store/write-worker.js), since a
+ * worker thread does not share vitest's transform.
+ * @throws Error when neither exists (run `npm run build`).
+ */
+function workerScript(): URL {
+  const beside = new URL('./write-worker.js', import.meta.url);
+  if (!import.meta.url.endsWith('.ts')) return beside;
+  const built = new URL('../../dist/src/store/write-worker.js', import.meta.url);
+  if (!existsSync(fileURLToPath(built)))
+    throw new Error(
+      `the store worker runs from the build: ${fileURLToPath(built)} is missing (npm run build)`,
+    );
+  return built;
+}
 
 type Pending = { resolve(v: unknown): void; reject(e: unknown): void };
 
@@ -33,13 +50,14 @@ export class StoreWorker implements WriteStore {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Pending>();
   private next = 0;
+  private exited: Error | null = null;
 
   /** @param data the database file, its busy timeout (ms) and this gateway's instance id. */
   constructor(
     data: WriteWorkerData,
-    private readonly maxPending = MAX_PENDING_WRITES,
+    private readonly maxPending = DEFAULT_MAX_QUEUED_WRITES,
   ) {
-    this.worker = new Worker(new URL('./write-worker.js', import.meta.url), { workerData: data });
+    this.worker = new Worker(workerScript(), { workerData: data });
     this.worker.on(
       'message',
       (m: { id: number; ok: boolean; value?: unknown; error?: { message: string; code: string | null } }) => {
@@ -68,9 +86,19 @@ export class StoreWorker implements WriteStore {
     return this.request({ cmd }, bounded) as Promise<WriteResults[C['kind']]>;
   }
 
-  /** No new attempt after this (a shutdown past its drain time): see AttemptLog.close. */
+  /**
+   * No new attempt after this (a shutdown past its drain time, AttemptLog.close). Resolves once
+   * every command sent before it is durable or failed (it runs in the worker's write queue, in
+   * order), so the recovery that follows sees every attempt the worker committed and none begins
+   * after it (docs/spec/call-path.md#shutdown).
+   */
   closeAttempts(): Promise<void> {
     return this.request({ close: true }, false).then(() => undefined);
+  }
+
+  /** Commands sent and not yet answered (the bounded queue's length). */
+  get queued(): number {
+    return this.pending.size;
   }
 
   /** Stops the worker once every command sent has been answered. */
@@ -80,6 +108,7 @@ export class StoreWorker implements WriteStore {
   }
 
   private request(body: { cmd?: WriteCommand; close?: true }, bounded: boolean): Promise<unknown> {
+    if (this.exited) return Promise.reject(this.exited);
     if (bounded && this.pending.size >= this.maxPending)
       return Promise.reject(
         new CmcpError(
@@ -94,16 +123,24 @@ export class StoreWorker implements WriteStore {
     });
   }
 
-  private failAll(e: unknown): void {
+  private failAll(e: Error): void {
+    this.exited ??= e; // no later command is sent to a worker that is gone
     for (const p of this.pending.values()) p.reject(e);
     this.pending.clear();
   }
 }
 
 /**
- * The store worker when `CMCP_STORE_WORKER=on` (read at start-up; a prototype, off by default),
- * else null.
+ * The store worker when the config's `store.worker` (or `CMCP_STORE_WORKER=on`) asks for it,
+ * else null (config/store.ts).
+ * @param path the database file; @param owner this gateway's instance_id.
  */
-export function storeWorkerFromEnv(path: string, owner: string, busyTimeoutMs = 5000): StoreWorker | null {
-  return process.env.CMCP_STORE_WORKER === 'on' ? new StoreWorker({ path, busyTimeoutMs, owner }) : null;
+export function startStoreWorker(
+  cfg: StoreConfig,
+  path: string,
+  owner: string,
+  busyTimeoutMs = 5000,
+): StoreWorker | null {
+  if (!storeWorkerEnabled(cfg)) return null;
+  return new StoreWorker({ path, busyTimeoutMs, owner }, cfg.max_queued_writes);
 }

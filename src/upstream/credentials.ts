@@ -13,7 +13,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import { CmcpError } from '@cmcp/verify/errors/index';
-import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import type { SecretSource } from '../config/upstream-credentials.js';
 
@@ -21,9 +21,7 @@ import type { SecretSource } from '../config/upstream-credentials.js';
 export interface UpstreamCredentials {
   /** Request headers with the secret values (absent: none configured). */
   headers?: Record<string, string>;
-  /** A fetch through the upstream's own TLS dispatcher (absent: Node's fetch). */
-  fetch?: typeof fetch;
-  /** That dispatcher, for undici's request API (absent: undici's global one). */
+  /** The upstream's own TLS dispatcher, for undici's request API (absent: undici's global one). */
   dispatcher?: Dispatcher;
   close(): Promise<void>;
 }
@@ -112,8 +110,6 @@ export function upstreamCredentials(cfg: UpstreamConfig): UpstreamCredentials {
       },
     },
   });
-  out.fetch = ((input: string | URL | Request, init?: RequestInit) =>
-    undiciFetch(input as never, { ...(init ?? {}), dispatcher } as never)) as unknown as typeof fetch;
   out.dispatcher = dispatcher;
   out.close = () => dispatcher.close();
   return out;

@@ -12,6 +12,7 @@ import {
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { CallContext } from './result-cap.js';
+import { upstreamRpcMessage } from './rpc-message.js';
 
 /** Per-request options of {@link Upstream.request}. */
 export interface RequestOptions {
@@ -136,7 +137,10 @@ export function classifyFailure(e: unknown, ctx: CallContext, capBytes: number):
     return { boundary: 'maybe_sent', failure: "connection cut: another call's response exceeded the cap" };
   if (e instanceof McpError) {
     if (ctx.answered)
-      return { boundary: 'answered', rpcError: { code: e.code, message: e.message, data: e.data } };
+      return {
+        boundary: 'answered',
+        rpcError: { code: e.code, message: upstreamRpcMessage(e), data: e.data },
+      };
     if (e.code === McpErrorCode.RequestTimeout) return { boundary: 'maybe_sent', failure: 'timeout' };
     if (e.code === McpErrorCode.ConnectionClosed)
       return {

@@ -1,8 +1,9 @@
 /**
  * One connection (one MCP session) to one upstream through the official SDK client: stdio child
- * or Streamable HTTP, with the result-size cap, credentials, session renewal, and calls that
- * report their effect boundary (`not_sent`, `maybe_sent`, `answered`) so that the caller can
- * record `completed`, `not_attempted` or `outcome_unknown`. The pool of them is ./pool.ts.
+ * (the SDK's transport) or Streamable HTTP (the gateway's own, ./http-transport.ts), with the
+ * result-size cap, credentials, session renewal, and calls that report their effect boundary
+ * (`not_sent`, `maybe_sent`, `answered`) so that the caller can record `completed`,
+ * `not_attempted` or `outcome_unknown`. The pool of them is ./pool.ts.
  */
 
 import type { ChildProcess } from 'node:child_process';
@@ -10,7 +11,6 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import { CanonicalJsonError, canonicalJson } from '@cmcp/verify/format/canonical';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
@@ -19,6 +19,7 @@ import type { UpstreamConfig } from '../config/index.js';
 import { type AnswerWatch, watchAnswers } from './answers.js';
 import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
+import { UpstreamHttpTransport } from './http-transport.js';
 import {
   type CallOutcome,
   causeCode,
@@ -28,7 +29,7 @@ import {
   sessionExpired,
   type UpstreamHooks,
 } from './request.js';
-import { type CallContext, callContext, cappedFetch, ResultTooLargeError } from './result-cap.js';
+import { type CallContext, callContext, ResultTooLargeError } from './result-cap.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -115,10 +116,12 @@ export class Upstream {
         stderr: 'pipe',
       });
     }
-    const { headers, fetch: tlsFetch, dispatcher } = this.credentials;
-    return new StreamableHTTPClientTransport(new URL(this.cfg.url), {
-      fetch: cappedFetch(this.maxResultBytes, (ctx) => this.overflowed(ctx), tlsFetch, dispatcher),
-      ...(headers ? { requestInit: { headers } } : {}),
+    const { headers, dispatcher } = this.credentials;
+    return new UpstreamHttpTransport(new URL(this.cfg.url), {
+      ...(headers ? { headers } : {}),
+      ...(dispatcher ? { dispatcher } : {}),
+      maxResultBytes: this.maxResultBytes,
+      onOverflow: (ctx) => this.overflowed(ctx),
     });
   }
 
@@ -281,7 +284,7 @@ export class Upstream {
     this.inflight.add(ctx);
     const answers = this.answers;
     try {
-      // The call's context follows its request into the capped fetch (AsyncLocalStorage).
+      // The call's context follows its request into the transport's send (AsyncLocalStorage).
       const result = await callContext.run(ctx, () =>
         client.request({ method, params }, looseResult, {
           timeout: this.cfg.timeout_ms,

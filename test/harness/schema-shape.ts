@@ -23,8 +23,8 @@ function column(name: string, type: string, notNull: boolean, dflt: string | nul
   return `${name} ${type} ${notNull ? 'not null' : 'null'} default ${dflt ?? '-'}`;
 }
 
-/** SQLite INTEGER is 64-bit: PostgreSQL BIGINT. */
-const SQLITE_TYPES: Record<string, string> = { INTEGER: 'bigint', TEXT: 'text' };
+/** SQLite INTEGER is 64-bit: PostgreSQL BIGINT; SQLite BLOB: PostgreSQL BYTEA. */
+const SQLITE_TYPES: Record<string, string> = { INTEGER: 'bigint', TEXT: 'text', BLOB: 'bytea' };
 
 /**
  * The shape of a SQLite database. A primary key column counts as not null in both engines

@@ -16,6 +16,7 @@ import { verifyBundle } from '@cmcp/verify/bundle';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
 import Database from 'better-sqlite3';
+import { storedClaimText } from '../../src/claim/build.js';
 import type { Answered } from './load.js';
 import type { WorkArgs } from './upstream.js';
 
@@ -85,11 +86,10 @@ export function checkCrashRun(
         if (c.status === 'fail') v.push(`chain ${chainId}: ${c.id} ${c.reason_code}`);
     }
     const claimVerdicts: Record<string, number> = {};
-    const claims = db
-      .prepare<[], { session_id: string; canonical: string }>('SELECT session_id, canonical FROM claims')
-      .all();
+    const claims = db.prepare<[], { session_id: string }>('SELECT session_id FROM claims').all();
     for (const c of claims) {
-      const r = verifyClaim(JSON.parse(c.canonical), { bundle: bundles.get(c.session_id) });
+      const text = storedClaimText(db, c.session_id)?.toString('utf8') ?? 'null';
+      const r = verifyClaim(JSON.parse(text), { bundle: bundles.get(c.session_id) });
       tally(claimVerdicts, r.verdict);
       for (const x of r.checks)
         if (x.status === 'fail') v.push(`claim ${c.session_id}: ${x.id} ${x.reason_code}`);

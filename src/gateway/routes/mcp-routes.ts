@@ -6,29 +6,40 @@
  * `DELETE` ends a client session. Registered inside the agent routes plugin: every request
  * here passed the Host check and the agent authentication hook.
  */
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AgentLimits } from '../agent-limits.js';
 import { type ClientChannel, jsonChannel } from '../client-channel.js';
+import { clientSessionRefusal } from '../client-session-rate.js';
 import type { McpEndpoint } from '../mcp.js';
 import { readableId } from '../mcp-unauthenticated.js';
 import { jsonRpcError, sendRpcError } from '../replies.js';
 import type { ClientSession, ClientSessions } from '../stream/client-sessions.js';
 import type { InflightRequests } from '../stream/inflight.js';
 import { StreamChannel } from '../stream/stream-channel.js';
+import type { RefusalSink } from './agent.js';
 
 export interface McpRouteDeps {
   mcp: Pick<McpEndpoint, 'handle'>;
   clientSessions: ClientSessions;
   inflight: InflightRequests;
+  /** Per-agent limits: the rate of client sessions opened (client-session-rate.ts). */
+  limits?: Pick<AgentLimits, 'clientSessions'>;
+  recordRefusal?: RefusalSink;
 }
 
-/** The media types an Accept header lists (parameters and q-values ignored: presence is what MCP asks). */
+/**
+ * The media types an Accept header lists (parameters and q-values ignored: presence is what MCP
+ * asks). No Accept at all is taken as JSON (curl, scripts); one that lists neither JSON nor
+ * SSE accepts nothing `/mcp` can answer with (406, MCP Streamable HTTP "Sending Messages").
+ */
 function accepted(req: FastifyRequest): { json: boolean; sse: boolean } {
-  const types = (req.headers.accept ?? '')
-    .split(',')
-    .map((t) => (t.split(';')[0] ?? '').trim().toLowerCase());
+  const header = (req.headers.accept ?? '').trim();
+  if (header === '') return { json: true, sse: false };
+  const types = header.split(',').map((t) => (t.split(';')[0] ?? '').trim().toLowerCase());
   const sse = types.includes('text/event-stream');
   const json = types.includes('application/json') || types.includes('*/*') || types.includes('application/*');
-  return { json: json || !sse, sse };
+  return { json, sse };
 }
 
 function header(req: FastifyRequest, name: string): string | undefined {
@@ -106,6 +117,12 @@ function channelFor(
 }
 
 async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply) {
+  const acceptable = accepted(req);
+  if (!acceptable.json && !acceptable.sse) {
+    d.recordRefusal?.(req.agentId, 'INVALID_REQUEST', { route: 'POST /mcp', reason: 'not_acceptable' });
+    const message = 'Accept must list application/json or text/event-stream (MCP Streamable HTTP)';
+    return reply.code(406).send(jsonRpcError(readableId(req.body), 'INVALID_REQUEST', message));
+  }
   const s = sessionOf(d, req, reply);
   if ('refused' in s) return reply;
   const { session } = s;
@@ -118,9 +135,12 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
   const id = readableId(body);
   const untrack = id !== null ? d.inflight.track(req.agentId, session?.id, id, ctl) : () => undefined;
   const hv = header(req, 'mcp-protocol-version') ?? session?.protocolVersion;
+  // One JSON-RPC message per POST: at most one tools/call, recorded under this call_id.
+  req.callId = randomUUID();
   const caller = {
     agentId: req.agentId,
     blocked: req.agentBlocked,
+    callId: req.callId,
     // A JWT's scopes and mapped claims: Cedar principal attributes (gateway/oauth/).
     ...(req.agentTokenAttributes ? { attributes: req.agentTokenAttributes } : {}),
   };
@@ -136,11 +156,19 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
   // A successful initialize opens a client session (handshake-era clients).
   const result = isObject(r.body) ? r.body.result : undefined;
   if (isObject(body) && body.method === 'initialize' && isObject(result)) {
-    const params = isObject(body.params) ? body.params : {};
-    const opened = d.clientSessions.open(req.agentId, String(result.protocolVersion), params.clientInfo);
-    headers['mcp-session-id'] = opened.id;
+    const refused = clientSessionRefusal(d.limits?.clientSessions, d.recordRefusal, req.agentId, id);
+    if (refused) {
+      r = refused;
+      headers['retry-after'] = String(refused.retryAfterS);
+    } else {
+      const params = isObject(body.params) ? body.params : {};
+      const opened = d.clientSessions.open(req.agentId, String(result.protocolVersion), params.clientInfo);
+      headers['mcp-session-id'] = opened.id;
+    }
   }
   if (stream?.finish(r.body, r.status)) return reply;
+  // A shutdown answered it already (drain.ts answerPending): a late answer is sent nowhere.
+  if (reply.sent || reply.raw.headersSent) return reply;
   if (r.body === null) return reply.code(202).headers(headers).send();
   return reply.code(r.status).headers(headers).type('application/json').send(r.body);
 }

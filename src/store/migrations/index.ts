@@ -8,15 +8,19 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 3;
+export const LATEST_SCHEMA_VERSION = 4;
 
 /** Version 2's description, shared by both engines. */
 export const SESSION_SENSITIVITY_DESCRIPTION =
   'session_sensitivity: the highest sensitivity each session attempted';
 
+/** Version 3's description, shared by both engines. */
+export const CLAIM_PARTS_DESCRIPTION =
+  "claim_parts, claim_part_links: a long claim's stored text in parts written before its closing transaction";
+
 /**
- * The replicas' version (docs/replicas.md), shared by both engines. Written as version 4 after
- * version 3 of another branch; numbered 3 until that branch is merged (then renumbered 4).
+ * The replicas' version (docs/replicas.md), shared by both engines. Version 4, after claim_parts
+ * (version 3).
  */
 export const REPLICA_LEASES_DESCRIPTION =
   'chain_tips and replica_leases: per-chain tips and fenced replica leases';

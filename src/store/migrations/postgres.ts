@@ -9,6 +9,7 @@
  */
 import type pg from 'pg';
 import {
+  CLAIM_PARTS_DESCRIPTION,
   checkedMigrations,
   LATEST_SCHEMA_VERSION,
   type Migration,
@@ -131,12 +132,30 @@ CREATE TABLE replica_leases (
 );
 `;
 
+// A long claim's stored text in parts (as ./sqlite.ts version 3).
+const SCHEMA_V3 = `
+CREATE TABLE claim_parts (
+  text_id ${T} NOT NULL,
+  part    BIGINT NOT NULL,
+  owner   ${T} NOT NULL,
+  bytes   BYTEA  NOT NULL,
+  PRIMARY KEY (text_id, part)
+);
+CREATE INDEX claim_parts_owner ON claim_parts(owner);
+CREATE TABLE claim_part_links (
+  claim_sequence BIGINT PRIMARY KEY,
+  text_id        ${T} NOT NULL UNIQUE,
+  parts          BIGINT NOT NULL,
+  text_bytes     BIGINT NOT NULL
+);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
   { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
-  // Version 4 once the other branch's version 3 is merged (./index.ts).
-  { version: 3, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
+  { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
+  { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

@@ -8,6 +8,7 @@
  */
 import type Database from 'better-sqlite3';
 import {
+  CLAIM_PARTS_DESCRIPTION,
   checkedMigrations,
   LATEST_SCHEMA_VERSION,
   type Migration,
@@ -141,12 +142,33 @@ CREATE TABLE replica_leases (
 ) WITHOUT ROWID;
 `;
 
+// A long claim's stored text in parts (src/claim/parts.ts): claims.canonical holds its first
+// part, claim_parts the rest, each written in a small transaction before the closing one, which
+// only adds the claim_part_links row. Parts no link names are a close that never committed (a
+// crash, a rebuilt claim) and are removed (at start-up for the instance that wrote them).
+const SCHEMA_V3 = `
+CREATE TABLE claim_parts (
+  text_id TEXT    NOT NULL,      -- one claim text (one try of a close)
+  part    INTEGER NOT NULL,      -- 1, 2, … in order (part 0 is claims.canonical)
+  owner   TEXT    NOT NULL,      -- instance_id of the gateway that wrote it (clean-up scope)
+  bytes   BLOB    NOT NULL,      -- the part's UTF-8 bytes
+  PRIMARY KEY (text_id, part)
+);
+CREATE INDEX claim_parts_owner ON claim_parts(owner);
+CREATE TABLE claim_part_links (
+  claim_sequence INTEGER PRIMARY KEY,   -- the claim whose text goes on in the parts
+  text_id        TEXT    NOT NULL UNIQUE,
+  parts          INTEGER NOT NULL,      -- parts after claims.canonical
+  text_bytes     INTEGER NOT NULL       -- the whole text's length, bytes
+);
+`;
+
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
   { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
-  // Version 4 once the other branch's version 3 is merged (./index.ts).
-  { version: 3, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
+  { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
+  { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

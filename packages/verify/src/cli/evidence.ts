@@ -39,6 +39,7 @@ import {
   errorLine,
   loadPolicyOptions,
   processIo,
+  readCertificateFile,
   readInputFile,
   VerifyInputError,
   type VerifyIo,
@@ -187,7 +188,7 @@ export async function runVerifyEvidence(
       report = await verifySnpEvidence({
         ...common,
         report: await readBytes(opts.snpReport, 'SEV-SNP report'),
-        certs: await Promise.all(opts.certs.map((f) => readBytes(f, 'certificate'))),
+        certs: await Promise.all(opts.certs.map((f) => readCertificateFile(f, MAX_INPUT_BYTES))),
         ...(opts.product ? { product: opts.product as SnpProduct } : {}),
         ...(fresh ? { expectedReportData: fresh.bytes } : {}),
       });
@@ -249,7 +250,9 @@ async function runAzure(opts: VerifyEvidenceCliOptions, io: VerifyIo): Promise<n
     ...(policy.referenceValues ? { referenceValues: policy.referenceValues } : {}),
     ...(policy.now ? { now: policy.now } : {}),
     ...(await azureEvidenceFrom(az, {
-      read: readBytes,
+      // `--certs` files are checked to be certificates, as for SEV-SNP alone.
+      read: (path, what) =>
+        what === 'certificate' ? readCertificateFile(path, MAX_INPUT_BYTES) : readBytes(path, what),
       hex: async (v, flag) =>
         hexArg(v.startsWith('@') ? (await readBytes(v.slice(1), flag)).toString('utf8') : v, flag),
       pcrValues: (bytes) => pcrValuesFrom(bytes, opts.pcrsFile as string, attest),

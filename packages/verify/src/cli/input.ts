@@ -7,6 +7,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { CmcpError } from '../errors/index.js';
 import { PolicyFileError, type ReferenceValues, type TrustStore } from '../trust.js';
 import { defaultAttestationDir, loadReferenceValues, loadTrustStore } from '../trust-files.js';
+import { CertError, certsFromBytes } from '../x509.js';
 
 /**
  * A usage or input error of a verify command (missing or oversized file, not JSON, a bad option
@@ -47,6 +48,25 @@ export async function readInputFile(path: string, what: string, maxBytes: number
     const code = (err as { code?: string }).code;
     throw new VerifyInputError(`cannot read ${what} ${path}${code ? ` (${code})` : ''}`);
   }
+}
+
+/**
+ * Reads a `--certs` file and checks that it holds X.509 certificates, DER (RFC 5280 §4.1) or PEM
+ * (RFC 7468 §5): a file that is none — a binary blob, a report given in the wrong place — is the
+ * caller's input error (exit 2, with what is wrong), not a verdict about the evidence.
+ * @throws VerifyInputError as {@link readInputFile}, or naming the file and why it does not parse.
+ */
+export async function readCertificateFile(path: string, maxBytes: number): Promise<Buffer> {
+  const bytes = await readInputFile(path, 'certificate', maxBytes);
+  try {
+    certsFromBytes(bytes);
+  } catch (err) {
+    const why = err instanceof CertError ? err.message : 'unparsable';
+    throw new VerifyInputError(
+      `--certs ${path} is not a DER or PEM X.509 certificate (${why}; CERT_MALFORMED)`,
+    );
+  }
+  return bytes;
 }
 
 /** Trust store, reference values and clock chosen by `--trust-store`, `--reference-values`, `--at`. */

@@ -266,7 +266,7 @@ export const ERRORS = {
     http: 500,
     rpc: -32603,
     summary:
-      'Start-up or `cmcp db migrate`: the database has a schema version newer than this cmcp knows (`cmcp db status` shows it); nothing was written. Run the cmcp version that migrated it, or a newer one.',
+      'Start-up, `cmcp db migrate`, `cmcp db status` (after printing the version) or `cmcp executions`: the database has a schema version newer than this cmcp knows; nothing was written or read. Run the cmcp version that migrated it, or a newer one.',
   },
   POSTGRES_SERVING_NOT_IMPLEMENTED: {
     http: 500,
@@ -336,7 +336,7 @@ export const ERRORS = {
     http: 503,
     rpc: -32006,
     summary:
-      "The store worker's write queue is full: the call was not admitted, nothing was written and no upstream was invoked; retry later.",
+      "The store worker's write queue is full (config store.max_queued_writes): the call was refused before its attempt was recorded, so no upstream was invoked; its refusal is recorded; retry later.",
   },
   SESSION_BINDING_REQUIRED: {
     http: 503,
@@ -385,6 +385,12 @@ export const ERRORS = {
     rpc: -32095,
     summary:
       'The whole request (headers and body) did not arrive within limits.request_timeout_ms; the connection is closed.',
+  },
+  AGENT_CLIENT_SESSIONS_RATE_LIMITED: {
+    http: 429,
+    rpc: -32096,
+    summary:
+      'The agent opened limits.agent_client_sessions_per_min client sessions (initialize, each recorded client_session_open) in the last minute; retry after Retry-After seconds.',
   },
 } as const satisfies Record<string, ErrorSpec>;
 
