@@ -10,12 +10,7 @@ import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
-import {
-  type ChainSummary,
-  issueClaim,
-  issueClaimFrom,
-  storedClaim,
-} from '../claim/build.js';
+import { type ChainSummary, issueClaim, issueClaimFrom, storedClaim } from '../claim/build.js';
 import { type ClaimTextPieces, storedClaimPieces } from '../claim/parts.js';
 import { signingKey } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
