@@ -232,6 +232,25 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     expect(closes).toHaveLength(1);
   }, 60_000);
 
+  it('a close racing 30 calls through three replicas: the claim covers exactly the session chain, later calls go to the gateway chain', async () => {
+    const sid = await open(0);
+    const gatewayBefore = (await chainEntries(engine.admin, GATEWAY_CHAIN_ID)).length;
+    const racing = Array.from({ length: 30 }, (_, k) => call(k % 3, sid));
+    await new Promise((r) => setTimeout(r, 5));
+    const closed = await (stores[1] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(1));
+    await Promise.all(racing);
+    const entries = await chainEntries(engine.admin, sid);
+    expect(entries.at(-1)?.entry_type).toBe('session_close');
+    expect(closed.claim.audit_chain.tip).toBe(entries.at(-1)?.entry_hash);
+    expect(closed.claim.audit_chain.length).toBe(entries.length);
+    const inSession = entries.filter((e) => e.entry_type === 'tool_call').length;
+    expect(closed.claim.counters.tool_calls).toBe(inSession);
+    const toGateway = (await chainEntries(engine.admin, GATEWAY_CHAIN_ID)).length - gatewayBefore;
+    expect(inSession + toGateway).toBe(30);
+    const report = verifyClaim(closed.claim, { bundle: await chainBundle(engine.admin, sid, sid) });
+    expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+  }, 60_000);
+
   it('closes racing through three replicas make one claim chain: consecutive claim_sequence, each prev_claim_hash the one before', async () => {
     const sids = await Promise.all(Array.from({ length: 9 }, (_, k) => open(k % 3)));
     await Promise.all(sids.map((sid, k) => call((k + 1) % 3, sid)));
