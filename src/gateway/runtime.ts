@@ -6,7 +6,6 @@
  * recovered calls, gateway_measurement) before the listener opens.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -34,10 +33,8 @@ import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
-import { type Db, openDatabase, writesSettled } from '../store/db.js';
-import { activeFaults } from '../store/faults.js';
+import { type Db, openGatewayDatabase, writesSettled } from '../store/db.js';
 import { acquireInstance } from '../store/instance-lock.js';
-import { DatabaseUnavailableError } from '../store/migrations/index.js';
 import { startCheckpoints } from '../store/wal.js';
 import { type StoreWorker, startStoreWorker } from '../store/write-client.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
@@ -50,6 +47,7 @@ import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
+import { warnExposure } from './exposure.js';
 import { allowedHosts, hostCheck } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
@@ -109,21 +107,6 @@ function loadPolicyAndCatalog(cfg: GatewayConfig) {
   const bundle = loadBundleDir(cfg.policy.bundle);
   const signingKey = cfg.policy.signing_key ? parsePolicyPublicKey(cfg.policy.signing_key) : null;
   return { catalog, bundle, signingKey };
-}
-
-/** Start-up warnings about how exposed this gateway is. */
-function warnExposure(cfg: GatewayConfig, log: Logger): void {
-  if (activeFaults().length)
-    log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
-  if (cfg.dev_mode)
-    log.warn(
-      'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',
-    );
-  else if (!isLoopback(cfg.listen.host))
-    log.warn(
-      { host: cfg.listen.host },
-      'listening beyond loopback without TLS: terminate TLS in front of the gateway',
-    );
 }
 
 /** What the controls phase needs from the core. */
@@ -494,20 +477,5 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   } catch (e) {
     for (const close of opened.reverse()) await close();
     throw e;
-  }
-}
-
-/**
- * The gateway's database (store/db.ts openDatabase); a file SQLite cannot open or that is not
- * a database fails with the stable DATABASE_UNAVAILABLE instead of the driver's own error.
- * @throws SchemaTooNewError, PostgresServingNotImplementedError as openDatabase;
- *   DatabaseUnavailableError for anything else that stops the file opening.
- */
-function openGatewayDatabase(path: string): Db {
-  try {
-    return openDatabase(path);
-  } catch (e) {
-    if (e instanceof CmcpError) throw e;
-    throw new DatabaseUnavailableError(`cannot open the database ${path}: ${(e as Error).message}`);
   }
 }

@@ -4,6 +4,7 @@
  * registry/session change it records.
  */
 import { setTimeout } from 'node:timers/promises';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import Database from 'better-sqlite3';
 import {
   type Attempt,
@@ -12,7 +13,11 @@ import {
   GROUP_COMMIT_DEFAULT,
   MAX_PAUSE_MS,
 } from './group-commit.js';
-import { isPostgresUrl, PostgresServingNotImplementedError } from './migrations/index.js';
+import {
+  DatabaseUnavailableError,
+  isPostgresUrl,
+  PostgresServingNotImplementedError,
+} from './migrations/index.js';
 import { migrateSqlite } from './migrations/sqlite.js';
 
 export type Db = Database.Database;
@@ -212,4 +217,19 @@ const immediateDepth = new WeakMap<Db, number>();
  */
 export function inImmediate(db: Db): boolean {
   return db.inTransaction && (immediateDepth.get(db) ?? 0) > 0;
+}
+
+/**
+ * The gateway's database ({@link openDatabase}); a file SQLite cannot open or that is not
+ * a database fails with the stable DATABASE_UNAVAILABLE instead of the driver's own error.
+ * @throws SchemaTooNewError, PostgresServingNotImplementedError as openDatabase;
+ *   DatabaseUnavailableError for anything else that stops the file opening.
+ */
+export function openGatewayDatabase(path: string): Db {
+  try {
+    return openDatabase(path);
+  } catch (e) {
+    if (e instanceof CmcpError) throw e;
+    throw new DatabaseUnavailableError(`cannot open the database ${path}: ${(e as Error).message}`);
+  }
 }
