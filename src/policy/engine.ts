@@ -116,7 +116,9 @@ export function toCedarValue(v: unknown, path = ''): cedar.CedarValueJson | unde
         });
         return out;
       }
-      const out: Record<string, cedar.CedarValueJson> = {};
+      // No prototype: an own "__proto__" member (JSON.parse makes one) stays a member Cedar
+      // sees, instead of setting the record's prototype and vanishing from the request.
+      const out: Record<string, cedar.CedarValueJson> = Object.create(null);
       for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
         if (ESCAPES.has(k)) throw new CedarValueError(`member name ${k} is reserved by Cedar`, path);
         const c = toCedarValue(x, `${path}/${k}`);

@@ -55,7 +55,7 @@ export function referencedAttributes(policies: Record<string, string>): Set<stri
 /** `attrs` without the members `names` does not list (all of them when `names` is null). */
 export function onlyReferenced<T>(attrs: Record<string, T>, names: Set<string> | null): Record<string, T> {
   if (names === null) return attrs;
-  const out: Record<string, T> = {};
+  const out: Record<string, T> = Object.create(null); // keeps an own "__proto__" member (engine.ts)
   for (const k of Object.keys(attrs)) if (names.has(k)) out[k] = attrs[k] as T;
   return out;
 }
