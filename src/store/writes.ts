@@ -15,7 +15,7 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { AttemptLog, AttemptStart } from '../call/attempts.js';
 import type { Disposition } from '../call/forward.js';
 import type { Refusal } from '../call/types.js';
-import type { Admission, ExecutionRegistry } from '../execution/registry.js';
+import type { Admission, ExecutionRegistry, Reservation } from '../execution/registry.js';
 import { maybeFail } from './faults.js';
 
 /** The execution a forwarded call moves to its terminal state. */
@@ -38,14 +38,7 @@ export type WriteCommand =
    */
   | {
       kind: 'admission';
-      admission: {
-        agentId: string;
-        executionId: string;
-        binding: string;
-        callId: string;
-        sessionId: string;
-        toolName: string;
-      };
+      admission: Reservation;
       attempt: AttemptStart;
       /** As the `attempt` command's, raised only when admitted. */
       raiseSensitivity: number | null;
