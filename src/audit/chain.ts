@@ -7,6 +7,7 @@
 import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { type Db, immediate, immediateAsync, inImmediate } from '../store/db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from './clock.js';
+import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from './entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type PreparedEntry } from './next-entry.js';
 
 export type { ChainTip, EntryInput, PreparedEntry } from './next-entry.js';
@@ -55,10 +56,7 @@ export class AuditChain {
     this.tipStmt = db.prepare<[string], ChainTip>(
       'SELECT sequence_number, entry_hash, timestamp_utc FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number DESC LIMIT 1',
     );
-    this.insertStmt = db.prepare(
-      `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
-         execution_id, agent_id, timestamp_utc, canonical) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-    );
+    this.insertStmt = db.prepare(`INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)`);
     this.chainStmt = db.prepare<[string], { canonical: string; entry_hash: string }>(
       'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number',
     );
@@ -131,27 +129,14 @@ export class AuditChain {
     return this.write(entry);
   }
 
-  private write({ body, canonical, entry_hash }: PreparedEntry): AuditEntry {
-    this.insertStmt.run(
-      body.chain_id,
-      body.sequence_number,
-      body.prev_entry_hash,
-      entry_hash,
-      body.entry_type,
-      body.session_id,
-      body.execution_id,
-      body.agent_id,
-      body.timestamp_utc,
-      canonical,
-    );
-    return { ...body, entry_hash };
+  private write(entry: PreparedEntry): AuditEntry {
+    this.insertStmt.run(...entryRowValues(entry));
+    return { ...entry.body, entry_hash: entry.entry_hash };
   }
 
   /** All entries of a chain in sequence order, parsed from their stored canonical text. */
   entries(chainId: string): AuditEntry[] {
-    return this.chainStmt
-      .all(chainId)
-      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+    return this.chainStmt.all(chainId).map(storedEntry);
   }
 
   /**
@@ -159,9 +144,7 @@ export class AuditChain {
    * read, for callers that walk a long chain in pages (a claim at session close).
    */
   page(chainId: string, after: number, limit: number): AuditEntry[] {
-    return this.pageStmt
-      .all(chainId, after, Number.MAX_SAFE_INTEGER, limit)
-      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+    return this.pageStmt.all(chainId, after, Number.MAX_SAFE_INTEGER, limit).map(storedEntry);
   }
 
   /**
@@ -197,7 +180,7 @@ export class AuditChain {
         `SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? AND entry_type IN (${types.map(() => '?').join(',')}) ORDER BY sequence_number`,
       )
       .all(chainId, ...types)
-      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+      .map(storedEntry);
   }
 
   /**
@@ -210,7 +193,7 @@ export class AuditChain {
         "SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? AND timestamp_utc >= ? AND json_extract(canonical, '$.disposition') = 'refused' ORDER BY sequence_number",
       )
       .all(chainId, sinceUtc)
-      .map((r) => ({ ...(JSON.parse(r.canonical) as AuditEntryBody), entry_hash: r.entry_hash }));
+      .map(storedEntry);
   }
 
   /**
@@ -241,12 +224,6 @@ export class AuditChain {
 
   /** Exports a chain as a bundle of stored canonical texts (what a verifier re-hashes). */
   bundle(chainId: string, sessionId: string | null): AuditBundle {
-    return {
-      bundle_version: 1,
-      chain_id: chainId,
-      session_id: sessionId,
-      exported_at: new Date().toISOString(),
-      entries: this.chainStmt.all(chainId).map((r) => ({ canonical: r.canonical, entry_hash: r.entry_hash })),
-    };
+    return chainBundleOf(chainId, sessionId, this.chainStmt.all(chainId));
   }
 }

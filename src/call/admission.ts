@@ -5,8 +5,9 @@
  * transaction. Without an execution_id nothing is reserved.
  */
 import { toolCallBinding } from '../execution/binding.js';
-import type { Admission, ExecutionRegistry } from '../execution/registry.js';
+import type { ExecutionRegistry } from '../execution/registry.js';
 import { type Db, immediateAsync } from '../store/db.js';
+import { admissionRefusal } from '../store/writes.js';
 import type { CallResponse, Refusal } from './types.js';
 
 export interface AdmissionInput {
@@ -21,22 +22,6 @@ export interface AdmissionInput {
 }
 
 export type Admitted = { kind: 'admitted' } | { kind: 'refused'; response: CallResponse };
-
-function refusalOf(a: Exclude<Admission, { kind: 'admitted' }>, executionId: string): Refusal {
-  const x = a.existing;
-  const terminal = x.state === 'in_flight' ? null : x.terminal_entry_hash;
-  return {
-    code: a.kind,
-    message:
-      a.kind === 'EXECUTION_COLLISION'
-        ? 'this execution_id is bound to a different action'
-        : a.kind === 'EXECUTION_IN_FLIGHT'
-          ? 'this execution_id is in flight'
-          : `this execution_id is terminal (${x.state}) and is never run again`,
-    entry: { detail: { execution_state: x.state, first_call_id: x.call_id, terminal_entry_hash: terminal } },
-    data: { execution_id: executionId, execution_state: x.state, terminal_entry_hash: terminal },
-  };
-}
 
 /** The action binding the execution_id is reserved with (execution/binding.ts). */
 export function actionBinding(a: AdmissionInput): string {
@@ -77,6 +62,6 @@ export function admit(
       attempt();
       return { kind: 'admitted' } as const;
     }
-    return { kind: 'refused', response: record(refusalOf(r, a.executionId)) } as const;
+    return { kind: 'refused', response: record(admissionRefusal(r, a.executionId)) } as const;
   });
 }

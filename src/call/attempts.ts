@@ -44,6 +44,34 @@ export interface AttemptRow {
   started_at: string;
 }
 
+/**
+ * The columns of a `call_attempts` row, in the order of {@link attemptRowValues}: the one
+ * mapping of an {@link AttemptStart} to its row, for both engines (store/postgres/attempts.ts).
+ */
+export const ATTEMPT_COLUMNS =
+  'call_id, method, upstream, agent_id, session_id, execution_id, tool_name, request_payload_hash, workflow_id, owner, started_at';
+
+/**
+ * The values of the row recording `a`, in {@link ATTEMPT_COLUMNS} order.
+ * @param owner the instance (SQLite) or replica (PostgreSQL) that made the attempt.
+ * @param startedAt ISO 8601 UTC, when the row is written.
+ */
+export function attemptRowValues(a: AttemptStart, owner: string, startedAt: string): (string | null)[] {
+  return [
+    a.callId,
+    a.method,
+    a.upstream,
+    a.agentId,
+    a.sessionId,
+    a.executionId,
+    a.toolName,
+    a.requestPayloadHash,
+    a.workflowId,
+    owner,
+    startedAt,
+  ];
+}
+
 export class AttemptLog {
   private readonly insertStmt;
   private readonly deleteStmt;
@@ -57,8 +85,7 @@ export class AttemptLog {
     readonly owner: string,
   ) {
     this.insertStmt = db.prepare(
-      `INSERT INTO call_attempts (call_id, method, upstream, agent_id, session_id, execution_id, tool_name,
-         request_payload_hash, workflow_id, owner, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+      `INSERT INTO call_attempts (${ATTEMPT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
     );
     this.deleteStmt = db.prepare('DELETE FROM call_attempts WHERE call_id = ?');
     this.ownedStmt = db.prepare<[string], AttemptRow>(
@@ -75,19 +102,7 @@ export class AttemptLog {
   begin(a: AttemptStart): void {
     if (!inImmediate(this.db)) throw new Error('an attempt must be recorded inside BEGIN IMMEDIATE');
     if (this.closed) throw new Error('the gateway is shutting down: no new attempt');
-    this.insertStmt.run(
-      a.callId,
-      a.method,
-      a.upstream,
-      a.agentId,
-      a.sessionId,
-      a.executionId,
-      a.toolName,
-      a.requestPayloadHash,
-      a.workflowId,
-      this.owner,
-      new Date().toISOString(),
-    );
+    this.insertStmt.run(...attemptRowValues(a, this.owner, new Date().toISOString()));
   }
 
   /**

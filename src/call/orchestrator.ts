@@ -15,7 +15,7 @@ import type { SessionRow, SessionService } from '../session/service.js';
 import { type Db, immediateAsync } from '../store/db.js';
 import type { WriteStore } from '../store/writes.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
-import { actionBinding, admit } from './admission.js';
+import { type AdmissionInput, actionBinding, admit } from './admission.js';
 import { AttemptLog, type AttemptStart } from './attempts.js';
 import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
@@ -316,14 +316,7 @@ export class CallOrchestrator {
    */
   private async admitInWorker(
     writes: WriteStore,
-    a: {
-      agentId: string;
-      executionId: string;
-      callId: string;
-      sessionId: string;
-      serverIdentity: string;
-      toolName: string;
-    },
+    a: Omit<AdmissionInput, 'arguments' | 'actionTimestamp'>,
     binding: string,
     attempt: AttemptStart,
     route: RoutedTool,

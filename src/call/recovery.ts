@@ -13,6 +13,7 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry, ExecutionRow } from '../execution/registry.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import type { AttemptLog, AttemptRow } from './attempts.js';
+import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from './interrupted.js';
 
 /** What recovery needs of the sessions: where an entry may go, and the claim's call count. */
 export interface SessionCounter {
@@ -99,24 +100,10 @@ export class CallRecovery {
   }
 
   private endAttempt(a: AttemptRow, reason: string): AuditEntry {
-    const e = this.append(a.session_id, {
-      entry_type: 'tool_call',
-      call_id: a.call_id,
-      agent_id: a.agent_id,
-      session_id: a.session_id,
-      workflow_id: a.workflow_id,
-      execution_id: a.execution_id,
-      tool_name: a.tool_name,
-      server_identity: a.upstream,
-      request_payload_hash: a.request_payload_hash,
-      disposition: 'outcome_unknown',
-      error_code: 'CALL_INTERRUPTED',
-      detail: { reason, method: a.method, attempt_started_at: a.started_at },
-    });
+    const e = this.append(a.session_id, interruptedAttemptEntry(a, reason));
     if (a.execution_id !== null) {
       const x = this.executions.get(a.agent_id, a.execution_id);
-      // The reservation and the attempt were committed together; only this call's row moves.
-      if (x && x.state === 'in_flight' && x.call_id === a.call_id)
+      if (reservedByAttempt(x, a))
         this.executions.finish(a.agent_id, a.execution_id, a.call_id, 'outcome_unknown', e.entry_hash);
     }
     this.attempts.end(a.call_id);
@@ -124,17 +111,7 @@ export class CallRecovery {
   }
 
   private sealExecution(row: ExecutionRow, reason: string): void {
-    const e = this.append(row.session_id, {
-      entry_type: 'tool_call',
-      call_id: row.call_id,
-      agent_id: row.agent_id,
-      session_id: row.session_id,
-      execution_id: row.execution_id,
-      tool_name: row.tool_name,
-      disposition: 'outcome_unknown',
-      error_code: 'CALL_INTERRUPTED',
-      detail: { reason, method: 'tools/call', attempt_started_at: row.created_at },
-    });
+    const e = this.append(row.session_id, interruptedExecutionEntry(row, reason));
     this.executions.finish(row.agent_id, row.execution_id, row.call_id, 'outcome_unknown', e.entry_hash);
   }
 

@@ -16,7 +16,7 @@ import {
   type UnsignedClaim,
 } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
-import type { AuditChain, ChainTip } from '../audit/chain.js';
+import type { AuditChain, ChainTip, ClaimPageEntry } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import { claimTextPieces, storedClaimLayout } from './parts.js';
@@ -38,19 +38,8 @@ export interface ClaimInputs {
   enforcementMode: string;
 }
 
-/** A chain entry as a claim reads it (stored canonical text parsed, with its hash). */
-type ChainEntry = Pick<
-  AuditEntry,
-  | 'sequence_number'
-  | 'entry_type'
-  | 'entry_hash'
-  | 'timestamp_utc'
-  | 'tool_name'
-  | 'policy_decision'
-  | 'policy_rule_matched'
-  | 'disposition'
-  | 'error_code'
->;
+/** A chain entry as a claim reads it (audit/chain.ts ClaimPageEntry: what AuditChain.claimPage reads). */
+type ChainEntry = ClaimPageEntry;
 
 const COMMA = Buffer.from(',');
 

@@ -27,6 +27,17 @@ export interface ExecutionRow {
   terminal_entry_hash: string | null;
 }
 
+/** What admission reserves under (agent_id, execution_id), in both engines (store/postgres/executions.ts). */
+export interface Reservation {
+  agentId: string;
+  executionId: string;
+  /** The action binding (./binding.ts), immutable once reserved. */
+  binding: string;
+  callId: string;
+  sessionId: string;
+  toolName: string;
+}
+
 /** Result of admission: only `admitted` may reach the upstream. */
 export type Admission =
   | { kind: 'admitted' }
@@ -82,14 +93,7 @@ export class ExecutionRegistry {
    * `in_flight` row, or classifies the existing one. A different binding is a collision
    * whatever the state (checked first); then in_flight; then any terminal state is a replay.
    */
-  admit(inp: {
-    agentId: string;
-    executionId: string;
-    binding: string;
-    callId: string;
-    sessionId: string;
-    toolName: string;
-  }): Admission {
+  admit(inp: Reservation): Admission {
     if (!inImmediate(this.db)) throw new Error('admission must run inside a BEGIN IMMEDIATE transaction');
     const existing = this.getStmt.get(inp.agentId, inp.executionId);
     if (!existing) {

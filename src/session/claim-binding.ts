@@ -4,8 +4,8 @@
  */
 import { bindingDigest, reportData, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
-import type { SessionBindingRecord } from '../claim/build.js';
-import type { SessionFacts, SessionRow } from './types.js';
+import type { ClaimInputs, SessionBindingRecord } from '../claim/build.js';
+import type { GatewayKey, SessionFacts, SessionRow } from './types.js';
 
 /**
  * The binding section for a session's claim. A session opened under an earlier process's
@@ -53,5 +53,29 @@ export function claimBinding(
       tpm: null,
       ...(measurement ? { measurement } : {}),
     } as SessionBindingRecord['evidence'],
+  };
+}
+
+/**
+ * What a session's claim is issued from (claim/build.ts ClaimInputs): its {@link claimBinding}
+ * and the key that signs it now. The one builder for both engines' closes (./service.ts on
+ * SQLite, ./replica-sessions.ts on PostgreSQL).
+ * @param providerName as {@link claimBinding}'s.
+ */
+export function claimInputsFor(
+  row: SessionRow,
+  sessionId: string,
+  agentId: string,
+  key: GatewayKey,
+  facts: SessionFacts,
+  providerName: string,
+): ClaimInputs {
+  return {
+    sessionId,
+    agentId,
+    binding: claimBinding(row, key.thumbprint, facts, providerName),
+    key: key.privateKey,
+    jwk: key.jwk,
+    enforcementMode: facts.enforcementMode,
   };
 }

@@ -18,7 +18,7 @@ import type { PostgresSessionStore } from '../store/postgres/session-store.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindSession, sessionPreimage } from './binding-record.js';
-import { claimBinding } from './claim-binding.js';
+import { claimInputsFor } from './claim-binding.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionRow } from './types.js';
 
 export class ReplicaSessions {
@@ -90,14 +90,9 @@ export class ReplicaSessions {
    */
   async close(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
     await this.own(agentId, sessionId);
-    const closed = await this.store.closeSession(sessionId, reason, (row) => ({
-      sessionId,
-      agentId,
-      binding: claimBinding(row, this.key.thumbprint, this.facts, this.provider.name),
-      key: this.key.privateKey,
-      jwk: this.key.jwk,
-      enforcementMode: this.facts.enforcementMode,
-    }));
+    const closed = await this.store.closeSession(sessionId, reason, (row) =>
+      claimInputsFor(row, sessionId, agentId, this.key, this.facts, this.provider.name),
+    );
     return closed.claim;
   }
 

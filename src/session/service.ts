@@ -18,7 +18,7 @@ import { prepared } from '../store/statements.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindSession, sessionPreimage } from './binding-record.js';
-import { claimBinding } from './claim-binding.js';
+import { claimInputsFor } from './claim-binding.js';
 import { type CloseDeps, closeOffLoop } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
@@ -273,14 +273,7 @@ export class SessionService {
   }
 
   private claimInputs(agentId: string, sessionId: string, row: SessionRow) {
-    return {
-      sessionId,
-      agentId,
-      binding: claimBinding(row, this.key.thumbprint, this.facts, this.provider.name),
-      key: this.key.privateKey,
-      jwk: this.key.jwk,
-      enforcementMode: this.facts.enforcementMode,
-    };
+    return claimInputsFor(row, sessionId, agentId, this.key, this.facts, this.provider.name);
   }
 
   /** The closing transaction's work; `summary` (read so far) is caught up, or null: read it all. */

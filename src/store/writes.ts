@@ -15,7 +15,7 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { AttemptLog, AttemptStart } from '../call/attempts.js';
 import type { Disposition } from '../call/forward.js';
 import type { Refusal } from '../call/types.js';
-import type { Admission, ExecutionRegistry } from '../execution/registry.js';
+import type { Admission, ExecutionRegistry, Reservation } from '../execution/registry.js';
 import { maybeFail } from './faults.js';
 
 /** The execution a forwarded call moves to its terminal state. */
@@ -38,14 +38,7 @@ export type WriteCommand =
    */
   | {
       kind: 'admission';
-      admission: {
-        agentId: string;
-        executionId: string;
-        binding: string;
-        callId: string;
-        sessionId: string;
-        toolName: string;
-      };
+      admission: Reservation;
       attempt: AttemptStart;
       /** As the `attempt` command's, raised only when admitted. */
       raiseSensitivity: number | null;
@@ -118,6 +111,14 @@ export function admissionRefusal(a: Exclude<Admission, { kind: 'admitted' }>, ex
 }
 
 /**
+ * The terminal entry of a refused admission: the call's entry as sent, with the refusal's
+ * detail and code (both engines, store/postgres/write-store.ts).
+ */
+export function admissionRefusalEntry(refusalEntry: EntryInput, why: Refusal): EntryInput {
+  return { ...refusalEntry, ...why.entry, error_code: why.code };
+}
+
+/**
  * Runs one command inside the caller's write transaction (module doc).
  * @throws what the domain objects throw (SQLite errors, an attempt already ended, …): the
  *   command's savepoint rolls back and it fails alone.
@@ -143,7 +144,7 @@ export function executeWrite(ctx: WriteContext, cmd: WriteCommand): WriteResults
         return { kind: 'admitted' };
       }
       const why = admissionRefusal(r, cmd.admission.executionId);
-      const entry = { ...cmd.refusalEntry, ...why.entry, error_code: why.code };
+      const entry = admissionRefusalEntry(cmd.refusalEntry, why);
       try {
         const e = ctx.atomic(() => refusal(cmd.admission.sessionId, entry));
         return { kind: 'refused', refusal: why, entry: e };

@@ -12,19 +12,17 @@ import { join } from 'node:path';
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
 import pg from 'pg';
 import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
-import { AttemptLog } from '../../src/call/attempts.js';
-import { storeSensitivity } from '../../src/call/sensitivity.js';
 import { ExecutionRegistry, type ExecutionRow } from '../../src/execution/registry.js';
-import { type Db, immediate, openDatabase } from '../../src/store/db.js';
+import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
 import { appendEntry, chainBundle } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
-import { prepared } from '../../src/store/statements.js';
+import { sqliteWriteContext } from '../../src/store/sqlite-writes.js';
 import { inProcessWrites } from '../../src/store/write-client.js';
-import type { WriteContext, WriteStore } from '../../src/store/writes.js';
+import type { WriteStore } from '../../src/store/writes.js';
 import { createDatabase, type PostgresInstance } from '../../testing/postgres.js';
 
 /** One writer of the shared database. */
@@ -53,22 +51,6 @@ const SESSION_SQL = `INSERT INTO sessions (session_id, agent_id, is_default, sta
   key_thumbprint, call_count, binding_json, owner) VALUES ($1, $2, 0, 'open', '2026-12-01T00:00:00.000Z', 0,
   'sha256:root', 'thumb', 0, '{}', 'replica-0')`;
 
-/** The WriteContext the store worker builds (store/write-worker.ts), over one connection. */
-function sqliteContext(db: Db, owner: string): WriteContext {
-  return {
-    chain: new AuditChain(db),
-    executions: new ExecutionRegistry(db, owner),
-    attempts: new AttemptLog(db, owner),
-    sessionIsOpen: (id) =>
-      prepared<[string], { status: string }>(db, 'SELECT status FROM sessions WHERE session_id = ?').get(id)
-        ?.status === 'open',
-    countCall: (id) =>
-      void prepared(db, 'UPDATE sessions SET call_count = call_count + 1 WHERE session_id = ?').run(id),
-    raiseSensitivity: (id, level) => storeSensitivity(db, id, level),
-    atomic: (fn) => immediate(db, fn),
-  };
-}
-
 /** Three connections to one new SQLite file. */
 export function sqliteEngine(): Engine {
   const path = join(mkdtempSync(join(tmpdir(), 'cmcp-contract-')), 'store.db');
@@ -80,7 +62,7 @@ export function sqliteEngine(): Engine {
       const chain = new AuditChain(db);
       return {
         id: `replica-${i}`,
-        writes: inProcessWrites(db, sqliteContext(db, `replica-${i}`)),
+        writes: inProcessWrites(db, sqliteWriteContext(db, `replica-${i}`)),
         append: (chainId, input) => chain.appendAwaited(chainId, input),
       };
     }),

@@ -5,7 +5,12 @@
  * replica (./sealing.ts).
  */
 import type pg from 'pg';
-import type { AttemptRow, AttemptStart } from '../../call/attempts.js';
+import {
+  ATTEMPT_COLUMNS,
+  type AttemptRow,
+  type AttemptStart,
+  attemptRowValues,
+} from '../../call/attempts.js';
 
 /**
  * Records an attempt owned by `owner`, inside the caller's fenced transaction.
@@ -13,21 +18,8 @@ import type { AttemptRow, AttemptStart } from '../../call/attempts.js';
  */
 export async function beginAttempt(client: pg.ClientBase, a: AttemptStart, owner: string): Promise<void> {
   await client.query(
-    `INSERT INTO call_attempts (call_id, method, upstream, agent_id, session_id, execution_id, tool_name,
-       request_payload_hash, workflow_id, owner, started_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
-    [
-      a.callId,
-      a.method,
-      a.upstream,
-      a.agentId,
-      a.sessionId,
-      a.executionId,
-      a.toolName,
-      a.requestPayloadHash,
-      a.workflowId,
-      owner,
-      new Date().toISOString(),
-    ],
+    `INSERT INTO call_attempts (${ATTEMPT_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
+    attemptRowValues(a, owner, new Date().toISOString()),
   );
 }
 

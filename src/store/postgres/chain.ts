@@ -8,9 +8,10 @@
  * (chain_id, prev_entry_hash) and entry_hash stay the last line: a bug here fails the
  * transaction (23505), it never forks the chain.
  */
-import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
+import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
+import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput } from '../../audit/next-entry.js';
 
 /**
@@ -48,22 +49,11 @@ export async function appendEntry(
   clock: MicroClock = systemMicroClock,
 ): Promise<AuditEntry> {
   const tip = await lockChainTip(client, chainId);
-  const { body, canonical, entry_hash } = buildNextEntry(chainId, input, tip, formatMicros(clock()));
+  const entry = buildNextEntry(chainId, input, tip, formatMicros(clock()));
+  const { body, entry_hash } = entry;
   await client.query(
-    `INSERT INTO audit_entries (chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id,
-       execution_id, agent_id, timestamp_utc, canonical) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
-    [
-      body.chain_id,
-      body.sequence_number,
-      body.prev_entry_hash,
-      entry_hash,
-      body.entry_type,
-      body.session_id,
-      body.execution_id,
-      body.agent_id,
-      body.timestamp_utc,
-      canonical,
-    ],
+    `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+    entryRowValues(entry),
   );
   await client.query(
     'UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4 WHERE chain_id = $1',
@@ -78,7 +68,7 @@ export async function chainEntries(db: pg.Pool | pg.ClientBase, chainId: string)
     'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = $1 ORDER BY sequence_number',
     [chainId],
   );
-  return r.rows.map((x) => ({ ...(JSON.parse(x.canonical) as AuditEntryBody), entry_hash: x.entry_hash }));
+  return r.rows.map(storedEntry);
 }
 
 /** A chain as a bundle of stored canonical texts (what a verifier re-hashes). Reads only. */
@@ -91,11 +81,5 @@ export async function chainBundle(
     'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = $1 ORDER BY sequence_number',
     [chainId],
   );
-  return {
-    bundle_version: 1,
-    chain_id: chainId,
-    session_id: sessionId,
-    exported_at: new Date().toISOString(),
-    entries: r.rows.map((x) => ({ canonical: x.canonical, entry_hash: x.entry_hash })),
-  };
+  return chainBundleOf(chainId, sessionId, r.rows);
 }

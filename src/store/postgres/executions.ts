@@ -11,18 +11,9 @@ import {
   type Admission,
   classifyExisting,
   type ExecutionRow,
+  type Reservation,
   type TerminalState,
 } from '../../execution/registry.js';
-
-/** What admission reserves (as ExecutionRegistry.admit). */
-export interface AdmissionInput {
-  agentId: string;
-  executionId: string;
-  binding: string;
-  callId: string;
-  sessionId: string;
-  toolName: string;
-}
 
 /** The row for an agent's execution_id, or undefined. Reads only. */
 export async function getExecution(
@@ -44,7 +35,7 @@ export async function getExecution(
  */
 export async function admitExecution(
   client: pg.ClientBase,
-  inp: AdmissionInput,
+  inp: Reservation,
   owner: string,
 ): Promise<Admission> {
   const now = new Date().toISOString();

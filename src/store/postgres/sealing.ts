@@ -15,6 +15,11 @@ import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
 import type { AttemptRow } from '../../call/attempts.js';
+import {
+  interruptedAttemptEntry,
+  interruptedExecutionEntry,
+  reservedByAttempt,
+} from '../../call/interrupted.js';
 import type { ExecutionRow } from '../../execution/registry.js';
 import { endAttempt, openAttempts } from './attempts.js';
 import { appendEntry } from './chain.js';
@@ -112,34 +117,23 @@ async function checkSealing(client: pg.ClientBase, scope: SealScope): Promise<vo
   if (r.rowCount !== 1) throw new LeaseLostError({ replicaId: scope.owner, leaseToken: scope.sealingToken });
 }
 
-function detail(scope: SealScope, method: string, startedAt: string): Record<string, string> {
-  const d: Record<string, string> = { reason: scope.reason, method, attempt_started_at: startedAt };
-  if (scope.owner !== scope.sealer.replicaId) {
-    d.sealed_replica = scope.owner;
-    d.sealed_by = scope.sealer.replicaId;
-  }
-  return d;
+/** The sealing's `detail` beyond call/interrupted.ts's: who sealed whose work, when not its own. */
+function sealedBy(scope: SealScope): Record<string, string> {
+  return scope.owner === scope.sealer.replicaId
+    ? {}
+    : { sealed_replica: scope.owner, sealed_by: scope.sealer.replicaId };
 }
 
 async function sealAttempt(client: pg.ClientBase, a: AttemptRow, scope: SealScope): Promise<void> {
-  const hash = await append(client, a.session_id, scope, {
-    entry_type: 'tool_call',
-    call_id: a.call_id,
-    agent_id: a.agent_id,
-    session_id: a.session_id,
-    workflow_id: a.workflow_id,
-    execution_id: a.execution_id,
-    tool_name: a.tool_name,
-    server_identity: a.upstream,
-    request_payload_hash: a.request_payload_hash,
-    disposition: 'outcome_unknown',
-    error_code: 'CALL_INTERRUPTED',
-    detail: detail(scope, a.method, a.started_at),
-  });
+  const hash = await append(
+    client,
+    a.session_id,
+    scope,
+    interruptedAttemptEntry(a, scope.reason, sealedBy(scope)),
+  );
   if (a.execution_id !== null) {
     const x = await getExecution(client, a.agent_id, a.execution_id);
-    // The reservation and the attempt were committed together; only this call's row moves.
-    if (x && x.state === 'in_flight' && x.call_id === a.call_id)
+    if (reservedByAttempt(x, a))
       await finishExecution(
         client,
         { agentId: a.agent_id, executionId: a.execution_id, callId: a.call_id },
@@ -151,17 +145,12 @@ async function sealAttempt(client: pg.ClientBase, a: AttemptRow, scope: SealScop
 }
 
 async function sealExecution(client: pg.ClientBase, row: ExecutionRow, scope: SealScope): Promise<void> {
-  const hash = await append(client, row.session_id, scope, {
-    entry_type: 'tool_call',
-    call_id: row.call_id,
-    agent_id: row.agent_id,
-    session_id: row.session_id,
-    execution_id: row.execution_id,
-    tool_name: row.tool_name,
-    disposition: 'outcome_unknown',
-    error_code: 'CALL_INTERRUPTED',
-    detail: detail(scope, 'tools/call', row.created_at),
-  });
+  const hash = await append(
+    client,
+    row.session_id,
+    scope,
+    interruptedExecutionEntry(row, scope.reason, sealedBy(scope)),
+  );
   await finishExecution(
     client,
     { agentId: row.agent_id, executionId: row.execution_id, callId: row.call_id },

@@ -1,11 +1,13 @@
 /**
  * The call path's write commands (store/writes.ts) on PostgreSQL: each command is one fenced
  * transaction (./transaction.ts) on the replica's pool, with the same meaning as
- * `executeWrite` on SQLite — the same refusal builder (`admissionRefusal`), the same order of
- * admission checks (execution/registry.ts classifyExisting), the same entry builder
- * (audit/next-entry.ts), the same fault seam (`terminal_commit`). Written as its own async
- * sequence because the SQLite one runs synchronously inside `BEGIN IMMEDIATE`, while here every
- * statement is a round trip.
+ * `executeWrite` on SQLite — the same refusal builders (`admissionRefusal`,
+ * `admissionRefusalEntry`), the same order of admission checks (execution/registry.ts
+ * classifyExisting), the same entry builder (audit/next-entry.ts), the same fault seam
+ * (`terminal_commit`). Written as its own async sequence because the SQLite one runs
+ * synchronously inside `BEGIN IMMEDIATE` (each command one savepoint of the group commit's
+ * transaction, never yielding the loop), while here every statement is a round trip: one
+ * sequence over a context that may answer later would make every SQLite command await.
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
@@ -13,7 +15,13 @@ import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
 import type { AttemptStart } from '../../call/attempts.js';
 import { maybeFail } from '../faults.js';
-import { admissionRefusal, type WriteCommand, type WriteResults, type WriteStore } from '../writes.js';
+import {
+  admissionRefusal,
+  admissionRefusalEntry,
+  type WriteCommand,
+  type WriteResults,
+  type WriteStore,
+} from '../writes.js';
 import { beginAttempt, endAttempt } from './attempts.js';
 import { appendEntry } from './chain.js';
 import { admitExecution, finishExecution } from './executions.js';
@@ -58,7 +66,7 @@ export class PostgresWriteStore implements WriteStore {
           return { kind: 'admitted' };
         }
         const why = admissionRefusal(r, cmd.admission.executionId);
-        const entry = { ...cmd.refusalEntry, ...why.entry, error_code: why.code };
+        const entry = admissionRefusalEntry(cmd.refusalEntry, why);
         try {
           const e = await savepoint(client, () => this.refusal(client, cmd.admission.sessionId, entry));
           return { kind: 'refused', refusal: why, entry: e };
