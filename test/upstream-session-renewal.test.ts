@@ -6,6 +6,8 @@
  * upstream (test/fixtures/relay-server.ts), the real Upstream class and SDK client, and a real
  * gateway for /readyz.
  */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -111,6 +113,57 @@ describe('session expiry on every request path', () => {
     expect(out.boundary).toBe('answered');
     expect(text(out)).toBe('waited');
   });
+});
+
+/** An upstream that initialises, then refuses every other request with HTTP `status`. */
+async function refusingUpstream(status: number): Promise<{ url: string; server: Server }> {
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : null;
+    if (body?.method === 'initialize') {
+      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'only' });
+      const result = {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        serverInfo: { name: 'x', version: '1' },
+      };
+      return void res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result }));
+    }
+    if (body?.method === 'notifications/initialized') return void res.writeHead(202).end();
+    if (req.method !== 'POST') return void res.writeHead(405).end();
+    res.writeHead(status, { 'content-type': 'application/json' }).end('{"error":"refused"}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, server };
+}
+
+describe('the readiness reason of an HTTP refusal', () => {
+  for (const [status, reason] of [
+    [404, 'HTTP 404 (session expired)'],
+    [400, 'HTTP 400'],
+  ] as const)
+    it(`${status}: "${reason}", no URL (a 404 renewed once first)`, async () => {
+      const { url, server } = await refusingUpstream(status);
+      const renewals: string[] = [];
+      const cfg = { name: 'x', transport: 'http', url, timeout_ms: 5000 } as UpstreamConfig;
+      const u = new Upstream(cfg, log, () => undefined, 1 << 20, { onRenewed: (_n, w) => renewals.push(w) });
+      try {
+        expect(await u.ping(2000)).toBe(reason);
+        expect(renewals).toHaveLength(status === 404 ? 1 : 0);
+        // A tool call on it is not sent twice into a session the upstream keeps refusing.
+        const out = await u.call('t', {});
+        expect(out).toEqual(
+          status === 404
+            ? { boundary: 'not_sent', failure: 'upstream session expired twice' }
+            : { boundary: 'maybe_sent', failure: 'HTTP 400' },
+        );
+      } finally {
+        await u.release();
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+      }
+    });
 });
 
 describe('the result cap bounds the result message, not the stream', () => {
