@@ -353,14 +353,19 @@ export class Upstream {
       let client: Client | undefined;
       try {
         client = await this.connect();
+        this.renewal.use(client);
         await client.ping({ timeout: timeoutMs, maxTotalTimeout: timeoutMs });
         return null;
       } catch (e) {
         if (client && sessionExpired(e) && tries === 0) {
+          this.renewal.done(client);
           this.renewal.expired(client, 'ping');
+          client = undefined;
           continue;
         }
         return pingFailure(e);
+      } finally {
+        if (client) this.renewal.done(client);
       }
     }
   }
@@ -382,7 +387,11 @@ export class Upstream {
 function pingFailure(e: unknown): string {
   if (e instanceof UpstreamStartError) return e.summary;
   if (e instanceof StreamableHTTPError)
-    return e.code === 404 ? 'HTTP 404 (session expired)' : `HTTP ${e.code ?? 'error'}`;
+    return e.code === 404
+      ? 'HTTP 404 (session expired)'
+      : e.code !== undefined && e.code > 0
+        ? `HTTP ${e.code}`
+        : 'bad response';
   return causeCode(e) ?? (e instanceof McpError ? `MCP error ${e.code}` : 'no answer');
 }
 
