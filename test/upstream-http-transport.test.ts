@@ -222,6 +222,49 @@ describe('UpstreamHttpTransport', () => {
     await small.t.close();
   });
 
+  it('the cap bounds each event, not the stream: many progress events and a small result pass; one big event is cut', async () => {
+    const progress = (i: number) =>
+      event({
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 1, progress: i, message: 'p'.repeat(100) },
+      });
+    handler = (_req, body, res) => {
+      sse(res);
+      let out = '';
+      for (let i = 0; i < 3000; i++) out += progress(i);
+      res.write(out);
+      const size = body?.id === 11 ? 30_000 : 10;
+      res.end(event({ jsonrpc: '2.0', id: body?.id, result: { text: 'r'.repeat(size) } }));
+    };
+    const { t, messages, overflows } = await open(20_000);
+    const ok: CallContext = { overflowed: false, cutOff: false };
+    await callContext.run(ok, () => t.send({ jsonrpc: '2.0', id: 10, method: 'tools/call', params: {} }));
+    await until(() => messages.length === 3001);
+    expect(messages.at(-1)).toEqual({ jsonrpc: '2.0', id: 10, result: { text: 'r'.repeat(10) } });
+    expect(overflows).toEqual([]);
+    const big: CallContext = { overflowed: false, cutOff: false };
+    await callContext.run(big, () => t.send({ jsonrpc: '2.0', id: 11, method: 'tools/call', params: {} }));
+    await until(() => overflows.length === 1);
+    expect(overflows[0]).toBe(big);
+    expect(messages.filter((m) => 'id' in m && m.id === 11)).toEqual([]);
+    await t.close();
+  });
+
+  it('an event that never completes is cut once its bytes pass the cap', async () => {
+    handler = (_req, _body, res) => {
+      sse(res);
+      res.on('error', () => undefined);
+      res.write(`data: {"jsonrpc":"2.0","id":12,"result":{"text":"${'z'.repeat(64_000)}`);
+    };
+    const { t, overflows } = await open(20_000);
+    const ctx: CallContext = { overflowed: false, cutOff: false };
+    await callContext.run(ctx, () => t.send({ jsonrpc: '2.0', id: 12, method: 'tools/call', params: {} }));
+    await until(() => overflows.length === 1);
+    expect(overflows[0]).toBe(ctx);
+    await t.close();
+  });
+
   it('a JSON answer over the cap fails the send with ResultTooLargeError', async () => {
     handler = (_req, body, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -267,7 +310,7 @@ describe('UpstreamHttpTransport', () => {
     await t.close();
   });
 
-  it('an expired session (404) is a StreamableHTTPError 404 and is not ended again on close', async () => {
+  it('an expired session (404) is a StreamableHTTPError 404, its id kept (never sent session-less), not ended again on close', async () => {
     handler = (_req, body, res) => {
       if (body?.method === 'initialize') {
         res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'gone' });
@@ -280,7 +323,12 @@ describe('UpstreamHttpTransport', () => {
     const e = await t.send({ jsonrpc: '2.0', id: 2, method: 'tools/list' }).catch((x) => x);
     expect(e).toBeInstanceOf(StreamableHTTPError);
     expect((e as StreamableHTTPError).code).toBe(404);
-    expect(t.sessionId).toBeUndefined();
+    // The owner (Upstream) initialises a new session; until then the id still goes out.
+    expect(t.sessionId).toBe('gone');
+    seen.length = 0;
+    const again = await t.send({ jsonrpc: '2.0', id: 3, method: 'ping' }).catch((x) => x);
+    expect((again as StreamableHTTPError).code).toBe(404);
+    expect(seen.map((s) => s.headers['mcp-session-id'])).toEqual(['gone']);
     seen.length = 0;
     await t.close();
     expect(seen).toEqual([]);

@@ -126,20 +126,35 @@ export interface EventSink {
 /** How an event stream ended: cleanly, broken off (with the error), or cut at the cap. */
 export type StreamEnd = { end: 'ended' } | { end: 'broken'; error: unknown } | { end: 'capped' };
 
+/** Bytes an event's framing (`event:`, `id:`, `data: ` prefixes, line ends) may add to its data under the cap. */
+const EVENT_FRAMING_SLACK = 4096;
+
 /**
  * Reads one `text/event-stream` body to its end, handing each message to `sink` as its event
  * completes (comments and events without data, such as keep-alives, deliver nothing). With
- * `cap`, the body's bytes are counted as they arrive and the read stops past the cap (the
- * connection is destroyed, `onOverflow` told): results under the cap pass intact however long
- * their one `data:` line.
+ * `cap`, each single event is bounded (C-MCP-4, as one stdio line is): an event whose data
+ * passes the cap, or raw bytes since the last complete event that pass the cap and
+ * {@link EVENT_FRAMING_SLACK}, stop the read (the connection is destroyed, `onOverflow` told).
+ * Many events under the cap (progress, logs before a small result) pass whatever their sum;
+ * memory stays bounded by the cap plus one read chunk.
  * @returns how the stream ended; never rejects.
  */
 export function readEventStream(body: Readable, sink: EventSink, cap?: BodyCap): Promise<StreamEnd> {
   const decoder = new StringDecoder('utf8');
+  let sinceEvent = 0;
+  let over = false;
   const parser = createParser({
     onEvent(ev) {
+      // The rest of the chunk that completed this event is not counted: the parser holds at most
+      // the cap, the slack and one read chunk.
+      sinceEvent = 0;
+      if (over) return;
       if (ev.id) sink.eventId?.(ev.id);
       if (!ev.data || (ev.event !== undefined && ev.event !== 'message')) return;
+      if (cap && ev.data.length > cap.bytes / 3 && Buffer.byteLength(ev.data) > cap.bytes) {
+        over = true;
+        return;
+      }
       try {
         sink.message(asJsonRpcMessage(JSON.parse(ev.data)));
       } catch (e) {
@@ -149,27 +164,30 @@ export function readEventStream(body: Readable, sink: EventSink, cap?: BodyCap):
     onRetry: (ms) => sink.retry?.(ms),
   });
   return new Promise((resolve) => {
-    let seen = 0;
     let done = false;
     const finish = (how: StreamEnd) => {
       if (done) return;
       done = true;
       resolve(how);
     };
+    const capped = () => {
+      if (!cap) return;
+      cap.onOverflow(cap.ctx);
+      body.destroy();
+      finish({ end: 'capped' });
+    };
     body.on('data', (chunk: Buffer) => {
       if (done) return;
-      seen += chunk.byteLength;
-      if (cap && seen > cap.bytes) {
-        cap.onOverflow(cap.ctx);
-        body.destroy();
-        finish({ end: 'capped' });
-        return;
-      }
+      sinceEvent += chunk.byteLength;
+      // Checked after the feed: a chunk may complete many small events (the count restarts).
       parser.feed(decoder.write(chunk));
+      if (over || (cap && sinceEvent > cap.bytes + EVENT_FRAMING_SLACK)) capped();
     });
     body.once('end', () => {
+      if (done) return;
       parser.feed(decoder.end());
-      finish({ end: 'ended' });
+      if (over) capped();
+      else finish({ end: 'ended' });
     });
     body.once('error', (error) => finish({ end: 'broken', error }));
     // Destroyed without an error (the transport closing): nothing more will come.

@@ -10,8 +10,9 @@
  * standalone GET stream is opened (405: the upstream offers none), read for list_changed,
  * resources/updated and server-to-client requests, and opened again when it ends (its
  * `Last-Event-ID` and `retry:` honoured, twice at most in a row); redirects are followed within
- * the origin only. A POST's response body is capped (C-MCP-4); the GET stream is not (it
- * carries many messages over time). Added: `close` ends the upstream session (DELETE), and an
+ * the origin only. A POST's JSON response body is capped (C-MCP-4), and so is each single event
+ * of a POST's event stream (not their sum: a result after many progress events passes as over
+ * stdio); the GET stream is not (it carries many messages over time). Added: `close` ends the upstream session (DELETE), and an
  * event stream that ends before its request's response fails that call at once (the gateway
  * does not resume POST streams: no event ids are kept for them), where the SDK waited for the
  * timeout. HTTP failures are the SDK's `StreamableHTTPError` (status in `code`), which
@@ -40,7 +41,11 @@ export interface HttpTransportOptions {
   headers?: Record<string, string>;
   /** The upstream's own TLS dispatcher (absent: undici's global one). */
   dispatcher?: Dispatcher;
-  /** Largest POST response body read, bytes (C-MCP-4). */
+  /**
+   * Result cap, bytes (C-MCP-4): a JSON response body, and each single event of an event-stream
+   * response (the result message among them); the progress and log events before the result
+   * do not count against it.
+   */
   maxResultBytes: number;
   /** Told when a POST's response passed the cap, with the call it belongs to (if any). */
   onOverflow: (ctx: CallContext | undefined) => void;
@@ -94,6 +99,8 @@ export class UpstreamHttpTransport implements Transport {
   onerror?: Transport['onerror'];
   onmessage?: Transport['onmessage'];
   private session: string | undefined;
+  /** The session id the upstream answered 404 for (expired: no DELETE on close). */
+  private expired: string | undefined;
   private protocol: string | undefined;
   private readonly headers: Record<string, string> = {};
   private running: AbortController | null = null;
@@ -151,8 +158,10 @@ export class UpstreamHttpTransport implements Transport {
     if (sid) this.session = sid;
     const cap: BodyCap = { bytes: this.o.maxResultBytes, ctx, onOverflow: this.o.onOverflow };
     if (res.statusCode < 200 || res.statusCode > 299) {
-      // An expired session is not ended again on close.
-      if (res.statusCode === 404 && sent !== undefined && this.session === sent) this.session = undefined;
+      // The session id is kept (every later request meets the same 404 until the owner
+      // initialises a new session: a request never goes out session-less); an expired session
+      // is not ended again on close.
+      if (res.statusCode === 404 && sent !== undefined && this.session === sent) this.expired = sent;
       const text = await readWhole(res.body, cap).then(
         (b) => b.toString('utf8'),
         () => null,
@@ -313,7 +322,7 @@ export class UpstreamHttpTransport implements Transport {
     this.running?.abort();
     const session = this.session;
     this.onclose?.();
-    if (session === undefined) return;
+    if (session === undefined || session === this.expired) return;
     this.session = undefined;
     await this.deleteSession(session);
   }

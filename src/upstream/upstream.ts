@@ -11,6 +11,7 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import { CanonicalJsonError, canonicalJson } from '@cmcp/verify/format/canonical';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
@@ -30,6 +31,7 @@ import {
   type UpstreamHooks,
 } from './request.js';
 import { type CallContext, callContext, ResultTooLargeError } from './result-cap.js';
+import { SessionRenewal } from './session-renewal.js';
 
 /** A tool definition exactly as the upstream sent it (unknown members kept). */
 export type ToolDefinition = { name: string } & Record<string, unknown>;
@@ -63,6 +65,18 @@ export class Upstream {
 
   /** Calls in flight on this upstream, each with what happened to its response. */
   private readonly inflight = new Set<CallContext>();
+
+  /** Replaces an expired session's client once, retiring the old one when its calls end. */
+  private readonly renewal = new SessionRenewal({
+    current: () => this.client,
+    detach: (client) => {
+      if (this.client === client) this.client = null;
+    },
+    renewed: (method) => {
+      this.log.warn({ upstream: this.cfg.name, method }, 'upstream session expired; initialising a new one');
+      this.hooks.onRenewed?.(this.cfg.name, 'session expired (HTTP 404)');
+    },
+  });
 
   constructor(
     readonly cfg: UpstreamConfig,
@@ -234,8 +248,9 @@ export class Upstream {
 
   /**
    * Sends one request upstream and says how far it got. An upstream that no longer knows its
-   * session (HTTP 404) is initialised again once and the request sent again (nothing was
-   * processed), and `hooks.onRenewed` is told. Never throws.
+   * session (HTTP 404: it processed nothing) is initialised again once and the request sent
+   * again on the new session; concurrent requests that met the same 404 share that one
+   * renewal (./session-renewal.ts), which `hooks.onRenewed` is told of once. Never throws.
    */
   async request(
     method: string,
@@ -244,9 +259,7 @@ export class Upstream {
   ): Promise<CallOutcome> {
     const first = await this.attempt(method, params, opts);
     if (!('expired' in first)) return first;
-    this.log.warn({ upstream: this.cfg.name, method }, 'upstream session expired; initialising a new one');
-    await this.close();
-    this.hooks.onRenewed?.(this.cfg.name, 'session expired (HTTP 404)');
+    this.renewal.expired(first.expired, method);
     const second = await this.attempt(method, params, opts);
     return 'expired' in second ? { boundary: 'not_sent', failure: 'upstream session expired twice' } : second;
   }
@@ -255,7 +268,7 @@ export class Upstream {
     method: string,
     params: Record<string, unknown>,
     opts: RequestOptions,
-  ): Promise<CallOutcome | { expired: true }> {
+  ): Promise<CallOutcome | { expired: Client }> {
     let client: Client;
     try {
       client = await this.connect();
@@ -282,6 +295,7 @@ export class Upstream {
     else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
     if (opts.onprogress) ctx.onprogress = opts.onprogress;
     this.inflight.add(ctx);
+    this.renewal.use(client);
     const answers = this.answers;
     try {
       // The call's context follows its request into the transport's send (AsyncLocalStorage).
@@ -306,7 +320,7 @@ export class Upstream {
         ? { boundary: 'answered', result }
         : { boundary: 'answered', result, resultJcs };
     } catch (e) {
-      if (sessionExpired(e) && !ctx.answered) return { expired: true };
+      if (sessionExpired(e) && !ctx.answered) return { expired: client };
       const diedUnder = died as UpstreamDiedError | null;
       if (!ctx.overflowed && !ctx.cutOff && diedUnder)
         return { boundary: 'maybe_sent', failure: diedUnder.message };
@@ -318,6 +332,7 @@ export class Upstream {
     } finally {
       callerSignal?.removeEventListener('abort', onCallerAbort);
       this.inflight.delete(ctx);
+      this.renewal.done(client);
       answers?.forget(ctx);
     }
   }
@@ -328,15 +343,30 @@ export class Upstream {
     return (client.getServerCapabilities() ?? {}) as Record<string, unknown>;
   }
 
-  /** A JSON-RPC `ping` round trip (readiness). @returns null when answered, else why not. */
+  /**
+   * A JSON-RPC `ping` round trip (readiness). An expired upstream session (HTTP 404) is renewed
+   * once, as for {@link request}, and the ping sent again.
+   * @returns null when answered, else why not (a short code, no URL).
+   */
   async ping(timeoutMs: number): Promise<string | null> {
-    try {
-      const client = await this.connect();
-      await client.ping({ timeout: timeoutMs, maxTotalTimeout: timeoutMs });
-      return null;
-    } catch (e) {
-      if (e instanceof UpstreamStartError) return e.summary;
-      return causeCode(e) ?? (e instanceof McpError ? `MCP error ${e.code}` : 'no answer');
+    for (let tries = 0; ; tries++) {
+      let client: Client | undefined;
+      try {
+        client = await this.connect();
+        this.renewal.use(client);
+        await client.ping({ timeout: timeoutMs, maxTotalTimeout: timeoutMs });
+        return null;
+      } catch (e) {
+        if (client && sessionExpired(e) && tries === 0) {
+          this.renewal.done(client);
+          this.renewal.expired(client, 'ping');
+          client = undefined;
+          continue;
+        }
+        return pingFailure(e);
+      } finally {
+        if (client) this.renewal.done(client);
+      }
     }
   }
 
@@ -351,6 +381,18 @@ export class Upstream {
     await this.close();
     await this.credentials.close().catch(() => undefined);
   }
+}
+
+/** Why a ping got no answer, for /readyz: the start summary, the HTTP status, the cause code. */
+function pingFailure(e: unknown): string {
+  if (e instanceof UpstreamStartError) return e.summary;
+  if (e instanceof StreamableHTTPError)
+    return e.code === 404
+      ? 'HTTP 404 (session expired)'
+      : e.code !== undefined && e.code > 0
+        ? `HTTP ${e.code}`
+        : 'bad response';
+  return causeCode(e) ?? (e instanceof McpError ? `MCP error ${e.code}` : 'no answer');
 }
 
 /** JCS text of an upstream result, or null when JCS cannot carry it (forward.ts records why). */
