@@ -279,6 +279,13 @@ gateway's CPU per streamed call 1.78 ms against 2.82 ms (JSON 1.77 against 2.30)
 0.294 ms against 0.564 ms, and both paths add less (streamed 2.62 against 3.40 ms, JSON 2.26
 against 3.05 ms at p50); its noise floor (0.548 ms) leaves the verdict INCONCLUSIVE.
 
+After every branch of the day was merged, on the quiet machine (load average 1 to 2): the run of
+2026-12-01T18-52 (5 × 100) gave an excess of −0.065 ms (−0.232…0.323) against a noise floor of
+0.378 ms, INCONCLUSIVE; the run of 18-53 (9 × 150) 0.203 ms (0.093…0.345) against 0.131 ms,
+MISSED. In that run the gateway's CPU per call is nearly the same on both paths (streamed 892 µs,
+JSON 858 µs), so what is left is latency, not work: the streamed result reaches the client after
+the five notifications and the stream's own writes. Not met, and not explained further yet.
+
 Every saved run (ms; load average before the run, 1 / 5 / 15 min):
 
 | run | load average | median excess | noise floor | verdict | baseline's median excess, same run |
