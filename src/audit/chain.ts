@@ -206,8 +206,9 @@ export class AuditChain {
   async *bundleJson(chainId: string, sessionId: string | null, pageSize = 50): AsyncGenerator<string> {
     const tip = this.tipStmt.get(chainId)?.sequence_number ?? -1;
     yield `{"bundle_version":1,"chain_id":${JSON.stringify(chainId)},"session_id":${JSON.stringify(sessionId)},"exported_at":${JSON.stringify(new Date().toISOString())},"entries":[`;
-    // Not in the turn that handled the request (routing, authentication, the reply's start).
-    await new Promise((resolve) => setImmediate(resolve));
+    // Not in the turn that handled the request (routing, authentication, the reply's start): a
+    // timer, since from that I/O callback an immediate would run before the loop's timers.
+    await new Promise((resolve) => setTimeout(resolve, 0));
     let after = -1;
     while (after < tip) {
       const rows = this.pageStmt.all(chainId, after, tip, pageSize);

@@ -52,6 +52,7 @@ export async function signClaimOffLoop(
   const message = claimBytes(unsigned, transcript);
   await turn(); // each ~1.5 MB copy (building the text, handing it to the job) in its own turn of the loop
   const signature = Buffer.from(await webcrypto.subtle.sign({ name: 'Ed25519' }, cryptoKey, message));
+  await turn(); // the signature's job resolves in a turn of its own; the ~1.5 MB text is built in the next
   const claim: Claim = { ...unsigned, signature: signature.toString('base64url') };
   const canonical = claimBytes(claim, transcript);
   // SHA-256 on the loop in slices, one per turn: a digest job would first copy the whole text

@@ -42,8 +42,9 @@ export async function summarizePaged(
   slice: LoopSlice,
 ): Promise<ChainSummary> {
   const summary = new ChainSummary();
-  // Not in the turn that handled the request (routing, authentication, the session's row).
-  await new Promise((resolve) => setImmediate(resolve));
+  // Not in the turn that handled the request (routing, authentication, the session's row): a
+  // timer, since from that I/O callback an immediate would run before the loop's timers.
+  await new Promise((resolve) => setTimeout(resolve, 0));
   for (;;) {
     const page = chain.claimPage(chainId, summary.lastSequence, PAGE_ENTRIES);
     summary.add(page);

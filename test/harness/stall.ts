@@ -10,7 +10,12 @@
  * slice to the nanosecond), called through koffi: process.threadCpuUsage (getrusage
  * RUSAGE_THREAD) advances only at scheduler ticks on this kernel (4 ms at HZ=250), so one
  * piece of 2 ms reads as 0 or 4 ms and could not hold a bound of a few ms.
+ *
+ * With STALL_TRACE=1 in the environment it prints what ran inside the longest gap: the GC
+ * pauses (perf_hooks 'gc' entries; kind 1 is a scavenge) and any performance.mark placed in the
+ * code under study, as offsets from the gap's start — which step made the stall.
  */
+import { type PerformanceEntry, PerformanceObserver, performance } from 'node:perf_hooks';
 import koffi from 'koffi';
 
 export interface Stall {
@@ -18,6 +23,8 @@ export interface Stall {
   wallMs: number;
   /** Longest main-thread CPU time spent inside one gap, milliseconds. */
   cpuMs: number;
+  /** The longest (by CPU) gap's wall-clock window, performance.now() milliseconds. */
+  window?: [number, number];
 }
 
 /** CLOCK_THREAD_CPUTIME_ID on Linux (<linux/time.h>). */
@@ -46,22 +53,48 @@ export async function measureStall<T>(work: () => Promise<T> | T): Promise<{ val
     const w = performance.now();
     const c = cpuNow();
     stall.wallMs = Math.max(stall.wallMs, w - wall);
-    stall.cpuMs = Math.max(stall.cpuMs, c - cpu);
+    if (c - cpu > stall.cpuMs) {
+      stall.cpuMs = c - cpu;
+      stall.window = [wall, w];
+    }
     wall = w;
     cpu = c;
   };
   const timer = setInterval(tick, 1);
+  const gcs: PerformanceEntry[] = [];
+  const observer = process.env.STALL_TRACE
+    ? new PerformanceObserver((l) => gcs.push(...l.getEntries()))
+    : undefined;
+  observer?.observe({ entryTypes: ['gc'] });
   try {
     await new Promise((resolve) => setTimeout(resolve, 5));
     const value = await work();
     // A stall at the end is seen once the timer ticks again.
     await new Promise((resolve) => setTimeout(resolve, 5));
     tick();
+    if (observer) traceWindow(stall, gcs);
     return { value, stall };
   } finally {
     clearInterval(timer);
+    observer?.disconnect();
   }
 }
 
 /** `12.3 ms (cpu 4.5 ms)`. */
 export const showStall = (s: Stall) => `${s.wallMs.toFixed(1)} ms (cpu ${s.cpuMs.toFixed(1)} ms)`;
+
+/** STALL_TRACE=1: prints the marks (performance.mark) and GC pauses inside the longest gap. */
+function traceWindow(stall: Stall, gcs: PerformanceEntry[]): void {
+  const [from, to] = stall.window ?? [0, 0];
+  const inside = [...performance.getEntriesByType('mark'), ...gcs]
+    .filter((e) => e.startTime + e.duration >= from - 0.5 && e.startTime <= to)
+    .sort((a, b) => a.startTime - b.startTime)
+    .map(
+      (e) =>
+        `${(e.startTime - from).toFixed(2)} ${e.name}${e.duration ? ` ${e.duration.toFixed(2)}ms` : ''}${e.entryType === 'gc' ? ` kind=${(e as unknown as { detail?: { kind?: number } }).detail?.kind}` : ''}`,
+    );
+  console.log(
+    `STALL window ${(to - from).toFixed(2)} ms cpu ${stall.cpuMs.toFixed(2)}:\n  ${inside.join('\n  ')}`,
+  );
+  performance.clearMarks();
+}

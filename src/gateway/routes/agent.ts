@@ -169,6 +169,8 @@ const CLAIM_CHUNK_BYTES = 64 * 1024;
 function sendClaimText(reply: FastifyReply, text: Buffer | ClaimTextPieces): FastifyReply {
   const { textBytes, pieces } = Buffer.isBuffer(text) ? { textBytes: text.length, pieces: [text] } : text;
   const chunks = async function* () {
+    // The reply's start (hooks, headers) and the first chunk's write in two turns of the loop.
+    await setTimeout(0);
     for (const piece of pieces)
       for (let at = 0; at < piece.length; at += CLAIM_CHUNK_BYTES) {
         yield piece.subarray(at, at + CLAIM_CHUNK_BYTES);
