@@ -50,18 +50,21 @@ const ENTRIES = 10_000;
  * timers), and so were the reply's start and the first chunk, the signature's resolution and
  * the signed text: each pair now in two turns. What is left over 3 ms is a young-generation
  * scavenge alone in its gap (2.9–3.6 ms: ~1.3 MB survived — the transcript lines, live until
- * the claim is signed — in a 64 MB new space).
+ * the claim is signed — in a 64 MB new space). On the quiet machine after that (load 1.4–1.7,
+ * six runs alone): 2.8–5.9 ms, and once 12.1 ms (export 8.2 ms in the same run), cause not
+ * found; so the bound is 20 ms, not 10: it still fails the signing-inside-the-transaction close
+ * and the blocking close, and a full run on a loaded CI machine must not fail on that outlier.
  */
-const STALL_BOUND_MS = 10;
+const STALL_BOUND_MS = 20;
 
 /**
  * The same for the bundle export of a 10,000-entry session (~14 MB, streamed in pages of 50
  * entries) to a client in another process: 2.5–5.7 ms measured at load 6–12, once 9.4 (the
  * largest piece: the request's own turn — routing, authentication, the export's start; pages
  * of 100 measured 4–7 ms). One read and one serialisation of the whole chain (the export before
- * it was paged) held the loop ~450 ms.
+ * it was paged) held the loop ~450 ms. Quiet, after the turn splits: 2.0–3.9 ms, once 8.2 ms.
  */
-const EXPORT_STALL_BOUND_MS = 10;
+const EXPORT_STALL_BOUND_MS = 20;
 
 /**
  * Opens a session and fills its chain with `n` tool_call entries (~0.9 KB each, as a call's
