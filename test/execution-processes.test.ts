@@ -188,8 +188,15 @@ describe('process restart', () => {
       tool_name: 'c.hold',
       server_identity: 'c',
     });
-    // The restart closed the earlier process's session; its claim counts the interrupted call.
-    const claim = await rest(again.url, 'alice-token', 'GET', `/sessions/${open[0]!.session_id}/claim`);
+    // The restart closes the earlier process's session (in batches, finishing once the listener
+    // is open: until then the claim is 409 SESSION_OPEN); its claim counts the interrupted call.
+    const claimPath = `/sessions/${open[0]!.session_id}/claim`;
+    let claim = await rest(again.url, 'alice-token', 'GET', claimPath);
+    for (let i = 0; claim.status === 409 && i < 100; i++) {
+      expect(claim.body.error.error_code).toBe('SESSION_OPEN');
+      await new Promise((r) => setTimeout(r, 50));
+      claim = await rest(again.url, 'alice-token', 'GET', claimPath);
+    }
     expect(claim.status).toBe(200);
     expect(claim.body.counters).toMatchObject({ tool_calls: 1, faulted: 1 });
     up.release();
