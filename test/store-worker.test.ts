@@ -32,6 +32,19 @@ import {
   writeConfig,
 } from './harness/gateway.js';
 
+/** A tools/call attempt without execution_id in session s1, keyed by `callId`. */
+const start = (callId: string): AttemptStart => ({
+  callId,
+  method: 'tools/call',
+  upstream: 'c',
+  agentId: 'alice',
+  sessionId: 's1',
+  executionId: null,
+  toolName: 'c.record',
+  requestPayloadHash: null,
+  workflowId: null,
+});
+
 let up: CountingServer;
 beforeAll(async () => {
   if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'store', 'write-worker.js')))
@@ -261,17 +274,6 @@ describe('shutdown recovery while another connection commits terminal entries', 
       const chain = new AuditChain(db);
       const closed = { isOpen: () => false, countCall: () => undefined };
       const recovery = new CallRecovery(db, chain, attempts, new ExecutionRegistry(db, 'gateway'), closed);
-      const start = (callId: string): AttemptStart => ({
-        callId,
-        method: 'tools/call',
-        upstream: 'c',
-        agentId: 'alice',
-        sessionId: 's1',
-        executionId: null,
-        toolName: 'c.record',
-        requestPayloadHash: null,
-        workflowId: null,
-      });
       immediate(db, () => {
         attempts.begin(start('a'));
         attempts.begin(start('b'));
@@ -300,18 +302,6 @@ describe('shutdown recovery while another connection commits terminal entries', 
 });
 
 describe('write commands over a real SQLite connection (store/writes.ts)', () => {
-  const start = (callId: string): AttemptStart => ({
-    callId,
-    method: 'tools/call',
-    upstream: 'c',
-    agentId: 'alice',
-    sessionId: 's1',
-    executionId: null,
-    toolName: 'c.record',
-    requestPayloadHash: null,
-    workflowId: null,
-  });
-
   it("an attempt command's sensitivity raise commits with its attempt, or not at all", () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-writes-'));
     const db = openDatabase(join(dir, 'store.db'), 500);
