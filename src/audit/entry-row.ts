@@ -32,17 +32,25 @@ export function storedEntry(row: { canonical: string; entry_hash: string }): Aud
   return { ...(JSON.parse(row.canonical) as AuditEntryBody), entry_hash: row.entry_hash };
 }
 
-/** A chain's export: the stored canonical texts in sequence order, as a verifier re-hashes them. */
+/**
+ * A chain's export: the stored canonical texts in sequence order, as a verifier re-hashes them,
+ * with each entry's writer signature when the row has one (PostgreSQL replicas,
+ * docs/spec/audit-entries.md#writers; a single gateway's rows have none and export as before).
+ */
 export function chainBundleOf(
   chainId: string,
   sessionId: string | null,
-  rows: readonly { canonical: string; entry_hash: string }[],
+  rows: readonly { canonical: string; entry_hash: string; writer_signature?: string | null }[],
 ): AuditBundle {
   return {
     bundle_version: 1,
     chain_id: chainId,
     session_id: sessionId,
     exported_at: new Date().toISOString(),
-    entries: rows.map((r) => ({ canonical: r.canonical, entry_hash: r.entry_hash })),
+    entries: rows.map((r) =>
+      r.writer_signature
+        ? { canonical: r.canonical, entry_hash: r.entry_hash, writer_signature: r.writer_signature }
+        : { canonical: r.canonical, entry_hash: r.entry_hash },
+    ),
   };
 }

@@ -6,8 +6,9 @@
  * {@link buildNextEntry} inside the transaction that holds the chain's tip, so the byte layout
  * of an entry keeps one owner.
  */
-import { randomUUID } from 'node:crypto';
+import { type KeyObject, randomUUID } from 'node:crypto';
 import { type AuditEntryBody, hashEntryBody } from '@cmcp/verify/format/entry';
+import type { EntryReplica } from '@cmcp/verify/format/replica';
 
 /** Fields a caller supplies; everything else is filled in (null when not given). */
 export type EntryInput = Pick<AuditEntryBody, 'entry_type'> & Partial<Omit<AuditEntryBody, 'entry_type'>>;
@@ -17,6 +18,18 @@ export interface ChainTip {
   sequence_number: number;
   entry_hash: string;
   timestamp_utc: string;
+}
+
+/**
+ * A replica as the writer of its entries (PostgreSQL only, docs/spec/audit-entries.md#writers):
+ * each entry it writes names it (`replica`) and carries its writer signature.
+ */
+export interface EntryWriter {
+  replicaId: string;
+  /** base64url RFC 7638 thumbprint of `key`'s public JWK. */
+  keyThumbprint: string;
+  /** The replica's Ed25519 gateway key. */
+  key: KeyObject;
 }
 
 /** An entry built after a known tip, with its canonical text and hash, not yet written. */
@@ -31,6 +44,7 @@ export interface PreparedEntry {
  * undefined), stamped `nowUtc` or the tip's timestamp when the clock is behind it (timestamps
  * never decrease, C-CHAIN-2), with its JCS text (RFC 8785) and SHA-256 entry hash.
  * @param nowUtc RFC 3339 UTC with microseconds (audit/clock.ts formatMicros).
+ * @param replica the writing replica (PostgreSQL replicas only), hashed with the body.
  * @throws CanonicalJsonError if a field holds a value JCS cannot carry.
  */
 export function buildNextEntry(
@@ -38,6 +52,7 @@ export function buildNextEntry(
   input: EntryInput,
   tip: ChainTip | undefined,
   nowUtc: string,
+  replica?: EntryReplica,
 ): PreparedEntry {
   let ts = nowUtc;
   if (tip && ts < tip.timestamp_utc) ts = tip.timestamp_utc; // never decreasing (C-CHAIN-2)
@@ -64,6 +79,8 @@ export function buildNextEntry(
     response_payload_hash: input.response_payload_hash ?? null,
     detail: input.detail ?? null,
     prev_entry_hash: tip ? tip.entry_hash : 'genesis',
+    // Only a replica's entries name their writer: a single gateway's bodies stay as they were.
+    ...(replica ? { replica } : {}),
   };
   const { canonical, entry_hash } = hashEntryBody(body);
   return { body, canonical, entry_hash };

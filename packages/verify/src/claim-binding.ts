@@ -18,12 +18,30 @@ import { b64u } from './format/canonical.js';
 import type { Claim } from './format/claim.js';
 import { type CheckResult, check, fail, pass, quoteUntrusted } from './result.js';
 
-/** `binding.key_thumbprint`; returns the thumbprint of cnf.jwk, or null when it cannot be computed. */
-export function keyThumbprintCheck(c: ParsedClaim, checks: CheckResult[]): Buffer | null {
+/**
+ * `binding.key_thumbprint`; returns the thumbprint of cnf.jwk, or null when it cannot be computed.
+ * @param jwk the key the binding must name: cnf.jwk, or for a `/2` claim the listed replica's
+ *   key the preimage names (claim-replicas.ts bindingReplicaJwk; undefined: none listed).
+ */
+export function keyThumbprintCheck(
+  c: ParsedClaim,
+  checks: CheckResult[],
+  jwk: ParsedClaim['cnf']['jwk'] | undefined = c.cnf.jwk,
+): Buffer | null {
   const pre = c.binding.preimage;
+  if (!jwk) {
+    checks.push(
+      fail(
+        'binding.key_thumbprint',
+        'KEY_THUMBPRINT_MISMATCH',
+        `preimage key_thumbprint ${quoteUntrusted(pre.key_thumbprint, 48)} is not the key of any listed replica`,
+      ),
+    );
+    return null;
+  }
   let thumb: Buffer | null = null;
   try {
-    thumb = jwkThumbprint(c.cnf.jwk);
+    thumb = jwkThumbprint(jwk);
   } catch {
     thumb = null;
   }

@@ -1,18 +1,23 @@
 /**
  * The claim v1 shape as the verifier reads it (zod; packages/verify/src/format/claim.ts `Claim`
- * is the producer's type). Extra members are tolerated but signed.
+ * is the producer's type), in its two profiles: `/1` ({@link claimSchema}, exactly what
+ * verifiers before replicas accept) and `/2` ({@link replicasClaimSchema}: the same members and
+ * `replicas`, docs/spec/claims.md#replicas). Extra members are tolerated but signed.
  */
 import { z } from 'zod';
 import { CLAIM_PROFILE } from './format/claim.js';
+import { CLAIM_PROFILE_REPLICAS } from './format/replica.js';
 
 const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'not 64 lowercase hex');
 const int0 = z.number().int().min(0);
 
-/** zod schema of a claim v1 (packages/verify/src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
-export const claimSchema = z.object({
+const ed25519Jwk = z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url });
+
+/** The members of both profiles; `profile` is narrowed by {@link claimSchema} and {@link replicasClaimSchema}. */
+const claimBodySchema = z.object({
   claim_version: z.literal(1),
-  profile: z.literal(CLAIM_PROFILE),
+  profile: z.enum([CLAIM_PROFILE, CLAIM_PROFILE_REPLICAS]),
   issued_at: z.string(),
   session_id: z.string(),
   agent_id: z.string(),
@@ -20,7 +25,7 @@ export const claimSchema = z.object({
   policy_bundle_hash: z.string().nullable(),
   enforcement_mode: z.string(),
   catalog_hash: z.string().nullable(),
-  cnf: z.object({ jwk: z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: b64url }) }),
+  cnf: z.object({ jwk: ed25519Jwk }),
   audit_chain: z.object({ chain_id: z.string(), root: hex64, tip: hex64, length: z.number().int().min(1) }),
   transcript: z.array(
     z.object({
@@ -104,7 +109,41 @@ export const claimSchema = z.object({
   signature: b64url,
 });
 
-/** A claim that passed {@link claimSchema}. */
-export type ParsedClaim = z.infer<typeof claimSchema>;
+/** zod schema of a claim v1 `/1` (packages/verify/src/format/claim.ts `Claim`). Extra members are tolerated but signed. */
+export const claimSchema = claimBodySchema.extend({ profile: z.literal(CLAIM_PROFILE) });
+
+/** One `replicas[]` member of a `/2` claim (format/replica.ts ReplicaMember). */
+export const replicaMemberSchema = z.object({
+  replica_id: z.string(),
+  lease_token: int0,
+  cnf: z.object({ jwk: ed25519Jwk }),
+  binding: z.object({
+    preimage: z.object({
+      domain: z.string(),
+      version: z.number(),
+      replica_id: z.string(),
+      lease_token: z.number(),
+      key_thumbprint: b64url,
+      gateway_measurement: z.string().nullable(),
+      policy_bundle_hash: z.string().nullable(),
+      catalog_hash: z.string().nullable(),
+    }),
+  }),
+  evidence: claimBodySchema.shape.evidence,
+});
+
+/** zod schema of a claim `/2`: every `/1` member and the chain's writers (docs/spec/claims.md#replicas). */
+export const replicasClaimSchema = claimBodySchema.extend({
+  profile: z.literal(CLAIM_PROFILE_REPLICAS),
+  replicas: z.array(replicaMemberSchema).min(1).max(256),
+});
+
+/** A claim of either profile ({@link anyClaimSchema}). */
+export const anyClaimSchema = z.union([claimSchema, replicasClaimSchema]);
+
+/** A claim that passed {@link claimSchema} or {@link replicasClaimSchema}. */
+export type ParsedClaim = z.infer<typeof claimBodySchema> & { replicas?: ParsedReplica[] };
+/** A `replicas[]` member that passed {@link replicaMemberSchema}. */
+export type ParsedReplica = z.infer<typeof replicaMemberSchema>;
 /** The `evidence` member of a parsed claim. */
 export type ClaimEvidence = ParsedClaim['evidence'];

@@ -14,11 +14,19 @@ import {
   preimageChecks,
   reportDataCheck,
 } from './claim-binding.js';
-import { type ClaimEvidence, claimSchema, type ParsedClaim } from './claim-schema.js';
+import { bindingReplicaJwk, replicaChecks, weakerVerdict, writersCheck } from './claim-replicas.js';
+import {
+  anyClaimSchema,
+  type ClaimEvidence,
+  claimSchema,
+  type ParsedClaim,
+  replicasClaimSchema,
+} from './claim-schema.js';
 import { type FieldSource, markFields } from './common/fields.js';
 import { tryB64u } from './common/kind.js';
 import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
+import { CLAIM_PROFILE_REPLICAS } from './format/replica.js';
 import { evidenceKind } from './kinds.js';
 import { gatewayReferenceCheck, verifyMeasurement } from './measurement.js';
 import {
@@ -34,6 +42,7 @@ import {
   pass,
   quoteUntrusted,
   type ReasonCode,
+  type Verdict,
   type VerificationReport,
 } from './result.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
@@ -111,7 +120,7 @@ function sequenceCheck(c: ParsedClaim, previousClaim: unknown, checks: CheckResu
   if (previousClaim === undefined) {
     checks.push(check('claim.sequence', 'not-applicable', 'NO_PREVIOUS_CLAIM', 'no previous claim supplied'));
   } else {
-    const prev = claimSchema.safeParse(previousClaim);
+    const prev = anyClaimSchema.safeParse(previousClaim);
     let prevHash: string | null = null;
     if (prev.success) {
       try {
@@ -242,26 +251,37 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   const notes: string[] = [];
   const anchors: AnchorUsed[] = [];
   let fieldSources: FieldSource[] | undefined;
+  // A `/2` claim is as strong as its weakest writer (docs/spec/claims.md#replicas).
+  let writers: Verdict = 'hardware-attested';
   const report = (): VerificationReport => ({
-    verdict: computeVerdict(checks),
+    verdict: weakerVerdict(computeVerdict(checks), writers),
     checks,
     anchors_used: anchors,
     notes: [...notes, ...intermediateAnchorNotes(anchors)],
     ...(fieldSources ? { fields: markFields(fieldSources, checks) } : {}),
   });
 
-  const shape = claimSchema.safeParse(claim);
+  const profile = (claim as { profile?: unknown } | null)?.profile;
+  const v2 = profile === CLAIM_PROFILE_REPLICAS;
+  const shape = (v2 ? replicasClaimSchema : claimSchema).safeParse(claim);
   if (!shape.success) {
     checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
     checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
     return report();
   }
-  const c = shape.data;
+  const c: ParsedClaim = shape.data;
   // Everything signed is the claim as given (extra members included), not the zod output.
   const raw = claim as Claim;
+  if (!v2 && Object.hasOwn(raw, 'replicas')) {
+    // A /1 check would ignore the writers a /2 claim lists: refuse rather than under-check.
+    checks.push(fail('claim.shape', 'CLAIM_PROFILE_MISMATCH', `profile ${c.profile} with a replicas member`));
+    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim has the wrong profile'));
+    return report();
+  }
   checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
   checks.push(claimSignatureCheck(c, raw));
-  const thumb = keyThumbprintCheck(c, checks);
+  if (v2) writers = replicaChecks(c, raw, opts, checks, anchors);
+  const thumb = keyThumbprintCheck(c, checks, v2 ? bindingReplicaJwk(c) : c.cnf.jwk);
   const digest = preimageChecks(c, raw, checks);
   challengeCheck(c, opts.expectedChallenge, checks);
   const bound = inclusionCheck(c, thumb, digest, checks);
@@ -280,6 +300,8 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
         'no audit bundle supplied: root, tip and length not re-derived',
       ),
     );
+    if (v2)
+      checks.push(check('audit.writers', 'absent', 'BUNDLE_NOT_PROVIDED', 'no bundle: writers not checked'));
   } else {
     const bv = verifyBundle(opts.bundle, {
       chain_id: c.audit_chain.chain_id,
@@ -292,6 +314,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     });
     checks.push(...bv.checks);
     notes.push(...bv.notes);
+    if (v2) checks.push(writersCheck(c, bv.entries, opts.bundle));
     const r = report();
     if (bv.execution_id_groups.length) r.execution_id_groups = bv.execution_id_groups;
     r.entry_counts = bv.entry_counts;

@@ -53,6 +53,18 @@ export const REASON_CODES = {
     'binding.batch.root is not the root REPORT_DATA binds (thumbprint ‖ batch digest of root and tree_size)',
   PREVIOUS_CLAIM_MALFORMED: 'the previous claim supplied for comparison does not parse',
   CLAIM_NOT_SUCCESSOR: 'prev_claim_hash/claim_sequence do not follow the supplied previous claim',
+  CLAIM_PROFILE_MISMATCH:
+    'a cmcp.trace-claim/1 claim carries replicas: only /2 lists writers, and /1 would leave them unchecked',
+  // replicas (docs/spec/claims.md#replicas)
+  REPLICA_BINDING_INVALID:
+    "a listed replica's evidence does not bind its key and start-up preimage (thumbprint ‖ SHA-256(JCS(preimage)))",
+  REPLICA_EVIDENCE_INVALID:
+    "a listed replica's hardware evidence does not verify (the detail names the replica)",
+  CLAIM_SIGNER_NOT_LISTED: 'the claim is signed by a key that is not one of its listed replicas',
+  ENTRY_WRITER_NOT_ATTESTED:
+    'an entry names no writing replica, or one the claim does not list with evidence (the detail names both)',
+  ENTRY_WRITER_SIGNATURE_INVALID:
+    "an entry's writer signature is missing or does not verify under its named replica's key",
   POLICY_HASH_MISMATCH: 'the claim policy_bundle_hash is not the policy bundle hash the verifier pinned',
   CATALOG_HASH_MISMATCH: 'the claim catalog_hash is not the catalog hash the verifier pinned',
   NO_PREVIOUS_CLAIM: 'the verifier supplied no previous claim',

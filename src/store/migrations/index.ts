@@ -8,7 +8,7 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 4;
+export const LATEST_SCHEMA_VERSION = 5;
 
 /** Version 2's description, shared by both engines. */
 export const SESSION_SENSITIVITY_DESCRIPTION =
@@ -24,6 +24,13 @@ export const CLAIM_PARTS_DESCRIPTION =
  */
 export const REPLICA_LEASES_DESCRIPTION =
   'chain_tips and replica_leases: per-chain tips and fenced replica leases';
+
+/**
+ * The replicas' evidence (docs/replicas.md#replica-identity-in-entries), shared by both engines.
+ * Version 5, after the leases (version 4).
+ */
+export const REPLICA_EVIDENCE_DESCRIPTION =
+  "entry_writers and replica_evidence: each replica entry's writer signature, each replica's start-up evidence";
 
 /** One numbered migration of one engine. */
 export interface Migration {

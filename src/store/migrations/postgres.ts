@@ -14,6 +14,7 @@ import {
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
+  REPLICA_EVIDENCE_DESCRIPTION,
   REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
   SESSION_SENSITIVITY_DESCRIPTION,
@@ -150,12 +151,29 @@ CREATE TABLE claim_part_links (
 );
 `;
 
+// See ./sqlite.ts version 5.
+const SCHEMA_V5 = `
+CREATE TABLE entry_writers (
+  entry_hash       ${T} PRIMARY KEY,
+  replica_id       ${T} NOT NULL,
+  writer_signature ${T} NOT NULL
+);
+CREATE TABLE replica_evidence (
+  key_thumbprint ${T} PRIMARY KEY,
+  replica_id     ${T} NOT NULL,
+  lease_token    BIGINT NOT NULL,
+  entry_hash     ${T} NOT NULL,
+  member         ${T} NOT NULL
+);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
   { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
   { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
   { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
+  { version: 5, description: REPLICA_EVIDENCE_DESCRIPTION, sql: SCHEMA_V5 },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

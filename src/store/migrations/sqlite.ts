@@ -13,6 +13,7 @@ import {
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
+  REPLICA_EVIDENCE_DESCRIPTION,
   REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
   SESSION_SENSITIVITY_DESCRIPTION,
@@ -163,12 +164,32 @@ CREATE TABLE claim_part_links (
 );
 `;
 
+// The replicas' evidence (docs/replicas.md#replica-identity-in-entries), the same in both engines.
+// Only the PostgreSQL store writes them: a replica signs each entry it writes (one entry_writers
+// row beside the entry; audit_entries itself is unchanged) and records its start-up evidence once
+// per key. A SQLite gateway's entries name no writer, so here they stay empty.
+const SCHEMA_V5 = `
+CREATE TABLE entry_writers (
+  entry_hash       TEXT PRIMARY KEY, -- the signed entry's audit_entries.entry_hash
+  replica_id       TEXT NOT NULL,    -- the writer its body names
+  writer_signature TEXT NOT NULL     -- base64url Ed25519 over "cmcp.entry-writer/1:" ‖ entry_hash
+) WITHOUT ROWID;
+CREATE TABLE replica_evidence (
+  key_thumbprint TEXT PRIMARY KEY,  -- the replica's gateway key (one per start)
+  replica_id     TEXT NOT NULL,     -- its instance_id
+  lease_token    INTEGER NOT NULL,  -- the lease it started under
+  entry_hash     TEXT NOT NULL,     -- its replica_start entry in the gateway chain
+  member         TEXT NOT NULL      -- JSON: the claim's replicas[] member (format/replica.ts)
+) WITHOUT ROWID;
+`;
+
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
   { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
   { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
   { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
+  { version: 5, description: REPLICA_EVIDENCE_DESCRIPTION, sql: SCHEMA_V5 },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

@@ -9,10 +9,11 @@
  * transaction (23505), it never forks the chain.
  */
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
+import { signEntryWriter } from '@cmcp/verify/format/replica';
 import type pg from 'pg';
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
 import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
-import { buildNextEntry, type ChainTip, type EntryInput } from '../../audit/next-entry.js';
+import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
 
 /**
  * Locks `chainId`'s tip row (made for an empty chain: sequence -1, `genesis`) and returns the
@@ -39,6 +40,9 @@ export async function lockChainTip(client: pg.ClientBase, chainId: string): Prom
 
 /**
  * Appends one entry to `chainId` inside the caller's (fenced) transaction.
+ * @param writer the writing replica (its fence's): the entry names it (`replica`, hashed) and
+ *   its writer signature over the entry_hash is stored beside it (an `entry_writers` row,
+ *   docs/spec/audit-entries.md#writers).
  * @returns the stored entry (with `entry_hash`).
  * @throws CanonicalJsonError if a field holds a value JCS cannot carry; pg errors.
  */
@@ -47,14 +51,21 @@ export async function appendEntry(
   chainId: string,
   input: EntryInput,
   clock: MicroClock = systemMicroClock,
+  writer?: EntryWriter,
 ): Promise<AuditEntry> {
   const tip = await lockChainTip(client, chainId);
-  const entry = buildNextEntry(chainId, input, tip, formatMicros(clock()));
+  const replica = writer ? { replica_id: writer.replicaId, key_thumbprint: writer.keyThumbprint } : undefined;
+  const entry = buildNextEntry(chainId, input, tip, formatMicros(clock()), replica);
   const { body, entry_hash } = entry;
-  await client.query(
-    `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
-    entryRowValues(entry),
-  );
+  const insert = `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`;
+  if (writer)
+    // The entry and its writer's signature in one statement (a writable CTE): no extra round trip.
+    await client.query(
+      `WITH e AS (${insert} RETURNING entry_hash)
+       INSERT INTO entry_writers (entry_hash, replica_id, writer_signature) SELECT entry_hash, $11, $12 FROM e`,
+      [...entryRowValues(entry), writer.replicaId, signEntryWriter(entry_hash, writer.key)],
+    );
+  else await client.query(insert, entryRowValues(entry));
   await client.query(
     'UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4 WHERE chain_id = $1',
     [chainId, body.sequence_number, entry_hash, body.timestamp_utc],
@@ -71,14 +82,18 @@ export async function chainEntries(db: pg.Pool | pg.ClientBase, chainId: string)
   return r.rows.map(storedEntry);
 }
 
-/** A chain as a bundle of stored canonical texts (what a verifier re-hashes). Reads only. */
+/**
+ * A chain as a bundle of stored canonical texts (what a verifier re-hashes), each entry with
+ * its writer signature when it has one. Reads only.
+ */
 export async function chainBundle(
   db: pg.Pool | pg.ClientBase,
   chainId: string,
   sessionId: string | null,
 ): Promise<AuditBundle> {
-  const r = await db.query<{ canonical: string; entry_hash: string }>(
-    'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = $1 ORDER BY sequence_number',
+  const r = await db.query<{ canonical: string; entry_hash: string; writer_signature: string | null }>(
+    `SELECT a.canonical, a.entry_hash, w.writer_signature FROM audit_entries a
+     LEFT JOIN entry_writers w ON w.entry_hash = a.entry_hash WHERE a.chain_id = $1 ORDER BY a.sequence_number`,
     [chainId],
   );
   return chainBundleOf(chainId, sessionId, r.rows);

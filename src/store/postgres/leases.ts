@@ -11,8 +11,11 @@
  * writes; a takeover locks the row FOR UPDATE first, which waits for every write transaction
  * that already passed the check, and every later check sees the new token.
  */
+import type { KeyObject } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';
+import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type pg from 'pg';
+import type { EntryWriter } from '../../audit/next-entry.js';
 import { InstanceBusyError } from '../instance-lock.js';
 
 /** The database's clock as epoch milliseconds (BIGINT). */
@@ -22,6 +25,12 @@ export const DB_NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)::bigint
 export interface Fence {
   replicaId: string;
   leaseToken: number;
+  /**
+   * The replica's gateway key as the writer of its entries (docs/spec/audit-entries.md#writers):
+   * every entry appended under this fence names the replica and is signed by it. Absent: the
+   * entries name no writer (the store-level tests that predate writers).
+   */
+  writer?: EntryWriter;
 }
 
 /** Thrown when a replica's lease is no longer live under its token. `code` is stable. */
@@ -45,6 +54,26 @@ export interface LeaseRequest {
   keyThumbprint: string;
   /** How long the lease lives without renewal, milliseconds. */
   ttlMs: number;
+  /**
+   * The gateway key itself (Ed25519 private key whose thumbprint is `keyThumbprint`): given, the
+   * fence carries it as the writer of every entry (Fence.writer).
+   */
+  key?: KeyObject;
+}
+
+/** The fence of `replicaId` under `leaseToken`, with its writer when the request has the key. */
+function fenceOf(req: LeaseRequest, leaseToken: number): Fence {
+  if (!req.key) return { replicaId: req.replicaId, leaseToken };
+  const thumb = jwkThumbprint(ed25519PublicJwk(req.key)).toString('base64url');
+  if (thumb !== req.keyThumbprint)
+    throw new Error(
+      `replica ${req.replicaId}: key_thumbprint ${req.keyThumbprint} is not the key's (${thumb})`,
+    );
+  return {
+    replicaId: req.replicaId,
+    leaseToken,
+    writer: { replicaId: req.replicaId, keyThumbprint: thumb, key: req.key },
+  };
 }
 
 /** An acquired lease, and what the row said before. */
@@ -84,7 +113,7 @@ export async function acquireLease(pool: pg.Pool, req: LeaseRequest): Promise<Ac
       );
       let acquired: AcquiredLease;
       if (inserted.rows[0]) {
-        acquired = { fence: { replicaId: req.replicaId, leaseToken: 1 }, previous: 'new' };
+        acquired = { fence: fenceOf(req, 1), previous: 'new' };
       } else {
         const row = await lockLease(client, req.replicaId);
         if (row.live)
@@ -93,7 +122,7 @@ export async function acquireLease(pool: pg.Pool, req: LeaseRequest): Promise<Ac
           );
         const token = await newToken(client, req.replicaId, 'live', req.ttlMs, req);
         acquired = {
-          fence: { replicaId: req.replicaId, leaseToken: token },
+          fence: fenceOf(req, token),
           previous: row.state === 'sealed' ? 'sealed' : 'expired',
         };
       }

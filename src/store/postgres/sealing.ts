@@ -167,7 +167,7 @@ async function append(
   input: EntryInput,
 ): Promise<string> {
   const chainId = await lockLiveChain(client, sessionId);
-  const e = await appendEntry(client, chainId, input, scope.clock);
+  const e = await appendEntry(client, chainId, input, scope.clock, scope.sealer.writer);
   if (chainId === sessionId) await countCall(client, sessionId);
   return e.entry_hash;
 }

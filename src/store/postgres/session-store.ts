@@ -13,7 +13,7 @@
 import { sign as cryptoSign } from 'node:crypto';
 import { jwkThumbprint } from '@cmcp/verify/format/binding';
 import { sha256Hex } from '@cmcp/verify/format/canonical';
-import type { Claim } from '@cmcp/verify/format/claim';
+import type { Claim, UnsignedClaim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
@@ -26,9 +26,11 @@ import {
   type SessionBindingRecord,
   unsignedClaim,
 } from '../../claim/build.js';
+import { chainWriters, openingBinding, replicasClaim } from '../../claim/replicas.js';
 import type { SessionRow } from '../../session/types.js';
 import { appendEntry, chainEntries } from './chain.js';
 import type { Fence } from './leases.js';
+import { replicaMembers } from './replica-evidence.js';
 import { fencedTransaction } from './transaction.js';
 
 /**
@@ -102,6 +104,7 @@ export class PostgresSessionStore {
           detail: { default_session: o.isDefault, provider: o.provider },
         },
         this.clock,
+        this.fence.writer,
       );
       const now = new Date();
       await client.query(
@@ -131,7 +134,7 @@ export class PostgresSessionStore {
     return fencedTransaction(this.pool, this.fence, async (client) => {
       const status = await lockSession(client, sessionId);
       if (status !== 'open') throw new Error(`session ${sessionId} is not open`);
-      const e = await appendEntry(client, sessionId, entry, this.clock);
+      const e = await appendEntry(client, sessionId, entry, this.clock, this.fence.writer);
       await client.query('UPDATE sessions SET binding_json = $1 WHERE session_id = $2', [
         JSON.stringify(record),
         sessionId,
@@ -148,7 +151,7 @@ export class PostgresSessionStore {
   appendEntries(chainId: string, entries: readonly EntryInput[]): Promise<AuditEntry[]> {
     return fencedTransaction(this.pool, this.fence, async (client) => {
       const out: AuditEntry[] = [];
-      for (const e of entries) out.push(await appendEntry(client, chainId, e, this.clock));
+      for (const e of entries) out.push(await appendEntry(client, chainId, e, this.clock, this.fence.writer));
       return out;
     });
   }
@@ -188,21 +191,15 @@ export class PostgresSessionStore {
           detail: { reason, calls: row.call_count },
         },
         this.clock,
+        this.fence.writer,
       );
+      const entries = await chainEntries(client, sessionId);
       const summary = new ChainSummary();
-      summary.add(await chainEntries(client, sessionId));
+      summary.add(entries);
       await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [CLAIM_CHAIN_LOCK]);
       const prev = await claimChainTip(client);
       const inp = inputs(row);
-      // A claim whose binding names another key than the one signing it would not verify
-      // (binding.key_thumbprint): the closing replica binds the chain root under its own key
-      // first when another replica opened the session (docs/replicas.md#sessions-across-replicas).
-      const signer = b64u(jwkThumbprint(inp.jwk));
-      if (inp.binding.preimage.key_thumbprint !== signer)
-        throw new Error(
-          `session ${sessionId}: its binding names key ${inp.binding.preimage.key_thumbprint}, the closing key is ${signer}`,
-        );
-      const unsigned = unsignedClaim(summary, inp, prev);
+      const unsigned = await this.unsigned(client, sessionId, row, entries, summary, inp, prev);
       const transcript = summary.transcriptBytes();
       // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
       const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
@@ -218,6 +215,44 @@ export class PostgresSessionStore {
       ]);
       return { claim, canonical, issued: true };
     });
+  }
+
+  /**
+   * The close's unsigned claim: `/2` with every writer's member when more than one replica
+   * wrote the chain (docs/spec/claims.md#replicas), else `/1` as a single gateway's.
+   * @throws Error when the signing key is not this replica's writer key (`/2`) or not the key the
+   *   binding names (`/1`): such a claim would not verify, so nothing is written.
+   */
+  private async unsigned(
+    client: pg.ClientBase,
+    sessionId: string,
+    row: SessionRow,
+    entries: readonly AuditEntry[],
+    summary: ChainSummary,
+    inp: ClaimInputs,
+    prev: ClaimTip | undefined,
+  ): Promise<UnsignedClaim> {
+    const signer = b64u(jwkThumbprint(inp.jwk));
+    const writers = chainWriters(entries);
+    if (writers.length > 1) {
+      if (this.fence.writer?.keyThumbprint !== signer)
+        throw new Error(
+          `session ${sessionId}: the closing key ${signer} is not replica ${this.fence.replicaId}'s writer key`,
+        );
+      const binding = openingBinding(row) ?? inp.binding;
+      return replicasClaim(
+        unsignedClaim(summary, { ...inp, binding }, prev),
+        await replicaMembers(client, writers),
+      );
+    }
+    // A /1 claim whose binding names another key than the one signing it would not verify
+    // (binding.key_thumbprint); claim-binding.ts gives such a session's claim its absent
+    // binding under the closing key (docs/replicas.md#sessions-across-replicas).
+    if (inp.binding.preimage.key_thumbprint !== signer)
+      throw new Error(
+        `session ${sessionId}: its binding names key ${inp.binding.preimage.key_thumbprint}, the closing key is ${signer}`,
+      );
+    return unsignedClaim(summary, inp, prev);
   }
 
   /** A session row as committed, or undefined. Reads only. */

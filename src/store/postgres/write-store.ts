@@ -81,6 +81,7 @@ export class PostgresWriteStore implements WriteStore {
           chainId,
           { ...cmd.entry, disposition: cmd.disposition },
           this.clock,
+          this.fence.writer,
         );
         if (cmd.execution) await finishExecution(client, cmd.execution, cmd.disposition, e.entry_hash);
         await countCall(client, cmd.sessionId);
@@ -105,7 +106,13 @@ export class PostgresWriteStore implements WriteStore {
 
   private async refusal(client: pg.PoolClient, sessionId: string | null, entry: EntryInput) {
     const chainId = sessionId ? await lockLiveChain(client, sessionId) : GATEWAY_CHAIN_ID;
-    const e = await appendEntry(client, chainId, { ...entry, disposition: 'refused' }, this.clock);
+    const e = await appendEntry(
+      client,
+      chainId,
+      { ...entry, disposition: 'refused' },
+      this.clock,
+      this.fence.writer,
+    );
     if (sessionId) await countCall(client, sessionId);
     return e;
   }

@@ -7,6 +7,7 @@ import { jwkPublicKey } from '../crypto/keys.js';
 import { verifyWithKey } from '../crypto/signatures.js';
 import type { Ed25519Jwk, SessionBatchJson, SessionBindingPreimage } from './binding.js';
 import { canonicalJson, fromB64u, sha256Hex } from './canonical.js';
+import type { CLAIM_PROFILE_REPLICAS, ReplicaMember } from './replica.js';
 
 /** Profile tag of claims produced by this version. */
 export const CLAIM_PROFILE = 'cmcp.trace-claim/1';
@@ -158,7 +159,8 @@ export interface EvidenceJson {
 /** The signed claim (docs/spec/claims.md). */
 export interface Claim {
   claim_version: 1;
-  profile: typeof CLAIM_PROFILE;
+  /** `/1`; `/2` when the chain was written by more than one replica (docs/spec/claims.md#replicas). */
+  profile: typeof CLAIM_PROFILE | typeof CLAIM_PROFILE_REPLICAS;
   /** RFC 3339 UTC. */
   issued_at: string;
   session_id: string;
@@ -185,6 +187,11 @@ export interface Claim {
   claim_sequence: number;
   /** Bare hex SHA-256 of the previous claim's stored canonical text, or null for the first. */
   prev_claim_hash: string | null;
+  /**
+   * `/2` only: every replica that wrote an entry of the chain, with its start-up evidence
+   * (docs/spec/claims.md#replicas). Absent in `/1` claims.
+   */
+  replicas?: ReplicaMember[];
   /** base64url Ed25519 signature over JCS(claim without `signature`). */
   signature: string;
 }

@@ -2,6 +2,7 @@
  * Audit entry format (docs/spec/audit-entries.md), shared by the gateway's store and the verifier.
  */
 import { canonicalJson, sha256Hex } from './canonical.js';
+import type { EntryReplica } from './replica.js';
 
 /** Entry types the gateway writes. Unknown types are still hashed and verified. */
 export type EntryType =
@@ -33,7 +34,9 @@ export type EntryType =
   | 'roots_relay'
   | 'task_result'
   | 'upstream_session_renewed'
-  | 'client_session_open';
+  | 'client_session_open'
+  // a replica's binding of its key at start, in the gateway chain (docs/spec/audit-entries.md#writers)
+  | 'replica_start';
 
 /** The chain id of gateway-level events (docs/spec/audit-entries.md). */
 export const GATEWAY_CHAIN_ID = 'gateway';
@@ -67,6 +70,11 @@ export interface AuditEntryBody {
   detail: Record<string, unknown> | null;
   /** Bare hex of the predecessor, or `"genesis"` for sequence 0. */
   prev_entry_hash: string;
+  /**
+   * The replica that wrote the entry (PostgreSQL replicas only, docs/spec/audit-entries.md#writers);
+   * absent in a single gateway's entries. Hashed like every member.
+   */
+  replica?: EntryReplica;
 }
 
 /** A stored entry: the body plus its hash. */
@@ -118,6 +126,11 @@ export function hashEntryBody(body: AuditEntryBody): { canonical: string; entry_
 export interface BundleEntry {
   canonical: string;
   entry_hash: string;
+  /**
+   * base64url Ed25519 signature of the entry's writer over `"cmcp.entry-writer/1:" ‖ entry_hash`
+   * (format/replica.ts); present only for entries that name a `replica`.
+   */
+  writer_signature?: string;
 }
 
 /** Audit bundle export of one chain (a session's, or the gateway's). */

@@ -1,0 +1,33 @@
+/**
+ * A claim over a chain that more than one replica wrote (docs/spec/claims.md#replicas): profile
+ * `cmcp.trace-claim/2`, the session binding as the opening replica made it (its key, its
+ * evidence, the verifier's challenge), and `replicas`, every writer's start-up evidence. A
+ * chain with one writer (every single gateway's, on SQLite) keeps its `/1` claim unchanged.
+ */
+import type { UnsignedClaim } from '@cmcp/verify/format/claim';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
+import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/format/replica';
+import type { SessionRow } from '../session/types.js';
+import type { SessionBindingRecord } from './build.js';
+
+/** The key thumbprints of the replicas that wrote `entries`, in order of their first entry. */
+export function chainWriters(entries: readonly AuditEntry[]): string[] {
+  const seen = new Set<string>();
+  for (const e of entries) if (e.replica) seen.add(e.replica.key_thumbprint);
+  return [...seen];
+}
+
+/** The binding record the opening replica stored on the session row, or undefined (never completed). */
+export function openingBinding(row: SessionRow): SessionBindingRecord | undefined {
+  const record = JSON.parse(row.binding_json) as Partial<SessionBindingRecord>;
+  return record.preimage && record.evidence ? (record as SessionBindingRecord) : undefined;
+}
+
+/**
+ * `base` (built with the opening binding) as a `/2` claim listing `members`.
+ * @param members the writers' recorded members (store/postgres/replica-evidence.ts); a writer
+ *   without one is not listed, and a verifier names its entries (ENTRY_WRITER_NOT_ATTESTED).
+ */
+export function replicasClaim(base: UnsignedClaim, members: readonly ReplicaMember[]): UnsignedClaim {
+  return { ...base, profile: CLAIM_PROFILE_REPLICAS, replicas: [...members] };
+}
