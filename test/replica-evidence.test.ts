@@ -271,6 +271,16 @@ describe.skipIf(!withPostgres)("replicas' evidence", () => {
     expect(failed(verifyClaim(token, { bundle: multi.bundle }))).toEqual(['REPLICA_BINDING_INVALID']);
   });
 
+  it('reference gateway measurements hold for every listed replica (replicas.measurement)', () => {
+    const referenceValues = { version: 1 as const, gateway: { measurements: [`sha256:${'ab'.repeat(32)}`] } };
+    const r = verifyClaim(multi.claim, { bundle: multi.bundle, referenceValues });
+    expect(r.checks.find((c) => c.id === 'replicas.measurement')).toMatchObject({
+      status: 'fail',
+      reason_code: 'MEASUREMENT_NOT_ALLOWED',
+    });
+    expect(detailOf(r, 'replicas.measurement')).toContain('"replica-1"');
+  });
+
   it('a /2 claim is refused by the /1 shape, and a /2 claim relabelled /1 fails CLAIM_PROFILE_MISMATCH', () => {
     const one = claimSchema.safeParse(multi.claim);
     expect(one.success).toBe(false);
@@ -288,7 +298,7 @@ describe.skipIf(!withPostgres)("replicas' evidence", () => {
     expect(failed(verifyClaim(stripped, { bundle: multi.bundle }))[0]).toBe('CLAIM_MALFORMED');
   });
 
-  it('cmcp verify checks a /2 claim with its bundle, and names the unattested writer', async () => {
+  it('cmcp verify checks a /2 claim with its bundle; a swapped writer signature fails it (exit 1)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-replica-verify-'));
     try {
       writeFileSync(join(dir, 'claim.json'), JSON.stringify(multi.claim));

@@ -175,6 +175,24 @@ export function replicaChecks(
       ),
     );
   else checks.push(pass('replicas.evidence', `the evidence of every listed replica verifies`));
+  const accepted = opts.referenceValues?.gateway?.measurements;
+  if (accepted) {
+    // Each replica bound its measurement in its preimage: the relying party's reference values hold for every writer.
+    const off = members.filter(
+      (m) =>
+        m.binding.preimage.gateway_measurement === null ||
+        !accepted.includes(m.binding.preimage.gateway_measurement),
+    );
+    checks.push(
+      off.length
+        ? fail(
+            'replicas.measurement',
+            'MEASUREMENT_NOT_ALLOWED',
+            `replica(s) ${off.map((m) => quoteUntrusted(m.replica_id, 64)).join(', ')} bound a gateway_measurement that is not a reference value`,
+          )
+        : pass('replicas.measurement', 'every listed replica bound a reference gateway_measurement'),
+    );
+  }
   const signer = thumbOf(c.cnf.jwk);
   const listed = members.find((m) => thumbOf(m.cnf.jwk) === signer);
   checks.push(
