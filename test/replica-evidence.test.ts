@@ -4,7 +4,8 @@
  * throw-away PostgreSQL with three replicas, each its own lease, Ed25519 key and swtpm (the TPM
  * provider, ephemeral AK: evidence as strong as `hardware-unanchored`). Each replica binds its
  * key into its own quote at start; a session opened through one, written through all three and
- * closed through another yields a `/2` claim that verifies with every writer listed; a tampered
+ * closed through another yields a `/2` claim that verifies with every writer listed (a call
+ * sealed by another replica after its replica's lease expired included: the sealer signs it); a tampered
  * writer signature, an entry by an unlisted replica, a replica whose evidence does not verify and
  * a `/2` claim presented as `/1` each fail with their own reason; `cmcp verify` agrees.
  */
@@ -29,6 +30,7 @@ import type { GatewayKey } from '../src/session/types.js';
 import { migratePostgres } from '../src/store/migrations/postgres.js';
 import { chainBundle } from '../src/store/postgres/chain.js';
 import { acquireLease, type Fence } from '../src/store/postgres/leases.js';
+import { sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
 import { openReplicaPool } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
@@ -269,6 +271,37 @@ describe.skipIf(!withPostgres)("replicas' evidence", () => {
       m.binding.preimage.lease_token += 1;
     });
     expect(failed(verifyClaim(token, { bundle: multi.bundle }))).toEqual(['REPLICA_BINDING_INVALID']);
+  });
+
+  it("a call sealed by another replica after its replica's lease expired is signed by the sealer; the claim verifies", async () => {
+    const lost = await startReplica(4);
+    const created = await rep(0).sessions.create('alice');
+    await call(lost, created.session_id);
+    const attempt = {
+      callId: `call-${++calls}`,
+      method: 'tools/call',
+      upstream: 'up',
+      agentId: 'alice',
+      sessionId: created.session_id,
+      executionId: null,
+      toolName: 'echo',
+      requestPayloadHash: null,
+      workflowId: null,
+    };
+    await lost.writes.write({ kind: 'attempt', attempt, raiseSensitivity: null });
+    // Its lease ends (as after a SIGKILL once the ttl passed); replica 1's sweep seals the attempt.
+    await admin.query("UPDATE replica_leases SET expires_ms = 0 WHERE replica_id = 'replica-4'");
+    expect(await sealExpiredReplica(rep(1).pool, rep(1).fence, 60_000)).toMatchObject({ attempts: 1 });
+    const claim = await rep(0).sessions.close('alice', created.session_id);
+    const bundle = await chainBundle(admin, created.session_id, created.session_id);
+    const sealed = bundle.entries
+      .map((e) => JSON.parse(e.canonical))
+      .find((e) => e.disposition === 'outcome_unknown');
+    expect(sealed?.replica.replica_id).toBe('replica-1');
+    expect(claim.replicas?.map((m) => m.replica_id)).toEqual(['replica-0', 'replica-4', 'replica-1']);
+    const report = verifyClaim(claim, { bundle });
+    expect(failed(report)).toEqual([]);
+    expect(report.verdict).toBe('hardware-unanchored');
   });
 
   it('reference gateway measurements hold for every listed replica (replicas.measurement)', () => {
