@@ -4,8 +4,11 @@
  * (store/postgres/session-store.ts). Any replica serves any session: a session opened through
  * one replica is resolved, used and closed through another (the SQLite gateway's rule that only
  * the opening instance may use a session is one host's). The close's claim is signed by the
- * closing replica's key with the binding section of claim-binding.ts (the opening's binding
- * when this replica made it, else absent under this key: signed-only). Default sessions,
+ * closing replica's key: a `/2` claim with the opening's binding and every writer's evidence
+ * when several replicas wrote the chain (claim/replicas.ts; the replicas' fences carry their
+ * writers, replica-start.ts their evidence), else `/1` with the binding section of
+ * claim-binding.ts (the opening's binding when this replica made it, else absent under this
+ * key — signed-only — as for writers without keys). Default sessions,
  * batched closes and a required binding tier stay with service.ts until the gateway serves on
  * PostgreSQL.
  */
