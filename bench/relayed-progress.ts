@@ -21,8 +21,8 @@
  *
  * After the repetitions, alternated batches of streamed and JSON calls through each gateway
  * measure its CPU time per call and the TCP data segments per call (the gateway's to the
- * client, the upstream's to the gateway): counts of what reaches the wire, which the load on
- * the machine does not blur as it blurs latency.
+ * client, the upstream's to the gateway): counts of what reaches the wire, which other work on
+ * the machine blurs far less than it blurs latency.
  *
  * Per repetition: added p50 (and p95) = the via path's percentile minus the direct path's.
  * Decision (stated so that it can fail): the excess of a repetition is the streamed path's added

@@ -305,7 +305,10 @@ before (faef576) beside it, at load averages of 2 to 14: cmcp's median excess 0.
 0.33, 0.23 and 0.25 ms; the price is the notifications' own travel (those that came with the answer
 now wait for the terminal entry with the result: +0.13 to +0.22 ms added p50). The run of
 2026-12-01T20-26 (15 × 150) reads MET only because at load 13 its noise floor (0.273 ms) is wide:
-the verdict is for a run on the quiet machine.
+the verdict is for a run on the quiet machine. The bench now also counts the TCP data segments
+per call (\`ss -ti\`, in the CPU batches): a count, which load moves only through the group
+commit's splits, not a latency. At load average 17, gateway → client, streamed 1.14 per call
+against faef576's 2.02, JSON 1.00 on both; upstream → gateway 1.00 on every path.
 
 Every saved run (ms; load average before the run, 1 / 5 / 15 min):
 
