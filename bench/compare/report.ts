@@ -299,11 +299,13 @@ writev per streamed call, and between the upstream's answer and the client's wri
 now make the same system calls (SQLite's pwrite and fsync, a futex). In a trace of 200 streamed
 calls at load average 9 to 11, 7 still had the result in a second write, each time the group
 commit (src/store/group-commit.ts) queued the terminal entry to the check phase because the store
-had written in the previous turn; with CMCP_GROUP_COMMIT=off none did. Three runs with the build
-before (faef576) beside it, at load averages of 2 to 14: cmcp's median excess 0.186, 0.128 and
-0.149 ms against the baseline's 0.275, 0.321 and 0.340 ms, the streamed call's added p50 lower by
-0.33, 0.23 and 0.25 ms; the price is the notifications' own travel (those that came with the answer
-now wait for the terminal entry with the result: +0.13 to +0.22 ms added p50). The run of
+had written in the previous turn; with CMCP_GROUP_COMMIT=off none did. Four runs with the build
+before (faef576) beside it, at load averages of 2 to 14: cmcp's median excess 0.186, 0.128, 0.149
+and 0.227 ms against the baseline's 0.275, 0.321, 0.340 and 0.239 ms; the streamed call's added
+p50 lower by 0.33, 0.23, 0.25 and 0.27 ms, the JSON call's by 0.12, 0.01, 0.09 and 0.14 ms (so the
+fourth run shows no gain in excess). The same build run twice (A/A, load 11 to 16): excess 0.267
+and 0.290 ms. The price is the notifications' own travel (those that came with the answer now
+wait for the terminal entry with the result: +0.13 to +0.22 ms added p50). The run of
 2026-12-01T20-26 (15 × 150) reads MET only because at load 13 its noise floor (0.273 ms) is wide:
 the verdict is for a run on the quiet machine. The bench now also counts the TCP data segments
 per call (\`ss -ti\`, in the CPU batches): a count, which load moves only through the group
