@@ -1,9 +1,9 @@
 /**
  * The processes of bench/relayed-progress.ts: the fixtures (./progress-fixtures.ts) and a
- * gateway (`cmcp start` from a checkout's dist/), each on 127.0.0.1, and the CPU time a process
- * has run (Linux /proc/<pid>/schedstat).
+ * gateway (`cmcp start` from a checkout's dist/), each on 127.0.0.1, the CPU time a process
+ * has run (Linux /proc/<pid>/schedstat) and the TCP data segments its sockets carried (`ss`).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -91,6 +91,26 @@ export async function startGatewayProcess(
 export function cpuUs(pid: number | undefined): number | null {
   try {
     return Number((readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0] as string).trim()) / 1000;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * TCP data segments carried so far by the established sockets whose local (`sport`) or remote
+ * (`dport`) port is `port`, summed over them: the kernel's tcp_info `data_segs_out` and
+ * `data_segs_in` as iproute2's `ss -ti` prints them (segments with payload; pure ACKs are not
+ * counted). A socket that closes between two readings takes its counts with it.
+ * @returns null without `ss` (not Linux, iproute2 not installed).
+ */
+export function dataSegments(port: number, side: 'sport' | 'dport'): { out: number; in: number } | null {
+  try {
+    const text = execFileSync('ss', ['-tinH', 'state', 'established', `( ${side} = :${port} )`], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const sum = (re: RegExp) => [...text.matchAll(re)].reduce((a, m) => a + Number(m[1]), 0);
+    return { out: sum(/data_segs_out:(\d+)/g), in: sum(/data_segs_in:(\d+)/g) };
   } catch {
     return null;
   }

@@ -19,6 +19,11 @@
  * (process.hrtime.bigint(): CLOCK_MONOTONIC, one clock for every process on the machine), so the
  * client measures its travel time.
  *
+ * After the repetitions, alternated batches of streamed and JSON calls through each gateway
+ * measure its CPU time per call and the TCP data segments per call (the gateway's to the
+ * client, the upstream's to the gateway): counts of what reaches the wire, which other work on
+ * the machine blurs far less than it blurs latency.
+ *
  * Per repetition: added p50 (and p95) = the via path's percentile minus the direct path's.
  * Decision (stated so that it can fail): the excess of a repetition is the streamed path's added
  * p50 minus JSON-a's added p50; the noise floor is the largest |JSON-b added p50 − JSON-a added
@@ -39,7 +44,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { Command, InvalidArgumentError } from 'commander';
 import { stopProc } from './compare/subjects.js';
 import { REPO_ROOT } from './load/profile.js';
-import { cpuUs, startFixtures, startGatewayProcess } from './progress-procs.js';
+import { cpuUs, dataSegments, startFixtures, startGatewayProcess } from './progress-procs.js';
 
 /** Percentile (nearest rank) of unsorted samples. */
 function pct(samples: number[], p: number): number {
@@ -120,6 +125,13 @@ export interface RelayedProgressResult {
    * `batchCalls` calls, streamed and JSON batches alternated.
    */
   gatewayCpuPerCall: { batchCalls: number } & Partial<Record<'cmcp' | 'baseline', CpuSamples>>;
+  /**
+   * TCP data segments per call in the same batches (./progress-procs.ts dataSegments; absent
+   * without `ss`): the gateway's to its client, and the upstream's to the gateway. How many
+   * writes reach the wire, whatever the load: a streamed answer the upstream sent in one segment
+   * and the gateway relays in one costs the client one wakeup, as a JSON answer does.
+   */
+  segmentsPerCall?: Partial<Record<'cmcp' | 'baseline', { toClient: CpuSamples; fromUpstream: CpuSamples }>>;
   /** Median over repetitions of cmcp's `excess`, µs. */
   medianExcess: number;
   /** Largest |noise| over repetitions, µs. */
@@ -261,6 +273,7 @@ export async function runRelayedProgressBench(
   const perRep: RepSummary[] = [];
   const batchCalls = 200;
   const cpu: RelayedProgressResult['gatewayCpuPerCall'] = { batchCalls };
+  const segs: NonNullable<RelayedProgressResult['segmentsPerCall']> = {};
   try {
     // Warm-up (JIT, connections, the default session's genesis), not counted.
     const warm = fresh();
@@ -275,6 +288,12 @@ export async function runRelayedProgressBench(
       for (const g of gateways) {
         const which = b % 2 === 0 ? 'streamed' : 'json';
         const call = calls[which === 'streamed' ? `streamedVia${g.tag}` : `jsonViaA${g.tag}`] as Call;
+        const ports = [
+          Number(new URL(g.url).port),
+          Number(new URL(fixtures[which === 'streamed' ? 'sse' : 'json']).port),
+        ] as const;
+        const segments = () => [dataSegments(ports[0], 'sport'), dataSegments(ports[1], 'dport')] as const;
+        const segsBefore = segments();
         const before = cpuUs(g.proc.pid);
         if (before === null) break;
         const scratch = fresh();
@@ -283,6 +302,16 @@ export async function runRelayedProgressBench(
         const into = cpu[key] ?? { streamed: [], json: [] };
         cpu[key] = into;
         into[which].push(((cpuUs(g.proc.pid) as number) - before) / batchCalls);
+        const [toClient, fromUpstream] = segments();
+        if (toClient && fromUpstream && segsBefore[0] && segsBefore[1]) {
+          const seg = segs[key] ?? {
+            toClient: { streamed: [], json: [] },
+            fromUpstream: { streamed: [], json: [] },
+          };
+          segs[key] = seg;
+          seg.toClient[which].push((toClient.out - segsBefore[0].out) / batchCalls);
+          seg.fromUpstream[which].push((fromUpstream.in - segsBefore[1].in) / batchCalls);
+        }
       }
   } finally {
     for (const c of clients) await c.close();
@@ -304,6 +333,7 @@ export async function runRelayedProgressBench(
     loadavgAfter: loadavg(),
     perRep,
     gatewayCpuPerCall: cpu,
+    ...(Object.keys(segs).length ? { segmentsPerCall: segs } : {}),
     medianExcess,
     noiseFloor,
     verdict: verdictOf(medianExcess, noiseFloor, median(perRep.map((s) => s.cmcp.json.p50))),
@@ -341,6 +371,15 @@ export function formatRelayedProgress(r: RelayedProgressResult): string {
     const c = cpu[key];
     return c ? [`- ${name}: streamed ${usSpread(c.streamed)} µs, JSON ${usSpread(c.json)} µs per call`] : [];
   };
+  const segLine = (name: string, key: 'cmcp' | 'baseline') => {
+    const x = r.segmentsPerCall?.[key];
+    const m = (xs: number[]) => median(xs).toFixed(2);
+    return x
+      ? [
+          `- ${name}: to the client streamed ${m(x.toClient.streamed)}, JSON ${m(x.toClient.json)}; from the upstream streamed ${m(x.fromUpstream.streamed)}, JSON ${m(x.fromUpstream.json)}`,
+        ]
+      : [];
+  };
   const base = r.baselineRoot !== undefined;
   return [
     `${r.reps} repetitions × ${r.rounds} rounds (each round: one call per path, in a shuffled order); ${r.steps} progress notifications per streamed call; load average ${la(r.loadavgBefore)} before, ${la(r.loadavgAfter)} after (1 / 5 / 15 min). ms, "median (min…max)" over repetitions:`,
@@ -353,6 +392,14 @@ export function formatRelayedProgress(r: RelayedProgressResult): string {
     `Gateway CPU per call (/proc/<pid>/schedstat, median (min…max) of ${cpu.cmcp?.streamed.length ?? 0} alternated batches of ${cpu.batchCalls} calls per path):`,
     ...cpuLine('cmcp', 'cmcp'),
     ...(base ? cpuLine(`baseline ${r.baselineLabel}`, 'baseline') : []),
+    ...(r.segmentsPerCall
+      ? [
+          '',
+          'TCP data segments per call in the same batches (median; `ss -ti` data_segs_out/in, segments with payload):',
+          ...segLine('cmcp', 'cmcp'),
+          ...(base ? segLine(`baseline ${r.baselineLabel}`, 'baseline') : []),
+        ]
+      : []),
     '',
     `Excess (streamed added p50 − JSON added p50), cmcp: ${col((s) => s.cmcp.excess)} ms${base ? `; baseline: ${col((s) => (s.baseline as GatewaySummary).excess)} ms` : ''}. Noise (JSON again − JSON, added p50): ${col((s) => s.noise)} ms.`,
     `Rule: MISSED when the median excess (${msText(r.medianExcess)} ms) is above the noise floor, the largest |noise| over the repetitions (${msText(r.noiseFloor)} ms); INCONCLUSIVE when it is not but the noise floor is above ${RESOLUTION * 100} % of the JSON call's added p50; else MET.`,

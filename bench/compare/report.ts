@@ -284,7 +284,33 @@ After every branch of the day was merged, on the quiet machine (load average 1 t
 0.378 ms, INCONCLUSIVE; the run of 18-53 (9 × 150) 0.203 ms (0.093…0.345) against 0.131 ms,
 MISSED. In that run the gateway's CPU per call is nearly the same on both paths (streamed 892 µs,
 JSON 858 µs), so what is left is latency, not work: the streamed result reaches the client after
-the five notifications and the stream's own writes. Not met, and not explained further yet.
+the five notifications and the stream's own writes.
+
+What that latency was: the upstream's whole SSE answer (head, five notifications, result, end)
+comes in one read, yet the gateway wrote it to the client in two (strace of the gateway, 10
+streamed calls): the head and the notifications, then ~2 ms later under strace the result and the
+stream's end, against one write per JSON call, so the client woke twice per streamed call. The SSE
+channel uncorked on the next tick, and ticks run before the promise jobs that carry the upstream's
+answer to the terminal entry and the result; the earlier change's "notifications go with the
+result" held while the SDK's web-stream transport delivered reads as promise jobs, and stopped
+holding with the gateway's own transport. The channel now uncorks once the turn's promise jobs have
+run (still in the turn that wrote: a notification whose result comes later is not held): one
+writev per streamed call, and between the upstream's answer and the client's write the two paths
+now make the same system calls (SQLite's pwrite and fsync, a futex). In a trace of 200 streamed
+calls at load average 9 to 11, 7 still had the result in a second write, each time the group
+commit (src/store/group-commit.ts) queued the terminal entry to the check phase because the store
+had written in the previous turn; with CMCP_GROUP_COMMIT=off none did. Four runs with the build
+before (faef576) beside it, at load averages of 2 to 14: cmcp's median excess 0.186, 0.128, 0.149
+and 0.227 ms against the baseline's 0.275, 0.321, 0.340 and 0.239 ms; the streamed call's added
+p50 lower by 0.33, 0.23, 0.25 and 0.27 ms, the JSON call's by 0.12, 0.01, 0.09 and 0.14 ms (so the
+fourth run shows no gain in excess). The same build run twice (A/A, load 11 to 16): excess 0.267
+and 0.290 ms. The price is the notifications' own travel (those that came with the answer now
+wait for the terminal entry with the result: +0.13 to +0.22 ms added p50). The run of
+2026-12-01T20-26 (15 × 150) reads MET only because at load 13 its noise floor (0.273 ms) is wide:
+the verdict is for a run on the quiet machine. The bench now also counts the TCP data segments
+per call (\`ss -ti\`, in the CPU batches): a count, which load moves only through the group
+commit's splits, not a latency. At load average 17, gateway → client, streamed 1.14 per call
+against faef576's 2.02, JSON 1.00 on both; upstream → gateway 1.00 on every path.
 
 Every saved run (ms; load average before the run, 1 / 5 / 15 min):
 

@@ -7,13 +7,18 @@
  * `eager` channel (a client in a client session, or one that accepts only
  * `text/event-stream`) always answers on the stream.
  *
- * What is written in one tick goes out in one write: the socket is corked at the first write
- * and uncorked on the next tick, so the head and the notifications one upstream read delivered
- * reach the client as one segment, not one per event, and notifications that came with the
- * upstream's answer go with the result and the stream's end: one write, as on the JSON path.
- * Each write wakes the client; sending those notifications ahead of the terminal audit entry
- * took one write more and cost the call ~0.9 ms at p50 on a busy machine, for ~0.3 ms earlier
- * notifications (bench/relayed-progress.ts, A/B in one run).
+ * What is written in one turn of the loop goes out in one write: the socket is corked at the
+ * first write and uncorked once the turn's promise jobs have run (a microtask that queues the
+ * uncork as a tick: ticks queued from a microtask run after the microtask queue is empty), so
+ * the head and the notifications one upstream read delivered reach the client as one segment,
+ * not one per event, and notifications that came in the same read as the upstream's answer go
+ * with the result and the stream's end: one write, as on the JSON path (the result's way from
+ * the upstream's answer to `finish` is promise jobs only). A notification is never held past
+ * the turn that wrote it. The uncork on the next tick instead ran before those promise jobs:
+ * the notifications went in a write of their own, ~2 ms (strace) ahead of the result, and the
+ * client woke twice per call (bench/relayed-progress.ts). Each write wakes the client; sending
+ * those notifications ahead of the terminal audit entry took one write more and cost the call
+ * ~0.9 ms at p50 on a busy machine, for ~0.3 ms earlier notifications (A/B in one run).
  */
 import type { ServerResponse } from 'node:http';
 import { CmcpError } from '@cmcp/verify/errors/index';
@@ -29,7 +34,7 @@ export class StreamChannel implements ClientChannel {
   /** Server-to-client requests of this channel still waiting (rejected when the client goes). */
   private readonly waiting = new Set<(e: Error) => void>();
   /**
-   * True from a write until the next tick's uncork. end() uncorks fully, so nothing is uncorked
+   * True from a write until the turn's uncork. end() uncorks fully, so nothing is uncorked
    * after it: the socket may already serve the connection's next response.
    */
   private corked = false;
@@ -69,15 +74,15 @@ export class StreamChannel implements ClientChannel {
     return this.raw.headersSent;
   }
 
-  /** Corks the response until the next tick (once per tick): writes of this tick coalesce. */
+  /** Corks the response until this turn's promise jobs have run (module comment): its writes coalesce. */
   private cork(): void {
     if (this.corked) return;
     this.corked = true;
     this.raw.cork();
-    process.nextTick(() => this.flush());
+    queueMicrotask(() => process.nextTick(() => this.flush()));
   }
 
-  /** Sends what this tick wrote (the uncork of `cork`). */
+  /** Sends what this turn wrote (the uncork of `cork`). */
   private flush(): void {
     if (!this.corked) return;
     this.corked = false;
