@@ -30,8 +30,9 @@ apt_install() {
 # swtpm and tpm2-tss for the TPM provider and tests; a C++ toolchain and python3 for native
 # modules (better-sqlite3, koffi) when no prebuilt binary can be fetched; postgresql for the
 # throw-away PostgreSQL 15 servers of the tests (testing/postgres.ts: initdb and pg_ctl from
-# /usr/lib/postgresql/15/bin; the package's own cluster is not used).
-APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3 chromium systemd cloud-init postgresql)
+# /usr/lib/postgresql/15/bin; the package's own cluster is not used); iproute2 for `ss`, which
+# the relayed-progress bench reads TCP segment counts from.
+APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3 chromium systemd cloud-init postgresql iproute2)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
