@@ -142,6 +142,16 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     );
     expect(Number(row.rows[0]?.is_default)).toBe(1);
     await client.close();
+    // Every replica's start-up records went to the shared gateway chain through its own lease.
+    const starts = await admin.query<{ entry_type: string; n: string }>(
+      `SELECT entry_type, count(*) AS n FROM audit_entries WHERE chain_id = 'gateway'
+       AND entry_type IN ('gateway_start', 'attestation_provider', 'gateway_measurement') GROUP BY entry_type`,
+    );
+    expect(Object.fromEntries(starts.rows.map((x) => [x.entry_type, Number(x.n)]))).toEqual({
+      gateway_start: 3,
+      attestation_provider: 3,
+      gateway_measurement: 3,
+    });
     // /readyz and /metrics answer from PostgreSQL.
     const ready = await fetch(`${replicas[0]?.url}/readyz`);
     expect(ready.status).toBe(200);

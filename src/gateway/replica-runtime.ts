@@ -15,6 +15,7 @@ import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
 import type { GatewayConfig } from '../config/index.js';
+import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
@@ -35,6 +36,7 @@ import { openReplicaPool } from '../store/postgres/transaction.js';
 import { PostgresWriteStore } from '../store/postgres/write-store.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
+import { assertTierReached } from '../tee/tier.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
@@ -177,6 +179,10 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       catalogHash: null,
       enforcementMode: 'none',
     };
+    // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
+    const measurer = new GatewayMeasurer(provider, chain, facts, log);
+    const started = await measurer.start({ policyBundleHash: null, catalogHash: null, config: cfg });
+    assertTierReached(cfg.attestation, provider, started);
     const sessions = new ReplicaSessionService(
       pool,
       store,
@@ -251,6 +257,8 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     refuseConsole(app);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
+    // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
+    await measurer.listening(cfg.instance_id);
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(
@@ -275,6 +283,7 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       refusals.authFailures.flush();
       refusals.hostRefusals.flush();
       await upstreams.close();
+      await measurer.settled();
       await lease.stop().catch((e) => log.warn({ err: (e as Error).message }, 'lease not released'));
       provider.close();
       await tracing.shutdown();
