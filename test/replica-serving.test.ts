@@ -346,4 +346,22 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     expect(((await ready.json()) as { checks: Record<string, unknown> }).checks.lease).toBe('LEASE_LOST');
     expect(victim.stderr()).toContain('LEASE_LOST');
   });
+
+  it('a killed replica restarts under its instance_id; SIGTERM drains, releases the lease, exits 0; its session stays usable', async () => {
+    const r0 = replicas[0] as ChildGateway;
+    const again = await replica('r2');
+    replicas.push(again);
+    const token = await admin.query<{ lease_token: string; state: string }>(
+      "SELECT lease_token, state FROM replica_leases WHERE replica_id = 'r2'",
+    );
+    expect(token.rows[0]?.state).toBe('live');
+    const sid = (await rest(r0.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    expect(await r0.stop('SIGTERM')).toBe(0);
+    const lease = await admin.query<{ state: string }>(
+      "SELECT state FROM replica_leases WHERE replica_id = 'r0'",
+    );
+    expect(lease.rows[0]?.state).toBe('sealed');
+    const r = await call(again, 1, 'c.record', {}, { session_id: sid });
+    expect(r.body.result).toBeDefined();
+  });
 });
