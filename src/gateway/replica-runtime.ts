@@ -20,6 +20,9 @@ import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
+import { loadBundleDir } from '../policy/bundle.js';
+import { parsePolicyPublicKey } from '../policy/signature.js';
+import { configuredEntities, policyLoadEntry, policyState } from '../policy/startup.js';
 import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
@@ -120,6 +123,14 @@ function databaseProbe(pool: pg.Pool): () => Promise<string | null> {
 export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): Promise<ReplicaGateway> {
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   assertReplicaConfig(cfg);
+  // The configured policy bundle loads before anything starts (a replica never serves without it).
+  const loaded = cfg.policy
+    ? {
+        cfg: cfg.policy,
+        bundle: loadBundleDir(cfg.policy.bundle),
+        key: cfg.policy.signing_key ? parsePolicyPublicKey(cfg.policy.signing_key) : null,
+      }
+    : null;
   const shown = redactPostgresUrl(cfg.database);
   const pool = openReplicaPool(cfg.database, { leaseTtlMs: cfg.replicas.lease_ttl_ms });
   const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
@@ -168,20 +179,28 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     };
     recordAvailability(upstreams, chain, log);
     recordRenewals(upstreams, chain, log);
+    const policy = loaded
+      ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, null, upstreams))
+      : null;
     await store.appendEntries(GATEWAY_CHAIN_ID, [
       gatewayStartEntry(cfg, key, provider, upstreams.listTools().length),
       { entry_type: 'attestation_provider', detail: selection.detail },
+      ...(loaded ? [policyLoadEntry(loaded.bundle, loaded.key, loaded.cfg)] : []),
     ]);
     warnExposure(cfg, log);
     const facts: SessionFacts = {
       gatewayMeasurement: null,
-      policyBundleHash: null,
+      policyBundleHash: policy?.engine.bundle.hash ?? null,
       catalogHash: null,
-      enforcementMode: 'none',
+      enforcementMode: policy?.mode ?? 'none',
     };
     // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
     const measurer = new GatewayMeasurer(provider, chain, facts, log);
-    const started = await measurer.start({ policyBundleHash: null, catalogHash: null, config: cfg });
+    const started = await measurer.start({
+      policyBundleHash: facts.policyBundleHash,
+      catalogHash: null,
+      config: cfg,
+    });
     assertTierReached(cfg.attestation, provider, started);
     const sessions = new ReplicaSessionService(
       pool,
@@ -200,7 +219,11 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       upstreams,
       null,
       log,
-      { policy: () => null, catalog: null, agentAttributes: (id) => agentAttrs.get(id) ?? {} },
+      {
+        policy: () => policy?.engine ?? null,
+        catalog: null,
+        agentAttributes: (id) => agentAttrs.get(id) ?? {},
+      },
       callTelemetry(metrics, tracing.enabled ? tracing.tracer : null),
       new PostgresWriteStore(pool, lease.fence),
     );
@@ -214,7 +237,7 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       entries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
       sessions,
       log,
-      policy: () => null,
+      policy: () => policy?.engine ?? null,
       agentAttributes: (id) => agentAttrs.get(id) ?? {},
       maxSensitivity: (id) => calls.sensitivity.max(id),
       listTools: () => upstreams.listTools(),
