@@ -3,8 +3,9 @@
  * docs/replicas.md), in start-up order: the pool and the schema, the replica's lease in place of
  * the instance lock (its own expired work recovered before anything else, then a heartbeat and
  * the sweep that seals other replicas' expired work), attestation provider, upstreams, the
- * `gateway_start` record, sessions (any replica serving any session, default sessions too), the
- * call path over the replica's fenced write commands, and the HTTP app behind the lease gate.
+ * start-up records, the configured policy, the replica's measurement, sessions (any replica
+ * serving any session, default sessions too), the call path over the replica's fenced write
+ * commands, the relay, and the HTTP app behind the lease gate.
  * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
  * (replica-unavailable.ts). runtime.ts composes the SQLite gateway; cli/start.ts picks one.
  */
