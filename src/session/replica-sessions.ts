@@ -8,9 +8,8 @@
  * when several replicas wrote the chain (claim/replicas.ts; the replicas' fences carry their
  * writers, replica-start.ts their evidence), else `/1` with the binding section of
  * claim-binding.ts (the opening's binding when this replica made it, else absent under this
- * key — signed-only — as for writers without keys). Default sessions,
- * batched closes and a required binding tier stay with service.ts until the gateway serves on
- * PostgreSQL.
+ * key — signed-only — as for writers without keys). Default sessions are replica-service.ts's;
+ * batched closes and a required binding tier stay service.ts's (SQLite).
  */
 import { randomUUID } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';
@@ -45,16 +44,20 @@ export class ReplicaSessions {
    * Opens a session: its genesis entry and row, then its chain root bound into this replica's
    * evidence and the outcome recorded (a failed bind serves the session signed-only, as
    * service.ts does).
-   * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
+   * @param opts.challenge optional verifier nonce (base64url) folded into the binding preimage;
+   *   `isDefault` marks an agent's default session (replica-service.ts).
    * @throws (rejects) LeaseLostError (LEASE_LOST); pg errors.
    */
-  async create(agentId: string, opts: { challenge?: string | null } = {}): Promise<SessionCreated> {
+  async create(
+    agentId: string,
+    opts: { challenge?: string | null; isDefault?: boolean } = {},
+  ): Promise<SessionCreated> {
     const sessionId = randomUUID();
     const thumb = b64u(this.key.thumbprint);
     const genesis = await this.store.openSession({
       sessionId,
       agentId,
-      isDefault: false,
+      isDefault: opts.isDefault ?? false,
       provider: this.provider.name,
       keyThumbprint: thumb,
     });
