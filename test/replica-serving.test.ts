@@ -9,8 +9,8 @@
  * - C-EXEC-1 and C-EXEC-2 with the racing requests sent to different replicas: one upstream
  *   invocation, the others refused with today's codes;
  * - a session opened through replica 0, used through 1 and closed through 2: its claim and
- *   bundle verify with `cmcp verify` (signed-only: software provider, and a close through
- *   another replica is signed-only by design);
+ *   bundle verify with `cmcp verify`: a /2 claim listing all three writers, every entry's writer
+ *   checked (verdict signed-only: the software provider);
  * - SIGKILL of a replica mid-call: another replica seals the call `outcome_unknown` in its
  *   session's chain once the lease expired, not before;
  * - SIGSTOP of a replica mid-call: its call is sealed by another, and once resumed its terminal
@@ -318,6 +318,15 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     expect(v.status).toBe(0);
     const report = JSON.parse(v.stdout);
     expect(report.verdict).toBe('signed-only');
+    // Three replicas wrote into the chain: a /2 claim listing each one's start-up evidence, and
+    // every entry of the bundle checked against them.
+    expect(claim.body.profile).toBe('cmcp.trace-claim/2');
+    expect(new Set(claim.body.replicas.map((m: { replica_id: string }) => m.replica_id)).size).toBe(3);
+    expect(
+      bundle.body.entries.every((e: { writer_signature?: string }) => typeof e.writer_signature === 'string'),
+    ).toBe(true);
+    const writers = report.checks.find((c: { id: string }) => c.id === 'audit.writers');
+    expect(writers?.status).toBe('pass');
     expect(claim.body.policy_bundle_hash).toBe(hashBundleDir(policyDir));
     expect(report.checks.filter((c: { status: string }) => c.status === 'fail')).toEqual([]);
   });

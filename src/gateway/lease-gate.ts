@@ -7,6 +7,7 @@
  * a load balancer moves the traffic to the other replicas. The replica never serves a request it
  * cannot record; it is restarted by its supervisor under a new lease.
  */
+import type { KeyObject } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
@@ -54,17 +55,27 @@ export class LeaseGate {
  * Acquires the replica's lease for `instanceId` with the configured ttl and renewal, starts its
  * heartbeat and sweep, and closes `gate` when the lease is found lost.
  * @param keyThumbprint base64url RFC 7638 thumbprint of the replica's gateway key.
+ * @param key that key's Ed25519 private key: the writer of every entry the lease's fence writes
+ *   (docs/spec/audit-entries.md#writers); left out, entries name no writer (store-level tests).
  * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease of `instanceId` is
  *   live; pg errors (the database unreachable).
  */
 export function startReplicaLease(
   pool: pg.Pool,
-  o: { instanceId: string; replicas: ReplicasConfig; keyThumbprint: string; gate: LeaseGate; log: Logger },
+  o: {
+    instanceId: string;
+    replicas: ReplicasConfig;
+    keyThumbprint: string;
+    key?: KeyObject;
+    gate: LeaseGate;
+    log: Logger;
+  },
 ): Promise<ReplicaLease> {
   return ReplicaLease.start(pool, {
     replicaId: o.instanceId,
     holder: `${hostname()} pid ${process.pid} started ${new Date().toISOString()}`,
     keyThumbprint: o.keyThumbprint,
+    ...(o.key ? { key: o.key } : {}),
     ttlMs: o.replicas.lease_ttl_ms,
     renewEveryMs: o.replicas.renew_every_ms,
     onLost: (e) => {

@@ -29,6 +29,7 @@ import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { ReplicaSessionService } from '../session/replica-service.js';
 import { ReplicaSessions } from '../session/replica-sessions.js';
+import { attestReplica } from '../session/replica-start.js';
 import type { SessionFacts } from '../session/types.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
 import { migratePostgres } from '../store/migrations/postgres.js';
@@ -134,6 +135,7 @@ async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened:
     instanceId: cfg.instance_id,
     replicas: cfg.replicas,
     keyThumbprint: key.thumbprint.toString('base64url'),
+    key: key.privateKey,
     gate,
     log,
   });
@@ -202,6 +204,9 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
     config: cfg,
   });
   assertTierReached(cfg.attestation, provider, started);
+  // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
+  // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
+  await attestReplica(pool, lease.fence, c.key, provider, facts, log);
   const sessions = new ReplicaSessionService(
     pool,
     store,
