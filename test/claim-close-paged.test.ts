@@ -10,8 +10,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { verifyBundle } from '@cmcp/verify/bundle';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
@@ -22,16 +20,16 @@ import { PART_BYTES } from '../src/claim/parts.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { LoopSlice, summarizePaged } from '../src/session/paged.js';
 import { immediate, openDatabase } from '../src/store/db.js';
-import { startClient } from './harness/client-process.js';
-import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { measureStall, showStall } from './harness/stall.js';
+import { closeRemotely, exportRemotely, LONG_SESSION_ENTRIES, longSession } from '../testing/long-session.js';
+import { measureStall, showStall } from '../testing/stall.js';
+import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
-/** Entries a long session holds (the length issue 11 measured at ~1 s of blocking close). */
-const ENTRIES = 10_000;
+const ENTRIES = LONG_SESSION_ENTRIES;
+const ALICE = { agentId: 'alice', token: 'alice-token' };
 
 /**
  * The longest event-loop stall allowed while the long session closes, milliseconds of the main
- * thread's CPU time in one gap of a 1 ms timer (harness/stall.ts, CLOCK_THREAD_CPUTIME_ID: wall
+ * thread's CPU time in one gap of a 1 ms timer (testing/stall.ts, CLOCK_THREAD_CPUTIME_ID: wall
  * time on a shared machine also counts time this process was not scheduled) — the gateway's
  * side alone: the client (probes, the close, reading the ~1.5 MB answer) is another process.
  * History: signing and hashing the claim inside the closing transaction held the loop 27–32 ms;
@@ -66,44 +64,6 @@ const STALL_BOUND_MS = 20;
  */
 const EXPORT_STALL_BOUND_MS = 20;
 
-/**
- * Opens a session and fills its chain with `n` tool_call entries (~0.9 KB each, as a call's
- * terminal entry is), written straight to the chain: the close is what is measured here.
- */
-async function longSession(gw: Gateway, n: number): Promise<string> {
-  // A keep-alive socket the gateway closed while this process was busy (a long verification)
-  // is seen closed once the loop has run, and not reused for this request (ECONNRESET).
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const opened = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
-  const sid = opened.body.session_id as string;
-  immediate(gw.db, () => {
-    for (let i = 0; i < n; i++)
-      gw.chain.append(sid, {
-        entry_type: 'tool_call',
-        session_id: sid,
-        agent_id: 'alice',
-        call_id: `call-${i}`,
-        tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
-        server_identity: 'fs',
-        policy_decision: i % 11 === 0 ? 'deny' : 'allow',
-        policy_rule_matched: ['policy0'],
-        disposition: i % 11 === 0 ? 'refused' : 'completed',
-        error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
-        latency_us: 1000 + i,
-        request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
-        response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
-        detail: { note: 'x'.repeat(400) },
-      });
-  });
-  return sid;
-}
-
-/** A full garbage collection now (V8's gc(), exposed for this process). */
-function fullGc(): void {
-  setFlagsFromString('--expose-gc');
-  (runInNewContext('gc') as () => void)();
-}
-
 describe('closing a 10,000-entry session', () => {
   let cfg: TestConfig;
   let gw: Gateway;
@@ -117,35 +77,23 @@ describe('closing a 10,000-entry session', () => {
   });
 
   it('POST /sessions/{id}/close never holds the event loop for the whole chain (under STALL_BOUND_MS); the claim covers it all', async () => {
-    const sid = await longSession(gw, ENTRIES);
+    const sid = await longSession(gw, ALICE, ENTRIES);
     // The blocking close of an equal session, for comparison (the gateway never uses it).
-    const other = await longSession(gw, ENTRIES);
+    const other = await longSession(gw, ALICE, ENTRIES);
     const blocking = await measureStall(() => gw.sessions.close('alice', other));
-    // The garbage of writing 20,000 entries and of the blocking close is collected now, not in
-    // a major GC's pause inside the measured close (the close's own garbage still is).
-    fullGc();
-    // The client is another process (started beforehand), so that what is measured is the
-    // gateway's side alone: it probes /healthz throughout, closes the session, and writes the
-    // ~1.5 MB answer to a file read after the measurement.
+    // The client is another process (started beforehand; testing/long-session.ts), so that
+    // what is measured is the gateway's side alone: it probes /healthz throughout, closes the
+    // session, and writes the ~1.5 MB answer to a file read after the measurement. The garbage
+    // of writing 20,000 entries and of the blocking close is collected first, not in a major
+    // GC's pause inside the measured close (the close's own garbage still is).
     const answer = join(cfg.dir, `close-${sid}.json`);
-    const client = await startClient<{ status: number; probes: number }>(
-      `const base = ${JSON.stringify(gw.url)};
-      let probes = 0; let stop = false;
-      const probing = (async () => { while (!stop) { const r = await fetch(base + '/healthz'); await r.text(); probes++; } })();
-      const r = await fetch(base + ${JSON.stringify(`/sessions/${sid}/close`)}, { method: 'POST',
-        headers: { authorization: 'Bearer alice-token', 'content-type': 'application/json' }, body: '{}' });
-      const body = Buffer.from(await r.arrayBuffer());
-      stop = true; await probing;
-      (await import('node:fs')).writeFileSync(${JSON.stringify(answer)}, body);
-      process.stdout.write(JSON.stringify({ status: r.status, probes }));`,
-    );
-    const paged = await measureStall(() => client.go());
-    const probes = paged.value.probes;
+    const paged = await closeRemotely(gw, ALICE, sid, answer);
+    const probes = paged.probes;
     console.log(
       `close of a ${ENTRIES + 3}-entry session: longest event-loop stall ${showStall(paged.stall)} paged ` +
         `(${probes} probes answered meanwhile); ${showStall(blocking.stall)} with the blocking close`,
     );
-    expect(paged.value.status).toBe(200);
+    expect(paged.status).toBe(200);
     expect(paged.stall.cpuMs).toBeLessThan(STALL_BOUND_MS);
     // The measure sees a close that holds the loop: the blocking one does not pass.
     expect(blocking.stall.cpuMs).toBeGreaterThan(STALL_BOUND_MS);
@@ -194,25 +142,16 @@ describe('closing a 10,000-entry session', () => {
   }, 120_000);
 
   it('GET /sessions/{id}/audit of a 10,000-entry session is streamed in pages: the longest stall stays under EXPORT_STALL_BOUND_MS; the bundle verifies', async () => {
-    const sid = await longSession(gw, ENTRIES);
-    fullGc();
+    const sid = await longSession(gw, ALICE, ENTRIES);
     // The client is another process, so that what is measured is the gateway's side alone (the
-    // generator's pages and the socket writes); it reads the ~14 MB as it comes and prints the
-    // byte count.
+    // generator's pages and the socket writes); it reads the ~14 MB as it comes into a file.
     const file = join(cfg.dir, `bundle-${sid}.json`);
-    const client = await startClient<{ status: number; bytes: number }>(
-      `const r = await fetch(${JSON.stringify(`${gw.url}/sessions/${sid}/audit`)}, { headers: { authorization: 'Bearer alice-token' } });
-      const out = (await import('node:fs')).createWriteStream(${JSON.stringify(file)});
-      let bytes = 0; for await (const c of r.body) { bytes += c.byteLength; out.write(c); }
-      await new Promise((done) => out.end(done));
-      process.stdout.write(JSON.stringify({ status: r.status, bytes }));`,
-    );
-    const exported = await measureStall(() => client.go());
+    const exported = await exportRemotely(gw, ALICE, sid, file);
     console.log(
-      `export of a ${ENTRIES + 2}-entry session (${exported.value.bytes} bytes): longest event-loop stall ${showStall(exported.stall)}`,
+      `export of a ${ENTRIES + 2}-entry session (${exported.bytes} bytes): longest event-loop stall ${showStall(exported.stall)}`,
     );
-    expect(exported.value.status).toBe(200);
-    expect(exported.value.bytes).toBeGreaterThan(ENTRIES * 900);
+    expect(exported.status).toBe(200);
+    expect(exported.bytes).toBeGreaterThan(ENTRIES * 900);
     expect(exported.stall.cpuMs).toBeLessThan(EXPORT_STALL_BOUND_MS);
     // The bundle the route streamed is the whole chain, and it verifies. (Read from the client's
     // file: a second export fetched here would leave a keep-alive socket idle through the
@@ -224,7 +163,7 @@ describe('closing a 10,000-entry session', () => {
   }, 120_000);
 
   it('a claim stored by another process while the close signs is followed, not forked: the claim chain stays gap-free', async () => {
-    const sid = await longSession(gw, 20);
+    const sid = await longSession(gw, ALICE, 20);
     const other = openDatabase(cfg.dbPath);
     try {
       // The close builds and signs after the claim tip it reads now; its transaction then waits
@@ -257,7 +196,7 @@ describe('closing a 10,000-entry session', () => {
   }, 60_000);
 
   it('closes racing in one process take turns: consecutive claim_sequence, each prev_claim_hash the one before', async () => {
-    const sids = await Promise.all([1, 2, 3, 4].map((n) => longSession(gw, 30 * n)));
+    const sids = await Promise.all([1, 2, 3, 4].map((n) => longSession(gw, ALICE, 30 * n)));
     const claims = await Promise.all(sids.map((sid) => gw.sessions.closeAwaited('alice', sid)));
     const rows = gw.db
       .prepare<[], { claim_sequence: number; claim_hash: string; session_id: string }>(
@@ -276,7 +215,7 @@ describe('closing a 10,000-entry session', () => {
   }, 60_000);
 
   it('the paged read (fields taken out by SQLite) summarises a chain as the whole parse does: escapes, non-ASCII, nulls', async () => {
-    const sid = await longSession(gw, 3);
+    const sid = await longSession(gw, ALICE, 3);
     const names = [
       'fs.read_file',
       'tab\there',
@@ -320,7 +259,7 @@ describe('closing a 10,000-entry session', () => {
 
   it('an entry committed after the paged read, before the closing transaction, is caught up in the claim', async () => {
     // Under one page: the paged read is over before closeAwaited first yields.
-    const sid = await longSession(gw, 50);
+    const sid = await longSession(gw, ALICE, 50);
     // Another connection holds the write lock: the paged read runs (WAL readers do not wait),
     // the closing transaction waits (its next try is an awaited timer). On release the other
     // connection appends to the session chain at once, before that try.
