@@ -17,6 +17,9 @@ import { measureStall, type Stall } from './stall.js';
 /** Entries a long session holds (the length issue 11 measured at ~1 s of blocking close). */
 export const LONG_SESSION_ENTRIES = 10_000;
 
+/** Entries per transaction of {@link longSession}'s fill. */
+const FILL_BATCH = 64;
+
 /** The agent and its static token (the config must have them: `{ agent_id, token }`). */
 export interface LongSessionAgent {
   agentId: string;
@@ -25,8 +28,10 @@ export interface LongSessionAgent {
 
 /**
  * Opens a session of `agent` and fills its chain with `n` tool_call entries (~0.9 KB each, as
- * a call's terminal entry is), written straight to the chain in one transaction: the close or
- * the export is what is measured. @returns the session_id.
+ * a call's terminal entry is), written straight to the chain in transactions of
+ * {@link FILL_BATCH} (as group commits write them, so the WAL is left as a serving gateway
+ * leaves it, not just checkpointed by one huge commit): the close or the export is what is
+ * measured. @returns the session_id.
  * @throws Error when the gateway refuses to open the session.
  */
 export async function longSession(gw: Gateway, agent: LongSessionAgent, n: number): Promise<string> {
@@ -41,25 +46,26 @@ export async function longSession(gw: Gateway, agent: LongSessionAgent, n: numbe
   const opened = (await r.json()) as { session_id?: string };
   if (r.status !== 201 || !opened.session_id) throw new Error(`POST /sessions: ${r.status}`);
   const sid = opened.session_id;
-  immediate(gw.db, () => {
-    for (let i = 0; i < n; i++)
-      gw.chain.append(sid, {
-        entry_type: 'tool_call',
-        session_id: sid,
-        agent_id: agent.agentId,
-        call_id: `call-${i}`,
-        tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
-        server_identity: 'fs',
-        policy_decision: i % 11 === 0 ? 'deny' : 'allow',
-        policy_rule_matched: ['policy0'],
-        disposition: i % 11 === 0 ? 'refused' : 'completed',
-        error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
-        latency_us: 1000 + i,
-        request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
-        response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
-        detail: { note: 'x'.repeat(400) },
-      });
-  });
+  for (let from = 0; from < n; from += FILL_BATCH)
+    immediate(gw.db, () => {
+      for (let i = from; i < Math.min(n, from + FILL_BATCH); i++)
+        gw.chain.append(sid, {
+          entry_type: 'tool_call',
+          session_id: sid,
+          agent_id: agent.agentId,
+          call_id: `call-${i}`,
+          tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
+          server_identity: 'fs',
+          policy_decision: i % 11 === 0 ? 'deny' : 'allow',
+          policy_rule_matched: ['policy0'],
+          disposition: i % 11 === 0 ? 'refused' : 'completed',
+          error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
+          latency_us: 1000 + i,
+          request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
+          response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
+          detail: { note: 'x'.repeat(400) },
+        });
+    });
   return sid;
 }
 
