@@ -215,7 +215,14 @@ describe('closing a 10,000-entry session', () => {
       if (i > 0) expect(r.claim_sequence).toBe((rows[i - 1]?.claim_sequence ?? -1) + 1);
       expect(r.claim_hash).toBe(sha256Hex(storedClaimText(gw.db, r.session_id)?.toString('utf8') ?? ''));
     });
-    for (const c of claims) {
+    for (const [i, c] of claims.entries()) {
+      // The claim's transcript is parsed from its JCS bytes when first read (claim/build.ts):
+      // then an ordinary member, the same array at each read, and what the stored text holds.
+      const stored = JSON.parse(storedClaimText(gw.db, sids[i] as string)?.toString('utf8') ?? '{}') as Claim;
+      expect(c.transcript).toBe(c.transcript);
+      expect(c.transcript).toHaveLength(30 * (i + 1));
+      expect(c.transcript).toEqual(stored.transcript);
+      expect(structuredClone(c)).toEqual(stored);
       expect(verifyClaimSignature(c)).toBe(true);
       const before = rows.find((r) => r.claim_sequence === c.claim_sequence - 1);
       expect(c.prev_claim_hash).toBe(before?.claim_hash);
