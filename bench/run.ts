@@ -15,6 +15,9 @@
  *                                  (./group-commit.ts; BENCHMARKS.md renders the newest run)
  *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  *   npm run bench -- --session-binding   sessions/s with and without batched bindings, swtpm and a 50 ms TPM
+ *   npm run bench -- --loop-block  [--runs N]  the close and export of a 10,000-entry session: the
+ *                                  longest event-loop stall over N runs (20), MET/MISSED against
+ *                                  3 ms (./loop-block.ts; also part of the full run's sections)
  */
 import { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,6 +30,7 @@ import { runCpuProfile } from './cpu-profile.js';
 import { runExecutionIdBench } from './execution-id.js';
 import { groupCommitTable, runGroupCommitBench } from './group-commit.js';
 import { REPO_ROOT } from './load/profile.js';
+import { runLoopBlockBench } from './loop-block.js';
 import { runMemoryBench } from './memory.js';
 import { runRelayedProgressBench, saveRelayedProgress } from './relayed-progress.js';
 import { runSessionBindingBench } from './session-binding.js';
@@ -55,7 +59,9 @@ const program = new Command('bench')
   .option('--db-dir <dir>', "folder of the profiled gateway's database (e.g. /dev/shm)")
   .option('--render <file>', 'only render BENCHMARKS.md again from a saved compare-full-*.json')
   .option('--session-binding', 'only the session-binding section (batched bindings, sessions/s)')
-  .option('--no-sections', 'skip the execution_id and verification sections')
+  .option('--loop-block', 'only the loop-block section (close and export of a 10,000-entry session)')
+  .option('--runs <n>', 'runs of the loop-block section', int)
+  .option('--no-sections', 'skip the execution_id, verification and loop-block sections')
   .parse();
 const opts = program.opts<{
   quick?: boolean;
@@ -71,8 +77,17 @@ const opts = program.opts<{
   dbDir?: string;
   render?: string;
   sessionBinding?: boolean;
+  loopBlock?: boolean;
+  runs?: number;
   sections: boolean;
 }>();
+
+/** The loop-block section, saved as bench/results/loop-block-<stamp>.json. */
+async function loopBlock(runs: number): Promise<void> {
+  console.log("\n== a long session's close and export: longest event-loop stall (bench/loop-block.ts) ==");
+  const r = await runLoopBlockBench({ runs });
+  writeFileSync(join(resultsDir, `loop-block-${stamp}.json`), `${JSON.stringify(r, null, 2)}\n`);
+}
 
 /** The session-binding section, saved as bench/results/session-binding-<stamp>.json. */
 async function sessionBinding(quick: boolean): Promise<void> {
@@ -103,6 +118,8 @@ try {
     writeFileSync(opts.render, `${JSON.stringify(doc, null, 2)}\n`);
   } else if (opts.sessionBinding) {
     await sessionBinding(!!opts.quick);
+  } else if (opts.loopBlock) {
+    await loopBlock(opts.runs ?? (opts.quick ? 5 : 20));
   } else if (opts.memory) {
     const r = await runMemoryBench(env, {
       calls: opts.calls ?? 200_000,
@@ -171,6 +188,7 @@ try {
       await runExecutionIdBench(quick ? 100 : 500);
       console.log('\n== verification speed per format ==');
       await runVerifyBench({ budgetMs: quick ? 300 : 1000 });
+      await loopBlock(opts.runs ?? (quick ? 5 : 20));
     }
   }
 } finally {

@@ -2,7 +2,7 @@
  * Every write path that used to wait for a lock held by another process *blocking* now waits by
  * awaiting (issue 11 item 7): while another OS process holds the write lock for
  * {@link HOLD_MS}, each path is started and /healthz probes keep being answered; the longest
- * event-loop stall (wall time, harness/stall.ts: a blocking wait sleeps, it uses no CPU) stays
+ * event-loop stall (wall time, testing/stall.ts: a blocking wait sleeps, it uses no CPU) stays
  * under {@link STALL_BOUND_MS} — a blocking wait would stall for about HOLD_MS — and the path
  * completes once the lock is released, with its record written.
  */
@@ -11,11 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientChannel } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { openReadOnlyDatabase } from '../src/store/db.js';
+import { measureStall, type Stall, showStall } from '../testing/stall.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { holdLock } from './harness/lock-holder.js';
-import { measureStall, type Stall, showStall } from './harness/stall.js';
 
 /** How long the other process holds the write lock, milliseconds (under the 5 s busy timeout). */
 const HOLD_MS = 2000;

@@ -10,8 +10,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { verifyBundle } from '@cmcp/verify/bundle';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
@@ -22,16 +20,16 @@ import { PART_BYTES } from '../src/claim/parts.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { LoopSlice, summarizePaged } from '../src/session/paged.js';
 import { immediate, openDatabase } from '../src/store/db.js';
-import { startClient } from './harness/client-process.js';
-import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
-import { measureStall, showStall } from './harness/stall.js';
+import { closeRemotely, exportRemotely, LONG_SESSION_ENTRIES, longSession } from '../testing/long-session.js';
+import { measureStall, showStall } from '../testing/stall.js';
+import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
-/** Entries a long session holds (the length issue 11 measured at ~1 s of blocking close). */
-const ENTRIES = 10_000;
+const ENTRIES = LONG_SESSION_ENTRIES;
+const ALICE = { agentId: 'alice', token: 'alice-token' };
 
 /**
  * The longest event-loop stall allowed while the long session closes, milliseconds of the main
- * thread's CPU time in one gap of a 1 ms timer (harness/stall.ts, CLOCK_THREAD_CPUTIME_ID: wall
+ * thread's CPU time in one gap of a 1 ms timer (testing/stall.ts, CLOCK_THREAD_CPUTIME_ID: wall
  * time on a shared machine also counts time this process was not scheduled) — the gateway's
  * side alone: the client (probes, the close, reading the ~1.5 MB answer) is another process.
  * History: signing and hashing the claim inside the closing transaction held the loop 27–32 ms;
@@ -51,9 +49,16 @@ const ENTRIES = 10_000;
  * the signed text: each pair now in two turns. What is left over 3 ms is a young-generation
  * scavenge alone in its gap (2.9–3.6 ms: ~1.3 MB survived — the transcript lines, live until
  * the claim is signed — in a 64 MB new space). On the quiet machine after that (load 1.4–1.7,
- * six runs alone): 2.8–5.9 ms, and once 12.1 ms (export 8.2 ms in the same run), cause not
- * found; so the bound is 20 ms, not 10: it still fails the signing-inside-the-transaction close
- * and the blocking close, and a full run on a loaded CI machine must not fail on that outlier.
+ * six runs alone): 2.8–5.9 ms, and once 12.1 ms (export 8.2 ms in the same run). That outlier
+ * was most likely (not caught in this test itself) SQLite's own WAL checkpoint (~15 ms of CPU
+ * per 1,000 pages) inside one of the close's commits, or the scheduled one in its turns: with the
+ * checkpoints left to SQLite, 3 of 20 closes of `npm run bench -- --loop-block` held the loop
+ * 7.8–10.2 ms; they now run in a worker thread (src/store/wal.ts). With that, the transcript
+ * kept only as JCS bytes (no 10,000 live lines for a scavenge to copy) and each part's commit in
+ * its own turn, the bench measures the distribution over 20+ runs against the 3 ms goal; this
+ * test keeps the loose bound of 20 ms, which still fails the signing-inside-the-transaction
+ * close and the blocking close, so that a full run on a loaded CI machine does not fail on the
+ * machine's scheduling.
  */
 const STALL_BOUND_MS = 20;
 
@@ -62,47 +67,10 @@ const STALL_BOUND_MS = 20;
  * entries) to a client in another process: 2.5–5.7 ms measured at load 6–12, once 9.4 (the
  * largest piece: the request's own turn — routing, authentication, the export's start; pages
  * of 100 measured 4–7 ms). One read and one serialisation of the whole chain (the export before
- * it was paged) held the loop ~450 ms. Quiet, after the turn splits: 2.0–3.9 ms, once 8.2 ms.
+ * it was paged) held the loop ~450 ms. Quiet, after the turn splits: 2.0–3.9 ms, once 8.2 ms
+ * (most likely the scheduled checkpoint, then on the event loop, now in a worker thread).
  */
 const EXPORT_STALL_BOUND_MS = 20;
-
-/**
- * Opens a session and fills its chain with `n` tool_call entries (~0.9 KB each, as a call's
- * terminal entry is), written straight to the chain: the close is what is measured here.
- */
-async function longSession(gw: Gateway, n: number): Promise<string> {
-  // A keep-alive socket the gateway closed while this process was busy (a long verification)
-  // is seen closed once the loop has run, and not reused for this request (ECONNRESET).
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const opened = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
-  const sid = opened.body.session_id as string;
-  immediate(gw.db, () => {
-    for (let i = 0; i < n; i++)
-      gw.chain.append(sid, {
-        entry_type: 'tool_call',
-        session_id: sid,
-        agent_id: 'alice',
-        call_id: `call-${i}`,
-        tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
-        server_identity: 'fs',
-        policy_decision: i % 11 === 0 ? 'deny' : 'allow',
-        policy_rule_matched: ['policy0'],
-        disposition: i % 11 === 0 ? 'refused' : 'completed',
-        error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
-        latency_us: 1000 + i,
-        request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
-        response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
-        detail: { note: 'x'.repeat(400) },
-      });
-  });
-  return sid;
-}
-
-/** A full garbage collection now (V8's gc(), exposed for this process). */
-function fullGc(): void {
-  setFlagsFromString('--expose-gc');
-  (runInNewContext('gc') as () => void)();
-}
 
 describe('closing a 10,000-entry session', () => {
   let cfg: TestConfig;
@@ -117,35 +85,23 @@ describe('closing a 10,000-entry session', () => {
   });
 
   it('POST /sessions/{id}/close never holds the event loop for the whole chain (under STALL_BOUND_MS); the claim covers it all', async () => {
-    const sid = await longSession(gw, ENTRIES);
+    const sid = await longSession(gw, ALICE, ENTRIES);
     // The blocking close of an equal session, for comparison (the gateway never uses it).
-    const other = await longSession(gw, ENTRIES);
+    const other = await longSession(gw, ALICE, ENTRIES);
     const blocking = await measureStall(() => gw.sessions.close('alice', other));
-    // The garbage of writing 20,000 entries and of the blocking close is collected now, not in
-    // a major GC's pause inside the measured close (the close's own garbage still is).
-    fullGc();
-    // The client is another process (started beforehand), so that what is measured is the
-    // gateway's side alone: it probes /healthz throughout, closes the session, and writes the
-    // ~1.5 MB answer to a file read after the measurement.
+    // The client is another process (started beforehand; testing/long-session.ts), so that
+    // what is measured is the gateway's side alone: it probes /healthz throughout, closes the
+    // session, and writes the ~1.5 MB answer to a file read after the measurement. The garbage
+    // of writing 20,000 entries and of the blocking close is collected first, not in a major
+    // GC's pause inside the measured close (the close's own garbage still is).
     const answer = join(cfg.dir, `close-${sid}.json`);
-    const client = await startClient<{ status: number; probes: number }>(
-      `const base = ${JSON.stringify(gw.url)};
-      let probes = 0; let stop = false;
-      const probing = (async () => { while (!stop) { const r = await fetch(base + '/healthz'); await r.text(); probes++; } })();
-      const r = await fetch(base + ${JSON.stringify(`/sessions/${sid}/close`)}, { method: 'POST',
-        headers: { authorization: 'Bearer alice-token', 'content-type': 'application/json' }, body: '{}' });
-      const body = Buffer.from(await r.arrayBuffer());
-      stop = true; await probing;
-      (await import('node:fs')).writeFileSync(${JSON.stringify(answer)}, body);
-      process.stdout.write(JSON.stringify({ status: r.status, probes }));`,
-    );
-    const paged = await measureStall(() => client.go());
-    const probes = paged.value.probes;
+    const paged = await closeRemotely(gw, ALICE, sid, answer);
+    const probes = paged.probes;
     console.log(
       `close of a ${ENTRIES + 3}-entry session: longest event-loop stall ${showStall(paged.stall)} paged ` +
         `(${probes} probes answered meanwhile); ${showStall(blocking.stall)} with the blocking close`,
     );
-    expect(paged.value.status).toBe(200);
+    expect(paged.status).toBe(200);
     expect(paged.stall.cpuMs).toBeLessThan(STALL_BOUND_MS);
     // The measure sees a close that holds the loop: the blocking one does not pass.
     expect(blocking.stall.cpuMs).toBeGreaterThan(STALL_BOUND_MS);
@@ -194,25 +150,16 @@ describe('closing a 10,000-entry session', () => {
   }, 120_000);
 
   it('GET /sessions/{id}/audit of a 10,000-entry session is streamed in pages: the longest stall stays under EXPORT_STALL_BOUND_MS; the bundle verifies', async () => {
-    const sid = await longSession(gw, ENTRIES);
-    fullGc();
+    const sid = await longSession(gw, ALICE, ENTRIES);
     // The client is another process, so that what is measured is the gateway's side alone (the
-    // generator's pages and the socket writes); it reads the ~14 MB as it comes and prints the
-    // byte count.
+    // generator's pages and the socket writes); it reads the ~14 MB as it comes into a file.
     const file = join(cfg.dir, `bundle-${sid}.json`);
-    const client = await startClient<{ status: number; bytes: number }>(
-      `const r = await fetch(${JSON.stringify(`${gw.url}/sessions/${sid}/audit`)}, { headers: { authorization: 'Bearer alice-token' } });
-      const out = (await import('node:fs')).createWriteStream(${JSON.stringify(file)});
-      let bytes = 0; for await (const c of r.body) { bytes += c.byteLength; out.write(c); }
-      await new Promise((done) => out.end(done));
-      process.stdout.write(JSON.stringify({ status: r.status, bytes }));`,
-    );
-    const exported = await measureStall(() => client.go());
+    const exported = await exportRemotely(gw, ALICE, sid, file);
     console.log(
-      `export of a ${ENTRIES + 2}-entry session (${exported.value.bytes} bytes): longest event-loop stall ${showStall(exported.stall)}`,
+      `export of a ${ENTRIES + 2}-entry session (${exported.bytes} bytes): longest event-loop stall ${showStall(exported.stall)}`,
     );
-    expect(exported.value.status).toBe(200);
-    expect(exported.value.bytes).toBeGreaterThan(ENTRIES * 900);
+    expect(exported.status).toBe(200);
+    expect(exported.bytes).toBeGreaterThan(ENTRIES * 900);
     expect(exported.stall.cpuMs).toBeLessThan(EXPORT_STALL_BOUND_MS);
     // The bundle the route streamed is the whole chain, and it verifies. (Read from the client's
     // file: a second export fetched here would leave a keep-alive socket idle through the
@@ -224,7 +171,7 @@ describe('closing a 10,000-entry session', () => {
   }, 120_000);
 
   it('a claim stored by another process while the close signs is followed, not forked: the claim chain stays gap-free', async () => {
-    const sid = await longSession(gw, 20);
+    const sid = await longSession(gw, ALICE, 20);
     const other = openDatabase(cfg.dbPath);
     try {
       // The close builds and signs after the claim tip it reads now; its transaction then waits
@@ -257,7 +204,7 @@ describe('closing a 10,000-entry session', () => {
   }, 60_000);
 
   it('closes racing in one process take turns: consecutive claim_sequence, each prev_claim_hash the one before', async () => {
-    const sids = await Promise.all([1, 2, 3, 4].map((n) => longSession(gw, 30 * n)));
+    const sids = await Promise.all([1, 2, 3, 4].map((n) => longSession(gw, ALICE, 30 * n)));
     const claims = await Promise.all(sids.map((sid) => gw.sessions.closeAwaited('alice', sid)));
     const rows = gw.db
       .prepare<[], { claim_sequence: number; claim_hash: string; session_id: string }>(
@@ -268,7 +215,14 @@ describe('closing a 10,000-entry session', () => {
       if (i > 0) expect(r.claim_sequence).toBe((rows[i - 1]?.claim_sequence ?? -1) + 1);
       expect(r.claim_hash).toBe(sha256Hex(storedClaimText(gw.db, r.session_id)?.toString('utf8') ?? ''));
     });
-    for (const c of claims) {
+    for (const [i, c] of claims.entries()) {
+      // The claim's transcript is parsed from its JCS bytes when first read (claim/build.ts):
+      // then an ordinary member, the same array at each read, and what the stored text holds.
+      const stored = JSON.parse(storedClaimText(gw.db, sids[i] as string)?.toString('utf8') ?? '{}') as Claim;
+      expect(c.transcript).toBe(c.transcript);
+      expect(c.transcript).toHaveLength(30 * (i + 1));
+      expect(c.transcript).toEqual(stored.transcript);
+      expect(structuredClone(c)).toEqual(stored);
       expect(verifyClaimSignature(c)).toBe(true);
       const before = rows.find((r) => r.claim_sequence === c.claim_sequence - 1);
       expect(c.prev_claim_hash).toBe(before?.claim_hash);
@@ -276,7 +230,7 @@ describe('closing a 10,000-entry session', () => {
   }, 60_000);
 
   it('the paged read (fields taken out by SQLite) summarises a chain as the whole parse does: escapes, non-ASCII, nulls', async () => {
-    const sid = await longSession(gw, 3);
+    const sid = await longSession(gw, ALICE, 3);
     const names = [
       'fs.read_file',
       'tab\there',
@@ -320,7 +274,7 @@ describe('closing a 10,000-entry session', () => {
 
   it('an entry committed after the paged read, before the closing transaction, is caught up in the claim', async () => {
     // Under one page: the paged read is over before closeAwaited first yields.
-    const sid = await longSession(gw, 50);
+    const sid = await longSession(gw, ALICE, 50);
     // Another connection holds the write lock: the paged read runs (WAL readers do not wait),
     // the closing transaction waits (its next try is an awaited timer). On release the other
     // connection appends to the session chain at once, before that try.

@@ -333,7 +333,12 @@ describe('gateway: concurrent tools/calls share commits', () => {
       sessions: { default_max_calls: 100_000 },
       extra: { limits: cfg.raw.limits },
     });
-    const gw = await startChild(child, groupCommit === 'off' ? { CMCP_GROUP_COMMIT: 'off' } : {});
+    // The WAL's frames are counted: no checkpoint worker restarts the log meanwhile (src/store/wal.ts).
+    const env = {
+      CMCP_CHECKPOINT_WORKER: 'off',
+      ...(groupCommit === 'off' ? { CMCP_GROUP_COMMIT: 'off' } : {}),
+    };
+    const gw = await startChild(child, env);
     try {
       await call(gw.url, 0, 'c.record', {}); // opens the default session
       const wal0 = walCommits(child.dbPath);

@@ -46,8 +46,12 @@ const COMMA = Buffer.from(',');
 /**
  * What a claim states about its chain (docs/spec/claims.md: audit_chain, transcript, counters,
  * entry_counts), gathered entry by entry so that a long chain can be read in pages between
- * which the event loop runs. Each transcript line's JCS text (RFC 8785) is kept, as UTF-8, as
- * it is added, so signing never serialises the whole transcript in one piece.
+ * which the event loop runs. Each transcript line is kept only as its JCS text (RFC 8785), as
+ * UTF-8 in Buffers, made as it is added: signing never serialises the whole transcript in one
+ * piece, and a long chain's lines are not JavaScript objects held until the claim is signed —
+ * those survived the young-generation GC, which copied them (~1.3 MB for 10,000 lines) in
+ * pauses of 1–3 ms inside a close. The lines as objects ({@link transcript}) are parsed from
+ * that text when asked for.
  */
 export class ChainSummary {
   root: string | null = null;
@@ -57,25 +61,10 @@ export class ChainSummary {
   length = 0;
   /** sequence_number of the last entry added; -1 before any. */
   lastSequence = -1;
-  readonly transcript: TranscriptLine[] = [];
-  /** UTF-8 JCS of the {@link transcript} lines, comma-joined one page (one {@link add}) per piece. */
+  /** UTF-8 JCS of the transcript's lines, comma-joined one page (one {@link add}) per piece. */
   private readonly transcriptPieces: Buffer[] = [];
   readonly counters = { tool_calls: 0, allowed: 0, refused: 0, faulted: 0 };
   readonly entry_counts: Record<string, number> = {};
-  /**
-   * One copy of each repeated value of the transcript lines (tool names, dispositions, matched
-   * policy ids): each line then holds only itself, so a long chain's lines, all live until the
-   * claim is signed, are few objects for the young-generation GC to copy (its pauses were
-   * 3–5 ms of a 10,000-entry close).
-   */
-  private readonly shared = new Map<string, unknown>();
-
-  private one<T>(key: string, value: T): T {
-    const known = this.shared.get(key);
-    if (known !== undefined) return known as T;
-    this.shared.set(key, value);
-    return value;
-  }
 
   /** Adds the chain's next entries (sequence order, each after {@link lastSequence}). */
   add(entries: readonly ChainEntry[]): void {
@@ -89,17 +78,14 @@ export class ChainSummary {
       this.lastSequence = e.sequence_number;
       this.entry_counts[e.entry_type] = (this.entry_counts[e.entry_type] ?? 0) + 1;
       if (e.entry_type !== 'tool_call') continue;
-      const rules = e.policy_rule_matched;
       const line: TranscriptLine = {
         sequence_number: e.sequence_number,
-        tool_name: e.tool_name === null ? null : this.one(`t${e.tool_name}`, e.tool_name),
-        policy_decision:
-          e.policy_decision === null ? null : this.one(`p${e.policy_decision}`, e.policy_decision),
-        policy_rule_matched: rules === null ? null : this.one(`r${JSON.stringify(rules)}`, rules),
-        disposition: e.disposition === null ? null : this.one(`d${e.disposition}`, e.disposition),
-        error_code: e.error_code === null ? null : this.one(`e${e.error_code}`, e.error_code),
+        tool_name: e.tool_name,
+        policy_decision: e.policy_decision,
+        policy_rule_matched: e.policy_rule_matched,
+        disposition: e.disposition,
+        error_code: e.error_code,
       };
-      this.transcript.push(line);
       jcs.push(canonicalJson(line));
       this.counters.tool_calls++;
       if (e.disposition === 'refused') this.counters.refused++;
@@ -107,6 +93,15 @@ export class ChainSummary {
       else this.counters.faulted++;
     }
     if (jcs.length > 0) this.transcriptPieces.push(Buffer.from(jcs.join(','), 'utf8'));
+  }
+
+  /**
+   * The transcript's lines (docs/spec/claims.md), parsed from their JCS text: a new array at
+   * each call, ~5–10 ms for 10,000 lines, so a close never asks for it on the event loop (the
+   * claim's own `transcript` is parsed only when read: {@link unsignedClaim}).
+   */
+  get transcript(): TranscriptLine[] {
+    return JSON.parse(Buffer.concat(this.transcriptBytes()).toString('utf8')) as TranscriptLine[];
   }
 
   /** The chain tip the summary reaches (what the next entry is built after), or undefined when empty. */
@@ -162,7 +157,7 @@ export function unsignedClaim(
   if (closing?.entry_type === 'tool_call') throw new Error('a closing entry cannot be a tool_call');
   const entryCounts = { ...summary.entry_counts };
   if (closing) entryCounts[closing.entry_type] = (entryCounts[closing.entry_type] ?? 0) + 1;
-  return {
+  const unsigned: UnsignedClaim = {
     claim_version: 1,
     profile: CLAIM_PROFILE,
     issued_at: new Date().toISOString(),
@@ -174,7 +169,7 @@ export function unsignedClaim(
     catalog_hash: inp.binding.preimage.catalog_hash,
     cnf: { jwk: inp.jwk },
     audit_chain: { chain_id: inp.sessionId, root, tip, length: summary.length + (closing ? 1 : 0) },
-    transcript: summary.transcript,
+    transcript: [], // replaced below by the lines parsed when first read
     counters: { ...summary.counters },
     entry_counts: entryCounts,
     binding: {
@@ -185,6 +180,42 @@ export function unsignedClaim(
     claim_sequence: prev ? prev.claim_sequence + 1 : 0,
     prev_claim_hash: prev ? prev.claim_hash : null,
   };
+  lazyTranscript(unsigned, () => summary.transcript);
+  return unsigned;
+}
+
+/**
+ * Makes `claim.transcript` the lines `parse` gives, parsed when first read (then a plain
+ * value): the claim is signed and stored from the transcript's JCS bytes (claimBytes), so a
+ * close that only answers with the stored text never parses 10,000 lines on the event loop.
+ * Reading, writing, spreading or serialising the claim sees an ordinary enumerable member.
+ */
+function lazyTranscript(claim: UnsignedClaim, parse: () => TranscriptLine[]): void {
+  // `this`, not `claim`: withSignature copies these accessors to the signed claim.
+  const settle = (on: object, value: TranscriptLine[]) => {
+    Object.defineProperty(on, 'transcript', { value, writable: true, enumerable: true, configurable: true });
+    return value;
+  };
+  Object.defineProperty(claim, 'transcript', {
+    get(this: object) {
+      return settle(this, parse());
+    },
+    set(this: object, value: TranscriptLine[]) {
+      settle(this, value);
+    },
+    enumerable: true,
+    configurable: true,
+  });
+}
+
+/**
+ * `unsigned` with its `signature` (base64url of the Ed25519 signature, docs/spec/claims.md),
+ * a new object whose transcript is still parsed only when first read ({@link unsignedClaim}).
+ */
+export function withSignature(unsigned: UnsignedClaim, signature: Buffer): Claim {
+  const claim = Object.defineProperties({}, Object.getOwnPropertyDescriptors(unsigned)) as Claim;
+  claim.signature = signature.toString('base64url');
+  return claim;
 }
 
 /** A signed claim with its stored canonical text (UTF-8 JCS) and that text's bare hex SHA-256. */
@@ -217,7 +248,7 @@ export function issueClaimFrom(db: Db, summary: ChainSummary, inp: ClaimInputs):
   const transcript = summary.transcriptBytes();
   // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
   const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
-  const claim: Claim = { ...unsigned, signature: signature.toString('base64url') };
+  const claim = withSignature(unsigned, signature);
   const canonical = claimBytes(claim, transcript);
   insertClaim(db, inp.sessionId, { claim, canonical, claimHash: sha256Hex(canonical) });
   return claim;
@@ -252,7 +283,11 @@ export function insertClaim(
  */
 export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer | readonly Buffer[]): Buffer {
   const placeholder = `cmcp-transcript-${randomUUID()}`;
-  const text = canonicalJson({ ...claim, transcript: placeholder });
+  // Every member but the transcript, which is not read (it may be parsed only when read).
+  const rest: Record<string, unknown> = { transcript: placeholder };
+  for (const key of Object.keys(claim))
+    if (key !== 'transcript') rest[key] = claim[key as keyof typeof claim];
+  const text = canonicalJson(rest);
   const quoted = JSON.stringify(placeholder);
   const at = text.indexOf(quoted);
   if (at < 0 || text.indexOf(quoted, at + 1) >= 0) return Buffer.from(canonicalJson(claim), 'utf8');

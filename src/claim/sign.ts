@@ -10,8 +10,8 @@
  */
 import { createHash, type KeyObject, webcrypto } from 'node:crypto';
 import { setTimeout } from 'node:timers/promises';
-import type { Claim, UnsignedClaim } from '@cmcp/verify/format/claim';
-import { claimBytes, type SignedClaim } from './build.js';
+import type { UnsignedClaim } from '@cmcp/verify/format/claim';
+import { claimBytes, type SignedClaim, withSignature } from './build.js';
 
 /** Lets I/O and timers run before going on (from an I/O callback, setImmediate would not). */
 const turn = () => setTimeout(0);
@@ -53,7 +53,7 @@ export async function signClaimOffLoop(
   await turn(); // each ~1.5 MB copy (building the text, handing it to the job) in its own turn of the loop
   const signature = Buffer.from(await webcrypto.subtle.sign({ name: 'Ed25519' }, cryptoKey, message));
   await turn(); // the signature's job resolves in a turn of its own; the ~1.5 MB text is built in the next
-  const claim: Claim = { ...unsigned, signature: signature.toString('base64url') };
+  const claim = withSignature(unsigned, signature);
   const canonical = claimBytes(claim, transcript);
   // SHA-256 on the loop in slices, one per turn: a digest job would first copy the whole text
   // (~1 ms for 1.5 MB, page faults of the copy included) in one turn.

@@ -1,0 +1,140 @@
+/**
+ * A long session's close and export measured from the gateway's side (issue 11 item 7), shared
+ * by test/claim-close-paged.test.ts (loose bounds that can fail) and bench/loop-block.ts (the
+ * distribution over many runs against the 3 ms goal): a session filled with tool_call entries
+ * straight into its chain, a client in another process that closes or exports it, and the
+ * longest event-loop stall (testing/stall.ts) while it does.
+ */
+
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { sha256Hex } from '@cmcp/verify/format/canonical';
+import type { Gateway } from '../src/gateway/runtime.js';
+import { immediate } from '../src/store/db.js';
+import { startClient } from './client-process.js';
+import { measureStall, type Stall } from './stall.js';
+
+/** Entries a long session holds (the length issue 11 measured at ~1 s of blocking close). */
+export const LONG_SESSION_ENTRIES = 10_000;
+
+/** Entries per transaction of {@link longSession}'s fill. */
+const FILL_BATCH = 64;
+
+/** The agent and its static token (the config must have them: `{ agent_id, token }`). */
+export interface LongSessionAgent {
+  agentId: string;
+  token: string;
+}
+
+/**
+ * Opens a session of `agent` and fills its chain with `n` tool_call entries (~0.9 KB each, as
+ * a call's terminal entry is), written straight to the chain in transactions of
+ * {@link FILL_BATCH} (as group commits write them, so the WAL is left as a serving gateway
+ * leaves it, not just checkpointed by one huge commit): the close or the export is what is
+ * measured. @returns the session_id.
+ * @throws Error when the gateway refuses to open the session.
+ */
+export async function longSession(gw: Gateway, agent: LongSessionAgent, n: number): Promise<string> {
+  // A keep-alive socket the gateway closed while this process was busy (a long verification)
+  // is seen closed once the loop has run, and not reused for this request (ECONNRESET).
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const r = await fetch(`${gw.url}/sessions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${agent.token}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  const opened = (await r.json()) as { session_id?: string };
+  if (r.status !== 201 || !opened.session_id) throw new Error(`POST /sessions: ${r.status}`);
+  const sid = opened.session_id;
+  for (let from = 0; from < n; from += FILL_BATCH)
+    immediate(gw.db, () => {
+      for (let i = from; i < Math.min(n, from + FILL_BATCH); i++)
+        gw.chain.append(sid, {
+          entry_type: 'tool_call',
+          session_id: sid,
+          agent_id: agent.agentId,
+          call_id: `call-${i}`,
+          tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
+          server_identity: 'fs',
+          policy_decision: i % 11 === 0 ? 'deny' : 'allow',
+          policy_rule_matched: ['policy0'],
+          disposition: i % 11 === 0 ? 'refused' : 'completed',
+          error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
+          latency_us: 1000 + i,
+          request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
+          response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
+          detail: { note: 'x'.repeat(400) },
+        });
+    });
+  return sid;
+}
+
+/** A full garbage collection now (V8's gc(), exposed for this process). */
+export function fullGc(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
+
+/** What the close's client saw: the status, the /healthz probes answered meanwhile. */
+export interface ClosedRemotely {
+  status: number;
+  probes: number;
+  stall: Stall;
+}
+
+/**
+ * `POST /sessions/{sid}/close` from a client in another process (started beforehand), which
+ * probes /healthz throughout and writes the ~1.5 MB answer to `answerFile` after it; the
+ * longest stall of this process's loop meanwhile. The garbage made before is collected first.
+ */
+export async function closeRemotely(
+  gw: Gateway,
+  agent: LongSessionAgent,
+  sid: string,
+  answerFile: string,
+): Promise<ClosedRemotely> {
+  const client = await startClient<{ status: number; probes: number }>(
+    `const base = ${JSON.stringify(gw.url)};
+    let probes = 0; let stop = false;
+    const probing = (async () => { while (!stop) { const r = await fetch(base + '/healthz'); await r.text(); probes++; } })();
+    const r = await fetch(base + ${JSON.stringify(`/sessions/${sid}/close`)}, { method: 'POST',
+      headers: { authorization: ${JSON.stringify(`Bearer ${agent.token}`)}, 'content-type': 'application/json' }, body: '{}' });
+    const body = Buffer.from(await r.arrayBuffer());
+    stop = true; await probing;
+    (await import('node:fs')).writeFileSync(${JSON.stringify(answerFile)}, body);
+    process.stdout.write(JSON.stringify({ status: r.status, probes }));`,
+  );
+  fullGc();
+  const { value, stall } = await measureStall(() => client.go());
+  return { ...value, stall };
+}
+
+/** What the export's client saw: the status and the bytes it read. */
+export interface ExportedRemotely {
+  status: number;
+  bytes: number;
+  stall: Stall;
+}
+
+/**
+ * `GET /sessions/{sid}/audit` from a client in another process, which reads the ~14 MB as it
+ * comes into `file`; the longest stall of this process's loop meanwhile (the garbage made
+ * before is collected first).
+ */
+export async function exportRemotely(
+  gw: Gateway,
+  agent: LongSessionAgent,
+  sid: string,
+  file: string,
+): Promise<ExportedRemotely> {
+  const client = await startClient<{ status: number; bytes: number }>(
+    `const r = await fetch(${JSON.stringify(`${gw.url}/sessions/${sid}/audit`)}, { headers: { authorization: ${JSON.stringify(`Bearer ${agent.token}`)} } });
+    const out = (await import('node:fs')).createWriteStream(${JSON.stringify(file)});
+    let bytes = 0; for await (const c of r.body) { bytes += c.byteLength; out.write(c); }
+    await new Promise((done) => out.end(done));
+    process.stdout.write(JSON.stringify({ status: r.status, bytes }));`,
+  );
+  fullGc();
+  const { value, stall } = await measureStall(() => client.go());
+  return { ...value, stall };
+}
