@@ -18,6 +18,8 @@
  *   npm run bench -- --loop-block  [--runs N]  the close and export of a 10,000-entry session: the
  *                                  longest event-loop stall over N runs (20), MET/MISSED against
  *                                  3 ms (./loop-block.ts; also part of the full run's sections)
+ *   npm run bench -- --cpu-side-by-side --cmcp-root DIR   gateway CPU per call of cmcp full, the
+ *                                  build in DIR against this one, alternating windows (./cpu-side-by-side.ts)
  */
 import { EventEmitter } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,6 +29,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { renderReport } from './compare/report.js';
 import { type CompareOptions, type CompareResult, runCompare } from './compare/run.js';
 import { runCpuProfile } from './cpu-profile.js';
+import { runCpuSideBySide, sideBySideEnvs, sideBySideTable } from './cpu-side-by-side.js';
 import { runExecutionIdBench } from './execution-id.js';
 import { groupCommitTable, runGroupCommitBench } from './group-commit.js';
 import { REPO_ROOT } from './load/profile.js';
@@ -62,6 +65,8 @@ const program = new Command('bench')
   .option('--loop-block', 'only the loop-block section (close and export of a 10,000-entry session)')
   .option('--runs <n>', 'runs of the loop-block section', int)
   .option('--no-sections', 'skip the execution_id, verification and loop-block sections')
+  .option('--cpu-side-by-side', 'CPU per call of cmcp full: the --cmcp-root build against this one')
+  .option('--reps <n>', 'repetitions of the side-by-side mode', int, 6)
   .parse();
 const opts = program.opts<{
   quick?: boolean;
@@ -79,6 +84,8 @@ const opts = program.opts<{
   sessionBinding?: boolean;
   loopBlock?: boolean;
   runs?: number;
+  cpuSideBySide?: boolean;
+  reps: number;
   sections: boolean;
 }>();
 
@@ -116,6 +123,32 @@ try {
       elapsedS: saved.elapsedS ?? Number.NaN,
     });
     writeFileSync(opts.render, `${JSON.stringify(doc, null, 2)}\n`);
+  } else if (opts.cpuSideBySide) {
+    if (!opts.cmcpRoot)
+      throw new InvalidArgumentError('--cpu-side-by-side needs --cmcp-root (the build before)');
+    const sbsDb = opts.dbDir ? mkdtempSync(join(opts.dbDir, 'cmcp-sbs-')) : undefined;
+    const base = { ...env, cmcpDist: join(REPO_ROOT, 'dist'), ...(sbsDb ? { dbDir: sbsDb } : {}) };
+    const { before, after } = sideBySideEnvs(base, join(opts.cmcpRoot, 'dist'));
+    for (const e of [before, after]) {
+      mkdirSync(e.probeDir, { recursive: true });
+      if (e.dbDir) mkdirSync(e.dbDir, { recursive: true });
+    }
+    try {
+      const cells = await runCpuSideBySide(before, after, {
+        reps: opts.reps,
+        windowMs: 3000,
+        warmMs: 300,
+        concurrencies: [16, 64],
+        transports: opts.transport === 'both' ? ['http', 'stdio'] : [opts.transport as 'http' | 'stdio'],
+      });
+      writeFileSync(
+        join(resultsDir, `cpu-side-by-side-${stamp}.json`),
+        `${JSON.stringify(cells, null, 2)}\n`,
+      );
+      console.log(sideBySideTable(cells));
+    } finally {
+      if (sbsDb) rmSync(sbsDb, { recursive: true, force: true });
+    }
   } else if (opts.sessionBinding) {
     await sessionBinding(!!opts.quick);
   } else if (opts.loopBlock) {

@@ -29,6 +29,10 @@ describe('hashes', () => {
       expect(Buffer.from(shim.createHash(alg).update(b).digest())).toEqual(
         node.createHash(alg).update(b).digest(),
       );
+      expect(shim.hash(alg, b)).toBe(node.hash(alg, b));
+      expect(Buffer.from(shim.hash(alg, b, 'buffer'))).toEqual(node.hash(alg, b, 'buffer'));
+      const text = `é𝄞${b.toString('latin1')}`;
+      expect(shim.hash(alg, text, 'base64')).toBe(node.hash(alg, text, 'base64'));
     }
   });
 });

@@ -5,7 +5,7 @@
  * `<alg>:<lowercase hex>` with alg sha256 or sha384. The registry compares the whole
  * rendered string, in constant time.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 
@@ -66,7 +66,7 @@ export function computeBinding(preimage: unknown, alg: string = 'sha256'): strin
   if (alg !== 'sha256' && alg !== 'sha384')
     throw new BindingFormatError('EAB_UNSUPPORTED_ALGORITHM', `unsupported algorithm ${alg}`);
   assertV1Preimage(preimage);
-  return `${alg}:${createHash(alg).update(canonicalJson(preimage), 'utf8').digest('hex')}`;
+  return `${alg}:${hash(alg, canonicalJson(preimage), 'hex')}`; // a string is hashed as UTF-8
 }
 
 /**

@@ -73,9 +73,10 @@ export class ExecutionRegistry {
     this.getStmt = db.prepare<[string, string], ExecutionRow>(
       'SELECT * FROM executions WHERE agent_id = ? AND execution_id = ?',
     );
+    // A key already taken inserts nothing (and is read then): one statement per admitted call.
     this.insertStmt = db.prepare(
       `INSERT INTO executions (agent_id, execution_id, binding, state, call_id, session_id, tool_name, owner, created_at, updated_at)
-       VALUES (?,?,?,'in_flight',?,?,?,?,?,?)`,
+       VALUES (?,?,?,'in_flight',?,?,?,?,?,?) ON CONFLICT (agent_id, execution_id) DO NOTHING`,
     );
     this.finishStmt = db.prepare(
       `UPDATE executions SET state = ?, updated_at = ?, terminal_entry_hash = ?
@@ -95,23 +96,20 @@ export class ExecutionRegistry {
    */
   admit(inp: Reservation): Admission {
     if (!inImmediate(this.db)) throw new Error('admission must run inside a BEGIN IMMEDIATE transaction');
-    const existing = this.getStmt.get(inp.agentId, inp.executionId);
-    if (!existing) {
-      const now = new Date().toISOString();
-      this.insertStmt.run(
-        inp.agentId,
-        inp.executionId,
-        inp.binding,
-        inp.callId,
-        inp.sessionId,
-        inp.toolName,
-        this.owner,
-        now,
-        now,
-      );
-      return { kind: 'admitted' };
-    }
-    return classifyExisting(existing, inp.binding);
+    const now = new Date().toISOString();
+    const inserted = this.insertStmt.run(
+      inp.agentId,
+      inp.executionId,
+      inp.binding,
+      inp.callId,
+      inp.sessionId,
+      inp.toolName,
+      this.owner,
+      now,
+      now,
+    ).changes;
+    if (inserted === 1) return { kind: 'admitted' };
+    return classifyExisting(this.getStmt.get(inp.agentId, inp.executionId) as ExecutionRow, inp.binding);
   }
 
   /**

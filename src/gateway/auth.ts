@@ -3,7 +3,7 @@
  * the configured table; the agent_id never comes from the request body. In dev mode a
  * request without a token is the `dev` agent (the listener is loopback-only there).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, timingSafeEqual } from 'node:crypto';
 
 export interface AgentEntry {
   agent_id: string;
@@ -65,9 +65,7 @@ export class Authenticator {
     if (header === undefined || header === '') return this.devMode ? 'dev' : null;
     const m = /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
     if (!m) return null;
-    const digest = createHash('sha256')
-      .update(m[1] as string)
-      .digest('hex');
+    const digest = hash('sha256', m[1] as string, 'hex'); // one-shot: no Hash object per request
     for (const [h, agent] of this.byHash) {
       if (timingSafeEqual(Buffer.from(h), Buffer.from(digest))) return agent;
     }

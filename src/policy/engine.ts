@@ -35,6 +35,7 @@ import { createHash } from 'node:crypto';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
+import { ActionPolicySets } from './action-sets.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { onlyReferenced, referencedAttributes } from './referenced-attributes.js';
 
@@ -195,13 +196,17 @@ export function checkEntities(bundle: PolicyBundle, entities: cedar.EntityJson[]
  * A loaded bundle ready to decide requests. The policy text is parsed once, here (at load and at
  * each reload), into cedar-wasm's cache of preparsed policy sets (`preparsePolicySet`), keyed by
  * a digest of the policies so that the cache holds one entry per distinct bundle however often it reloads;
- * each call then decides with `statefulIsAuthorized` instead of parsing the text again.
+ * each call then decides with `statefulIsAuthorized` instead of parsing the text again, against
+ * the subset of policies whose action scope can hold for its action (./action-sets.ts: the same
+ * answer, with less to evaluate), preparsed once per action under an id derived from that key.
  */
 export class PolicyEngine {
   /** The key of this bundle's preparsed policy set in cedar-wasm's cache. */
   private readonly policySetId: string;
   /** The attribute names the policies read (./referenced-attributes.ts); null: all of them. */
   private readonly attributeNames: Set<string> | null;
+  /** Per action, the set of the policies whose scope can hold for it (./action-sets.ts). */
+  private readonly actionSets: ActionPolicySets;
 
   /** @throws PolicyBundleError when Cedar cannot parse the bundle's policies. */
   constructor(
@@ -217,6 +222,7 @@ export class PolicyEngine {
         parsed.errors.map((e) => e.message),
       );
     this.attributeNames = referencedAttributes(bundle.policies);
+    this.actionSets = new ActionPolicySets(this.policySetId, bundle.policies);
   }
 
   /** Evaluates one request. Never throws: faults come back as `failure` (a deny). */
@@ -271,7 +277,7 @@ export class PolicyEngine {
         action: { type: 'Action', id: action },
         resource,
         context,
-        preparsedPolicySetId: this.policySetId,
+        preparsedPolicySetId: this.actionSets.idFor(action),
         entities,
       });
     } catch (e) {

@@ -45,6 +45,12 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
+  // Savepoint (statement) journals in memory: the group commit runs each write in its own
+  // SAVEPOINT, and SQLite copies every page a savepoint first touches into that journal, which
+  // by default spills to a temporary file after 64 KiB (four 16 KiB pages) — two pwrite64 per
+  // page and a temp file opened and removed per transaction. Only rollback within the open
+  // transaction reads it; durability is the WAL's.
+  db.pragma('temp_store = MEMORY');
   try {
     migrateSqlite(db, path); // the versioned schema (store/migrations/)
   } catch (e) {

