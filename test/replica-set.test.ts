@@ -82,7 +82,7 @@ describe('replica processes', () => {
         dir: other,
         count: 1,
         config: (_i, port) => base(0, port),
-        startTimeoutMs: 1500,
+        startTimeoutMs: 8000,
         log: (l) => lines.push(l),
       }),
     ).rejects.toThrow(/INSTANCE_RUNNING/);
