@@ -247,20 +247,20 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
     expect(cmcp('db', 'status').code).toBe(2);
   });
 
-  it('cmcp start with a postgres:// database refuses: PostgreSQL serving is not implemented yet', async () => {
+  it('cmcp start with an unreachable postgres:// database refuses with DATABASE_UNAVAILABLE', async () => {
     const cfg = await writeConfig({ dir: mkdtempSync(join(dir, 'start-')) });
     writeFileSync(cfg.file, stringify({ ...cfg.raw, database: 'postgres://cmcp@127.0.0.1:1/cmcp' }));
     const r = cmcp('start', '--config', cfg.file);
     expect(r.code).toBe(1);
-    expect(r.err).toContain('(POSTGRES_SERVING_NOT_IMPLEMENTED)');
-    expect(r.err).toContain('PostgreSQL serving is not implemented yet');
+    expect(r.err).toContain('(DATABASE_UNAVAILABLE)');
+    expect(r.err).toContain('cannot reach postgres://cmcp@127.0.0.1:1/cmcp');
     // Not a SQLite file named like the URL either.
     expect(spawnSync('ls', [cfg.dir], { encoding: 'utf8' }).stdout).not.toMatch(/postgres|cmcp\.db/);
     // --check says so too, and never prints the password.
     writeFileSync(cfg.file, stringify({ ...cfg.raw, database: 'postgres://cmcp:hunter2@127.0.0.1:1/cmcp' }));
     const check = cmcp('start', '--check', '--config', cfg.file);
     expect(check.code).toBe(1);
-    expect(check.out).toMatch(/FAIL\s+database\s+.*PostgreSQL serving is not implemented yet/);
+    expect(check.out).toMatch(/FAIL\s+database\s+cannot reach .*\(DATABASE_UNAVAILABLE\)/);
     expect(check.out).toContain('postgres://cmcp:***@127.0.0.1:1/cmcp');
     expect(check.out + check.err).not.toContain('hunter2');
   });

@@ -11,16 +11,17 @@ import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
-import type { SessionRow, SessionService } from '../session/service.js';
+import type { CallSessions } from '../session/ports.js';
+import type { SessionRow } from '../session/service.js';
 import { type Db, immediateAsync } from '../store/db.js';
 import type { WriteStore } from '../store/writes.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import { type AdmissionInput, actionBinding, admit } from './admission.js';
-import { AttemptLog, type AttemptStart } from './attempts.js';
+import type { AttemptLog, AttemptStart } from './attempts.js';
+import { type LocalCallStore, localCallStore, sqlite } from './call-store.js';
 import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
 import { readCallParams } from './ingress.js';
-import { TerminalRecorder } from './record.js';
 import { answered, notRecorded, refused } from './respond.js';
 import { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
@@ -32,28 +33,34 @@ function latencyUs(startedAt: bigint): number {
 
 export class CallOrchestrator {
   private readonly gates: CallGates;
-  private readonly recorder: TerminalRecorder;
+  /** The SQLite gateway's own connection, log and recorder; null on a shared PostgreSQL (call-store.ts). */
+  private readonly local: LocalCallStore | null;
   /** Each session's highest forwarded sensitivity (also the relayed methods' Cedar context). */
   readonly sensitivity: SessionSensitivity;
-  /** Calls on their way upstream, recorded before the upstream is invoked (attempts.ts). */
-  readonly attempts: AttemptLog;
 
   constructor(
-    private readonly db: Db,
-    chain: AuditChain,
-    private readonly sessions: SessionService,
+    db: Db | null,
+    chain: AuditChain | null,
+    private readonly sessions: CallSessions,
     private readonly upstreams: UpstreamPool,
-    private readonly executions: ExecutionRegistry,
+    executions: ExecutionRegistry | null,
     private readonly log: Logger,
     controls: CallControls = NO_CONTROLS,
     private readonly telemetry: CallTelemetry = NO_TELEMETRY,
-    /** The store worker's writes (store/write-client.ts), or null: writes on the event loop. */
+    /**
+     * The store worker's writes (store/write-client.ts), a replica's PostgreSQL writes
+     * (store/postgres/write-store.ts), or null: writes on the event loop's SQLite connection.
+     */
     private readonly writes: WriteStore | null = null,
   ) {
     this.sensitivity = new SessionSensitivity(db, chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
-    this.attempts = new AttemptLog(db, executions.owner);
-    this.recorder = new TerminalRecorder(db, chain, sessions, executions, this.attempts);
+    this.local = localCallStore(db, chain, sessions, executions, writes);
+  }
+
+  /** Calls on their way upstream, recorded before the upstream is invoked (attempts.ts): SQLite's. */
+  get attempts(): AttemptLog {
+    return sqlite(this.local).attempts;
   }
 
   /**
@@ -201,8 +208,9 @@ export class CallOrchestrator {
           const r = await this.admitInWorker(this.writes, a, binding, attempt, route, entry, startedAt);
           if (r) return r;
         } else {
+          const { db, executions } = sqlite(this.local);
           const admitted = await this.telemetry.stage('admission', route.upstream, () =>
-            admit(this.db, this.executions, a, binding, refuseNow, () => this.begin(attempt, route)),
+            admit(db, executions, a, binding, refuseNow, () => this.begin(attempt, route)),
           );
           if (admitted.kind === 'refused') return admitted.response;
         }
@@ -216,7 +224,7 @@ export class CallOrchestrator {
       // No upstream runs without a durable record of the attempt (docs/spec/execution.md#attempts).
       try {
         if (this.writes) await this.beginInWorker(this.writes, attempt, route);
-        else await immediateAsync(this.db, () => this.begin(attempt, route));
+        else await immediateAsync(sqlite(this.local).db, () => this.begin(attempt, route));
       } catch (e) {
         if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
@@ -249,10 +257,10 @@ export class CallOrchestrator {
               disposition: f.disposition,
               execution,
             })
-          : this.recorder.outcome(sessionId, terminal, f.disposition, execution),
+          : sqlite(this.local).recorder.outcome(sessionId, terminal, f.disposition, execution),
       );
     } catch (e) {
-      if (this.attempts.isClosed)
+      if (this.local?.attempts.isClosed)
         // Past the shutdown drain: the call was already recorded outcome_unknown, as designed.
         this.log.warn(
           { call_id: callId },
@@ -273,7 +281,7 @@ export class CallOrchestrator {
 
   /** Inside the attempt's transaction: the attempt row, and the session's sensitivity raised with it. */
   private begin(attempt: AttemptStart, route: RoutedTool): void {
-    this.attempts.begin(attempt);
+    sqlite(this.local).attempts.begin(attempt);
     this.sensitivity.attempted(attempt.sessionId, route);
   }
 
@@ -298,7 +306,7 @@ export class CallOrchestrator {
     const write = () =>
       this.writes
         ? this.writes.write({ kind: 'refusal', sessionId, entry: { ...input, error_code: r.code } })
-        : this.recorder.refusal(sessionId, { ...input, error_code: r.code });
+        : sqlite(this.local).recorder.refusal(sessionId, { ...input, error_code: r.code });
     let e: AuditEntry;
     try {
       e = await this.telemetry.stage('commit', upstream, write);
@@ -354,7 +362,7 @@ export class CallOrchestrator {
     let e: AuditEntry;
     try {
       e = this.telemetry.stage('commit', upstream, () =>
-        this.recorder.refusalNow(sessionId, { ...input, error_code: r.code }),
+        sqlite(this.local).recorder.refusalNow(sessionId, { ...input, error_code: r.code }),
       );
     } catch (err) {
       return this.refusalNotRecorded(input, r, err, startedAt);

@@ -24,7 +24,7 @@ export class TerminalRecorder {
   constructor(
     private readonly db: Db,
     private readonly chain: AuditChain,
-    private readonly sessions: SessionService,
+    private readonly sessions: Pick<SessionService, 'countCall' | 'isOpen'>,
     private readonly executions: ExecutionRegistry,
     private readonly attempts: AttemptLog,
   ) {}

@@ -29,8 +29,9 @@ export class SessionSensitivity {
   private readonly stored = new Map<string, number>();
 
   constructor(
-    private readonly db: Db,
-    private readonly chain: AuditChain,
+    /** Null on a shared PostgreSQL, where no catalog is served yet (gateway/replica-runtime.ts). */
+    private readonly db: Db | null,
+    private readonly chain: AuditChain | null,
     private readonly upstreams: UpstreamPool,
     private readonly catalog: CatalogGuard | null,
   ) {}
@@ -43,10 +44,12 @@ export class SessionSensitivity {
 
   /** Highest sensitivity a session has forwarded so far; read back after a restart (module doc). */
   max(sessionId: string): Sensitivity {
+    // A replica on PostgreSQL serves no catalog yet: every tool it forwards is unclassified.
+    if (!this.db && !this.catalog) return 'unclassified';
     let level = this.seen.get(sessionId);
     if (level === undefined) {
       const row = prepared<[string], { level: number }>(
-        this.db,
+        this.sqlite(),
         'SELECT level FROM session_sensitivity WHERE session_id = ?',
       ).get(sessionId);
       if (row) this.stored.set(sessionId, row.level);
@@ -63,7 +66,7 @@ export class SessionSensitivity {
   attempted(sessionId: string, route: RoutedTool): void {
     const l = this.raise(sessionId, route);
     if (l === null) return;
-    storeSensitivity(this.db, sessionId, l);
+    storeSensitivity(this.sqlite(), sessionId, l);
     this.raised(sessionId, l);
   }
 
@@ -102,6 +105,7 @@ export class SessionSensitivity {
   /** The level from the session's chain: only for a session with no row (module doc). */
   private replay(sessionId: string): number {
     let level = 0;
+    if (!this.chain) throw new Error('a session sensitivity replay needs the SQLite chain');
     for (const e of this.chain.entries(sessionId)) {
       if (e.entry_type !== 'tool_call' || e.tool_name === null) continue;
       if (e.disposition !== 'completed' && e.disposition !== 'outcome_unknown') continue;
@@ -109,6 +113,12 @@ export class SessionSensitivity {
       if (l > level) level = l;
     }
     return level;
+  }
+
+  /** @throws Error without a SQLite connection (a catalog on PostgreSQL is refused at start). */
+  private sqlite(): Db {
+    if (!this.db) throw new Error('session sensitivity rows are read here from SQLite only');
+    return this.db;
   }
 
   private remember(sessionId: string, level: number): void {

@@ -13,17 +13,14 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import pg from 'pg';
 import pino from 'pino';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { ConfigError, type GatewayConfig, loadConfig } from '../config/index.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { liveHolder } from '../store/instance-lock.js';
-import {
-  isPostgresUrl,
-  LATEST_SCHEMA_VERSION,
-  PostgresServingNotImplementedError,
-  redactPostgresUrl,
-} from '../store/migrations/index.js';
+import { isPostgresUrl, LATEST_SCHEMA_VERSION, redactPostgresUrl } from '../store/migrations/index.js';
+import { postgresSchemaVersion } from '../store/migrations/postgres.js';
 import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { selectProvider } from '../tee/detect.js';
 import { requiredBindingTier } from '../tee/tier.js';
@@ -162,16 +159,7 @@ export async function runStartCheck(
       status: 'ok',
       detail: `${cfg.upstreams.length} upstream(s), ${cfg.agents.length} agent(s), ${cfg.operators.length} operator(s), database ${postgres ? redactPostgresUrl(cfg.database) : cfg.database}`,
     },
-    // `cmcp start` refuses a PostgreSQL database (store/db.ts); so does the check.
-    ...(postgres
-      ? [
-          {
-            what: 'database',
-            status: 'FAIL' as const,
-            detail: `${new PostgresServingNotImplementedError().message} (POSTGRES_SERVING_NOT_IMPLEMENTED)`,
-          },
-        ]
-      : [checkDatabase(cfg)]),
+    postgres ? await checkPostgres(cfg) : checkDatabase(cfg),
     ...checkFiles(cfg),
     await checkAttestation(cfg),
   ];
@@ -184,6 +172,37 @@ export async function runStartCheck(
     lines.map((l) => `  ${l.status.padEnd(4)}  ${l.what.padEnd(width)}  ${l.detail}`).join('\n') +
     `\n${failed ? `${failed} check(s) failed: the gateway would not start` : 'all checks passed: the gateway can start'}\n`;
   return { lines, exitCode: failed ? 1 : 0, text };
+}
+
+/**
+ * A replica's PostgreSQL, read only: the server answers and its schema is not newer than this
+ * cmcp (an older one is migrated at start). The replica's lease is not probed: another live
+ * holder of the instance_id refuses the start itself (INSTANCE_RUNNING).
+ */
+async function checkPostgres(cfg: GatewayConfig): Promise<CheckLine> {
+  const shown = redactPostgresUrl(cfg.database);
+  const client = new pg.Client({ connectionString: cfg.database, connectionTimeoutMillis: 5000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const version = await postgresSchemaVersion(client);
+    if (version > LATEST_SCHEMA_VERSION)
+      return {
+        what: 'database',
+        status: 'FAIL',
+        detail: `${shown}: schema version ${version}, newer than this cmcp knows (${LATEST_SCHEMA_VERSION}) (DATABASE_SCHEMA_TOO_NEW)`,
+      };
+    return { what: 'database', status: 'ok', detail: `${shown} (PostgreSQL, schema version ${version})` };
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    return {
+      what: 'database',
+      status: 'FAIL',
+      detail: `cannot reach ${shown}: ${(e as Error).message}${code ? ` (${code})` : ''} (DATABASE_UNAVAILABLE)`,
+    };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 /**

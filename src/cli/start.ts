@@ -10,7 +10,9 @@
 import type { Command } from 'commander';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../config/index.js';
+import { startReplicaGateway } from '../gateway/replica-runtime.js';
 import { startGateway } from '../gateway/runtime.js';
+import { isPostgresUrl } from '../store/migrations/index.js';
 import { AttestationStartError } from '../tee/detect.js';
 import { ATTESTATION_EXIT_CODE } from '../tee/tier.js';
 import { runStartCheck } from './check.js';
@@ -39,7 +41,10 @@ export function registerStartCommand(program: Command): void {
         throw e;
       }
       try {
-        const gw = await startGateway(cfg, log);
+        // The engine follows `database`: a file path is SQLite, a postgres:// URL a replica (docs/replicas.md).
+        const gw = isPostgresUrl(cfg.database)
+          ? await startReplicaGateway(cfg, log)
+          : await startGateway(cfg, log);
         let stopping = false;
         const stop = async (signal: string) => {
           if (stopping) return;

@@ -190,8 +190,8 @@ export const configSchema = z
     instance_id: name.default('gateway'),
     /**
      * SQLite database path (relative paths are relative to the config file), or a postgres://
-     * URL — for `cmcp db migrate|status` only so far: `cmcp start` refuses it
-     * (POSTGRES_SERVING_NOT_IMPLEMENTED).
+     * URL: `cmcp start` then serves as a replica on that PostgreSQL (gateway/replica-runtime.ts,
+     * the `replicas` section; docs/replicas.md).
      */
     database: z.string().min(1),
     /** Where the call path's writes run (src/config/store.ts). */

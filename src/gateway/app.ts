@@ -7,10 +7,9 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { type ConsoleDeps, consoleRoutes } from '../console/plugin.js';
-import type { ExecutionRegistry } from '../execution/registry.js';
 import { metricsRoutes } from '../metrics/plugin.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
-import type { SessionService } from '../session/service.js';
+import type { AgentSessions, ExecutionReads } from '../session/ports.js';
 import type { AgentLimits } from './agent-limits.js';
 import type { Authenticator } from './auth.js';
 import { NOT_UTF8 } from './body-refusals.js';
@@ -42,8 +41,8 @@ export interface AppDeps {
   logger: Logger;
   auth: Authenticator;
   mcp: McpEndpoint;
-  sessions: SessionService;
-  executions: ExecutionRegistry;
+  sessions: AgentSessions;
+  executions: ExecutionReads;
   maxRequestBytes: number;
   /** Records unauthenticated requests in the gateway chain. */
   recordAuthFailure: (route: string) => void;
@@ -61,7 +60,7 @@ export interface AppDeps {
   /** JWT access tokens for agents, and the RFC 9728 metadata route. */
   oauth?: OAuthVerifier;
   /** The agent a session belongs to (to record cross-agent probes), null: none. */
-  sessionAgent?: (sessionId: string) => string | null;
+  sessionAgent?: (sessionId: string) => string | null | Promise<string | null>;
   /** Told every agent a JWT access token authenticated (operators can then block it). */
   onTokenAgent?: (agentId: string) => void;
   /** Per-agent limits (rate, in flight, open sessions); none without. */

@@ -49,7 +49,8 @@ export class Readiness {
   private last: { at: number; report: Promise<ReadinessReport> } | null = null;
 
   constructor(
-    private readonly db: Db,
+    /** SQLite: the connection to probe; a replica on PostgreSQL: its own probe (null when writable). */
+    private readonly db: Db | (() => Promise<string | null>),
     private readonly upstreams: UpstreamPool,
     private readonly provider: AttestationProvider,
     /** The shutdown gate: once it stops admitting, the gateway is not ready. */
@@ -105,6 +106,7 @@ export class Readiness {
    * {@link DB_PROBE_WAIT_MS}, waited for by awaiting (an empty transaction: nothing written).
    */
   private async databaseCheck(): Promise<string | null> {
+    if (typeof this.db === 'function') return this.db();
     if (!this.db.open) return 'closed';
     if (this.db.readonly) return 'read-only';
     if (this.db.inTransaction) return null; // a write transaction of ours is running: writable

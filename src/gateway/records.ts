@@ -8,7 +8,7 @@ import { clip, type ErrorCode } from '@cmcp/verify/errors/index';
 import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
+import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { GatewayKey } from '../session/service.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -23,7 +23,17 @@ export function recordGatewayStart(
   provider: AttestationProvider,
   tools: number,
 ): void {
-  chain.append(GATEWAY_CHAIN_ID, {
+  chain.append(GATEWAY_CHAIN_ID, gatewayStartEntry(cfg, key, provider, tools));
+}
+
+/** The `gateway_start` entry's body (both engines: a replica appends it through its store). */
+export function gatewayStartEntry(
+  cfg: GatewayConfig,
+  key: GatewayKey,
+  provider: AttestationProvider,
+  tools: number,
+): EntryInput {
+  return {
     entry_type: 'gateway_start',
     detail: {
       version: '0.1.0',
@@ -34,8 +44,11 @@ export function recordGatewayStart(
       tools,
       instance_id: cfg.instance_id,
     },
-  });
+  };
 }
+
+/** Where the gateway chain's own records go: AuditChain on SQLite, a replica's store on PostgreSQL. */
+export type GatewayChainSink = Pick<AuditChain, 'appendAwaited'>;
 
 /**
  * A caller-chosen value as JCS can carry it (RFC 8785 §3.2.2.2 refuses lone surrogates): each
@@ -73,7 +86,7 @@ export interface GatewayRefusals {
  *   of unauthenticated requests (flush it at shutdown).
  */
 export function gatewayRefusals(
-  chain: AuditChain,
+  chain: GatewayChainSink,
   log: Logger,
   onRefusal?: (code: ErrorCode) => void,
 ): GatewayRefusals {
@@ -113,7 +126,7 @@ function refusedRoute(detail: Record<string, unknown>): string {
  * declared name and version (clipped). Never fails the request: a failed append is logged.
  */
 export function recordClientSession(
-  chain: AuditChain,
+  chain: GatewayChainSink,
   s: { id: string; agentId: string; protocolVersion: string },
   clientInfo: unknown,
   log: Logger,

@@ -49,7 +49,10 @@ export const healthSchema = {
   response: { 200: { type: 'object', properties: { status: str }, required: ['status'] } },
 } as const;
 
-/** `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null}, attestation, shutdown}}`. */
+/**
+ * `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null}, attestation,
+ * shutdown}}`, and `lease` on a replica on PostgreSQL (readiness.ts).
+ */
 const readyBody = {
   type: 'object',
   properties: {
@@ -61,6 +64,7 @@ const readyBody = {
         upstreams: { type: 'object', additionalProperties: nullableStr },
         attestation: nullableStr,
         shutdown: nullableStr,
+        lease: nullableStr,
       },
       required: ['database', 'upstreams', 'attestation', 'shutdown'],
     },

@@ -24,7 +24,8 @@ const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 /** What the metrics read from the rest of the gateway at scrape time. */
 export interface MetricSources {
-  db: Db;
+  /** SQLite: the gauges' connection; null on PostgreSQL (gateway/replica-metrics.ts adds its gauges). */
+  db: Db | null;
   /** SQLite database path (its `-wal` file is measured). */
   dbPath: string;
   /** Configured upstream names (the only upstream label values besides `none`). */
@@ -91,13 +92,13 @@ export class GatewayMetrics {
       buckets: BUCKETS,
       registers,
     });
-    this.scrapeGauges(src, registers);
+    if (src.db) this.scrapeGauges(src.db, src.dbPath, registers);
   }
 
   /** Gauges read from the database and the file system at scrape time. */
-  private scrapeGauges(src: MetricSources, registers: Registry[]): void {
-    const openSessions = src.db.prepare("SELECT count(*) AS n FROM sessions WHERE status = 'open'");
-    const states = src.db.prepare('SELECT state, count(*) AS n FROM executions GROUP BY state');
+  private scrapeGauges(db: Db, dbPath: string, registers: Registry[]): void {
+    const openSessions = db.prepare("SELECT count(*) AS n FROM sessions WHERE status = 'open'");
+    const states = db.prepare('SELECT state, count(*) AS n FROM executions GROUP BY state');
     new Gauge({
       name: 'cmcp_open_sessions',
       help: 'Sessions open now (default and named)',
@@ -124,7 +125,7 @@ export class GatewayMetrics {
       registers,
       collect() {
         try {
-          this.set(statSync(`${src.dbPath}-wal`).size);
+          this.set(statSync(`${dbPath}-wal`).size);
         } catch {
           this.set(0);
         }

@@ -42,16 +42,20 @@ export class ReplicaSessions {
    * Opens a session: its genesis entry and row, then its chain root bound into this replica's
    * evidence and the outcome recorded (a failed bind serves the session signed-only, as
    * service.ts does).
-   * @param challenge optional verifier nonce (base64url) folded into the binding preimage.
+   * @param opts.challenge optional verifier nonce (base64url) folded into the binding preimage;
+   *   `isDefault` marks an agent's default session (replica-service.ts).
    * @throws (rejects) LeaseLostError (LEASE_LOST); pg errors.
    */
-  async create(agentId: string, opts: { challenge?: string | null } = {}): Promise<SessionCreated> {
+  async create(
+    agentId: string,
+    opts: { challenge?: string | null; isDefault?: boolean } = {},
+  ): Promise<SessionCreated> {
     const sessionId = randomUUID();
     const thumb = b64u(this.key.thumbprint);
     const genesis = await this.store.openSession({
       sessionId,
       agentId,
-      isDefault: false,
+      isDefault: opts.isDefault ?? false,
       provider: this.provider.name,
       keyThumbprint: thumb,
     });

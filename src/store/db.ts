@@ -16,7 +16,7 @@ import {
 import {
   DatabaseUnavailableError,
   isPostgresUrl,
-  PostgresServingNotImplementedError,
+  PostgresFeatureUnavailableError,
 } from './migrations/index.js';
 import { migrateSqlite } from './migrations/sqlite.js';
 
@@ -32,10 +32,11 @@ export type Db = Database.Database;
  * The schema is brought to the latest version first (store/migrations/sqlite.ts).
  * @param busyTimeoutMs how long a writer waits for the lock before failing, milliseconds.
  * @throws SchemaTooNewError (DATABASE_SCHEMA_TOO_NEW) for a database newer than this code;
- *   PostgresServingNotImplementedError for a postgres:// URL; SQLite errors.
+ *   PostgresFeatureUnavailableError for a postgres:// URL; SQLite errors.
  */
 export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
-  if (isPostgresUrl(path)) throw new PostgresServingNotImplementedError();
+  if (isPostgresUrl(path))
+    throw new PostgresFeatureUnavailableError('a SQLite connection to a postgres:// URL');
   const db = new Database(path);
   db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
   // A new file only (SQLite ignores it once the database has pages): 16 KiB pages hold ~11
@@ -222,7 +223,7 @@ export function inImmediate(db: Db): boolean {
 /**
  * The gateway's database ({@link openDatabase}); a file SQLite cannot open or that is not
  * a database fails with the stable DATABASE_UNAVAILABLE instead of the driver's own error.
- * @throws SchemaTooNewError, PostgresServingNotImplementedError as openDatabase;
+ * @throws SchemaTooNewError, PostgresFeatureUnavailableError as openDatabase;
  *   DatabaseUnavailableError for anything else that stops the file opening.
  */
 export function openGatewayDatabase(path: string): Db {

@@ -10,9 +10,8 @@ import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimTextPieces } from '../../claim/parts.js';
-import type { ExecutionRegistry } from '../../execution/registry.js';
 import { issuedText } from '../../session/close.js';
-import type { SessionService } from '../../session/service.js';
+import type { AgentSessions, ExecutionReads } from '../../session/ports.js';
 import { type AgentLimits, registerAgentLimits } from '../agent-limits.js';
 import type { Authenticator } from '../auth.js';
 import type { McpEndpoint } from '../mcp.js';
@@ -39,8 +38,8 @@ export type RefusalSink = (agentId: string | null, code: ErrorCode, detail: Reco
 export interface AgentRouteDeps {
   auth: Authenticator;
   mcp: McpEndpoint;
-  sessions: SessionService;
-  executions: ExecutionRegistry;
+  sessions: AgentSessions;
+  executions: ExecutionReads;
   /** True when an operator blocked the agent (false without operator controls). */
   isBlocked(agentId: string): boolean;
   /** Records unauthenticated requests (rate-bounded, auth-failures.ts). */
@@ -50,7 +49,7 @@ export interface AgentRouteDeps {
   /** JWT access tokens (the `oauth` section), or absent: static tokens only. */
   oauth?: OAuthVerifier;
   /** The agent a session belongs to, whatever the caller (null: no such session). */
-  sessionAgent?: (sessionId: string) => string | null;
+  sessionAgent?: (sessionId: string) => string | null | Promise<string | null>;
   /** Told every agent a JWT access token authenticated. */
   onTokenAgent?: (agentId: string) => void;
   /** Per-agent rate, in-flight and open-session limits (agent-limits.ts); none without. */
@@ -65,11 +64,17 @@ export interface AgentRouteDeps {
  * exists under another agent, the probe is recorded as a refusal (the caller's answer stays the
  * same as for a session that does not exist: nothing tells it the session is there).
  */
-function ownSession<T>(d: AgentRouteDeps, req: FastifyRequest, sessionId: string, read: () => T): T {
+async function ownSession<T>(
+  d: AgentRouteDeps,
+  req: FastifyRequest,
+  sessionId: string,
+  read: () => T | Promise<T>,
+): Promise<T> {
   try {
-    return read();
+    return await read();
   } catch (e) {
-    const owner = e instanceof CmcpError && e.code === 'UNKNOWN_SESSION' ? d.sessionAgent?.(sessionId) : null;
+    const owner =
+      e instanceof CmcpError && e.code === 'UNKNOWN_SESSION' ? await d.sessionAgent?.(sessionId) : null;
     if (owner && owner !== req.agentId)
       d.recordRefusal(req.agentId, 'UNKNOWN_SESSION', {
         route: req.routeOptions.url ?? 'unknown',
@@ -200,7 +205,7 @@ export function agentRoutes(d: AgentRouteDeps) {
       strictBody(req.body, BODY_MEMBERS.openSession, 'POST /sessions');
       const create = () => d.sessions.create(req.agentId, { challenge });
       const s = d.limits
-        ? await d.limits.withSessionSlot(req.agentId, d.sessions.openCount(req.agentId), create)
+        ? await d.limits.withSessionSlot(req.agentId, await d.sessions.openCount(req.agentId), create)
         : await create();
       if (s === null) {
         d.recordRefusal(req.agentId, 'AGENT_TOO_MANY_SESSIONS', { route: 'POST /sessions' });
@@ -222,25 +227,28 @@ export function agentRoutes(d: AgentRouteDeps) {
         const claim = await d.sessions.closeAwaited(req.agentId, req.params.id);
         // The commit and the answer in two turns of the loop (a timer lets I/O run between them).
         await setTimeout(0);
-        return sendClaimText(reply, issuedText(claim) ?? d.sessions.claimText(req.agentId, req.params.id));
+        return sendClaimText(
+          reply,
+          issuedText(claim) ?? (await d.sessions.claimText(req.agentId, req.params.id)),
+        );
       },
     );
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req, reply) =>
       sendClaimText(
         reply,
-        ownSession(d, req, req.params.id, () => d.sessions.claimText(req.agentId, req.params.id)),
+        await ownSession(d, req, req.params.id, () => d.sessions.claimText(req.agentId, req.params.id)),
       ),
     );
     // Streamed in pages (docs/operations.md#the-wal): never one long read or one serialisation.
     app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req, reply) =>
       reply
         .type('application/json')
-        .send(ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id))),
+        .send(await ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id))),
     );
 
     // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.
     app.get<{ Params: { id: string } }>('/executions/:id', { schema: executionSchema }, async (req) => {
-      const row = d.executions.get(req.agentId, req.params.id);
+      const row = await d.executions.get(req.agentId, req.params.id);
       if (!row) throw new CmcpError('EXECUTION_NOT_FOUND', 'unknown execution');
       return {
         execution_id: row.execution_id,

@@ -65,16 +65,16 @@ export class SchemaTooNewError extends CmcpError {
   }
 }
 
-/** Thrown when `cmcp start` is given a postgres:// database. `code` is stable. */
-export class PostgresServingNotImplementedError extends CmcpError {
-  declare readonly code: 'POSTGRES_SERVING_NOT_IMPLEMENTED';
-  constructor() {
-    super(
-      'POSTGRES_SERVING_NOT_IMPLEMENTED',
-      'database is a postgres:// URL: PostgreSQL serving is not implemented yet ' +
-        '(only `cmcp db migrate` and `cmcp db status` use it); give a SQLite file path',
-    );
-    this.name = 'PostgresServingNotImplementedError';
+/**
+ * Thrown where a PostgreSQL database (or a replica on one) is given for something served on
+ * SQLite only (gateway/replica-unavailable.ts lists what a replica refuses). `code` is stable.
+ */
+export class PostgresFeatureUnavailableError extends CmcpError {
+  declare readonly code: 'POSTGRES_FEATURE_UNAVAILABLE';
+  /** @param what what is not served on PostgreSQL, as the message names it. */
+  constructor(what: string) {
+    super('POSTGRES_FEATURE_UNAVAILABLE', `${what} is not served on PostgreSQL yet (docs/replicas.md)`);
+    this.name = 'PostgresFeatureUnavailableError';
   }
 }
 

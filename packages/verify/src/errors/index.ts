@@ -268,11 +268,11 @@ export const ERRORS = {
     summary:
       'Start-up, `cmcp db migrate`, `cmcp db status` (after printing the version) or `cmcp executions`: the database has a schema version newer than this cmcp knows; nothing was written or read. Run the cmcp version that migrated it, or a newer one.',
   },
-  POSTGRES_SERVING_NOT_IMPLEMENTED: {
-    http: 500,
+  POSTGRES_FEATURE_UNAVAILABLE: {
+    http: 501,
     rpc: -32603,
     summary:
-      'Start-up: `database` is a postgres:// URL; serving on PostgreSQL is not implemented yet (only `cmcp db migrate` and `cmcp db status` use it). Give a SQLite file path.',
+      'A replica serving on PostgreSQL (`database` a postgres:// URL) does not serve this yet (docs/replicas.md): at start-up a `catalog`, a `policy`, `store.worker` or a `minimum_tier` that requires a binding; while serving, the operator routes and console and the relayed MCP methods. Nothing was forwarded or changed. Use a SQLite database for these.',
   },
   DATABASE_UNAVAILABLE: {
     http: 500,

@@ -1,0 +1,298 @@
+/**
+ * Composes a gateway replica serving on a shared PostgreSQL (`database:` a postgres:// URL;
+ * docs/replicas.md), in start-up order: the pool and the schema, the replica's lease in place of
+ * the instance lock (its own expired work recovered before anything else, then a heartbeat and
+ * the sweep that seals other replicas' expired work), attestation provider, upstreams, the
+ * `gateway_start` record, sessions (any replica serving any session, default sessions too), the
+ * call path over the replica's fenced write commands, and the HTTP app behind the lease gate.
+ * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
+ * (replica-unavailable.ts). runtime.ts composes the SQLite gateway; cli/start.ts picks one.
+ */
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { FastifyInstance } from 'fastify';
+import type pg from 'pg';
+import pino, { type Logger } from 'pino';
+import type { EntryInput } from '../audit/chain.js';
+import { CallOrchestrator } from '../call/orchestrator.js';
+import type { GatewayConfig } from '../config/index.js';
+import { countBindingFailures } from '../metrics/bindings.js';
+import { callTelemetry } from '../metrics/call-telemetry.js';
+import { startMetricsListener } from '../metrics/plugin.js';
+import { GatewayMetrics } from '../metrics/registry.js';
+import { ReplicaSessionService } from '../session/replica-service.js';
+import { ReplicaSessions } from '../session/replica-sessions.js';
+import type { SessionFacts } from '../session/types.js';
+import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
+import { migratePostgres } from '../store/migrations/postgres.js';
+import type { ReplicaLease } from '../store/postgres/replica-lease.js';
+import { recoverOwnWork } from '../store/postgres/sealing.js';
+import { PostgresSessionStore } from '../store/postgres/session-store.js';
+import { openReplicaPool } from '../store/postgres/transaction.js';
+import { PostgresWriteStore } from '../store/postgres/write-store.js';
+import { selectProvider } from '../tee/detect.js';
+import type { AttestationProvider } from '../tee/provider.js';
+import { startTracing } from '../tracing/index.js';
+import { UpstreamPool } from '../upstream/pool.js';
+import { edgeLimits } from './agent-limits.js';
+import { buildApp } from './app.js';
+import { Authenticator } from './auth.js';
+import { Drain } from './drain.js';
+import { warnExposure } from './exposure.js';
+import { allowedHosts, hostCheck } from './host-check.js';
+import { LeaseGate, startReplicaLease } from './lease-gate.js';
+import { McpEndpoint } from './mcp.js';
+import { OAuthVerifier } from './oauth/index.js';
+import { Readiness } from './readiness.js';
+import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
+import {
+  assertReplicaConfig,
+  refuseConsole,
+  replicaGauges,
+  UNAVAILABLE_OPERATOR,
+  unavailableRelayMethods,
+} from './replica-unavailable.js';
+import { newGatewayKey } from './runtime.js';
+import { ClientSessions } from './stream/client-sessions.js';
+import { InflightRequests } from './stream/inflight.js';
+
+/** A running replica. */
+export interface ReplicaGateway {
+  app: FastifyInstance;
+  pool: pg.Pool;
+  lease: ReplicaLease;
+  gate: LeaseGate;
+  sessions: ReplicaSessionService;
+  upstreams: UpstreamPool;
+  provider: AttestationProvider;
+  /** `http://host:port` once listening. */
+  url: string;
+  metricsUrl: string | null;
+  close(): Promise<void>;
+  /**
+   * Stops admitting, waits up to `drainMs` for what was admitted, seals this replica's calls
+   * still open (`outcome_unknown`, reason `gateway_stopped`), releases the lease and closes. Open
+   * sessions stay open: the other replicas serve them.
+   */
+  shutdown(drainMs?: number): Promise<{ drained: boolean; sealed: number }>;
+}
+
+/** The reason recorded on a replica's own calls still open when it stops. */
+const STOPPED_REASON = 'gateway_stopped';
+
+/** The schema at the latest version (every replica runs the same migrations under one lock). */
+async function migrate(pool: pg.Pool, shown: string): Promise<void> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (e) {
+    throw new DatabaseUnavailableError(`cannot reach ${shown}: ${(e as Error).message}`);
+  }
+  try {
+    await migratePostgres(client, shown);
+  } finally {
+    client.release();
+  }
+}
+
+/** How /readyz probes the database: one round trip on the pool (null: reachable). */
+function databaseProbe(pool: pg.Pool): () => Promise<string | null> {
+  return () =>
+    pool.query('SELECT 1').then(
+      () => null,
+      (e) => (e as { code?: string }).code ?? 'unreachable',
+    );
+}
+
+/**
+ * Starts a replica on the PostgreSQL `cfg.database` and listens. On a start-up failure what
+ * was opened is closed again.
+ * @throws CmcpError POSTGRES_FEATURE_UNAVAILABLE (a config section a replica does not serve);
+ *   DatabaseUnavailableError (the server unreachable); SchemaTooNewError; InstanceBusyError
+ *   (INSTANCE_RUNNING: another live lease of `instance_id`); AttestationStartError; upstream
+ *   errors; a busy port.
+ */
+export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): Promise<ReplicaGateway> {
+  const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
+  assertReplicaConfig(cfg);
+  const shown = redactPostgresUrl(cfg.database);
+  const pool = openReplicaPool(cfg.database, { leaseTtlMs: cfg.replicas.lease_ttl_ms });
+  const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
+  try {
+    await migrate(pool, shown);
+    const key = newGatewayKey();
+    // Before anything else writes: a live lease of this instance_id refuses the start, and an
+    // expired one of ours has its open calls sealed outcome_unknown (`replica_restart`) first.
+    const gate = new LeaseGate();
+    const lease = await startReplicaLease(pool, {
+      instanceId: cfg.instance_id,
+      replicas: cfg.replicas,
+      keyThumbprint: key.thumbprint.toString('base64url'),
+      gate,
+      log,
+    });
+    opened.push(() => lease.stop());
+    if (lease.recovered && (lease.recovered.attempts || lease.recovered.executions))
+      log.warn(
+        { ...lease.recovered },
+        "recorded this replica's calls in flight in its previous run as outcome_unknown",
+      );
+    const selection = await selectProvider(cfg.attestation, cfg.instance_id);
+    const provider = selection.provider;
+    opened.push(() => provider.close());
+    log.info(selection.detail, 'attestation provider selected');
+    const tracing = startTracing(cfg.tracing);
+    opened.push(() => tracing.shutdown());
+    const metrics = cfg.metrics.enabled
+      ? new GatewayMetrics({ db: null, dbPath: '', upstreams: cfg.upstreams.map((u) => u.name) })
+      : null;
+    if (metrics) {
+      replicaGauges(metrics, pool);
+      countBindingFailures(provider, metrics);
+    }
+    const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
+    opened.push(() => upstreams.close());
+    await upstreams.start();
+
+    const store = new PostgresSessionStore(pool, lease.fence);
+    const chain: GatewayChainSink = {
+      appendAwaited: async (chainId: string, input: EntryInput) =>
+        (await store.appendEntries(chainId, [input]))[0] as Awaited<
+          ReturnType<GatewayChainSink['appendAwaited']>
+        >,
+    };
+    await store.appendEntries(GATEWAY_CHAIN_ID, [
+      gatewayStartEntry(cfg, key, provider, upstreams.listTools().length),
+      { entry_type: 'attestation_provider', detail: selection.detail },
+    ]);
+    warnExposure(cfg, log);
+    const facts: SessionFacts = {
+      gatewayMeasurement: null,
+      policyBundleHash: null,
+      catalogHash: null,
+      enforcementMode: 'none',
+    };
+    const sessions = new ReplicaSessionService(
+      pool,
+      store,
+      new ReplicaSessions(store, key, provider, facts, log),
+      {
+        defaultMaxCalls: cfg.sessions.default_max_calls,
+        defaultMaxAgeS: cfg.sessions.default_max_age_s,
+      },
+    );
+    const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
+    const calls = new CallOrchestrator(
+      null,
+      null,
+      sessions,
+      upstreams,
+      null,
+      log,
+      { policy: () => null, catalog: null, agentAttributes: (id) => agentAttrs.get(id) ?? {} },
+      callTelemetry(metrics, tracing.enabled ? tracing.tracer : null),
+      new PostgresWriteStore(pool, lease.fence),
+    );
+    const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
+    const clientSessions = new ClientSessions({
+      idleMs: cfg.sessions.client_idle_s * 1000,
+      onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
+    });
+    const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
+      ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
+      methods: unavailableRelayMethods(),
+    });
+    const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
+    const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
+    const drain = new Drain();
+    const app = buildApp({
+      logger: log,
+      auth,
+      operator: UNAVAILABLE_OPERATOR,
+      recordRefusal: refusals.refused,
+      mcp,
+      sessions,
+      executions: sessions,
+      maxRequestBytes: cfg.limits.max_request_bytes,
+      recordAuthFailure: (route) => refusals.authFailures.record(route),
+      ...(metrics && !cfg.metrics.listen ? { metrics } : {}),
+      readiness: new Readiness(databaseProbe(pool), upstreams, provider, drain, gate),
+      drain,
+      ...(oauth ? { oauth } : {}),
+      sessionAgent: (id) => sessions.agentOf(id),
+      ...edgeLimits(cfg),
+      clientSessions,
+      inflight: new InflightRequests(),
+      allowedHosts: allowedHosts(cfg.listen),
+      recordHostRefusal: (route) => refusals.hostRefusals.record(route),
+    });
+    if (oauth) app.addHook('onClose', () => oauth.close());
+    gate.attach(app);
+    refuseConsole(app);
+    const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
+    opened.push(() => app.close());
+    const metricsListener =
+      metrics && cfg.metrics.listen
+        ? await startMetricsListener(
+            metrics,
+            cfg.metrics.listen.host,
+            cfg.metrics.listen.port,
+            hostCheck(allowedHosts(cfg.metrics.listen), (route) => refusals.hostRefusals.record(route)),
+          )
+        : null;
+    log.info(
+      { url, provider: provider.name, tools: upstreams.listTools().length, replica: cfg.instance_id },
+      'cmcp gateway replica listening (PostgreSQL)',
+    );
+    let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      await metricsListener?.close();
+      clientSessions.close();
+      await app.close();
+      refusals.authFailures.flush();
+      refusals.hostRefusals.flush();
+      await upstreams.close();
+      await lease.stop().catch((e) => log.warn({ err: (e as Error).message }, 'lease not released'));
+      provider.close();
+      await tracing.shutdown();
+      await pool.end();
+    };
+    const shutdown = async (drainMs = cfg.shutdown.drain_ms) => {
+      drain.stop();
+      const drained = await drain.idle(drainMs);
+      let sealed = 0;
+      try {
+        // Calls still at an upstream after the drain: on the record before the lease is released.
+        if (lease.live) {
+          const s = await recoverOwnWork(pool, lease.fence, STOPPED_REASON);
+          sealed = s.attempts;
+        }
+      } catch (e) {
+        log.error(
+          { err: (e as Error).message },
+          'could not seal undrained calls (sealed by another replica)',
+        );
+      }
+      app.server.closeAllConnections();
+      await close();
+      return { drained, sealed };
+    };
+    return {
+      app,
+      pool,
+      lease,
+      gate,
+      sessions,
+      upstreams,
+      provider,
+      url,
+      metricsUrl: metricsListener?.url ?? null,
+      close,
+      shutdown,
+    };
+  } catch (e) {
+    for (const c of opened.reverse()) await c();
+    throw e;
+  }
+}

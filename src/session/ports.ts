@@ -1,0 +1,43 @@
+/**
+ * What the running gateway asks of its sessions and executions, engine-neutral (issue 15 item 1):
+ * the SQLite gateway's SessionService (service.ts) and ExecutionRegistry answer synchronously
+ * where they can (a better-sqlite3 read is a function call; wrapping it in a promise would cost
+ * every request a turn of the loop), a PostgreSQL replica's (replica-service.ts) answer with a
+ * promise. Callers `await` the answer either way, off the call path's hot loop only: the call
+ * path itself (call/orchestrator.ts) awaits `resolve` as it always has.
+ */
+import type { Readable } from 'node:stream';
+import type { Claim } from '@cmcp/verify/format/claim';
+import type { ClaimTextPieces } from '../claim/parts.js';
+import type { ExecutionRow } from '../execution/registry.js';
+import type { SessionCreated, SessionRow } from './types.js';
+
+/** A value now (SQLite) or later (PostgreSQL). */
+export type Answer<T> = T | Promise<T>;
+
+/** The session a `tools/call` (or a relayed request) runs in. */
+export interface CallSessions {
+  /**
+   * The named open session of `agentId`, or the agent's default session (opened or rotated).
+   * @throws (rejects) CmcpError UNKNOWN_SESSION | SESSION_CLOSED | SESSION_BINDING_REQUIRED.
+   */
+  resolve(agentId: string, sessionId: string | undefined): Promise<SessionRow>;
+}
+
+/** The session routes' view (`POST /sessions`, `…/close`, `…/claim`, `…/audit`: routes/agent.ts). */
+export interface AgentSessions extends CallSessions {
+  create(agentId: string, opts: { challenge?: string | null }): Promise<SessionCreated>;
+  /** Sessions of `agentId` open now (limits.agent_max_open_sessions). */
+  openCount(agentId: string): Answer<number>;
+  /** Closes with a claim; a closed session answers its stored claim. @throws CmcpError UNKNOWN_SESSION. */
+  closeAwaited(agentId: string, sessionId: string): Promise<Claim>;
+  /** The stored canonical text of a closed session's claim. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */
+  claimText(agentId: string, sessionId: string): Answer<Buffer | ClaimTextPieces>;
+  /** The session's audit bundle as JSON text. @throws CmcpError UNKNOWN_SESSION. */
+  bundle(agentId: string, sessionId: string): Answer<Readable>;
+}
+
+/** The read-only execution view (`GET /executions/:id`). */
+export interface ExecutionReads {
+  get(agentId: string, executionId: string): Answer<ExecutionRow | undefined>;
+}

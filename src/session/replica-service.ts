@@ -1,0 +1,104 @@
+/**
+ * A PostgreSQL replica's sessions as the running gateway uses them (ports.ts: the call path's
+ * `resolve`, the session routes' create, close, claim and bundle): ReplicaSessions
+ * (replica-sessions.ts) for named sessions, any replica serving any session, plus the agents'
+ * default sessions, opened on first use and rotated (closed with a claim, reason `rotated`)
+ * after `sessions.default_max_calls` calls or `default_max_age_s` seconds, as service.ts does.
+ *
+ * Default sessions are shared by the replicas (the newest open one of the agent, whoever
+ * opened it). Within one replica the resolution is serialised per agent; two replicas that find
+ * none at the same moment each open one, and the agent's calls then go to the newer one (the
+ * other stays open until its rotation or the agent's close) — no call is lost or counted twice.
+ */
+import { Readable } from 'node:stream';
+import { CmcpError } from '@cmcp/verify/errors/index';
+import type { Claim } from '@cmcp/verify/format/claim';
+import type pg from 'pg';
+import type { ExecutionRow } from '../execution/registry.js';
+import { chainBundle } from '../store/postgres/chain.js';
+import { getExecution } from '../store/postgres/executions.js';
+import { openDefaultSession, openSessionCount } from '../store/postgres/reads.js';
+import type { PostgresSessionStore } from '../store/postgres/session-store.js';
+import type { AgentSessions, ExecutionReads } from './ports.js';
+import type { ReplicaSessions } from './replica-sessions.js';
+import type { SessionCreated, SessionLimits, SessionRow } from './types.js';
+
+export class ReplicaSessionService implements AgentSessions, ExecutionReads {
+  /** Per agent: the default-session resolution in progress (one at a time per replica). */
+  private readonly defaultLocks = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly store: PostgresSessionStore,
+    private readonly sessions: ReplicaSessions,
+    private readonly limits: SessionLimits,
+  ) {}
+
+  /** Opens a named session bound into this replica's evidence. @throws (rejects) LEASE_LOST; pg errors. */
+  create(agentId: string, opts: { challenge?: string | null }): Promise<SessionCreated> {
+    return this.sessions.create(agentId, opts);
+  }
+
+  /**
+   * The named open session (any replica's), or the agent's default session.
+   * @throws (rejects) CmcpError UNKNOWN_SESSION | SESSION_CLOSED; LEASE_LOST; pg errors.
+   */
+  resolve(agentId: string, sessionId: string | undefined): Promise<SessionRow> {
+    if (sessionId !== undefined) return this.sessions.resolve(agentId, sessionId);
+    const prev = this.defaultLocks.get(agentId) ?? Promise.resolve();
+    const next = prev.then(() => this.resolveDefault(agentId));
+    const settled = next.catch(() => undefined);
+    this.defaultLocks.set(agentId, settled);
+    // Forget the agent once nothing is queued behind this one (token agents are not a bounded set).
+    void settled.then(() => {
+      if (this.defaultLocks.get(agentId) === settled) this.defaultLocks.delete(agentId);
+    });
+    return next;
+  }
+
+  private async resolveDefault(agentId: string): Promise<SessionRow> {
+    const id = await openDefaultSession(this.pool, agentId);
+    const row = id === undefined ? undefined : await this.store.session(id);
+    if (row && row.status === 'open') {
+      const expired =
+        row.call_count >= this.limits.defaultMaxCalls ||
+        Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
+      if (!expired) return row;
+      await this.sessions.close(agentId, row.session_id, 'rotated');
+    }
+    const created = await this.sessions.create(agentId, { isDefault: true });
+    return this.sessions.resolve(agentId, created.session_id);
+  }
+
+  /** Sessions of `agentId` open now, on every replica. */
+  openCount(agentId: string): Promise<number> {
+    return openSessionCount(this.pool, agentId);
+  }
+
+  /** Closes with a claim signed by this replica. @throws (rejects) UNKNOWN_SESSION; LEASE_LOST; pg errors. */
+  closeAwaited(agentId: string, sessionId: string): Promise<Claim> {
+    return this.sessions.close(agentId, sessionId);
+  }
+
+  claimText(agentId: string, sessionId: string): Promise<Buffer> {
+    return this.sessions.claimText(agentId, sessionId);
+  }
+
+  /** The session's audit bundle (docs/spec/audit-entries.md#bundles). @throws (rejects) UNKNOWN_SESSION. */
+  async bundle(agentId: string, sessionId: string): Promise<Readable> {
+    const row = await this.store.session(sessionId);
+    if (!row || row.agent_id !== agentId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    const b = await chainBundle(this.pool, sessionId, sessionId);
+    return Readable.from([JSON.stringify(b)]);
+  }
+
+  /** The agent's execution row (`GET /executions/:id`), whichever replica admitted it. */
+  get(agentId: string, executionId: string): Promise<ExecutionRow | undefined> {
+    return getExecution(this.pool, agentId, executionId);
+  }
+
+  /** The agent a session belongs to, whatever the caller (cross-agent probes), or null. */
+  async agentOf(sessionId: string): Promise<string | null> {
+    return (await this.store.session(sessionId))?.agent_id ?? null;
+  }
+}

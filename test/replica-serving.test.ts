@@ -1,0 +1,324 @@
+/**
+ * `cmcp start` on PostgreSQL (docs/replicas.md, issue 15 items 1–3): three replicas as real
+ * `cmcp start` processes on one real throw-away PostgreSQL (testing/postgres.ts), in front of a
+ * real MCP upstream in this process that counts its invocations.
+ * - the SDK client through a replica (initialize, tools/list, tools/call);
+ * - C-EXEC-1 and C-EXEC-2 with the racing requests sent to different replicas: one upstream
+ *   invocation, the others refused with today's codes;
+ * - a session opened through replica 0, used through 1 and closed through 2: its claim and
+ *   bundle verify with `cmcp verify` (signed-only: software provider, and a close through
+ *   another replica is signed-only by design);
+ * - SIGKILL of a replica mid-call: another replica seals the call `outcome_unknown` in its
+ *   session's chain once the lease expired, not before;
+ * - SIGSTOP of a replica mid-call: its call is sealed by another, and once resumed its terminal
+ *   write fails its fence (LEASE_LOST) and its gate closes.
+ * Needs the build (dist/).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
+import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import {
+  type ChildGateway,
+  cleanup,
+  freePort,
+  REPO_ROOT,
+  rest,
+  rpc,
+  startChild,
+  writeConfig,
+} from './harness/gateway.js';
+import { hasPostgres } from './harness/postgres.js';
+
+const withPostgres = hasPostgres();
+const TTL_MS = 2000;
+const RENEW_MS = 400;
+const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
+let server: PostgresInstance | null = null;
+let url = '';
+let admin: pg.Pool;
+let up: CountingServer;
+const dirs: string[] = [];
+const replicas: ChildGateway[] = [];
+
+async function replica(id: string): Promise<ChildGateway> {
+  const dir = mkdtempSync(join(tmpdir(), `cmcp-replica-${id}-`));
+  dirs.push(dir);
+  const cfg = await writeConfig({
+    dir,
+    port: await freePort(),
+    upstreams: [{ name: 'c', transport: 'http', url: up.url, timeout_ms: 20_000 }],
+    operators: [{ operator_id: 'ops', token: 'ops-token' }],
+    extra: {
+      database: url,
+      instance_id: id,
+      replicas: { lease_ttl_ms: TTL_MS, renew_every_ms: RENEW_MS },
+    },
+  });
+  const child = await startChild(cfg);
+  return child;
+}
+
+beforeAll(async () => {
+  if (!withPostgres) return;
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
+  server = await startPostgres();
+  url = await createDatabase(server, 'serving_1');
+  admin = new pg.Pool({ connectionString: url, max: 2 });
+  admin.on('error', () => undefined);
+  up = await startCountingServer();
+  for (const id of ['r0', 'r1', 'r2']) replicas.push(await replica(id));
+}, 90_000);
+afterAll(async () => {
+  for (const r of replicas) {
+    r.proc.kill('SIGCONT');
+    await r.stop('SIGKILL');
+  }
+  await up?.close();
+  await admin?.end();
+  await server?.stop();
+  for (const d of dirs) cleanup(d);
+});
+
+/** An error body (docs/errors.md). */
+type Refusal = { error: { error_code: string } };
+
+const uniq = (p: string) => `${p}-${Math.random().toString(36).slice(2)}`;
+
+function call(at: ChildGateway, id: number, name: string, args: Record<string, unknown>, cmcp: object = {}) {
+  return rpc(at.url, 'alice-token', {
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args, _cmcp: cmcp },
+  });
+}
+
+async function until(what: string, ok: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The session chain's tool_call entries with the call's execution detail. */
+async function toolCalls(sessionId: string) {
+  const r = await admin.query<{ canonical: string }>(
+    "SELECT canonical FROM audit_entries WHERE chain_id = $1 AND entry_type = 'tool_call' ORDER BY sequence_number",
+    [sessionId],
+  );
+  return r.rows.map(
+    (x) => JSON.parse(x.canonical) as Record<string, unknown> & { detail: Record<string, unknown> },
+  );
+}
+
+describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () => {
+  it('serves the SDK client: initialize, tools/list, tools/call in the default session', async () => {
+    const client = new Client({ name: 'replica-test', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(`${replicas[1]?.url}/mcp`), {
+      requestInit: { headers: { authorization: 'Bearer alice-token' } },
+    });
+    await client.connect(transport);
+    const tools = await client.listTools();
+    expect(tools.tools.map((t) => t.name)).toContain('c.record');
+    const marker = uniq('sdk');
+    const before = up.invocations.length;
+    const r = await client.callTool({ name: 'c.record', arguments: { a: marker } });
+    expect(r.isError).toBeFalsy();
+    expect(up.invocations.length).toBe(before + 1);
+    const evidence = (r._meta as Record<string, { entry_hash: string }>)['dev.cmcp/evidence'];
+    const row = await admin.query<{ chain_id: string; is_default: number }>(
+      'SELECT e.chain_id, s.is_default FROM audit_entries e JOIN sessions s ON s.session_id = e.chain_id WHERE e.entry_hash = $1',
+      [evidence?.entry_hash],
+    );
+    expect(Number(row.rows[0]?.is_default)).toBe(1);
+    await client.close();
+    // /readyz and /metrics answer from PostgreSQL.
+    const ready = await fetch(`${replicas[0]?.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as { checks: Record<string, unknown> }).checks).toMatchObject({
+      database: null,
+      lease: null,
+    });
+    const metrics = await fetch(`${replicas[1]?.url}/metrics`, {
+      headers: { authorization: 'Bearer ops-token' },
+    });
+    expect(metrics.status).toBe(200);
+    const text = await metrics.text();
+    expect(text).toMatch(/^cmcp_open_sessions [1-9]/m);
+    expect(text).toMatch(
+      /^cmcp_calls_total\{method="tools\/call",upstream="c",disposition="completed"\} 1$/m,
+    );
+  });
+
+  it('refuses what a replica does not serve yet with POSTGRES_FEATURE_UNAVAILABLE', async () => {
+    const at = replicas[0] as ChildGateway;
+    const op = await fetch(`${at.url}/operator/status`, { headers: { authorization: 'Bearer ops-token' } });
+    expect(op.status).toBe(501);
+    expect(((await op.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+    const ui = await fetch(`${at.url}/operator/ui/login`);
+    expect(((await ui.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+    const before = up.invocations.length;
+    const relayed = await rpc(at.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'resources/read',
+      params: { uri: 'file:///x' },
+    });
+    expect(relayed.body.error.data.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+    expect(up.invocations.length).toBe(before);
+  });
+
+  it('C-EXEC-1: 12 identical calls spread over three replicas reach the upstream once', async () => {
+    const x = uniq('c1');
+    const marker = uniq('m');
+    const rs = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        call(replicas[i % 3] as ChildGateway, i, 'c.hold', { ms: 1000, marker }, { execution_id: x }),
+      ),
+    );
+    expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+    expect(rs.filter((r) => r.body.result)).toHaveLength(1);
+    expect(rs.filter((r) => r.body.error?.data.error_code === 'EXECUTION_IN_FLIGHT')).toHaveLength(11);
+    for (const r of replicas) {
+      const again = await call(r, 99, 'c.hold', { ms: 1000, marker }, { execution_id: x });
+      expect(again.body.error.data.error_code).toBe('EXECUTION_REPLAY_REFUSED');
+    }
+    expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+  });
+
+  it('C-EXEC-2: another action under the same key collides on another replica while the first runs', async () => {
+    const x = uniq('c2');
+    const marker = uniq('m');
+    const first = call(replicas[0] as ChildGateway, 1, 'c.hold', { ms: 800, marker }, { execution_id: x });
+    await until('the first call at the upstream', async () =>
+      up.invocations.some((v) => v.args.marker === marker),
+    );
+    const other = await call(
+      replicas[1] as ChildGateway,
+      2,
+      'c.hold',
+      { ms: 801, marker },
+      { execution_id: x },
+    );
+    expect(other.body.error.data.error_code).toBe('EXECUTION_COLLISION');
+    const reordered = await call(
+      replicas[2] as ChildGateway,
+      3,
+      'c.hold',
+      { marker, ms: 800 },
+      { execution_id: x },
+    );
+    expect(reordered.body.error.data.error_code).toBe('EXECUTION_IN_FLIGHT');
+    expect((await first).body.result).toBeDefined();
+    expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+    const seen = await rest(replicas[2]?.url as string, 'alice-token', 'GET', `/executions/${x}`);
+    expect(seen.body.state).toBe('completed');
+  });
+
+  it('a session opened on replica 0 is used through 1 and closed through 2; its claim and bundle verify', async () => {
+    const [r0, r1, r2] = replicas as [ChildGateway, ChildGateway, ChildGateway];
+    const opened = await rest(r0.url, 'alice-token', 'POST', '/sessions', { challenge: 'AAECAwQFBgc' });
+    expect(opened.status).toBe(201);
+    const sid = opened.body.session_id as string;
+    for (const [i, at] of [r1, r2, r0].entries()) {
+      const r = await call(at, i, 'c.record', { a: uniq('s') }, { session_id: sid });
+      expect(r.body.result).toBeDefined();
+    }
+    const open = await rest(r0.url, 'alice-token', 'GET', `/sessions/${sid}/claim`);
+    expect(open.body.error.error_code).toBe('SESSION_OPEN');
+    const closed = await rest(r2.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
+    expect(closed.status).toBe(200);
+    // A call after the close goes nowhere near the session.
+    const late = await call(r1, 9, 'c.record', {}, { session_id: sid });
+    expect(late.body.error.data.error_code).toBe('SESSION_CLOSED');
+    const claim = await rest(r1.url, 'alice-token', 'GET', `/sessions/${sid}/claim`);
+    expect(claim.body).toEqual(closed.body);
+    const bundle = await rest(r0.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
+    expect(bundle.body.entries.length).toBeGreaterThanOrEqual(6);
+    expect((await rest(r0.url, 'bob-token', 'GET', `/sessions/${sid}/audit`)).status).toBe(404);
+    const dir = dirs[0] as string;
+    writeFileSync(join(dir, 'claim.json'), JSON.stringify(claim.body));
+    writeFileSync(join(dir, 'bundle.json'), JSON.stringify(bundle.body));
+    const v = spawnSync(
+      process.execPath,
+      [
+        CLI,
+        'verify',
+        join(dir, 'claim.json'),
+        '--audit',
+        join(dir, 'bundle.json'),
+        '--challenge',
+        'AAECAwQFBgc',
+        '--json',
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(v.status).toBe(0);
+    const report = JSON.parse(v.stdout);
+    expect(report.verdict).toBe('signed-only');
+    expect(report.checks.filter((c: { status: string }) => c.status === 'fail')).toEqual([]);
+  });
+
+  it('SIGKILL mid-call: another replica seals the call outcome_unknown after the lease expired, not before', async () => {
+    const victim = replicas[2] as ChildGateway;
+    const sid = (await rest(victim.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    const marker = uniq('kill');
+    const pending = call(victim, 1, 'c.hold', { ms: 30_000, marker }, { session_id: sid }).catch(() => null);
+    await until('the call at the upstream', async () => up.invocations.some((v) => v.args.marker === marker));
+    const killedAt = Date.now();
+    victim.proc.kill('SIGKILL');
+    await pending;
+    // Well inside the lease's ttl: nothing sealed yet, the attempt still open.
+    await new Promise((r) => setTimeout(r, TTL_MS / 4));
+    expect(await toolCalls(sid)).toEqual([]);
+    const open = await admin.query("SELECT 1 FROM call_attempts WHERE owner = 'r2' AND session_id = $1", [
+      sid,
+    ]);
+    expect(open.rowCount).toBe(1);
+    await until('the sealing', async () => (await toolCalls(sid)).length > 0, 20_000);
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(TTL_MS - RENEW_MS);
+    const [sealed] = await toolCalls(sid);
+    expect(sealed?.disposition).toBe('outcome_unknown');
+    expect(sealed?.error_code).toBe('CALL_INTERRUPTED');
+    expect(sealed?.detail.reason).toBe('replica_lease_expired');
+    expect(sealed?.detail.sealed_replica).toBe('r2');
+    expect(['r0', 'r1']).toContain(sealed?.detail.sealed_by);
+    expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+    up.release();
+  });
+
+  it('SIGSTOP mid-call: the call is sealed by another replica; resumed, its terminal is LEASE_LOST and its gate closes', async () => {
+    const victim = replicas[1] as ChildGateway;
+    const sid = (await rest(victim.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    const marker = uniq('stop');
+    const pending = call(victim, 1, 'c.hold', { ms: 30_000, marker }, { session_id: sid });
+    await until('the call at the upstream', async () => up.invocations.some((v) => v.args.marker === marker));
+    victim.proc.kill('SIGSTOP');
+    await until('the sealing', async () => (await toolCalls(sid)).length > 0, 20_000);
+    const [sealed] = await toolCalls(sid);
+    expect(sealed?.disposition).toBe('outcome_unknown');
+    expect(sealed?.detail.sealed_replica).toBe('r1');
+    up.release();
+    victim.proc.kill('SIGCONT');
+    const answer = await pending;
+    // Its terminal failed the fence: not delivered as a result, nothing more in the chain.
+    expect(answer.body.error.data.error_code).toBe('AUDIT_WRITE_FAILED');
+    expect(await toolCalls(sid)).toHaveLength(1);
+    await until('the gate closing', async () => {
+      const r = await rest(victim.url, 'alice-token', 'POST', '/sessions', {});
+      return r.status === 503 && r.body.error.error_code === 'LEASE_LOST';
+    });
+    const ready = await fetch(`${victim.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { checks: Record<string, unknown> }).checks.lease).toBe('LEASE_LOST');
+    expect(victim.stderr()).toContain('LEASE_LOST');
+  });
+});
