@@ -47,6 +47,7 @@ export async function readPostgresSnapshot(url: string): Promise<CrashSnapshot> 
       left: { attempts: Number(l.a), inFlight: Number(l.x), openSessions: Number(l.s) },
       executions: executions.rows,
       leases: leases.rows,
+      openSessionsStay: true,
     };
   } finally {
     await client.end();

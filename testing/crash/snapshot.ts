@@ -35,6 +35,11 @@ export interface CrashSnapshot {
   executions: SnapshotExecution[];
   /** The replicas' lease rows (PostgreSQL); absent for a SQLite gateway (its instance lock). */
   leases?: { replica_id: string; state: string }[];
+  /**
+   * Sessions may be open at the end: a replica that stops leaves its sessions open for the other
+   * replicas to serve (gateway/replica-runtime.ts), where a SQLite gateway closes them.
+   */
+  openSessionsStay?: boolean;
 }
 
 /** Reads the snapshot of the SQLite database at `dbPath` (read-only). @throws SQLite errors. */
