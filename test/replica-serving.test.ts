@@ -2,7 +2,9 @@
  * `cmcp start` on PostgreSQL (docs/replicas.md, issue 15 items 1–3): three replicas as real
  * `cmcp start` processes on one real throw-away PostgreSQL (testing/postgres.ts), in front of a
  * real MCP upstream in this process that counts its invocations.
- * - the SDK client through a replica (initialize, tools/list, tools/call);
+ * - the SDK client through a replica (initialize, tools/list, tools/call), /readyz, /metrics;
+ * - a relayed request's entry in its session chain; the operator routes and console refused
+ *   (POSTGRES_FEATURE_UNAVAILABLE);
  * - C-EXEC-1 and C-EXEC-2 with the racing requests sent to different replicas: one upstream
  *   invocation, the others refused with today's codes;
  * - a session opened through replica 0, used through 1 and closed through 2: its claim and
@@ -140,6 +142,16 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     );
     expect(Number(row.rows[0]?.is_default)).toBe(1);
     await client.close();
+    // Every replica's start-up records went to the shared gateway chain through its own lease.
+    const starts = await admin.query<{ entry_type: string; n: string }>(
+      `SELECT entry_type, count(*) AS n FROM audit_entries WHERE chain_id = 'gateway'
+       AND entry_type IN ('gateway_start', 'attestation_provider', 'gateway_measurement') GROUP BY entry_type`,
+    );
+    expect(Object.fromEntries(starts.rows.map((x) => [x.entry_type, Number(x.n)]))).toEqual({
+      gateway_start: 3,
+      attestation_provider: 3,
+      gateway_measurement: 3,
+    });
     // /readyz and /metrics answer from PostgreSQL.
     const ready = await fetch(`${replicas[0]?.url}/readyz`);
     expect(ready.status).toBe(200);
@@ -158,22 +170,35 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     );
   });
 
-  it('refuses what a replica does not serve yet with POSTGRES_FEATURE_UNAVAILABLE', async () => {
+  it('refuses what a replica does not serve yet (operator routes, console) with POSTGRES_FEATURE_UNAVAILABLE', async () => {
     const at = replicas[0] as ChildGateway;
     const op = await fetch(`${at.url}/operator/status`, { headers: { authorization: 'Bearer ops-token' } });
     expect(op.status).toBe(501);
     expect(((await op.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
     const ui = await fetch(`${at.url}/operator/ui/login`);
     expect(((await ui.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+  });
+
+  it('a relayed request is recorded in its session chain on PostgreSQL (prompts/get of an unknown prompt)', async () => {
+    const [r0, r1] = replicas as [ChildGateway, ChildGateway];
+    const sid = (await rest(r0.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
     const before = up.invocations.length;
-    const relayed = await rpc(at.url, 'alice-token', {
+    const relayed = await rpc(r1.url, 'alice-token', {
       jsonrpc: '2.0',
       id: 1,
-      method: 'resources/read',
-      params: { uri: 'file:///x' },
+      method: 'prompts/get',
+      params: { name: 'c.nope', _cmcp: { session_id: sid } },
     });
-    expect(relayed.body.error.data.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+    const code = relayed.body.error.data.error_code as string;
+    expect(code).toBeTruthy();
     expect(up.invocations.length).toBe(before);
+    const r = await admin.query<{ canonical: string }>(
+      "SELECT canonical FROM audit_entries WHERE chain_id = $1 AND entry_type = 'prompt_get'",
+      [sid],
+    );
+    expect(r.rows.map((x) => JSON.parse(x.canonical))).toMatchObject([
+      { disposition: 'refused', error_code: code, session_id: sid, detail: { method: 'prompts/get' } },
+    ]);
   });
 
   it('C-EXEC-1: 12 identical calls spread over three replicas reach the upstream once', async () => {
@@ -320,5 +345,23 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { checks: Record<string, unknown> }).checks.lease).toBe('LEASE_LOST');
     expect(victim.stderr()).toContain('LEASE_LOST');
+  });
+
+  it('a killed replica restarts under its instance_id; SIGTERM drains, releases the lease, exits 0; its session stays usable', async () => {
+    const r0 = replicas[0] as ChildGateway;
+    const again = await replica('r2');
+    replicas.push(again);
+    const token = await admin.query<{ lease_token: string; state: string }>(
+      "SELECT lease_token, state FROM replica_leases WHERE replica_id = 'r2'",
+    );
+    expect(token.rows[0]?.state).toBe('live');
+    const sid = (await rest(r0.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    expect(await r0.stop('SIGTERM')).toBe(0);
+    const lease = await admin.query<{ state: string }>(
+      "SELECT state FROM replica_leases WHERE replica_id = 'r0'",
+    );
+    expect(lease.rows[0]?.state).toBe('sealed');
+    const r = await call(again, 1, 'c.record', {}, { session_id: sid });
+    expect(r.body.result).toBeDefined();
   });
 });

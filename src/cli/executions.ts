@@ -1,7 +1,8 @@
 /**
  * `cmcp executions list|show --db FILE`: the operator's read-only view of the execution
  * registry. Opens the database read-only; never invokes anything. Exit codes: 1 a database
- * newer than this cmcp (DATABASE_SCHEMA_TOO_NEW); 2 bad flags, no or no readable database.
+ * newer than this cmcp (DATABASE_SCHEMA_TOO_NEW); 2 bad flags, no or no readable database, a
+ * postgres:// URL (POSTGRES_FEATURE_UNAVAILABLE: a replica's registry is not read here yet).
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -13,11 +14,22 @@ import {
   readExecution,
 } from '../execution/registry.js';
 import { type Db, openReadOnlyDatabase } from '../store/db.js';
-import { LATEST_SCHEMA_VERSION, SchemaTooNewError } from '../store/migrations/index.js';
+import {
+  isPostgresUrl,
+  LATEST_SCHEMA_VERSION,
+  redactPostgresUrl,
+  SchemaTooNewError,
+} from '../store/migrations/index.js';
 import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { terminalSafe } from './terminal.js';
 
 function openReadOnly(file: string): Db {
+  if (isPostgresUrl(file)) {
+    process.stderr.write(
+      `cmcp: ${redactPostgresUrl(file)}: cmcp executions reads a SQLite file only; on PostgreSQL read the executions table (POSTGRES_FEATURE_UNAVAILABLE)\n`,
+    );
+    process.exit(2);
+  }
   if (!existsSync(file)) {
     process.stderr.write(`cmcp: no database at ${file}\n`);
     process.exit(2);

@@ -15,15 +15,20 @@ import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
 import type { GatewayConfig } from '../config/index.js';
+import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
+import { callLink } from '../relay/calls.js';
+import { Relay } from '../relay/relay.js';
+import { recordRenewals } from '../relay/renewals.js';
 import { ReplicaSessionService } from '../session/replica-service.js';
 import { ReplicaSessions } from '../session/replica-sessions.js';
 import type { SessionFacts } from '../session/types.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
 import { migratePostgres } from '../store/migrations/postgres.js';
+import { appendRelayEntry } from '../store/postgres/relay-entries.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { PostgresSessionStore } from '../store/postgres/session-store.js';
@@ -31,8 +36,10 @@ import { openReplicaPool } from '../store/postgres/transaction.js';
 import { PostgresWriteStore } from '../store/postgres/write-store.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
+import { assertTierReached } from '../tee/tier.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
+import { recordAvailability } from '../upstream/record.js';
 import { edgeLimits } from './agent-limits.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
@@ -49,7 +56,6 @@ import {
   refuseConsole,
   replicaGauges,
   UNAVAILABLE_OPERATOR,
-  unavailableRelayMethods,
 } from './replica-unavailable.js';
 import { newGatewayKey } from './runtime.js';
 import { ClientSessions } from './stream/client-sessions.js';
@@ -160,6 +166,8 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
           ReturnType<GatewayChainSink['appendAwaited']>
         >,
     };
+    recordAvailability(upstreams, chain, log);
+    recordRenewals(upstreams, chain, log);
     await store.appendEntries(GATEWAY_CHAIN_ID, [
       gatewayStartEntry(cfg, key, provider, upstreams.listTools().length),
       { entry_type: 'attestation_provider', detail: selection.detail },
@@ -171,6 +179,10 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       catalogHash: null,
       enforcementMode: 'none',
     };
+    // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
+    const measurer = new GatewayMeasurer(provider, chain, facts, log);
+    const started = await measurer.start({ policyBundleHash: null, catalogHash: null, config: cfg });
+    assertTierReached(cfg.attestation, provider, started);
     const sessions = new ReplicaSessionService(
       pool,
       store,
@@ -197,9 +209,24 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       idleMs: cfg.sessions.client_idle_s * 1000,
       onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
     });
+    const relay = new Relay({
+      pool: upstreams,
+      entries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
+      sessions,
+      log,
+      policy: () => null,
+      agentAttributes: (id) => agentAttrs.get(id) ?? {},
+      maxSensitivity: (id) => calls.sensitivity.max(id),
+      listTools: () => upstreams.listTools(),
+      pageSize: cfg.limits.list_page_size,
+      ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
+    });
+    relay.attach(clientSessions);
     const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
       ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
-      methods: unavailableRelayMethods(),
+      methods: relay.methods,
+      capabilities: () => relay.capabilities(),
+      callLink: (req) => callLink(relay, req),
     });
     const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
     const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
@@ -211,7 +238,7 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       recordRefusal: refusals.refused,
       mcp,
       sessions,
-      executions: sessions,
+      executions: sessions.executions(),
       maxRequestBytes: cfg.limits.max_request_bytes,
       recordAuthFailure: (route) => refusals.authFailures.record(route),
       ...(metrics && !cfg.metrics.listen ? { metrics } : {}),
@@ -230,6 +257,8 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     refuseConsole(app);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
+    // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
+    await measurer.listening(cfg.instance_id);
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(
@@ -250,9 +279,11 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       await metricsListener?.close();
       clientSessions.close();
       await app.close();
+      await relay.close();
       refusals.authFailures.flush();
       refusals.hostRefusals.flush();
       await upstreams.close();
+      await measurer.settled();
       await lease.stop().catch((e) => log.warn({ err: (e as Error).message }, 'lease not released'));
       provider.close();
       await tracing.shutdown();

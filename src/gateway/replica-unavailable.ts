@@ -1,10 +1,9 @@
 /**
  * What a replica on PostgreSQL does not serve yet (docs/replicas.md, the status table), refused
  * with one stable code, POSTGRES_FEATURE_UNAVAILABLE, never served halfway or silently
- * answered otherwise: config sections at start-up, the operator routes and console, and the
- * relayed MCP methods. Also the metrics gauges a replica reads from PostgreSQL.
+ * answered otherwise: config sections at start-up, the operator routes and console. Also the metrics gauges a replica reads from PostgreSQL.
  */
-import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
+import { CmcpError } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { Gauge } from 'prom-client';
@@ -13,7 +12,6 @@ import type { GatewayMetrics } from '../metrics/registry.js';
 import { PostgresFeatureUnavailableError } from '../store/migrations/index.js';
 import { executionStates, openSessionsTotal } from '../store/postgres/reads.js';
 import { requiredBindingTier } from '../tee/tier.js';
-import type { MethodHandler } from './mcp.js';
 import { sendError } from './replies.js';
 import type { OperatorApi } from './routes/operator.js';
 
@@ -57,37 +55,6 @@ export function refuseConsole(app: FastifyInstance): void {
   app.all('/operator/ui/*', (_req, reply) =>
     sendError(reply, CODE, 'the operator console is not served by a replica on PostgreSQL yet'),
   );
-}
-
-/** The relayed MCP methods (src/relay/) a client may send; on a replica each is refused. */
-const RELAYED_METHODS = [
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
-  'resources/subscribe',
-  'resources/unsubscribe',
-  'prompts/list',
-  'prompts/get',
-  'completion/complete',
-  'logging/setLevel',
-  'tasks/get',
-  'tasks/list',
-  'tasks/result',
-  'tasks/cancel',
-] as const;
-
-/** Handlers answering every relayed method with POSTGRES_FEATURE_UNAVAILABLE (nothing forwarded). */
-export function unavailableRelayMethods(): ReadonlyMap<string, MethodHandler> {
-  const m = new Map<string, MethodHandler>();
-  for (const method of RELAYED_METHODS)
-    m.set(method, async () => ({
-      error: {
-        code: ERRORS[CODE].rpc,
-        message: `${method} is not relayed by a replica on PostgreSQL yet`,
-        data: { error_code: CODE },
-      },
-    }));
-  return m;
 }
 
 /** `cmcp_open_sessions` and `cmcp_executions` read from the shared PostgreSQL at scrape time. */

@@ -30,6 +30,7 @@ import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
+import { sqliteRelayEntries } from '../relay/evidence.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
@@ -267,7 +268,7 @@ function buildHttp(
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const relay = new Relay({
     pool: upstreams,
-    chain,
+    entries: sqliteRelayEntries(chain, sessions),
     sessions,
     log,
     policy: () => policy?.engine ?? null,

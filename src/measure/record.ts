@@ -26,7 +26,8 @@ export class GatewayMeasurer {
 
   constructor(
     private readonly provider: AttestationProvider,
-    private readonly chain: AuditChain,
+    /** The gateway chain: AuditChain on SQLite, a replica's store on PostgreSQL (gateway/records.ts). */
+    private readonly chain: Pick<AuditChain, 'appendAwaited'>,
     /** `gatewayMeasurement` is updated here: sessions bound from now on name the new digest. */
     private readonly facts: SessionFacts,
     private readonly log: Logger,
@@ -36,14 +37,14 @@ export class GatewayMeasurer {
    * Measures what runs now (code, lockfile, policy, catalog, config), hands it to the provider
    * and records it. Never throws for a provider that is not ready.
    * @returns what `provider.start()` answered (`ok`, `reason`), for the minimum_tier check.
-   * @throws what the appends throw (SQLite).
+   * @throws (rejects) what the appends throw.
    */
   async start(inputs: MeasurementInputs): Promise<Record<string, unknown>> {
     const measurement = measureGateway(inputs);
     this.current = measurement;
     this.facts.gatewayMeasurement = measurement.json.digest;
     const started = (await this.provider.start?.(measurement)) ?? { ok: true, reason: null };
-    this.chain.append(GATEWAY_CHAIN_ID, {
+    await this.chain.appendAwaited(GATEWAY_CHAIN_ID, {
       entry_type: 'gateway_measurement',
       detail: {
         ...measurement.json,
@@ -58,7 +59,7 @@ export class GatewayMeasurer {
         { provider: this.provider.name, reason: started.reason },
         'attestation provider not ready at start-up; binding is retried at every session',
       );
-      this.bindingFailed('start-up', started.reason);
+      await this.bindingFailed('start-up', started.reason);
     }
     if (measurement.json.inputs.code_files === 0)
       this.log.warn('gateway measurement covers no files under dist/');
@@ -69,12 +70,12 @@ export class GatewayMeasurer {
    * The gateway listens: the provider extends the measurement now (the TPM provider, into the
    * measurement PCR and its event log), recorded as `gateway_measurement_extended`. A start
    * that fails before listening (a busy port) so extends nothing. Never throws for the provider.
-   * @throws what the append throws (SQLite).
+   * @throws (rejects) what the append throws.
    */
   async listening(instance: string): Promise<void> {
     if (!this.provider.listening || !this.current) return;
     const result = await this.provider.listening(instance);
-    this.chain.append(GATEWAY_CHAIN_ID, {
+    await this.chain.appendAwaited(GATEWAY_CHAIN_ID, {
       entry_type: 'gateway_measurement_extended',
       detail: {
         digest: this.current.json.digest,
@@ -84,7 +85,7 @@ export class GatewayMeasurer {
       },
     });
     // A provider that was not ready at start-up has its failure recorded already.
-    if (result.ok === false && this.startedOk) this.bindingFailed('listening', result.reason);
+    if (result.ok === false && this.startedOk) await this.bindingFailed('listening', result.reason);
   }
 
   /**
@@ -143,8 +144,8 @@ export class GatewayMeasurer {
     return this.recording;
   }
 
-  private bindingFailed(phase: string, reason: unknown): void {
-    this.chain.append(GATEWAY_CHAIN_ID, this.bindingFailedEntry(phase, reason));
+  private async bindingFailed(phase: string, reason: unknown): Promise<void> {
+    await this.chain.appendAwaited(GATEWAY_CHAIN_ID, this.bindingFailedEntry(phase, reason));
   }
 
   private bindingFailedEntry(phase: string, reason: unknown) {

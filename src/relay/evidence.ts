@@ -69,21 +69,39 @@ function digest(v: unknown, key: string, detail: Record<string, unknown>): strin
   }
 }
 
+/**
+ * Appends one relayed request's entry to its session's chain while the session is open, else to
+ * the gateway chain, deciding which inside the write's own transaction.
+ */
+export type RelayEntrySink = (sessionId: string | null, input: EntryInput) => Promise<AuditEntry>;
+
+/**
+ * The SQLite sink: its own IMMEDIATE transaction, a write lock held by another process waited
+ * for by awaiting (store/db.ts immediateAsync), up to the busy timeout.
+ */
+export function sqliteRelayEntries(
+  chain: AuditChain,
+  sessions: Pick<SessionService, 'isOpen'>,
+): RelayEntrySink {
+  return (sessionId, input) =>
+    immediateAsync(chain.db, () => {
+      const open = sessionId !== null && sessions.isOpen(sessionId);
+      return chain.append(open ? sessionId : GATEWAY_CHAIN_ID, input);
+    });
+}
+
 /** Appends the terminal entries of relayed requests. */
 export class RelayRecorder {
   constructor(
-    private readonly chain: AuditChain,
-    private readonly sessions: SessionService,
+    private readonly entries: RelayEntrySink,
     private readonly log: Logger,
     /** Told the code of every refusal recorded (metrics). */
     private readonly onRefusal: (code: string) => void = () => undefined,
   ) {}
 
   /**
-   * Appends one relayed request's terminal entry, in its own IMMEDIATE transaction: a write lock
-   * held by another process is waited for by awaiting (store/db.ts immediateAsync), up to the
-   * busy timeout. The chain (the session's, or the gateway chain once it closed) is chosen
-   * inside that transaction.
+   * Appends one relayed request's terminal entry, in its own transaction ({@link RelayEntrySink}):
+   * the chain (the session's, or the gateway chain once it closed) is chosen inside it.
    * @returns (resolves to) the entry, or null when it could not be committed (logged; the
    *   caller answers with an error rather than pass data that left no trace).
    */
@@ -105,10 +123,7 @@ export class RelayRecorder {
     };
     if (r.disposition === 'refused' && r.errorCode) this.onRefusal(r.errorCode);
     try {
-      return await immediateAsync(this.chain.db, () => {
-        const open = r.sessionId !== null && this.sessions.isOpen(r.sessionId);
-        return this.chain.append(open ? (r.sessionId as string) : GATEWAY_CHAIN_ID, input);
-      });
+      return await this.entries(r.sessionId, input);
     } catch (e) {
       this.log.error(
         { method: r.method, err: (e as Error).message },

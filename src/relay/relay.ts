@@ -5,16 +5,15 @@
  * is what `initialize` and `server/discover` advertise.
  */
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
 import type { Sensitivity } from '../catalog/catalog.js';
 import type { ClientSessionEvents } from '../gateway/client-channel.js';
 import type { MethodHandler } from '../gateway/mcp.js';
 import type { PolicyEngine } from '../policy/engine.js';
-import type { SessionService } from '../session/service.js';
+import type { RelaySessionReads } from '../session/ports.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { mergedCapabilities } from './capabilities.js';
 import { CursorCodec } from './cursor.js';
-import { RelayRecorder } from './evidence.js';
+import { type RelayEntrySink, RelayRecorder } from './evidence.js';
 import { Federation } from './federation.js';
 import { relayHandlers } from './methods.js';
 import { serverRequestRelay } from './server-requests.js';
@@ -27,8 +26,9 @@ export const DEFAULT_PAGE_SIZE = 100;
 /** What the relay needs from the rest of the gateway. */
 export interface RelayDeps {
   pool: UpstreamPool;
-  chain: AuditChain;
-  sessions: SessionService;
+  /** Where relayed requests' entries go (evidence.ts: SQLite's sink, or a replica's). */
+  entries: RelayEntrySink;
+  sessions: RelaySessionReads;
   log: Logger;
   /** The engine deciding requests now (changes on a signed reload), or null: no policy. */
   policy: () => PolicyEngine | null;
@@ -57,7 +57,7 @@ export class Relay {
 
   constructor(readonly deps: RelayDeps) {
     this.federation = new Federation(deps.pool, deps.log);
-    this.recorder = new RelayRecorder(deps.chain, deps.sessions, deps.log, deps.onRefusal);
+    this.recorder = new RelayRecorder(deps.entries, deps.log, deps.onRefusal);
     this.sessions = new RelaySessions(
       deps.pool,
       deps.log,

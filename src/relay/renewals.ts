@@ -9,7 +9,11 @@ import type { AuditChain } from '../audit/chain.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 
 /** Starts recording renewals of every connection of the pool (shared and per client session). */
-export function recordRenewals(upstreams: UpstreamPool, chain: AuditChain, log: Logger): void {
+export function recordRenewals(
+  upstreams: UpstreamPool,
+  chain: Pick<AuditChain, 'appendAwaited'>,
+  log: Logger,
+): void {
   upstreams.observeRenewals((upstream, failure) => {
     // At once when the lock is free; a lock held by another process is waited for by awaiting.
     chain

@@ -8,7 +8,7 @@
  */
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { SessionService } from '../session/service.js';
+import type { RelaySessionReads } from '../session/ports.js';
 import type { RelayRecorder } from './evidence.js';
 import { decideRelay, maxSensitivityOf } from './policy.js';
 import type { RelayDeps } from './relay.js';
@@ -23,7 +23,7 @@ const ACTIONS: Record<ServerRequestMethod, string> = {
 /** The relay of server-to-client requests, for {@link RelaySessions}. */
 export function serverRequestRelay(
   deps: Pick<RelayDeps, 'policy' | 'agentAttributes' | 'maxSensitivity'>,
-  sessions: SessionService,
+  sessions: RelaySessionReads,
   recorder: RelayRecorder,
 ): ServerRequestRelay {
   return async (origin, method, params, signal) => {
@@ -41,7 +41,7 @@ export function serverRequestRelay(
         'no single client request of this session is in flight on this upstream',
       );
     const f = origin.inflight as NonNullable<typeof origin.inflight>;
-    const row = sessionId ? sessions.get(agentId, sessionId) : undefined;
+    const row = sessionId ? await sessions.get(agentId, sessionId) : undefined;
     const verdict = decideRelay(deps.policy(), {
       agentId,
       agentAttributes: deps.agentAttributes(agentId),

@@ -24,6 +24,12 @@ export interface CallSessions {
   resolve(agentId: string, sessionId: string | undefined): Promise<SessionRow>;
 }
 
+/** What the relayed methods read of sessions (src/relay/: evidenced requests, server-to-client requests). */
+export interface RelaySessionReads extends CallSessions {
+  /** The session row if it exists and belongs to `agentId`. */
+  get(agentId: string, sessionId: string): Answer<SessionRow | undefined>;
+}
+
 /** The session routes' view (`POST /sessions`, `…/close`, `…/claim`, `…/audit`: routes/agent.ts). */
 export interface AgentSessions extends CallSessions {
   create(agentId: string, opts: { challenge?: string | null }): Promise<SessionCreated>;

@@ -14,16 +14,15 @@ import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type pg from 'pg';
-import type { ExecutionRow } from '../execution/registry.js';
 import { chainBundle } from '../store/postgres/chain.js';
 import { getExecution } from '../store/postgres/executions.js';
 import { openDefaultSession, openSessionCount } from '../store/postgres/reads.js';
 import type { PostgresSessionStore } from '../store/postgres/session-store.js';
-import type { AgentSessions, ExecutionReads } from './ports.js';
+import type { AgentSessions, ExecutionReads, RelaySessionReads } from './ports.js';
 import type { ReplicaSessions } from './replica-sessions.js';
 import type { SessionCreated, SessionLimits, SessionRow } from './types.js';
 
-export class ReplicaSessionService implements AgentSessions, ExecutionReads {
+export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
   /** Per agent: the default-session resolution in progress (one at a time per replica). */
   private readonly defaultLocks = new Map<string, Promise<unknown>>();
 
@@ -92,9 +91,15 @@ export class ReplicaSessionService implements AgentSessions, ExecutionReads {
     return Readable.from([JSON.stringify(b)]);
   }
 
-  /** The agent's execution row (`GET /executions/:id`), whichever replica admitted it. */
-  get(agentId: string, executionId: string): Promise<ExecutionRow | undefined> {
-    return getExecution(this.pool, agentId, executionId);
+  /** The session row if it exists and belongs to `agentId`, whichever replica opened it. */
+  async get(agentId: string, sessionId: string): Promise<SessionRow | undefined> {
+    const row = await this.store.session(sessionId);
+    return row && row.agent_id === agentId ? row : undefined;
+  }
+
+  /** The read-only execution view (`GET /executions/:id`): any replica's admissions. */
+  executions(): ExecutionReads {
+    return { get: (agentId, executionId) => getExecution(this.pool, agentId, executionId) };
   }
 
   /** The agent a session belongs to, whatever the caller (cross-agent probes), or null. */

@@ -5,9 +5,8 @@
  * one replica is resolved, used and closed through another (the SQLite gateway's rule that only
  * the opening instance may use a session is one host's). The close's claim is signed by the
  * closing replica's key with the binding section of claim-binding.ts (the opening's binding
- * when this replica made it, else absent under this key: signed-only). Default sessions,
- * batched closes and a required binding tier stay with service.ts until the gateway serves on
- * PostgreSQL.
+ * when this replica made it, else absent under this key: signed-only). Default sessions are
+ * replica-service.ts's; batched closes and a required binding tier stay service.ts's (SQLite).
  */
 import { randomUUID } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';

@@ -272,7 +272,7 @@ export const ERRORS = {
     http: 501,
     rpc: -32603,
     summary:
-      'A replica serving on PostgreSQL (`database` a postgres:// URL) does not serve this yet (docs/replicas.md): at start-up a `catalog`, a `policy`, `store.worker` or a `minimum_tier` that requires a binding; while serving, the operator routes and console and the relayed MCP methods. Nothing was forwarded or changed. Use a SQLite database for these.',
+      'A replica serving on PostgreSQL (`database` a postgres:// URL) does not serve this yet (docs/replicas.md): at start-up a `catalog`, a `policy`, `store.worker` or a `minimum_tier` that requires a binding; while serving, the operator routes and console. Nothing was forwarded or changed. Use a SQLite database for these.',
   },
   DATABASE_UNAVAILABLE: {
     http: 500,
