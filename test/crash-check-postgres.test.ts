@@ -2,7 +2,8 @@
  * The crash test's checks (testing/crash/check.ts) on a replicas' PostgreSQL database, read by
  * testing/crash/postgres-snapshot.ts, on a real throw-away PostgreSQL: three replicas (each its
  * own pool and lease, the store-level write and session commands) write a session used through
- * all of them and closed through another than the one that opened it — every rule holds; then
+ * all of them and closed through another than the one that opened it, one call outliving the
+ * close (its entry in the gateway chain, naming the session) — every rule holds; then
  * an attempt left open, a lease left live and an upstream run without its record are each
  * reported.
  */
@@ -83,10 +84,25 @@ async function call(
   sessionId: string,
   op: string,
 ): Promise<{ callId: string; entryHash: string }> {
+  await begin(i, sessionId, op);
+  return finish(i, sessionId, op);
+}
+
+async function begin(i: number, sessionId: string, op: string): Promise<void> {
+  await replica(i).writes.write({
+    kind: 'attempt',
+    attempt: attemptOf(`call-${op}`, sessionId, op),
+    raiseSensitivity: null,
+  });
+}
+
+async function finish(
+  i: number,
+  sessionId: string,
+  op: string,
+): Promise<{ callId: string; entryHash: string }> {
   const callId = `call-${op}`;
-  const w = replica(i).writes;
-  await w.write({ kind: 'attempt', attempt: attemptOf(callId, sessionId, op), raiseSensitivity: null });
-  const entry = await w.write({
+  const entry = await replica(i).writes.write({
     kind: 'terminal',
     sessionId,
     entry: {
@@ -113,8 +129,12 @@ describe.skipIf(!withPostgres)('crash checks on a replicas’ PostgreSQL databas
       [2, 'op-c'],
     ] as const)
       answered.push({ ...(await call(i, created.session_id, op)), errorCode: null });
+    // op-d outlives the session's close (through another replica): its terminal entry goes to
+    // the gateway chain, naming the session (docs/spec/audit-entries.md "Terminal entries").
+    await begin(2, created.session_id, 'op-d');
     await (sessions[1] as ReplicaSessions).close('alice', created.session_id);
-    const ran = ['op-a', 'op-b', 'op-c'].map((op) => ({ op, ms: 1 }));
+    answered.push({ ...(await finish(2, created.session_id, 'op-d')), errorCode: null });
+    const ran = ['op-a', 'op-b', 'op-c', 'op-d'].map((op) => ({ op, ms: 1 }));
 
     // Replicas 0 and 1 stop cleanly (their leases sealed); replica 2 is still live.
     for (const i of [0, 1]) await releaseLease(replica(i).pool, replica(i).fence);
@@ -125,12 +145,15 @@ describe.skipIf(!withPostgres)('crash checks on a replicas’ PostgreSQL databas
     const clean = checkCrashSnapshot(await readPostgresSnapshot(engine.url), TOOL, ran, answered);
     expect(clean.violations).toEqual([]);
     expect(clean.counts).toMatchObject({
-      chains: 1,
+      chains: 2,
       claims: 1,
       claimVerdicts: { 'signed-only': 1 },
-      answeredChecked: 3,
-      upstreamRan: 3,
+      answeredChecked: 4,
+      upstreamRan: 4,
     });
+    const snap = await readPostgresSnapshot(engine.url);
+    const late = snap.entries.find((e) => JSON.parse(e.canonical).call_id === 'call-op-d');
+    expect(late?.chain_id).toBe('gateway');
     // session_open, the binding's entry, three calls, session_close.
     expect(clean.counts.entries).toBeGreaterThanOrEqual(5);
 
