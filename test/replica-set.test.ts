@@ -86,7 +86,7 @@ describe('replica processes', () => {
         log: (l) => lines.push(l),
       }),
     ).rejects.toThrow(/INSTANCE_RUNNING/);
-    expect(lines.some((l) => l.includes('INSTANCE_RUNNING, try 1'))).toBe(true);
+    expect(lines.some((l) => l.includes('start refused (INSTANCE_RUNNING, try 1)'))).toBe(true);
 
     expect(await set.stopAll()).toEqual([0, 0]);
     expect(set.running()).toEqual([]);

@@ -4,10 +4,11 @@
  * its port and config file across restarts; a SIGKILLed replica is started again with the same
  * config. On PostgreSQL a killed replica's lease stays live until its ttl passes
  * (docs/replicas.md#leases-and-fencing-tokens), so a restart refused with INSTANCE_RUNNING is
- * tried again until the lease expired or the start deadline passed. 127.0.0.1 only.
+ * tried again until the lease expired or the start deadline passed, as a supervisor would; so is
+ * a start whose fresh lease was lost before it served (LEASE_LOST). 127.0.0.1 only.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { exited, freeLoopbackPort, waitExit } from './process.js';
@@ -61,6 +62,22 @@ interface Slot {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function logSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+function readLogFrom(file: string, from: number): string {
+  try {
+    return readFileSync(file).subarray(from).toString('utf8');
+  } catch {
+    return '';
+  }
+}
 
 /** A set of replica processes (module doc). */
 export class ReplicaSet {
@@ -172,10 +189,11 @@ export class ReplicaSet {
     return s;
   }
 
-  /** Spawns until the replica answers /healthz; a start refused with INSTANCE_RUNNING is tried again. */
+  /** Spawns until the replica answers /healthz; a start refused with INSTANCE_RUNNING or LEASE_LOST is tried again. */
   private async launch(s: Slot): Promise<void> {
     const deadline = Date.now() + (this.o.startTimeoutMs ?? 60_000);
     for (let attempt = 1; ; attempt++) {
+      const from = logSize(s.logFile);
       const proc = this.spawnOne(s);
       const up = await this.waitHealthy(s, proc, deadline);
       if (up === 'up') {
@@ -184,10 +202,13 @@ export class ReplicaSet {
         return;
       }
       const tail = this.logTail(s.i);
-      if (up === 'exited' && /INSTANCE_RUNNING/.test(tail) && Date.now() < deadline) {
-        this.o.log?.(
-          `replica ${s.i}: its instance_id is still held (INSTANCE_RUNNING, try ${attempt}), starting again`,
-        );
+      // A supervisor starts a replica again when its start was refused because its previous
+      // lease is still live (INSTANCE_RUNNING), or when the lease it just took was lost before
+      // it served (LEASE_LOST: a start-up slower than the lease ttl; nothing was written). Only
+      // this start's own part of the log is read.
+      const again = /\((INSTANCE_RUNNING|LEASE_LOST)\)/.exec(readLogFrom(s.logFile, from))?.[1];
+      if (up === 'exited' && again && Date.now() < deadline) {
+        this.o.log?.(`replica ${s.i}: start refused (${again}, try ${attempt}), starting again`);
         await sleep(250);
         continue;
       }
