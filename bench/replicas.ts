@@ -343,5 +343,6 @@ export function replicasSection(rel: (p: string) => string): string {
   return [
     `[${newest}](${rel(join(dir, newest))}), \`npm run bench -- --replicas\` (bench/replicas.ts; also run by \`npm run bench\`): \`cmcp start\` on one SQLite file, and 1, 2 and 3 replicas on one PostgreSQL ${r.postgresMajor ?? ''} (a throw-away server with fsync and synchronous_commit on; each replica its own lease), all in dev mode (software attestation) with the same config, in front of the comparison's HTTP upstream (\`noop\`), every call with a fresh execution_id. ${r.options.concurrency} callers spread round-robin over a configuration's replicas; ${r.options.reps} repetitions of ${r.options.windowMs} ms windows after ${r.options.warmMs} ms of warm-up, the order rotating; median (min…max) over repetitions; latency at the client. Everything — the client, the gateways and PostgreSQL — shares ${r.cores} cores; load average ${la(r.loadAverage.before)} before and ${la(r.loadAverage.after)} after.`,
     replicasTable(r),
+    'Here every replica, PostgreSQL and the client share the same cores, so a second or third replica adds no CPU: the PostgreSQL rows show what the shared store costs a call (a round trip per statement, each commit flushed), not how replicas on machines of their own scale.',
   ].join('\n\n');
 }
