@@ -3,6 +3,7 @@
  * `cmcp start` processes on one real throw-away PostgreSQL (testing/postgres.ts), in front of a
  * real MCP upstream in this process that counts its invocations.
  * - the SDK client through a replica (initialize, tools/list, tools/call), /readyz, /metrics;
+ * - the configured Cedar policy on every replica (a forbidden tool refused, never invoked);
  * - a relayed request's entry in its session chain; the operator routes and console refused
  *   (POSTGRES_FEATURE_UNAVAILABLE);
  * - C-EXEC-1 and C-EXEC-2 with the racing requests sent to different replicas: one upstream
@@ -17,13 +18,14 @@
  * Needs the build (dist/).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashBundleDir } from '../src/policy/bundle.js';
 import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
@@ -46,6 +48,8 @@ let server: PostgresInstance | null = null;
 let url = '';
 let admin: pg.Pool;
 let up: CountingServer;
+/** A policy bundle every replica enforces: everything permitted but `c.big`. */
+let policyDir = '';
 const dirs: string[] = [];
 const replicas: ChildGateway[] = [];
 
@@ -58,6 +62,7 @@ async function replica(id: string): Promise<ChildGateway> {
     upstreams: [{ name: 'c', transport: 'http', url: up.url, timeout_ms: 20_000 }],
     operators: [{ operator_id: 'ops', token: 'ops-token' }],
     extra: {
+      policy: { bundle: policyDir, enforcement_mode: 'enforcing' },
       database: url,
       instance_id: id,
       replicas: { lease_ttl_ms: TTL_MS, renew_every_ms: RENEW_MS },
@@ -75,6 +80,15 @@ beforeAll(async () => {
   admin = new pg.Pool({ connectionString: url, max: 2 });
   admin.on('error', () => undefined);
   up = await startCountingServer();
+  policyDir = mkdtempSync(join(tmpdir(), 'cmcp-replica-policy-'));
+  dirs.push(policyDir);
+  for (const f of ['schema.cedarschema', 'manifest.json'])
+    copyFileSync(join(REPO_ROOT, 'examples', 'policy', f), join(policyDir, f));
+  writeFileSync(
+    join(policyDir, '00-replicas.cedar'),
+    '@id("allow-all")\npermit (principal, action, resource);\n' +
+      '@id("no-big")\nforbid (principal, action == Action::"call_tool", resource == Tool::"c.big");\n',
+  );
   for (const id of ['r0', 'r1', 'r2']) replicas.push(await replica(id));
 }, 90_000);
 afterAll(async () => {
@@ -201,6 +215,21 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     ]);
   });
 
+  it('enforces the configured policy on every replica: a forbidden tool is refused, never invoked', async () => {
+    const before = up.invocations.length;
+    for (const [i, r] of replicas.entries()) {
+      const refused = await call(r, i, 'c.big', { bytes: 10 });
+      expect(refused.body.error.data.error_code).toBe('POLICY_DENY');
+    }
+    expect(up.invocations.length).toBe(before);
+    const loads = await admin.query<{ canonical: string }>(
+      "SELECT canonical FROM audit_entries WHERE chain_id = 'gateway' AND entry_type = 'policy_load'",
+    );
+    expect(loads.rows.map((x) => JSON.parse(x.canonical).detail.bundle_hash)).toEqual(
+      Array(3).fill(hashBundleDir(policyDir)),
+    );
+  });
+
   it('C-EXEC-1: 12 identical calls spread over three replicas reach the upstream once', async () => {
     const x = uniq('c1');
     const marker = uniq('m');
@@ -289,6 +318,7 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     expect(v.status).toBe(0);
     const report = JSON.parse(v.stdout);
     expect(report.verdict).toBe('signed-only');
+    expect(claim.body.policy_bundle_hash).toBe(hashBundleDir(policyDir));
     expect(report.checks.filter((c: { status: string }) => c.status === 'fail')).toEqual([]);
   });
 

@@ -3,8 +3,9 @@
  * docs/replicas.md), in start-up order: the pool and the schema, the replica's lease in place of
  * the instance lock (its own expired work recovered before anything else, then a heartbeat and
  * the sweep that seals other replicas' expired work), attestation provider, upstreams, the
- * `gateway_start` record, sessions (any replica serving any session, default sessions too), the
- * call path over the replica's fenced write commands, and the HTTP app behind the lease gate.
+ * start-up records, the configured policy, the replica's measurement, sessions (any replica
+ * serving any session, default sessions too), the call path over the replica's fenced write
+ * commands, the relay, and the HTTP app behind the lease gate.
  * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
  * (replica-unavailable.ts). runtime.ts composes the SQLite gateway; cli/start.ts picks one.
  */
@@ -20,6 +21,9 @@ import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
+import { loadBundleDir } from '../policy/bundle.js';
+import { parsePolicyPublicKey } from '../policy/signature.js';
+import { configuredEntities, policyLoadEntry, policyState } from '../policy/startup.js';
 import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
@@ -109,218 +113,274 @@ function databaseProbe(pool: pg.Pool): () => Promise<string | null> {
     );
 }
 
+/** The configured policy bundle, loaded before anything starts (a replica never serves without it). */
+function loadPolicy(cfg: GatewayConfig) {
+  if (!cfg.policy) return null;
+  const key = cfg.policy.signing_key ? parsePolicyPublicKey(cfg.policy.signing_key) : null;
+  return { cfg: cfg.policy, bundle: loadBundleDir(cfg.policy.bundle), key };
+}
+
+/**
+ * Schema, key, lease, provider, tracing, metrics and upstreams, in that order. Each opened
+ * part's closer goes onto `opened`.
+ */
+async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened: (() => unknown)[]) {
+  await migrate(pool, redactPostgresUrl(cfg.database));
+  const key = newGatewayKey();
+  // Before anything else writes: a live lease of this instance_id refuses the start, and an
+  // expired one of ours has its open calls sealed outcome_unknown (`replica_restart`) first.
+  const gate = new LeaseGate();
+  const lease = await startReplicaLease(pool, {
+    instanceId: cfg.instance_id,
+    replicas: cfg.replicas,
+    keyThumbprint: key.thumbprint.toString('base64url'),
+    gate,
+    log,
+  });
+  opened.push(() => lease.stop());
+  if (lease.recovered && (lease.recovered.attempts || lease.recovered.executions))
+    log.warn(
+      { ...lease.recovered },
+      "recorded this replica's calls in flight in its previous run as outcome_unknown",
+    );
+  const selection = await selectProvider(cfg.attestation, cfg.instance_id);
+  const provider = selection.provider;
+  opened.push(() => provider.close());
+  log.info(selection.detail, 'attestation provider selected');
+  const tracing = startTracing(cfg.tracing);
+  opened.push(() => tracing.shutdown());
+  const metrics = cfg.metrics.enabled
+    ? new GatewayMetrics({ db: null, dbPath: '', upstreams: cfg.upstreams.map((u) => u.name) })
+    : null;
+  if (metrics) {
+    replicaGauges(metrics, pool);
+    countBindingFailures(provider, metrics);
+  }
+  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
+  opened.push(() => upstreams.close());
+  await upstreams.start();
+  return { pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
+}
+
+type Core = Awaited<ReturnType<typeof startCore>>;
+
+/**
+ * The start-up records, policy, measurement, sessions, the call path, the relay and the MCP
+ * layer over the replica's store.
+ */
+async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<typeof loadPolicy>) {
+  const { pool, lease, provider, upstreams, metrics, log } = c;
+  const store = new PostgresSessionStore(pool, lease.fence);
+  const chain: GatewayChainSink = {
+    appendAwaited: async (chainId: string, input: EntryInput) =>
+      (await store.appendEntries(chainId, [input]))[0] as Awaited<
+        ReturnType<GatewayChainSink['appendAwaited']>
+      >,
+  };
+  recordAvailability(upstreams, chain, log);
+  recordRenewals(upstreams, chain, log);
+  const policy = loaded
+    ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, null, upstreams))
+    : null;
+  await store.appendEntries(GATEWAY_CHAIN_ID, [
+    gatewayStartEntry(cfg, c.key, provider, upstreams.listTools().length),
+    { entry_type: 'attestation_provider', detail: c.selection.detail },
+    ...(loaded ? [policyLoadEntry(loaded.bundle, loaded.key, loaded.cfg)] : []),
+  ]);
+  warnExposure(cfg, log);
+  const facts: SessionFacts = {
+    gatewayMeasurement: null,
+    policyBundleHash: policy?.engine.bundle.hash ?? null,
+    catalogHash: null,
+    enforcementMode: policy?.mode ?? 'none',
+  };
+  // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
+  const measurer = new GatewayMeasurer(provider, chain, facts, log);
+  const started = await measurer.start({
+    policyBundleHash: facts.policyBundleHash,
+    catalogHash: null,
+    config: cfg,
+  });
+  assertTierReached(cfg.attestation, provider, started);
+  const sessions = new ReplicaSessionService(
+    pool,
+    store,
+    new ReplicaSessions(store, c.key, provider, facts, log),
+    {
+      defaultMaxCalls: cfg.sessions.default_max_calls,
+      defaultMaxAgeS: cfg.sessions.default_max_age_s,
+    },
+  );
+  const engine = () => policy?.engine ?? null;
+  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
+  const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
+  const calls = new CallOrchestrator(
+    null,
+    null,
+    sessions,
+    upstreams,
+    null,
+    log,
+    { policy: engine, catalog: null, agentAttributes },
+    callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
+    new PostgresWriteStore(pool, lease.fence),
+  );
+  const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
+  const clientSessions = new ClientSessions({
+    idleMs: cfg.sessions.client_idle_s * 1000,
+    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
+  });
+  const relay = new Relay({
+    pool: upstreams,
+    entries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
+    sessions,
+    log,
+    policy: engine,
+    agentAttributes,
+    maxSensitivity: (id) => calls.sensitivity.max(id),
+    listTools: () => upstreams.listTools(),
+    pageSize: cfg.limits.list_page_size,
+    ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
+  });
+  relay.attach(clientSessions);
+  const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
+    ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
+    methods: relay.methods,
+    capabilities: () => relay.capabilities(),
+    callLink: (req) => callLink(relay, req),
+  });
+  return { measurer, sessions, refusals, clientSessions, relay, mcp };
+}
+
+type Serving = Awaited<ReturnType<typeof startServing>>;
+
+/** The HTTP app (not yet listening) behind the lease gate, with the console refused. */
+function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain): FastifyInstance {
+  const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
+  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
+  const app = buildApp({
+    logger: c.log,
+    auth,
+    operator: UNAVAILABLE_OPERATOR,
+    recordRefusal: s.refusals.refused,
+    mcp: s.mcp,
+    sessions: s.sessions,
+    executions: s.sessions.executions(),
+    maxRequestBytes: cfg.limits.max_request_bytes,
+    recordAuthFailure: (route) => s.refusals.authFailures.record(route),
+    ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}),
+    readiness: new Readiness(databaseProbe(c.pool), c.upstreams, c.provider, drain, c.gate),
+    drain,
+    ...(oauth ? { oauth } : {}),
+    sessionAgent: (id) => s.sessions.agentOf(id),
+    ...edgeLimits(cfg),
+    clientSessions: s.clientSessions,
+    inflight: new InflightRequests(),
+    allowedHosts: allowedHosts(cfg.listen),
+    recordHostRefusal: (route) => s.refusals.hostRefusals.record(route),
+  });
+  if (oauth) app.addHook('onClose', () => oauth.close());
+  c.gate.attach(app);
+  refuseConsole(app);
+  return app;
+}
+
+/** The replica's close (everything, once) and graceful shutdown (drain, seal, release, close). */
+function stopping(
+  cfg: GatewayConfig,
+  c: Core,
+  s: Serving,
+  app: FastifyInstance,
+  drain: Drain,
+  metricsListener: { close(): Promise<void> } | null,
+) {
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    await metricsListener?.close();
+    s.clientSessions.close();
+    await app.close();
+    await s.relay.close();
+    s.refusals.authFailures.flush();
+    s.refusals.hostRefusals.flush();
+    await c.upstreams.close();
+    await s.measurer.settled();
+    await c.lease.stop().catch((e) => c.log.warn({ err: (e as Error).message }, 'lease not released'));
+    c.provider.close();
+    await c.tracing.shutdown();
+    await c.pool.end();
+  };
+  const shutdown = async (drainMs = cfg.shutdown.drain_ms) => {
+    drain.stop();
+    const drained = await drain.idle(drainMs);
+    let sealed = 0;
+    try {
+      // Calls still at an upstream after the drain: on the record before the lease is released.
+      if (c.lease.live) sealed = (await recoverOwnWork(c.pool, c.lease.fence, STOPPED_REASON)).attempts;
+    } catch (e) {
+      c.log.error(
+        { err: (e as Error).message },
+        'could not seal undrained calls (sealed by another replica)',
+      );
+    }
+    app.server.closeAllConnections();
+    await close();
+    return { drained, sealed };
+  };
+  return { close, shutdown };
+}
+
 /**
  * Starts a replica on the PostgreSQL `cfg.database` and listens. On a start-up failure what
  * was opened is closed again.
  * @throws CmcpError POSTGRES_FEATURE_UNAVAILABLE (a config section a replica does not serve);
- *   DatabaseUnavailableError (the server unreachable); SchemaTooNewError; InstanceBusyError
- *   (INSTANCE_RUNNING: another live lease of `instance_id`); AttestationStartError; upstream
- *   errors; a busy port.
+ *   PolicyBundleError | PolicyKeyError (an unusable policy); DatabaseUnavailableError (the
+ *   server unreachable); SchemaTooNewError; InstanceBusyError (INSTANCE_RUNNING: another live
+ *   lease of `instance_id`); AttestationStartError; upstream errors; a busy port.
  */
 export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): Promise<ReplicaGateway> {
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   assertReplicaConfig(cfg);
-  const shown = redactPostgresUrl(cfg.database);
+  const loaded = loadPolicy(cfg);
   const pool = openReplicaPool(cfg.database, { leaseTtlMs: cfg.replicas.lease_ttl_ms });
   const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
   try {
-    await migrate(pool, shown);
-    const key = newGatewayKey();
-    // Before anything else writes: a live lease of this instance_id refuses the start, and an
-    // expired one of ours has its open calls sealed outcome_unknown (`replica_restart`) first.
-    const gate = new LeaseGate();
-    const lease = await startReplicaLease(pool, {
-      instanceId: cfg.instance_id,
-      replicas: cfg.replicas,
-      keyThumbprint: key.thumbprint.toString('base64url'),
-      gate,
-      log,
-    });
-    opened.push(() => lease.stop());
-    if (lease.recovered && (lease.recovered.attempts || lease.recovered.executions))
-      log.warn(
-        { ...lease.recovered },
-        "recorded this replica's calls in flight in its previous run as outcome_unknown",
-      );
-    const selection = await selectProvider(cfg.attestation, cfg.instance_id);
-    const provider = selection.provider;
-    opened.push(() => provider.close());
-    log.info(selection.detail, 'attestation provider selected');
-    const tracing = startTracing(cfg.tracing);
-    opened.push(() => tracing.shutdown());
-    const metrics = cfg.metrics.enabled
-      ? new GatewayMetrics({ db: null, dbPath: '', upstreams: cfg.upstreams.map((u) => u.name) })
-      : null;
-    if (metrics) {
-      replicaGauges(metrics, pool);
-      countBindingFailures(provider, metrics);
-    }
-    const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
-    opened.push(() => upstreams.close());
-    await upstreams.start();
-
-    const store = new PostgresSessionStore(pool, lease.fence);
-    const chain: GatewayChainSink = {
-      appendAwaited: async (chainId: string, input: EntryInput) =>
-        (await store.appendEntries(chainId, [input]))[0] as Awaited<
-          ReturnType<GatewayChainSink['appendAwaited']>
-        >,
-    };
-    recordAvailability(upstreams, chain, log);
-    recordRenewals(upstreams, chain, log);
-    await store.appendEntries(GATEWAY_CHAIN_ID, [
-      gatewayStartEntry(cfg, key, provider, upstreams.listTools().length),
-      { entry_type: 'attestation_provider', detail: selection.detail },
-    ]);
-    warnExposure(cfg, log);
-    const facts: SessionFacts = {
-      gatewayMeasurement: null,
-      policyBundleHash: null,
-      catalogHash: null,
-      enforcementMode: 'none',
-    };
-    // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
-    const measurer = new GatewayMeasurer(provider, chain, facts, log);
-    const started = await measurer.start({ policyBundleHash: null, catalogHash: null, config: cfg });
-    assertTierReached(cfg.attestation, provider, started);
-    const sessions = new ReplicaSessionService(
-      pool,
-      store,
-      new ReplicaSessions(store, key, provider, facts, log),
-      {
-        defaultMaxCalls: cfg.sessions.default_max_calls,
-        defaultMaxAgeS: cfg.sessions.default_max_age_s,
-      },
-    );
-    const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-    const calls = new CallOrchestrator(
-      null,
-      null,
-      sessions,
-      upstreams,
-      null,
-      log,
-      { policy: () => null, catalog: null, agentAttributes: (id) => agentAttrs.get(id) ?? {} },
-      callTelemetry(metrics, tracing.enabled ? tracing.tracer : null),
-      new PostgresWriteStore(pool, lease.fence),
-    );
-    const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
-    const clientSessions = new ClientSessions({
-      idleMs: cfg.sessions.client_idle_s * 1000,
-      onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
-    });
-    const relay = new Relay({
-      pool: upstreams,
-      entries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
-      sessions,
-      log,
-      policy: () => null,
-      agentAttributes: (id) => agentAttrs.get(id) ?? {},
-      maxSensitivity: (id) => calls.sensitivity.max(id),
-      listTools: () => upstreams.listTools(),
-      pageSize: cfg.limits.list_page_size,
-      ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
-    });
-    relay.attach(clientSessions);
-    const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-      ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
-      methods: relay.methods,
-      capabilities: () => relay.capabilities(),
-      callLink: (req) => callLink(relay, req),
-    });
-    const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
-    const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
+    const core = await startCore(cfg, log, pool, opened);
+    const serving = await startServing(cfg, core, loaded);
     const drain = new Drain();
-    const app = buildApp({
-      logger: log,
-      auth,
-      operator: UNAVAILABLE_OPERATOR,
-      recordRefusal: refusals.refused,
-      mcp,
-      sessions,
-      executions: sessions.executions(),
-      maxRequestBytes: cfg.limits.max_request_bytes,
-      recordAuthFailure: (route) => refusals.authFailures.record(route),
-      ...(metrics && !cfg.metrics.listen ? { metrics } : {}),
-      readiness: new Readiness(databaseProbe(pool), upstreams, provider, drain, gate),
-      drain,
-      ...(oauth ? { oauth } : {}),
-      sessionAgent: (id) => sessions.agentOf(id),
-      ...edgeLimits(cfg),
-      clientSessions,
-      inflight: new InflightRequests(),
-      allowedHosts: allowedHosts(cfg.listen),
-      recordHostRefusal: (route) => refusals.hostRefusals.record(route),
-    });
-    if (oauth) app.addHook('onClose', () => oauth.close());
-    gate.attach(app);
-    refuseConsole(app);
+    const app = buildReplicaApp(cfg, core, serving, drain);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
     // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
-    await measurer.listening(cfg.instance_id);
+    await serving.measurer.listening(cfg.instance_id);
+    const { metrics, upstreams, provider } = core;
     const metricsListener =
       metrics && cfg.metrics.listen
         ? await startMetricsListener(
             metrics,
             cfg.metrics.listen.host,
             cfg.metrics.listen.port,
-            hostCheck(allowedHosts(cfg.metrics.listen), (route) => refusals.hostRefusals.record(route)),
+            hostCheck(allowedHosts(cfg.metrics.listen), (route) =>
+              serving.refusals.hostRefusals.record(route),
+            ),
           )
         : null;
     log.info(
       { url, provider: provider.name, tools: upstreams.listTools().length, replica: cfg.instance_id },
       'cmcp gateway replica listening (PostgreSQL)',
     );
-    let closed = false;
-    const close = async () => {
-      if (closed) return;
-      closed = true;
-      await metricsListener?.close();
-      clientSessions.close();
-      await app.close();
-      await relay.close();
-      refusals.authFailures.flush();
-      refusals.hostRefusals.flush();
-      await upstreams.close();
-      await measurer.settled();
-      await lease.stop().catch((e) => log.warn({ err: (e as Error).message }, 'lease not released'));
-      provider.close();
-      await tracing.shutdown();
-      await pool.end();
-    };
-    const shutdown = async (drainMs = cfg.shutdown.drain_ms) => {
-      drain.stop();
-      const drained = await drain.idle(drainMs);
-      let sealed = 0;
-      try {
-        // Calls still at an upstream after the drain: on the record before the lease is released.
-        if (lease.live) {
-          const s = await recoverOwnWork(pool, lease.fence, STOPPED_REASON);
-          sealed = s.attempts;
-        }
-      } catch (e) {
-        log.error(
-          { err: (e as Error).message },
-          'could not seal undrained calls (sealed by another replica)',
-        );
-      }
-      app.server.closeAllConnections();
-      await close();
-      return { drained, sealed };
-    };
     return {
       app,
       pool,
-      lease,
-      gate,
-      sessions,
+      lease: core.lease,
+      gate: core.gate,
+      sessions: serving.sessions,
       upstreams,
       provider,
       url,
       metricsUrl: metricsListener?.url ?? null,
-      close,
-      shutdown,
+      ...stopping(cfg, core, serving, app, drain, metricsListener),
     };
   } catch (e) {
     for (const c of opened.reverse()) await c();

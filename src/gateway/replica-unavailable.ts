@@ -24,7 +24,6 @@ const CODE = 'POSTGRES_FEATURE_UNAVAILABLE';
 export function assertReplicaConfig(cfg: GatewayConfig): void {
   const unserved: string[] = [];
   if (cfg.catalog) unserved.push('catalog');
-  if (cfg.policy) unserved.push('policy');
   if (cfg.store.worker) unserved.push('store.worker (the SQLite store worker)');
   if (requiredBindingTier(cfg.attestation)) unserved.push('attestation.minimum_tier requiring a binding');
   if (unserved.length)
@@ -36,6 +35,7 @@ export function assertReplicaConfig(cfg: GatewayConfig): void {
 
 /** The operator controls on a replica: every action refused (status, reload, block, unblock). */
 export const UNAVAILABLE_OPERATOR: OperatorApi = {
+  // No operator can block an agent on a replica (blockAgent below is refused).
   isBlocked: () => false,
   reloadPolicy: async () => refuse('operator policy reload'),
   blockAgent: async () => refuse('operator agent block'),

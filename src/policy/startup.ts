@@ -63,11 +63,35 @@ export function startPolicy(
   requiredEntities: () => cedar.EntityJson[],
   chain: AuditChain,
 ): PolicyState {
+  const state = policyState(bundle, signingKey, cfg, requiredEntities);
+  chain.append(GATEWAY_CHAIN_ID, policyLoadEntry(bundle, signingKey, cfg));
+  return state;
+}
+
+/**
+ * The configured bundle checked against the configured entities and installed, unrecorded (a
+ * replica records its `policy_load` through its own store, gateway/replica-runtime.ts).
+ * @throws PolicyBundleError when configured agents or tools do not fit the bundle's schema.
+ */
+export function policyState(
+  bundle: PolicyBundle,
+  signingKey: KeyObject | null,
+  cfg: NonNullable<GatewayConfig['policy']>,
+  requiredEntities: () => cedar.EntityJson[],
+): PolicyState {
   const misfits = checkEntities(bundle, requiredEntities());
   if (misfits.length)
     throw new PolicyBundleError('configured agents or catalog tools do not fit the policy schema', misfits);
-  const state = new PolicyState(new PolicyEngine(bundle, cfg.enforcement_mode), signingKey, requiredEntities);
-  chain.append(GATEWAY_CHAIN_ID, {
+  return new PolicyState(new PolicyEngine(bundle, cfg.enforcement_mode), signingKey, requiredEntities);
+}
+
+/** The `policy_load` entry (source `config`) of the configured bundle. */
+export function policyLoadEntry(
+  bundle: PolicyBundle,
+  signingKey: KeyObject | null,
+  cfg: NonNullable<GatewayConfig['policy']>,
+) {
+  return {
     entry_type: 'policy_load',
     detail: {
       ...bundleDetail(bundle),
@@ -76,8 +100,7 @@ export function startPolicy(
       enforcement_mode: cfg.enforcement_mode,
       signing_key: signingKey !== null,
     },
-  });
-  return state;
+  };
 }
 
 /** Records `policy_load` (source `reload_resumed`) for a reload resumed from the gateway chain. */
