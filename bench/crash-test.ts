@@ -4,14 +4,20 @@
  * counts and every violation; exits 1 on any violation, 0 otherwise. 127.0.0.1 only, bounded.
  *
  *   node dist/bench/crash-test.js [--kills 50] [--concurrency 8] [--min-up-ms 200] [--max-up-ms 1500] [--keep]
+ *
+ * With `--replicas N --postgres` (issue 15 item 6): N replicas, each on its own swtpm, on one
+ * throw-away PostgreSQL (testing/postgres.ts), the load spread over them, a random replica
+ * SIGKILLed and restarted each time (testing/crash/replicas-run.ts; `--lease-ttl-ms`, default 3000).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { runReplicaCrashTest } from '../testing/crash/replicas-run.js';
 import { runCrashTest } from '../testing/crash/run.js';
-import { provisionSwtpm, startSwtpm } from '../testing/swtpm.js';
+import { createDatabase, startPostgres } from '../testing/postgres.js';
+import { provisionSwtpm, type SwtpmInstance, startSwtpm } from '../testing/swtpm.js';
 
 const { values: a } = parseArgs({
   options: {
@@ -19,6 +25,9 @@ const { values: a } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     'min-up-ms': { type: 'string', default: '200' },
     'max-up-ms': { type: 'string', default: '1500' },
+    replicas: { type: 'string', default: '1' },
+    postgres: { type: 'boolean', default: false },
+    'lease-ttl-ms': { type: 'string', default: '3000' },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -34,38 +43,77 @@ const kills = int('kills', a.kills, 1);
 const concurrency = int('concurrency', a.concurrency, 1);
 const minUpMs = int('min-up-ms', a['min-up-ms'], 0);
 const maxUpMs = Math.max(minUpMs, int('max-up-ms', a['max-up-ms'], 0));
+const replicas = int('replicas', a.replicas, 1);
+const leaseTtlMs = int('lease-ttl-ms', a['lease-ttl-ms'], 1000);
+if (replicas > 1 !== a.postgres) {
+  process.stderr.write('crash-test: --replicas N (N ≥ 2) and --postgres go together\n');
+  process.exit(2);
+}
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-crash-'));
 const provisioned = await provisionSwtpm(join(dir, 'swtpm-template'));
-const tpm = await startSwtpm({ templateStateDir: provisioned.stateDir, parentDir: dir });
+const tpms: SwtpmInstance[] = [];
+let stopPostgres: () => Promise<void> = async () => undefined;
 let failed = true;
 try {
+  for (let i = 0; i < replicas; i++)
+    tpms.push(await startSwtpm({ templateStateDir: provisioned.stateDir, parentDir: dir }));
   const started = Date.now();
-  const r = await runCrashTest({
-    kills,
-    concurrency,
-    minUpMs,
-    maxUpMs,
-    tcti: tpm.tcti,
-    dir,
-    repoRoot,
-    log: (line) => console.log(line),
-  });
-  console.log(
-    JSON.stringify(
-      { kills: r.kills, last_exit_code: r.lastExitCode, load: r.load, ...r.check.counts },
-      null,
-      2,
-    ),
-  );
-  const violations = [...r.check.violations];
-  if (r.lastExitCode !== 0) violations.push(`the last gateway exited ${r.lastExitCode} after SIGTERM`);
+  const log = (line: string) => console.log(line);
+  let summary: Record<string, unknown>;
+  let violations: string[];
+  if (a.postgres) {
+    const pg = await startPostgres({ durable: true });
+    stopPostgres = () => pg.stop();
+    const r = await runReplicaCrashTest({
+      kills,
+      replicas,
+      databaseUrl: await createDatabase(pg, 'cmcp_crash'),
+      tctis: tpms.map((t) => t.tcti),
+      concurrency,
+      minUpMs,
+      maxUpMs,
+      leaseTtlMs,
+      renewEveryMs: Math.floor(leaseTtlMs / 3),
+      dir,
+      repoRoot,
+      log,
+    });
+    summary = {
+      kills: r.kills,
+      replicas,
+      starts: r.starts,
+      exit_codes: r.exitCodes,
+      load: r.load,
+      ...r.check.counts,
+    };
+    violations = [...r.check.violations, ...r.restartFailures];
+    r.exitCodes.forEach((c, i) => {
+      if (c !== 0) violations.push(`replica ${i} exited ${c} after SIGTERM`);
+    });
+  } else {
+    const r = await runCrashTest({
+      kills,
+      concurrency,
+      minUpMs,
+      maxUpMs,
+      tcti: (tpms[0] as SwtpmInstance).tcti,
+      dir,
+      repoRoot,
+      log,
+    });
+    summary = { kills: r.kills, last_exit_code: r.lastExitCode, load: r.load, ...r.check.counts };
+    violations = [...r.check.violations];
+    if (r.lastExitCode !== 0) violations.push(`the last gateway exited ${r.lastExitCode} after SIGTERM`);
+  }
+  console.log(JSON.stringify(summary, null, 2));
   for (const line of violations.slice(0, 50)) console.log(`VIOLATION ${line}`);
   console.log(`${violations.length} violation(s) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   failed = violations.length > 0;
 } finally {
-  await tpm.stop();
+  for (const t of tpms) await t.stop();
+  await stopPostgres();
   if (a.keep) console.log(`kept ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
 }

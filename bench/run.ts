@@ -20,9 +20,12 @@
  *                                  3 ms (./loop-block.ts; also part of the full run's sections)
  *   npm run bench -- --cpu-side-by-side --cmcp-root DIR   gateway CPU per call of cmcp full, the
  *                                  build in DIR against this one, alternating windows (./cpu-side-by-side.ts)
+ *   npm run bench -- --replicas    only the replicas section (./replicas.ts): one gateway on SQLite, 1, 2, 3
+ *                                  replicas on one PostgreSQL at concurrency 64; BENCHMARKS.md rendered
+ *                                  again from the newest full comparison
  */
 import { EventEmitter } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
@@ -36,6 +39,7 @@ import { REPO_ROOT } from './load/profile.js';
 import { runLoopBlockBench } from './loop-block.js';
 import { runMemoryBench } from './memory.js';
 import { runRelayedProgressBench, saveRelayedProgress } from './relayed-progress.js';
+import { replicasTable, runReplicasBench } from './replicas.js';
 import { runSessionBindingBench } from './session-binding.js';
 import { runVerifyBench } from './verify.js';
 
@@ -67,6 +71,7 @@ const program = new Command('bench')
   .option('--no-sections', 'skip the execution_id, verification and loop-block sections')
   .option('--cpu-side-by-side', 'CPU per call of cmcp full: the --cmcp-root build against this one')
   .option('--reps <n>', 'repetitions of the side-by-side mode', int, 6)
+  .option('--replicas', 'only the replicas section (SQLite, 1-3 PostgreSQL replicas at concurrency 64)')
   .parse();
 const opts = program.opts<{
   quick?: boolean;
@@ -86,6 +91,7 @@ const opts = program.opts<{
   runs?: number;
   cpuSideBySide?: boolean;
   reps: number;
+  replicas?: boolean;
   sections: boolean;
 }>();
 
@@ -101,6 +107,39 @@ async function sessionBinding(quick: boolean): Promise<void> {
   console.log('\n== session binding: sessions/s with and without batching (bench/session-binding.ts) ==');
   const r = await runSessionBindingBench({ reps: quick ? 2 : 3, windowMs: quick ? 800 : 2000 });
   writeFileSync(join(resultsDir, `session-binding-${stamp}.json`), `${JSON.stringify(r, null, 2)}\n`);
+}
+
+/** The replicas section, saved as bench/results/replicas-<stamp>.json. */
+async function replicas(quick: boolean): Promise<void> {
+  console.log(
+    '\n== replicas: one gateway on SQLite, 1, 2, 3 replicas on one PostgreSQL (bench/replicas.ts) ==',
+  );
+  const replicaDir = join(dir, 'replicas');
+  mkdirSync(replicaDir);
+  const r = await runReplicasBench({
+    reps: quick ? 2 : 3,
+    windowMs: quick ? 1500 : 3000,
+    warmMs: 500,
+    concurrency: 64,
+    dir: replicaDir,
+    log: (line) => console.log(line),
+  });
+  const file = join(resultsDir, `replicas-${stamp}.json`);
+  writeFileSync(file, `${JSON.stringify(r, null, 2)}\n`);
+  console.log(`${replicasTable(r)}\nresults: ${file}`);
+}
+
+/** BENCHMARKS.md rendered again from the newest saved full comparison (none: left as it is). */
+async function renderNewest(): Promise<void> {
+  const newest = readdirSync(resultsDir)
+    .filter((n) => /^compare-full-.*\.json$/.test(n))
+    .sort()
+    .at(-1);
+  if (!newest) return;
+  const file = join(resultsDir, newest);
+  const saved = JSON.parse(readFileSync(file, 'utf8')) as CompareResult & { elapsedS?: number };
+  await renderReport(saved, { file, quick: false, elapsedS: saved.elapsedS ?? Number.NaN });
+  console.log(`report: BENCHMARKS.md (rendered again from ${newest})`);
 }
 
 // 64 concurrent callers on one SDK stdio client wait for `drain` on the child's stdin together.
@@ -153,6 +192,9 @@ try {
     await sessionBinding(!!opts.quick);
   } else if (opts.loopBlock) {
     await loopBlock(opts.runs ?? (opts.quick ? 5 : 20));
+  } else if (opts.replicas) {
+    await replicas(!!opts.quick);
+    if (!opts.quick) await renderNewest();
   } else if (opts.memory) {
     const r = await runMemoryBench(env, {
       calls: opts.calls ?? 200_000,
@@ -199,7 +241,10 @@ try {
       transports: ['http', 'stdio'],
       fsyncCalls: quick ? 200 : 1000,
     };
-    if (opts.sections) await sessionBinding(quick);
+    if (opts.sections) {
+      await sessionBinding(quick);
+      await replicas(quick);
+    }
     const t0 = Date.now();
     const r = await runCompare(env, o);
     const elapsedS = (Date.now() - t0) / 1000;

@@ -15,6 +15,7 @@ import { type GroupCommitResult, groupCommitTable } from '../group-commit.js';
 import { REPO_ROOT } from '../load/profile.js';
 import type { MemoryResult } from '../memory.js';
 import { formatRelayedProgress, type RelayedProgressResult } from '../relayed-progress.js';
+import { replicasSection } from '../replicas.js';
 import { sessionBindingSection } from '../session-binding.js';
 import { type CompareResult, machine, type Spread, type SummaryRow } from './run.js';
 
@@ -459,6 +460,10 @@ ${(['http', 'stdio'] as const)
 ## Group commit (issue 12 items 5 and 6)
 
 ${groupCommitSection(rel)}
+
+## Replicas on PostgreSQL (issue 15 item 7)
+
+${replicasSection(rel)}
 
 ## Memory (issue 12 item 8)
 

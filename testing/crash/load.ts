@@ -57,8 +57,13 @@ export class CrashLoad {
     private readonly concurrency = 8,
   ) {}
 
-  /** Runs the workers against `url` until `stop.stopped` (each finishes its current step). */
-  async run(url: string, stop: { stopped: boolean }): Promise<void> {
+  /**
+   * Runs the workers until `stop.stopped` (each finishes its current step). `target` is the
+   * gateway's URL, or a function naming one for each request (replicas: a session opened through
+   * one replica is used and closed through whichever the function names next).
+   */
+  async run(target: string | (() => string), stop: { stopped: boolean }): Promise<void> {
+    const url = typeof target === 'string' ? () => target : target;
     await Promise.all(
       Array.from({ length: this.concurrency }, async () => {
         while (!stop.stopped) await this.step(url);
@@ -66,30 +71,30 @@ export class CrashLoad {
     );
   }
 
-  private async step(url: string): Promise<void> {
+  private async step(url: () => string): Promise<void> {
     const r = Math.random();
     if (r < 0.15 && this.retryQueue.length) {
       const op = this.retryQueue.shift() as Op;
       this.counts.retries++;
-      const code = await this.call(url, op, null);
+      const code = await this.call(url(), op, null);
       if (code === 'EXECUTION_REPLAY_REFUSED' || code === 'EXECUTION_IN_FLIGHT') this.counts.retryRefused++;
       return;
     }
     if (r < 0.35) return this.session(url);
-    await this.call(url, newOp(r < 0.65), null);
+    await this.call(url(), newOp(r < 0.65), null);
   }
 
-  private async session(url: string): Promise<void> {
-    const opened = await this.request(url, 'POST', '/sessions', {});
+  private async session(url: () => string): Promise<void> {
+    const opened = await this.request(url(), 'POST', '/sessions', {});
     const sid = (opened?.session_id as string | undefined) ?? null;
     if (!sid) return;
     this.counts.sessionsOpened++;
     const n = 1 + Math.floor(Math.random() * 3);
     for (let i = 0; i < n; i++) {
-      const code = await this.call(url, newOp(Math.random() < 0.4), sid);
+      const code = await this.call(url(), newOp(Math.random() < 0.4), sid);
       if (code === 'lost') return; // the gateway is gone: the restart closes the session
     }
-    if (await this.request(url, 'POST', `/sessions/${sid}/close`)) this.counts.sessionsClosed++;
+    if (await this.request(url(), 'POST', `/sessions/${sid}/close`)) this.counts.sessionsClosed++;
   }
 
   /** One tools/call; returns its error code, null for a result, or 'lost' without an answer. */

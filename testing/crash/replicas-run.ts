@@ -1,0 +1,158 @@
+/**
+ * The crash test on replicas (issue 15 item 6; `npm run crash-test -- --replicas 3 --postgres`):
+ * `replicas` `cmcp start` processes on one PostgreSQL database (testing/replicas.ts), each on
+ * its own TPM, under the crash test's load (load.ts) spread over the running replicas — a
+ * session opened through one is used and closed through others, a retry of an execution whose
+ * answer was lost goes to whichever replica the load picks. A random running replica is
+ * SIGKILLed at random moments and started again (once its lease expired: INSTANCE_RUNNING until
+ * then), `kills` times, while the others keep serving; at least one replica keeps running. Then
+ * every replica stops with SIGTERM (each must exit 0), and check.ts holds the database
+ * (postgres-snapshot.ts), the upstream's log and the answers against the rules — plus every
+ * replica's lease sealed.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { postgresReplicaConfig, ReplicaSet } from '../replicas.js';
+import { type CheckResult, checkCrashSnapshot } from './check.js';
+import { CrashLoad, type LoadCounts } from './load.js';
+import { readPostgresSnapshot } from './postgres-snapshot.js';
+import { startLoggingUpstream } from './upstream.js';
+
+export interface ReplicaCrashOptions {
+  /** How many SIGKILLs (each followed by a restart of that replica). */
+  kills: number;
+  /** How many replicas (≥ 2). */
+  replicas: number;
+  /** An empty PostgreSQL database (testing/postgres.ts createDatabase); migrated by `cmcp db migrate`. */
+  databaseUrl: string;
+  /** tctildr configuration of each replica's TPM (one per replica). */
+  tctis: string[];
+  /** A fresh folder for configs and logs. */
+  dir: string;
+  /** The repository root (holds dist/src/cli/main.js: run `npm run build` first). */
+  repoRoot: string;
+  /** Load workers (default 8). */
+  concurrency?: number;
+  /** Time between kills, uniformly random in [minUpMs, maxUpMs] (default 200–1500). */
+  minUpMs?: number;
+  maxUpMs?: number;
+  /** The replicas' lease ttl and renewal, milliseconds (default 3000 and 1000). */
+  leaseTtlMs?: number;
+  renewEveryMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface ReplicaCrashReport {
+  kills: number;
+  /** Starts of each replica (1 + its restarts). */
+  starts: number[];
+  /** Exit code of each replica after the final SIGTERM (each must be 0). */
+  exitCodes: (number | null)[];
+  /** Restarts that failed (each a violation). */
+  restartFailures: string[];
+  load: LoadCounts;
+  check: CheckResult;
+}
+
+const TOKEN = 'crash-test-token';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function baseConfig(upstreamUrl: string, tcti: string): Record<string, unknown> {
+  return {
+    upstreams: [{ name: 'up', transport: 'http', url: upstreamUrl, timeout_ms: 10_000 }],
+    attestation: { provider: 'tpm', tcti, ak_algorithm: 'ecc-p256', pcrs: [0, 7] },
+    agents: [{ agent_id: 'crash-agent', token_sha256: createHash('sha256').update(TOKEN).digest('hex') }],
+    shutdown: { drain_ms: 3000 },
+  };
+}
+
+/** `cmcp db migrate --database <url>` through the real CLI. @throws on a non-zero exit. */
+async function migrate(o: ReplicaCrashOptions): Promise<string> {
+  const { stdout } = await promisify(execFile)(process.execPath, [
+    join(o.repoRoot, 'dist', 'src', 'cli', 'main.js'),
+    'db',
+    'migrate',
+    '--database',
+    o.databaseUrl,
+  ]);
+  return stdout;
+}
+
+/** Runs the crash test on replicas and returns counts and violations (never throws for a violation). */
+export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<ReplicaCrashReport> {
+  if (o.replicas < 2) throw new Error('the replicas crash test needs at least 2 replicas');
+  if (o.tctis.length < o.replicas) throw new Error('one TPM (tcti) per replica');
+  const [minUp, maxUp] = [o.minUpMs ?? 200, o.maxUpMs ?? 1500];
+  const leaseTtlMs = o.leaseTtlMs ?? 3000;
+  const renewEveryMs = o.renewEveryMs ?? 1000;
+  const upstream = await startLoggingUpstream();
+  const load = new CrashLoad(TOKEN, 'up.work', o.concurrency ?? 8);
+  let set: ReplicaSet | null = null;
+  try {
+    o.log?.((await migrate(o)).trim().split('\n').pop() ?? '');
+    set = await ReplicaSet.start({
+      repoRoot: o.repoRoot,
+      dir: o.dir,
+      count: o.replicas,
+      config: (i, port) =>
+        postgresReplicaConfig(baseConfig(upstream.url, o.tctis[i] as string), {
+          i,
+          port,
+          databaseUrl: o.databaseUrl,
+          leaseTtlMs,
+          renewEveryMs,
+        }),
+      // A restart waits for the killed replica's lease to expire: a ttl and some.
+      startTimeoutMs: leaseTtlMs * 4 + 30_000,
+      log: o.log,
+    });
+    const replicas = set;
+    const pick = () => {
+      const up = replicas.running();
+      return replicas.url(up[Math.floor(Math.random() * up.length)] ?? 0);
+    };
+    const stop = { stopped: false };
+    const running = load.run(pick, stop);
+    const restarts = new Map<number, Promise<void>>();
+    const restartFailures: string[] = [];
+    for (let k = 0; k < o.kills; k++) {
+      await sleep(minUp + Math.random() * (maxUp - minUp));
+      // Keep one replica serving: with every other one down, wait for a restart first.
+      while (replicas.running().length <= 1 && restarts.size) await Promise.race(restarts.values());
+      const up = replicas.running();
+      const victim = up[Math.floor(Math.random() * up.length)] as number;
+      await replicas.kill(victim);
+      const restart = replicas
+        .restart(victim)
+        .catch((e: Error) => {
+          restartFailures.push(`replica ${victim}: ${e.message.slice(0, 500)}`);
+        })
+        .finally(() => restarts.delete(victim));
+      restarts.set(victim, restart);
+      o.log?.(
+        `kill ${k + 1}/${o.kills}: replica ${victim}; ${load.counts.requests} requests, ${upstream.ran.length} ran upstream`,
+      );
+    }
+    await Promise.all(restarts.values());
+    // Every replica is back: serve a little more (retries too), then stop them all gracefully.
+    await sleep(maxUp);
+    const exitCodes = await replicas.stopAll();
+    stop.stopped = true;
+    await running;
+    await sleep(500); // upstream calls still sleeping have logged already; let them end
+    const snapshot = await readPostgresSnapshot(o.databaseUrl);
+    return {
+      kills: o.kills,
+      starts: Array.from({ length: o.replicas }, (_, i) => replicas.starts(i)),
+      exitCodes,
+      restartFailures,
+      load: load.counts,
+      check: checkCrashSnapshot(snapshot, 'up.work', upstream.ran, load.answered),
+    };
+  } finally {
+    await set?.stopAll();
+    await upstream.close();
+  }
+}
