@@ -286,6 +286,14 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
       const r = await call(at, i, 'c.record', { a: uniq('s') }, { session_id: sid });
       expect(r.body.result).toBeDefined();
     }
+    // A relayed request's entry in the same chain: signed by its writer like the calls' entries.
+    const relayed = await rpc(r1.url, 'alice-token', {
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'prompts/get',
+      params: { name: 'c.nope', _cmcp: { session_id: sid } },
+    });
+    expect(relayed.body.error.data.error_code).toBeTruthy();
     const open = await rest(r0.url, 'alice-token', 'GET', `/sessions/${sid}/claim`);
     expect(open.body.error.error_code).toBe('SESSION_OPEN');
     const closed = await rest(r2.url, 'alice-token', 'POST', `/sessions/${sid}/close`);

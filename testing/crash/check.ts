@@ -84,7 +84,11 @@ export function checkCrashSnapshot(
       chain_id: chainId,
       session_id: sessionIds.has(chainId) ? chainId : null,
       exported_at: new Date().toISOString(),
-      entries: es.map((e) => ({ canonical: e.canonical, entry_hash: e.entry_hash })),
+      entries: es.map((e) => ({
+        canonical: e.canonical,
+        entry_hash: e.entry_hash,
+        ...(e.writer_signature ? { writer_signature: e.writer_signature } : {}),
+      })),
     };
     bundles.set(chainId, bundle);
     const isSession = sessionIds.has(chainId);

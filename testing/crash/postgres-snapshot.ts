@@ -16,7 +16,9 @@ export async function readPostgresSnapshot(url: string): Promise<CrashSnapshot> 
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const entries = await client.query<SnapshotEntry & { sequence_number: string }>(
-      'SELECT chain_id, sequence_number::text AS sequence_number, entry_hash, canonical FROM audit_entries ORDER BY chain_id, audit_entries.sequence_number',
+      `SELECT a.chain_id, a.sequence_number::text AS sequence_number, a.entry_hash, a.canonical, w.writer_signature
+         FROM audit_entries a LEFT JOIN entry_writers w ON w.entry_hash = a.entry_hash
+        ORDER BY a.chain_id, a.sequence_number`,
     );
     const sessions = await client.query<{ session_id: string }>('SELECT session_id FROM sessions');
     const claims = await client.query<{ session_id: string; text: string }>(

@@ -13,6 +13,8 @@ export interface SnapshotEntry {
   sequence_number: number;
   entry_hash: string;
   canonical: string;
+  /** A PostgreSQL replica's writer signature (`entry_writers`), exported in bundles; absent on SQLite. */
+  writer_signature?: string | null;
 }
 
 /** One `executions` row as the checks need it. */

@@ -26,6 +26,7 @@ export function appendRelayEntry(
 ): Promise<AuditEntry> {
   return fencedTransaction(pool, fence, async (client) => {
     const chainId = sessionId ? await lockLiveChain(client, sessionId) : GATEWAY_CHAIN_ID;
-    return appendEntry(client, chainId, input);
+    // Signed by this replica like every other entry it writes: a /2 claim checks each one.
+    return appendEntry(client, chainId, input, undefined, fence.writer);
   });
 }
