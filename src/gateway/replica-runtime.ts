@@ -3,7 +3,7 @@
  * docs/replicas.md), in start-up order: the pool and the schema, the replica's lease in place of
  * the instance lock (its own expired work recovered before anything else, then a heartbeat and
  * the sweep that seals other replicas' expired work), attestation provider, upstreams, the
- * start-up records, the configured policy, the replica's measurement, sessions (any replica
+ * start-up records, the configured catalog and policy, the replica's measurement, sessions (any replica
  * serving any session, default sessions too), the call path over the replica's fenced write
  * commands, the relay, and the HTTP app behind the lease gate.
  * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
@@ -15,6 +15,9 @@ import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
+import { loadCatalogFile } from '../catalog/catalog.js';
+import { CatalogGuard } from '../catalog/guard.js';
+import { catalogLoadEntry, catalogToolList, watchCatalog } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
 import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
@@ -121,6 +124,11 @@ function loadPolicy(cfg: GatewayConfig) {
   return { cfg: cfg.policy, bundle: loadBundleDir(cfg.policy.bundle), key };
 }
 
+/** The configured catalog, loaded before anything starts. @throws CatalogError */
+function loadCatalog(cfg: GatewayConfig) {
+  return cfg.catalog ? { cfg: cfg.catalog, loaded: loadCatalogFile(cfg.catalog.file) } : null;
+}
+
 /**
  * Schema, key, lease, provider, tracing, metrics and upstreams, in that order. Each opened
  * part's closer goes onto `opened`.
@@ -170,7 +178,12 @@ type Core = Awaited<ReturnType<typeof startCore>>;
  * The start-up records, policy, measurement, sessions, the call path, the relay and the MCP
  * layer over the replica's store.
  */
-async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<typeof loadPolicy>) {
+async function startServing(
+  cfg: GatewayConfig,
+  c: Core,
+  loaded: ReturnType<typeof loadPolicy>,
+  catalogFile: ReturnType<typeof loadCatalog>,
+) {
   const { pool, lease, provider, upstreams, metrics, log } = c;
   const store = new PostgresSessionStore(pool, lease.fence);
   const chain: GatewayChainSink = {
@@ -181,26 +194,41 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
   };
   recordAvailability(upstreams, chain, log);
   recordRenewals(upstreams, chain, log);
+  // The catalog's drift records go to this replica's gateway chain; each replica checks the
+  // upstreams' listings it sees itself (docs/replicas.md#serving-as-a-replica).
+  const catalog = catalogFile
+    ? new CatalogGuard(catalogFile.loaded.catalog, catalogFile.loaded.hash, chain, log)
+    : null;
   const policy = loaded
-    ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, null, upstreams))
+    ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, catalog, upstreams))
     : null;
   await store.appendEntries(GATEWAY_CHAIN_ID, [
     gatewayStartEntry(cfg, c.key, provider, upstreams.listTools().length),
     { entry_type: 'attestation_provider', detail: c.selection.detail },
+    ...(catalogFile
+      ? [
+          catalogLoadEntry(
+            catalogFile.loaded,
+            catalogFile.cfg,
+            cfg.upstreams.map((u) => u.name),
+          ),
+        ]
+      : []),
     ...(loaded ? [policyLoadEntry(loaded.bundle, loaded.key, loaded.cfg)] : []),
   ]);
+  if (catalog) watchCatalog(catalog, upstreams);
   warnExposure(cfg, log);
   const facts: SessionFacts = {
     gatewayMeasurement: null,
     policyBundleHash: policy?.engine.bundle.hash ?? null,
-    catalogHash: null,
+    catalogHash: catalog?.hash ?? null,
     enforcementMode: policy?.mode ?? 'none',
   };
   // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
   const measurer = new GatewayMeasurer(provider, chain, facts, log);
   const started = await measurer.start({
     policyBundleHash: facts.policyBundleHash,
-    catalogHash: null,
+    catalogHash: facts.catalogHash,
     config: cfg,
   });
   assertTierReached(cfg.attestation, provider, started);
@@ -226,10 +254,11 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
     upstreams,
     null,
     log,
-    { policy: engine, catalog: null, agentAttributes },
+    { policy: engine, catalog, agentAttributes },
     callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
     new PostgresWriteStore(pool, lease.fence),
   );
+  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
   const clientSessions = new ClientSessions({
     idleMs: cfg.sessions.client_idle_s * 1000,
@@ -242,19 +271,26 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
     log,
     policy: engine,
     agentAttributes,
-    maxSensitivity: (id) => calls.sensitivity.max(id),
-    listTools: () => upstreams.listTools(),
+    maxSensitivity: (id, row) => calls.sensitivity.max(id, row),
+    listTools,
     pageSize: cfg.limits.list_page_size,
     ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
   });
   relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
+    ...(catalog ? { listTools } : {}),
     ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
     methods: relay.methods,
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
   });
-  return { measurer, sessions, refusals, clientSessions, relay, mcp };
+  // Periodic re-list for drift checks (catches definitions changed without a notification).
+  const relist =
+    catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
+      ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
+      : null;
+  relist?.unref();
+  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist };
 }
 
 type Serving = Awaited<ReturnType<typeof startServing>>;
@@ -303,6 +339,7 @@ function stopping(
   const close = async () => {
     if (closed) return;
     closed = true;
+    if (s.relist) clearInterval(s.relist);
     await metricsListener?.close();
     s.clientSessions.close();
     await app.close();
@@ -340,7 +377,7 @@ function stopping(
  * Starts a replica on the PostgreSQL `cfg.database` and listens. On a start-up failure what
  * was opened is closed again.
  * @throws CmcpError POSTGRES_FEATURE_UNAVAILABLE (a config section a replica does not serve);
- *   PolicyBundleError | PolicyKeyError (an unusable policy); DatabaseUnavailableError (the
+ *   PolicyBundleError | PolicyKeyError | CatalogError (an unusable policy or catalog); DatabaseUnavailableError (the
  *   server unreachable); SchemaTooNewError; InstanceBusyError (INSTANCE_RUNNING: another live
  *   lease of `instance_id`); AttestationStartError; upstream errors; a busy port.
  */
@@ -348,11 +385,12 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   assertReplicaConfig(cfg);
   const loaded = loadPolicy(cfg);
+  const catalogFile = loadCatalog(cfg);
   const pool = openReplicaPool(cfg.database, { leaseTtlMs: cfg.replicas.lease_ttl_ms });
   const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
   try {
     const core = await startCore(cfg, log, pool, opened);
-    const serving = await startServing(cfg, core, loaded);
+    const serving = await startServing(cfg, core, loaded, catalogFile);
     const drain = new Drain();
     const app = buildReplicaApp(cfg, core, serving, drain);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });

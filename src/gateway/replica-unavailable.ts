@@ -23,7 +23,6 @@ const CODE = 'POSTGRES_FEATURE_UNAVAILABLE';
  */
 export function assertReplicaConfig(cfg: GatewayConfig): void {
   const unserved: string[] = [];
-  if (cfg.catalog) unserved.push('catalog');
   if (cfg.store.worker) unserved.push('store.worker (the SQLite store worker)');
   if (requiredBindingTier(cfg.attestation)) unserved.push('attestation.minimum_tier requiring a binding');
   if (unserved.length)
