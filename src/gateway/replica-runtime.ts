@@ -30,6 +30,7 @@ import { configuredEntities, policyLoadEntry, policyState } from '../policy/star
 import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
+import { DEFAULT_BATCH_LIMIT } from '../session/binding-batcher.js';
 import { ReplicaSessionService } from '../session/replica-service.js';
 import { ReplicaSessions } from '../session/replica-sessions.js';
 import { attestReplica } from '../session/replica-start.js';
@@ -44,7 +45,7 @@ import { openReplicaPool } from '../store/postgres/transaction.js';
 import { PostgresWriteStore } from '../store/postgres/write-store.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { assertTierReached } from '../tee/tier.js';
+import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
@@ -238,7 +239,15 @@ async function startServing(
   const sessions = new ReplicaSessionService(
     pool,
     store,
-    new ReplicaSessions(store, c.key, provider, facts, log),
+    new ReplicaSessions(
+      store,
+      c.key,
+      provider,
+      facts,
+      log,
+      DEFAULT_BATCH_LIMIT,
+      requiredBindingTier(cfg.attestation),
+    ),
     {
       defaultMaxCalls: cfg.sessions.default_max_calls,
       defaultMaxAgeS: cfg.sessions.default_max_age_s,

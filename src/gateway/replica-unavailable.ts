@@ -11,7 +11,6 @@ import type { GatewayConfig } from '../config/index.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
 import { PostgresFeatureUnavailableError } from '../store/migrations/index.js';
 import { executionStates, openSessionsTotal } from '../store/postgres/reads.js';
-import { requiredBindingTier } from '../tee/tier.js';
 import { sendError } from './replies.js';
 import type { OperatorApi } from './routes/operator.js';
 
@@ -24,7 +23,6 @@ const CODE = 'POSTGRES_FEATURE_UNAVAILABLE';
 export function assertReplicaConfig(cfg: GatewayConfig): void {
   const unserved: string[] = [];
   if (cfg.store.worker) unserved.push('store.worker (the SQLite store worker)');
-  if (requiredBindingTier(cfg.attestation)) unserved.push('attestation.minimum_tier requiring a binding');
   if (unserved.length)
     throw new CmcpError(
       CODE,
