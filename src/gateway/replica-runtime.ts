@@ -60,12 +60,8 @@ import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
 import { Readiness } from './readiness.js';
 import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
-import {
-  assertReplicaConfig,
-  refuseConsole,
-  replicaGauges,
-  UNAVAILABLE_OPERATOR,
-} from './replica-unavailable.js';
+import { ReplicaOperator } from './replica-operator.js';
+import { assertReplicaConfig, refuseConsole, replicaGauges } from './replica-unavailable.js';
 import { newGatewayKey } from './runtime.js';
 import { ClientSessions } from './stream/client-sessions.js';
 import { InflightRequests } from './stream/inflight.js';
@@ -299,7 +295,19 @@ async function startServing(
       ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
       : null;
   relist?.unref();
-  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist };
+  const operator = new ReplicaOperator({
+    pool,
+    fence: lease.fence,
+    sessions,
+    facts,
+    policy,
+    catalog,
+    knownAgents: new Set([...cfg.agents.map((a) => a.agent_id), ...(cfg.dev_mode ? ['dev'] : [])]),
+    log,
+  });
+  // Blocks recorded before (through any replica) apply before this replica serves.
+  await operator.start();
+  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist, operator };
 }
 
 type Serving = Awaited<ReturnType<typeof startServing>>;
@@ -311,7 +319,7 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
   const app = buildApp({
     logger: c.log,
     auth,
-    operator: UNAVAILABLE_OPERATOR,
+    operator: s.operator,
     recordRefusal: s.refusals.refused,
     mcp: s.mcp,
     sessions: s.sessions,
@@ -349,6 +357,7 @@ function stopping(
     if (closed) return;
     closed = true;
     if (s.relist) clearInterval(s.relist);
+    s.operator.stop();
     await metricsListener?.close();
     s.clientSessions.close();
     await app.close();

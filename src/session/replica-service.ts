@@ -74,9 +74,12 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
     return openSessionCount(this.pool, agentId);
   }
 
-  /** Closes with a claim signed by this replica. @throws (rejects) UNKNOWN_SESSION; LEASE_LOST; pg errors. */
-  closeAwaited(agentId: string, sessionId: string): Promise<Claim> {
-    return this.sessions.close(agentId, sessionId);
+  /**
+   * Closes with a claim signed by this replica (`reason` in its `session_close`: `requested`, or
+   * `agent_blocked` from an operator block). @throws (rejects) UNKNOWN_SESSION; LEASE_LOST; pg errors.
+   */
+  closeAwaited(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
+    return this.sessions.close(agentId, sessionId, reason);
   }
 
   claimText(agentId: string, sessionId: string): Promise<Buffer> {
