@@ -6,6 +6,7 @@
  * - the configured Cedar policy on every replica (a forbidden tool refused, never invoked);
  * - a relayed request's entry in its session chain; `/operator/status`; a policy reload and the
  *   console refused (POSTGRES_FEATURE_UNAVAILABLE);
+ * - `cmcp executions list|show` on the postgres:// URL: every replica's rows;
  * - an agent blocked through one replica refused on all three within the read interval (its
  *   open sessions closed, `agent_blocked` once in the gateway chain), unblocked through another;
  * - C-EXEC-1 and C-EXEC-2 with the racing requests sent to different replicas: one upstream
@@ -336,6 +337,44 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
       expect(again.body.error.data.error_code).toBe('EXECUTION_REPLAY_REFUSED');
     }
     expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+  });
+
+  it("cmcp executions list and show read every replica's registry from the postgres:// URL", async () => {
+    const [, r1, r2] = replicas as [ChildGateway, ChildGateway, ChildGateway];
+    const ids = [uniq('cli'), uniq('cli')];
+    for (const [i, at] of [r1, r2].entries()) {
+      const r = await call(at, 70 + i, 'c.record', { a: ids[i] }, { execution_id: ids[i] });
+      expect(r.body.result.isError).toBeFalsy();
+    }
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, [CLI, 'executions', ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, CMCP_LOG_LEVEL: 'silent' },
+        timeout: 30_000,
+      });
+    const list = run('list', '--db', url, '--agent', 'alice', '--json');
+    expect(list.status).toBe(0);
+    const rows = JSON.parse(list.stdout) as { execution_id: string; owner: string; state: string }[];
+    const stored = await admin.query(
+      "SELECT * FROM executions WHERE agent_id = 'alice' ORDER BY created_at DESC",
+    );
+    expect(rows).toEqual(stored.rows);
+    for (const [i, owner] of ['r1', 'r2'].entries())
+      expect(rows.find((x) => x.execution_id === ids[i])).toMatchObject({ owner, state: 'completed' });
+    const table = run('list', '--db', url, '--state', 'completed');
+    expect(table.status).toBe(0);
+    expect(table.stdout).toContain(ids[0]);
+    const show = run('show', '--db', url, '--agent', 'alice', ids[1] as string, '--json');
+    expect(show.status).toBe(0);
+    expect(JSON.parse(show.stdout)).toEqual(stored.rows.find((x) => x.execution_id === ids[1]));
+    const missing = run('show', '--db', url, '--agent', 'bob', ids[1] as string);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain('EXECUTION_NOT_FOUND');
+    const unreachable = run('list', '--db', 'postgres://cmcp:secret@127.0.0.1:1/cmcp');
+    expect(unreachable.status).toBe(2);
+    expect(unreachable.stderr).toContain('DATABASE_UNAVAILABLE');
+    expect(unreachable.stderr).not.toContain('secret');
+    expect(unreachable.stderr).not.toMatch(/\n\s+at /);
   });
 
   it('C-EXEC-2: another action under the same key collides on another replica while the first runs', async () => {
