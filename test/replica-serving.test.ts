@@ -4,8 +4,8 @@
  * real MCP upstream in this process that counts its invocations.
  * - the SDK client through a replica (initialize, tools/list, tools/call), /readyz, /metrics;
  * - the configured Cedar policy on every replica (a forbidden tool refused, never invoked);
- * - a relayed request's entry in its session chain; `/operator/status`; a policy reload and the
- *   console refused (POSTGRES_FEATURE_UNAVAILABLE);
+ * - a relayed request's entry in its session chain; `/operator/status`; a reload without a
+ *   pinned key refused (POLICY_RELOAD_REFUSED), the console (POSTGRES_FEATURE_UNAVAILABLE);
  * - `cmcp executions list|show` on the postgres:// URL: every replica's rows;
  * - an agent blocked through one replica refused on all three within the read interval (its
  *   open sessions closed, `agent_blocked` once in the gateway chain), unblocked through another;
@@ -192,7 +192,7 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     );
   });
 
-  it('serves /operator/status; refuses a policy reload and the console with POSTGRES_FEATURE_UNAVAILABLE', async () => {
+  it('serves /operator/status; a reload without a pinned key is refused; the console is refused with POSTGRES_FEATURE_UNAVAILABLE', async () => {
     const at = replicas[0] as ChildGateway;
     const ops = { authorization: 'Bearer ops-token' };
     const status = await fetch(`${at.url}/operator/status`, { headers: ops });
@@ -208,8 +208,11 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
       headers: { ...ops, 'content-type': 'application/json' },
       body: JSON.stringify({ files: {} }),
     });
-    expect(reload.status).toBe(501);
-    expect(((await reload.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+    expect(reload.status).toBe(409);
+    expect(((await reload.json()) as Refusal).error).toMatchObject({
+      error_code: 'POLICY_RELOAD_REFUSED',
+      reason: 'no_policy_key',
+    });
     const ui = await fetch(`${at.url}/operator/ui/login`);
     expect(((await ui.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
   });

@@ -12,8 +12,7 @@
  *   when it reads the block (opened in that window).
  * - `GET /operator/status`: this replica's policy, catalog and drifted tools, the blocked agents
  *   as last read, and the replica's id and read times.
- * - `POST /operator/policy/reload` stays refused (POSTGRES_FEATURE_UNAVAILABLE): every replica
- *   runs the bundle of its config.
+ * - `POST /operator/policy/reload`: replica-reload.ts, its entries read with the blocks.
  */
 import { CmcpError, clip } from '@cmcp/verify/errors/index';
 import type pg from 'pg';
@@ -22,7 +21,6 @@ import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyState } from '../policy/state.js';
 import type { ReplicaSessionService } from '../session/replica-service.js';
 import type { SessionFacts } from '../session/types.js';
-import { PostgresFeatureUnavailableError } from '../store/migrations/index.js';
 import {
   agentHasSessions,
   blockEventsSince,
@@ -30,6 +28,7 @@ import {
   recordAgentBlock,
 } from '../store/postgres/agent-blocks.js';
 import type { Fence } from '../store/postgres/leases.js';
+import type { ReplicaReloads } from './replica-reload.js';
 import type { OperatorApi } from './routes/operator.js';
 
 /** How often a replica reads the gateway chain's new block entries (ms). */
@@ -44,6 +43,8 @@ export interface ReplicaOperatorDeps {
   catalog: CatalogGuard | null;
   /** Configured agent ids (plus `dev` in dev mode); token agents count once they opened a session. */
   knownAgents: Set<string>;
+  /** Signed reloads across replicas (replica-reload.ts), read with the blocks. */
+  reloads: ReplicaReloads;
   log: Logger;
 }
 
@@ -64,10 +65,16 @@ export class ReplicaOperator implements OperatorApi {
    */
   async start(): Promise<void> {
     await this.readBlocks();
+    await this.d.reloads.read();
     this.timer = setInterval(() => {
       this.readBlocks().catch((e) =>
         this.d.log.warn({ err: (e as Error).message }, 'could not read agent blocks; retrying'),
       );
+      this.d.reloads
+        .read()
+        .catch((e) =>
+          this.d.log.warn({ err: (e as Error).message }, 'could not read policy reloads; retrying'),
+        );
     }, BLOCK_READ_MS);
     this.timer.unref();
   }
@@ -118,8 +125,8 @@ export class ReplicaOperator implements OperatorApi {
     return this.state.get(agentId)?.blocked ?? false;
   }
 
-  reloadPolicy(): Promise<Record<string, unknown>> {
-    throw new PostgresFeatureUnavailableError('operator policy reload');
+  reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
+    return this.d.reloads.reload(operatorId, body);
   }
 
   private async known(agentId: string): Promise<void> {
@@ -194,11 +201,10 @@ export class ReplicaOperator implements OperatorApi {
         .sort(),
       replica: {
         replica_id: this.d.fence.replicaId,
-        // Blocks recorded through other replicas apply here within this interval plus one read.
+        // Blocks and policy reloads recorded through other replicas apply here within this
+        // interval plus one read.
         blocks_read_every_ms: BLOCK_READ_MS,
         blocks_read_at: this.readAt,
-        // Each replica runs the policy bundle of its own config: reloads are not served here.
-        policy_reload: 'not served on a replica (POSTGRES_FEATURE_UNAVAILABLE)',
       },
     };
   }

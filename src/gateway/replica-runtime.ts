@@ -27,6 +27,7 @@ import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, policyLoadEntry, policyState } from '../policy/startup.js';
+import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
@@ -61,6 +62,7 @@ import { OAuthVerifier } from './oauth/index.js';
 import { Readiness } from './readiness.js';
 import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
 import { ReplicaOperator } from './replica-operator.js';
+import { ReplicaReloads } from './replica-reload.js';
 import { assertReplicaConfig, refuseConsole, replicaGauges } from './replica-unavailable.js';
 import { newGatewayKey } from './runtime.js';
 import { ClientSessions } from './stream/client-sessions.js';
@@ -289,25 +291,64 @@ async function startServing(
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
   });
-  // Periodic re-list for drift checks (catches definitions changed without a notification).
-  const relist =
-    catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
-      ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
-      : null;
-  relist?.unref();
-  const operator = new ReplicaOperator({
-    pool,
-    fence: lease.fence,
+  const { relist, operator } = await startControls(cfg, c, {
     sessions,
     facts,
     policy,
     catalog,
-    knownAgents: new Set([...cfg.agents.map((a) => a.agent_id), ...(cfg.dev_mode ? ['dev'] : [])]),
+    measurer,
+    chain,
+  });
+  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist, operator };
+}
+
+/**
+ * The catalog's periodic re-list, signed reloads and the operator controls; the blocks and
+ * reloads recorded before (through any replica) apply before this replica serves.
+ */
+async function startControls(
+  cfg: GatewayConfig,
+  c: Core,
+  p: {
+    sessions: ReplicaSessionService;
+    facts: SessionFacts;
+    policy: PolicyState | null;
+    catalog: CatalogGuard | null;
+    measurer: GatewayMeasurer;
+    chain: GatewayChainSink;
+  },
+) {
+  const { pool, lease, upstreams, log } = c;
+  // Periodic re-list for drift checks (catches definitions changed without a notification).
+  const relist =
+    p.catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
+      ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
+      : null;
+  relist?.unref();
+  const reloads = new ReplicaReloads({
+    pool,
+    fence: lease.fence,
+    policy: p.policy,
+    facts: p.facts,
+    sessions: p.sessions,
+    chain: p.chain,
+    onInstall: (bundle) => p.measurer.reload(bundle),
     log,
   });
-  // Blocks recorded before (through any replica) apply before this replica serves.
+  if (p.policy) p.sessions.checkUsable((row) => reloads.usable(row));
+  const operator = new ReplicaOperator({
+    pool,
+    fence: lease.fence,
+    sessions: p.sessions,
+    facts: p.facts,
+    policy: p.policy,
+    catalog: p.catalog,
+    knownAgents: new Set([...cfg.agents.map((a) => a.agent_id), ...(cfg.dev_mode ? ['dev'] : [])]),
+    reloads,
+    log,
+  });
   await operator.start();
-  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist, operator };
+  return { relist, operator };
 }
 
 type Serving = Awaited<ReturnType<typeof startServing>>;
