@@ -4,8 +4,11 @@
  * real MCP upstream in this process that counts its invocations.
  * - the SDK client through a replica (initialize, tools/list, tools/call), /readyz, /metrics;
  * - the configured Cedar policy on every replica (a forbidden tool refused, never invoked);
- * - a relayed request's entry in its session chain; the operator routes and console refused
- *   (POSTGRES_FEATURE_UNAVAILABLE);
+ * - a relayed request's entry in its session chain; `/operator/status`; a reload without a
+ *   pinned key refused (POLICY_RELOAD_REFUSED), the console (POSTGRES_FEATURE_UNAVAILABLE);
+ * - `cmcp executions list|show` on the postgres:// URL: every replica's rows;
+ * - an agent blocked through one replica refused on all three within the read interval (its
+ *   open sessions closed, `agent_blocked` once in the gateway chain), unblocked through another;
  * - C-EXEC-1 and C-EXEC-2 with the racing requests sent to different replicas: one upstream
  *   invocation, the others refused with today's codes;
  * - a session opened through replica 0, used through 1 and closed through 2: its claim and
@@ -61,6 +64,11 @@ async function replica(id: string): Promise<ChildGateway> {
     port: await freePort(),
     upstreams: [{ name: 'c', transport: 'http', url: up.url, timeout_ms: 20_000 }],
     operators: [{ operator_id: 'ops', token: 'ops-token' }],
+    agents: [
+      { agent_id: 'alice', token: 'alice-token' },
+      { agent_id: 'bob', token: 'bob-token' },
+      { agent_id: 'carol', token: 'carol-token' },
+    ],
     extra: {
       policy: { bundle: policyDir, enforcement_mode: 'enforcing' },
       database: url,
@@ -184,13 +192,99 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     );
   });
 
-  it('refuses what a replica does not serve yet (operator routes, console) with POSTGRES_FEATURE_UNAVAILABLE', async () => {
+  it('serves /operator/status; a reload without a pinned key is refused; the console is refused with POSTGRES_FEATURE_UNAVAILABLE', async () => {
     const at = replicas[0] as ChildGateway;
-    const op = await fetch(`${at.url}/operator/status`, { headers: { authorization: 'Bearer ops-token' } });
-    expect(op.status).toBe(501);
-    expect(((await op.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+    const ops = { authorization: 'Bearer ops-token' };
+    const status = await fetch(`${at.url}/operator/status`, { headers: ops });
+    expect(status.status).toBe(200);
+    const body = (await status.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      policy: { bundle_hash: hashBundleDir(policyDir), enforcement_mode: 'enforcing' },
+      catalog: null,
+      replica: { replica_id: 'r0', blocks_read_every_ms: 1000 },
+    });
+    const reload = await fetch(`${at.url}/operator/policy/reload`, {
+      method: 'POST',
+      headers: { ...ops, 'content-type': 'application/json' },
+      body: JSON.stringify({ files: {} }),
+    });
+    expect(reload.status).toBe(409);
+    expect(((await reload.json()) as Refusal).error).toMatchObject({
+      error_code: 'POLICY_RELOAD_REFUSED',
+      reason: 'no_policy_key',
+    });
     const ui = await fetch(`${at.url}/operator/ui/login`);
     expect(((await ui.json()) as Refusal).error.error_code).toBe('POSTGRES_FEATURE_UNAVAILABLE');
+  });
+
+  it('an agent blocked through replica 0 is refused on every replica within the read interval; unblocked through replica 2', async () => {
+    const [r0, r1, r2] = replicas as [ChildGateway, ChildGateway, ChildGateway];
+    const ops = { authorization: 'Bearer ops-token', 'content-type': 'application/json' };
+    const sid = (await rest(r1.url, 'carol-token', 'POST', '/sessions', {})).body.session_id as string;
+    const carolCall = (at: ChildGateway, id: number) =>
+      rpc(at.url, 'carol-token', {
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'c.record', arguments: { a: uniq('carol') } },
+      });
+    expect((await carolCall(r2, 1)).body.result.isError).toBeFalsy();
+    const blocked = await fetch(`${r0.url}/operator/agents/carol/block`, {
+      method: 'POST',
+      headers: ops,
+      body: JSON.stringify({ reason: 'test' }),
+    });
+    expect(blocked.status).toBe(200);
+    const b = (await blocked.json()) as { blocked: boolean; sessions_closed: { session_id: string }[] };
+    expect(b.blocked).toBe(true);
+    // Its open sessions (the named one opened through replica 1, the default one through 2) closed.
+    expect(b.sessions_closed.map((x) => x.session_id)).toContain(sid);
+    expect(b.sessions_closed).toHaveLength(2);
+    const open = await admin.query("SELECT 1 FROM sessions WHERE agent_id = 'carol' AND status = 'open'");
+    expect(open.rowCount).toBe(0);
+    const reasons = await admin.query<{ canonical: string }>(
+      "SELECT canonical FROM audit_entries WHERE chain_id = $1 AND entry_type = 'session_close'",
+      [sid],
+    );
+    expect(JSON.parse(reasons.rows[0]?.canonical ?? '{}').detail).toMatchObject({ reason: 'agent_blocked' });
+    // Refused at once where it was blocked, and on the others within 1 s and one read (probed
+    // with a read that invokes nothing: GET /executions/:id, 404 while served).
+    const before = up.invocations.length;
+    expect((await carolCall(r0, 2)).body.error.data.error_code).toBe('AGENT_BLOCKED');
+    const t0 = Date.now();
+    for (const at of [r1, r2])
+      await until(
+        `carol refused on ${at.url}`,
+        async () => (await rest(at.url, 'carol-token', 'GET', '/executions/none')).status === 403,
+        3000,
+      );
+    expect(Date.now() - t0).toBeLessThan(3000);
+    for (const at of [r0, r1, r2])
+      expect((await carolCall(at, 3)).body.error.data.error_code).toBe('AGENT_BLOCKED');
+    expect(up.invocations.length).toBe(before);
+    const again = await fetch(`${r1.url}/operator/agents/carol/block`, {
+      method: 'POST',
+      headers: ops,
+      body: '{}',
+    });
+    expect(((await again.json()) as { already_blocked?: boolean }).already_blocked).toBe(true);
+    const st = (await (
+      await fetch(`${r2.url}/operator/status`, { headers: { authorization: 'Bearer ops-token' } })
+    ).json()) as { blocked_agents: string[] };
+    expect(st.blocked_agents).toEqual(['carol']);
+    // Unblocked through replica 2: served again on every replica within the same bound.
+    const unblocked = await fetch(`${r2.url}/operator/agents/carol/unblock`, {
+      method: 'POST',
+      headers: ops,
+      body: '{}',
+    });
+    expect(((await unblocked.json()) as { blocked: boolean }).blocked).toBe(false);
+    for (const at of [r0, r1, r2])
+      await until(`carol served on ${at.url}`, async () => !(await carolCall(at, 4)).body.error, 3000);
+    const entries = await admin.query<{ entry_type: string }>(
+      "SELECT entry_type FROM audit_entries WHERE chain_id = 'gateway' AND agent_id = 'carol' AND entry_type LIKE 'agent_%' ORDER BY sequence_number",
+    );
+    expect(entries.rows.map((x) => x.entry_type)).toEqual(['agent_blocked', 'agent_unblocked']);
   });
 
   it('a relayed request is recorded in its session chain on PostgreSQL (prompts/get of an unknown prompt)', async () => {
@@ -246,6 +340,44 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
       expect(again.body.error.data.error_code).toBe('EXECUTION_REPLAY_REFUSED');
     }
     expect(up.invocations.filter((v) => v.args.marker === marker)).toHaveLength(1);
+  });
+
+  it("cmcp executions list and show read every replica's registry from the postgres:// URL", async () => {
+    const [, r1, r2] = replicas as [ChildGateway, ChildGateway, ChildGateway];
+    const ids = [uniq('cli'), uniq('cli')];
+    for (const [i, at] of [r1, r2].entries()) {
+      const r = await call(at, 70 + i, 'c.record', { a: ids[i] }, { execution_id: ids[i] });
+      expect(r.body.result.isError).toBeFalsy();
+    }
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, [CLI, 'executions', ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, CMCP_LOG_LEVEL: 'silent' },
+        timeout: 30_000,
+      });
+    const list = run('list', '--db', url, '--agent', 'alice', '--json');
+    expect(list.status).toBe(0);
+    const rows = JSON.parse(list.stdout) as { execution_id: string; owner: string; state: string }[];
+    const stored = await admin.query(
+      "SELECT * FROM executions WHERE agent_id = 'alice' ORDER BY created_at DESC",
+    );
+    expect(rows).toEqual(stored.rows);
+    for (const [i, owner] of ['r1', 'r2'].entries())
+      expect(rows.find((x) => x.execution_id === ids[i])).toMatchObject({ owner, state: 'completed' });
+    const table = run('list', '--db', url, '--state', 'completed');
+    expect(table.status).toBe(0);
+    expect(table.stdout).toContain(ids[0]);
+    const show = run('show', '--db', url, '--agent', 'alice', ids[1] as string, '--json');
+    expect(show.status).toBe(0);
+    expect(JSON.parse(show.stdout)).toEqual(stored.rows.find((x) => x.execution_id === ids[1]));
+    const missing = run('show', '--db', url, '--agent', 'bob', ids[1] as string);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain('EXECUTION_NOT_FOUND');
+    const unreachable = run('list', '--db', 'postgres://cmcp:secret@127.0.0.1:1/cmcp');
+    expect(unreachable.status).toBe(2);
+    expect(unreachable.stderr).toContain('DATABASE_UNAVAILABLE');
+    expect(unreachable.stderr).not.toContain('secret');
+    expect(unreachable.stderr).not.toMatch(/\n\s+at /);
   });
 
   it('C-EXEC-2: another action under the same key collides on another replica while the first runs', async () => {

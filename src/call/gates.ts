@@ -137,7 +137,10 @@ export class CallGates {
       },
       arguments: req.arguments ?? {},
       workflowId: req.workflowId,
-      session: { calls: session.call_count, maxSensitivity: this.sensitivity.max(session.session_id) },
+      session: {
+        calls: session.call_count,
+        maxSensitivity: this.sensitivity.max(session.session_id, session),
+      },
     });
     const detail: Record<string, unknown> = {};
     if (d.errored.length) detail.policy_errors = d.errored;

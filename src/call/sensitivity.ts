@@ -15,6 +15,7 @@
 import type { AuditChain } from '../audit/chain.js';
 import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
+import type { SessionRow } from '../session/types.js';
 import type { Db } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
@@ -29,7 +30,7 @@ export class SessionSensitivity {
   private readonly stored = new Map<string, number>();
 
   constructor(
-    /** Null on a shared PostgreSQL, where no catalog is served yet (gateway/replica-runtime.ts). */
+    /** Null on a shared PostgreSQL, where the level comes with the session's row ({@link max}). */
     private readonly db: Db | null,
     private readonly chain: AuditChain | null,
     private readonly upstreams: UpstreamPool,
@@ -42,10 +43,20 @@ export class SessionSensitivity {
     return this.catalog.find(route.upstream, route.toolName)?.sensitivity ?? 'unclassified';
   }
 
-  /** Highest sensitivity a session has forwarded so far; read back after a restart (module doc). */
-  max(sessionId: string): Sensitivity {
-    // A replica on PostgreSQL serves no catalog yet: every tool it forwards is unclassified.
-    if (!this.db && !this.catalog) return 'unclassified';
+  /**
+   * Highest sensitivity a session has forwarded so far; read back after a restart (module doc).
+   * On a replica (no SQLite connection) the level is the one read with the session's row
+   * (`row.sensitivity_level`, store/postgres/session-store.ts): whichever replica raised it,
+   * the raise committed before its call reached the upstream, so a row read after that sees it.
+   * @throws Error on a replica serving a catalog when no such row is given (fails closed).
+   */
+  max(sessionId: string, row?: Pick<SessionRow, 'sensitivity_level'>): Sensitivity {
+    if (!this.db) {
+      if (!this.catalog) return 'unclassified';
+      if (row?.sensitivity_level === undefined)
+        throw new Error(`session ${sessionId}: its sensitivity is read with its row on PostgreSQL`);
+      return SENSITIVITY_LEVELS[row.sensitivity_level] ?? 'unclassified';
+    }
     let level = this.seen.get(sessionId);
     if (level === undefined) {
       const row = prepared<[string], { level: number }>(
@@ -115,7 +126,7 @@ export class SessionSensitivity {
     return level;
   }
 
-  /** @throws Error without a SQLite connection (a catalog on PostgreSQL is refused at start). */
+  /** @throws Error without a SQLite connection (a replica raises the row in its write commands). */
   private sqlite(): Db {
     if (!this.db) throw new Error('session sensitivity rows are read here from SQLite only');
     return this.db;

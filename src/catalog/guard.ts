@@ -33,7 +33,8 @@ export class CatalogGuard {
   constructor(
     readonly catalog: Catalog,
     readonly hash: string,
-    private readonly chain: AuditChain,
+    /** Where drift records go: the SQLite AuditChain, or a replica's gateway chain on PostgreSQL. */
+    private readonly chain: Pick<AuditChain, 'appendAwaited'>,
     private readonly log: Logger,
   ) {
     for (const t of catalog.tools) this.byKey.set(key(t.server, t.name), t);

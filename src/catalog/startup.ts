@@ -5,7 +5,7 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
+import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import type { Catalog } from './catalog.js';
@@ -31,8 +31,22 @@ export function startCatalog(
   log: Logger,
 ): CatalogGuard {
   const guard = new CatalogGuard(loaded.catalog, loaded.hash, chain, log);
+  chain.append(GATEWAY_CHAIN_ID, catalogLoadEntry(loaded, cfg, upstreamNames));
+  watchCatalog(guard, upstreams);
+  return guard;
+}
+
+/**
+ * The `catalog_load` record of a loaded catalog (docs/spec/policy.md#catalog): its hash, file,
+ * pins (with sensitivity), the servers it names that are not configured, the re-list interval.
+ */
+export function catalogLoadEntry(
+  loaded: LoadedCatalog,
+  cfg: NonNullable<GatewayConfig['catalog']>,
+  upstreamNames: string[],
+): EntryInput {
   const configured = new Set(upstreamNames);
-  chain.append(GATEWAY_CHAIN_ID, {
+  return {
     entry_type: 'catalog_load',
     detail: {
       catalog_hash: loaded.hash,
@@ -48,9 +62,15 @@ export function startCatalog(
       ),
       relist_interval_s: cfg.relist_interval_s,
     },
-  });
+  };
+}
+
+/**
+ * Compares every listing of the upstreams' tools with the guard's pins from now on (the ones
+ * listed already are compared at once): call after `catalog_load` is recorded.
+ */
+export function watchCatalog(guard: CatalogGuard, upstreams: UpstreamPool): void {
   upstreams.observe((server, tools, trigger) => guard.observe(server, tools, trigger));
-  return guard;
 }
 
 /** What `tools/list` shows under a catalog: the approved definitions of usable pins, under gateway names. */

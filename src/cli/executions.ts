@@ -1,8 +1,9 @@
 /**
  * `cmcp executions list|show --db FILE`: the operator's read-only view of the execution
- * registry. Opens the database read-only; never invokes anything. Exit codes: 1 a database
- * newer than this cmcp (DATABASE_SCHEMA_TOO_NEW); 2 bad flags, no or no readable database, a
- * postgres:// URL (POSTGRES_FEATURE_UNAVAILABLE: a replica's registry is not read here yet).
+ * registry. Opens the database read-only (a postgres:// URL: every replica's registry, in a
+ * READ ONLY transaction, executions-postgres.ts); never invokes anything. Exit codes: 1 a
+ * database newer than this cmcp (DATABASE_SCHEMA_TOO_NEW); 2 bad flags, no or no readable
+ * database, an unreachable server.
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -14,22 +15,23 @@ import {
   readExecution,
 } from '../execution/registry.js';
 import { type Db, openReadOnlyDatabase } from '../store/db.js';
-import {
-  isPostgresUrl,
-  LATEST_SCHEMA_VERSION,
-  redactPostgresUrl,
-  SchemaTooNewError,
-} from '../store/migrations/index.js';
+import { isPostgresUrl, LATEST_SCHEMA_VERSION, SchemaTooNewError } from '../store/migrations/index.js';
 import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
+import { type ExecutionQuery, readPostgresExecutions } from './executions-postgres.js';
 import { terminalSafe } from './terminal.js';
 
-function openReadOnly(file: string): Db {
-  if (isPostgresUrl(file)) {
-    process.stderr.write(
-      `cmcp: ${redactPostgresUrl(file)}: cmcp executions reads a SQLite file only; on PostgreSQL read the executions table (POSTGRES_FEATURE_UNAVAILABLE)\n`,
-    );
-    process.exit(2);
+/** The rows of a postgres:// database; a failure printed with its code (exit 1 too new, else 2). */
+async function fromPostgres(url: string, q: ExecutionQuery): Promise<ExecutionRow[]> {
+  try {
+    return await readPostgresExecutions(url, q);
+  } catch (e) {
+    const code = (e as { code?: string }).code ?? 'error';
+    process.stderr.write(`cmcp: ${(e as Error).message} (${code})\n`);
+    process.exit(code === 'DATABASE_SCHEMA_TOO_NEW' ? 1 : 2);
   }
+}
+
+function openReadOnly(file: string): Db {
   if (!existsSync(file)) {
     process.stderr.write(`cmcp: no database at ${file}\n`);
     process.exit(2);
@@ -75,21 +77,23 @@ export function registerExecutionsCommand(program: Command): void {
   cmd
     .command('list')
     .description('list executions, newest first')
-    .requiredOption('--db <file>', 'gateway SQLite database')
+    .requiredOption('--db <file>', 'gateway database: a SQLite file or a postgres:// URL')
     .option('--agent <agent_id>', 'only this agent')
     .option('--state <state>', 'only this state (in_flight, completed, not_attempted, outcome_unknown)')
     .option('--json', 'JSON output')
-    .action((o: { db: string; agent?: string; state?: string; json?: boolean }) => {
+    .action(async (o: { db: string; agent?: string; state?: string; json?: boolean }) => {
       if (o.state !== undefined && !STATES.includes(o.state)) {
         process.stderr.write(`cmcp: --state must be one of ${STATES.join(', ')}\n`);
         process.exit(2);
       }
-      const db = openReadOnly(o.db);
-      const rows = listExecutions(db, {
-        agentId: o.agent ?? null,
-        state: (o.state as ExecutionState | undefined) ?? null,
-      });
-      db.close();
+      const filter = { agentId: o.agent ?? null, state: (o.state as ExecutionState | undefined) ?? null };
+      let rows: ExecutionRow[];
+      if (isPostgresUrl(o.db)) rows = await fromPostgres(o.db, { kind: 'list', filter });
+      else {
+        const db = openReadOnly(o.db);
+        rows = listExecutions(db, filter);
+        db.close();
+      }
       if (o.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
       else {
         process.stdout.write(
@@ -102,14 +106,19 @@ export function registerExecutionsCommand(program: Command): void {
   cmd
     .command('show')
     .description('show one execution')
-    .requiredOption('--db <file>', 'gateway SQLite database')
+    .requiredOption('--db <file>', 'gateway database: a SQLite file or a postgres:// URL')
     .requiredOption('--agent <agent_id>', 'the owning agent (execution ids are scoped by agent)')
     .argument('<execution_id>')
     .option('--json', 'JSON output')
-    .action((executionId: string, o: { db: string; agent: string; json?: boolean }) => {
-      const db = openReadOnly(o.db);
-      const row = readExecution(db, o.agent, executionId);
-      db.close();
+    .action(async (executionId: string, o: { db: string; agent: string; json?: boolean }) => {
+      let row: ExecutionRow | undefined;
+      if (isPostgresUrl(o.db))
+        [row] = await fromPostgres(o.db, { kind: 'show', agentId: o.agent, executionId });
+      else {
+        const db = openReadOnly(o.db);
+        row = readExecution(db, o.agent, executionId);
+        db.close();
+      }
       if (!row) {
         process.stderr.write('cmcp: EXECUTION_NOT_FOUND: no such execution for this agent\n');
         process.exit(1);

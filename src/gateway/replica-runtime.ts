@@ -3,7 +3,7 @@
  * docs/replicas.md), in start-up order: the pool and the schema, the replica's lease in place of
  * the instance lock (its own expired work recovered before anything else, then a heartbeat and
  * the sweep that seals other replicas' expired work), attestation provider, upstreams, the
- * start-up records, the configured policy, the replica's measurement, sessions (any replica
+ * start-up records, the configured catalog and policy, the replica's measurement, sessions (any replica
  * serving any session, default sessions too), the call path over the replica's fenced write
  * commands, the relay, and the HTTP app behind the lease gate.
  * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
@@ -15,6 +15,9 @@ import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
+import { loadCatalogFile } from '../catalog/catalog.js';
+import { CatalogGuard } from '../catalog/guard.js';
+import { catalogLoadEntry, catalogToolList, watchCatalog } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
 import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
@@ -24,9 +27,11 @@ import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, policyLoadEntry, policyState } from '../policy/startup.js';
+import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
+import { DEFAULT_BATCH_LIMIT } from '../session/binding-batcher.js';
 import { ReplicaSessionService } from '../session/replica-service.js';
 import { ReplicaSessions } from '../session/replica-sessions.js';
 import { attestReplica } from '../session/replica-start.js';
@@ -41,7 +46,7 @@ import { openReplicaPool } from '../store/postgres/transaction.js';
 import { PostgresWriteStore } from '../store/postgres/write-store.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { assertTierReached } from '../tee/tier.js';
+import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
@@ -56,12 +61,9 @@ import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
 import { Readiness } from './readiness.js';
 import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
-import {
-  assertReplicaConfig,
-  refuseConsole,
-  replicaGauges,
-  UNAVAILABLE_OPERATOR,
-} from './replica-unavailable.js';
+import { ReplicaOperator } from './replica-operator.js';
+import { ReplicaReloads } from './replica-reload.js';
+import { assertReplicaConfig, refuseConsole, replicaGauges } from './replica-unavailable.js';
 import { newGatewayKey } from './runtime.js';
 import { ClientSessions } from './stream/client-sessions.js';
 import { InflightRequests } from './stream/inflight.js';
@@ -121,6 +123,11 @@ function loadPolicy(cfg: GatewayConfig) {
   return { cfg: cfg.policy, bundle: loadBundleDir(cfg.policy.bundle), key };
 }
 
+/** The configured catalog, loaded before anything starts. @throws CatalogError */
+function loadCatalog(cfg: GatewayConfig) {
+  return cfg.catalog ? { cfg: cfg.catalog, loaded: loadCatalogFile(cfg.catalog.file) } : null;
+}
+
 /**
  * Schema, key, lease, provider, tracing, metrics and upstreams, in that order. Each opened
  * part's closer goes onto `opened`.
@@ -170,7 +177,12 @@ type Core = Awaited<ReturnType<typeof startCore>>;
  * The start-up records, policy, measurement, sessions, the call path, the relay and the MCP
  * layer over the replica's store.
  */
-async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<typeof loadPolicy>) {
+async function startServing(
+  cfg: GatewayConfig,
+  c: Core,
+  loaded: ReturnType<typeof loadPolicy>,
+  catalogFile: ReturnType<typeof loadCatalog>,
+) {
   const { pool, lease, provider, upstreams, metrics, log } = c;
   const store = new PostgresSessionStore(pool, lease.fence);
   const chain: GatewayChainSink = {
@@ -181,26 +193,41 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
   };
   recordAvailability(upstreams, chain, log);
   recordRenewals(upstreams, chain, log);
+  // The catalog's drift records go to this replica's gateway chain; each replica checks the
+  // upstreams' listings it sees itself (docs/replicas.md#serving-as-a-replica).
+  const catalog = catalogFile
+    ? new CatalogGuard(catalogFile.loaded.catalog, catalogFile.loaded.hash, chain, log)
+    : null;
   const policy = loaded
-    ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, null, upstreams))
+    ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, catalog, upstreams))
     : null;
   await store.appendEntries(GATEWAY_CHAIN_ID, [
     gatewayStartEntry(cfg, c.key, provider, upstreams.listTools().length),
     { entry_type: 'attestation_provider', detail: c.selection.detail },
+    ...(catalogFile
+      ? [
+          catalogLoadEntry(
+            catalogFile.loaded,
+            catalogFile.cfg,
+            cfg.upstreams.map((u) => u.name),
+          ),
+        ]
+      : []),
     ...(loaded ? [policyLoadEntry(loaded.bundle, loaded.key, loaded.cfg)] : []),
   ]);
+  if (catalog) watchCatalog(catalog, upstreams);
   warnExposure(cfg, log);
   const facts: SessionFacts = {
     gatewayMeasurement: null,
     policyBundleHash: policy?.engine.bundle.hash ?? null,
-    catalogHash: null,
+    catalogHash: catalog?.hash ?? null,
     enforcementMode: policy?.mode ?? 'none',
   };
   // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
   const measurer = new GatewayMeasurer(provider, chain, facts, log);
   const started = await measurer.start({
     policyBundleHash: facts.policyBundleHash,
-    catalogHash: null,
+    catalogHash: facts.catalogHash,
     config: cfg,
   });
   assertTierReached(cfg.attestation, provider, started);
@@ -210,7 +237,15 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
   const sessions = new ReplicaSessionService(
     pool,
     store,
-    new ReplicaSessions(store, c.key, provider, facts, log),
+    new ReplicaSessions(
+      store,
+      c.key,
+      provider,
+      facts,
+      log,
+      DEFAULT_BATCH_LIMIT,
+      requiredBindingTier(cfg.attestation),
+    ),
     {
       defaultMaxCalls: cfg.sessions.default_max_calls,
       defaultMaxAgeS: cfg.sessions.default_max_age_s,
@@ -226,10 +261,11 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
     upstreams,
     null,
     log,
-    { policy: engine, catalog: null, agentAttributes },
+    { policy: engine, catalog, agentAttributes },
     callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
     new PostgresWriteStore(pool, lease.fence),
   );
+  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
   const clientSessions = new ClientSessions({
     idleMs: cfg.sessions.client_idle_s * 1000,
@@ -242,19 +278,77 @@ async function startServing(cfg: GatewayConfig, c: Core, loaded: ReturnType<type
     log,
     policy: engine,
     agentAttributes,
-    maxSensitivity: (id) => calls.sensitivity.max(id),
-    listTools: () => upstreams.listTools(),
+    maxSensitivity: (id, row) => calls.sensitivity.max(id, row),
+    listTools,
     pageSize: cfg.limits.list_page_size,
     ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
   });
   relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
+    ...(catalog ? { listTools } : {}),
     ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
     methods: relay.methods,
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
   });
-  return { measurer, sessions, refusals, clientSessions, relay, mcp };
+  const { relist, operator } = await startControls(cfg, c, {
+    sessions,
+    facts,
+    policy,
+    catalog,
+    measurer,
+    chain,
+  });
+  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist, operator };
+}
+
+/**
+ * The catalog's periodic re-list, signed reloads and the operator controls; the blocks and
+ * reloads recorded before (through any replica) apply before this replica serves.
+ */
+async function startControls(
+  cfg: GatewayConfig,
+  c: Core,
+  p: {
+    sessions: ReplicaSessionService;
+    facts: SessionFacts;
+    policy: PolicyState | null;
+    catalog: CatalogGuard | null;
+    measurer: GatewayMeasurer;
+    chain: GatewayChainSink;
+  },
+) {
+  const { pool, lease, upstreams, log } = c;
+  // Periodic re-list for drift checks (catches definitions changed without a notification).
+  const relist =
+    p.catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
+      ? setInterval(() => void upstreams.refreshAll('interval'), cfg.catalog.relist_interval_s * 1000)
+      : null;
+  relist?.unref();
+  const reloads = new ReplicaReloads({
+    pool,
+    fence: lease.fence,
+    policy: p.policy,
+    facts: p.facts,
+    sessions: p.sessions,
+    chain: p.chain,
+    onInstall: (bundle) => p.measurer.reload(bundle),
+    log,
+  });
+  if (p.policy) p.sessions.checkUsable((row) => reloads.usable(row));
+  const operator = new ReplicaOperator({
+    pool,
+    fence: lease.fence,
+    sessions: p.sessions,
+    facts: p.facts,
+    policy: p.policy,
+    catalog: p.catalog,
+    knownAgents: new Set([...cfg.agents.map((a) => a.agent_id), ...(cfg.dev_mode ? ['dev'] : [])]),
+    reloads,
+    log,
+  });
+  await operator.start();
+  return { relist, operator };
 }
 
 type Serving = Awaited<ReturnType<typeof startServing>>;
@@ -266,7 +360,7 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
   const app = buildApp({
     logger: c.log,
     auth,
-    operator: UNAVAILABLE_OPERATOR,
+    operator: s.operator,
     recordRefusal: s.refusals.refused,
     mcp: s.mcp,
     sessions: s.sessions,
@@ -303,6 +397,8 @@ function stopping(
   const close = async () => {
     if (closed) return;
     closed = true;
+    if (s.relist) clearInterval(s.relist);
+    s.operator.stop();
     await metricsListener?.close();
     s.clientSessions.close();
     await app.close();
@@ -340,7 +436,7 @@ function stopping(
  * Starts a replica on the PostgreSQL `cfg.database` and listens. On a start-up failure what
  * was opened is closed again.
  * @throws CmcpError POSTGRES_FEATURE_UNAVAILABLE (a config section a replica does not serve);
- *   PolicyBundleError | PolicyKeyError (an unusable policy); DatabaseUnavailableError (the
+ *   PolicyBundleError | PolicyKeyError | CatalogError (an unusable policy or catalog); DatabaseUnavailableError (the
  *   server unreachable); SchemaTooNewError; InstanceBusyError (INSTANCE_RUNNING: another live
  *   lease of `instance_id`); AttestationStartError; upstream errors; a busy port.
  */
@@ -348,11 +444,12 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   assertReplicaConfig(cfg);
   const loaded = loadPolicy(cfg);
+  const catalogFile = loadCatalog(cfg);
   const pool = openReplicaPool(cfg.database, { leaseTtlMs: cfg.replicas.lease_ttl_ms });
   const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
   try {
     const core = await startCore(cfg, log, pool, opened);
-    const serving = await startServing(cfg, core, loaded);
+    const serving = await startServing(cfg, core, loaded, catalogFile);
     const drain = new Drain();
     const app = buildReplicaApp(cfg, core, serving, drain);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });

@@ -1,7 +1,8 @@
 /**
  * What a replica on PostgreSQL does not serve yet (docs/replicas.md, the status table), refused
  * with one stable code, POSTGRES_FEATURE_UNAVAILABLE, never served halfway or silently
- * answered otherwise: config sections at start-up, the operator routes and console. Also the metrics gauges a replica reads from PostgreSQL.
+ * answered otherwise: config sections at start-up and the console (the operator routes are
+ * replica-operator.ts's: a policy reload is refused there). Also the metrics gauges a replica reads from PostgreSQL.
  */
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';
@@ -9,11 +10,8 @@ import type pg from 'pg';
 import { Gauge } from 'prom-client';
 import type { GatewayConfig } from '../config/index.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
-import { PostgresFeatureUnavailableError } from '../store/migrations/index.js';
 import { executionStates, openSessionsTotal } from '../store/postgres/reads.js';
-import { requiredBindingTier } from '../tee/tier.js';
 import { sendError } from './replies.js';
-import type { OperatorApi } from './routes/operator.js';
 
 const CODE = 'POSTGRES_FEATURE_UNAVAILABLE';
 
@@ -23,28 +21,12 @@ const CODE = 'POSTGRES_FEATURE_UNAVAILABLE';
  */
 export function assertReplicaConfig(cfg: GatewayConfig): void {
   const unserved: string[] = [];
-  if (cfg.catalog) unserved.push('catalog');
   if (cfg.store.worker) unserved.push('store.worker (the SQLite store worker)');
-  if (requiredBindingTier(cfg.attestation)) unserved.push('attestation.minimum_tier requiring a binding');
   if (unserved.length)
     throw new CmcpError(
       CODE,
       `database is a postgres:// URL: a replica does not serve ${unserved.join(', ')} yet (docs/replicas.md); remove it or use a SQLite database`,
     );
-}
-
-/** The operator controls on a replica: every action refused (status, reload, block, unblock). */
-export const UNAVAILABLE_OPERATOR: OperatorApi = {
-  // No operator can block an agent on a replica (blockAgent below is refused).
-  isBlocked: () => false,
-  reloadPolicy: async () => refuse('operator policy reload'),
-  blockAgent: async () => refuse('operator agent block'),
-  unblockAgent: async () => refuse('operator agent unblock'),
-  status: () => refuse('operator status'),
-};
-
-function refuse(what: string): never {
-  throw new PostgresFeatureUnavailableError(what);
 }
 
 /** The operator console's routes on a replica: refused before its login. */

@@ -9,6 +9,7 @@ import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import { EVIDENCE_META_KEY, evidenceOf } from '../call/respond.js';
 import type { MethodRequest } from '../gateway/mcp.js';
+import type { SessionRow } from '../session/types.js';
 import type { CallOutcome } from '../upstream/pool.js';
 import { type Answer, registryError } from './answer.js';
 import type { EvidencedMethod, RelayDisposition } from './evidence.js';
@@ -83,11 +84,13 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
   };
   if (caller.blocked) return refuse('AGENT_BLOCKED', 'this agent identity is blocked by an operator');
   let calls = 0;
+  let session: SessionRow | undefined;
   try {
     const sid = typeof cmcp?.session_id === 'string' ? cmcp.session_id : undefined;
     const row = await relay.deps.sessions.resolve(caller.agentId, sid);
     sessionId = row.session_id;
     calls = row.call_count;
+    session = row;
   } catch (e) {
     if (
       e instanceof CmcpError &&
@@ -106,7 +109,7 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
         action: s.action,
         resource: { ...s.resource, server: route.upstream },
         ...(s.context ? { context: s.context } : {}),
-        session: { calls, ...maxSensitivityOf(relay.deps, sessionId) },
+        session: { calls, ...maxSensitivityOf(relay.deps, sessionId, session) },
       });
   if (verdict.refused)
     return refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {

@@ -23,6 +23,7 @@ import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import type { EntryInput } from '../audit/chain.js';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
 import { agentEntity, type PolicyEngine, toCedarValue } from '../policy/engine.js';
+import type { SessionRow } from '../session/types.js';
 
 /** The Cedar resource of one relayed request. */
 export interface RelayResource {
@@ -53,13 +54,17 @@ export interface RelayVerdict {
 
 /**
  * The `maxSensitivity` member of a relayed request's session facts: the session's highest
- * forwarded tool sensitivity from `deps.maxSensitivity`, nothing without a session or a source.
+ * forwarded tool sensitivity from `deps.maxSensitivity` (given the session's row when there is
+ * one: a replica's level comes with it), nothing without a session or a source.
  */
 export function maxSensitivityOf(
-  deps: { maxSensitivity?: (sessionId: string) => Sensitivity },
+  deps: { maxSensitivity?: (sessionId: string, row?: SessionRow) => Sensitivity },
   sessionId: string | null,
+  row?: SessionRow,
 ): { maxSensitivity?: Sensitivity } {
-  return sessionId !== null && deps.maxSensitivity ? { maxSensitivity: deps.maxSensitivity(sessionId) } : {};
+  return sessionId !== null && deps.maxSensitivity
+    ? { maxSensitivity: deps.maxSensitivity(sessionId, row) }
+    : {};
 }
 
 /** Decides one relayed request (module doc). Never throws. */

@@ -10,6 +10,7 @@ import type { ClientSessionEvents } from '../gateway/client-channel.js';
 import type { MethodHandler } from '../gateway/mcp.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { RelaySessionReads } from '../session/ports.js';
+import type { SessionRow } from '../session/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { mergedCapabilities } from './capabilities.js';
 import { CursorCodec } from './cursor.js';
@@ -35,9 +36,9 @@ export interface RelayDeps {
   agentAttributes: (agentId: string) => Record<string, unknown>;
   /**
    * The highest catalog sensitivity a session has forwarded (src/call/sensitivity.ts), for the
-   * Cedar context of its relayed requests; absent: `unclassified`.
+   * Cedar context of its relayed requests (`row`: the session's row when read); absent: `unclassified`.
    */
-  maxSensitivity?: (sessionId: string) => Sensitivity;
+  maxSensitivity?: (sessionId: string, row?: SessionRow) => Sensitivity;
   /** The tools agents see (the catalog's when one is configured). */
   listTools: () => ToolDefinition[];
   pageSize?: number;

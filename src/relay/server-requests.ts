@@ -47,7 +47,7 @@ export function serverRequestRelay(
       agentAttributes: deps.agentAttributes(agentId),
       action: ACTIONS[method],
       resource: { type: 'ClientRequest', id: method, server: origin.upstream, attrs: { method } },
-      session: { calls: row?.call_count ?? 0, ...maxSensitivityOf(deps, sessionId) },
+      session: { calls: row?.call_count ?? 0, ...maxSensitivityOf(deps, sessionId, row) },
     });
     if (verdict.refused)
       await refuse(verdict.refused.code, verdict.refused.message, verdict.entry, {

@@ -5,13 +5,15 @@
  * records the outcome. Shared by the SQLite session service (service.ts) and the replicas'
  * (replica-sessions.ts) so the record has one builder.
  */
+
+import { CmcpError } from '@cmcp/verify/errors/index';
 import { bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { EvidenceJson } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { EntryInput } from '../audit/next-entry.js';
 import type { SessionBindingRecord } from '../claim/build.js';
-import { type AttestationProvider, BindingError } from '../tee/provider.js';
+import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 import type { BindingBatcher } from './binding-batcher.js';
 import type { SessionFacts } from './types.js';
 
@@ -93,4 +95,23 @@ export function bindingEntry(sessionId: string, agentId: string, evidence: Evide
         ? { provider: evidence.provider, report_data: evidence.report_data }
         : { provider: evidence.provider, reason: evidence.reason, report_data: evidence.report_data },
   };
+}
+
+/**
+ * The refusal of a session that could not be bound under `minimum_tier` (docs/spec/refinements.md),
+ * after it was closed with reason `binding_required`; for both engines' session services.
+ * @returns CmcpError SESSION_BINDING_REQUIRED naming the provider, the reason and the tier.
+ */
+export function bindingRequiredError(
+  sessionId: string,
+  provider: string,
+  reason: string | null,
+  tier: AttestationTier | null,
+): CmcpError {
+  return new CmcpError(
+    'SESSION_BINDING_REQUIRED',
+    `session refused: attestation provider ${provider} could not bind it (${reason ?? 'unknown'}); ` +
+      `minimum_tier ${tier} requires a hardware binding`,
+    { session_id: sessionId, provider, reason, minimum_tier: tier },
+  );
 }

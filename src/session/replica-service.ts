@@ -25,6 +25,16 @@ import type { SessionCreated, SessionLimits, SessionRow } from './types.js';
 export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
   /** Per agent: the default-session resolution in progress (one at a time per replica). */
   private readonly defaultLocks = new Map<string, Promise<unknown>>();
+  /**
+   * Whether a call may run in a session on this replica (gateway/replica-reload.ts: its binding
+   * names the running policy bundle); unset: every open session.
+   */
+  private usable: ((row: SessionRow) => Promise<boolean>) | null = null;
+
+  /** Sets the check of {@link usable} (the reloads are made after the sessions). */
+  checkUsable(fn: (row: SessionRow) => Promise<boolean>): void {
+    this.usable = fn;
+  }
 
   constructor(
     private readonly pool: pg.Pool,
@@ -43,7 +53,7 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
    * @throws (rejects) CmcpError UNKNOWN_SESSION | SESSION_CLOSED; LEASE_LOST; pg errors.
    */
   resolve(agentId: string, sessionId: string | undefined): Promise<SessionRow> {
-    if (sessionId !== undefined) return this.sessions.resolve(agentId, sessionId);
+    if (sessionId !== undefined) return this.resolveNamed(agentId, sessionId);
     const prev = this.defaultLocks.get(agentId) ?? Promise.resolve();
     const next = prev.then(() => this.resolveDefault(agentId));
     const settled = next.catch(() => undefined);
@@ -55,6 +65,14 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
     return next;
   }
 
+  /** A named session bound to another policy than the running one is closed and refused. */
+  private async resolveNamed(agentId: string, sessionId: string): Promise<SessionRow> {
+    const row = await this.sessions.resolve(agentId, sessionId);
+    if (!this.usable || (await this.usable(row))) return row;
+    await this.sessions.close(agentId, sessionId, 'policy_reload');
+    throw new CmcpError('SESSION_CLOSED', 'session is closed', { session_id: sessionId });
+  }
+
   private async resolveDefault(agentId: string): Promise<SessionRow> {
     const id = await openDefaultSession(this.pool, agentId);
     const row = id === undefined ? undefined : await this.store.session(id);
@@ -62,8 +80,9 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
       const expired =
         row.call_count >= this.limits.defaultMaxCalls ||
         Date.now() - row.created_ms >= this.limits.defaultMaxAgeS * 1000;
-      if (!expired) return row;
-      await this.sessions.close(agentId, row.session_id, 'rotated');
+      const current = !this.usable || (await this.usable(row));
+      if (!expired && current) return row;
+      await this.sessions.close(agentId, row.session_id, current ? 'rotated' : 'policy_reload');
     }
     const created = await this.sessions.create(agentId, { isDefault: true });
     return this.sessions.resolve(agentId, created.session_id);
@@ -74,9 +93,12 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
     return openSessionCount(this.pool, agentId);
   }
 
-  /** Closes with a claim signed by this replica. @throws (rejects) UNKNOWN_SESSION; LEASE_LOST; pg errors. */
-  closeAwaited(agentId: string, sessionId: string): Promise<Claim> {
-    return this.sessions.close(agentId, sessionId);
+  /**
+   * Closes with a claim signed by this replica (`reason` in its `session_close`: `requested`, or
+   * `agent_blocked` from an operator block). @throws (rejects) UNKNOWN_SESSION; LEASE_LOST; pg errors.
+   */
+  closeAwaited(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
+    return this.sessions.close(agentId, sessionId, reason);
   }
 
   claimText(agentId: string, sessionId: string): Promise<Buffer> {

@@ -9,7 +9,8 @@
  * writers, replica-start.ts their evidence), else `/1` with the binding section of
  * claim-binding.ts (the opening's binding when this replica made it, else absent under this
  * key — signed-only — as for writers without keys). Default sessions are replica-service.ts's;
- * batched closes and a required binding tier stay service.ts's (SQLite).
+ * batched closes stay service.ts's (SQLite); a required binding tier refuses an unbound
+ * session as service.ts does.
  */
 import { randomUUID } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';
@@ -17,9 +18,9 @@ import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { PostgresSessionStore } from '../store/postgres/session-store.js';
-import type { AttestationProvider } from '../tee/provider.js';
+import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
-import { bindingEntry, bindSession, sessionPreimage } from './binding-record.js';
+import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
 import { claimInputsFor } from './claim-binding.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionRow } from './types.js';
 
@@ -36,17 +37,20 @@ export class ReplicaSessions {
     private readonly facts: SessionFacts,
     private readonly log: Logger,
     batchLimit = DEFAULT_BATCH_LIMIT,
+    /** `minimum_tier` requiring a binding (tee/tier.ts requiredBindingTier), or null: unbound sessions serve. */
+    private readonly requiredTier: AttestationTier | null = null,
   ) {
     this.binder = new BindingBatcher(provider, key.thumbprint, batchLimit);
   }
 
   /**
    * Opens a session: its genesis entry and row, then its chain root bound into this replica's
-   * evidence and the outcome recorded (a failed bind serves the session signed-only, as
-   * service.ts does).
+   * evidence and the outcome recorded. A failed bind serves the session signed-only, as
+   * service.ts does — unless a binding tier is required: then the session is closed (reason
+   * `binding_required`, its claim saying the binding is absent) and refused.
    * @param opts.challenge optional verifier nonce (base64url) folded into the binding preimage;
    *   `isDefault` marks an agent's default session (replica-service.ts).
-   * @throws (rejects) LeaseLostError (LEASE_LOST); pg errors.
+   * @throws (rejects) CmcpError SESSION_BINDING_REQUIRED; LeaseLostError (LEASE_LOST); pg errors.
    */
   async create(
     agentId: string,
@@ -71,6 +75,10 @@ export class ReplicaSessions {
     const record = await bindSession(this.binder, this.provider, preimage, this.log);
     const evidence = record.evidence;
     await this.store.recordBinding(sessionId, bindingEntry(sessionId, agentId, evidence), record);
+    if (evidence.status === 'absent' && this.requiredTier !== null) {
+      await this.close(agentId, sessionId, 'binding_required');
+      throw bindingRequiredError(sessionId, this.provider.name, evidence.reason, this.requiredTier);
+    }
     return {
       session_id: sessionId,
       chain_root: genesis.entry_hash,

@@ -17,7 +17,7 @@ import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
-import { bindingEntry, bindSession, sessionPreimage } from './binding-record.js';
+import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
 import { claimInputsFor } from './claim-binding.js';
 import { type CloseDeps, closeOffLoop } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
@@ -136,12 +136,7 @@ export class SessionService {
    */
   private async refuseUnbound(agentId: string, sessionId: string, reason: string | null): Promise<never> {
     await this.closeAwaited(agentId, sessionId, 'binding_required');
-    throw new CmcpError(
-      'SESSION_BINDING_REQUIRED',
-      `session refused: attestation provider ${this.provider.name} could not bind it (${reason ?? 'unknown'}); ` +
-        `minimum_tier ${this.requiredTier} requires a hardware binding`,
-      { session_id: sessionId, provider: this.provider.name, reason, minimum_tier: this.requiredTier },
-    );
+    throw bindingRequiredError(sessionId, this.provider.name, reason, this.requiredTier);
   }
 
   /** The session row if it exists and belongs to `agentId`. */

@@ -29,6 +29,11 @@ export interface SessionRow {
   binding_json: string;
   /** instance_id of the gateway that opened the session. */
   owner: string;
+  /**
+   * PostgreSQL: the session's `session_sensitivity` level (0 without a row), read with the row
+   * (call/sensitivity.ts). Absent on SQLite, whose level call/sensitivity.ts reads itself.
+   */
+  sensitivity_level?: number;
 }
 
 /** Gateway facts folded into every binding preimage and claim. */

@@ -62,18 +62,21 @@ export interface ClosedSession {
 
 const b64u = (b: Buffer) => b.toString('base64url');
 
-type RowText = Omit<SessionRow, 'is_default' | 'created_ms' | 'call_count'> & {
+type RowText = Omit<SessionRow, 'is_default' | 'created_ms' | 'call_count' | 'sensitivity_level'> & {
   is_default: string;
   created_ms: string;
   call_count: string;
+  sensitivity_level?: string;
 };
 
 function sessionRow(r: RowText): SessionRow {
+  const { sensitivity_level, ...rest } = r;
   return {
-    ...r,
+    ...rest,
     is_default: Number(r.is_default),
     created_ms: Number(r.created_ms),
     call_count: Number(r.call_count),
+    ...(sensitivity_level === undefined ? {} : { sensitivity_level: Number(sensitivity_level) }),
   };
 }
 
@@ -255,9 +258,17 @@ export class PostgresSessionStore {
     return unsignedClaim(summary, inp, prev);
   }
 
-  /** A session row as committed, or undefined. Reads only. */
+  /**
+   * A session row as committed, with its `session_sensitivity` level (0 without a row: the
+   * call path's Cedar context, call/sensitivity.ts), or undefined. Reads only.
+   */
   async session(sessionId: string): Promise<SessionRow | undefined> {
-    const r = await this.pool.query<RowText>('SELECT * FROM sessions WHERE session_id = $1', [sessionId]);
+    const r = await this.pool.query<RowText>(
+      `SELECT s.*, COALESCE(ss.level, 0) AS sensitivity_level
+         FROM sessions s LEFT JOIN session_sensitivity ss ON ss.session_id = s.session_id
+        WHERE s.session_id = $1`,
+      [sessionId],
+    );
     return r.rows[0] ? sessionRow(r.rows[0]) : undefined;
   }
 

@@ -272,7 +272,7 @@ export const ERRORS = {
     http: 501,
     rpc: -32603,
     summary:
-      'A replica serving on PostgreSQL (`database` a postgres:// URL) does not serve this yet (docs/replicas.md): at start-up a `catalog`, `store.worker` or a `minimum_tier` that requires a binding; while serving, the operator routes (policy reload, agent block and unblock, status) and the console; `cmcp executions` on a postgres:// URL. Nothing was forwarded or changed. Use a SQLite database for these.',
+      'A replica serving on PostgreSQL (`database` a postgres:// URL) does not serve this yet (docs/replicas.md): at start-up `store.worker` (the SQLite store worker); while serving, the operator console. Nothing was forwarded or changed. Use a SQLite database for these.',
   },
   DATABASE_UNAVAILABLE: {
     http: 500,
