@@ -362,4 +362,39 @@ describe('UpstreamHttpTransport', () => {
     await t.close();
     expect(seen.at(-1)?.method).toBe('DELETE');
   });
+
+  it('the standalone stream bounds each event: one past the cap closes that stream (reported), not the calls; it is opened again', async () => {
+    seen.length = 0;
+    let gets = 0;
+    const closed: boolean[] = [];
+    handler = (req, body, res) => {
+      if (req.method === 'POST') {
+        if (body?.method === 'initialize') {
+          res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 's-get-cap' });
+          return void res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: {} }));
+        }
+        return void res.writeHead(202).end();
+      }
+      if (req.method === 'DELETE') return void res.writeHead(405).end();
+      gets++;
+      sse(res);
+      res.on('close', () => closed.push(true));
+      if (gets > 1) return void res.write(`data: ${JSON.stringify(note('small'))}\n\n`);
+      // An event that never ends: without the cap the gateway would buffer it without bound.
+      res.write(`retry: 20\ndata: "${'x'.repeat(16 * 1024)}`);
+      const more = setInterval(() => res.write('y'.repeat(16 * 1024)), 1);
+      res.on('close', () => clearInterval(more));
+    };
+    const { t, messages, errors, overflows } = await open(64 * 1024);
+    await t.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} });
+    await t.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    await until(() => messages.some((m) => JSON.stringify(m).includes('small')));
+    expect(closed.length).toBeGreaterThanOrEqual(1);
+    expect(errors.map((e) => e.message)).toContain(
+      'standalone SSE stream: an event exceeds 65536 bytes; stream closed',
+    );
+    // The cap's call-side handler is for POST answers only: no call was marked over the cap.
+    expect(overflows).toEqual([]);
+    await t.close();
+  });
 });

@@ -12,7 +12,8 @@
  * `Last-Event-ID` and `retry:` honoured, twice at most in a row); redirects are followed within
  * the origin only. A POST's JSON response body is capped (C-MCP-4), and so is each single event
  * of a POST's event stream (not their sum: a result after many progress events passes as over
- * stdio); the GET stream is not (it carries many messages over time). Added: `close` ends the upstream session (DELETE), and an
+ * stdio); each event of the GET stream is bounded alike (its sum is not: it carries many
+ * messages over time), and one past the cap closes that stream, which is opened again. Added: `close` ends the upstream session (DELETE), and an
  * event stream that ends before its request's response fails that call at once (the gateway
  * does not resume POST streams: no event ids are kept for them), where the SDK waited for the
  * timeout. HTTP failures are the SDK's `StreamableHTTPError` (status in `code`), which
@@ -255,11 +256,22 @@ export class UpstreamHttpTransport implements Transport {
       );
     }
     let last = lastEventId;
+    // Each event is bounded here too (memory stays bounded by the cap); an event past it belongs
+    // to no call, so it cuts only this stream, which is opened again like one that broke off.
+    const cap: BodyCap = {
+      bytes: this.o.maxResultBytes,
+      ctx: undefined,
+      onOverflow: () =>
+        this.onerror?.(
+          new Error(`standalone SSE stream: an event exceeds ${this.o.maxResultBytes} bytes; stream closed`),
+        ),
+    };
     const how = await readEventStream(
       res.body,
       this.sink(undefined, (id) => {
         last = id;
       }),
+      cap,
     );
     if (how.end === 'broken' && !this.running?.signal.aborted)
       this.onerror?.(new Error(`SSE stream disconnected: ${String(how.error)}`));
