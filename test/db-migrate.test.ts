@@ -263,6 +263,14 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
     expect(check.out).toMatch(/FAIL\s+database\s+cannot reach .*\(DATABASE_UNAVAILABLE\)/);
     expect(check.out).toContain('postgres://cmcp:***@127.0.0.1:1/cmcp');
     expect(check.out + check.err).not.toContain('hunter2');
+    // A section a replica refuses at start-up fails --check too, with the same reason.
+    writeFileSync(
+      cfg.file,
+      stringify({ ...cfg.raw, database: 'postgres://cmcp@127.0.0.1:1/cmcp', store: { worker: true } }),
+    );
+    const worker = cmcp('start', '--check', '--config', cfg.file);
+    expect(worker.code).toBe(1);
+    expect(worker.out).toMatch(/FAIL\s+replica\s+.*store\.worker.*\(POSTGRES_FEATURE_UNAVAILABLE\)/);
   });
 });
 

@@ -17,6 +17,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { ConfigError, type GatewayConfig, loadConfig } from '../config/index.js';
+import { assertReplicaConfig } from '../gateway/replica-unavailable.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { liveHolder } from '../store/instance-lock.js';
 import { isPostgresUrl, LATEST_SCHEMA_VERSION, redactPostgresUrl } from '../store/migrations/index.js';
@@ -160,6 +161,7 @@ export async function runStartCheck(
       detail: `${cfg.upstreams.length} upstream(s), ${cfg.agents.length} agent(s), ${cfg.operators.length} operator(s), database ${postgres ? redactPostgresUrl(cfg.database) : cfg.database}`,
     },
     postgres ? await checkPostgres(cfg) : checkDatabase(cfg),
+    ...(postgres ? [checkReplicaConfig(cfg)] : []),
     ...checkFiles(cfg),
     await checkAttestation(cfg),
   ];
@@ -172,6 +174,20 @@ export async function runStartCheck(
     lines.map((l) => `  ${l.status.padEnd(4)}  ${l.what.padEnd(width)}  ${l.detail}`).join('\n') +
     `\n${failed ? `${failed} check(s) failed: the gateway would not start` : 'all checks passed: the gateway can start'}\n`;
   return { lines, exitCode: failed ? 1 : 0, text };
+}
+
+/** What a replica would refuse at start-up (assertReplicaConfig), as a failed line. */
+function checkReplicaConfig(cfg: GatewayConfig): CheckLine {
+  try {
+    assertReplicaConfig(cfg);
+    return { what: 'replica', status: 'ok', detail: 'every configured section is served on PostgreSQL' };
+  } catch (e) {
+    return {
+      what: 'replica',
+      status: 'FAIL',
+      detail: `${(e as Error).message} (POSTGRES_FEATURE_UNAVAILABLE)`,
+    };
+  }
 }
 
 /**
