@@ -188,9 +188,12 @@ async function window(
   };
 }
 
+/** Median (the mean of the middle two for an even count, not the lower one), min and max. */
 const spread = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
-  return { median: quantile(s, 0.5), min: s[0] ?? Number.NaN, max: s.at(-1) ?? Number.NaN };
+  const mid = s.length >> 1;
+  const median = s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+  return { median: s.length ? median : Number.NaN, min: s[0] ?? Number.NaN, max: s.at(-1) ?? Number.NaN };
 };
 
 /** Starts the PostgreSQL replicas, or says why not. */
