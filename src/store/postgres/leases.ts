@@ -91,6 +91,8 @@ interface LeaseRow {
   lease_token: string;
   state: 'live' | 'sealing' | 'sealed';
   live: boolean;
+  /** Milliseconds until `expires_ms` on the database clock (0 once past), as text (bigint). */
+  expires_in_ms: string;
 }
 
 /**
@@ -118,7 +120,9 @@ export async function acquireLease(pool: pg.Pool, req: LeaseRequest): Promise<Ac
         const row = await lockLease(client, req.replicaId);
         if (row.live)
           throw new InstanceBusyError(
-            `replica ${req.replicaId} holds a live lease (${row.state}) in the shared database`,
+            row.state === 'live'
+              ? `replica ${req.replicaId} holds a live lease in the shared database (another process of this instance_id is running, or one that stopped without releasing it: its lease expires in ${row.expires_in_ms} ms, then this start succeeds)`
+              : `replica ${req.replicaId}'s lease is being sealed by another replica; start again in a moment`,
           );
         const token = await newToken(client, req.replicaId, 'live', req.ttlMs, req);
         acquired = {
@@ -140,7 +144,8 @@ export async function acquireLease(pool: pg.Pool, req: LeaseRequest): Promise<Ac
 /** The lease row FOR UPDATE (waits for every write transaction that passed the fence check). */
 async function lockLease(client: pg.ClientBase, replicaId: string): Promise<LeaseRow> {
   const r = await client.query<LeaseRow>(
-    `SELECT lease_token::text, state, (state <> 'sealed' AND expires_ms > ${DB_NOW_MS}) AS live FROM replica_leases
+    `SELECT lease_token::text, state, (state <> 'sealed' AND expires_ms > ${DB_NOW_MS}) AS live,
+            GREATEST(expires_ms - ${DB_NOW_MS}, 0)::text AS expires_in_ms FROM replica_leases
      WHERE replica_id = $1 FOR UPDATE`,
     [replicaId],
   );
