@@ -6,7 +6,7 @@
  * (store/writes.ts WriteStore) and a plain chain append; the engine exposes committed reads.
  * Nothing of either engine is mocked.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
@@ -53,7 +53,8 @@ const SESSION_SQL = `INSERT INTO sessions (session_id, agent_id, is_default, sta
 
 /** Three connections to one new SQLite file. */
 export function sqliteEngine(): Engine {
-  const path = join(mkdtempSync(join(tmpdir(), 'cmcp-contract-')), 'store.db');
+  const dir = mkdtempSync(join(tmpdir(), 'cmcp-contract-'));
+  const path = join(dir, 'store.db');
   const dbs = [0, 1, 2].map(() => openDatabase(path, 30_000));
   const reader = dbs[0] as Db;
   return {
@@ -82,6 +83,7 @@ export function sqliteEngine(): Engine {
         .get(id)?.n ?? -1,
     close: async () => {
       for (const db of dbs) db.close();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
