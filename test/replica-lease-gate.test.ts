@@ -170,9 +170,7 @@ describe.skipIf(!withPostgres)("a replica's lease at the edge", () => {
     ).rejects.toMatchObject({
       code: 'INSTANCE_RUNNING',
       // It says when a start would succeed: once the lease (at most its ttl) expired.
-      message: expect.stringMatching(
-        /its lease expires in \d+ ms, then this start succeeds/,
-      ),
+      message: expect.stringMatching(/its lease expires in \d+ ms, then this start succeeds/),
     });
   }, 30_000);
 });

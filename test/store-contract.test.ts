@@ -596,6 +596,26 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       );
       expect(summary.slice(2)).toEqual([[xe.callId, RESTART_REASON, null]]);
 
+      // A restart whose recovery outlasts its ttl (here: waiting on the session chain's tip lock)
+      // keeps its lease: the heartbeat runs during the recovery.
+      const f1 = await lease('rf', 1500, 60_000);
+      const xf = attempt('s-keep', null);
+      await f1.writes.write({ kind: 'attempt', attempt: xf, raiseSensitivity: null });
+      await new Promise((r) => setTimeout(r, 1800));
+      const holder = await engine.admin.connect();
+      await holder.query('BEGIN');
+      await holder.query("SELECT 1 FROM chain_tips WHERE chain_id = 's-keep' FOR UPDATE");
+      const lostF: Error[] = [];
+      const starting = lease('rf', 600, 150, (e) => lostF.push(e));
+      await new Promise((r) => setTimeout(r, 1500));
+      await holder.query('COMMIT');
+      holder.release();
+      const f2 = await starting;
+      expect(f2.l.recovered).toEqual({ replicaId: 'rf', attempts: 1, executions: 0 });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(lostF).toEqual([]);
+      expect(f2.l.live).toBe(true);
+
       await a.l.stop();
       const rows = await engine.admin.query(
         'SELECT replica_id, state FROM replica_leases WHERE replica_id IN ($1, $2)',

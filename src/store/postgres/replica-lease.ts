@@ -12,6 +12,7 @@ import {
   type AcquiredLease,
   acquireLease,
   type Fence,
+  LeaseLostError,
   type LeaseRequest,
   releaseLease,
   renewLease,
@@ -47,24 +48,37 @@ export class ReplicaLease {
     readonly fence: Fence,
     /** What the lease row said before this start. */
     readonly acquired: AcquiredLease,
-    /** What was recovered of this replica's previous lease (null when nothing was due). */
-    readonly recovered: Sealed | null,
     private readonly opts: ReplicaLeaseOptions,
   ) {}
 
+  private recoveredWork: Sealed | null = null;
+
+  /** What was recovered of this replica's previous lease (null when nothing was due). */
+  get recovered(): Sealed | null {
+    return this.recoveredWork;
+  }
+
   /**
-   * Acquires the lease, recovers this replica's own previous work when its previous lease
-   * expired unsealed, and starts the heartbeat and the sweep.
-   * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease is live; pg errors.
+   * Acquires the lease and starts its heartbeat, recovers this replica's own previous work when
+   * its previous lease expired unsealed, then starts the sweep.
+   * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease is live;
+   *   LeaseLostError when the lease was lost during the recovery; pg errors.
    */
   static async start(pool: pg.Pool, opts: ReplicaLeaseOptions): Promise<ReplicaLease> {
     const acquired = await acquireLease(pool, opts);
-    const recovered =
-      acquired.previous === 'expired'
-        ? await recoverOwnWork(pool, acquired.fence, RESTART_REASON, opts.clock)
-        : null;
-    const lease = new ReplicaLease(pool, acquired.fence, acquired, recovered, opts);
-    lease.schedule();
+    const lease = new ReplicaLease(pool, acquired.fence, acquired, opts);
+    // The heartbeat runs from the moment the lease is ours: recovering a long previous run (or
+    // one waiting on a lock) must not outlast the ttl and lose the lease it recovers under.
+    lease.scheduleRenewal();
+    try {
+      if (acquired.previous === 'expired')
+        lease.recoveredWork = await recoverOwnWork(pool, acquired.fence, RESTART_REASON, opts.clock);
+    } catch (e) {
+      lease.halt();
+      throw e;
+    }
+    if (lease.lost) throw new LeaseLostError(acquired.fence);
+    lease.scheduleSweep();
     return lease;
   }
 
@@ -73,9 +87,12 @@ export class ReplicaLease {
     return !this.lost;
   }
 
-  private schedule(): void {
+  private scheduleRenewal(): void {
     const renewEvery = this.opts.renewEveryMs ?? Math.max(50, Math.floor(this.opts.ttlMs / 3));
     this.renewTimer = setInterval(() => void this.renew(), renewEvery);
+  }
+
+  private scheduleSweep(): void {
     const sweepEvery = this.opts.sweepEveryMs ?? this.opts.ttlMs;
     if (sweepEvery > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepEvery);
   }
