@@ -7,7 +7,8 @@
  *
  * With `--replicas N --postgres` (issue 15 item 6): N replicas, each on its own swtpm, on one
  * throw-away PostgreSQL (testing/postgres.ts), the load spread over them, a random replica
- * SIGKILLed and restarted each time (testing/crash/replicas-run.ts; `--lease-ttl-ms`, default 3000).
+ * SIGKILLed and restarted each time, every `--pause-every`-th (default 5; 0: none) SIGSTOPped past its
+ * lease's expiry first (testing/crash/replicas-run.ts; `--lease-ttl-ms`, default 3000).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +29,7 @@ const { values: a } = parseArgs({
     replicas: { type: 'string', default: '1' },
     postgres: { type: 'boolean', default: false },
     'lease-ttl-ms': { type: 'string', default: '3000' },
+    'pause-every': { type: 'string', default: '5' },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -45,6 +47,7 @@ const minUpMs = int('min-up-ms', a['min-up-ms'], 0);
 const maxUpMs = Math.max(minUpMs, int('max-up-ms', a['max-up-ms'], 0));
 const replicas = int('replicas', a.replicas, 1);
 const leaseTtlMs = int('lease-ttl-ms', a['lease-ttl-ms'], 1000);
+const pauseEvery = int('pause-every', a['pause-every'], 0);
 if (replicas > 1 !== a.postgres) {
   process.stderr.write('crash-test: --replicas N (N ≥ 2) and --postgres go together\n');
   process.exit(2);
@@ -75,6 +78,7 @@ try {
       minUpMs,
       maxUpMs,
       leaseTtlMs,
+      pauseEvery,
       renewEveryMs: Math.floor(leaseTtlMs / 3),
       dir,
       repoRoot,
@@ -82,6 +86,7 @@ try {
     });
     summary = {
       kills: r.kills,
+      pauses: r.pauses,
       replicas,
       starts: r.starts,
       exit_codes: r.exitCodes,

@@ -152,6 +152,15 @@ export class ReplicaSet {
   }
 
   /**
+   * Sends replica `i` SIGSTOP, or SIGCONT (`resume`): a paused process, as a stalled VM or a long
+   * GC would leave it (nothing when it is not running).
+   */
+  pause(i: number, resume = false): void {
+    const p = this.slot(i).proc;
+    if (p && !exited(p)) p.kill(resume ? 'SIGCONT' : 'SIGSTOP');
+  }
+
+  /**
    * Starts replica `i` again with its config (it must not be running).
    * @throws when it does not start within the deadline.
    */

@@ -5,7 +5,11 @@
  * session opened through one is used and closed through others, a retry of an execution whose
  * answer was lost goes to whichever replica the load picks. A random running replica is
  * SIGKILLed at random moments and started again (once its lease expired: INSTANCE_RUNNING until
- * then), `kills` times, while the others keep serving; at least one replica keeps running. Then
+ * then), `kills` times, while the others keep serving; at least one replica keeps running.
+ * Every `pauseEvery`-th disruption is a SIGSTOP instead: the replica stays paused past its
+ * lease's expiry and another replica's sweep, is resumed (its late writes must fail their fence:
+ * its `/readyz` must then say `LEASE_LOST`, else a violation), and is then killed and started
+ * again as its supervisor would on the failing probe. Then
  * every replica stops with SIGTERM (each must exit 0), and check.ts holds the database
  * (postgres-snapshot.ts), the upstream's log and the answers against the rules — plus every
  * replica's lease sealed.
@@ -38,6 +42,8 @@ export interface ReplicaCrashOptions {
   /** Time between kills, uniformly random in [minUpMs, maxUpMs] (default 200–1500). */
   minUpMs?: number;
   maxUpMs?: number;
+  /** Every n-th disruption is a SIGSTOP past the lease's expiry instead of a SIGKILL (0: none; default 5). */
+  pauseEvery?: number;
   /** The replicas' lease ttl and renewal, milliseconds (default 3000 and 1000). */
   leaseTtlMs?: number;
   renewEveryMs?: number;
@@ -46,11 +52,13 @@ export interface ReplicaCrashOptions {
 
 export interface ReplicaCrashReport {
   kills: number;
+  /** How many of the kills were SIGSTOP pauses past the lease's expiry first. */
+  pauses: number;
   /** Starts of each replica (1 + its restarts). */
   starts: number[];
   /** Exit code of each replica after the final SIGTERM (each must be 0). */
   exitCodes: (number | null)[];
-  /** Restarts that failed (each a violation). */
+  /** Restarts that failed, and paused replicas still ready after their resume (each a violation). */
   restartFailures: string[];
   load: LoadCounts;
   check: CheckResult;
@@ -81,6 +89,22 @@ async function migrate(o: ReplicaCrashOptions): Promise<string> {
 }
 
 /** Runs the crash test on replicas and returns counts and violations (never throws for a violation). */
+/** `checks.lease` of a resumed replica's `/readyz` (within 5 s: its next renewal finds the lease lost). */
+async function leaseGateOf(url: string): Promise<string> {
+  let last = 'no answer';
+  for (const end = Date.now() + 5000; Date.now() < end; await sleep(200)) {
+    try {
+      const r = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) });
+      const body = (await r.json()) as { checks?: { lease?: string } };
+      last = String(body.checks?.lease ?? `HTTP ${r.status}`);
+      if (last === 'LEASE_LOST') return last;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+  }
+  return last;
+}
+
 export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<ReplicaCrashReport> {
   if (o.replicas < 2) throw new Error('the replicas crash test needs at least 2 replicas');
   if (o.tctis.length < o.replicas) throw new Error('one TPM (tcti) per replica');
@@ -117,12 +141,31 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
     const running = load.run(pick, stop);
     const restarts = new Map<number, Promise<void>>();
     const restartFailures: string[] = [];
+    const pauseEvery = o.pauseEvery ?? 5;
+    let pauses = 0;
     for (let k = 0; k < o.kills; k++) {
       await sleep(minUp + Math.random() * (maxUp - minUp));
       // Keep one replica serving: with every other one down, wait for a restart first.
       while (replicas.running().length <= 1 && restarts.size) await Promise.race(restarts.values());
       const up = replicas.running();
       const victim = up[Math.floor(Math.random() * up.length)] as number;
+      const pause = pauseEvery > 0 && (k + 1) % pauseEvery === 0 && up.length >= 2;
+      if (pause) {
+        pauses++;
+        replicas.pause(victim);
+        // Past its lease's expiry and one sweep of another replica (every ttl).
+        await sleep(leaseTtlMs * 2 + 1000);
+        replicas.pause(victim, true);
+        const gate = await leaseGateOf(replicas.url(victim));
+        // Gone by itself is fenced too (its supervisor starts it again); alive and not saying
+        // LEASE_LOST is the violation.
+        if (gate !== 'LEASE_LOST' && replicas.running().includes(victim))
+          restartFailures.push(
+            `replica ${victim}: resumed after its lease expired, /readyz lease check ${gate}; log: ${replicas.logTail(victim, 400)}`,
+          );
+        else if (gate !== 'LEASE_LOST')
+          o.log?.(`replica ${victim}: exited after its resume (${gate}): ${replicas.logTail(victim, 400)}`);
+      }
       await replicas.kill(victim);
       const restart = replicas
         .restart(victim)
@@ -132,7 +175,7 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
         .finally(() => restarts.delete(victim));
       restarts.set(victim, restart);
       o.log?.(
-        `kill ${k + 1}/${o.kills}: replica ${victim}; ${load.counts.requests} requests, ${upstream.ran.length} ran upstream`,
+        `kill ${k + 1}/${o.kills}${pause ? ' (paused past its lease first)' : ''}: replica ${victim}; ${load.counts.requests} requests, ${upstream.ran.length} ran upstream`,
       );
     }
     await Promise.all(restarts.values());
@@ -145,6 +188,7 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
     const snapshot = await readPostgresSnapshot(o.databaseUrl);
     return {
       kills: o.kills,
+      pauses,
       starts: Array.from({ length: o.replicas }, (_, i) => replicas.starts(i)),
       exitCodes,
       restartFailures,
