@@ -28,6 +28,7 @@ import { bundleDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';
 import { immediateAsync } from '../store/db.js';
+import { refuseReload } from './records.js';
 import type { OperatorApi } from './routes/operator.js';
 
 export class OperatorControls implements OperatorApi {
@@ -107,29 +108,7 @@ export class OperatorControls implements OperatorApi {
   async reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
     // Every record here waits for a write lock held by another process by awaiting (store/db.ts
     // immediateAsync); past the busy timeout it fails as the blocking append did.
-    const refuse = async (e: ReloadRefusedError): Promise<never> => {
-      try {
-        await this.chain.appendAwaited(GATEWAY_CHAIN_ID, {
-          entry_type: 'policy_reload_refused',
-          disposition: 'refused',
-          error_code: 'POLICY_RELOAD_REFUSED',
-          detail: {
-            operator_id: operatorId,
-            reason: e.reason,
-            bundle_hash: e.bundleHash,
-            message: e.message.slice(0, 300),
-            diagnostics: e.diagnostics.slice(0, 20),
-          },
-        });
-      } catch (err) {
-        this.log.error({ err: (err as Error).message }, 'could not record a refused reload');
-      }
-      throw new CmcpError('POLICY_RELOAD_REFUSED', e.message.slice(0, 300), {
-        reason: e.reason,
-        bundle_hash: e.bundleHash,
-        diagnostics: e.diagnostics.slice(0, 20),
-      });
-    };
+    const refuse = (e: ReloadRefusedError) => refuseReload(this.chain, this.log, operatorId, e);
     if (!this.policy) {
       return refuse(new ReloadRefusedError('no_policy_key', 'no policy is configured; reloads are disabled'));
     }

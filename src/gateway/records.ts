@@ -4,12 +4,13 @@
  * (the aggregated refusal record, auth-failures.ts). Recording a refusal never fails the
  * request: a failed append is logged.
  */
-import { clip, type ErrorCode } from '@cmcp/verify/errors/index';
+import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
 import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';
+import type { ReloadRefusedError } from '../policy/state.js';
 import type { GatewayKey } from '../session/service.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { AuthFailureRecorder, RefusalAggregator } from './auth-failures.js';
@@ -49,6 +50,41 @@ export function gatewayStartEntry(
 
 /** Where the gateway chain's own records go: AuditChain on SQLite, a replica's store on PostgreSQL. */
 export type GatewayChainSink = Pick<AuditChain, 'appendAwaited'>;
+
+/**
+ * Records a refused policy reload (`policy_reload_refused`, in the gateway chain) and throws it
+ * to the operator: one builder for the SQLite gateway (operator.ts) and a replica
+ * (replica-reload.ts). A record that cannot be written is logged; the refusal still stands.
+ * @throws CmcpError POLICY_RELOAD_REFUSED, always (message and diagnostics clipped).
+ */
+export async function refuseReload(
+  chain: GatewayChainSink,
+  log: Logger,
+  operatorId: string,
+  e: ReloadRefusedError,
+): Promise<never> {
+  try {
+    await chain.appendAwaited(GATEWAY_CHAIN_ID, {
+      entry_type: 'policy_reload_refused',
+      disposition: 'refused',
+      error_code: 'POLICY_RELOAD_REFUSED',
+      detail: {
+        operator_id: operatorId,
+        reason: e.reason,
+        bundle_hash: e.bundleHash,
+        message: e.message.slice(0, 300),
+        diagnostics: e.diagnostics.slice(0, 20),
+      },
+    });
+  } catch (err) {
+    log.error({ err: (err as Error).message }, 'could not record a refused reload');
+  }
+  throw new CmcpError('POLICY_RELOAD_REFUSED', e.message.slice(0, 300), {
+    reason: e.reason,
+    bundle_hash: e.bundleHash,
+    diagnostics: e.diagnostics.slice(0, 20),
+  });
+}
 
 /**
  * A caller-chosen value as JCS can carry it (RFC 8785 §3.2.2.2 refuses lone surrogates): each

@@ -16,9 +16,7 @@
  *   reloads, and a session still bound to another bundle is closed (a named one refused
  *   SESSION_CLOSED, a default one replaced).
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
 import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { PolicyBundle } from '../policy/bundle.js';
@@ -28,7 +26,7 @@ import type { ReplicaSessionService } from '../session/replica-service.js';
 import type { SessionFacts, SessionRow } from '../session/types.js';
 import type { Fence } from '../store/postgres/leases.js';
 import { recordReload, reloadsSince, sessionsBoundToOtherPolicy } from '../store/postgres/policy-reloads.js';
-import type { GatewayChainSink } from './records.js';
+import { type GatewayChainSink, refuseReload } from './records.js';
 
 /** Sessions whose bound policy hash is remembered; past this the oldest is forgotten (read again). */
 const MAX_REMEMBERED = 10_000;
@@ -203,28 +201,8 @@ export class ReplicaReloads {
     };
   }
 
-  private async refuse(operatorId: string, e: ReloadRefusedError): Promise<never> {
-    try {
-      await this.d.chain.appendAwaited(GATEWAY_CHAIN_ID, {
-        entry_type: 'policy_reload_refused',
-        disposition: 'refused',
-        error_code: 'POLICY_RELOAD_REFUSED',
-        detail: {
-          operator_id: operatorId,
-          reason: e.reason,
-          bundle_hash: e.bundleHash,
-          message: e.message.slice(0, 300),
-          diagnostics: e.diagnostics.slice(0, 20),
-        },
-      });
-    } catch (err) {
-      this.d.log.error({ err: (err as Error).message }, 'could not record a refused reload');
-    }
-    throw new CmcpError('POLICY_RELOAD_REFUSED', e.message.slice(0, 300), {
-      reason: e.reason,
-      bundle_hash: e.bundleHash,
-      diagnostics: e.diagnostics.slice(0, 20),
-    });
+  private refuse(operatorId: string, e: ReloadRefusedError): Promise<never> {
+    return refuseReload(this.d.chain, this.d.log, operatorId, e);
   }
 }
 
