@@ -282,6 +282,16 @@ export function insertClaim(
  * serialising every transcript line again in one piece.
  */
 export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer | readonly Buffer[]): Buffer {
+  return Buffer.concat(claimPieces(claim, transcript));
+}
+
+/**
+ * {@link claimBytes} as the pieces to be joined, in order (the text before the transcript, the
+ * transcript's pieces, the text after it), for a caller that copies them a slice at a time
+ * (claim/sign.ts): a 10,000-call claim is ~1.5 MB, and copying it into fresh memory costs
+ * ~1.2–2 ms of page faults in one go.
+ */
+export function claimPieces(claim: UnsignedClaim | Claim, transcript: Buffer | readonly Buffer[]): Buffer[] {
   const placeholder = `cmcp-transcript-${randomUUID()}`;
   // Every member but the transcript, which is not read (it may be parsed only when read).
   const rest: Record<string, unknown> = { transcript: placeholder };
@@ -290,12 +300,12 @@ export function claimBytes(claim: UnsignedClaim | Claim, transcript: Buffer | re
   const text = canonicalJson(rest);
   const quoted = JSON.stringify(placeholder);
   const at = text.indexOf(quoted);
-  if (at < 0 || text.indexOf(quoted, at + 1) >= 0) return Buffer.from(canonicalJson(claim), 'utf8');
-  return Buffer.concat([
+  if (at < 0 || text.indexOf(quoted, at + 1) >= 0) return [Buffer.from(canonicalJson(claim), 'utf8')];
+  return [
     Buffer.from(text.slice(0, at), 'utf8'),
     ...(Buffer.isBuffer(transcript) ? [transcript] : transcript),
     Buffer.from(text.slice(at + quoted.length), 'utf8'),
-  ]);
+  ];
 }
 
 /** The stored claim of a session, exactly as signed, or undefined. */

@@ -11,9 +11,10 @@ import { ChainSummary } from '../claim/build.js';
 /**
  * Longest stretch one slice holds the event loop before yielding, milliseconds: with the page
  * that ends it and the other work of the same turn (a probe, a call), a slice stays within the
- * ~3 ms a close may hold the loop (issue 11 item 7; 5 ms slices of 100 entries held it 6–8 ms).
+ * ~3 ms a close may hold the loop with a young-generation scavenge in it (issue 11 item 7; 5 ms
+ * slices of 100 entries held it 6–8 ms; 1 ms slices left less room for a ~1–2 ms scavenge).
  */
-export const SLICE_MS = 1;
+export const SLICE_MS = 0.5;
 
 /** Entries read per page: ~0.3 ms of reading and parsing for ~1 KB entries. */
 const PAGE_ENTRIES = 25;

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { type ChainSummary, issueClaim, issueClaimFrom, storedClaim } from '../claim/build.js';
 import { type ClaimTextPieces, storedClaimPieces } from '../claim/parts.js';
-import { signingKey } from '../claim/sign.js';
+import { warmClaimSigning } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { prepared } from '../store/statements.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
@@ -61,10 +61,7 @@ export class SessionService {
     batchLimit = DEFAULT_BATCH_LIMIT,
   ) {
     this.binder = new BindingBatcher(provider, key.thumbprint, batchLimit);
-    // The key's WebCrypto form for closes (claim/sign.ts), made now rather than at the first close.
-    signingKey(key.privateKey).catch((e) =>
-      log.error({ err: (e as Error).message }, 'gateway key not usable by WebCrypto'),
-    );
+    warmClaimSigning(); // the thread closes sign on (claim/sign.ts)
   }
 
   /** Sessions opened while a quote is in flight share the next one (docs/spec/binding.md#batched-bindings). */
@@ -296,7 +293,7 @@ export class SessionService {
    * switch, a policy reload (so no session's claim spans two policies), shutdown — without
    * holding the event loop (issue 11 items 6, 7): the sessions are made unusable at once
    * (SESSION_CLOSED; the default session is replaced), then closed through
-   * {@link closeAwaited}, yielding whenever ~1 ms of work has run (session/paged.ts SLICE_MS).
+   * {@link closeAwaited}, yielding whenever ~0.5 ms of work has run (session/paged.ts SLICE_MS).
    * @returns the closed sessions with the sequence of each claim.
    */
   closeOpenInBatches(
@@ -318,7 +315,7 @@ export class SessionService {
     return this.closeInBatches(rows, reason);
   }
 
-  /** Marks `rows` unusable now, then closes them, yielding after each ~1 ms of work. */
+  /** Marks `rows` unusable now, then closes them, yielding after each ~0.5 ms of work. */
   private async closeInBatches(
     rows: { session_id: string; agent_id: string }[],
     reason: string,
