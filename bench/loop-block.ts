@@ -9,11 +9,11 @@
  * every run's longest stall at most {@link GOAL_MS} — is judged on the CPU time; the machine's
  * load average is reported beside it.
  *
- *   node dist/bench/loop-block.js [--runs 20] [--entries 10000]     (alone)
- *   npm run bench -- --loop-block [--quick]                         (from bench/run.ts)
+ *   node dist/bench/loop-block.js [--runs 20] [--entries 10000] [--out FILE]   (alone)
+ *   npm run bench -- --loop-block [--quick]     (bench/run.ts: this file in a process of its own)
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -139,8 +139,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const opts = new Command('loop-block')
     .option('--runs <n>', 'closes and exports measured', count, 20)
     .option('--entries <n>', 'tool_call entries per session', count, LONG_SESSION_ENTRIES)
+    .option('--out <file>', 'write the result as JSON to this file')
     .parse()
-    .opts<{ runs: number; entries: number }>();
+    .opts<{ runs: number; entries: number; out?: string }>();
   const r = await runLoopBlockBench(opts);
+  if (opts.out) writeFileSync(opts.out, `${JSON.stringify(r, null, 2)}\n`);
   process.exit(r.summary.close.verdict === 'MET' && r.summary.export.verdict === 'MET' ? 0 : 1);
 }
