@@ -12,7 +12,7 @@ import { sha256Hex } from '@cmcp/verify/format/canonical';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { immediate } from '../src/store/db.js';
 import { startClient } from './client-process.js';
-import { measureStall, type Stall } from './stall.js';
+import { measureStall, type Stall, type StallProbe } from './stall.js';
 
 /** Entries a long session holds (the length issue 11 measured at ~1 s of blocking close). */
 export const LONG_SESSION_ENTRIES = 10_000;
@@ -92,6 +92,7 @@ export async function closeRemotely(
   agent: LongSessionAgent,
   sid: string,
   answerFile: string,
+  probe: StallProbe = 'timer',
 ): Promise<ClosedRemotely> {
   const client = await startClient<{ status: number; probes: number }>(
     `const base = ${JSON.stringify(gw.url)};
@@ -105,7 +106,7 @@ export async function closeRemotely(
     process.stdout.write(JSON.stringify({ status: r.status, probes }));`,
   );
   fullGc();
-  const { value, stall } = await measureStall(() => client.go());
+  const { value, stall } = await measureStall(() => client.go(), probe);
   return { ...value, stall };
 }
 
@@ -126,6 +127,7 @@ export async function exportRemotely(
   agent: LongSessionAgent,
   sid: string,
   file: string,
+  probe: StallProbe = 'timer',
 ): Promise<ExportedRemotely> {
   const client = await startClient<{ status: number; bytes: number }>(
     `const r = await fetch(${JSON.stringify(`${gw.url}/sessions/${sid}/audit`)}, { headers: { authorization: ${JSON.stringify(`Bearer ${agent.token}`)} } });
@@ -135,6 +137,6 @@ export async function exportRemotely(
     process.stdout.write(JSON.stringify({ status: r.status, bytes }));`,
   );
   fullGc();
-  const { value, stall } = await measureStall(() => client.go());
+  const { value, stall } = await measureStall(() => client.go(), probe);
   return { ...value, stall };
 }

@@ -44,8 +44,21 @@ export const cpuNow = (): number => {
   return (ts.tv_sec ?? 0) * 1000 + (ts.tv_nsec ?? 0) / 1e6;
 };
 
+/**
+ * How the loop is probed. `timer`: a 1 ms interval; a gap between its ticks spans every turn of
+ * the loop run meanwhile, so on a busy loop its CPU counts up to ~1 ms of the interval itself
+ * besides the turn that held the tick. `turn`: a chain of immediates, one per iteration of the
+ * loop, so a gap is exactly one iteration (every callback it ran): the longest time the loop was
+ * held. The chain keeps the loop from sleeping in its poll, so the main thread is always
+ * running: only the `turn` gaps' CPU, not the process's, is meaningful under it.
+ */
+export type StallProbe = 'timer' | 'turn';
+
 /** Runs `work` with the probe on (the probe ticks once before `work` starts). */
-export async function measureStall<T>(work: () => Promise<T> | T): Promise<{ value: T; stall: Stall }> {
+export async function measureStall<T>(
+  work: () => Promise<T> | T,
+  probe: StallProbe = 'timer',
+): Promise<{ value: T; stall: Stall }> {
   let wall = performance.now();
   let cpu = cpuNow();
   const stall: Stall = { wallMs: 0, cpuMs: 0 };
@@ -60,7 +73,14 @@ export async function measureStall<T>(work: () => Promise<T> | T): Promise<{ val
     wall = w;
     cpu = c;
   };
-  const timer = setInterval(tick, 1);
+  let spinning = true;
+  const spin = () => {
+    if (!spinning) return; // measuring has ended: what runs next is not the work's
+    tick();
+    setImmediate(spin);
+  };
+  const timer = probe === 'timer' ? setInterval(tick, 1) : undefined;
+  if (probe === 'turn') setImmediate(spin);
   const gcs: PerformanceEntry[] = [];
   const observer = process.env.STALL_TRACE
     ? new PerformanceObserver((l) => gcs.push(...l.getEntries()))
@@ -72,9 +92,11 @@ export async function measureStall<T>(work: () => Promise<T> | T): Promise<{ val
     // A stall at the end is seen once the timer ticks again.
     await new Promise((resolve) => setTimeout(resolve, 5));
     tick();
+    spinning = false;
     if (observer) traceWindow(stall, gcs);
     return { value, stall };
   } finally {
+    spinning = false;
     clearInterval(timer);
     observer?.disconnect();
   }
