@@ -201,14 +201,14 @@ function bounds(r: CompareResult): string {
   const sg1 = row('stdio', 1, 'supergateway');
   const s1 = row('stdio', 1, 'cmcp-full');
   lines.push(
-    `**Concurrency 1 (added p50 ≤ 0.5 ms, p99 ≤ 2 ms): missed by ${f(med(h1?.addedP50Ms) - 0.5)} ms at p50 over HTTP (${f(med(s1?.addedP50Ms) - 0.5)} over stdio).** With one caller nothing overlaps: a call's added latency is the gateway's own work on it, end to end. That work is ${f(med(h1?.cpuPerCallUs), 0)} µs of gateway CPU per call over HTTP (min ${f(h1?.cpuPerCallUs.min ?? Number.NaN, 0)}), ${f(med(s1?.cpuPerCallUs), 0)} over stdio, against ${f(med(d1?.cpuPerCallUs), 0)} µs that the upstream itself spends on the call (the direct row): cmcp is an MCP server to the client and an MCP client to the upstream, each on the same stack as that upstream, so its CPU per call cannot be below about twice the upstream's before any evidence or policy. On top of it come two commits that cannot overlap: the attempt record must be durable before the upstream is called and the terminal entry before the answer is sent (issue 11 item 1, synchronous=FULL), at p50 ${f(commit)} ms each on this disk. The lightest peer shows the same floor: supergateway, which keeps no record and checks no policy, adds ${f(med(sg1?.addedP50Ms), 3)} ms at p50 over stdio by itself.`,
+    `**Concurrency 1 (added p50 ≤ 0.5 ms, p99 ≤ 2 ms): missed by ${f(med(h1?.addedP50Ms) - 0.5)} ms at p50 over HTTP (${f(med(s1?.addedP50Ms) - 0.5)} over stdio).** With one caller nothing overlaps: a call's added latency is the gateway's own work on it, end to end. That work is ${f(med(h1?.cpuPerCallUs), 0)} µs of gateway CPU per call over HTTP (min ${f(h1?.cpuPerCallUs.min ?? Number.NaN, 0)}), ${f(med(s1?.cpuPerCallUs), 0)} over stdio, against ${f(med(d1?.cpuPerCallUs), 0)} µs that the upstream itself spends on the call (the direct row): cmcp is an MCP server to the client and an MCP client to the upstream, each on the same stack as that upstream, so its CPU per call cannot be below about twice the upstream's before any evidence or policy. On top of it come two commits that cannot overlap: the attempt record must be durable before the upstream is called and the terminal entry before the answer is sent (issue 11 item 1, synchronous=FULL), at p50 ${f(commit)} ms each on this disk. The lightest peer shows the same floor: supergateway, which keeps no record and checks no policy, adds ${f(med(sg1?.addedP50Ms), 3)} ms at p50 over stdio by itself.${profileShares('current-http-c1')}`,
   );
   const h64 = row('http', 64, 'cmcp-full');
   const l64 = row('http', 64, 'cmcp-light');
   const d64 = row('http', 64, 'direct');
   const busy = (x: typeof h64) => (med(x?.callsPerSecond) * med(x?.cpuPerCallUs)) / 1e6;
   lines.push(
-    `**Concurrency 64 over HTTP (≥ 50 % of direct): ${f(med(h64?.throughputRatio) * 100, 0)} %, missed by ${f(50 - med(h64?.throughputRatio) * 100, 0)} points.** The gateway's one event-loop thread spends ${f(med(h64?.cpuPerCallUs), 0)} µs of CPU per call (min ${f(h64?.cpuPerCallUs.min ?? Number.NaN, 0)}); at ${f(med(h64?.callsPerSecond), 0)} calls/s that is ${f(busy(h64), 2)} of a core, while the client and the upstream take the rest of the two cores. cmcp light, at ${f(med(l64?.cpuPerCallUs), 0)} µs per call, reaches ${f(med(l64?.throughputRatio) * 100, 0)} %: 50 % of direct (${f(med(d64?.callsPerSecond) / 2, 0)} calls/s here) needs cmcp full at or below light's CPU per call. Where the full profile's extra time goes is in the profile below: Cedar, the store's transactions, the per-request log line, the HTTP server and the upstream client.`,
+    `**Concurrency 64 over HTTP (≥ 50 % of direct): ${f(med(h64?.throughputRatio) * 100, 0)} %, missed by ${f(50 - med(h64?.throughputRatio) * 100, 0)} points.** The gateway's one event-loop thread spends ${f(med(h64?.cpuPerCallUs), 0)} µs of CPU per call (min ${f(h64?.cpuPerCallUs.min ?? Number.NaN, 0)}); at ${f(med(h64?.callsPerSecond), 0)} calls/s that is ${f(busy(h64), 2)} of a core, while the client and the upstream take the rest of the two cores. cmcp light, at ${f(med(l64?.cpuPerCallUs), 0)} µs per call, reaches ${f(med(l64?.throughputRatio) * 100, 0)} %: 50 % of direct (${f(med(d64?.callsPerSecond) / 2, 0)} calls/s here) needs cmcp full at or below light's CPU per call. Where the full profile's extra time goes is in the profile below: Cedar, the store's transactions, the per-request log line, the HTTP server and the upstream client.${profileShares('current-http-c64')}`,
   );
   const sg64 = row('stdio', 64, 'supergateway');
   const f64 = row('stdio', 64, 'cmcp-full');
@@ -227,6 +227,23 @@ function bounds(r: CompareResult): string {
       );
   }
   return lines.join('\n\n');
+}
+
+/**
+ * One sentence on a saved profile (bench/results/profile-<label>.json): main-thread time per call
+ * inside SQLite transactions and inside cedar-wasm; empty when the profile is not saved.
+ */
+function profileShares(label: string): string {
+  const file = join(REPO_ROOT, 'bench', 'results', `profile-${label}.json`);
+  if (!existsSync(file)) return '';
+  const p = JSON.parse(readFileSync(file, 'utf8')) as {
+    calls: number;
+    busyMs: number;
+    sqliteShare: number;
+    wasmShare: number;
+  };
+  const perCall = (share: number) => f((share * p.busyMs * 1000) / p.calls, 0);
+  return ` In this build's CPU profile of the same cell ("${label}" below; the profiler slows the gateway, so read the split, not the totals), the main thread spends ${perCall(p.sqliteShare)} µs per call inside SQLite transactions (statements, COMMIT and the wait for its fsync) and ${perCall(p.wasmShare)} µs in cedar-wasm, of ${f((p.busyMs * 1000) / p.calls, 0)} µs busy.`;
 }
 
 /** The newest memory run (bench/results/memory-*.json from `npm run bench -- --memory`). */
@@ -379,7 +396,9 @@ function groupCommitSection(rel: (p: string) => string): string {
 /** The top-self-time (and total-time, when saved) tables of saved profiles (bench/results/profile-<label>.json). */
 function profileSections(): string {
   const parts: string[] = [];
-  for (const label of ['before', 'after']) {
+  // before/after: the builds either side of the CPU work; current-*: the build of the last stop,
+  // HTTP upstream, at the concurrencies the targets are set at (what bounds the misses above).
+  for (const label of ['before', 'after', 'current-http-c1', 'current-http-c64']) {
     const file = join(REPO_ROOT, 'bench', 'results', `profile-${label}.json`);
     if (!existsSync(file)) continue;
     const p = JSON.parse(readFileSync(file, 'utf8')) as { summary: string; top: string; topTotal?: string };
