@@ -181,13 +181,12 @@ function table(r: CompareResult, transport: string, tool: string): string {
 
 /**
  * What bounds cmcp full, by how much each target is missed, from this run's own numbers and the
- * saved profile (bench/results/profile-after.json): at concurrency 1 a call's added latency is
+ * saved profiles of this build (bench/results/profile-current-http-c{1,64}.json): at concurrency 1 a call's added latency is
  * the gateway's serial work (its CPU per call and its commits); at concurrency 64 the gateway's
  * one event-loop thread shares the machine's two cores with the client and the upstream, so
  * calls/s follows CPU per call.
  */
 function bounds(r: CompareResult): string {
-  const file = join(REPO_ROOT, 'bench', 'results', 'profile-after.json');
   const fs = r.fsyncsPerCall;
   const row = (transport: string, c: number, subject: string) =>
     r.summary.find(
@@ -201,7 +200,7 @@ function bounds(r: CompareResult): string {
   const sg1 = row('stdio', 1, 'supergateway');
   const s1 = row('stdio', 1, 'cmcp-full');
   lines.push(
-    `**Concurrency 1 (added p50 ≤ 0.5 ms, p99 ≤ 2 ms): missed by ${f(med(h1?.addedP50Ms) - 0.5)} ms at p50 over HTTP (${f(med(s1?.addedP50Ms) - 0.5)} over stdio).** With one caller nothing overlaps: a call's added latency is the gateway's own work on it, end to end. That work is ${f(med(h1?.cpuPerCallUs), 0)} µs of gateway CPU per call over HTTP (min ${f(h1?.cpuPerCallUs.min ?? Number.NaN, 0)}), ${f(med(s1?.cpuPerCallUs), 0)} over stdio, against ${f(med(d1?.cpuPerCallUs), 0)} µs that the upstream itself spends on the call (the direct row): cmcp is an MCP server to the client and an MCP client to the upstream, each on the same stack as that upstream, so its CPU per call cannot be below about twice the upstream's before any evidence or policy. On top of it come two commits that cannot overlap: the attempt record must be durable before the upstream is called and the terminal entry before the answer is sent (issue 11 item 1, synchronous=FULL), at p50 ${f(commit)} ms each on this disk. The lightest peer shows the same floor: supergateway, which keeps no record and checks no policy, adds ${f(med(sg1?.addedP50Ms), 3)} ms at p50 over stdio by itself.${profileShares('current-http-c1')}`,
+    `**Concurrency 1 (added p50 ≤ 0.5 ms, p99 ≤ 2 ms): missed by ${f(med(h1?.addedP50Ms) - 0.5)} ms at p50 over HTTP (${f(med(s1?.addedP50Ms) - 0.5)} over stdio).** With one caller nothing overlaps: a call's added latency is the gateway's own work on it, end to end. That work is ${f(med(h1?.cpuPerCallUs), 0)} µs of gateway CPU per call over HTTP (min ${f(h1?.cpuPerCallUs.min ?? Number.NaN, 0)}), ${f(med(s1?.cpuPerCallUs), 0)} over stdio, against ${f(med(d1?.cpuPerCallUs), 0)} µs that the upstream itself spends on the call (the direct row): cmcp is an MCP server to the client and an MCP client to the upstream, each on the same stack as that upstream, so its CPU per call cannot be below about twice the upstream's before any evidence or policy. On top of it come two commits that cannot overlap: the attempt record must be durable before the upstream is called and the terminal entry before the answer is sent (issue 11 item 1, synchronous=FULL), each at least the ${f(commit)} ms at p50 that a 4 KB write and fdatasync take on this disk (a commit writes a call's pages to the WAL first). The lightest peer shows the same floor: supergateway, which keeps no record and checks no policy, adds ${f(med(sg1?.addedP50Ms), 3)} ms at p50 over stdio by itself.${profileShares('current-http-c1')}`,
   );
   const h64 = row('http', 64, 'cmcp-full');
   const l64 = row('http', 64, 'cmcp-light');
@@ -219,13 +218,6 @@ function bounds(r: CompareResult): string {
   lines.push(
     `Commits: cmcp full makes ${f(fs['cmcp-full/http'] ?? Number.NaN)} (HTTP) / ${f(fs['cmcp-full/stdio'] ?? Number.NaN)} (stdio) fsyncs per call at concurrency 16 and cmcp light ${f(fs['cmcp-light/http'] ?? Number.NaN)} / ${f(fs['cmcp-light/stdio'] ?? Number.NaN)}: group commit (store/group-commit.ts) lets the writes queued in one event-loop turn share one \`BEGIN IMMEDIATE\` transaction and one fsync (p50 ${f(commit)} ms, p90 ${f(r.diskFsyncMs.before.p90)} ms before the run, ${f(r.diskFsyncMs.after.median)} ms after), so once calls overlap the disk is not what bounds calls/s; its effect, off and on side by side, is in "Group commit" below (a separate run).`,
   );
-  if (existsSync(file)) {
-    const p = JSON.parse(readFileSync(file, 'utf8')) as { sqliteShare?: number; wasmShare?: number };
-    if (p.sqliteShare !== undefined)
-      lines.push(
-        `In the saved CPU profile of cmcp full under load (below, "after"), ${f(p.sqliteShare * 100, 0)} % of the main thread's busy time is inside better-sqlite3 transactions (the COMMIT and its fsync are native time charged to \`sqliteTransaction\`), and ${f((p.wasmShare ?? 0) * 100, 1)} % in cedar-wasm.`,
-      );
-  }
   return lines.join('\n\n');
 }
 
