@@ -5,7 +5,7 @@
  * without the worker and keep it under the limit with it: the worker's checkpoints copied the
  * pages, and the log restarted after them. Real SQLite files, a real worker thread.
  */
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout } from 'node:timers/promises';
@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
 import { openDatabase } from '../src/store/db.js';
 import { JOURNAL_SIZE_LIMIT_BYTES, startCheckpoints } from '../src/store/wal.js';
+import { cleanup, rest, startInProcess, writeConfig } from './harness/gateway.js';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -44,7 +45,7 @@ async function appendAll(withWorker: boolean, n: number): Promise<number> {
     expect(chain.entries(SESSION)).toHaveLength(n);
     return Math.max(maxWal, statSync(`${path}-wal`).size);
   } finally {
-    checkpoints.stop();
+    await checkpoints.stop();
     db.close();
   }
 }
@@ -58,4 +59,43 @@ describe('checkpoints in a worker thread', () => {
     expect(alone).toBeGreaterThan(2 * JOURNAL_SIZE_LIMIT_BYTES);
     expect(worker).toBeLessThan(JOURNAL_SIZE_LIMIT_BYTES);
   }, 120_000);
+});
+
+describe('stopping the checkpoint thread', () => {
+  it('resolves once its connection is closed: the next close is the last and removes the WAL', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-wal-stop-'));
+    dirs.push(dir);
+    const path = join(dir, 'cmcp.db');
+    const db = openDatabase(path);
+    const checkpoints = startCheckpoints(db, 20);
+    new AuditChain(db).append(SESSION, {
+      entry_type: 'session_open',
+      session_id: SESSION,
+      agent_id: 'a',
+      detail,
+    });
+    await setTimeout(100); // the thread has opened its connection and checkpointed
+    await checkpoints.stop();
+    db.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+  });
+});
+
+describe('closing a gateway', () => {
+  it('closes the checkpoint thread before its own connection: the WAL is gone once close resolves', async () => {
+    const cfg = await writeConfig();
+    try {
+      const gw = await startInProcess(cfg);
+      const opened = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
+      expect(opened.status).toBe(201);
+      expect(existsSync(`${cfg.dbPath}-wal`)).toBe(true);
+      await gw.close();
+      // The last connection's close checkpoints and removes the WAL: that must be the gateway's
+      // own, inside close, not the checkpoint thread's some time after it (a reader of the file
+      // after close saw the WAL vanish under it).
+      expect(existsSync(`${cfg.dbPath}-wal`)).toBe(false);
+    } finally {
+      cleanup(cfg.dir);
+    }
+  });
 });

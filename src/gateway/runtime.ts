@@ -448,7 +448,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       provider.close();
       instance.release();
       await tracing.shutdown();
-      checkpoints.stop();
+      await checkpoints.stop(); // its connection closed first: the WAL is gone when close resolves
       await storeWorker?.close();
       await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();

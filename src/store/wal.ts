@@ -33,8 +33,17 @@ export const CHECKPOINT_INTERVAL_MS = 250;
 export interface Checkpoints {
   /** One PASSIVE checkpoint now. @returns frames in the WAL and frames checkpointed. */
   tick(): { log: number; checkpointed: number };
-  stop(): void;
+  /**
+   * Stops the checkpoint thread and resolves once it has exited, its connection closed (so the
+   * caller's own close is the file's last: SQLite's final checkpoint and the WAL's removal happen
+   * there, before the gateway's close resolves); after {@link STOP_WAIT_MS} the thread is
+   * terminated instead.
+   */
+  stop(): Promise<void>;
 }
+
+/** How long {@link Checkpoints.stop} waits for the thread to exit before terminating it, ms. */
+const STOP_WAIT_MS = 2000;
 
 /**
  * Sets `journal_size_limit` and starts a PASSIVE checkpoint every `intervalMs` in a worker
@@ -50,10 +59,16 @@ export function startCheckpoints(db: Db, intervalMs = CHECKPOINT_INTERVAL_MS): C
   };
   const on = intervalMs > 0 && !db.memory && CHECKPOINT_WORKER_DEFAULT;
   const worker = on ? checkpointWorker(db.name, intervalMs) : null;
+  // Listened for from the start: a thread that already exited (an error) must not hang stop().
+  const exited = worker ? new Promise<void>((resolve) => worker.once('exit', () => resolve())) : null;
   return {
     tick,
-    stop() {
-      worker?.postMessage('stop');
+    async stop() {
+      if (!worker) return;
+      worker.postMessage('stop');
+      const late = setTimeout(() => void worker.terminate(), STOP_WAIT_MS);
+      await exited;
+      clearTimeout(late);
     },
   };
 }
