@@ -9,7 +9,7 @@ import { generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { claimBytes } from '../src/claim/build.js';
 import { signClaimOffLoop } from '../src/claim/sign.js';
-import { COPY_SLICE_BYTES, signOnThread } from '../src/claim/sign-thread.js';
+import { COPY_SLICE_BYTES, signOnThread, terminateSignThread } from '../src/claim/sign-thread.js';
 
 const { privateKey, publicKey } = generateKeyPairSync('ed25519');
 
@@ -25,7 +25,32 @@ function pieces(total: number): Buffer[] {
   return out;
 }
 
+/** Ref'd message ports of this process: a ref'd worker thread is one. */
+const refdPorts = () => process.getActiveResourcesInfo().filter((r) => r === 'MessagePort').length;
+
 describe('the claim signing thread', () => {
+  it('keeps no process alive while idle, and is held while a signature is owed', async () => {
+    const idle = refdPorts();
+    const p = pieces(8_000_000);
+    const signing = signOnThread(p, privateKey);
+    let held = false;
+    while (!held) {
+      held = refdPorts() > idle;
+      if (!held) await new Promise((r) => setImmediate(r));
+    }
+    expect((await signing).equals(sign(null, Buffer.concat(p), privateKey))).toBe(true);
+    expect(refdPorts()).toBe(idle);
+  });
+
+  it('a thread that dies while a signature is owed: the signature is asked again of a new one', async () => {
+    const idle = refdPorts();
+    const p = pieces(8_000_000);
+    const signing = signOnThread(p, privateKey);
+    while (refdPorts() === idle) await new Promise((r) => setImmediate(r)); // posted: owed now
+    await terminateSignThread();
+    expect((await signing).equals(sign(null, Buffer.concat(p), privateKey))).toBe(true);
+  });
+
   it('signs the joined pieces as node:crypto does, across slice boundaries, growing its buffer', async () => {
     for (const total of [1, 1000, COPY_SLICE_BYTES, 3 * COPY_SLICE_BYTES + 5, 1_600_000]) {
       const p = pieces(total);

@@ -9,6 +9,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { sha256Hex } from '@cmcp/verify/format/canonical';
+import { Agent, fetch as undiciFetch } from 'undici';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { immediate } from '../src/store/db.js';
 import { startClient } from './client-process.js';
@@ -35,15 +36,23 @@ export interface LongSessionAgent {
  * @throws Error when the gateway refuses to open the session.
  */
 export async function longSession(gw: Gateway, agent: LongSessionAgent, n: number): Promise<string> {
-  // A keep-alive socket the gateway closed while this process was busy (a long verification)
-  // is seen closed once the loop has run, and not reused for this request (ECONNRESET).
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const r = await fetch(`${gw.url}/sessions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${agent.token}`, 'content-type': 'application/json' },
-    body: '{}',
-  });
-  const opened = (await r.json()) as { session_id?: string };
+  // A connection of its own: a pooled keep-alive socket the gateway closed while this process
+  // was busy (the last fill, a long verification) could be reused for this request and reset
+  // (ECONNRESET, seen in a loaded CI run).
+  const own = new Agent({ pipelining: 0 });
+  let opened: { session_id?: string };
+  let r: Awaited<ReturnType<typeof undiciFetch>>;
+  try {
+    r = await undiciFetch(`${gw.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${agent.token}`, 'content-type': 'application/json' },
+      body: '{}',
+      dispatcher: own,
+    });
+    opened = (await r.json()) as { session_id?: string };
+  } finally {
+    await own.close();
+  }
   if (r.status !== 201 || !opened.session_id) throw new Error(`POST /sessions: ${r.status}`);
   const sid = opened.session_id;
   for (let from = 0; from < n; from += FILL_BATCH)

@@ -15,6 +15,12 @@ import { Worker } from 'node:worker_threads';
 /** Bytes copied into the shared buffer per turn of the loop (~0.05–0.3 ms). */
 export const COPY_SLICE_BYTES = 256 * 1024;
 
+/**
+ * How long one signature may take on the thread before the thread is taken for stuck and
+ * terminated, ms (a 1.5 MB text takes ~6 ms: this only bounds a thread that stopped answering).
+ */
+export const SIGN_TIMEOUT_MS = 10_000;
+
 interface Reply {
   id: number;
   signature?: Uint8Array;
@@ -31,11 +37,16 @@ let turn: Promise<unknown> = Promise.resolve();
 /**
  * Signs the concatenation of `pieces` with the Ed25519 private `key` on the signing thread,
  * copying the pieces into the shared buffer {@link COPY_SLICE_BYTES} per turn of the loop.
+ * A thread that exits, or does not answer within {@link SIGN_TIMEOUT_MS} (then it is terminated),
+ * is started again and the signature asked once more.
  * @returns the 64-byte signature (RFC 8032 §5.1.6).
- * @throws (rejects) Error when `key` is not an Ed25519 private key, or the thread failed.
+ * @throws (rejects) Error when `key` is not an Ed25519 private key, or the thread failed twice.
  */
 export function signOnThread(pieces: readonly Buffer[], key: KeyObject): Promise<Buffer> {
-  const run = turn.then(() => signNow(pieces, key));
+  // A thread that died (or was terminated as stuck) is started again for one more try.
+  const run = turn.then(() =>
+    signNow(pieces, key).catch((e) => (e instanceof ThreadFailed ? signNow(pieces, key) : Promise.reject(e))),
+  );
   turn = run.catch(() => undefined);
   return run;
 }
@@ -60,12 +71,35 @@ async function signNow(pieces: readonly Buffer[], key: KeyObject): Promise<Buffe
       }
     }
   const id = nextId++;
+  const w = thread();
   const signed = new Promise<Buffer>((resolve, reject) => pending.set(id, { resolve, reject }));
-  thread().postMessage({ id, shared, length, key });
-  return signed;
+  // Held (ref'd) only while a signature is owed: a process with nothing else to do exits, and a
+  // shutdown's close is not dropped because the thread was unref'd.
+  w.ref();
+  const stuck = globalThis.setTimeout(() => void w.terminate(), SIGN_TIMEOUT_MS);
+  stuck.unref();
+  try {
+    w.postMessage({ id, shared, length, key });
+    return await signed;
+  } finally {
+    clearTimeout(stuck);
+    if (pending.size === 0 && worker === w) w.unref();
+  }
 }
 
-/** Starts the signing thread if it is not running (unref'd: it keeps no process alive). */
+/**
+ * Ends the signing thread now (a signature owed is asked again of a new one; the next signature
+ * starts one): for a process that embeds gateways and wants no thread left, and for tests of
+ * a thread that dies.
+ */
+export async function terminateSignThread(): Promise<void> {
+  await worker?.terminate();
+}
+
+/** The signing thread exited (an error, or terminated as stuck) before it answered. */
+class ThreadFailed extends Error {}
+
+/** Starts the signing thread if it is not running (idle, it keeps no process alive). */
 export function startSignThread(): void {
   thread();
 }
@@ -73,7 +107,6 @@ export function startSignThread(): void {
 function thread(): Worker {
   if (worker) return worker;
   const w = new Worker(`(${signLoop.toString()})()`, { eval: true });
-  w.unref(); // an idle signing thread keeps no process alive
   w.on('message', (r: Reply) => {
     const p = pending.get(r.id);
     pending.delete(r.id);
@@ -82,11 +115,14 @@ function thread(): Worker {
   });
   const fail = (e: Error) => {
     if (worker === w) worker = null;
-    for (const p of pending.values()) p.reject(new Error(`claim signing thread failed: ${e.message}`));
+    for (const p of pending.values()) p.reject(new ThreadFailed(`claim signing thread failed: ${e.message}`));
     pending.clear();
   };
   w.on('error', fail);
   w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
+  // After the listeners: adding a 'message' listener refs the worker again. Idle, it keeps no
+  // process alive.
+  w.unref();
   worker = w;
   return w;
 }

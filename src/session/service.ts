@@ -28,6 +28,9 @@ export type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRo
 /** Agents whose default session {@link SessionService} remembers at once (then it starts over). */
 const MAX_REMEMBERED_DEFAULTS = 10_000;
 
+/** Tries per session of a batch close (a block, a reload, start-up, shutdown) before it is left unusable. */
+const BATCH_CLOSE_TRIES = 3;
+
 export class SessionService {
   /** Serialises default-session resolution per agent (creation and rotation). */
   private readonly defaultLocks = new Map<string, Promise<unknown>>();
@@ -315,7 +318,10 @@ export class SessionService {
     return this.closeInBatches(rows, reason);
   }
 
-  /** Marks `rows` unusable now, then closes them, yielding after each ~0.5 ms of work. */
+  /**
+   * Marks `rows` unusable now, then closes them, yielding after each ~0.5 ms of work; a close
+   * that fails {@link BATCH_CLOSE_TRIES} times is logged and its session left unusable.
+   */
   private async closeInBatches(
     rows: { session_id: string; agent_id: string }[],
     reason: string,
@@ -325,13 +331,23 @@ export class SessionService {
     const slice = new LoopSlice();
     for (const r of rows) {
       await slice.pause();
-      try {
-        const c = await this.closeAwaited(r.agent_id, r.session_id, reason, slice);
-        out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
-      } catch (e) {
-        this.log.error({ session_id: r.session_id, err: (e as Error).message }, 'could not close session');
-      } finally {
-        this.closing.delete(r.session_id);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const c = await this.closeAwaited(r.agent_id, r.session_id, reason, slice);
+          out.push({ session_id: r.session_id, agent_id: r.agent_id, claim_sequence: c.claim_sequence });
+          this.closing.delete(r.session_id);
+          break;
+        } catch (e) {
+          if (attempt < BATCH_CLOSE_TRIES) continue; // a transient failure (the signing thread restarts)
+          // It stays unusable here (SESSION_CLOSED): a session a reload or a block meant to end
+          // must not take calls under a policy its claim would not name. A close of it later
+          // (POST /sessions/{id}/close, shutdown) still issues its claim.
+          this.log.error(
+            { session_id: r.session_id, err: (e as Error).message, tries: attempt },
+            'could not close session; it stays unusable',
+          );
+          break;
+        }
       }
     }
     return out;
