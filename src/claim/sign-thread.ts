@@ -45,7 +45,7 @@ let turn: Promise<unknown> = Promise.resolve();
 export function signOnThread(pieces: readonly Buffer[], key: KeyObject): Promise<Buffer> {
   // A thread that died (or was terminated as stuck) is started again for one more try.
   const run = turn.then(() =>
-    signNow(pieces, key).catch((e) => (e instanceof ThreadFailed ? signNow(pieces, key) : Promise.reject(e))),
+    signNow(pieces, key).catch((e) => (threadFailures.has(e) ? signNow(pieces, key) : Promise.reject(e))),
   );
   turn = run.catch(() => undefined);
   return run;
@@ -96,8 +96,8 @@ export async function terminateSignThread(): Promise<void> {
   await worker?.terminate();
 }
 
-/** The signing thread exited (an error, or terminated as stuck) before it answered. */
-class ThreadFailed extends Error {}
+/** Rejections because the signing thread exited (an error, or terminated as stuck) before it answered. */
+const threadFailures = new WeakSet<object>();
 
 /** Starts the signing thread if it is not running (idle, it keeps no process alive). */
 export function startSignThread(): void {
@@ -115,7 +115,11 @@ function thread(): Worker {
   });
   const fail = (e: Error) => {
     if (worker === w) worker = null;
-    for (const p of pending.values()) p.reject(new ThreadFailed(`claim signing thread failed: ${e.message}`));
+    for (const p of pending.values()) {
+      const failed = new Error(`claim signing thread failed: ${e.message}`);
+      threadFailures.add(failed);
+      p.reject(failed);
+    }
     pending.clear();
   };
   w.on('error', fail);
