@@ -18,13 +18,13 @@
  */
 
 import { CmcpError, clip } from '@cmcp/verify/errors/index';
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import { fromB64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyBundle } from '../policy/bundle.js';
-import { bundleDetail } from '../policy/startup.js';
+import { reloadDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { SessionFacts, SessionService } from '../session/service.js';
 import { immediateAsync } from '../store/db.js';
@@ -130,15 +130,7 @@ export class OperatorControls implements OperatorApi {
       if (policy.engine.bundle !== previous) return null;
       const e = this.chain.append(GATEWAY_CHAIN_ID, {
         entry_type: 'policy_reload',
-        detail: {
-          ...bundleDetail(next),
-          previous_bundle_hash: previous.hash,
-          previous_version: previous.manifest.version,
-          operator_id: operatorId,
-          enforcement_mode: policy.mode,
-          signature,
-          bundle_files: Object.fromEntries([...files].map(([k, v]) => [k, b64u(v)])),
-        },
+        detail: reloadDetail(next, previous, { operatorId, enforcementMode: policy.mode, signature, files }),
       });
       policy.install(next);
       this.facts.policyBundleHash = next.hash;

@@ -16,11 +16,11 @@
  *   reloads, and a session still bound to another bundle is closed (a named one refused
  *   SESSION_CLOSED, a default one replaced).
  */
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import { fromB64u } from '@cmcp/verify/format/canonical';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { PolicyBundle } from '../policy/bundle.js';
-import { bundleDetail } from '../policy/startup.js';
+import { reloadDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
 import type { ReplicaSessionService } from '../session/replica-service.js';
 import type { SessionFacts, SessionRow } from '../session/types.js';
@@ -166,15 +166,7 @@ export class ReplicaReloads {
       this.d.fence,
       {
         entry_type: 'policy_reload',
-        detail: {
-          ...bundleDetail(next),
-          previous_bundle_hash: previous.hash,
-          previous_version: previous.manifest.version,
-          operator_id: operatorId,
-          enforcement_mode: policy.mode,
-          signature,
-          bundle_files: Object.fromEntries([...files].map(([k, v]) => [k, b64u(v)])),
-        },
+        detail: reloadDetail(next, previous, { operatorId, enforcementMode: policy.mode, signature, files }),
       },
       next.manifest.version,
     );

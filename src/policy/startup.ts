@@ -6,6 +6,7 @@
 
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
+import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
@@ -23,6 +24,32 @@ export function bundleDetail(b: PolicyBundle): Record<string, unknown> {
     description: b.manifest.description,
     files: b.files,
     policy_ids: Object.keys(b.policies),
+  };
+}
+
+/**
+ * The `policy_reload` detail (docs/spec/policy.md#operator-controls): the new bundle, the one it
+ * replaces, who reloaded it, and the signed files themselves (base64url), so that every replica
+ * and every later start can install the same bundle from the record.
+ */
+export function reloadDetail(
+  next: PolicyBundle,
+  previous: PolicyBundle,
+  r: {
+    operatorId: string;
+    enforcementMode: string;
+    signature: string | undefined;
+    files: Map<string, Buffer>;
+  },
+): Record<string, unknown> {
+  return {
+    ...bundleDetail(next),
+    previous_bundle_hash: previous.hash,
+    previous_version: previous.manifest.version,
+    operator_id: r.operatorId,
+    enforcement_mode: r.enforcementMode,
+    signature: r.signature,
+    bundle_files: Object.fromEntries([...r.files].map(([k, v]) => [k, b64u(v)])),
   };
 }
 
