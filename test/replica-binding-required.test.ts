@@ -9,28 +9,19 @@
  * still served through replica 1.
  * Needs the build (dist/).
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
+import type { PostgresInstance } from '../testing/postgres.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
-import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import {
-  type ChildGateway,
-  cleanup,
-  freePort,
-  REPO_ROOT,
-  rest,
-  rpc,
-  startChild,
-  writeConfig,
-} from './harness/gateway.js';
+import type { CountingServer } from './fixtures/counting-server.js';
+import { type ChildGateway, freePort, rest, rpc, startChild, writeConfig } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
+import { startReplicaBackend, stopReplicaBackend } from './harness/replicas.js';
 
 const withPostgres = hasPostgres();
-const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 let server: PostgresInstance | null = null;
 let url = '';
 let admin: pg.Pool;
@@ -58,12 +49,7 @@ async function replica(id: string, tcti: string): Promise<ChildGateway> {
 
 beforeAll(async () => {
   if (!withPostgres) return;
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
-  server = await startPostgres();
-  url = await createDatabase(server, 'tier_1');
-  admin = new pg.Pool({ connectionString: url, max: 2 });
-  admin.on('error', () => undefined);
-  up = await startCountingServer();
+  ({ server, url, admin, up } = await startReplicaBackend('tier_1'));
   for (const id of ['t0', 't1']) {
     const sw = await startSwtpm();
     tpms.push(sw);
@@ -73,10 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const r of replicas) await r.stop('SIGKILL');
   for (const t of tpms) await t.stop();
-  await up?.close();
-  await admin?.end();
-  await server?.stop();
-  for (const d of dirs) cleanup(d);
+  await stopReplicaBackend({ server: server ?? undefined, admin, up }, [], dirs);
 });
 
 describe.skipIf(!withPostgres)('cmcp start on PostgreSQL with minimum_tier: tpm', () => {

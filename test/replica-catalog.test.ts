@@ -12,19 +12,18 @@
  *   at a lower level before; another session is not.
  * Needs the build (dist/).
  */
-import { cpSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { definitionHash, loadCatalogFile, snapshotCatalog } from '../src/catalog/catalog.js';
-import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
-import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import type { PostgresInstance } from '../testing/postgres.js';
+import type { CountingServer } from './fixtures/counting-server.js';
 import {
   type ChildGateway,
-  cleanup,
   freePort,
   REPO_ROOT,
   rest,
@@ -33,9 +32,9 @@ import {
   writeConfig,
 } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
+import { startReplicaBackend, stopReplicaBackend } from './harness/replicas.js';
 
 const withPostgres = hasPostgres();
-const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 let server: PostgresInstance | null = null;
 let url = '';
 let admin: pg.Pool;
@@ -76,12 +75,7 @@ async function liveTools() {
 
 beforeAll(async () => {
   if (!withPostgres) return;
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
-  server = await startPostgres();
-  url = await createDatabase(server, 'catalog_1');
-  admin = new pg.Pool({ connectionString: url, max: 2 });
-  admin.on('error', () => undefined);
-  up = await startCountingServer();
+  ({ server, url, admin, up } = await startReplicaBackend('catalog_1'));
   const dir = mkdtempSync(join(tmpdir(), 'cmcp-replica-cat-'));
   dirs.push(dir);
   // `big` secret, `fail` not pinned, `rich` pinned with a definition the upstream does not list.
@@ -110,11 +104,7 @@ beforeAll(async () => {
   catalogHash = loadCatalogFile(catalogFile).hash;
 }, 90_000);
 afterAll(async () => {
-  for (const r of replicas) await r.stop('SIGKILL');
-  await up?.close();
-  await admin?.end();
-  await server?.stop();
-  for (const d of dirs) cleanup(d);
+  await stopReplicaBackend({ server: server ?? undefined, admin, up }, replicas, dirs);
 });
 
 function call(at: ChildGateway, id: number, name: string, args: Record<string, unknown>, cmcp: object) {

@@ -13,18 +13,17 @@
  *   reload yet is decided by v3: they read the recorded reloads first.
  * Needs the build (dist/).
  */
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';
-import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
-import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import type { PostgresInstance } from '../testing/postgres.js';
+import type { CountingServer } from './fixtures/counting-server.js';
 import {
   type ChildGateway,
-  cleanup,
   freePort,
   REPO_ROOT,
   rest,
@@ -33,9 +32,9 @@ import {
   writeConfig,
 } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
+import { startReplicaBackend, stopReplicaBackend } from './harness/replicas.js';
 
 const withPostgres = hasPostgres();
-const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 const key = generatePolicyKey();
 const otherKey = generatePolicyKey();
 let server: PostgresInstance | null = null;
@@ -90,22 +89,13 @@ async function replica(id: string): Promise<ChildGateway> {
 
 beforeAll(async () => {
   if (!withPostgres) return;
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
-  server = await startPostgres();
-  url = await createDatabase(server, 'reload_1');
-  admin = new pg.Pool({ connectionString: url, max: 2 });
-  admin.on('error', () => undefined);
-  up = await startCountingServer();
+  ({ server, url, admin, up } = await startReplicaBackend('reload_1'));
   v1 = bundle(1, false);
   v2 = bundle(2, true);
   for (const id of ['p0', 'p1']) replicas.push(await replica(id));
 }, 90_000);
 afterAll(async () => {
-  for (const r of replicas) await r.stop('SIGKILL');
-  await up?.close();
-  await admin?.end();
-  await server?.stop();
-  for (const d of dirs) cleanup(d);
+  await stopReplicaBackend({ server: server ?? undefined, admin, up }, replicas, dirs);
 });
 
 const op = (at: ChildGateway, method: string, path: string, b?: unknown) =>

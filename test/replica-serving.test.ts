@@ -21,19 +21,18 @@
  * Needs the build (dist/).
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashBundleDir } from '../src/policy/bundle.js';
-import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
-import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import type { PostgresInstance } from '../testing/postgres.js';
+import type { CountingServer } from './fixtures/counting-server.js';
 import {
   type ChildGateway,
-  cleanup,
   freePort,
   REPO_ROOT,
   rest,
@@ -42,11 +41,12 @@ import {
   writeConfig,
 } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
+import { REPLICA_CLI, startReplicaBackend, stopReplicaBackend } from './harness/replicas.js';
 
 const withPostgres = hasPostgres();
 const TTL_MS = 2000;
 const RENEW_MS = 400;
-const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
+const CLI = REPLICA_CLI; // `cmcp executions` runs it too
 let server: PostgresInstance | null = null;
 let url = '';
 let admin: pg.Pool;
@@ -82,12 +82,7 @@ async function replica(id: string): Promise<ChildGateway> {
 
 beforeAll(async () => {
   if (!withPostgres) return;
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
-  server = await startPostgres();
-  url = await createDatabase(server, 'serving_1');
-  admin = new pg.Pool({ connectionString: url, max: 2 });
-  admin.on('error', () => undefined);
-  up = await startCountingServer();
+  ({ server, url, admin, up } = await startReplicaBackend('serving_1'));
   policyDir = mkdtempSync(join(tmpdir(), 'cmcp-replica-policy-'));
   dirs.push(policyDir);
   for (const f of ['schema.cedarschema', 'manifest.json'])
@@ -100,14 +95,7 @@ beforeAll(async () => {
   for (const id of ['r0', 'r1', 'r2']) replicas.push(await replica(id));
 }, 90_000);
 afterAll(async () => {
-  for (const r of replicas) {
-    r.proc.kill('SIGCONT');
-    await r.stop('SIGKILL');
-  }
-  await up?.close();
-  await admin?.end();
-  await server?.stop();
-  for (const d of dirs) cleanup(d);
+  await stopReplicaBackend({ server: server ?? undefined, admin, up }, replicas, dirs);
 });
 
 /** An error body (docs/errors.md). */
