@@ -9,7 +9,7 @@
  * each repetition, all processes started once (an idle replica keeps renewing its lease).
  * Latency is taken at the client; the driver runs in this process, on the same cores.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,7 @@ import {
 } from '../testing/postgres.js';
 import { postgresReplicaConfig, ReplicaSet } from '../testing/replicas.js';
 import { quantile } from './compare/measure.js';
+import { spawnListening } from './listening.js';
 import { REPO_ROOT } from './load/profile.js';
 
 export interface ReplicasBenchOptions {
@@ -79,22 +80,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The comparison's HTTP upstream in its own process; resolves once it prints its port. */
 async function startUpstream(): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, [UPSTREAM, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<number>((ok, fail) => {
-    let out = '';
-    const t = setTimeout(() => fail(new Error('bench upstream did not start in 30 s')), 30_000);
-    proc.once('exit', (c) => fail(new Error(`bench upstream exited ${c}`)));
-    proc.stdout?.on('data', (d) => {
-      out += d;
-      const m = /listening (\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        ok(Number(m[1]));
-      }
-    });
-  });
-  proc.removeAllListeners('exit');
-  proc.stdout?.resume();
+  const { proc, port } = await spawnListening(process.execPath, [UPSTREAM, 'http']);
   return { proc, url: `http://127.0.0.1:${port}/mcp` };
 }
 

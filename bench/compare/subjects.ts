@@ -25,6 +25,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { stringify } from 'yaml';
 import { provisionSwtpm, startSwtpm } from '../../testing/swtpm.js';
+import { spawnListening } from '../listening.js';
 import { REPO_ROOT } from '../load/profile.js';
 
 export type Transport = 'http' | 'stdio';
@@ -101,26 +102,8 @@ function spawnLogged(
   return child;
 }
 
-/** Spawns a child that prints `listening <port>` and resolves that port. */
-async function spawnListening(env: Env, args: string[]): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(env.node, args, { stdio: ['ignore', 'pipe', 'inherit'], env: probeEnv(env) });
-  const port = await new Promise<number>((ok, fail) => {
-    let out = '';
-    const t = setTimeout(() => fail(new Error(`${args[0]} did not start in 30 s`)), 30_000);
-    proc.once('exit', (c) => fail(new Error(`${args[0]} exited ${c}: ${out}`)));
-    proc.stdout?.on('data', (d) => {
-      out += d;
-      const m = /listening (\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        ok(Number(m[1]));
-      }
-    });
-  });
-  proc.removeAllListeners('exit');
-  proc.stdout?.resume();
-  return { proc, port };
-}
+/** A bench child that prints `listening <port>` (bench/listening.ts), with the probe's environment. */
+const listening = (env: Env, args: string[]) => spawnListening(env.node, args, probeEnv(env));
 
 /** Polls `url` until it answers; @throws when `proc` exits or 30 s pass. */
 export async function waitHttp(
@@ -293,7 +276,7 @@ export async function startFleet(env: Env, only?: ('cmcp-light' | 'cmcp-full')[]
     for (const s of stops.splice(0).reverse()) await s().catch(() => undefined);
   };
   try {
-    const up = await spawnListening(env, [UPSTREAM, 'http']);
+    const up = await listening(env, [UPSTREAM, 'http']);
     stops.push(() => stopProc(up.proc));
     const upstreamUrl = `http://127.0.0.1:${up.port}/mcp`;
     const cmcp = {} as Fleet['cmcp'];
@@ -363,7 +346,7 @@ export async function connectSubject(
     return done(t.pid ?? undefined, client, caller(client, '', null));
   }
   if (name === 'tcp-relay') {
-    const relay = await spawnListening(env, [
+    const relay = await listening(env, [
       join(DIST, 'bench', 'compare', 'tcp-relay.js'),
       String(fleet.upstreamHttp.port),
     ]);

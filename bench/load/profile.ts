@@ -15,6 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { provisionSwtpm, type SwtpmInstance, startSwtpm } from '../../testing/swtpm.js';
+import { spawnListening } from '../listening.js';
 
 /** The repository root (this file runs from bench/load or dist/bench/load). */
 export const REPO_ROOT = (() => {
@@ -82,24 +83,7 @@ function waitExit(child: ChildProcess, ms: number): Promise<void> {
 
 /** Starts the HTTP upstream child and resolves its MCP URL once it listens. */
 async function startEverythingHttp(node: string): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(node, [join(DIST, 'bench', 'load', 'everything-http.js')], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<number>((ok, fail) => {
-    let out = '';
-    const t = setTimeout(() => fail(new Error('HTTP upstream did not start in 30 s')), 30_000);
-    proc.once('exit', (c) => fail(new Error(`HTTP upstream exited ${c}: ${out}`)));
-    proc.stdout?.on('data', (d) => {
-      out += d;
-      const m = /listening (\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        ok(Number(m[1]));
-      }
-    });
-  });
-  proc.removeAllListeners('exit');
-  proc.stdout?.resume();
+  const { proc, port } = await spawnListening(node, [join(DIST, 'bench', 'load', 'everything-http.js')]);
   return { proc, url: `http://127.0.0.1:${port}/mcp` };
 }
 
