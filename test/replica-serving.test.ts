@@ -20,7 +20,7 @@
  *   write fails its fence (LEASE_LOST) and its gate closes.
  * Needs the build (dist/).
  */
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,6 +109,26 @@ function call(at: ChildGateway, id: number, name: string, args: Record<string, u
     id,
     method: 'tools/call',
     params: { name, arguments: args, _cmcp: cmcp },
+  });
+}
+
+/**
+ * Runs the built CLI with `args` in a child and awaits it. Not spawnSync: a loop blocked here
+ * for seconds misses the replicas closing idle keep-alive sockets, and the next request goes
+ * out on a closed one ("other side closed"; C-EXEC-2 failed so in loaded CI runs).
+ */
+function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { encoding: 'utf8', env, timeout: 30_000 },
+      (err, stdout, stderr) =>
+        resolve({ status: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr }),
+    );
   });
 }
 
@@ -338,12 +358,8 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
       expect(r.body.result.isError).toBeFalsy();
     }
     const run = (...args: string[]) =>
-      spawnSync(process.execPath, [CLI, 'executions', ...args], {
-        encoding: 'utf8',
-        env: { ...process.env, CMCP_LOG_LEVEL: 'silent' },
-        timeout: 30_000,
-      });
-    const list = run('list', '--db', url, '--agent', 'alice', '--json');
+      runCli(['executions', ...args], { ...process.env, CMCP_LOG_LEVEL: 'silent' });
+    const list = await run('list', '--db', url, '--agent', 'alice', '--json');
     expect(list.status).toBe(0);
     const rows = JSON.parse(list.stdout) as { execution_id: string; owner: string; state: string }[];
     const stored = await admin.query(
@@ -352,16 +368,16 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     expect(rows).toEqual(stored.rows);
     for (const [i, owner] of ['r1', 'r2'].entries())
       expect(rows.find((x) => x.execution_id === ids[i])).toMatchObject({ owner, state: 'completed' });
-    const table = run('list', '--db', url, '--state', 'completed');
+    const table = await run('list', '--db', url, '--state', 'completed');
     expect(table.status).toBe(0);
     expect(table.stdout).toContain(ids[0]);
-    const show = run('show', '--db', url, '--agent', 'alice', ids[1] as string, '--json');
+    const show = await run('show', '--db', url, '--agent', 'alice', ids[1] as string, '--json');
     expect(show.status).toBe(0);
     expect(JSON.parse(show.stdout)).toEqual(stored.rows.find((x) => x.execution_id === ids[1]));
-    const missing = run('show', '--db', url, '--agent', 'bob', ids[1] as string);
+    const missing = await run('show', '--db', url, '--agent', 'bob', ids[1] as string);
     expect(missing.status).toBe(1);
     expect(missing.stderr).toContain('EXECUTION_NOT_FOUND');
-    const unreachable = run('list', '--db', 'postgres://cmcp:secret@127.0.0.1:1/cmcp');
+    const unreachable = await run('list', '--db', 'postgres://cmcp:secret@127.0.0.1:1/cmcp');
     expect(unreachable.status).toBe(2);
     expect(unreachable.stderr).toContain('DATABASE_UNAVAILABLE');
     expect(unreachable.stderr).not.toContain('secret');
@@ -429,10 +445,8 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
     const dir = dirs[0] as string;
     writeFileSync(join(dir, 'claim.json'), JSON.stringify(claim.body));
     writeFileSync(join(dir, 'bundle.json'), JSON.stringify(bundle.body));
-    const v = spawnSync(
-      process.execPath,
+    const v = await runCli(
       [
-        CLI,
         'verify',
         join(dir, 'claim.json'),
         '--audit',
@@ -441,7 +455,7 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
         'AAECAwQFBgc',
         '--json',
       ],
-      { encoding: 'utf8' },
+      process.env,
     );
     expect(v.status).toBe(0);
     const report = JSON.parse(v.stdout);
