@@ -144,7 +144,11 @@ describe('a database made with the old layout', () => {
   it('the paged export is the same JSON bundle as the one-read export', async () => {
     const db = openDatabase(freshPath());
     const chain = new AuditChain(db);
-    for (let i = 0; i < 250; i++) chain.append('s', { entry_type: 'tool_call', detail });
+    // Texts SQLite's json_object must escape exactly as a JSON string: quotes, backslashes,
+    // control characters, U+2028, a non-BMP character (the chain refuses lone surrogates).
+    const tricky = ['"q" \\ back', 'tab\t nl\n nul\u0000 bel\u0007 del\u007f', '\u2028 \u00e9 😀'];
+    for (let i = 0; i < 250; i++)
+      chain.append('s', { entry_type: 'tool_call', detail: { ...detail, text: tricky[i % tricky.length] } });
     let text = '';
     for await (const piece of chain.bundleJson('s', 's', 100)) text += piece;
     const paged = JSON.parse(text);
