@@ -9,7 +9,11 @@
  * at most {@link GOAL_MS} — is judged on the CPU time; the machine's load average is reported
  * beside it. Two probes, each over `runs` runs of its own: a 1 ms timer (its gaps on a busy loop
  * also hold up to ~1 ms of the interval itself, so it overstates the longest turn) and a chain of
- * immediates (one tick per iteration of the loop: the longest time the loop was held).
+ * immediates (one tick per iteration of the loop: the longest time the loop was held). Each run
+ * also records the GC pause inside each longest gap, and a baseline: the same probe while the
+ * close's client only probes /healthz for as long as the close took (no close, no export), so
+ * that a miss made by a scavenge or by a request's own turn can be told apart from one made by
+ * the close's or the export's work.
  *
  *   node dist/bench/loop-block.js [--runs 20] [--entries 10000] [--out FILE]   (alone)
  *   npm run bench -- --loop-block [--quick]     (bench/run.ts: this file in a process of its own)
@@ -29,6 +33,7 @@ import {
   LONG_SESSION_ENTRIES,
   type LongSessionAgent,
   longSession,
+  probeRemotely,
 } from '../testing/long-session.js';
 import type { Stall, StallProbe } from '../testing/stall.js';
 
@@ -43,9 +48,14 @@ export interface LoopBlockRun {
   load1: number;
   close: Stall;
   export: Stall;
+  /** The same probe with ordinary /healthz requests only, for as long as the close took. */
+  baseline: Stall;
 }
 
-type Summary = Record<'close' | 'export', { cpu: Dist; wall: Dist; met: number; verdict: 'MET' | 'MISSED' }>;
+type Op = 'close' | 'export' | 'baseline';
+
+/** Per operation: CPU in the longest gap, its GC pause, wall; MET when every run is ≤ the goal. */
+type Summary = Record<Op, { cpu: Dist; gc: Dist; wall: Dist; met: number; verdict: 'MET' | 'MISSED' }>;
 
 export interface LoopBlockResult {
   entries: number;
@@ -104,10 +114,12 @@ export async function runLoopBlockBench(o: { runs: number; entries?: number }): 
       if (closed.status !== 200) throw new Error(`close answered ${closed.status}`);
       const exported = await exportRemotely(gw, AGENT, sid, join(dir, 'bundle.json'), probe);
       if (exported.status !== 200) throw new Error(`export answered ${exported.status}`);
-      runs.push({ probe, load1, close: closed.stall, export: exported.stall });
-      const show = (s: Stall) => `cpu ${s.cpuMs.toFixed(2)} ms (wall ${s.wallMs.toFixed(2)})`;
+      const baseline = await probeRemotely(gw, closed.ms, probe);
+      runs.push({ probe, load1, close: closed.stall, export: exported.stall, baseline });
+      const show = (s: Stall) =>
+        `cpu ${s.cpuMs.toFixed(2)} ms (gc ${s.gcMs.toFixed(2)}, wall ${s.wallMs.toFixed(2)})`;
       console.log(
-        `run ${Math.floor(i / 2) + 1}/${o.runs} ${probe.padEnd(5)} (load ${load1}): close ${show(closed.stall)}, export ${show(exported.stall)}`,
+        `run ${Math.floor(i / 2) + 1}/${o.runs} ${probe.padEnd(5)} (load ${load1}): close ${show(closed.stall)}, export ${show(exported.stall)}, baseline ${show(baseline)}`,
       );
     }
   } finally {
@@ -116,17 +128,18 @@ export async function runLoopBlockBench(o: { runs: number; entries?: number }): 
   }
   const summarize = (probe: StallProbe): Summary => {
     const mine = runs.filter((r) => r.probe === probe);
-    const of = (op: 'close' | 'export') => {
+    const of = (op: Op) => {
       const cpu = mine.map((r) => r[op].cpuMs);
       const met = cpu.filter((v) => v <= GOAL_MS).length;
       return {
         cpu: dist(cpu),
+        gc: dist(mine.map((r) => r[op].gcMs)),
         wall: dist(mine.map((r) => r[op].wallMs)),
         met,
         verdict: met === mine.length ? ('MET' as const) : ('MISSED' as const),
       };
     };
-    return { close: of('close'), export: of('export') };
+    return { close: of('close'), export: of('export'), baseline: of('baseline') };
   };
   const summary = summarize('timer');
   const turns = summarize('turn');
@@ -138,10 +151,10 @@ export async function runLoopBlockBench(o: { runs: number; entries?: number }): 
     ['1 ms timer', summary],
     ['one loop iteration', turns],
   ] as const)
-    for (const op of ['close', 'export'] as const) {
+    for (const op of ['close', 'export', 'baseline'] as const) {
       const s = sum[op];
       console.log(
-        `  ${label.padEnd(18)} ${op.padEnd(6)} cpu min ${s.cpu.min} p50 ${s.cpu.p50} p90 ${s.cpu.p90} max ${s.cpu.max} ms | wall p50 ${s.wall.p50} max ${s.wall.max} ms | ${s.met}/${o.runs} ≤ ${GOAL_MS} ms: ${s.verdict}`,
+        `  ${label.padEnd(18)} ${op.padEnd(8)} cpu min ${s.cpu.min} p50 ${s.cpu.p50} p90 ${s.cpu.p90} max ${s.cpu.max} ms | gc in it p50 ${s.gc.p50} max ${s.gc.max} | wall p50 ${s.wall.p50} max ${s.wall.max} ms | ${s.met}/${o.runs} ≤ ${GOAL_MS} ms${op === 'baseline' ? ' (reference)' : `: ${s.verdict}`}`,
       );
     }
   return { entries, goalMs: GOAL_MS, runs, summary, turns };

@@ -89,6 +89,8 @@ export interface ClosedRemotely {
   status: number;
   probes: number;
   stall: Stall;
+  /** Wall time from the client's start to its exit, milliseconds. */
+  ms: number;
 }
 
 /**
@@ -115,8 +117,25 @@ export async function closeRemotely(
     process.stdout.write(JSON.stringify({ status: r.status, probes }));`,
   );
   fullGc();
+  const started = performance.now();
   const { value, stall } = await measureStall(() => client.go(), probe);
-  return { ...value, stall };
+  return { ...value, stall, ms: performance.now() - started };
+}
+
+/**
+ * The baseline of {@link closeRemotely}: the same client probing /healthz for `ms`
+ * milliseconds with no close, and the longest stall meanwhile — what ordinary requests, the
+ * probe and the collector alone make of the loop, beside what a close or an export adds.
+ */
+export async function probeRemotely(gw: Gateway, ms: number, probe: StallProbe = 'timer'): Promise<Stall> {
+  const client = await startClient<{ probes: number }>(
+    `const base = ${JSON.stringify(gw.url)}; const until = performance.now() + ${Math.round(ms)};
+    let probes = 0;
+    while (performance.now() < until) { const r = await fetch(base + '/healthz'); await r.text(); probes++; }
+    process.stdout.write(JSON.stringify({ probes }));`,
+  );
+  fullGc();
+  return (await measureStall(() => client.go(), probe)).stall;
 }
 
 /** What the export's client saw: the status and the bytes it read. */

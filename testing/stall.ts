@@ -11,8 +11,8 @@
  * RUSAGE_THREAD) advances only at scheduler ticks on this kernel (4 ms at HZ=250), so one
  * piece of 2 ms reads as 0 or 4 ms and could not hold a bound of a few ms.
  *
- * With STALL_TRACE=1 in the environment it prints what ran inside the longest gap: the GC
- * pauses (perf_hooks 'gc' entries; kind 1 is a scavenge) and any performance.mark placed in the
+ * The GC pauses inside the longest gap are summed ({@link Stall.gcMs}). With STALL_TRACE=1 in
+ * the environment it prints what ran inside that gap: the GC pauses (perf_hooks 'gc' entries; kind 1 is a scavenge) and any performance.mark placed in the
  * code under study, as offsets from the gap's start — which step made the stall.
  */
 import { type PerformanceEntry, PerformanceObserver, performance } from 'node:perf_hooks';
@@ -25,6 +25,11 @@ export interface Stall {
   cpuMs: number;
   /** The longest (by CPU) gap's wall-clock window, performance.now() milliseconds. */
   window?: [number, number];
+  /**
+   * Milliseconds of GC pause (perf_hooks 'gc' entries, clipped to the window) inside the longest
+   * gap: how much of {@link cpuMs} a collection, not the work under study, may account for.
+   */
+  gcMs: number;
 }
 
 /** CLOCK_THREAD_CPUTIME_ID on Linux (<linux/time.h>). */
@@ -61,7 +66,7 @@ export async function measureStall<T>(
 ): Promise<{ value: T; stall: Stall }> {
   let wall = performance.now();
   let cpu = cpuNow();
-  const stall: Stall = { wallMs: 0, cpuMs: 0 };
+  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0 };
   const tick = () => {
     const w = performance.now();
     const c = cpuNow();
@@ -82,10 +87,8 @@ export async function measureStall<T>(
   const timer = probe === 'timer' ? setInterval(tick, 1) : undefined;
   if (probe === 'turn') setImmediate(spin);
   const gcs: PerformanceEntry[] = [];
-  const observer = process.env.STALL_TRACE
-    ? new PerformanceObserver((l) => gcs.push(...l.getEntries()))
-    : undefined;
-  observer?.observe({ entryTypes: ['gc'] });
+  const observer = new PerformanceObserver((l) => gcs.push(...l.getEntries()));
+  observer.observe({ entryTypes: ['gc'] });
   try {
     await new Promise((resolve) => setTimeout(resolve, 5));
     const value = await work();
@@ -93,12 +96,17 @@ export async function measureStall<T>(
     await new Promise((resolve) => setTimeout(resolve, 5));
     tick();
     spinning = false;
-    if (observer) traceWindow(stall, gcs);
+    // The observer's entries of the last gap arrive on a later turn.
+    await new Promise((resolve) => setImmediate(resolve));
+    const [from, to] = stall.window ?? [0, 0];
+    for (const g of gcs)
+      stall.gcMs += Math.max(0, Math.min(to, g.startTime + g.duration) - Math.max(from, g.startTime));
+    if (process.env.STALL_TRACE) traceWindow(stall, gcs);
     return { value, stall };
   } finally {
     spinning = false;
     clearInterval(timer);
-    observer?.disconnect();
+    observer.disconnect();
   }
 }
 
