@@ -62,8 +62,8 @@ export class AuditChain {
     );
     // One page of the bundle's entries as one JSON text, made by SQLite (json_object escapes
     // the stored canonical text as a JSON string): one string per page rather than a row
-    // object and a JSON.stringify per entry, a third of the garbage, so fewer scavenges fall
-    // inside an export (issue 11 item 7).
+    // object and a JSON.stringify per entry, less garbage for the scavenges that fall inside an
+    // export (issue 11 item 7).
     this.pageStmt = db.prepare<
       [string, number, number, number],
       { last: number | null; entries: number; text: string | null }
