@@ -10,7 +10,7 @@
  * beside it. Two probes, each over `runs` runs of its own: a 1 ms timer (its gaps on a busy loop
  * also hold up to ~1 ms of the interval itself, so it overstates the longest turn) and a chain of
  * immediates (one tick per iteration of the loop: the longest time the loop was held). Each run
- * also records the GC pause inside each longest gap, and a baseline: the same probe while the
+ * also records the GC pause and the page faults inside each longest gap, and a baseline: the same probe while the
  * close's client only probes /healthz for as long as the close took (no close, no export), so
  * that a miss made by a scavenge or by a request's own turn can be told apart from one made by
  * the close's or the export's work.
@@ -117,7 +117,7 @@ export async function runLoopBlockBench(o: { runs: number; entries?: number }): 
       const baseline = await probeRemotely(gw, closed.ms, probe);
       runs.push({ probe, load1, close: closed.stall, export: exported.stall, baseline });
       const show = (s: Stall) =>
-        `cpu ${s.cpuMs.toFixed(2)} ms (gc ${s.gcMs.toFixed(2)}, wall ${s.wallMs.toFixed(2)})`;
+        `cpu ${s.cpuMs.toFixed(2)} ms (gc ${s.gcMs.toFixed(2)}, faults ${s.faults}, wall ${s.wallMs.toFixed(2)})`;
       console.log(
         `run ${Math.floor(i / 2) + 1}/${o.runs} ${probe.padEnd(5)} (load ${load1}): close ${show(closed.stall)}, export ${show(exported.stall)}, baseline ${show(baseline)}`,
       );

@@ -11,9 +11,13 @@
  * RUSAGE_THREAD) advances only at scheduler ticks on this kernel (4 ms at HZ=250), so one
  * piece of 2 ms reads as 0 or 4 ms and could not hold a bound of a few ms.
  *
- * The GC pauses inside the longest gap are summed ({@link Stall.gcMs}). With STALL_TRACE=1 in
- * the environment it prints what ran inside that gap: the GC pauses (perf_hooks 'gc' entries; kind 1 is a scavenge) and any performance.mark placed in the
- * code under study, as offsets from the gap's start — which step made the stall.
+ * The GC pauses inside the longest gap are summed ({@link Stall.gcMs}) and its page faults
+ * counted ({@link Stall.faults}). With STALL_TRACE=1 in the environment it prints what ran
+ * inside that gap: the GC pauses (perf_hooks 'gc' entries; kind 1 is a scavenge) and any
+ * performance.mark placed in the code under study, as offsets from the gap's start — which step
+ * made the stall — and the gap's window on CLOCK_MONOTONIC in µs, the clock of a
+ * `node --cpu-prof` profile's sample times and of `perf record -k CLOCK_MONOTONIC`, so that the
+ * samples inside the gap can be picked out of either.
  */
 import { type PerformanceEntry, PerformanceObserver, performance } from 'node:perf_hooks';
 import koffi from 'koffi';
@@ -30,6 +34,11 @@ export interface Stall {
    * gap: how much of {@link cpuMs} a collection, not the work under study, may account for.
    */
   gcMs: number;
+  /**
+   * Page faults the main thread took inside the longest (by CPU) gap (getrusage(RUSAGE_THREAD)
+   * ru_minflt + ru_majflt, counted exactly, unlike its times): the kernel's share of the CPU.
+   */
+  faults: number;
 }
 
 /** CLOCK_THREAD_CPUTIME_ID on Linux (<linux/time.h>). */
@@ -41,6 +50,19 @@ const clockGettime = libc.func('clock_gettime', 'int', ['int', koffi.out(koffi.p
   out: { tv_sec?: number; tv_nsec?: number },
 ) => number;
 const ts: { tv_sec?: number; tv_nsec?: number } = {};
+/** RUSAGE_THREAD (<sys/resource.h>, Linux): the calling thread's counts. */
+const RUSAGE_THREAD = 1;
+// struct rusage (getrusage(2), x86_64/aarch64 Linux): two timevals (16 bytes each), then fourteen
+// longs; ru_minflt and ru_majflt are the 5th and 6th. Read from a reused buffer, so a tick makes no
+// garbage (decoding the struct into an object each tick made the probe's own 4 ms turns).
+const rusage = Buffer.alloc(144);
+const getrusage = libc.func('getrusage', 'int', ['int', 'void *']) as (who: number, out: Buffer) => number;
+
+/** The calling thread's page faults so far (ru_minflt + ru_majflt). */
+export const faultsNow = (): number => {
+  if (getrusage(RUSAGE_THREAD, rusage) !== 0) throw new Error('getrusage(RUSAGE_THREAD) failed');
+  return rusage.readUInt32LE(32 + 4 * 8) + rusage.readUInt32LE(32 + 5 * 8);
+};
 
 /** The calling (main) thread's CPU time, milliseconds. */
 export const cpuNow = (): number => {
@@ -66,17 +88,21 @@ export async function measureStall<T>(
 ): Promise<{ value: T; stall: Stall }> {
   let wall = performance.now();
   let cpu = cpuNow();
-  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0 };
+  let faults = faultsNow();
+  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0, faults: 0 };
   const tick = () => {
     const w = performance.now();
     const c = cpuNow();
+    const f = faultsNow();
     stall.wallMs = Math.max(stall.wallMs, w - wall);
     if (c - cpu > stall.cpuMs) {
       stall.cpuMs = c - cpu;
       stall.window = [wall, w];
+      stall.faults = f - faults;
     }
     wall = w;
     cpu = c;
+    faults = f;
   };
   let spinning = true;
   const spin = () => {
@@ -113,6 +139,9 @@ export async function measureStall<T>(
 /** `12.3 ms (cpu 4.5 ms)`. */
 export const showStall = (s: Stall) => `${s.wallMs.toFixed(1)} ms (cpu ${s.cpuMs.toFixed(1)} ms)`;
 
+/** CLOCK_MONOTONIC (process.hrtime) minus performance.now(), ms: places a window in a --cpu-prof profile. */
+const monotonicOffsetMs = Number(process.hrtime.bigint()) / 1e6 - performance.now();
+
 /** STALL_TRACE=1: prints the marks (performance.mark) and GC pauses inside the longest gap. */
 function traceWindow(stall: Stall, gcs: PerformanceEntry[]): void {
   const [from, to] = stall.window ?? [0, 0];
@@ -124,7 +153,7 @@ function traceWindow(stall: Stall, gcs: PerformanceEntry[]): void {
         `${(e.startTime - from).toFixed(2)} ${e.name}${e.duration ? ` ${e.duration.toFixed(2)}ms` : ''}${e.entryType === 'gc' ? ` kind=${(e as unknown as { detail?: { kind?: number } }).detail?.kind}` : ''}`,
     );
   console.log(
-    `STALL window ${(to - from).toFixed(2)} ms cpu ${stall.cpuMs.toFixed(2)}:\n  ${inside.join('\n  ')}`,
+    `STALL window ${(to - from).toFixed(2)} ms [${from.toFixed(2)}, ${to.toFixed(2)}] (monotonic µs ${Math.round((from + monotonicOffsetMs) * 1000)}–${Math.round((to + monotonicOffsetMs) * 1000)}) cpu ${stall.cpuMs.toFixed(2)} faults ${stall.faults}:\n  ${inside.join('\n  ')}`,
   );
   performance.clearMarks();
 }
