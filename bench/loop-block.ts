@@ -10,10 +10,10 @@
  * beside it. Two probes, each over `runs` runs of its own: a 1 ms timer (its gaps on a busy loop
  * also hold up to ~1 ms of the interval itself, so it overstates the longest turn) and a chain of
  * immediates (one tick per iteration of the loop: the longest time the loop was held). Each run
- * also records the GC pause and the page faults inside each longest gap, and a baseline: the same probe while the
- * close's client only probes /healthz for as long as the close took (no close, no export), so
- * that a miss made by a scavenge or by a request's own turn can be told apart from one made by
- * the close's or the export's work.
+ * also records the GC pause and the page faults inside each longest gap, and a baseline: the
+ * same probe while the close's client only probes /healthz for as long as the close took (no
+ * close, no export), so that a miss made by a scavenge or by a request's own turn can be told
+ * apart from one made by the close's or the export's work.
  *
  *   node dist/bench/loop-block.js [--runs 20] [--entries 10000] [--out FILE]   (alone)
  *   npm run bench -- --loop-block [--quick]     (bench/run.ts: this file in a process of its own)

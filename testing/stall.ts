@@ -36,7 +36,8 @@ export interface Stall {
   gcMs: number;
   /**
    * Page faults the main thread took inside the longest (by CPU) gap (getrusage(RUSAGE_THREAD)
-   * ru_minflt + ru_majflt, counted exactly, unlike its times): the kernel's share of the CPU.
+   * ru_minflt + ru_majflt, counted exactly, unlike its times): how much of the gap the kernel
+   * may have spent mapping memory.
    */
   faults: number;
 }
@@ -58,7 +59,10 @@ const RUSAGE_THREAD = 1;
 const rusage = Buffer.alloc(144);
 const getrusage = libc.func('getrusage', 'int', ['int', 'void *']) as (who: number, out: Buffer) => number;
 
-/** The calling thread's page faults so far (ru_minflt + ru_majflt). */
+/**
+ * The calling thread's page faults so far (ru_minflt + ru_majflt), from the low 32 bits of each
+ * little-endian long: a count far below 2^32 over any measurement here.
+ */
 export const faultsNow = (): number => {
   if (getrusage(RUSAGE_THREAD, rusage) !== 0) throw new Error('getrusage(RUSAGE_THREAD) failed');
   return rusage.readUInt32LE(32 + 4 * 8) + rusage.readUInt32LE(32 + 5 * 8);
