@@ -15,7 +15,7 @@
  * close, no export), so that a miss made by a scavenge or by a request's own turn can be told
  * apart from one made by the close's or the export's work.
  *
- *   node dist/bench/loop-block.js [--runs 20] [--entries 10000] [--out FILE]   (alone)
+ *   node dist/bench/loop-block.js [--runs 20] [--entries 10000] [--machine-seconds 30] [--out FILE]
  *   npm run bench -- --loop-block [--quick]     (bench/run.ts: this file in a process of its own)
  */
 import { createHash } from 'node:crypto';
@@ -35,7 +35,7 @@ import {
   longSession,
   probeRemotely,
 } from '../testing/long-session.js';
-import type { Stall, StallProbe } from '../testing/stall.js';
+import { type MachineNoise, machineNoise, type Stall, type StallProbe } from '../testing/stall.js';
 
 /** The goal of issue 11 item 7 for one close or export: main-thread CPU in the longest gap, ms. */
 export const GOAL_MS = 3;
@@ -55,7 +55,24 @@ export interface LoopBlockRun {
 type Op = 'close' | 'export' | 'baseline';
 
 /** Per operation: CPU in the longest gap, its GC pause, wall; MET when every run is ≤ the goal. */
-type Summary = Record<Op, { cpu: Dist; gc: Dist; wall: Dist; met: number; verdict: 'MET' | 'MISSED' }>;
+type Summary = Record<
+  Op,
+  {
+    cpu: Dist;
+    gc: Dist;
+    wall: Dist;
+    met: number;
+    verdict: 'MET' | 'MISSED';
+    /** Seconds the probe ran over all runs: the time a stall could have fallen in. */
+    spanS: number;
+    /**
+     * How many of the runs the machine alone would have put over the goal, at the rate the
+     * fixed work was charged more than it ({@link LoopBlockResult.machine}): a reference, not
+     * subtracted from the verdict.
+     */
+    machineExpected: number;
+  }
+>;
 
 export interface LoopBlockResult {
   entries: number;
@@ -65,6 +82,8 @@ export interface LoopBlockResult {
   summary: Summary;
   /** The same for the chain of immediates (the longest single iteration of the loop). */
   turns: Summary;
+  /** The machine's own reference, after the runs: fixed work timed the same way (testing/stall.ts). */
+  machine: MachineNoise;
 }
 
 interface Dist {
@@ -87,7 +106,12 @@ function dist(values: number[]): Dist {
  * run and the distributions with MET/MISSED against {@link GOAL_MS}.
  * @throws Error when a close or an export does not answer 200.
  */
-export async function runLoopBlockBench(o: { runs: number; entries?: number }): Promise<LoopBlockResult> {
+export async function runLoopBlockBench(o: {
+  runs: number;
+  entries?: number;
+  /** Seconds of the machine's reference (testing/stall.ts machineNoise), after the runs. */
+  machineSeconds?: number;
+}): Promise<LoopBlockResult> {
   const entries = o.entries ?? LONG_SESSION_ENTRIES;
   const dir = mkdtempSync(join(tmpdir(), 'cmcp-loop-block-'));
   const gw = await startGateway(
@@ -126,12 +150,17 @@ export async function runLoopBlockBench(o: { runs: number; entries?: number }): 
     await gw.close();
     rmSync(dir, { recursive: true, force: true });
   }
+  const machine = machineNoise(o.machineSeconds ?? 30, GOAL_MS);
+  const rate = machine.over / machine.seconds;
   const summarize = (probe: StallProbe): Summary => {
     const mine = runs.filter((r) => r.probe === probe);
     const of = (op: Op) => {
       const cpu = mine.map((r) => r[op].cpuMs);
       const met = cpu.filter((v) => v <= GOAL_MS).length;
+      const spanS = mine.reduce((t, r) => t + r[op].spanMs, 0) / 1000;
       return {
+        spanS: Number(spanS.toFixed(1)),
+        machineExpected: Number((rate * spanS).toFixed(1)),
         cpu: dist(cpu),
         gc: dist(mine.map((r) => r[op].gcMs)),
         wall: dist(mine.map((r) => r[op].wallMs)),
@@ -157,7 +186,10 @@ export async function runLoopBlockBench(o: { runs: number; entries?: number }): 
         `  ${label.padEnd(18)} ${op.padEnd(8)} cpu min ${s.cpu.min} p50 ${s.cpu.p50} p90 ${s.cpu.p90} max ${s.cpu.max} ms | gc in it p50 ${s.gc.p50} max ${s.gc.max} | wall p50 ${s.wall.p50} max ${s.wall.max} ms | ${s.met}/${o.runs} ≤ ${GOAL_MS} ms${op === 'baseline' ? ' (reference)' : `: ${s.verdict}`}`,
       );
     }
-  return { entries, goalMs: GOAL_MS, runs, summary, turns };
+  console.log(
+    `  the machine alone: a fixed 35 KB copy, timed the same way for ${machine.seconds} s (${machine.iterations} iterations, mean ${machine.meanUs.toFixed(2)} µs): max ${machine.maxMs.toFixed(2)} ms, ${machine.over} over ${GOAL_MS} ms — at that rate, over the time each probe ran (the timer's loop also sleeps, so less for it), the machine alone would put at most about ${[summary, turns].map((x) => `${x.close.machineExpected} + ${x.export.machineExpected}`).join(' (timer) and ')} (one iteration) of these closes + exports over ${GOAL_MS} ms`,
+  );
+  return { entries, goalMs: GOAL_MS, runs, summary, turns, machine };
 }
 
 const count = (v: string) => {
@@ -170,9 +202,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const opts = new Command('loop-block')
     .option('--runs <n>', 'closes and exports measured', count, 20)
     .option('--entries <n>', 'tool_call entries per session', count, LONG_SESSION_ENTRIES)
+    .option('--machine-seconds <n>', "seconds of the machine's own reference after the runs", count, 30)
     .option('--out <file>', 'write the result as JSON to this file')
     .parse()
-    .opts<{ runs: number; entries: number; out?: string }>();
+    .opts<{ runs: number; entries: number; machineSeconds: number; out?: string }>();
   const r = await runLoopBlockBench(opts);
   if (opts.out) writeFileSync(opts.out, `${JSON.stringify(r, null, 2)}\n`);
   const met = [r.summary, r.turns].every((x) => x.close.verdict === 'MET' && x.export.verdict === 'MET');

@@ -40,6 +40,8 @@ export interface Stall {
    * may have spent mapping memory.
    */
   faults: number;
+  /** Wall time the probe ran, milliseconds: the time a stall could have fallen in. */
+  spanMs: number;
 }
 
 /** CLOCK_THREAD_CPUTIME_ID on Linux (<linux/time.h>). */
@@ -93,7 +95,8 @@ export async function measureStall<T>(
   let wall = performance.now();
   let cpu = cpuNow();
   let faults = faultsNow();
-  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0, faults: 0 };
+  const began = wall;
+  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0, faults: 0, spanMs: 0 };
   const tick = () => {
     const w = performance.now();
     const c = cpuNow();
@@ -126,6 +129,7 @@ export async function measureStall<T>(
     await new Promise((resolve) => setTimeout(resolve, 5));
     tick();
     spinning = false;
+    stall.spanMs = performance.now() - began;
     // The observer's entries of the last gap arrive on a later turn.
     await new Promise((resolve) => setImmediate(resolve));
     const [from, to] = stall.window ?? [0, 0];
@@ -138,6 +142,47 @@ export async function measureStall<T>(
     clearInterval(timer);
     observer.disconnect();
   }
+}
+
+/** What the machine alone charges to fixed work ({@link machineNoise}). */
+export interface MachineNoise {
+  seconds: number;
+  iterations: number;
+  /** Mean main-thread CPU per iteration, microseconds. */
+  meanUs: number;
+  /** The most main-thread CPU one iteration was charged, milliseconds. */
+  maxMs: number;
+  /** Iterations charged more than {@link overMs}. */
+  over: number;
+  overMs: number;
+}
+
+/**
+ * Fixed work timed the way {@link measureStall} times a gap: a 35 KB copy (an export page's size)
+ * between two buffers touched beforehand, on the main thread, one iteration after another for
+ * `seconds`. Its instructions never change and it allocates nothing, so an iteration charged
+ * far more than the mean was charged by the machine (the scheduler, a hypervisor that runs while
+ * the thread's clock goes on), not by the code: the floor under any bound on a turn's CPU here.
+ * It holds the loop for all of `seconds`: a bench's reference, with nothing else to serve.
+ */
+export function machineNoise(seconds: number, overMs: number): MachineNoise {
+  const from = Buffer.alloc(35 * 1024, 1);
+  const to = Buffer.alloc(35 * 1024, 2);
+  const end = performance.now() + seconds * 1000;
+  let iterations = 0;
+  let sum = 0;
+  let maxMs = 0;
+  let over = 0;
+  while (performance.now() < end) {
+    const c0 = cpuNow();
+    from.copy(to);
+    const c = cpuNow() - c0;
+    iterations++;
+    sum += c;
+    if (c > maxMs) maxMs = c;
+    if (c > overMs) over++;
+  }
+  return { seconds, iterations, meanUs: (sum / Math.max(1, iterations)) * 1000, maxMs, over, overMs };
 }
 
 /** `12.3 ms (cpu 4.5 ms)`. */
