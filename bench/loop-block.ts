@@ -23,9 +23,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
 import { parseConfig } from '../src/config/index.js';
+import { startReplicaGateway } from '../src/gateway/replica-runtime.js';
 import { startGateway } from '../src/gateway/runtime.js';
 import {
   closeRemotely,
@@ -35,6 +36,8 @@ import {
   longSession,
   probeRemotely,
 } from '../testing/long-session.js';
+import { longSessionPostgres } from '../testing/long-session-postgres.js';
+import { createDatabase, startPostgres } from '../testing/postgres.js';
 import { type MachineNoise, machineNoise, type Stall, type StallProbe } from '../testing/stall.js';
 
 /** The goal of issue 11 item 7 for one close or export: main-thread CPU in the longest gap, ms. */
@@ -75,6 +78,8 @@ type Summary = Record<
 >;
 
 export interface LoopBlockResult {
+  /** The store the gateway served from. */
+  engine: Engine;
   entries: number;
   goalMs: number;
   runs: LoopBlockRun[];
@@ -100,20 +105,22 @@ function dist(values: number[]): Dist {
   return { min: r(s[0] ?? Number.NaN), p50: r(q(0.5)), p90: r(q(0.9)), max: r(s.at(-1) ?? Number.NaN) };
 }
 
-/**
- * Runs `runs` closes and exports of `entries`-entry sessions against one in-process gateway
- * (software attestation, a database in a temporary folder removed afterwards) and prints each
- * run and the distributions with MET/MISSED against {@link GOAL_MS}.
- * @throws Error when a close or an export does not answer 200.
- */
-export async function runLoopBlockBench(o: {
-  runs: number;
-  entries?: number;
-  /** Seconds of the machine's reference (testing/stall.ts machineNoise), after the runs. */
-  machineSeconds?: number;
-}): Promise<LoopBlockResult> {
-  const entries = o.entries ?? LONG_SESSION_ENTRIES;
-  const dir = mkdtempSync(join(tmpdir(), 'cmcp-loop-block-'));
+/** The store a measured gateway serves from. */
+export type Engine = 'sqlite' | 'postgres';
+
+/** A gateway in this process, whose loop the probe measures, and how its long sessions are made. */
+interface Target {
+  url: string;
+  fill(entries: number): Promise<string>;
+  close(): Promise<void>;
+}
+
+const agents = [
+  { agent_id: AGENT.agentId, token_sha256: createHash('sha256').update(AGENT.token).digest('hex') },
+];
+
+/** A single gateway on SQLite in `dir`. */
+async function sqliteTarget(dir: string): Promise<Target> {
   const gw = await startGateway(
     parseConfig({
       dev_mode: true,
@@ -121,19 +128,70 @@ export async function runLoopBlockBench(o: {
       database: join(dir, 'gw.db'),
       upstreams: [],
       attestation: { provider: 'software' },
-      agents: [
-        { agent_id: AGENT.agentId, token_sha256: createHash('sha256').update(AGENT.token).digest('hex') },
-      ],
+      agents,
     }),
     pino({ level: 'silent' }),
   );
+  return { url: gw.url, fill: (n) => longSession(gw, AGENT, n), close: () => gw.close() };
+}
+
+/** One replica on a throw-away PostgreSQL (testing/postgres.ts, removed when it stops). */
+async function postgresTarget(): Promise<Target> {
+  const server = await startPostgres();
+  try {
+    const url = await createDatabase(server, 'loop_block');
+    const gw = await startReplicaGateway(
+      parseConfig({
+        dev_mode: true,
+        instance_id: 'replica-0',
+        listen: { host: '127.0.0.1', port: 0 },
+        database: url,
+        upstreams: [],
+        attestation: { provider: 'software' },
+        agents,
+      }),
+      pino({ level: 'silent' }),
+    );
+    return {
+      url: gw.url,
+      fill: (n) => longSessionPostgres(gw, AGENT, n),
+      close: async () => {
+        await gw.close();
+        await server.stop();
+      },
+    };
+  } catch (e) {
+    await server.stop();
+    throw e;
+  }
+}
+
+/**
+ * Runs `runs` closes and exports of `entries`-entry sessions against one in-process gateway
+ * (software attestation; a SQLite database in a temporary folder, or a replica on a throw-away
+ * PostgreSQL there, removed afterwards) and prints each
+ * run and the distributions with MET/MISSED against {@link GOAL_MS}.
+ * @throws Error when a close or an export does not answer 200.
+ */
+export async function runLoopBlockBench(o: {
+  runs: number;
+  entries?: number;
+  /** The store the gateway serves from: SQLite (a single gateway) or PostgreSQL (a replica). */
+  engine?: Engine;
+  /** Seconds of the machine's reference (testing/stall.ts machineNoise), after the runs. */
+  machineSeconds?: number;
+}): Promise<LoopBlockResult> {
+  const entries = o.entries ?? LONG_SESSION_ENTRIES;
+  const engine = o.engine ?? 'sqlite';
+  const dir = mkdtempSync(join(tmpdir(), 'cmcp-loop-block-'));
+  const gw = engine === 'sqlite' ? await sqliteTarget(dir) : await postgresTarget();
   const runs: LoopBlockRun[] = [];
   try {
     // The probes alternate run by run, so that both see the same machine.
     for (let i = 0; i < 2 * o.runs; i++) {
       const probe: StallProbe = i % 2 === 0 ? 'timer' : 'turn';
       const load1 = Number(loadavg()[0]?.toFixed(2));
-      const sid = await longSession(gw, AGENT, entries);
+      const sid = await gw.fill(entries);
       const closed = await closeRemotely(gw, AGENT, sid, join(dir, 'claim.json'), probe);
       if (closed.status !== 200) throw new Error(`close answered ${closed.status}`);
       const exported = await exportRemotely(gw, AGENT, sid, join(dir, 'bundle.json'), probe);
@@ -174,7 +232,7 @@ export async function runLoopBlockBench(o: {
   const turns = summarize('turn');
   const loads = dist(runs.map((r) => r.load1));
   console.log(
-    `longest event-loop stall of a ${entries}-entry session, main-thread CPU in the gap (wall beside; load average ${loads.min}–${loads.max}):`,
+    `longest event-loop stall of a ${entries}-entry session on ${engine === 'sqlite' ? 'SQLite' : 'PostgreSQL (a replica)'}, main-thread CPU in the gap (wall beside; load average ${loads.min}–${loads.max}):`,
   );
   for (const [label, sum] of [
     ['1 ms timer', summary],
@@ -189,7 +247,7 @@ export async function runLoopBlockBench(o: {
   console.log(
     `  the machine alone: a fixed 35 KB copy, timed the same way for ${machine.seconds} s (${machine.iterations} iterations, mean ${machine.meanUs.toFixed(2)} µs): max ${machine.maxMs.toFixed(2)} ms, ${machine.over} over ${GOAL_MS} ms — at that rate, over the time each probe ran (the timer's loop also sleeps, so less for it), the machine alone would put at most about ${[summary, turns].map((x) => `${x.close.machineExpected} + ${x.export.machineExpected}`).join(' (timer) and ')} (one iteration) of these closes + exports over ${GOAL_MS} ms`,
   );
-  return { entries, goalMs: GOAL_MS, runs, summary, turns, machine };
+  return { engine, entries, goalMs: GOAL_MS, runs, summary, turns, machine };
 }
 
 const count = (v: string) => {
@@ -203,9 +261,14 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     .option('--runs <n>', 'closes and exports measured', count, 20)
     .option('--entries <n>', 'tool_call entries per session', count, LONG_SESSION_ENTRIES)
     .option('--machine-seconds <n>', "seconds of the machine's own reference after the runs", count, 30)
+    .addOption(
+      new Option('--engine <engine>', 'the store: a single gateway on SQLite, or a replica on PostgreSQL')
+        .choices(['sqlite', 'postgres'])
+        .default('sqlite'),
+    )
     .option('--out <file>', 'write the result as JSON to this file')
     .parse()
-    .opts<{ runs: number; entries: number; machineSeconds: number; out?: string }>();
+    .opts<{ runs: number; entries: number; machineSeconds: number; engine: Engine; out?: string }>();
   const r = await runLoopBlockBench(opts);
   if (opts.out) writeFileSync(opts.out, `${JSON.stringify(r, null, 2)}\n`);
   const met = [r.summary, r.turns].every((x) => x.close.verdict === 'MET' && x.export.verdict === 'MET');

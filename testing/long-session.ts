@@ -10,6 +10,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { sha256Hex } from '@cmcp/verify/format/canonical';
 import { Agent, fetch as undiciFetch } from 'undici';
+import type { EntryInput } from '../src/audit/next-entry.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { immediate } from '../src/store/db.js';
 import { startClient } from './client-process.js';
@@ -36,6 +37,20 @@ export interface LongSessionAgent {
  * @throws Error when the gateway refuses to open the session.
  */
 export async function longSession(gw: Gateway, agent: LongSessionAgent, n: number): Promise<string> {
+  const sid = await openLongSession(gw, agent);
+  for (let from = 0; from < n; from += FILL_BATCH)
+    immediate(gw.db, () => {
+      for (let i = from; i < Math.min(n, from + FILL_BATCH); i++)
+        gw.chain.append(sid, longSessionEntry(sid, agent.agentId, i));
+    });
+  return sid;
+}
+
+/**
+ * `POST /sessions` as `agent` on a connection of its own. @returns the session_id.
+ * @throws Error when the gateway refuses to open the session.
+ */
+export async function openLongSession(gw: { url: string }, agent: LongSessionAgent): Promise<string> {
   // A connection of its own: a pooled keep-alive socket the gateway closed while this process
   // was busy (the last fill, a long verification) could be reused for this request and reset
   // (ECONNRESET, seen in a loaded CI run).
@@ -54,28 +69,27 @@ export async function longSession(gw: Gateway, agent: LongSessionAgent, n: numbe
     await own.close();
   }
   if (r.status !== 201 || !opened.session_id) throw new Error(`POST /sessions: ${r.status}`);
-  const sid = opened.session_id;
-  for (let from = 0; from < n; from += FILL_BATCH)
-    immediate(gw.db, () => {
-      for (let i = from; i < Math.min(n, from + FILL_BATCH); i++)
-        gw.chain.append(sid, {
-          entry_type: 'tool_call',
-          session_id: sid,
-          agent_id: agent.agentId,
-          call_id: `call-${i}`,
-          tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
-          server_identity: 'fs',
-          policy_decision: i % 11 === 0 ? 'deny' : 'allow',
-          policy_rule_matched: ['policy0'],
-          disposition: i % 11 === 0 ? 'refused' : 'completed',
-          error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
-          latency_us: 1000 + i,
-          request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
-          response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
-          detail: { note: 'x'.repeat(400) },
-        });
-    });
-  return sid;
+  return opened.session_id;
+}
+
+/** The `i`th tool_call entry of a long session (~0.9 KB, as a call's terminal entry is). */
+export function longSessionEntry(sid: string, agentId: string, i: number): EntryInput {
+  return {
+    entry_type: 'tool_call',
+    session_id: sid,
+    agent_id: agentId,
+    call_id: `call-${i}`,
+    tool_name: i % 7 === 0 ? 'fs.write_file' : 'fs.read_file',
+    server_identity: 'fs',
+    policy_decision: i % 11 === 0 ? 'deny' : 'allow',
+    policy_rule_matched: ['policy0'],
+    disposition: i % 11 === 0 ? 'refused' : 'completed',
+    error_code: i % 11 === 0 ? 'POLICY_DENY' : null,
+    latency_us: 1000 + i,
+    request_payload_hash: `sha256:${sha256Hex(`req-${i}`)}`,
+    response_payload_hash: `sha256:${sha256Hex(`res-${i}`)}`,
+    detail: { note: 'x'.repeat(400) },
+  };
 }
 
 /** A full garbage collection now (V8's gc(), exposed for this process). */
@@ -99,7 +113,7 @@ export interface ClosedRemotely {
  * longest stall of this process's loop meanwhile. The garbage made before is collected first.
  */
 export async function closeRemotely(
-  gw: Gateway,
+  gw: { url: string },
   agent: LongSessionAgent,
   sid: string,
   answerFile: string,
@@ -127,7 +141,11 @@ export async function closeRemotely(
  * milliseconds with no close, and the longest stall meanwhile — what ordinary requests, the
  * probe and the collector alone make of the loop, beside what a close or an export adds.
  */
-export async function probeRemotely(gw: Gateway, ms: number, probe: StallProbe = 'timer'): Promise<Stall> {
+export async function probeRemotely(
+  gw: { url: string },
+  ms: number,
+  probe: StallProbe = 'timer',
+): Promise<Stall> {
   const client = await startClient<{ probes: number }>(
     `const base = ${JSON.stringify(gw.url)}; const until = performance.now() + ${Math.round(ms)};
     let probes = 0;
@@ -151,7 +169,7 @@ export interface ExportedRemotely {
  * before is collected first).
  */
 export async function exportRemotely(
-  gw: Gateway,
+  gw: { url: string },
   agent: LongSessionAgent,
   sid: string,
   file: string,

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type pg from 'pg';
-import { chainBundle } from '../store/postgres/chain.js';
+import { chainBundleJson } from '../store/postgres/chain.js';
 import { getExecution } from '../store/postgres/executions.js';
 import { openDefaultSession, openSessionCount } from '../store/postgres/reads.js';
 import type { PostgresSessionStore } from '../store/postgres/session-store.js';
@@ -105,12 +105,14 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
     return this.sessions.claimText(agentId, sessionId);
   }
 
-  /** The session's audit bundle (docs/spec/audit-entries.md#bundles). @throws (rejects) UNKNOWN_SESSION. */
+  /**
+   * The session's audit bundle (docs/spec/audit-entries.md#bundles) as JSON text, read and sent
+   * in pages (store/postgres/chain.ts chainBundleJson). @throws (rejects) UNKNOWN_SESSION.
+   */
   async bundle(agentId: string, sessionId: string): Promise<Readable> {
     const row = await this.store.session(sessionId);
     if (!row || row.agent_id !== agentId) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
-    const b = await chainBundle(this.pool, sessionId, sessionId);
-    return Readable.from([JSON.stringify(b)]);
+    return Readable.from(chainBundleJson(this.pool, sessionId, sessionId));
   }
 
   /** The session row if it exists and belongs to `agentId`, whichever replica opened it. */

@@ -15,7 +15,7 @@ import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
 import { ExecutionRegistry, type ExecutionRow } from '../../src/execution/registry.js';
 import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
-import { appendEntry, chainBundle } from '../../src/store/postgres/chain.js';
+import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
@@ -38,6 +38,8 @@ export interface Engine {
   name: 'sqlite' | 'postgres';
   replicas: Replica[];
   bundle(chainId: string, sessionId: string | null): Promise<AuditBundle>;
+  /** The same bundle as the gateway's audit route sends it: JSON text in pages of `pageSize`. */
+  bundleJson(chainId: string, sessionId: string | null, pageSize: number): AsyncIterable<string>;
   execution(agentId: string, executionId: string): Promise<ExecutionRow | undefined>;
   /** The call_ids of every open attempt. */
   openAttempts(): Promise<string[]>;
@@ -68,6 +70,8 @@ export function sqliteEngine(): Engine {
       };
     }),
     bundle: async (chainId, sessionId) => new AuditChain(reader).bundle(chainId, sessionId),
+    bundleJson: (chainId, sessionId, pageSize) =>
+      new AuditChain(reader).bundleJson(chainId, sessionId, pageSize),
     execution: async (a, x) => new ExecutionRegistry(reader, 'reader').get(a, x),
     openAttempts: async () =>
       reader
@@ -140,6 +144,7 @@ export async function postgresEngine(
     admin,
     replicas,
     bundle: (chainId, sessionId) => chainBundle(admin, chainId, sessionId),
+    bundleJson: (chainId, sessionId, pageSize) => chainBundleJson(admin, chainId, sessionId, pageSize),
     execution: (a, x) => getExecution(admin, a, x),
     openAttempts: async () =>
       (await admin.query<{ call_id: string }>('SELECT call_id FROM call_attempts ORDER BY call_id')).rows.map(

@@ -98,3 +98,44 @@ export async function chainBundle(
   );
   return chainBundleOf(chainId, sessionId, r.rows);
 }
+
+/**
+ * The JSON text of {@link chainBundle}, in pieces, as the SQLite export makes it
+ * (audit/chain.ts AuditChain.bundleJson): the chain up to its tip when the export began, read
+ * in pages of `pageSize` entries, each page one short query whose text PostgreSQL builds
+ * (`to_json` escapes each stored text as a JSON string: one string per page reaches the
+ * socket, no row objects and no serialisation of the whole chain), the event loop free
+ * between pages. Each page is its own statement and snapshot; the chain is append-only, so
+ * pages below the tip read first are the same in every snapshot (issue 11 item 7).
+ * @throws (rejects, from the iteration) pg errors.
+ */
+export async function* chainBundleJson(
+  db: pg.Pool | pg.ClientBase,
+  chainId: string,
+  sessionId: string | null,
+  pageSize = 25,
+): AsyncGenerator<string> {
+  const t = await db.query<{ tip: string | null }>(
+    'SELECT max(sequence_number)::text AS tip FROM audit_entries WHERE chain_id = $1',
+    [chainId],
+  );
+  const tip = t.rows[0]?.tip == null ? -1 : Number(t.rows[0].tip);
+  yield `{"bundle_version":1,"chain_id":${JSON.stringify(chainId)},"session_id":${JSON.stringify(sessionId)},"exported_at":${JSON.stringify(new Date().toISOString())},"entries":[`;
+  let after = -1;
+  while (after < tip) {
+    const r = await db.query<{ last: string | null; text: string | null }>(
+      `SELECT max(p.sequence_number)::text AS last,
+         $5::text || string_agg('{"canonical":' || to_json(p.canonical)::text || ',"entry_hash":' || to_json(p.entry_hash)::text
+           || coalesce(',"writer_signature":' || to_json(w.writer_signature)::text, '') || '}', ',' ORDER BY p.sequence_number) AS text
+       FROM (SELECT sequence_number, canonical, entry_hash FROM audit_entries
+             WHERE chain_id = $1 AND sequence_number > $2 AND sequence_number <= $3 ORDER BY sequence_number LIMIT $4) p
+       LEFT JOIN entry_writers w ON w.entry_hash = p.entry_hash`,
+      [chainId, after, tip, pageSize, after === -1 ? '' : ','],
+    );
+    const page = r.rows[0];
+    if (!page || page.last === null || page.text === null) break;
+    yield page.text;
+    after = Number(page.last);
+  }
+  yield ']}';
+}
