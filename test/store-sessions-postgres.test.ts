@@ -138,7 +138,12 @@ async function open(i: number, challenge: string | null = null): Promise<string>
 
 let calls = 0;
 /** One forwarded call's attempt and terminal through replica `i`. */
-async function call(i: number, sessionId: string): Promise<void> {
+async function call(
+  i: number,
+  sessionId: string,
+  tool = 'echo',
+  outcome: { denied?: boolean; rules?: string[] | null; error_code?: string } = {},
+): Promise<void> {
   const r = engine.replicas[i] as PgReplica;
   const a: AttemptStart = {
     callId: `call-${++calls}`,
@@ -147,7 +152,7 @@ async function call(i: number, sessionId: string): Promise<void> {
     agentId: 'agent-1',
     sessionId,
     executionId: null,
-    toolName: 'echo',
+    toolName: tool,
     requestPayloadHash: null,
     workflowId: null,
   };
@@ -160,11 +165,13 @@ async function call(i: number, sessionId: string): Promise<void> {
       call_id: a.callId,
       agent_id: 'agent-1',
       session_id: sessionId,
-      tool_name: 'echo',
+      tool_name: tool,
       server_identity: 'upstream-a',
-      policy_decision: 'allow',
+      policy_decision: outcome.denied ? 'deny' : 'allow',
+      ...(outcome.rules !== undefined ? { policy_rule_matched: outcome.rules } : {}),
+      ...(outcome.error_code ? { error_code: outcome.error_code } : {}),
     },
-    disposition: 'completed',
+    disposition: outcome.denied ? 'not_attempted' : 'completed',
     execution: null,
   });
 }
@@ -195,6 +202,31 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     expect(row?.owner).toBe('replica-0');
     const stored = await (stores[1] as PostgresSessionStore).claim(sid);
     expect(stored?.canonical.equals(closed.canonical)).toBe(true);
+  }, 60_000);
+
+  it('a close reads its chain in pages (more than one, texts with escapes among them): the claim is the one its bundle gives', async () => {
+    const sid = await open(0, 'paged-challenge');
+    // Names the database must not take apart itself (a control character makes the stored
+    // text hold a \u escape), quotes, backslashes, non-BMP; rules absent, null, listed.
+    const names = ['echo', 'bell\u0007tool', '"quoted" \\ name', 'emoji 😀 \u2028', 'unit\u001fsep'];
+    for (let k = 0; k < 70; k++)
+      await call(k % 3, sid, names[k % names.length], {
+        denied: k % 4 === 0,
+        rules: k % 3 === 0 ? undefined : k % 3 === 1 ? null : ['rule-a', `rule-${k}`],
+        ...(k % 7 === 0 ? { error_code: 'UPSTREAM_ERROR' } : {}),
+      });
+    const closed = await (stores[1] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(1));
+    const bundle = await chainBundle(engine.admin, sid, sid);
+    const report = verifyClaim(closed.claim, { bundle, expectedChallenge: 'paged-challenge' });
+    expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
+    expect(closed.claim.counters.tool_calls).toBe(70);
+    expect(closed.claim.audit_chain.length).toBe(bundle.entries.length);
+    expect(closed.claim.transcript.map((l) => l.tool_name)).toEqual(
+      Array.from({ length: 70 }, (_, k) => names[k % names.length]),
+    );
+    // This file's replicas name no writer, so /1; the writers read from the pages (a /2 claim)
+    // are test/replica-serving.test.ts's, through three replica processes.
+    expect(closed.claim.profile).toBe('cmcp.trace-claim/1');
   }, 60_000);
 
   it("a call after another replica's close is recorded in the gateway chain, not the closed session's", async () => {

@@ -63,6 +63,11 @@ export function issuedText(claim: Claim): Buffer | undefined {
   return texts.get(claim);
 }
 
+/** Keeps `canonical` as the stored text of `claim`, issued by this process (a replica's close). */
+export function rememberIssuedText(claim: Claim, canonical: Buffer): void {
+  texts.set(claim, canonical);
+}
+
 /** One close at a time per connection: each builds after the claim the one before it stored. */
 const turns = new WeakMap<Db, Promise<unknown>>();
 

@@ -22,6 +22,7 @@ import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
 import { claimInputsFor } from './claim-binding.js';
+import { rememberIssuedText } from './close.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionRow } from './types.js';
 
 export class ReplicaSessions {
@@ -107,6 +108,8 @@ export class ReplicaSessions {
     const closed = await this.store.closeSession(sessionId, reason, (row) =>
       claimInputsFor(row, sessionId, agentId, this.key, this.facts, this.provider.name),
     );
+    // The close route answers with this text, not a read of it back (session/close.ts issuedText).
+    rememberIssuedText(closed.claim, closed.canonical);
     return closed.claim;
   }
 
@@ -116,9 +119,10 @@ export class ReplicaSessions {
    */
   async claimText(agentId: string, sessionId: string): Promise<Buffer> {
     await this.own(agentId, sessionId);
-    const c = await this.store.claim(sessionId);
-    if (!c) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
-    return c.canonical;
+    const canonical = await this.store.claimCanonical(sessionId);
+    if (!canonical)
+      throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');
+    return canonical;
   }
 
   private async own(agentId: string, sessionId: string): Promise<SessionRow> {

@@ -8,9 +8,10 @@
  * (chain_id, prev_entry_hash) and entry_hash stay the last line: a bug here fails the
  * transaction (23505), it never forks the chain.
  */
-import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { signEntryWriter } from '@cmcp/verify/format/replica';
 import type pg from 'pg';
+import type { ClaimPageEntry } from '../../audit/chain.js';
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
 import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
@@ -80,6 +81,72 @@ export async function chainEntries(db: pg.Pool | pg.ClientBase, chainId: string)
     [chainId],
   );
   return r.rows.map(storedEntry);
+}
+
+/** An entry as a close's summary reads it: what the claim needs, and the entry's writer. */
+export interface ClaimPageEntryWithWriter extends ClaimPageEntry {
+  /** Key thumbprint of the entry's `replica` (its writer), or null when it names none. */
+  writer: string | null;
+}
+
+/**
+ * Up to `limit` entries of a chain after sequence number `after`, in sequence order (one short
+ * read), with only what a claim reads of each (audit/chain.ts AuditChain.claimPage, the same on
+ * SQLite): PostgreSQL takes the fields out of the stored text (jsonb), so ~0.2 KB per entry
+ * crosses the socket rather than its ~1 KB text — bytes read are external memory, whose growth
+ * brings on mark-compacts of the whole heap (issue 11 item 7). An entry whose text holds a
+ * `\u` escape is read whole and parsed here, so every value is the one JSON.parse gives (jsonb
+ * refuses `\u0000`). Reads only.
+ */
+export async function claimPage(
+  db: pg.Pool | pg.ClientBase,
+  chainId: string,
+  after: number,
+  limit: number,
+): Promise<ClaimPageEntryWithWriter[]> {
+  const r = await db.query<{
+    sequence_number: string;
+    entry_type: string;
+    entry_hash: string;
+    timestamp_utc: string;
+    escaped: string | null;
+    tool_name: string | null;
+    policy_decision: string | null;
+    rules: string | null;
+    disposition: string | null;
+    error_code: string | null;
+    writer: string | null;
+  }>(
+    `SELECT sequence_number::text AS sequence_number, entry_type, entry_hash, timestamp_utc, escaped,
+       j->>'tool_name' AS tool_name, j->>'policy_decision' AS policy_decision,
+       (j->'policy_rule_matched')::text AS rules, j->>'disposition' AS disposition,
+       j->>'error_code' AS error_code, j->'replica'->>'key_thumbprint' AS writer
+     FROM (SELECT sequence_number, entry_type, entry_hash, timestamp_utc,
+             CASE WHEN strpos(canonical, chr(92) || 'u') > 0 THEN canonical END AS escaped,
+             CASE WHEN strpos(canonical, chr(92) || 'u') = 0 THEN canonical::jsonb END AS j
+           FROM audit_entries WHERE chain_id = $1 AND sequence_number > $2
+           ORDER BY sequence_number LIMIT $3) page
+     ORDER BY page.sequence_number`,
+    [chainId, after, limit],
+  );
+  return r.rows.map((row) => {
+    if (row.escaped !== null) {
+      const e = JSON.parse(row.escaped) as AuditEntryBody;
+      return { ...e, entry_hash: row.entry_hash, writer: e.replica?.key_thumbprint ?? null };
+    }
+    return {
+      sequence_number: Number(row.sequence_number),
+      entry_type: row.entry_type,
+      entry_hash: row.entry_hash,
+      timestamp_utc: row.timestamp_utc,
+      tool_name: row.tool_name,
+      policy_decision: row.policy_decision,
+      policy_rule_matched: row.rules === null ? null : (JSON.parse(row.rules) as string[] | null),
+      disposition: row.disposition,
+      error_code: row.error_code,
+      writer: row.writer,
+    };
+  });
 }
 
 /**

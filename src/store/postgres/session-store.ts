@@ -9,10 +9,10 @@
  * UPDATE, the lock order of every session write), the chain's tip and the claim chain's lock:
  * no call's terminal and no other replica's claim can move underneath it, so it never builds
  * twice (the SQLite close builds outside and checks, session/close.ts — one process, one writer).
+ * Only the chain's summary is read before it, in pages: the chain is append-only, so what was
+ * read is a prefix of what the transaction sees, and the rest is read inside it.
  */
-import { sign as cryptoSign } from 'node:crypto';
 import { jwkThumbprint } from '@cmcp/verify/format/binding';
-import { sha256Hex } from '@cmcp/verify/format/canonical';
 import type { Claim, UnsignedClaim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
@@ -22,13 +22,13 @@ import {
   ChainSummary,
   type ClaimInputs,
   type ClaimTip,
-  claimBytes,
   type SessionBindingRecord,
   unsignedClaim,
 } from '../../claim/build.js';
-import { chainWriters, openingBinding, replicasClaim } from '../../claim/replicas.js';
+import { openingBinding, replicasClaim } from '../../claim/replicas.js';
+import { signClaimOffLoop } from '../../claim/sign.js';
 import type { SessionRow } from '../../session/types.js';
-import { appendEntry, chainEntries } from './chain.js';
+import { appendEntry, claimPage } from './chain.js';
 import type { Fence } from './leases.js';
 import { replicaMembers } from './replica-evidence.js';
 import { fencedTransaction } from './transaction.js';
@@ -162,15 +162,22 @@ export class PostgresSessionStore {
   /**
    * Closes the session: the `session_close` entry, the status change and the signed claim
    * (docs/spec/claims.md#issuing-a-claim) commit together; a session already closed answers
-   * its stored claim.
+   * its stored claim. What grows with the chain stays off a single turn of the event loop
+   * (issue 11 item 7): the chain is summarised in pages before the transaction (each page a
+   * short query, the loop free between them) and caught up inside it after `session_close`
+   * (which locks the chain's tip: nothing is appended after it); the claim is signed on the
+   * signing thread and its text assembled and hashed in slices (claim/sign.ts).
    * @param inputs the claim's inputs for the locked row (binding section, this replica's key).
    * @throws (rejects) LeaseLostError; Error when the session is unknown; pg errors — nothing written.
    */
-  closeSession(
+  async closeSession(
     sessionId: string,
     reason: string,
     inputs: (row: SessionRow) => ClaimInputs,
   ): Promise<ClosedSession> {
+    const summary = new ChainSummary();
+    const writers = new Set<string>();
+    await summarizePages(this.pool, sessionId, summary, writers);
     return fencedTransaction(this.pool, this.fence, async (client) => {
       const r = await client.query<RowText>(
         'SELECT * FROM sessions WHERE session_id = $1 FOR NO KEY UPDATE',
@@ -196,27 +203,24 @@ export class PostgresSessionStore {
         this.clock,
         this.fence.writer,
       );
-      const entries = await chainEntries(client, sessionId);
-      const summary = new ChainSummary();
-      summary.add(entries);
+      await summarizePages(client, sessionId, summary, writers);
       await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [CLAIM_CHAIN_LOCK]);
       const prev = await claimChainTip(client);
       const inp = inputs(row);
-      const unsigned = await this.unsigned(client, sessionId, row, entries, summary, inp, prev);
-      const transcript = summary.transcriptBytes();
+      const unsigned = await this.unsigned(client, sessionId, row, [...writers], summary, inp, prev);
       // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
-      const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
-      const claim: Claim = { ...unsigned, signature: signature.toString('base64url') };
-      const canonical = claimBytes(claim, transcript);
+      const signed = await signClaimOffLoop(unsigned, summary.transcriptBytes(), inp.key);
+      // The text as a Buffer parameter (sent in binary format, the UTF-8 bytes as they are): no
+      // 1.5 MB string made of it first.
       await client.query(
         'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES ($1,$2,$3,$4)',
-        [claim.claim_sequence, sessionId, sha256Hex(canonical), canonical.toString('utf8')],
+        [signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical],
       );
       await client.query("UPDATE sessions SET status = 'closed', closed_at = $1 WHERE session_id = $2", [
         new Date().toISOString(),
         sessionId,
       ]);
-      return { claim, canonical, issued: true };
+      return { claim: signed.claim, canonical: signed.canonical, issued: true };
     });
   }
 
@@ -230,13 +234,13 @@ export class PostgresSessionStore {
     client: pg.ClientBase,
     sessionId: string,
     row: SessionRow,
-    entries: readonly AuditEntry[],
+    /** The key thumbprints of the chain's writers (its entries' `replica`). */
+    writers: readonly string[],
     summary: ChainSummary,
     inp: ClaimInputs,
     prev: ClaimTip | undefined,
   ): Promise<UnsignedClaim> {
     const signer = b64u(jwkThumbprint(inp.jwk));
-    const writers = chainWriters(entries);
     if (writers.length > 1) {
       if (this.fence.writer?.keyThumbprint !== signer)
         throw new Error(
@@ -276,6 +280,19 @@ export class PostgresSessionStore {
   async claim(sessionId: string): Promise<{ claim: Claim; canonical: Buffer } | undefined> {
     return storedClaim(this.pool, sessionId);
   }
+
+  /**
+   * A closed session's stored claim text (UTF-8 JCS) as stored, not parsed (a long session's
+   * is ~1.5 MB: parsing it would hold the loop ~10 ms), or undefined. Reads only.
+   */
+  async claimCanonical(sessionId: string): Promise<Buffer | undefined> {
+    const r = await this.pool.query<{ canonical: string }>(
+      'SELECT canonical FROM claims WHERE session_id = $1',
+      [sessionId],
+    );
+    const text = r.rows[0]?.canonical;
+    return text === undefined ? undefined : Buffer.from(text, 'utf8');
+  }
 }
 
 async function lockSession(client: pg.ClientBase, sessionId: string): Promise<string | undefined> {
@@ -307,4 +324,25 @@ async function storedClaim(
   return text === undefined
     ? undefined
     : { claim: JSON.parse(text) as Claim, canonical: Buffer.from(text, 'utf8') };
+}
+
+/** Entries read per page of a close's summary (as on SQLite, session/paged.ts). */
+const SUMMARY_PAGE = 25;
+
+/**
+ * Adds the chain's entries after `summary`'s last one to it, a page of {@link SUMMARY_PAGE}
+ * per query, and each entry's writer (key thumbprint of its `replica`) to `writers`.
+ */
+async function summarizePages(
+  db: pg.Pool | pg.ClientBase,
+  chainId: string,
+  summary: ChainSummary,
+  writers: Set<string>,
+): Promise<void> {
+  for (;;) {
+    const page = await claimPage(db, chainId, summary.lastSequence, SUMMARY_PAGE);
+    summary.add(page);
+    for (const e of page) if (e.writer !== null) writers.add(e.writer);
+    if (page.length < SUMMARY_PAGE) return;
+  }
 }
