@@ -26,7 +26,8 @@ export type ClaimPageEntry = Pick<
   | 'error_code'
 >;
 
-interface ClaimPageRow {
+/** A row of a claim page's query (the same columns on SQLite and PostgreSQL). */
+export interface ClaimPageRow {
   sequence_number: number;
   entry_type: string;
   entry_hash: string;
@@ -157,21 +158,7 @@ export class AuditChain {
    * is parsed whole (as {@link entries} parses every entry), so every value is the one JSON.parse gives.
    */
   claimPage(chainId: string, after: number, limit: number): ClaimPageEntry[] {
-    return this.claimPageStmt.all(chainId, after, limit).map((r) => {
-      if (r.escaped !== null)
-        return { ...(JSON.parse(r.escaped) as AuditEntryBody), entry_hash: r.entry_hash };
-      return {
-        sequence_number: r.sequence_number,
-        entry_type: r.entry_type,
-        entry_hash: r.entry_hash,
-        timestamp_utc: r.timestamp_utc,
-        tool_name: r.tool_name,
-        policy_decision: r.policy_decision,
-        policy_rule_matched: r.rules === null ? null : (JSON.parse(r.rules) as string[]),
-        disposition: r.disposition,
-        error_code: r.error_code,
-      };
-    });
+    return this.claimPageStmt.all(chainId, after, limit).map(claimPageEntry);
   }
 
   /** A chain's entries of the given types, in sequence order (e.g. the gateway chain's blocks). */
@@ -227,4 +214,24 @@ export class AuditChain {
   bundle(chainId: string, sessionId: string | null): AuditBundle {
     return chainBundleOf(chainId, sessionId, this.chainStmt.all(chainId));
   }
+}
+
+/**
+ * A claim page's row as the entry it stands for: the extracted fields, or, when the stored text
+ * holds a `\u` escape, the whole text parsed (then every field of the entry is there).
+ * @throws SyntaxError when a stored text or its rules are not JSON (a damaged row).
+ */
+export function claimPageEntry(r: ClaimPageRow): ClaimPageEntry {
+  if (r.escaped !== null) return { ...(JSON.parse(r.escaped) as AuditEntryBody), entry_hash: r.entry_hash };
+  return {
+    sequence_number: r.sequence_number,
+    entry_type: r.entry_type,
+    entry_hash: r.entry_hash,
+    timestamp_utc: r.timestamp_utc,
+    tool_name: r.tool_name,
+    policy_decision: r.policy_decision,
+    policy_rule_matched: r.rules === null ? null : (JSON.parse(r.rules) as string[]),
+    disposition: r.disposition,
+    error_code: r.error_code,
+  };
 }

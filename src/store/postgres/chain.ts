@@ -11,7 +11,7 @@
 import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { signEntryWriter } from '@cmcp/verify/format/replica';
 import type pg from 'pg';
-import type { ClaimPageEntry } from '../../audit/chain.js';
+import { type ClaimPageEntry, type ClaimPageRow, claimPageEntry } from '../../audit/chain.js';
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
 import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
@@ -104,19 +104,9 @@ export async function claimPage(
   after: number,
   limit: number,
 ): Promise<ClaimPageEntryWithWriter[]> {
-  const r = await db.query<{
-    sequence_number: string;
-    entry_type: string;
-    entry_hash: string;
-    timestamp_utc: string;
-    escaped: string | null;
-    tool_name: string | null;
-    policy_decision: string | null;
-    rules: string | null;
-    disposition: string | null;
-    error_code: string | null;
-    writer: string | null;
-  }>(
+  const r = await db.query<
+    Omit<ClaimPageRow, 'sequence_number'> & { sequence_number: string; writer: string | null }
+  >(
     `SELECT sequence_number::text AS sequence_number, entry_type, entry_hash, timestamp_utc, escaped,
        j->>'tool_name' AS tool_name, j->>'policy_decision' AS policy_decision,
        (j->'policy_rule_matched')::text AS rules, j->>'disposition' AS disposition,
@@ -130,22 +120,13 @@ export async function claimPage(
     [chainId, after, limit],
   );
   return r.rows.map((row) => {
-    if (row.escaped !== null) {
-      const e = JSON.parse(row.escaped) as AuditEntryBody;
-      return { ...e, entry_hash: row.entry_hash, writer: e.replica?.key_thumbprint ?? null };
-    }
-    return {
-      sequence_number: Number(row.sequence_number),
-      entry_type: row.entry_type,
-      entry_hash: row.entry_hash,
-      timestamp_utc: row.timestamp_utc,
-      tool_name: row.tool_name,
-      policy_decision: row.policy_decision,
-      policy_rule_matched: row.rules === null ? null : (JSON.parse(row.rules) as string[] | null),
-      disposition: row.disposition,
-      error_code: row.error_code,
-      writer: row.writer,
-    };
+    const entry = claimPageEntry({ ...row, sequence_number: Number(row.sequence_number) });
+    // A parsed text carries the entry's `replica`; otherwise PostgreSQL extracted its writer.
+    const writer =
+      row.escaped !== null
+        ? ((entry as Partial<AuditEntryBody>).replica?.key_thumbprint ?? null)
+        : row.writer;
+    return { ...entry, writer };
   });
 }
 
