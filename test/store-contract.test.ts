@@ -116,6 +116,13 @@ function terminal(a: AttemptStart, disposition: 'completed' | 'not_attempted' = 
 
 const codeOf = (r: AdmissionResult) => (r.kind === 'admitted' ? 'admitted' : r.refusal.code);
 
+/** An export's pieces (strings and bytes) as one text, decoded once: a piece may end inside a UTF-8 sequence. */
+async function exportText(pieces: AsyncIterable<string | Buffer>): Promise<string> {
+  const bytes: Buffer[] = [];
+  for await (const p of pieces) bytes.push(typeof p === 'string' ? Buffer.from(p) : p);
+  return Buffer.concat(bytes).toString('utf8');
+}
+
 describe.each(engines)('the storage contract on %s', (name, make) => {
   const skip = name === 'postgres' && !withPostgres;
   let engine: Engine;
@@ -182,7 +189,14 @@ describe.each(engines)('the storage contract on %s', (name, make) => {
       const chainId = 'chain-paged';
       // Texts the database must escape exactly as a JSON string: quotes, backslashes, control
       // characters, U+2028, a non-BMP character (the chain refuses lone surrogates).
-      const tricky = ['"q" \\ back', 'tab\t nl\n bel\u0007 del\u007f', '\u2028 \u00e9 😀'];
+      // The last: ~24 KB of multi-byte characters, so that the export's byte chunks (PostgreSQL's
+      // COPY arrives in the socket's reads) split UTF-8 sequences.
+      const tricky = [
+        '"q" \\ back',
+        'tab\t nl\n bel\u0007 del\u007f',
+        '\u2028 \u00e9 😀',
+        'é😀€'.repeat(2000),
+      ];
       for (let i = 0; i < 130; i++)
         await (engine.replicas[i % 3] as (typeof engine.replicas)[number]).append(chainId, {
           entry_type: 'test_append',
@@ -205,15 +219,13 @@ describe.each(engines)('the storage contract on %s', (name, make) => {
       expect(whole.entries.length).toBe(engine.name === 'postgres' ? 137 : 130);
       if (engine.name === 'postgres') expect(whole.entries.filter((e) => e.writer_signature)).toHaveLength(7);
       for (const pageSize of [1, 25, 200]) {
-        let text = '';
-        for await (const piece of engine.bundleJson(chainId, chainId, pageSize)) text += piece;
-        const paged = JSON.parse(text) as typeof whole;
+        const paged = JSON.parse(
+          await exportText(engine.bundleJson(chainId, chainId, pageSize)),
+        ) as typeof whole;
         expect({ ...paged, exported_at: null }).toEqual({ ...whole, exported_at: null });
       }
       // An empty chain exports as an empty bundle.
-      let empty = '';
-      for await (const piece of engine.bundleJson('chain-none', null, 25)) empty += piece;
-      expect(JSON.parse(empty).entries).toEqual([]);
+      expect(JSON.parse(await exportText(engine.bundleJson('chain-none', null, 25))).entries).toEqual([]);
     },
     60_000,
   );

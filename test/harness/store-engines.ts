@@ -39,7 +39,7 @@ export interface Engine {
   replicas: Replica[];
   bundle(chainId: string, sessionId: string | null): Promise<AuditBundle>;
   /** The same bundle as the gateway's audit route sends it: JSON text in pages of `pageSize`. */
-  bundleJson(chainId: string, sessionId: string | null, pageSize: number): AsyncIterable<string>;
+  bundleJson(chainId: string, sessionId: string | null, pageSize: number): AsyncIterable<string | Buffer>;
   execution(agentId: string, executionId: string): Promise<ExecutionRow | undefined>;
   /** The call_ids of every open attempt. */
   openAttempts(): Promise<string[]>;
