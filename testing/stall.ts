@@ -42,7 +42,20 @@ export interface Stall {
   faults: number;
   /** Wall time the probe ran, milliseconds: the time a stall could have fallen in. */
   spanMs: number;
+  /**
+   * Longest main-thread CPU time of a gap that holds no GC pause (no perf_hooks 'gc' entry
+   * overlaps it), milliseconds: the longest turn the work itself, not a collection's atomic
+   * pause, held the loop. Only gaps over {@link WORK_GAP_FLOOR_MS} are kept, so 0 means none was
+   * longer. An upper bound on the work: perf_hooks does not report incremental marking steps,
+   * which may still fall inside such a gap.
+   */
+  workCpuMs: number;
 }
+
+/** Gaps with less main-thread CPU than this are not kept for {@link Stall.workCpuMs}, milliseconds. */
+export const WORK_GAP_FLOOR_MS = 0.5;
+/** At most this many gaps are kept for {@link Stall.workCpuMs} (the longest, by CPU). */
+const WORK_GAPS_KEPT = 256;
 
 /** CLOCK_THREAD_CPUTIME_ID on Linux (<linux/time.h>). */
 const CLOCK_THREAD_CPUTIME_ID = 3;
@@ -96,12 +109,18 @@ export async function measureStall<T>(
   let cpu = cpuNow();
   let faults = faultsNow();
   const began = wall;
-  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0, faults: 0, spanMs: 0 };
+  const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0, faults: 0, spanMs: 0, workCpuMs: 0 };
+  // [cpu ms, from, to] of the gaps over WORK_GAP_FLOOR_MS: rare, so a tick allocates nothing as a rule.
+  let gaps: [number, number, number][] = [];
   const tick = () => {
     const w = performance.now();
     const c = cpuNow();
     const f = faultsNow();
     stall.wallMs = Math.max(stall.wallMs, w - wall);
+    if (c - cpu > WORK_GAP_FLOOR_MS) {
+      gaps.push([c - cpu, wall, w]);
+      if (gaps.length > 2 * WORK_GAPS_KEPT) gaps = gaps.sort((a, b) => b[0] - a[0]).slice(0, WORK_GAPS_KEPT);
+    }
     if (c - cpu > stall.cpuMs) {
       stall.cpuMs = c - cpu;
       stall.window = [wall, w];
@@ -135,6 +154,9 @@ export async function measureStall<T>(
     const [from, to] = stall.window ?? [0, 0];
     for (const g of gcs)
       stall.gcMs += Math.max(0, Math.min(to, g.startTime + g.duration) - Math.max(from, g.startTime));
+    for (const [gapCpu, a, b] of gaps)
+      if (gapCpu > stall.workCpuMs && !gcs.some((g) => g.startTime < b && g.startTime + g.duration > a))
+        stall.workCpuMs = gapCpu;
     if (process.env.STALL_TRACE) traceWindow(stall, gcs);
     return { value, stall };
   } finally {
