@@ -113,6 +113,15 @@ export class UpstreamPool {
     const routes = new Map<string, RoutedTool>();
     for (const u of this.upstreams.values()) {
       for (const t of u.tools) {
+        // PostgreSQL text cannot hold U+0000 (its attempt row would fail, and no call runs
+        // without one), and SEP-986 names never hold it: such a tool is not routed, on either engine.
+        if (t.name.includes('\u0000')) {
+          this.log.warn(
+            { upstream: u.cfg.name, tool: t.name },
+            'upstream tool not exposed: its name holds U+0000, which the audit store cannot record',
+          );
+          continue;
+        }
         const exposedName = u.prefix ? `${u.prefix}.${t.name}` : t.name;
         const prev = routes.get(exposedName);
         if (prev) {
