@@ -1,9 +1,11 @@
 /**
  * testing/stall.ts attributes a loop's longest gap: the CPU of the longest gap (Stall.cpuMs),
  * the GC pause inside it (gcMs) and the longest gap that held no GC pause (workCpuMs), which the
- * loop-block bench prints beside its verdict. A busy turn of the work's own and a forced
- * mark-compact of a large heap, in separate turns: the mark-compact's gap is the longest, the busy
- * turn is the longest without a GC pause.
+ * loop-block bench prints beside its verdict. A busy turn of the work's own (4 ms of CPU) and, in
+ * a later turn, a forced mark-compact of a large heap followed by 12 ms of busy CPU (so that this
+ * gap is the longest by CPU whatever share of the collection its helper threads take, or how
+ * little CPU the loaded machine gives it): the second is the longest gap, the first the longest
+ * without a GC pause.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -28,14 +30,15 @@ describe('the stall probe', () => {
         busy(4);
         await new Promise((r) => setTimeout(r, 5));
         gc();
+        busy(12);
         await new Promise((r) => setTimeout(r, 5));
       }, probe);
       expect(live.length).toBe(1_500_000);
       console.log(`${probe}: ${JSON.stringify(stall)}`);
+      expect(stall.cpuMs).toBeGreaterThanOrEqual(12);
       expect(stall.gcMs).toBeGreaterThan(0);
       expect(stall.workCpuMs).toBeGreaterThanOrEqual(4);
-      expect(stall.workCpuMs).toBeLessThan(stall.cpuMs);
-      // The busy turn's gap holds its 4 ms and little else: the collection's does not count in it.
-      expect(stall.workCpuMs).toBeLessThan(4 + 3);
+      // Not the collection's gap (at least 12 ms of CPU): that one is left out.
+      expect(stall.workCpuMs).toBeLessThan(12);
     });
 });
