@@ -8,6 +8,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
+import { sha256Hex } from '@cmcp/verify/format/canonical';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReplicaSessions } from '../src/session/replica-sessions.js';
@@ -60,7 +61,7 @@ afterAll(async () => {
 const s = (i: number) => sessions[i] as ReplicaSessions;
 
 let calls = 0;
-async function call(i: number, sessionId: string): Promise<void> {
+async function call(i: number, sessionId: string, toolName = 'echo'): Promise<void> {
   const w = (engine.replicas[i] as PgReplica).writes;
   const callId = `call-${++calls}`;
   const attempt = {
@@ -70,7 +71,7 @@ async function call(i: number, sessionId: string): Promise<void> {
     agentId: 'alice',
     sessionId,
     executionId: null,
-    toolName: 'echo',
+    toolName,
     requestPayloadHash: null,
     workflowId: null,
   };
@@ -83,7 +84,7 @@ async function call(i: number, sessionId: string): Promise<void> {
       call_id: callId,
       agent_id: 'alice',
       session_id: sessionId,
-      tool_name: 'echo',
+      tool_name: toolName,
     },
     disposition: 'completed',
     execution: null,
@@ -107,6 +108,9 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
     const texts = await Promise.all([0, 1, 2].map((i) => s(i).claimText('alice', created.session_id)));
     for (const t of texts) expect(JSON.parse(t.toString('utf8'))).toEqual(claim);
     expect(await s(2).close('alice', created.session_id)).toEqual(claim);
+    // The close route's answer for the closed session: the stored text, byte for byte, through every replica.
+    for (const i of [0, 1, 2])
+      expect((await s(i).closeText('alice', created.session_id)).equals(texts[0] as Buffer)).toBe(true);
     await expect(s(2).resolve('alice', created.session_id)).rejects.toMatchObject({ code: 'SESSION_CLOSED' });
   }, 60_000);
 
@@ -117,6 +121,9 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
         code: 'UNKNOWN_SESSION',
       });
       await expect(s(i).close('bob', created.session_id)).rejects.toMatchObject({ code: 'UNKNOWN_SESSION' });
+      await expect(s(i).closeText('bob', created.session_id)).rejects.toMatchObject({
+        code: 'UNKNOWN_SESSION',
+      });
       await expect(s(i).claimText('alice', created.session_id)).rejects.toMatchObject({
         code: 'SESSION_OPEN',
       });
@@ -133,5 +140,26 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
     ).session(created.session_id);
     expect(claim.evidence).toEqual(JSON.parse(row?.binding_json ?? '{}').evidence);
     expect(claim.evidence.reason).not.toBe('GATEWAY_KEY_ROTATED');
+  }, 60_000);
+
+  it("the close route's closeText of an open session issues its claim and answers the stored text; again, the same bytes", async () => {
+    const created = await s(1).create('alice');
+    // A name whose JCS holds escapes and multi-byte UTF-8: the stored text's bytes, as they are.
+    const name = 'é😀 "q" \\ tab\t nl\n \u2028';
+    await call(1, created.session_id, name);
+    const issued = await s(1).closeText('alice', created.session_id);
+    const stored = await s(0).claimText('alice', created.session_id);
+    expect(issued.equals(stored)).toBe(true);
+    const row = await engine.admin.query<{ canonical: string; claim_hash: string }>(
+      'SELECT canonical, claim_hash FROM claims WHERE session_id = $1',
+      [created.session_id],
+    );
+    expect(stored.equals(Buffer.from(row.rows[0]?.canonical ?? '', 'utf8'))).toBe(true);
+    expect(sha256Hex(stored)).toBe(row.rows[0]?.claim_hash);
+    const claim = JSON.parse(issued.toString('utf8'));
+    expect(claim.audit_chain.chain_id).toBe(created.session_id);
+    expect(claim.counters.tool_calls).toBe(1);
+    expect(issued.toString('utf8')).toContain(JSON.stringify(name).slice(1, -1));
+    expect((await s(2).closeText('alice', created.session_id)).equals(stored)).toBe(true);
   }, 60_000);
 });

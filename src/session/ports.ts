@@ -7,7 +7,6 @@
  * path itself (call/orchestrator.ts) awaits `resolve` as it always has.
  */
 import type { Readable } from 'node:stream';
-import type { Claim } from '@cmcp/verify/format/claim';
 import type { ClaimTextPieces } from '../claim/parts.js';
 import type { ExecutionRow } from '../execution/registry.js';
 import type { SessionCreated, SessionRow } from './types.js';
@@ -35,8 +34,12 @@ export interface AgentSessions extends CallSessions {
   create(agentId: string, opts: { challenge?: string | null }): Promise<SessionCreated>;
   /** Sessions of `agentId` open now (limits.agent_max_open_sessions). */
   openCount(agentId: string): Answer<number>;
-  /** Closes with a claim; a closed session answers its stored claim. @throws CmcpError UNKNOWN_SESSION. */
-  closeAwaited(agentId: string, sessionId: string): Promise<Claim>;
+  /**
+   * Closes with a claim and answers its canonical text (UTF-8 JCS): the text just issued, or a
+   * closed session's stored text, never parsed (a long session's is ~1.5 MB: parsing it on every
+   * repeated close held the loop ~10 ms). @throws CmcpError UNKNOWN_SESSION.
+   */
+  closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces>;
   /** The stored canonical text of a closed session's claim. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */
   claimText(agentId: string, sessionId: string): Answer<Buffer | ClaimTextPieces>;
   /** The session's audit bundle as JSON text. @throws CmcpError UNKNOWN_SESSION. */

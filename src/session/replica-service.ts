@@ -101,6 +101,10 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
     return this.sessions.close(agentId, sessionId, reason);
   }
 
+  closeText(agentId: string, sessionId: string): Promise<Buffer> {
+    return this.sessions.closeText(agentId, sessionId);
+  }
+
   claimText(agentId: string, sessionId: string): Promise<Buffer> {
     return this.sessions.claimText(agentId, sessionId);
   }

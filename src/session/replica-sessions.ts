@@ -22,7 +22,7 @@ import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
 import { claimInputsFor } from './claim-binding.js';
-import { rememberIssuedText } from './close.js';
+import { issuedText, rememberIssuedText } from './close.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionRow } from './types.js';
 
 export class ReplicaSessions {
@@ -111,6 +111,21 @@ export class ReplicaSessions {
     // The close route answers with this text, not a read of it back (session/close.ts issuedText).
     rememberIssuedText(closed.claim, closed.canonical);
     return closed.claim;
+  }
+
+  /**
+   * {@link close} answering the claim's canonical text (ports.ts AgentSessions.closeText): the
+   * text just issued, or a closed session's stored text, unparsed and without reading its chain.
+   * @throws CmcpError UNKNOWN_SESSION; LeaseLostError (LEASE_LOST); pg errors.
+   */
+  async closeText(agentId: string, sessionId: string): Promise<Buffer> {
+    const row = await this.own(agentId, sessionId);
+    if (row.status === 'closed') {
+      const stored = await this.store.claimCanonical(sessionId);
+      if (stored) return stored;
+    }
+    const claim = await this.close(agentId, sessionId);
+    return issuedText(claim) ?? this.claimText(agentId, sessionId);
   }
 
   /**

@@ -19,7 +19,7 @@ import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
 import { claimInputsFor } from './claim-binding.js';
-import { type CloseDeps, closeOffLoop } from './close.js';
+import { type CloseDeps, closeOffLoop, issuedText } from './close.js';
 import { catchUp, LoopSlice, summarizePaged } from './paged.js';
 import type { GatewayKey, SessionCreated, SessionFacts, SessionLimits, SessionRow } from './types.js';
 
@@ -240,6 +240,21 @@ export class SessionService {
     } finally {
       if (marked) this.closing.delete(sessionId);
     }
+  }
+
+  /**
+   * {@link closeAwaited} answering the claim's canonical text (ports.ts AgentSessions.closeText):
+   * the text just issued, or a closed session's stored text part by part, unparsed.
+   * @throws CmcpError UNKNOWN_SESSION; SQLITE_BUSY once the busy timeout has passed.
+   */
+  async closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces> {
+    const row = this.get(agentId, sessionId);
+    if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
+    if (row.status !== 'closed') {
+      const issued = issuedText(await this.closeAwaited(agentId, sessionId));
+      if (issued) return issued;
+    }
+    return this.claimText(agentId, sessionId);
   }
 
   /** What session/close.ts needs to close one session. */

@@ -10,7 +10,6 @@ import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimTextPieces } from '../../claim/parts.js';
-import { issuedText } from '../../session/close.js';
 import type { AgentSessions, ExecutionReads } from '../../session/ports.js';
 import { type AgentLimits, registerAgentLimits } from '../agent-limits.js';
 import type { Authenticator } from '../auth.js';
@@ -224,13 +223,10 @@ export function agentRoutes(d: AgentRouteDeps) {
       { schema: claimSchema },
       async (req, reply) => {
         strictBody(req.body, BODY_MEMBERS.closeSession, 'POST /sessions/{id}/close');
-        const claim = await d.sessions.closeAwaited(req.agentId, req.params.id);
+        const text = await d.sessions.closeText(req.agentId, req.params.id);
         // The commit and the answer in two turns of the loop (a timer lets I/O run between them).
         await setTimeout(0);
-        return sendClaimText(
-          reply,
-          issuedText(claim) ?? (await d.sessions.claimText(req.agentId, req.params.id)),
-        );
+        return sendClaimText(reply, text);
       },
     );
     app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req, reply) =>

@@ -10,12 +10,12 @@
  */
 import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { signEntryWriter } from '@cmcp/verify/format/replica';
-import pg from 'pg';
-import { to as copyTo } from 'pg-copy-streams';
+import type pg from 'pg';
 import { type ClaimPageEntry, type ClaimPageRow, claimPageEntry } from '../../audit/chain.js';
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
 import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
+import { copyTextOut, VERBATIM_CSV } from './copy-out.js';
 
 /**
  * Locks `chainId`'s tip row (made for an empty chain: sequence -1, `genesis`) and returns the
@@ -149,30 +149,21 @@ export async function chainBundle(
 }
 
 /**
- * COPY's CSV options under which a page's text is written as it is: a field is quoted only when
- * it holds the delimiter, the quote, CR, LF or equals the NULL string (PostgreSQL 16 docs, COPY,
- * "CSV Format"), and a JSON text built with `to_json` holds no raw control character (RFC 8259
- * §7), so each row is the page's text followed by a newline, which JSON reads as whitespace.
- */
-const VERBATIM_CSV = "(FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01', NULL E'\\x03')";
-
-/**
  * The JSON text of {@link chainBundle}, in pieces, as the SQLite export makes it
  * (audit/chain.ts AuditChain.bundleJson): the chain up to its tip when the export began, read
  * in pages of `pageSize` sequence numbers, each page one short `COPY (SELECT …) TO STDOUT`
  * whose text PostgreSQL builds (`to_json` escapes each stored text as a JSON string) and sends
  * as raw bytes (pg-copy-streams): the page reaches the socket as the Buffers it arrived in,
  * never decoded into a string, parsed into rows or serialised, so the event loop does no work
- * per byte and the heap gets no garbage per byte (a page read as a string made ~16 MB of
- * strings for a 10,000-entry export, and the collections those started fell inside the loop's
- * longest gaps). A page is read whole and its connection released before it is yielded, so a
+ * per byte (pages read as strings made ~16 MB of strings for a 10,000-entry export, half of what
+ * it allocated, and so more of the collections that fell inside the loop's longest gaps). A page is read whole and its connection released before it is yielded, so a
  * slow reader of the export holds no connection. Each page is its own statement and snapshot;
  * the chain is append-only, so pages below the tip read first are the same in every snapshot
  * (issue 11 item 7). A chain's sequence numbers run 0…tip; a missing one leaves its page short
  * and the bundle's verification finds the gap.
- * @throws (rejects, from the iteration) pg errors; Error `EXPORT_PAGE_QUOTED` when a page came
- * back quoted or NULL (a control byte in a stored text: the bundle would not be the chain's),
- * the response then ending short of its closing bracket.
+ * @throws (rejects, from the iteration) pg errors; Error `COPY_TEXT_QUOTED` (copy-out.ts) when a
+ * page came back quoted or NULL (a control byte in a stored text: the bundle would not be the
+ * chain's), the response then ending short of its closing bracket.
  */
 export async function* chainBundleJson(
   db: pg.Pool | pg.ClientBase,
@@ -189,42 +180,23 @@ export async function* chainBundleJson(
   let emitted = false;
   for (let after = -1; after < tip; after += pageSize) {
     const upto = Math.min(after + pageSize, tip);
-    const page = await copyPage(db, (cl) => {
-      // COPY takes no bind parameters: the chain id is quoted by pg's escapeLiteral, the bounds are integers.
-      const id = cl.escapeLiteral(chainId);
-      return `COPY (SELECT ${emitted ? "','" : "''"} || string_agg('{"canonical":' || to_json(p.canonical)::text
+    const page = await copyTextOut(
+      db,
+      (cl) => {
+        // COPY takes no bind parameters: the chain id is quoted by pg's escapeLiteral, the bounds are integers.
+        const id = cl.escapeLiteral(chainId);
+        return `COPY (SELECT ${emitted ? "','" : "''"} || string_agg('{"canonical":' || to_json(p.canonical)::text
            || ',"entry_hash":' || to_json(p.entry_hash)::text
            || coalesce(',"writer_signature":' || to_json(w.writer_signature)::text, '') || '}', ',' ORDER BY p.sequence_number)
          FROM (SELECT sequence_number, canonical, entry_hash FROM audit_entries
                WHERE chain_id = ${id} AND sequence_number > ${after} AND sequence_number <= ${upto}) p
          LEFT JOIN entry_writers w ON w.entry_hash = p.entry_hash
          HAVING count(*) > 0) TO STDOUT WITH ${VERBATIM_CSV}`;
-    });
-    for (const b of page) {
-      if (b.includes(1) || b.includes(3))
-        throw Object.assign(new Error(`an export page of chain ${chainId} came back quoted`), {
-          code: 'EXPORT_PAGE_QUOTED',
-        });
-    }
+      },
+      `an export page of chain ${chainId}`,
+    );
     if (page.length > 0) emitted = true;
     yield* page;
   }
   yield ']}';
-}
-
-/** The bytes of one `COPY … TO STDOUT`, read whole on a connection of `db` (a pool's, released after). */
-async function copyPage(db: pg.Pool | pg.ClientBase, sql: (cl: pg.ClientBase) => string): Promise<Buffer[]> {
-  const cl = db instanceof pg.Pool ? await db.connect() : db;
-  let failed: Error | undefined;
-  try {
-    const chunks: Buffer[] = [];
-    for await (const b of cl.query(copyTo(sql(cl)))) chunks.push(b as Buffer);
-    return chunks;
-  } catch (e) {
-    failed = e as Error;
-    throw e;
-  } finally {
-    // A COPY cut off mid-stream leaves the connection's protocol state unknown: a pool's is destroyed, not reused.
-    if (cl !== db) (cl as pg.PoolClient).release(failed);
-  }
 }

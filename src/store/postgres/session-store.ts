@@ -29,6 +29,7 @@ import { openingBinding, replicasClaim } from '../../claim/replicas.js';
 import { signClaimOffLoop } from '../../claim/sign.js';
 import type { SessionRow } from '../../session/types.js';
 import { appendEntry, claimPage } from './chain.js';
+import { copyTextOut, VERBATIM_CSV } from './copy-out.js';
 import type { Fence } from './leases.js';
 import { replicaMembers } from './replica-evidence.js';
 import { fencedTransaction } from './transaction.js';
@@ -283,15 +284,21 @@ export class PostgresSessionStore {
 
   /**
    * A closed session's stored claim text (UTF-8 JCS) as stored, not parsed (a long session's
-   * is ~1.5 MB: parsing it would hold the loop ~10 ms), or undefined. Reads only.
+   * is ~1.5 MB: parsing it would hold the loop ~10 ms) and not decoded: read as COPY's bytes
+   * (copy-out.ts; as a string and back, 4–6 ms of the loop), or undefined. Reads only.
+   * @throws (rejects) Error COPY_TEXT_QUOTED (a raw control byte in the stored text); pg errors.
    */
   async claimCanonical(sessionId: string): Promise<Buffer | undefined> {
-    const r = await this.pool.query<{ canonical: string }>(
-      'SELECT canonical FROM claims WHERE session_id = $1',
-      [sessionId],
+    const chunks = await copyTextOut(
+      this.pool,
+      (cl) =>
+        `COPY (SELECT canonical FROM claims WHERE session_id = ${cl.escapeLiteral(sessionId)}) TO STDOUT WITH ${VERBATIM_CSV}`,
+      `the claim text of session ${sessionId}`,
     );
-    const text = r.rows[0]?.canonical;
-    return text === undefined ? undefined : Buffer.from(text, 'utf8');
+    if (chunks.length === 0) return undefined;
+    const row = Buffer.concat(chunks);
+    // One row: the text and its newline.
+    return row.subarray(0, row.length - 1);
   }
 }
 
