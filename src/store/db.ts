@@ -42,7 +42,7 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
   // A new file only (SQLite ignores it once the database has pages): 16 KiB pages hold ~11
   // entries each instead of 2, so less of each page is left over.
   db.pragma(`page_size = ${PAGE_SIZE}`);
-  db.pragma('journal_mode = WAL');
+  switchToWal(db, busyTimeoutMs);
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
   // Savepoint (statement) journals in memory: the group commit runs each write in its own
@@ -67,6 +67,30 @@ export function openDatabase(path: string, busyTimeoutMs = 5000): Db {
  * take the write lock keeps the event loop (SQLite's busy handler sleeps in the thread).
  */
 export const BUSY_STEP_MS = 4;
+
+/**
+ * `PRAGMA journal_mode = WAL`, tried again while it fails with SQLITE_BUSY, until `budgetMs` has
+ * passed. The switch of a new file reads it under a shared lock and then needs an exclusive one;
+ * when another process opening the same new file holds a lock at that moment, SQLite answers
+ * SQLITE_BUSY at once rather than wait in its busy handler, which could deadlock the two
+ * (sqlite.org/c3ref/busy_handler.html: the handler is not called when waiting could deadlock),
+ * so `busy_timeout` alone does not cover it: three processes opening one new file together
+ * failed this way. Opening only (start-up, the CLI, the write worker's own connection): the
+ * waits between tries (2, 4 … 50 ms) block this thread.
+ * @throws the last SqliteError once the budget has passed; any other error at once.
+ */
+function switchToWal(db: Db, budgetMs: number): void {
+  const until = performance.now() + budgetMs;
+  for (let wait = 2; ; wait = Math.min(wait * 2, 50)) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'SQLITE_BUSY' || performance.now() + wait > until) throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, wait);
+    }
+  }
+}
 
 /** Each connection's overall wait for the write lock (openDatabase's busyTimeoutMs). */
 const busyBudgets = new WeakMap<Db, number>();
