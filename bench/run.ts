@@ -15,7 +15,7 @@
  *                                  (./group-commit.ts; BENCHMARKS.md renders the newest run)
  *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  *   npm run bench -- --session-binding   sessions/s with and without batched bindings, swtpm and a 50 ms TPM
- *   npm run bench -- --loop-block  [--runs N]  the close and export of a 10,000-entry session: the
+ *   npm run bench -- --loop-block  [--runs N]  the close, second close and export of a 10,000-entry session: the
  *                                  longest event-loop stall over N runs (20), MET/MISSED against
  *                                  3 ms, beside the machine's own reference (a fixed copy timed the
  *                                  same way, 30 s) (./loop-block.ts; also part of the full run's sections)
@@ -76,7 +76,10 @@ const program = new Command('bench')
   .option('--db-dir <dir>', "folder of the profiled gateway's database (e.g. /dev/shm)")
   .option('--render <file>', 'only render BENCHMARKS.md again from a saved compare-full-*.json')
   .option('--session-binding', 'only the session-binding section (batched bindings, sessions/s)')
-  .option('--loop-block', 'only the loop-block section (close and export of a 10,000-entry session)')
+  .option(
+    '--loop-block',
+    'only the loop-block section (close, second close and export of a 10,000-entry session)',
+  )
   .option('--runs <n>', 'runs of the loop-block section', int)
   .option('--no-sections', 'skip the execution_id, verification and loop-block sections')
   .option('--cpu-side-by-side', 'CPU per call of cmcp full: the --cmcp-root build against this one')

@@ -244,6 +244,16 @@ describe('sessions', () => {
     }
     const close = await rest(gw.url, 'bob-token', 'POST', `/sessions/${s.body.session_id}/close`);
     expect(close.status).toBe(404);
+    // Closed by its agent, it is still unknown to another: a second close answers only its own
+    // agent, with the stored text.
+    const closed = await rest(gw.url, 'alice-token', 'POST', `/sessions/${s.body.session_id}/close`);
+    expect(closed.status).toBe(200);
+    const again = await rest(gw.url, 'bob-token', 'POST', `/sessions/${s.body.session_id}/close`);
+    expect(again.status).toBe(404);
+    expect(again.body.error.error_code).toBe('UNKNOWN_SESSION');
+    const mineAgain = await rest(gw.url, 'alice-token', 'POST', `/sessions/${s.body.session_id}/close`);
+    expect(mineAgain.status).toBe(200);
+    expect(mineAgain.body).toEqual(closed.body);
   });
 
   it('every call, allowed, refused or faulted, has exactly one terminal tool_call entry with execution_id null', async () => {

@@ -108,6 +108,11 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
     const texts = await Promise.all([0, 1, 2].map((i) => s(i).claimText('alice', created.session_id)));
     for (const t of texts) expect(JSON.parse(t.toString('utf8'))).toEqual(claim);
     expect(await s(2).close('alice', created.session_id)).toEqual(claim);
+    // Closed, it is still unknown to another agent through every replica.
+    for (const i of [0, 1, 2])
+      await expect(s(i).closeText('bob', created.session_id)).rejects.toMatchObject({
+        code: 'UNKNOWN_SESSION',
+      });
     // The close route's answer for the closed session: the stored text, byte for byte, through every replica.
     for (const i of [0, 1, 2])
       expect((await s(i).closeText('alice', created.session_id)).equals(texts[0] as Buffer)).toBe(true);

@@ -26,6 +26,8 @@ describe('the stall probe', () => {
     it(`(${probe}) tells a busy turn of the work from a GC pause: workCpuMs is the busy turn, cpuMs the collection's gap`, async () => {
       // ~1.5 M live objects, so that a full mark-compact takes far longer than the busy turn.
       const live = Array.from({ length: 1_500_000 }, (_, i) => ({ i }));
+      // Settled first, so that no collection of the allocation above falls in the busy turn.
+      gc();
       const { stall } = await measureStall(async () => {
         busy(4);
         await new Promise((r) => setTimeout(r, 5));

@@ -189,8 +189,9 @@ describe.each(engines)('the storage contract on %s', (name, make) => {
       const chainId = 'chain-paged';
       // Texts the database must escape exactly as a JSON string: quotes, backslashes, control
       // characters, U+2028, a non-BMP character (the chain refuses lone surrogates).
-      // The last: ~24 KB of multi-byte characters, so that the export's byte chunks (PostgreSQL's
-      // COPY arrives in the socket's reads) split UTF-8 sequences.
+      // The last: 18 KB of multi-byte characters, so that a boundary between the export's byte
+      // chunks (PostgreSQL's COPY, cut where the socket's reads fall) may fall inside a UTF-8
+      // sequence: the chunks are sent on undecoded, and exportText decodes them only whole.
       const tricky = [
         '"q" \\ back',
         'tab\t nl\n bel\u0007 del\u007f',

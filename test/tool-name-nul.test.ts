@@ -4,7 +4,8 @@
  * without one (before this, such a call on a replica failed with AUDIT_WRITE_FAILED, the store
  * blamed for an upstream's name). SEP-986 tool names never hold it. The rest of that upstream's
  * tools are served; a call naming the hidden tool is UNKNOWN_TOOL and never reaches the upstream.
- * A real MCP server (official SDK, Streamable HTTP) behind the gateway, the SDK client in front.
+ * A name with a lone surrogate (which JCS cannot carry, so the call path refuses it) is not listed
+ * either. A real MCP server (official SDK, Streamable HTTP) behind the gateway, the SDK client in front.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -22,6 +23,8 @@ import { cleanup, startInProcess, writeConfig } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
 
 const NUL_NAME = 'a\u0000b';
+/** Refused by the call path anyway (call/ingress.ts: JCS cannot carry it), so not listed either. */
+const LONE_SURROGATE_NAME = 'c\ud800d';
 const invoked: string[] = [];
 let upstream: Server;
 let upstreamUrl = '';
@@ -33,7 +36,7 @@ beforeAll(async () => {
       return;
     }
     const server = new McpServer({ name: 'nul-named', version: '1.0.0' });
-    for (const name of [NUL_NAME, 'ok'])
+    for (const name of [NUL_NAME, LONE_SURROGATE_NAME, 'ok'])
       server.registerTool(name, { description: `the tool ${JSON.stringify(name)}` }, async () => {
         invoked.push(name);
         return { content: [{ type: 'text', text: `${JSON.stringify(name)} ran` }] };

@@ -54,8 +54,13 @@ export interface Stall {
 
 /** Gaps with less main-thread CPU than this are not kept for {@link Stall.workCpuMs}, milliseconds. */
 export const WORK_GAP_FLOOR_MS = 0.5;
-/** At most this many gaps are kept for {@link Stall.workCpuMs} (the longest, by CPU). */
-const WORK_GAPS_KEPT = 256;
+/**
+ * At most this many gaps are kept for {@link Stall.workCpuMs}, in arrays made once per
+ * measurement (~0.8 MB), so a tick allocates nothing. A measurement here has ~1,000 of them per
+ * second at most (the 1 ms timer on a busy loop); past the capacity the shortest kept gap gives
+ * way to a longer one, so only a GC-free gap shorter than 32,768 others could be missed.
+ */
+const WORK_GAPS_KEPT = 1 << 15;
 
 /** CLOCK_THREAD_CPUTIME_ID on Linux (<linux/time.h>). */
 const CLOCK_THREAD_CPUTIME_ID = 3;
@@ -110,17 +115,29 @@ export async function measureStall<T>(
   let faults = faultsNow();
   const began = wall;
   const stall: Stall = { wallMs: 0, cpuMs: 0, gcMs: 0, faults: 0, spanMs: 0, workCpuMs: 0 };
-  // [cpu ms, from, to] of the gaps over WORK_GAP_FLOOR_MS: rare, so a tick allocates nothing as a rule.
-  let gaps: [number, number, number][] = [];
+  // The gaps over WORK_GAP_FLOOR_MS: CPU ms, and their window's start and end (performance.now()).
+  const gapCpu = new Float64Array(WORK_GAPS_KEPT);
+  const gapFrom = new Float64Array(WORK_GAPS_KEPT);
+  const gapTo = new Float64Array(WORK_GAPS_KEPT);
+  let gapCount = 0;
+  const keepGap = (c: number, from: number, to: number) => {
+    let at = gapCount;
+    if (gapCount < WORK_GAPS_KEPT) gapCount++;
+    else {
+      at = 0;
+      for (let i = 1; i < WORK_GAPS_KEPT; i++) if ((gapCpu[i] as number) < (gapCpu[at] as number)) at = i;
+      if ((gapCpu[at] as number) >= c) return;
+    }
+    gapCpu[at] = c;
+    gapFrom[at] = from;
+    gapTo[at] = to;
+  };
   const tick = () => {
     const w = performance.now();
     const c = cpuNow();
     const f = faultsNow();
     stall.wallMs = Math.max(stall.wallMs, w - wall);
-    if (c - cpu > WORK_GAP_FLOOR_MS) {
-      gaps.push([c - cpu, wall, w]);
-      if (gaps.length > 2 * WORK_GAPS_KEPT) gaps = gaps.sort((a, b) => b[0] - a[0]).slice(0, WORK_GAPS_KEPT);
-    }
+    if (c - cpu > WORK_GAP_FLOOR_MS) keepGap(c - cpu, wall, w);
     if (c - cpu > stall.cpuMs) {
       stall.cpuMs = c - cpu;
       stall.window = [wall, w];
@@ -154,9 +171,11 @@ export async function measureStall<T>(
     const [from, to] = stall.window ?? [0, 0];
     for (const g of gcs)
       stall.gcMs += Math.max(0, Math.min(to, g.startTime + g.duration) - Math.max(from, g.startTime));
-    for (const [gapCpu, a, b] of gaps)
-      if (gapCpu > stall.workCpuMs && !gcs.some((g) => g.startTime < b && g.startTime + g.duration > a))
-        stall.workCpuMs = gapCpu;
+    for (let i = 0; i < gapCount; i++) {
+      const [c, a, b] = [gapCpu[i] as number, gapFrom[i] as number, gapTo[i] as number];
+      if (c > stall.workCpuMs && !gcs.some((g) => g.startTime < b && g.startTime + g.duration > a))
+        stall.workCpuMs = c;
+    }
     if (process.env.STALL_TRACE) traceWindow(stall, gcs);
     return { value, stall };
   } finally {

@@ -36,8 +36,9 @@ export interface AgentSessions extends CallSessions {
   openCount(agentId: string): Answer<number>;
   /**
    * Closes with a claim and answers its canonical text (UTF-8 JCS): the text just issued, or a
-   * closed session's stored text, never parsed (a long session's is ~1.5 MB: parsing it on every
-   * repeated close held the loop ~10 ms). @throws CmcpError UNKNOWN_SESSION.
+   * closed session's stored text, not parsed (a long session's is ~1.5 MB: parsing it on every
+   * repeated close held the loop ~10 ms; only a close that loses a race with another still reads
+   * the stored claim whole). @throws CmcpError UNKNOWN_SESSION.
    */
   closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces>;
   /** The stored canonical text of a closed session's claim. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */

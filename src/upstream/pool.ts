@@ -28,6 +28,19 @@ export type ListTrigger = 'first_contact' | 'list_changed' | 'interval';
 export type ListObserver = (server: string, tools: ToolDefinition[], trigger: ListTrigger) => void;
 
 /** Thrown at start-up when two upstreams expose the same gateway tool name. */
+/**
+ * Why no call of an upstream tool of this name could be recorded, or null: U+0000, which
+ * PostgreSQL text cannot hold (its call's attempt row could not be written, and no call runs
+ * without one), or a lone surrogate, which JCS cannot carry (RFC 8785 §3.2.2.2; the call path
+ * refuses such a name, call/ingress.ts). SEP-986 tool names hold neither. Such a tool is not
+ * routed, on either engine.
+ */
+function unrecordableName(name: string): string | null {
+  if (name.includes('\u0000')) return 'its name holds U+0000, which the PostgreSQL store cannot record';
+  if (/\p{Cs}/u.test(name)) return 'its name holds a lone surrogate, which JCS cannot carry';
+  return null;
+}
+
 export class ToolNameClashError extends CmcpError {
   declare readonly code: 'TOOL_NAME_CLASH';
   constructor(message: string) {
@@ -40,6 +53,8 @@ export class ToolNameClashError extends CmcpError {
 export class UpstreamPool {
   private readonly upstreams = new Map<string, Upstream>();
   private routes = new Map<string, RoutedTool>();
+  /** The unrecordable tools already warned about (upstream, NUL, name): once each, not at every re-list; at most 1,024. */
+  private readonly unrecordableWarned = new Set<string>();
   private observer: ListObserver | null = null;
   private renewed: UpstreamHooks['onRenewed'] = undefined;
   /** Upstreams not reached at start-up, retried with backoff (docs/spec/refinements.md). */
@@ -113,13 +128,17 @@ export class UpstreamPool {
     const routes = new Map<string, RoutedTool>();
     for (const u of this.upstreams.values()) {
       for (const t of u.tools) {
-        // PostgreSQL text cannot hold U+0000 (its attempt row would fail, and no call runs
-        // without one), and SEP-986 names never hold it: such a tool is not routed, on either engine.
-        if (t.name.includes('\u0000')) {
-          this.log.warn(
-            { upstream: u.cfg.name, tool: t.name },
-            'upstream tool not exposed: its name holds U+0000, which the audit store cannot record',
-          );
+        const unrecordable = unrecordableName(t.name);
+        if (unrecordable) {
+          const key = `${u.cfg.name}\u0000${t.name}`;
+          // Bounded: an upstream listing ever new such names cannot grow the set without limit.
+          if (!this.unrecordableWarned.has(key) && this.unrecordableWarned.size < 1024) {
+            this.unrecordableWarned.add(key);
+            this.log.warn(
+              { upstream: u.cfg.name, tool: t.name, reason: unrecordable },
+              'upstream tool not exposed',
+            );
+          }
           continue;
         }
         const exposedName = u.prefix ? `${u.prefix}.${t.name}` : t.name;

@@ -150,7 +150,8 @@ export async function chainBundle(
 
 /**
  * The JSON text of {@link chainBundle}, in pieces, as the SQLite export makes it
- * (audit/chain.ts AuditChain.bundleJson): the chain up to its tip when the export began, read
+ * (audit/chain.ts AuditChain.bundleJson) but for a newline after each page (JSON whitespace,
+ * from COPY): the chain up to its tip when the export began, read
  * in pages of `pageSize` sequence numbers, each page one short `COPY (SELECT …) TO STDOUT`
  * whose text PostgreSQL builds (`to_json` escapes each stored text as a JSON string) and sends
  * as raw bytes (pg-copy-streams): the page reaches the socket as the Buffers it arrived in,

@@ -19,8 +19,8 @@ export const VERBATIM_CSV = "(FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01', NU
 /**
  * The bytes of one `COPY (SELECT <a JSON text>) TO STDOUT WITH VERBATIM_CSV` that `sql` builds
  * for a connection (COPY takes no bind parameters: quote values with its `escapeLiteral`), read
- * whole on a connection of `db` — a pool's is released before this returns (destroyed when the
- * COPY failed midway), so a slow consumer of the bytes holds none. Rows end in "\n".
+ * whole on a connection of `db` — a pool's is released before this returns (destroyed after any
+ * failure, the COPY's state then unknown), so a slow consumer of the bytes holds none. Rows end in "\n".
  * @param what names the text in the error.
  * @throws Error code `COPY_TEXT_QUOTED` when a row came back quoted or NULL (a raw control byte in
  *   the text: its bytes would not be the stored text); pg errors.
