@@ -15,7 +15,7 @@
  *                                  (./group-commit.ts; BENCHMARKS.md renders the newest run)
  *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  *   npm run bench -- --session-binding   sessions/s with and without batched bindings, swtpm and a 50 ms TPM
- *   npm run bench -- --loop-block  [--runs N]  the close, second close and export of a 10,000-entry session: the
+ *   npm run bench -- --loop-block  [--runs N]  the close, second close and export of a 10,000-entry session, on SQLite and on a PostgreSQL replica: the
  *                                  longest event-loop stall over N runs (20), MET/MISSED against
  *                                  3 ms, beside the machine's own reference (a fixed copy timed the
  *                                  same way, 30 s) (./loop-block.ts; also part of the full run's sections)
@@ -109,26 +109,37 @@ const opts = program.opts<{
 }>();
 
 /**
- * The loop-block section, saved as bench/results/loop-block-<stamp>.json. The gateway it measures
- * runs in a process of its own (bench/loop-block.ts), as a gateway does: in this process its heap
+ * The loop-block section, on both engines: a single gateway on SQLite, saved as
+ * bench/results/loop-block-<stamp>.json, and a replica on PostgreSQL (as the replicas section,
+ * a throw-away server), saved as loop-block-postgres-<stamp>.json. The gateway it measures runs
+ * in a process of its own (bench/loop-block.ts), as a gateway does: in this process its heap
  * would be shared with everything the other sections left, and every young-generation pause with it.
  */
 async function loopBlock(runs: number, machineSeconds: number): Promise<void> {
-  console.log("\n== a long session's close and export: longest event-loop stall (bench/loop-block.ts) ==");
-  const out = join(resultsDir, `loop-block-${stamp}.json`);
-  const script = fileURLToPath(new URL('./loop-block.js', import.meta.url));
-  // Exit code 1 is a MISSED verdict, reported from the JSON below; anything else is a failure.
-  const code = await new Promise<number | null>((resolve, reject) =>
-    spawn(
-      process.execPath,
-      [script, '--runs', String(runs), '--machine-seconds', String(machineSeconds), '--out', out],
-      { stdio: 'inherit' },
-    )
-      .on('error', reject)
-      .on('exit', resolve),
-  );
-  if (code !== 0 && code !== 1) throw new Error(`bench/loop-block.js exited with ${code}`);
-  if (!existsSync(out)) throw new Error(`bench/loop-block.js wrote no ${out}`);
+  for (const engine of ['sqlite', 'postgres'] as const) {
+    console.log(
+      `\n== a long session's close, second close and export on ${engine === 'sqlite' ? 'SQLite' : 'PostgreSQL (a replica)'}: longest event-loop stall (bench/loop-block.ts) ==`,
+    );
+    const out = join(resultsDir, `loop-block-${engine === 'sqlite' ? '' : 'postgres-'}${stamp}.json`);
+    const script = fileURLToPath(new URL('./loop-block.js', import.meta.url));
+    const args = [
+      script,
+      '--engine',
+      engine,
+      '--runs',
+      String(runs),
+      '--machine-seconds',
+      String(machineSeconds),
+    ];
+    // Exit code 1 is a MISSED verdict, reported from the JSON below; anything else is a failure.
+    const code = await new Promise<number | null>((resolve, reject) =>
+      spawn(process.execPath, [...args, '--out', out], { stdio: 'inherit' })
+        .on('error', reject)
+        .on('exit', resolve),
+    );
+    if (code !== 0 && code !== 1) throw new Error(`bench/loop-block.js exited with ${code}`);
+    if (!existsSync(out)) throw new Error(`bench/loop-block.js wrote no ${out}`);
+  }
 }
 
 /** The session-binding section, saved as bench/results/session-binding-<stamp>.json. */
