@@ -20,7 +20,7 @@
  *   npm run bench -- --loop-block [--quick]     (bench/run.ts: this file in a process of its own)
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,6 +40,7 @@ import {
 import { longSessionPostgres } from '../testing/long-session-postgres.js';
 import { createDatabase, startPostgres } from '../testing/postgres.js';
 import { type MachineNoise, machineNoise, type Stall, type StallProbe } from '../testing/stall.js';
+import { REPO_ROOT } from './load/profile.js';
 
 /** The goal of issue 11 item 7 for one close or export: main-thread CPU in the longest gap, ms. */
 export const GOAL_MS = 3;
@@ -271,6 +272,57 @@ export async function runLoopBlockBench(o: {
     `  the machine alone: a fixed 35 KB copy, timed the same way for ${machine.seconds} s (${machine.iterations} iterations, mean ${machine.meanUs.toFixed(2)} µs): max ${machine.maxMs.toFixed(2)} ms, ${machine.over} over ${GOAL_MS} ms — at that rate, over the time each probe ran (the timer's loop also sleeps, so less for it), the machine alone would put at most about ${[summary, turns].map((x) => `${x.close.machineExpected} + ${x.reclose.machineExpected} + ${x.export.machineExpected}`).join(' (timer) and ')} (one iteration) of these closes + second closes + exports over ${GOAL_MS} ms`,
   );
   return { engine, entries, goalMs: GOAL_MS, runs, summary, turns, machine };
+}
+
+/**
+ * BENCHMARKS.md's loop-block section: the newest saved run on each engine
+ * (bench/results/loop-block-<stamp>.json, loop-block-postgres-<stamp>.json), per probe and
+ * operation the longest gap's main-thread CPU (median and max), how many runs met {@link GOAL_MS},
+ * and the longest gap with no GC pause in it.
+ * @param rel a path relative to BENCHMARKS.md, for the links.
+ */
+export function loopBlockSection(rel: (p: string) => string): string {
+  const dir = join(REPO_ROOT, 'bench', 'results');
+  const names = readdirSync(dir).sort();
+  const newest = (re: RegExp) => names.filter((n) => re.test(n)).at(-1);
+  const parts: string[] = [];
+  for (const [engine, re] of [
+    ['SQLite (a single gateway)', /^loop-block-\d.*\.json$/],
+    ['PostgreSQL (a replica)', /^loop-block-postgres-.*\.json$/],
+  ] as const) {
+    const name = newest(re);
+    if (!name) {
+      parts.push(`${engine}: no run saved (\`npm run bench -- --loop-block\`).`);
+      continue;
+    }
+    const r = JSON.parse(readFileSync(join(dir, name), 'utf8')) as LoopBlockResult;
+    const loads = dist(r.runs.map((x) => x.load1));
+    const rows = (['summary', 'turns'] as const).flatMap((k) =>
+      (['close', 'reclose', 'export', 'baseline'] as const).flatMap((op) => {
+        const s = r[k][op];
+        if (!s) return [];
+        const probe = k === 'summary' ? '1 ms timer' : 'one loop iteration';
+        const verdict = op === 'baseline' ? 'reference' : s.verdict;
+        // Runs saved before the no-GC gap was measured have none.
+        const work = s.work ? `${s.work.max} (${s.workMet}/${r.runs.length / 2})` : '–';
+        return [
+          `| ${probe} | ${op} | ${s.cpu.p50} | ${s.cpu.max} | ${s.met}/${r.runs.length / 2} | ${verdict} | ${s.gc.max} | ${work} |`,
+        ];
+      }),
+    );
+    parts.push(
+      [
+        `**${engine}**: [${name}](${rel(join(dir, name))}), ${r.runs.length / 2} runs per probe of a ${r.entries}-entry session, load average ${loads.min}–${loads.max}. Main-thread CPU of the longest gap, ms; "no-GC gap": the longest gap with no GC pause in it (the work's own longest turn, not used by the verdict), with the runs whose was ≤ ${r.goalMs} ms.`,
+        '| probe | operation | p50 | max | runs ≤ 3 ms | verdict | GC in the gap, max | no-GC gap, max (runs ≤ 3 ms) |',
+        '|---|---|---|---|---|---|---|---|',
+        ...rows,
+      ].join('\n'),
+    );
+  }
+  return [
+    "`npm run bench -- --loop-block` (bench/loop-block.ts, each engine in a process of its own; also the end of the full run): a 10,000-entry session closed through `POST /sessions/{id}/close`, closed again (the stored claim's text answered), and exported through `GET /sessions/{id}/audit`, each from a client in another process, while a probe in the gateway's process measures the longest gap between its ticks; the baseline is the same client requesting `/healthz` only. Goal: every run ≤ 3 ms. How each number came to be, and what is left: docs/operations.md.",
+    ...parts,
+  ].join('\n\n');
 }
 
 const count = (v: string) => {

@@ -13,6 +13,7 @@ import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { type GroupCommitResult, groupCommitTable } from '../group-commit.js';
 import { REPO_ROOT } from '../load/profile.js';
+import { loopBlockSection } from '../loop-block.js';
 import type { MemoryResult } from '../memory.js';
 import { formatRelayedProgress, type RelayedProgressResult } from '../relayed-progress.js';
 import { replicasSection } from '../replicas.js';
@@ -447,6 +448,10 @@ ${groupCommitSection(rel)}
 ## Replicas on PostgreSQL (issue 15 item 7)
 
 ${replicasSection(rel)}
+
+## Event loop during a long session's close and export (issue 11 item 7)
+
+${loopBlockSection(rel)}
 
 ## Memory (issue 12 item 8)
 
