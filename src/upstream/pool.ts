@@ -4,6 +4,7 @@
  */
 
 import { CmcpError } from '@cmcp/verify/errors/index';
+import { assertCanonicalizable } from '@cmcp/verify/format/canonical';
 import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
@@ -37,7 +38,11 @@ export type ListObserver = (server: string, tools: ToolDefinition[], trigger: Li
  */
 function unrecordableName(name: string): string | null {
   if (name.includes('\u0000')) return 'its name holds U+0000, which the PostgreSQL store cannot record';
-  if (/\p{Cs}/u.test(name)) return 'its name holds a lone surrogate, which JCS cannot carry';
+  try {
+    assertCanonicalizable(name); // the check call/ingress.ts makes of the name a call carries
+  } catch {
+    return 'its name holds a lone surrogate, which JCS cannot carry';
+  }
   return null;
 }
 
