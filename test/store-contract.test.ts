@@ -12,6 +12,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { verifyBundle } from '@cmcp/verify/bundle';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AttemptStart } from '../src/call/attempts.js';
 import { toolCallBinding } from '../src/execution/binding.js';
@@ -20,7 +21,7 @@ import { appendEntry } from '../src/store/postgres/chain.js';
 import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
 import { RESTART_REASON, ReplicaLease } from '../src/store/postgres/replica-lease.js';
 import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
-import { fencedTransaction, openReplicaPool } from '../src/store/postgres/transaction.js';
+import { fencedTransaction, openReplicaPool, replicaTimeouts } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
 import type { AdmissionResult, WriteCommand } from '../src/store/writes.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
@@ -426,7 +427,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
 
   it('a paused replica cannot hold a chain: the server ends its idle transaction, another replica appends, the paused write never commits', async () => {
     const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
-    // ttl 1.5 s: the paused replica's pool has statement and idle-in-transaction timeouts of 500 ms.
+    // ttl 1.5 s: the paused replica's pool cuts idle transactions after 375 ms, statements after 750 ms.
     const pool = openReplicaPool(engine.url, { leaseTtlMs: 1500, max: 2 });
     try {
       const lease = await acquireLease(pool, {
@@ -455,6 +456,59 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
       expect(verified(bundle)).toEqual([]);
     } finally {
       await pool.end();
+      await engine.close();
+    }
+  }, 60_000);
+
+  it("a replica's statement waiting behind a paused replica's transaction outlasts the server's idle cut (same ttl): it appends, it is not cut with 57014", async () => {
+    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
+    const ttl = 1500;
+    const cuts = replicaTimeouts(ttl);
+    // The waiter's tolerance beyond the idle cut, and every lock of a paused replica released
+    // before its lease expires (a statement left running, then its idle transaction).
+    expect(cuts.statementMs - cuts.idleInTransactionMs).toBeGreaterThanOrEqual(ttl / 4);
+    expect(cuts.statementMs + cuts.idleInTransactionMs).toBeLessThan(ttl);
+    const pools = [
+      openReplicaPool(engine.url, { leaseTtlMs: ttl, max: 2 }),
+      openReplicaPool(engine.url, { leaseTtlMs: ttl, max: 2 }),
+    ];
+    try {
+      const [pausedPool, waiterPool] = pools as [pg.Pool, pg.Pool];
+      const shown = await waiterPool.query<{ statement_timeout: string }>('SHOW statement_timeout');
+      expect(shown.rows[0]?.statement_timeout).toBe(`${cuts.statementMs}ms`);
+      const lease = (replicaId: string, pool: pg.Pool) =>
+        acquireLease(pool, { replicaId, holder: replicaId, keyThumbprint: replicaId, ttlMs: 60_000 });
+      const paused = await lease('paused', pausedPool);
+      const waiter = await lease('waiter', waiterPool);
+      let holding!: () => void;
+      const tipHeld = new Promise<void>((r) => {
+        holding = r;
+      });
+      const stalled = fencedTransaction(pausedPool, paused.fence, async (client) => {
+        await appendEntry(client, 'chain-race', { entry_type: 'test_append', detail: { from: 'paused' } });
+        holding();
+        // Its last statement before the pause runs a while: the waiter has been waiting that
+        // long already when the idle cut's clock starts.
+        await client.query('SELECT pg_sleep(0.2)');
+        await new Promise((r) => setTimeout(r, 1200)); // paused inside its transaction, holding the tip
+      });
+      const outcome = stalled.then(
+        () => 'committed',
+        (e: { code?: string; message?: string }) => e.code ?? `failed: ${e.message}`,
+      );
+      await tipHeld;
+      const appended = await fencedTransaction(waiterPool, waiter.fence, (client) =>
+        appendEntry(client, 'chain-race', { entry_type: 'test_append', detail: { from: 'waiter' } }),
+      ).then(
+        (e) => e.sequence_number,
+        (e: { code?: string; message?: string }) => e.code ?? `failed: ${e.message}`,
+      );
+      expect(appended).toBe(0); // not '57014' (statement_timeout, PostgreSQL 15 Appendix A)
+      expect(await outcome).toBe('25P03');
+      const bundle = await engine.bundle('chain-race', null);
+      expect(bundle.entries.map((x) => JSON.parse(x.canonical).detail.from)).toEqual(['waiter']);
+    } finally {
+      for (const p of pools) await p.end();
       await engine.close();
     }
   }, 60_000);

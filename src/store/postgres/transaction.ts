@@ -12,26 +12,41 @@ export interface ReplicaPoolOptions {
   /** Connections in the pool (default 10). */
   max?: number;
   /**
-   * The replicas' lease ttl, milliseconds: statements and idle transactions are cut by the
-   * server well before it (a third of it), so a paused replica's open transaction releases its
-   * fence and row locks before its lease can expire.
+   * The replicas' lease ttl, milliseconds: idle transactions are cut by the server after a
+   * quarter of it and statements after half of it, so a paused replica's open transaction
+   * releases its fence and row locks before its lease can expire (a statement it left running
+   * and then its idle transaction: three quarters at most), and another replica's statement
+   * waiting on those locks outlasts the idle cut (by a quarter) instead of racing it.
    */
   leaseTtlMs: number;
 }
 
 /**
- * A pool for one replica. The server aborts a statement running longer than ttl/3 and a
- * transaction left idle longer than ttl/3 (PostgreSQL 15 docs §20.11.1
- * statement_timeout, idle_in_transaction_session_timeout).
+ * The server-side cuts of a replica's connections for a lease ttl, milliseconds
+ * ({@link ReplicaPoolOptions.leaseTtlMs}): `idleInTransactionMs` ttl/4, `statementMs` ttl/2
+ * (at least 100 and 200). Equal cuts would race: a statement waiting behind a paused
+ * replica's idle transaction would time out (57014) as that transaction is cut.
+ */
+export function replicaTimeouts(leaseTtlMs: number): { statementMs: number; idleInTransactionMs: number } {
+  return {
+    statementMs: Math.max(200, Math.floor(leaseTtlMs / 2)),
+    idleInTransactionMs: Math.max(100, Math.floor(leaseTtlMs / 4)),
+  };
+}
+
+/**
+ * A pool for one replica. The server aborts a statement running longer than ttl/2 and a
+ * transaction left idle longer than ttl/4 ({@link replicaTimeouts}; PostgreSQL 15 docs
+ * §20.11.1 statement_timeout, idle_in_transaction_session_timeout).
  * @param url a libpq URI (PostgreSQL 15 docs §34.1.1.2).
  */
 export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool {
-  const cut = Math.max(100, Math.floor(opts.leaseTtlMs / 3));
+  const cuts = replicaTimeouts(opts.leaseTtlMs);
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
-    statement_timeout: cut,
-    idle_in_transaction_session_timeout: cut,
+    statement_timeout: cuts.statementMs,
+    idle_in_transaction_session_timeout: cuts.idleInTransactionMs,
   });
   // An idle connection the server ended (restart, failover) is dropped by the pool and the next
   // checkout connects anew; without a listener node-postgres' 'error' event would end the process.
