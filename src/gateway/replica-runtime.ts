@@ -55,6 +55,7 @@ import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
 import { warnExposure } from './exposure.js';
+import { paceMarking } from './gc-pacing.js';
 import { allowedHosts, hostCheck } from './host-check.js';
 import { LeaseGate, startReplicaLease } from './lease-gate.js';
 import { McpEndpoint } from './mcp.js';
@@ -441,6 +442,7 @@ function stopping(
  *   lease of `instance_id`); AttestationStartError; upstream errors; a busy port.
  */
 export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): Promise<ReplicaGateway> {
+  paceMarking(); // V8's marking triggers for this process (gc-pacing.ts)
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   assertReplicaConfig(cfg);
   const loaded = loadPolicy(cfg);

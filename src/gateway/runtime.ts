@@ -49,6 +49,7 @@ import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
 import { warnExposure } from './exposure.js';
+import { paceMarking } from './gc-pacing.js';
 import { allowedHosts, hostCheck } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
@@ -338,6 +339,7 @@ function buildHttp(
  *   busy port.
  */
 export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
+  paceMarking(); // V8's marking triggers for this process (gc-pacing.ts)
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const loaded = loadPolicyAndCatalog(cfg);
   const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
