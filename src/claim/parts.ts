@@ -141,6 +141,11 @@ export interface ClaimTextPieces {
   pieces: Iterable<Buffer>;
 }
 
+/** A claim's text in one Buffer (a copy when it came in pieces): for callers that need the bytes whole. */
+export function claimTextBytes(text: Buffer | ClaimTextPieces): Buffer {
+  return Buffer.isBuffer(text) ? text : Buffer.concat([...text.pieces]);
+}
+
 /** The stored claim text of a session as pieces ({@link claimTextPieces}), or undefined when it has no claim. */
 export function storedClaimPieces(db: Db, sessionId: string): ClaimTextPieces | undefined {
   const layout = storedClaimLayout(db, sessionId);

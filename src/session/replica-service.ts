@@ -14,6 +14,7 @@ import { Readable } from 'node:stream';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type pg from 'pg';
+import type { ClaimTextPieces } from '../claim/parts.js';
 import { chainBundleJson } from '../store/postgres/chain.js';
 import { getExecution } from '../store/postgres/executions.js';
 import { openDefaultSession, openSessionCount } from '../store/postgres/reads.js';
@@ -101,11 +102,11 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
     return this.sessions.close(agentId, sessionId, reason);
   }
 
-  closeText(agentId: string, sessionId: string): Promise<Buffer> {
+  closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces> {
     return this.sessions.closeText(agentId, sessionId);
   }
 
-  claimText(agentId: string, sessionId: string): Promise<Buffer> {
+  claimText(agentId: string, sessionId: string): Promise<ClaimTextPieces> {
     return this.sessions.claimText(agentId, sessionId);
   }
 

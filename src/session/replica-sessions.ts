@@ -17,6 +17,7 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
+import type { ClaimTextPieces } from '../claim/parts.js';
 import type { PostgresSessionStore } from '../store/postgres/session-store.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
@@ -118,7 +119,7 @@ export class ReplicaSessions {
    * text just issued, or a closed session's stored text, unparsed and without reading its chain.
    * @throws CmcpError UNKNOWN_SESSION; LeaseLostError (LEASE_LOST); pg errors.
    */
-  async closeText(agentId: string, sessionId: string): Promise<Buffer> {
+  async closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces> {
     const row = await this.own(agentId, sessionId);
     if (row.status === 'closed') {
       const stored = await this.store.claimCanonical(sessionId);
@@ -132,7 +133,7 @@ export class ReplicaSessions {
    * The stored canonical text (UTF-8 JCS) of a closed session's claim, as signed and hashed.
    * @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN; pg errors.
    */
-  async claimText(agentId: string, sessionId: string): Promise<Buffer> {
+  async claimText(agentId: string, sessionId: string): Promise<ClaimTextPieces> {
     await this.own(agentId, sessionId);
     const canonical = await this.store.claimCanonical(sessionId);
     if (!canonical)
