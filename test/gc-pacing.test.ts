@@ -27,7 +27,10 @@ function paceIn(execArgv: string[]): string {
 
 describe('V8 marking triggers of the gateway process', () => {
   it("every flag is one this Node's V8 knows (an unknown one would be dropped silently)", () => {
-    const options = execFileSync(process.execPath, ['--v8-options'], { encoding: 'utf8', maxBuffer: 64 << 20 });
+    const options = execFileSync(process.execPath, ['--v8-options'], {
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
     for (const flag of MARKING_FLAGS) {
       const name = flag.replace(/=.*$/, '');
       expect(options.includes(`  ${name} (`), `${name} in node --v8-options`).toBe(true);
