@@ -313,6 +313,8 @@ export function loopBlockSection(rel: (p: string) => string): string {
     parts.push(
       [
         `**${engine}**: [${name}](${rel(join(dir, name))}), ${r.runs.length / 2} runs per probe of a ${r.entries}-entry session, load average ${loads.min}–${loads.max}. Main-thread CPU of the longest gap, ms; "no-GC gap": the longest gap with no GC pause in it (the work's own longest turn, not used by the verdict), with the runs whose was ≤ ${r.goalMs} ms.`,
+        // A blank line: Markdown starts no table inside a paragraph.
+        '',
         '| probe | operation | p50 | max | runs ≤ 3 ms | verdict | GC in the gap, max | no-GC gap, max (runs ≤ 3 ms) |',
         '|---|---|---|---|---|---|---|---|',
         ...rows,

@@ -3,10 +3,10 @@
  * docs/operations.md "Event-loop stalls"). V8's default starts incremental marking as soon as
  * the room left below the old-generation allocation limit is no larger than the young
  * generation's target capacity (V8 heap.cc `Heap::IncrementalMarkingLimitReached`, the soft
- * limit). A gateway under load has a ~40 MB live heap, a ~113 MB limit and a 64 MB young
- * generation: the room is that small straight after every mark-compact, so marking never
- * stops and a mark-compact — its atomic pause 4–14 ms on the loop — lands every 200–300 ms,
- * inside any close or export that runs longer. With V8's percentage triggers the marking
+ * limit). Traced on a replica under load (`--trace-incremental-marking`: ~40 MB live, a
+ * 112–114 MB limit, a young generation grown to 64 MB), V8's task started marking again straight
+ * after every mark-compact, so marking never stopped and a mark-compact — its atomic pause 4–14 ms
+ * on the loop — landed every 200–300 ms, inside any close or export that ran longer. With V8's percentage triggers the marking
  * starts once the old generation has used 70 % of its growth since the last mark-compact
  * (at once past 90 %), whatever the young generation's size; the limit itself, and so the
  * heap's size, is V8's as before.
