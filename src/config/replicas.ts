@@ -13,8 +13,8 @@ export const replicasSchema = z
     /**
      * How long a replica's lease lives after its last renewal, milliseconds (the database's clock
      * decides). Another replica seals its open calls as outcome_unknown only after this; its
-     * connections' idle transactions are cut by the server after a quarter of it, their
-     * statements after half of it.
+     * connections' statements and idle transactions are cut by the server well within the
+     * ttl minus the renewal period (store/postgres/transaction.ts replicaTimeouts).
      */
     lease_ttl_ms: z.number().int().min(1000).max(600_000).default(REPLICA_DEFAULTS.lease_ttl_ms),
     /** How often the lease is renewed, milliseconds; at most half the ttl (a missed renewal is survived). */

@@ -442,12 +442,15 @@ function stopping(
  *   lease of `instance_id`); AttestationStartError; upstream errors; a busy port.
  */
 export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): Promise<ReplicaGateway> {
-  paceMarking(); // V8's marking triggers for this process (gc-pacing.ts)
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   assertReplicaConfig(cfg);
   const loaded = loadPolicy(cfg);
   const catalogFile = loadCatalog(cfg);
-  const pool = openReplicaPool(cfg.database, { leaseTtlMs: cfg.replicas.lease_ttl_ms });
+  paceMarking(); // V8's marking triggers for this process (gc-pacing.ts), once the config is sound
+  const pool = openReplicaPool(cfg.database, {
+    leaseTtlMs: cfg.replicas.lease_ttl_ms,
+    renewEveryMs: cfg.replicas.renew_every_ms,
+  });
   const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
   try {
     const core = await startCore(cfg, log, pool, opened);

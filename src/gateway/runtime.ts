@@ -339,9 +339,9 @@ function buildHttp(
  *   busy port.
  */
 export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
-  paceMarking(); // V8's marking triggers for this process (gc-pacing.ts)
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const loaded = loadPolicyAndCatalog(cfg);
+  paceMarking(); // V8's marking triggers for this process (gc-pacing.ts), once the config is sound
   const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
   const db = openGatewayDatabase(cfg.database);
   opened.push(() => {

@@ -11,37 +11,43 @@ import { checkFence, type Fence } from './leases.js';
 export interface ReplicaPoolOptions {
   /** Connections in the pool (default 10). */
   max?: number;
-  /**
-   * The replicas' lease ttl, milliseconds: idle transactions are cut by the server after a
-   * quarter of it and statements after half of it, so a paused replica's open transaction
-   * releases its fence and row locks before its lease can expire (a statement it left running
-   * and then its idle transaction: three quarters at most), and another replica's statement
-   * waiting on those locks outlasts the idle cut (by a quarter) instead of racing it.
-   */
+  /** The replicas' lease ttl, milliseconds ({@link replicaTimeouts}). */
   leaseTtlMs: number;
+  /** How often the lease is renewed, milliseconds (default ttl/3, as ReplicaLease's). */
+  renewEveryMs?: number;
 }
 
 /**
- * The server-side cuts of a replica's connections for a lease ttl, milliseconds
- * ({@link ReplicaPoolOptions.leaseTtlMs}): `idleInTransactionMs` ttl/4, `statementMs` ttl/2
- * (at least 100 and 200). Equal cuts would race: a statement waiting behind a paused
- * replica's idle transaction would time out (57014) as that transaction is cut.
+ * The server-side cuts of a replica's connections, milliseconds. A replica paused right before
+ * a renewal keeps its lease for `ttl - renewEvery` more; within that budget the server must
+ * end its statement (one left running) and then its idle transaction, releasing its fence and
+ * row locks before the lease can expire: `statementMs` 0.6 and `idleInTransactionMs` 0.3 of the
+ * budget (at least 200 and 100). The statement's cut is twice the idle cut, so another
+ * replica's statement waiting behind a paused replica's idle transaction is not cut (57014)
+ * as that transaction is; with equal cuts they raced. (A waiter behind a paused replica's
+ * long-running statement can still be cut.)
+ * @param leaseTtlMs the lease ttl.
+ * @param renewEveryMs its renewal period (default ttl/3).
  */
-export function replicaTimeouts(leaseTtlMs: number): { statementMs: number; idleInTransactionMs: number } {
+export function replicaTimeouts(
+  leaseTtlMs: number,
+  renewEveryMs = Math.floor(leaseTtlMs / 3),
+): { statementMs: number; idleInTransactionMs: number } {
+  const budget = Math.max(0, leaseTtlMs - renewEveryMs);
   return {
-    statementMs: Math.max(200, Math.floor(leaseTtlMs / 2)),
-    idleInTransactionMs: Math.max(100, Math.floor(leaseTtlMs / 4)),
+    statementMs: Math.max(200, Math.floor(budget * 0.6)),
+    idleInTransactionMs: Math.max(100, Math.floor(budget * 0.3)),
   };
 }
 
 /**
- * A pool for one replica. The server aborts a statement running longer than ttl/2 and a
- * transaction left idle longer than ttl/4 ({@link replicaTimeouts}; PostgreSQL 15 docs
- * §20.11.1 statement_timeout, idle_in_transaction_session_timeout).
+ * A pool for one replica, its statements and idle transactions cut by the server
+ * ({@link replicaTimeouts}; PostgreSQL 15 docs §20.11.1 statement_timeout,
+ * idle_in_transaction_session_timeout).
  * @param url a libpq URI (PostgreSQL 15 docs §34.1.1.2).
  */
 export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool {
-  const cuts = replicaTimeouts(opts.leaseTtlMs);
+  const cuts = replicaTimeouts(opts.leaseTtlMs, opts.renewEveryMs);
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
