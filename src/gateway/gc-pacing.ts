@@ -5,9 +5,9 @@
  * generation's target capacity (V8 heap.cc `Heap::IncrementalMarkingLimitReached`, the soft
  * limit). Traced on a replica under load (`--trace-incremental-marking`: ~40 MB live, a
  * 112–114 MB limit, a young generation grown to 64 MB), V8's task started marking again straight
- * after every mark-compact, so marking never stopped and a mark-compact — its atomic pause 4–14 ms
- * on the loop — landed every 200–300 ms, inside any close or export that ran longer. With V8's percentage triggers the marking
- * starts once the old generation has used 70 % of its room since the last mark-compact (at once
+ * after every mark-compact, so marking never stopped and a mark-compact — its atomic pause
+ * 4–14 ms on the loop — landed every 200–300 ms, inside any close or export that ran longer.
+ * With V8's percentage triggers the marking starts once the old generation has used 70 % of its room since the last mark-compact (at once
  * past 90 %; V8 takes the larger of the old generation's and the global, external memory
  * included, percentages), whatever the young generation's size. The limit is V8's own; the
  * typical heap is larger (marking starts later), and a large promotion can reach the limit

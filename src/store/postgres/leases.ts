@@ -95,6 +95,11 @@ interface LeaseRow {
   expires_in_ms: string;
 }
 
+/** A lease's renewal period when none is configured, milliseconds: ttl/3 (at least 50), so two renewals may be lost before expiry. */
+export function defaultRenewEveryMs(ttlMs: number): number {
+  return Math.max(50, Math.floor(ttlMs / 3));
+}
+
 /**
  * Acquires `replicaId`'s lease: inserts its row, or takes over its expired row, with a token
  * one above the row's last. A live lease (state `live` or `sealing`, not expired) refuses; a

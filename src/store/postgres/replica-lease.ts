@@ -11,6 +11,7 @@ import type { MicroClock } from '../../audit/clock.js';
 import {
   type AcquiredLease,
   acquireLease,
+  defaultRenewEveryMs,
   type Fence,
   LeaseLostError,
   type LeaseRequest,
@@ -88,7 +89,7 @@ export class ReplicaLease {
   }
 
   private scheduleRenewal(): void {
-    const renewEvery = this.opts.renewEveryMs ?? Math.max(50, Math.floor(this.opts.ttlMs / 3));
+    const renewEvery = this.opts.renewEveryMs ?? defaultRenewEveryMs(this.opts.ttlMs);
     this.renewTimer = setInterval(() => void this.renew(), renewEvery);
   }
 

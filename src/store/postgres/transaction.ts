@@ -5,7 +5,7 @@
  * serialised, so no write needs a retry loop.
  */
 import pg from 'pg';
-import { checkFence, type Fence } from './leases.js';
+import { checkFence, defaultRenewEveryMs, type Fence } from './leases.js';
 
 /** Options of {@link openReplicaPool}. */
 export interface ReplicaPoolOptions {
@@ -13,7 +13,7 @@ export interface ReplicaPoolOptions {
   max?: number;
   /** The replicas' lease ttl, milliseconds ({@link replicaTimeouts}). */
   leaseTtlMs: number;
-  /** How often the lease is renewed, milliseconds (default ttl/3, as ReplicaLease's). */
+  /** How often the lease is renewed, milliseconds (default: leases.ts defaultRenewEveryMs, as ReplicaLease's). */
   renewEveryMs?: number;
 }
 
@@ -31,7 +31,7 @@ export interface ReplicaPoolOptions {
  */
 export function replicaTimeouts(
   leaseTtlMs: number,
-  renewEveryMs = Math.floor(leaseTtlMs / 3),
+  renewEveryMs = defaultRenewEveryMs(leaseTtlMs),
 ): { statementMs: number; idleInTransactionMs: number } {
   const budget = Math.max(0, leaseTtlMs - renewEveryMs);
   return {
