@@ -15,7 +15,7 @@ import { type ClaimPageEntry, type ClaimPageRow, claimPageEntry } from '../../au
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
 import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
-import { copyTextOut, VERBATIM_CSV } from './copy-out.js';
+import { copyTextOut, VERBATIM_CSV } from './copy-text.js';
 
 /**
  * Locks `chainId`'s tip row (made for an empty chain: sequence -1, `genesis`) and returns the

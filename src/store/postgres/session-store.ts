@@ -30,7 +30,7 @@ import { openingBinding, replicasClaim } from '../../claim/replicas.js';
 import { signClaimOffLoop } from '../../claim/sign.js';
 import type { SessionRow } from '../../session/types.js';
 import { appendEntry, claimPage } from './chain.js';
-import { copyTextOut, VERBATIM_CSV } from './copy-out.js';
+import { copyRowIn, copyTextOut, VERBATIM_CSV } from './copy-text.js';
 import type { Fence } from './leases.js';
 import { replicaMembers } from './replica-evidence.js';
 import { fencedTransaction } from './transaction.js';
@@ -212,11 +212,13 @@ export class PostgresSessionStore {
       const unsigned = await this.unsigned(client, sessionId, row, [...writers], summary, inp, prev);
       // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
       const signed = await signClaimOffLoop(unsigned, summary.transcriptBytes(), inp.key);
-      // The text as a Buffer parameter (sent in binary format, the UTF-8 bytes as they are): no
-      // 1.5 MB string made of it first.
-      await client.query(
-        'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES ($1,$2,$3,$4)',
-        [signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical],
+      // The text goes as the bytes it was built in, in slices (COPY FROM STDIN): as an INSERT's
+      // parameter node-postgres copied all of it into one bind message in one turn of the loop.
+      await copyRowIn(
+        client,
+        'claims',
+        ['claim_sequence', 'session_id', 'claim_hash', 'canonical'],
+        [String(signed.claim.claim_sequence), sessionId, signed.claimHash, signed.canonical],
       );
       await client.query("UPDATE sessions SET status = 'closed', closed_at = $1 WHERE session_id = $2", [
         new Date().toISOString(),
