@@ -1,40 +1,66 @@
 /**
- * When V8 starts marking the old generation, in the gateway's process (issue 11 item 7,
- * docs/operations.md "Event-loop stalls"). V8's default starts incremental marking as soon as
- * the room left below the old-generation allocation limit is no larger than the young
- * generation's target capacity (V8 heap.cc `Heap::IncrementalMarkingLimitReached`, the soft
- * limit). Traced on a replica under load (`--trace-incremental-marking`: ~40 MB live, a
- * 112–114 MB limit, a young generation grown to 64 MB), V8's task started marking again straight
- * after every mark-compact, so marking never stopped and a mark-compact — its atomic pause
- * 4–14 ms on the loop — landed every 200–300 ms, inside any close or export that ran longer.
- * With V8's percentage triggers the marking starts once the old generation has used 70 % of its room since the last mark-compact (at once
- * past 90 %; V8 takes the larger of the old generation's and the global, external memory
- * included, percentages), whatever the young generation's size. The limit is V8's own; the
- * typical heap is larger (marking starts later), and a large promotion can reach the limit
- * before marking starts (one longer pause then). Measured: docs/operations.md.
+ * How V8 collects garbage in the gateway's process (issue 11 item 7, docs/operations.md
+ * "Event-loop stalls"): two choices of V8's defaults that put long GC pauses inside a replica's
+ * closes and exports, each replaced by a flag.
+ *
+ * When marking starts. V8's default starts incremental marking as soon as the room left below
+ * the old-generation allocation limit is no larger than the young generation's target capacity
+ * (V8 heap.cc `Heap::IncrementalMarkingLimitReached`, the soft limit). Traced on a replica under
+ * load (`--trace-incremental-marking`: ~40 MB live, a 112–114 MB limit, a young generation grown
+ * to 64 MB), V8's task started marking again straight after every mark-compact, so marking
+ * never stopped and a mark-compact — its atomic pause 4–14 ms on the loop — landed every
+ * 200–300 ms, inside any close or export that ran longer. With V8's percentage triggers the
+ * marking starts once the old generation has used 70 % of its room since the last mark-compact
+ * (at once past 90 %; V8 takes the larger of the old generation's and the global, external
+ * memory included, percentages), whatever the young generation's size. The limit is V8's own;
+ * the typical heap is larger (marking starts later), and a large promotion can reach the limit
+ * before marking starts (one longer pause then).
+ *
+ * Allocation-site pretenuring. Once an allocation site's objects have survived scavenges often
+ * enough, V8 allocates that site's objects straight in the old generation (V8
+ * pretenuring-handler.cc). A replica's filling of a session (thousands of appends in flight)
+ * taught V8 to pretenure sites whose objects, in a close's page reads, die within a page: dead in
+ * the old generation until the next mark-compact, they still hold the young objects they point
+ * to (old-to-new remembered set), which every scavenge then copies. Traced (`--trace-gc-nvp`):
+ * from the eighth close of a process on, the scavenge inside each close copied 3–4 MB instead
+ * of ~0.1 MB and paused 2.4–5 ms instead of 0.5–1.6; with `--no-allocation-site-pretenuring`,
+ * ~0.1 MB and ≤ 1 ms in every close. Measured: docs/operations.md.
  */
 import v8 from 'node:v8';
 
-/** The V8 flags {@link paceMarking} sets (names as `node --v8-options` lists them). */
-export const MARKING_FLAGS = [
-  '--incremental-marking-soft-trigger=70',
-  '--incremental-marking-hard-trigger=90',
+/**
+ * The V8 flags {@link paceGc} sets (names as `node --v8-options` lists them), each with the
+ * pattern of the command-line flags that are an operator's own choice of it.
+ */
+export const GC_FLAGS = [
+  {
+    flag: '--incremental-marking-soft-trigger=70',
+    operator: /^--incremental[-_]marking[-_](soft|hard)[-_]trigger\b/,
+  },
+  {
+    flag: '--incremental-marking-hard-trigger=90',
+    operator: /^--incremental[-_]marking[-_](soft|hard)[-_]trigger\b/,
+  },
+  { flag: '--no-allocation-site-pretenuring', operator: /^--(no[-_])?allocation[-_]site[-_]pretenuring\b/ },
 ] as const;
 
 let paced = false;
 
 /**
- * Sets {@link MARKING_FLAGS} once per process, unless the process was started with either
- * trigger flag of its own (an operator's choice wins). Process-wide: every isolate of the
- * process reads them from then on (`v8.setFlagsFromString`, Node.js docs; V8 reads these two
- * at each marking-limit check, so setting them after start-up takes effect).
- * @returns whether the flags were set by this call.
+ * Sets {@link GC_FLAGS} once per process, each unless the process was started with a flag of
+ * its own for the same choice (an operator's choice wins; either marking trigger counts for
+ * both). Process-wide: every isolate of the process reads them from then on
+ * (`v8.setFlagsFromString`, Node.js docs; V8 reads the triggers at each marking-limit check and
+ * the pretenuring flag at each scavenge's pretenuring feedback, so setting them after start-up
+ * takes effect — before the config is sound nothing is set).
+ * @returns the flags set by this call (none at a second call).
  */
-export function paceMarking(): boolean {
-  if (paced) return false;
+export function paceGc(): string[] {
+  if (paced) return [];
   paced = true;
-  if (process.execArgv.some((a) => /^--incremental[-_]marking[-_](soft|hard)[-_]trigger\b/.test(a)))
-    return false;
-  for (const flag of MARKING_FLAGS) v8.setFlagsFromString(flag);
-  return true;
+  const set = GC_FLAGS.filter(({ operator }) => !process.execArgv.some((a) => operator.test(a))).map(
+    ({ flag }) => flag,
+  );
+  for (const flag of set) v8.setFlagsFromString(flag);
+  return set;
 }
