@@ -94,19 +94,21 @@ export async function copyRowIn(
   if (fields.length !== columns.length)
     throw new Error(`copyRowIn: ${fields.length} fields for ${columns.length} columns of ${table}`);
   const bytes = fields.map((f) => (typeof f === 'string' ? Buffer.from(f, 'utf8') : f));
-  bytes.forEach((b, i) => {
-    if (UNSAFE_IN_CSV.some((c) => b.includes(c)))
-      throw Object.assign(
-        new Error(`${table}.${columns[i]} holds a byte COPY would read as CSV syntax; nothing was written`),
-        { code: 'COPY_FIELD_UNSAFE' },
-      );
-  });
   const pieces: Buffer[] = [];
-  bytes.forEach((b, i) => {
+  for (const [i, b] of bytes.entries()) {
     if (i > 0) pieces.push(DELIMITER);
-    for (let at = 0; at < b.length; at += COPY_IN_SLICE_BYTES)
-      pieces.push(b.subarray(at, at + COPY_IN_SLICE_BYTES));
-  });
+    for (let at = 0; at < b.length; at += COPY_IN_SLICE_BYTES) {
+      const slice = b.subarray(at, at + COPY_IN_SLICE_BYTES);
+      if (UNSAFE_IN_CSV.some((c) => slice.includes(c)))
+        throw Object.assign(
+          new Error(`${table}.${columns[i]} holds a byte COPY would read as CSV syntax; nothing was written`),
+          { code: 'COPY_FIELD_UNSAFE' },
+        );
+      pieces.push(slice);
+      // Scanned a slice per turn of the loop (five passes each): a 1.5 MB text in one turn cost ~1 ms.
+      if (b.length > COPY_IN_SLICE_BYTES) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
   pieces.push(NEWLINE);
   await pipeline(
     Readable.from(pieces, { objectMode: false }),
