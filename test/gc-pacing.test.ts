@@ -46,5 +46,9 @@ describe('V8 GC flags of the gateway process', () => {
     expect(JSON.parse(paceIn(['--incremental-marking-soft-trigger=50']))).toEqual([[pretenuring], []]);
     expect(JSON.parse(paceIn(['--allocation-site-pretenuring']))).toEqual([triggers, []]);
     expect(JSON.parse(paceIn(['--no_allocation_site_pretenuring']))).toEqual([triggers, []]);
+    // Node hands single-dash flags to V8 too, and V8 reads --noflag.
+    expect(JSON.parse(paceIn(['-allocation-site-pretenuring']))).toEqual([triggers, []]);
+    expect(JSON.parse(paceIn(['--noallocation-site-pretenuring']))).toEqual([triggers, []]);
+    expect(JSON.parse(paceIn(['-incremental-marking-hard-trigger=0']))).toEqual([[pretenuring], []]);
   });
 });

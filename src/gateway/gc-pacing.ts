@@ -1,6 +1,6 @@
 /**
  * How V8 collects garbage in the gateway's process (issue 11 item 7, docs/operations.md
- * "Event-loop stalls"): two choices of V8's defaults that put long GC pauses inside a replica's
+ * "The WAL and the disk"): two choices of V8's defaults that put long GC pauses inside a replica's
  * closes and exports, each replaced by a flag.
  *
  * When marking starts. V8's default starts incremental marking as soon as the room left below
@@ -19,29 +19,31 @@
  * Allocation-site pretenuring. Once an allocation site's objects have survived scavenges often
  * enough, V8 allocates that site's objects straight in the old generation (V8
  * pretenuring-handler.cc). A replica's filling of a session (thousands of appends in flight)
- * taught V8 to pretenure sites whose objects, in a close's page reads, die within a page: dead in
- * the old generation until the next mark-compact, they still hold the young objects they point
- * to (old-to-new remembered set), which every scavenge then copies. Traced (`--trace-gc-nvp`):
- * from the eighth close of a process on, the scavenge inside each close copied 3–4 MB instead
- * of ~0.1 MB and paused 2.4–5 ms instead of 0.5–1.6; with `--no-allocation-site-pretenuring`,
- * ~0.1 MB and ≤ 1 ms in every close. Measured: docs/operations.md.
+ * is what we infer taught V8 to pretenure sites whose objects, in a close's page reads, die soon:
+ * dead in the old generation until the next mark-compact, they still hold the young objects they
+ * point to (old-to-new remembered set), which a scavenge then copies (inferred from the flag's
+ * effect, not traced object by object). Traced (`--trace-gc-nvp`): from the eighth close of a
+ * process on, the scavenge inside each close copied 3–4 MB instead of ~0.1 MB and paused 2.4–5 ms
+ * instead of 0.5–1.6; with `--no-allocation-site-pretenuring`, ~0.1 MB and ≤ 1.4 ms in every
+ * close. Measured: docs/operations.md.
  */
 import v8 from 'node:v8';
 
+/** Either marking trigger on the command line: an operator's choice of both. */
+const TRIGGER_FLAG = /^--?incremental[-_]marking[-_](soft|hard)[-_]trigger(=|$)/;
+
 /**
- * The V8 flags {@link paceGc} sets (names as `node --v8-options` lists them), each with the
- * pattern of the command-line flags that are an operator's own choice of it.
+ * The V8 flags {@link paceGc} sets (`node --v8-options` lists each by its name without `no-`),
+ * each with the pattern of the command-line flags that are an operator's own choice of it (Node
+ * passes `-flag` as well as `--flag` to V8, which also reads `--noflag`).
  */
 export const GC_FLAGS = [
+  { flag: '--incremental-marking-soft-trigger=70', operator: TRIGGER_FLAG },
+  { flag: '--incremental-marking-hard-trigger=90', operator: TRIGGER_FLAG },
   {
-    flag: '--incremental-marking-soft-trigger=70',
-    operator: /^--incremental[-_]marking[-_](soft|hard)[-_]trigger\b/,
+    flag: '--no-allocation-site-pretenuring',
+    operator: /^--?(no[-_]?)?allocation[-_]site[-_]pretenuring(=|$)/,
   },
-  {
-    flag: '--incremental-marking-hard-trigger=90',
-    operator: /^--incremental[-_]marking[-_](soft|hard)[-_]trigger\b/,
-  },
-  { flag: '--no-allocation-site-pretenuring', operator: /^--(no[-_])?allocation[-_]site[-_]pretenuring\b/ },
 ] as const;
 
 let paced = false;

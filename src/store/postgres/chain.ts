@@ -162,7 +162,7 @@ export async function chainBundle(
  * the chain is append-only, so pages below the tip read first are the same in every snapshot
  * (issue 11 item 7). A chain's sequence numbers run 0…tip; a missing one leaves its page short
  * and the bundle's verification finds the gap.
- * @throws (rejects, from the iteration) pg errors; Error `COPY_TEXT_QUOTED` (copy-out.ts) when a
+ * @throws (rejects, from the iteration) pg errors; Error `COPY_TEXT_QUOTED` (copy-text.ts) when a
  * page came back quoted or NULL (a control byte in a stored text: the bundle would not be the
  * chain's), the response then ending short of its closing bracket.
  */

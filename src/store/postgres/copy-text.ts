@@ -13,11 +13,12 @@ import pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 
 /**
- * COPY's CSV options under which a one-column row of JSON text is written as it is: a field is
+ * COPY's CSV options under which a field of JSON text is written and read as it is: a field is
  * quoted only when it holds the delimiter, the quote, CR, LF or equals the NULL string
- * (PostgreSQL 16 docs, COPY, "CSV Format"; CSV gives backslashes no meaning), and a JSON text
- * holds no raw control character (RFC 8259 §7; RFC 8785 §3.2.2.2 for JCS), so each row is its
- * text followed by a newline, which JSON reads as whitespace.
+ * (PostgreSQL 15 docs, COPY, "CSV Format"; CSV gives backslashes no meaning), and a stored text
+ * — JCS, RFC 8785 §3.2 — holds no raw control character (RFC 8259 §7 escapes them in strings; JCS
+ * adds no whitespace), so a one-column row read out is its text followed by a newline, which
+ * JSON reads as whitespace.
  */
 export const VERBATIM_CSV = "(FORMAT csv, DELIMITER E'\\x02', QUOTE E'\\x01', NULL E'\\x03')";
 
@@ -40,18 +41,23 @@ export async function copyTextOut(
   let failed: Error | undefined;
   try {
     const chunks: Buffer[] = [];
+    let quoted = false;
     for await (const b of cl.query(copyTo(sql(cl)))) {
-      chunks.push(b as Buffer);
+      const chunk = b as Buffer;
+      quoted ||= chunk.includes(1) || chunk.includes(3);
+      // A pool's connection is destroyed after a failure, so the COPY may be cut off here; a
+      // caller's connection is read to the COPY's end first, so that it stays usable.
+      if (quoted && cl !== db) break;
+      chunks.push(chunk);
       // A turn of the loop per chunk: read as fast as it arrives, the socket would hand the whole
       // text (1.5 MB for a 10,000-call claim, every 64 KiB read a fresh buffer) to one turn; while
       // this waits, the streams fill and the socket stops reading, which ends the turn.
       await new Promise((resolve) => setImmediate(resolve));
     }
-    for (const b of chunks)
-      if (b.includes(1) || b.includes(3))
-        throw Object.assign(new Error(`${what} came back quoted from COPY: it holds a raw control byte`), {
-          code: 'COPY_TEXT_QUOTED',
-        });
+    if (quoted)
+      throw Object.assign(new Error(`${what} came back quoted from COPY: it holds a raw control byte`), {
+        code: 'COPY_TEXT_QUOTED',
+      });
     return chunks;
   } catch (e) {
     failed = e as Error;
@@ -75,15 +81,15 @@ const NEWLINE = Buffer.from('\n');
  * VERBATIM_CSV` on `client` (the caller's transaction): each field is written as its bytes, a
  * long one in {@link COPY_IN_SLICE_BYTES} slices of the Buffer it is in (subarrays, no copy),
  * each written when the socket has taken the one before, so no turn of the loop builds or sends
- * the whole row (PostgreSQL 16 docs, COPY, "CSV Format": an unquoted field is its text; the
+ * the whole row (PostgreSQL 15 docs, COPY, "CSV Format": an unquoted field is its text; the
  * NULL string here is a byte no field may hold, so an empty field is the empty string).
  * Identifiers are the caller's constants, never input.
- * @param fields one per column: strings are written as UTF-8; a JSON text (RFC 8259) qualifies
- *   as it is, holding no raw control byte.
+ * @param fields one per column: strings are written as UTF-8; a JCS text (RFC 8785 §3.2: no
+ *   whitespace, control characters escaped) qualifies as it is; a pretty-printed JSON text does not.
  * @throws Error code `COPY_FIELD_UNSAFE` before anything is sent when a field holds a byte
  *   {@link VERBATIM_CSV} would read as syntax (the row would not be the text); pg errors (the
  *   COPY's, e.g. 23505): the row is not inserted, and the connection is left ready for the
- *   transaction's ROLLBACK.
+ *   transaction's ROLLBACK; Error code `COPY_ROW_COUNT` when the server counted other than one row.
  */
 export async function copyRowIn(
   client: pg.ClientBase,
@@ -110,8 +116,13 @@ export async function copyRowIn(
     }
   }
   pieces.push(NEWLINE);
-  await pipeline(
-    Readable.from(pieces, { objectMode: false }),
-    client.query(copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN WITH ${VERBATIM_CSV}`)),
+  const copy = client.query(
+    copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN WITH ${VERBATIM_CSV}`),
   );
+  await pipeline(Readable.from(pieces, { objectMode: false }), copy);
+  // A line that is exactly `\.` ends CSV data before PostgreSQL 18: one row or an error, never none.
+  if (copy.rowCount !== 1)
+    throw Object.assign(new Error(`COPY into ${table} wrote ${copy.rowCount} rows, not one`), {
+      code: 'COPY_ROW_COUNT',
+    });
 }

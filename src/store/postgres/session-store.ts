@@ -288,7 +288,7 @@ export class PostgresSessionStore {
   /**
    * A closed session's stored claim text (UTF-8 JCS) as stored, not parsed (a long session's
    * is ~1.5 MB: parsing it would hold the loop ~10 ms) and not decoded: read as COPY's bytes
-   * (copy-out.ts; as a string and back, 4–6 ms of the loop) and kept as the pieces they came
+   * (copy-text.ts; as a string and back, 4–6 ms of the loop) and kept as the pieces they came
    * in (joined into one Buffer, a 1.5 MB text cost ~400 page faults in one turn), or undefined.
    * Reads only.
    * @throws (rejects) Error COPY_TEXT_QUOTED (a raw control byte in the stored text); pg errors.
