@@ -7,7 +7,9 @@
  *
  * Secret values go into request headers only, never into logs, audit entries, claims or error
  * texts; {@link knownSecrets} lists them so that error texts built from upstream failures are
- * redacted (src/upstream/diagnose.ts).
+ * redacted (src/upstream/diagnose.ts), and each is registered with ./redact.ts (with the mTLS
+ * client key and certificate, and a stdio upstream's secret-named `env` values), which takes
+ * them out of everything an upstream sends back.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import type { SecretSource } from '../config/upstream-credentials.js';
+import { registerPem, registerSecret, SECRET_NAME } from './redact.js';
 
 /** What the Streamable HTTP transport of one upstream needs. */
 export interface UpstreamCredentials {
@@ -59,12 +62,16 @@ function readSecret(upstream: string, header: string, s: SecretSource): string {
       `upstream ${upstream}: header ${header}: the value is not a single line of visible ASCII`,
     );
   SECRETS.add(value);
+  registerSecret(value);
   return `${s.prefix}${value}`;
 }
 
 function readPem(upstream: string, what: string, file: string): string {
   try {
-    return readFileSync(file, 'utf8');
+    const text = readFileSync(file, 'utf8');
+    // The client's own key and certificate are the gateway's credential: never echoed to agents.
+    if (what === 'client_cert' || what === 'client_key') registerPem(text);
+    return text;
   } catch (e) {
     throw new CmcpError(
       'UPSTREAM_CREDENTIAL_UNAVAILABLE',
@@ -74,12 +81,17 @@ function readPem(upstream: string, what: string, file: string): string {
 }
 
 /**
- * Resolves an HTTP upstream's headers and TLS settings.
+ * Resolves an HTTP upstream's headers and TLS settings; for a stdio upstream, registers the
+ * values of its `env` variables whose names look secret for redaction (./redact.ts) and
+ * returns no credentials.
  * @throws CmcpError UPSTREAM_CREDENTIAL_UNAVAILABLE naming the variable or file (never a value).
  */
 export function upstreamCredentials(cfg: UpstreamConfig): UpstreamCredentials {
   const none = { close: async () => undefined };
-  if (cfg.transport !== 'http') return none;
+  if (cfg.transport !== 'http') {
+    for (const [k, v] of Object.entries(cfg.env)) if (SECRET_NAME.test(k)) registerSecret(v);
+    return none;
+  }
   const headers: Record<string, string> = {};
   for (const [name, source] of Object.entries(cfg.headers ?? {}))
     headers[name] = readSecret(cfg.name, name, source);

@@ -7,13 +7,11 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { UpstreamConfig } from '../config/index.js';
 import { knownSecrets } from './credentials.js';
+import { SECRET_NAME, secretRedactor } from './redact.js';
 
 /** Lines and bytes of a stdio child's stderr kept for a start-up error. */
 export const STDERR_TAIL_LINES = 10;
 export const STDERR_TAIL_BYTES = 2048;
-
-/** Environment variable names whose values never appear in an error. */
-const SECRET_NAME = /TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 
 /** The last lines of a child's stderr, bounded in lines and bytes. */
 export class StderrTail {
@@ -62,6 +60,7 @@ export function sanitizeLines(lines: string[], secrets: string[]): string[] {
       // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping control characters is the point
       .replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '');
     for (const s of secrets) line = line.split(s).join('[redacted]');
+    line = secretRedactor()?.text(line) ?? line; // the credentials' encoded forms too
     if (line.length > budget) line = `…${line.slice(line.length - budget + 1)}`;
     budget -= line.length;
     out.unshift(line);

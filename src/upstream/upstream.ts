@@ -21,6 +21,7 @@ import { type AnswerWatch, watchAnswers } from './answers.js';
 import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
 import { UpstreamHttpTransport } from './http-transport.js';
+import { redactTransport } from './redact.js';
 import {
   type CallOutcome,
   causeCode,
@@ -150,6 +151,8 @@ export class Upstream {
       );
       const transport = this.transport();
       this.answers = watchAnswers(transport);
+      // Outermost: no configured secret in any message or error reaches the SDK or the relay.
+      redactTransport(transport);
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged());
       this.hooks.onClient?.(client);
       client.onclose = () => {

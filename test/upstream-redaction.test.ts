@@ -1,0 +1,267 @@
+/**
+ * Upstream credentials never reach an agent: two real upstream processes
+ * (test/fixtures/echo-secrets-server.mjs) echo the credentials they were given — an HTTPS
+ * upstream what each request carried (a bearer token from an environment variable, an API key
+ * and a Basic value from files, the mTLS client certificate) and the client key file; a stdio
+ * upstream its configured env token and the HTTP upstream's credentials — as is, base64,
+ * base64url, percent-encoded, inside `user:…` base64 and escaped inside JSON text, in a tool
+ * description, a result, a JSON-RPC error (message and data), a log and a progress notification
+ * and a sampling request. The agent (the gateway's MCP handler with a client channel, as the
+ * HTTP edge calls it) receives each of them with `[redacted]` in place of every form, and the
+ * log output, the database and the audit entries hold none; the recorded result digest is that
+ * of the result the agent received.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jcsDigest } from '@cmcp/verify/format/canonical';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/index.js';
+import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
+import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { makeTlsPki, type TlsPki } from '../testing/tls-pki.js';
+import { cleanup, REPO_ROOT, type TestConfig, writeConfig } from './harness/gateway.js';
+
+const FIXTURE = join(REPO_ROOT, 'test', 'fixtures', 'echo-secrets-server.mjs');
+// Characters that JSON escapes and percent-encoding changes, so that those forms differ.
+const TOKEN = `tok/${randomUUID()}+"q"\\=`;
+const API_KEY = `key-${randomUUID()}`;
+const PASSWORD = `pw-${randomUUID()}`;
+const BASIC = Buffer.from(`svc-user:${PASSWORD}`).toString('base64');
+const STDIO_TOKEN = `stdio-${randomUUID()}`;
+const ENV = 'CMCP_TEST_REDACT_TOKEN';
+
+/** The forms the fixture echoes each value in (its `forms`), plus each long PEM line. */
+function forms(v: string): string[] {
+  const out = [
+    v,
+    Buffer.from(v).toString('base64'),
+    Buffer.from(v).toString('base64url'),
+    encodeURIComponent(v),
+    Buffer.from(`user:${v}`).toString('base64'),
+    JSON.stringify({ echoed: v }),
+  ];
+  if (v.includes('-----BEGIN')) {
+    out.push(v.replace(/-----[^-]+-----|\s/g, ''));
+    out.push(...v.split('\n').filter((l) => /^[A-Za-z0-9+/=]{16,}$/.test(l)));
+  }
+  return out;
+}
+
+/** A form as is and escaped in JSON text one, two and three strings deep. */
+function escaped(n: string): string[] {
+  const out = [n];
+  for (let i = 0; i < 3; i++) out.push(JSON.stringify(out.at(-1)).slice(1, -1));
+  return out;
+}
+
+let pki: TlsPki;
+let upstream: ChildProcess;
+let cfg: TestConfig;
+let gw: Gateway;
+let logText = '';
+/** Every form of every secret; none may appear anywhere an agent, a log or the audit can read. */
+let needles: string[] = [];
+/** Everything the agent received, as JSON text. */
+const received: string[] = [];
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cmcp-redact-'));
+  pki = await makeTlsPki(dir);
+  const keyFile = join(dir, 'api-key');
+  writeFileSync(keyFile, `${API_KEY}\n`, { mode: 0o600 });
+  const basicFile = join(dir, 'basic');
+  writeFileSync(basicFile, BASIC, { mode: 0o600 });
+  const valuesFile = join(dir, 'values.json');
+  writeFileSync(valuesFile, JSON.stringify([TOKEN, API_KEY, PASSWORD, pki.client.key, pki.client.cert]));
+  upstream = spawn(
+    process.execPath,
+    [FIXTURE, 'https', pki.server.certPath, pki.server.keyPath, pki.ca.certPath, pki.client.keyPath],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    upstream.once('exit', (code) => reject(new Error(`echo upstream exited (${code})`)));
+    upstream.stdout?.once('data', (d: Buffer) =>
+      resolve((JSON.parse(d.toString()) as { port: number }).port),
+    );
+  });
+  process.env[ENV] = TOKEN;
+  needles = [
+    TOKEN,
+    API_KEY,
+    BASIC,
+    PASSWORD,
+    `svc-user:${PASSWORD}`,
+    STDIO_TOKEN,
+    pki.client.key,
+    pki.client.cert,
+  ]
+    .flatMap(forms)
+    .flatMap(escaped)
+    .filter((n) => n.length >= 8);
+  cfg = await writeConfig({
+    dir,
+    upstreams: [
+      {
+        name: 'web',
+        transport: 'http',
+        url: `https://127.0.0.1:${port}/mcp`,
+        headers: {
+          Authorization: { env: ENV, prefix: 'Bearer ' },
+          'X-Api-Key': { file: keyFile },
+          'X-Basic-Auth': { file: basicFile, prefix: 'Basic ' },
+        },
+        tls: { ca: pki.ca.certPath, client_cert: pki.client.certPath, client_key: pki.client.keyPath },
+      },
+      {
+        name: 'local',
+        transport: 'stdio',
+        command: process.execPath,
+        args: [FIXTURE, 'stdio', valuesFile],
+        env: { ECHO_API_TOKEN: STDIO_TOKEN },
+      },
+    ],
+  });
+  const log = pino(
+    { level: 'trace' },
+    {
+      write: (s: string) => {
+        logText += s;
+      },
+    },
+  );
+  gw = await startGateway(loadConfig(cfg.file), log);
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.close();
+  upstream?.kill();
+  delete process.env[ENV];
+  if (cfg) cleanup(cfg.dir);
+});
+
+/** A client channel (as the HTTP edge makes one): records notifications, answers sampling. */
+function channel() {
+  const notes: ClientMessage[] = [];
+  const requests: ClientMessage[] = [];
+  const ch: ClientChannel = {
+    streaming: true,
+    notify: (m) => {
+      notes.push(m);
+      return true;
+    },
+    request: async (m) => {
+      requests.push(m);
+      return { role: 'assistant', content: { type: 'text', text: 'ok' }, model: 'test-model' };
+    },
+    signal: new AbortController().signal,
+    clientSessionId: gw.clientSessions.open('alice', '2025-11-25').id,
+  };
+  return { ch, notes, requests };
+}
+
+/** Every audit entry of every chain. */
+function auditEntries() {
+  return gw.db
+    .prepare<[], { chain_id: string }>('SELECT DISTINCT chain_id FROM audit_entries')
+    .all()
+    .flatMap((r) => gw.chain.entries(r.chain_id));
+}
+
+let nextId = 1;
+async function rpc(ch: ClientChannel, method: string, params: Record<string, unknown>) {
+  const r = await gw.mcp.handle(
+    { agentId: 'alice', blocked: false },
+    { jsonrpc: '2.0', id: nextId++, method, params },
+    undefined,
+    process.hrtime.bigint(),
+    ch,
+  );
+  received.push(JSON.stringify(r.body));
+  return r.body as {
+    result?: Record<string, unknown> & { content?: { type: string; text: string }[] };
+    error?: { code: number; message: string; data?: Record<string, unknown> };
+  };
+}
+
+function expectClean(what: string, text: string): void {
+  for (const n of needles) expect(text.includes(n), `${what} holds a secret form`).toBe(false);
+}
+
+describe.each(['web', 'local'])('the %s upstream echoes its credentials', (up) => {
+  it('tool descriptions: redacted', async () => {
+    const { ch } = channel();
+    const list = await rpc(ch, 'tools/list', {});
+    const tools = (list.result?.tools ?? []) as { name: string; description: string }[];
+    const echo = tools.find((t) => t.name === `${up}.echo`);
+    expect(echo?.description).toContain('[redacted]');
+    expectClean('tools/list', JSON.stringify(list));
+  });
+
+  it('a result: redacted, still valid MCP content with valid JSON text; the audit digest is of what the agent got', async () => {
+    const { ch } = channel();
+    const r = await rpc(ch, 'tools/call', { name: `${up}.echo`, arguments: {} });
+    const content = r.result?.content ?? [];
+    expect(content[0]?.type).toBe('text');
+    expect(content[0]?.text).toContain('[redacted]');
+    const nested = JSON.parse(content[1]?.text ?? '') as { forms: string[] };
+    expect(nested.forms.length).toBeGreaterThan(10);
+    expect(nested.forms.filter((f) => !f.includes('[redacted]'))).toEqual([]);
+    expectClean('result', JSON.stringify(r));
+    const { _meta: _m, ...plain } = r.result as Record<string, unknown>;
+    const recorded = auditEntries().filter(
+      (e) => e.entry_type === 'tool_call' && e.response_payload_hash === jcsDigest(plain),
+    );
+    expect(recorded.map((e) => e.server_identity)).toEqual([up]);
+  });
+
+  it('a JSON-RPC error: message and data redacted', async () => {
+    const { ch } = channel();
+    const r = await rpc(ch, 'tools/call', { name: `${up}.fail`, arguments: {} });
+    expect(r.error?.message).toContain('[redacted]');
+    expect(JSON.stringify(r.error?.data)).toContain('[redacted]');
+    expectClean('error', JSON.stringify(r));
+  });
+
+  it('a log and a progress notification: redacted', async () => {
+    const { ch, notes } = channel();
+    await rpc(ch, 'logging/setLevel', { level: 'debug' });
+    await rpc(ch, 'tools/call', { name: `${up}.log`, arguments: {} });
+    await rpc(ch, 'tools/call', { name: `${up}.progress`, arguments: {}, _meta: { progressToken: 'p1' } });
+    const log = notes.find((n) => n.method === 'notifications/message');
+    const progress = notes.find((n) => n.method === 'notifications/progress');
+    expect(JSON.stringify(log)).toContain('[redacted]');
+    expect(JSON.stringify(progress)).toContain('[redacted]');
+    received.push(JSON.stringify(notes));
+    expectClean('notifications', JSON.stringify(notes));
+  });
+
+  it('a relayed sampling request: redacted', async () => {
+    const { ch, requests } = channel();
+    const r = await rpc(ch, 'tools/call', { name: `${up}.sample`, arguments: {} });
+    expect(r.result?.content?.[0]?.text).toBe('sampled test-model');
+    expect(JSON.stringify(requests[0])).toContain('[redacted]');
+    received.push(JSON.stringify(requests));
+    expectClean('sampling request', JSON.stringify(requests));
+  });
+});
+
+describe('what the gateway keeps', () => {
+  it('holds no secret form: log output, database, audit entries', async () => {
+    const entries = auditEntries();
+    expect(entries.some((e) => e.entry_type === 'tool_call')).toBe(true);
+    expectClean('audit entries', JSON.stringify(entries));
+    await gw.close();
+    const db = [cfg.dbPath, `${cfg.dbPath}-wal`]
+      .filter(existsSync)
+      .map((f) => readFileSync(f).toString('latin1'))
+      .join('');
+    expect(db).toContain('web.echo');
+    expectClean('database', db);
+    expectClean('log output', logText);
+    expectClean('agent responses', received.join('\n'));
+  });
+});
