@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
 import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { MIN_SECRET_CHARS, pemForms, REDACTED, Redactor, secretForms } from '../src/upstream/redact.js';
 import { makeTlsPki, type TlsPki } from '../testing/tls-pki.js';
 import { cleanup, REPO_ROOT, type TestConfig, writeConfig } from './harness/gateway.js';
 
@@ -102,20 +103,22 @@ beforeAll(async () => {
     .flatMap(forms)
     .flatMap(escaped)
     .filter((n) => n.length >= 8);
+  const web = {
+    name: 'web',
+    transport: 'http',
+    url: `https://127.0.0.1:${port}/mcp`,
+    headers: {
+      Authorization: { env: ENV, prefix: 'Bearer ' },
+      'X-Api-Key': { file: keyFile },
+      'X-Basic-Auth': { file: basicFile, prefix: 'Basic ' },
+    },
+    tls: { ca: pki.ca.certPath, client_cert: pki.client.certPath, client_key: pki.client.keyPath },
+  };
   cfg = await writeConfig({
     dir,
     upstreams: [
-      {
-        name: 'web',
-        transport: 'http',
-        url: `https://127.0.0.1:${port}/mcp`,
-        headers: {
-          Authorization: { env: ENV, prefix: 'Bearer ' },
-          'X-Api-Key': { file: keyFile },
-          'X-Basic-Auth': { file: basicFile, prefix: 'Basic ' },
-        },
-        tls: { ca: pki.ca.certPath, client_cert: pki.client.certPath, client_key: pki.client.keyPath },
-      },
+      web,
+      { ...web, name: 'refusing', url: `https://127.0.0.1:${port}/refuse` },
       {
         name: 'local',
         transport: 'stdio',
@@ -260,8 +263,54 @@ describe('what the gateway keeps', () => {
       .map((f) => readFileSync(f).toString('latin1'))
       .join('');
     expect(db).toContain('web.echo');
+    // The refusing upstream's 401 body was quoted in the start-up failure the log recorded.
+    expect(logText).toMatch(/refusing[^\n]*HTTP 401[^\n]*\[redacted\]/);
     expectClean('database', db);
     expectClean('log output', logText);
     expectClean('agent responses', received.join('\n'));
+  });
+});
+
+describe('the redaction rules', () => {
+  const S = `s3cr3t-${randomUUID()}`;
+  const r = new Redactor(secretForms(S));
+
+  it('a secret under 8 characters is not redacted (it would blank out ordinary words)', () => {
+    expect(MIN_SECRET_CHARS).toBe(8);
+    expect(secretForms('hunter2')).toEqual([]);
+    expect(secretForms('hunter22')).toContain('hunter22');
+  });
+
+  it('base64 and base64url of a text holding the secret, at every byte offset', () => {
+    for (let k = 0; k < 6; k++)
+      for (const enc of ['base64', 'base64url'] as const) {
+        const b = Buffer.from(`${'x'.repeat(k)}${S}!`).toString(enc);
+        expect(r.text(b), `${enc} at offset ${k}`).toContain(REDACTED);
+      }
+  });
+
+  it('a Basic value: the decoded user:password and the password alone', () => {
+    const pw = `pw-${randomUUID()}`;
+    const basic = new Redactor(secretForms(Buffer.from(`me:${pw}`).toString('base64')));
+    expect(basic.text(`user me:${pw}`)).toBe(`user ${REDACTED}`);
+    expect(basic.text(`password ${pw}`)).toBe(`password ${REDACTED}`);
+  });
+
+  it('a PEM file: each base64 line, also in one unwrapped line and percent-encoded', () => {
+    const body = Buffer.from(randomUUID().repeat(6)).toString('base64');
+    const pem = `-----BEGIN PRIVATE KEY-----\n${body.replace(/.{64}/g, '$&\n')}\n-----END PRIVATE KEY-----\n`;
+    const p = new Redactor(pemForms(pem));
+    expect(p.text(`key=${body}`)).not.toMatch(/[A-Za-z0-9+/]{16}/);
+    expect(p.text(encodeURIComponent(pem))).not.toMatch(/[A-Za-z0-9]{16}/);
+  });
+
+  it('a clean value is returned as it came (no copy); a member name is redacted, a __proto__ member kept', () => {
+    const clean = { content: [{ type: 'text', text: 'nothing here' }] };
+    expect(r.value(clean)).toBe(clean);
+    const dirty = JSON.parse(`{"__proto__":{"a":1},"${S}":"x","t":"${S}"}`) as Record<string, unknown>;
+    const out = r.value(dirty);
+    expect(Object.keys(out)).toEqual(['__proto__', REDACTED, 't']);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(out.t).toBe(REDACTED);
   });
 });
