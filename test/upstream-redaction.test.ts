@@ -304,6 +304,14 @@ describe('the redaction rules', () => {
     expect(p.text(encodeURIComponent(pem))).not.toMatch(/[A-Za-z0-9]{16}/);
   });
 
+  it('an error and its causes, a DOMException (getter-only message) too', () => {
+    const e = new Error(`failed: ${S}`, { cause: new DOMException(`aborted: ${S}`, 'AbortError') });
+    expect(r.error(e)).toBe(e);
+    expect(e.message).toBe(`failed: ${REDACTED}`);
+    expect((e.cause as DOMException).message).toBe(`aborted: ${REDACTED}`);
+    expect((e.cause as DOMException).name).toBe('AbortError');
+  });
+
   it('a clean value is returned as it came (no copy); a member name is redacted, a __proto__ member kept', () => {
     const clean = { content: [{ type: 'text', text: 'nothing here' }] };
     expect(r.value(clean)).toBe(clean);

@@ -182,7 +182,9 @@ export class Redactor {
     let cur: unknown = e;
     for (let i = 0; i < 6 && cur instanceof Error; i++) {
       const m = this.text(cur.message);
-      if (m !== cur.message) cur.message = m;
+      // An own member: some errors (DOMException) have a getter-only message on their prototype.
+      if (m !== cur.message)
+        Object.defineProperty(cur, 'message', { value: m, writable: true, configurable: true });
       cur = cur.cause;
     }
     return e;
