@@ -131,6 +131,16 @@ const limits = z.strictObject({
   keep_alive_timeout_ms: z.number().int().min(100).max(600_000).default(5_000),
   /** Connections held at once, all clients together (CONNECTION_LIMIT_REACHED beyond). */
   max_connections: z.number().int().min(1).max(1_000_000).default(1024),
+  /**
+   * Connections that have not authenticated (no request on them has passed an agent or operator
+   * check), all addresses together; absent: three quarters of max_connections, so authenticated
+   * agents keep the rest. Beyond it the oldest idle one is closed (UNAUTHENTICATED_CONNECTION_LIMIT).
+   */
+  max_unauthenticated_connections: z.number().int().min(1).max(1_000_000).optional(),
+  /** The same, per source address (UNAUTHENTICATED_CONNECTION_LIMIT beyond). */
+  max_unauthenticated_per_address: z.number().int().min(1).max(1_000_000).default(128),
+  /** ms a connection may stay unauthenticated; then it is closed (UNAUTHENTICATED_CONNECTION_TIMEOUT). */
+  unauthenticated_timeout_ms: z.number().int().min(100).max(600_000).default(5_000),
 });
 
 /** An allowed_hosts entry: a host name or IP literal (IPv6 in brackets), optional port. */
@@ -255,6 +265,18 @@ export const configSchema = z
         code: 'custom',
         path: ['limits', 'headers_timeout_ms'],
         message: 'must not exceed limits.request_timeout_ms (the headers are part of the request)',
+      });
+    }
+    const unauthenticated = c.limits.max_unauthenticated_connections;
+    if (
+      unauthenticated !== undefined &&
+      c.limits.max_connections > 1 &&
+      unauthenticated >= c.limits.max_connections
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['limits', 'max_unauthenticated_connections'],
+        message: 'must be below limits.max_connections (authenticated agents keep the rest)',
       });
     }
     if (c.tracing.enabled && !c.tracing.otlp_endpoint) {

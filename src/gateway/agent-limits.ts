@@ -169,6 +169,12 @@ export function edgeLimits(cfg: GatewayConfig): {
       requestTimeoutMs: l.request_timeout_ms,
       keepAliveTimeoutMs: l.keep_alive_timeout_ms,
       maxConnections: l.max_connections,
+      // Three quarters of the cap by default: the rest is headroom for authenticated agents.
+      maxUnauthenticated:
+        l.max_unauthenticated_connections ??
+        Math.max(1, Math.min(l.max_connections - 1, Math.floor((l.max_connections * 3) / 4))),
+      maxUnauthenticatedPerAddress: l.max_unauthenticated_per_address,
+      unauthenticatedTimeoutMs: l.unauthenticated_timeout_ms,
     },
   };
 }

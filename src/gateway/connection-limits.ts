@@ -6,7 +6,7 @@
  * (`server.maxConnections`). Node cuts what overruns them; here each cut is answered (408, when
  * the socket still takes bytes) and recorded in the aggregated refusal record with its code.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';
@@ -21,6 +21,12 @@ export interface ConnectionLimitSettings {
   keepAliveTimeoutMs: number;
   /** Connections held at once. */
   maxConnections: number;
+  /** Connections not yet authenticated held at once, all addresses; below `maxConnections`. */
+  maxUnauthenticated: number;
+  /** Connections not yet authenticated held at once from one source address. */
+  maxUnauthenticatedPerAddress: number;
+  /** ms a connection may stay unauthenticated before it is closed. */
+  unauthenticatedTimeoutMs: number;
 }
 
 /** The request last begun on each socket: tells a headers timeout from a body timeout. */
@@ -87,4 +93,119 @@ export function capConnections(app: FastifyInstance, s: ConnectionLimitSettings,
   app.server.maxConnections = s.maxConnections;
   app.server.on('drop', () => record(null, 'CONNECTION_LIMIT_REACHED', { route: 'connection' }));
   app.server.on('request', (req: IncomingMessage) => current.set(req.socket, req));
+  const pending = new UnauthenticatedConnections(s, record);
+  app.server.on('connection', (socket: Socket) => pending.accept(socket));
+  app.server.on('request', (req: IncomingMessage, res: ServerResponse) =>
+    pending.requestBegan(req.socket, res),
+  );
+  // After every authentication hook (all run at onRequest) and before the body is read: a
+  // request that passed one makes its connection authenticated for good.
+  app.addHook('preParsing', async (req) => {
+    if (req.agentId || req.operatorId || req.consoleLogin) pending.authenticated(req.raw.socket);
+  });
+}
+
+/** One connection that has not authenticated yet. */
+interface Pending {
+  socket: Socket;
+  address: string;
+  /** Requests begun on it and not yet answered. */
+  busy: number;
+  /** Its deadline has passed while a request was being answered: closed when that ends. */
+  expired: boolean;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * The budget of connections that have not authenticated, so that idle sockets (from one address
+ * or many) cannot fill `maxConnections` and lock agents out. Every connection is unauthenticated
+ * when accepted, before any byte is read, and stays so until a request on it passes an agent or
+ * operator check. Over the budget, in total or for the socket's address, the oldest idle one
+ * (no request being answered on it) is closed rather than the newest: a real agent's new
+ * connection carries its request at once and so is never the oldest idle one for long, while
+ * refusing the newest would lock every new agent connection out for as long as a flood holds
+ * its sockets. Only when every unauthenticated connection is busy is the newest closed. A
+ * connection still unauthenticated at its deadline is closed (after the request being answered
+ * on it, if any: those are bounded by the request timeout).
+ */
+class UnauthenticatedConnections {
+  /** Insertion order is acceptance order: the first idle one is the oldest idle one. */
+  private readonly all = new Map<Socket, Pending>();
+  private readonly byAddress = new Map<string, Map<Socket, Pending>>();
+
+  constructor(
+    private readonly s: ConnectionLimitSettings,
+    private readonly record: RefusalSink,
+  ) {}
+
+  /** A connection was accepted: counted, given its deadline, and the budgets kept. */
+  accept(socket: Socket): void {
+    const address = socket.remoteAddress ?? 'unknown';
+    const p: Pending = {
+      socket,
+      address,
+      busy: 0,
+      expired: false,
+      timer: setTimeout(() => this.deadline(p), this.s.unauthenticatedTimeoutMs).unref(),
+    };
+    this.all.set(socket, p);
+    const mine = this.byAddress.get(address) ?? new Map<Socket, Pending>();
+    this.byAddress.set(address, mine);
+    mine.set(socket, p);
+    socket.once('close', () => this.forget(p));
+    if (mine.size > this.s.maxUnauthenticatedPerAddress) this.evictFrom(mine, p);
+    if (!socket.destroyed && this.all.size > this.s.maxUnauthenticated) this.evictFrom(this.all, p);
+  }
+
+  /** A request began on `socket`: not idle until it is answered. */
+  requestBegan(socket: Socket, res: ServerResponse): void {
+    const p = this.all.get(socket);
+    if (!p) return;
+    p.busy++;
+    res.once('close', () => {
+      p.busy--;
+      if (p.busy === 0 && p.expired && this.all.has(socket))
+        this.close(p, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
+    });
+  }
+
+  /** A request on `socket` passed authentication: no longer counted or timed. */
+  authenticated(socket: Socket): void {
+    const p = this.all.get(socket);
+    if (p) this.forget(p);
+  }
+
+  /** Closes the oldest idle connection of `pool`, or `newest` when every one is busy. */
+  private evictFrom(pool: Map<Socket, Pending>, newest: Pending): void {
+    let victim = newest;
+    for (const q of pool.values()) {
+      if (q.busy === 0 && !q.socket.destroyed) {
+        victim = q;
+        break;
+      }
+    }
+    this.close(victim, 'UNAUTHENTICATED_CONNECTION_LIMIT');
+  }
+
+  private deadline(p: Pending): void {
+    if (!this.all.has(p.socket)) return;
+    if (p.busy > 0) p.expired = true;
+    else this.close(p, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
+  }
+
+  /** Closes a connection unanswered (as Node closes one over the global cap) and records why. */
+  private close(p: Pending, code: ErrorCode): void {
+    this.forget(p);
+    p.socket.destroy();
+    this.record(null, code, { route: 'connection' });
+  }
+
+  private forget(p: Pending): void {
+    if (this.all.get(p.socket) !== p) return;
+    clearTimeout(p.timer);
+    this.all.delete(p.socket);
+    const mine = this.byAddress.get(p.address);
+    mine?.delete(p.socket);
+    if (mine?.size === 0) this.byAddress.delete(p.address);
+  }
 }

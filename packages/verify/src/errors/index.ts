@@ -392,6 +392,18 @@ export const ERRORS = {
     summary:
       'The agent opened limits.agent_client_sessions_per_min client sessions (initialize, each recorded client_session_open) in the last minute; retry after Retry-After seconds.',
   },
+  UNAUTHENTICATED_CONNECTION_LIMIT: {
+    http: 503,
+    rpc: -32097,
+    summary:
+      'The gateway holds limits.max_unauthenticated_connections connections that have not authenticated (or limits.max_unauthenticated_per_address from one address); the oldest idle one is closed, without an answer.',
+  },
+  UNAUTHENTICATED_CONNECTION_TIMEOUT: {
+    http: 408,
+    rpc: -32098,
+    summary:
+      'No request on the connection authenticated within limits.unauthenticated_timeout_ms; the connection is closed, without an answer.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */

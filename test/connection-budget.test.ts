@@ -1,0 +1,253 @@
+/**
+ * One client cannot starve the others: connections that have not authenticated have their own
+ * budget (in total, below the global cap, and per source address), and one that has not
+ * authenticated within its deadline is closed. A flood of idle unauthenticated sockets larger
+ * than the global cap leaves a real agent (the official SDK client) every call.
+ * Real gateway, real sockets on 127.0.0.0/8, the real SQLite record.
+ */
+import { connect, type Socket } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Gateway } from '../src/gateway/runtime.js';
+import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
+import {
+  cleanup,
+  parseConfig,
+  rpc,
+  startInProcess,
+  type TestConfig,
+  writeConfig,
+} from './harness/gateway.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits (up to a wide 10 s, for a loaded machine) until `done()` holds, for the closes to arrive. */
+async function until(done: () => boolean): Promise<void> {
+  for (const t = Date.now(); !done() && Date.now() - t < 10_000; ) await sleep(20);
+}
+
+/** Refusals of `code` counted in a stopped gateway's aggregated refusal record. */
+function refusals(dbPath: string, code: string): number {
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    return db
+      .prepare<[string], { canonical: string }>(
+        "SELECT canonical FROM audit_entries WHERE chain_id = 'gateway' AND entry_type = 'request_refused' AND json_extract(canonical, '$.error_code') = ?",
+      )
+      .all(code)
+      .reduce((n, r) => n + (JSON.parse(r.canonical) as { detail: { count: number } }).detail.count, 0);
+  } finally {
+    db.close();
+  }
+}
+
+/** A raw TCP connection from `from` (a 127.0.0.x address) that sends nothing; resolves once connected. */
+function open(url: string, from = '127.0.0.1'): Promise<Socket> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const s = connect({ port: Number(port), host: '127.0.0.1', localAddress: from }, () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+/** Opens `n` idle sockets from `from`, a bounded number at a time; each one's close is tracked. */
+async function flood(url: string, n: number, from = '127.0.0.1') {
+  const sockets: Socket[] = [];
+  const closed = new Set<Socket>();
+  for (let i = 0; i < n; i += 50) {
+    const batch = await Promise.all(Array.from({ length: Math.min(50, n - i) }, () => open(url, from)));
+    for (const s of batch) {
+      s.on('error', () => undefined);
+      s.once('close', () => closed.add(s));
+      sockets.push(s);
+    }
+  }
+  return { sockets, closed, open: () => sockets.length - closed.size };
+}
+
+/** The official SDK client as alice: connects, then makes `calls` tools/calls; returns how many succeeded. */
+async function agentCalls(url: string, calls: number): Promise<{ ok: number; errors: string[] }> {
+  const client = new Client({ name: 'agent', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+    requestInit: { headers: { authorization: 'Bearer alice-token' } },
+  });
+  const errors: string[] = [];
+  let ok = 0;
+  try {
+    await client.connect(transport);
+  } catch (e) {
+    return { ok: 0, errors: [`connect: ${(e as Error).message}`] };
+  }
+  for (let i = 0; i < calls; i++) {
+    try {
+      const r = await client.callTool({ name: 'counting.record', arguments: { i } });
+      if (!r.isError) ok++;
+      else errors.push(JSON.stringify(r.content));
+    } catch (e) {
+      errors.push((e as Error).message);
+    }
+  }
+  await client.close().catch(() => undefined);
+  return { ok, errors };
+}
+
+describe('the unauthenticated-connection settings', () => {
+  const base = { dev_mode: true, database: 'x.db', attestation: { provider: 'software' } };
+  it('default below the global cap, and refuse a budget that leaves no headroom', () => {
+    const l = parseConfig(base).limits;
+    expect(l.unauthenticated_timeout_ms).toBe(5000);
+    expect(l.max_unauthenticated_connections).toBeUndefined(); // three quarters of max_connections
+    expect(l.max_unauthenticated_per_address).toBe(128);
+    expect(() =>
+      parseConfig({ ...base, limits: { max_connections: 100, max_unauthenticated_connections: 100 } }),
+    ).toThrow(/limits\.max_unauthenticated_connections: must be below limits\.max_connections/);
+  });
+});
+
+describe('a flood of idle unauthenticated sockets', () => {
+  let cfg: TestConfig;
+  let gw: Gateway;
+  let up: CountingServer;
+  let stopped = false;
+  const held: Socket[] = [];
+  beforeAll(async () => {
+    up = await startCountingServer();
+    // The default limits, but timeouts long enough that only the budget, not a timeout, frees
+    // the flood's sockets while the agent works.
+    cfg = await writeConfig({
+      upstreams: [{ name: 'counting', transport: 'http', url: up.url }],
+      extra: {
+        limits: {
+          headers_timeout_ms: 60_000,
+          request_timeout_ms: 60_000,
+          unauthenticated_timeout_ms: 60_000,
+        },
+      },
+    });
+    gw = await startInProcess(cfg);
+  });
+  afterEach(() => {
+    for (const s of held.splice(0)) s.destroy();
+  });
+  afterAll(async () => {
+    if (!stopped) await gw?.close();
+    await up?.close();
+    if (cfg) cleanup(cfg.dir);
+  });
+
+  it('1,100 idle sockets (more than max_connections) leave a real agent all of its 25 calls', async () => {
+    const f = await flood(gw.url, 1100);
+    held.push(...f.sockets);
+    const r = await agentCalls(gw.url, 25);
+    expect(r.errors).toEqual([]);
+    expect(r.ok).toBe(25);
+    // One address: held to its own budget (128), its oldest idle sockets closed, not the agent's
+    // (each of whose new connections, unauthenticated until its first request, closed one more).
+    await until(() => f.open() <= 128);
+    expect(f.open()).toBeLessThanOrEqual(128);
+    expect(f.open()).toBeGreaterThanOrEqual(118);
+    for (const s of f.sockets.slice(-100)) expect(f.closed.has(s)).toBe(false);
+  }, 60_000);
+
+  it('the same flood from 11 addresses is held to the total budget, below the cap; the agent keeps its 25 calls', async () => {
+    const floods: Awaited<ReturnType<typeof flood>>[] = [];
+    for (let a = 1; a <= 11; a++) floods.push(await flood(gw.url, 100, `127.0.1.${a}`));
+    for (const f of floods) held.push(...f.sockets);
+    const r = await agentCalls(gw.url, 25);
+    expect(r.errors).toEqual([]);
+    expect(r.ok).toBe(25);
+    // At most three quarters of max_connections (768 of 1024) stay open: the oldest were closed.
+    const total = () => floods.reduce((n, f) => n + f.open(), 0);
+    await until(() => total() <= 768);
+    const open = floods.reduce((n, f) => n + f.open(), 0);
+    expect(open).toBeLessThanOrEqual(768);
+    expect(open).toBeGreaterThanOrEqual(758);
+    expect(floods[0]?.open()).toBe(0);
+    expect(floods[10]?.open()).toBe(100);
+  }, 60_000);
+
+  it('a flood from one address is held to its own budget and does not close another address’s sockets', async () => {
+    const a = await flood(gw.url, 300, '127.0.0.2');
+    const b = await flood(gw.url, 100, '127.0.0.3');
+    held.push(...a.sockets, ...b.sockets);
+    // 127.0.0.2 keeps its 128 newest; 127.0.0.3's 100 are all still open.
+    await until(() => a.open() <= 128);
+    expect(a.open()).toBe(128);
+    for (const s of a.sockets.slice(-128)) expect(f(s)).toBe(false);
+    expect(b.open()).toBe(100);
+    // More from 127.0.0.2 evicts only its own.
+    const a2 = await flood(gw.url, 50, '127.0.0.2');
+    held.push(...a2.sockets);
+    await until(() => a.open() + a2.open() <= 128);
+    expect(b.open()).toBe(100);
+    expect(a.open() + a2.open()).toBe(128);
+    // And an agent from a third address is served.
+    const r = await agentCalls(gw.url, 3);
+    expect(r.ok).toBe(3);
+    function f(s: Socket) {
+      return a.closed.has(s);
+    }
+  }, 60_000);
+
+  it('every eviction is in the aggregated refusal record', async () => {
+    await gw.close();
+    stopped = true;
+    // 1,100 − 128 from one address, 1,100 − 768 from 11, 172 + 50 from 127.0.0.2.
+    // (and one for each of the agents' connections accepted at a full budget).
+    const evicted = refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_LIMIT');
+    expect(evicted).toBeGreaterThanOrEqual(972 + 332 + 222);
+    expect(evicted).toBeLessThanOrEqual(972 + 332 + 222 + 30);
+    expect(refusals(cfg.dbPath, 'CONNECTION_LIMIT_REACHED')).toBe(0);
+  });
+});
+
+describe('the unauthenticated deadline', () => {
+  let cfg: TestConfig;
+  let gw: Gateway;
+  let up: CountingServer;
+  beforeAll(async () => {
+    up = await startCountingServer();
+    cfg = await writeConfig({
+      upstreams: [{ name: 'counting', transport: 'http', url: up.url }],
+      extra: {
+        limits: {
+          headers_timeout_ms: 30_000,
+          unauthenticated_timeout_ms: 1000,
+          keep_alive_timeout_ms: 30_000,
+        },
+      },
+    });
+    gw = await startInProcess(cfg);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+    if (cfg) cleanup(cfg.dir);
+  });
+
+  it('closes idle sockets that never authenticated, and keeps an authenticated keep-alive connection', async () => {
+    const f = await flood(gw.url, 20);
+    // An authenticated keep-alive connection: one request with a token, then idle.
+    const agent = await open(gw.url);
+    let agentGot = '';
+    agent.on('data', (d) => {
+      agentGot += d.toString('latin1');
+    });
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    agent.write(
+      'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice-token\r\n' +
+        `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    const started = Date.now();
+    // Closed by the deadline (1 s), long before the 30 s headers timeout; wide margin for a loaded machine.
+    while (f.open() > 0 && Date.now() - started < 15_000) await sleep(50);
+    expect(f.open()).toBe(0);
+    expect(agentGot).toMatch(/^HTTP\/1\.1 200 /);
+    expect(agent.destroyed).toBe(false);
+    agent.destroy();
+    // The gateway still serves.
+    expect((await rpc(gw.url, 'bob-token', { jsonrpc: '2.0', id: 2, method: 'ping' })).status).toBe(200);
+  }, 30_000);
+});
