@@ -207,6 +207,7 @@ describe('the unauthenticated deadline', () => {
   let cfg: TestConfig;
   let gw: Gateway;
   let up: CountingServer;
+  let stopped = false;
   beforeAll(async () => {
     up = await startCountingServer();
     cfg = await writeConfig({
@@ -222,12 +223,12 @@ describe('the unauthenticated deadline', () => {
     gw = await startInProcess(cfg);
   });
   afterAll(async () => {
-    await gw?.close();
+    if (!stopped) await gw?.close();
     await up?.close();
     if (cfg) cleanup(cfg.dir);
   });
 
-  it('closes idle sockets that never authenticated, and keeps an authenticated keep-alive connection', async () => {
+  it('closes idle sockets that never sent a request, and keeps an authenticated keep-alive connection', async () => {
     const f = await flood(gw.url, 20);
     // An authenticated keep-alive connection: one request with a token, then idle.
     const agent = await open(gw.url);
@@ -250,4 +251,33 @@ describe('the unauthenticated deadline', () => {
     // The gateway still serves.
     expect((await rpc(gw.url, 'bob-token', { jsonrpc: '2.0', id: 2, method: 'ping' })).status).toBe(200);
   }, 30_000);
+
+  it('a connection that made unauthenticated requests is answered Connection: close after the deadline', async () => {
+    const probe = await open(gw.url);
+    const closed = new Promise((r) => probe.once('close', r));
+    let got = '';
+    probe.on('data', (d) => {
+      got += d.toString('latin1');
+    });
+    const get = 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+    probe.write(get);
+    while (!got.includes('"ok"')) await sleep(20);
+    expect(got).toMatch(/^HTTP\/1\.1 200 /);
+    expect(got).not.toMatch(/connection: close/i);
+    // Past the deadline (1 s; wide margin): kept open, not cut under the client, but its next
+    // answer closes it.
+    await sleep(4000);
+    expect(probe.destroyed).toBe(false);
+    got = '';
+    probe.write(get);
+    await closed;
+    expect(got).toMatch(/^HTTP\/1\.1 200 /);
+    expect(got).toMatch(/connection: close/i);
+  }, 30_000);
+
+  it('each closure at the deadline is in the aggregated refusal record', async () => {
+    await gw.close();
+    stopped = true;
+    expect(refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_TIMEOUT')).toBe(20);
+  });
 });

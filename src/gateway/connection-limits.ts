@@ -111,7 +111,11 @@ interface Pending {
   address: string;
   /** Requests begun on it and not yet answered. */
   busy: number;
-  /** Its deadline has passed while a request was being answered: closed when that ends. */
+  /** Requests begun on it so far. */
+  requests: number;
+  /** The response last begun on it. */
+  res: ServerResponse | null;
+  /** Its deadline has passed: every later answer on it closes it. */
   expired: boolean;
   timer: NodeJS.Timeout;
 }
@@ -120,13 +124,19 @@ interface Pending {
  * The budget of connections that have not authenticated, so that idle sockets (from one address
  * or many) cannot fill `maxConnections` and lock agents out. Every connection is unauthenticated
  * when accepted, before any byte is read, and stays so until a request on it passes an agent or
- * operator check. Over the budget, in total or for the socket's address, the oldest idle one
- * (no request being answered on it) is closed rather than the newest: a real agent's new
- * connection carries its request at once and so is never the oldest idle one for long, while
- * refusing the newest would lock every new agent connection out for as long as a flood holds
- * its sockets. Only when every unauthenticated connection is busy is the newest closed. A
- * connection still unauthenticated at its deadline is closed (after the request being answered
- * on it, if any: those are bounded by the request timeout).
+ * operator check.
+ *
+ * Over the budget, in total or for the socket's address, the oldest idle one (no request being
+ * answered on it; one that never sent a request first) is closed rather than the newest: a real
+ * agent's new connection carries its request at once and so is never the oldest idle one for
+ * long, while refusing the newest would lock every new agent connection out for as long as a
+ * flood holds its sockets. Only when every unauthenticated connection is busy is the newest
+ * closed.
+ *
+ * At its deadline a connection that never sent a request is closed. One that did is answered
+ * with `Connection: close` from then on (the answer in progress included, if its headers are not
+ * sent yet), and when idle is left to the keep-alive timeout, whose `Keep-Alive` hint the client
+ * knows: closing it under the client could break a request the client is sending just then.
  */
 class UnauthenticatedConnections {
   /** Insertion order is acceptance order: the first idle one is the oldest idle one. */
@@ -145,6 +155,8 @@ class UnauthenticatedConnections {
       socket,
       address,
       busy: 0,
+      requests: 0,
+      res: null,
       expired: false,
       timer: setTimeout(() => this.deadline(p), this.s.unauthenticatedTimeoutMs).unref(),
     };
@@ -162,10 +174,12 @@ class UnauthenticatedConnections {
     const p = this.all.get(socket);
     if (!p) return;
     p.busy++;
+    p.requests++;
+    p.res = res;
+    if (p.expired) res.setHeader('Connection', 'close');
     res.once('close', () => {
       p.busy--;
-      if (p.busy === 0 && p.expired && this.all.has(socket))
-        this.close(p, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
+      if (p.res === res) p.res = null;
     });
   }
 
@@ -175,22 +189,29 @@ class UnauthenticatedConnections {
     if (p) this.forget(p);
   }
 
-  /** Closes the oldest idle connection of `pool`, or `newest` when every one is busy. */
+  /**
+   * Closes the oldest idle connection of `pool` that never sent a request, else the oldest
+   * idle one, else (every one busy) `newest`.
+   */
   private evictFrom(pool: Map<Socket, Pending>, newest: Pending): void {
-    let victim = newest;
+    let idle: Pending | null = null;
+    let victim: Pending | null = null;
     for (const q of pool.values()) {
-      if (q.busy === 0 && !q.socket.destroyed) {
+      if (q.busy > 0 || q.socket.destroyed) continue;
+      if (q.requests === 0) {
         victim = q;
         break;
       }
+      idle ??= q;
     }
-    this.close(victim, 'UNAUTHENTICATED_CONNECTION_LIMIT');
+    this.close(victim ?? idle ?? newest, 'UNAUTHENTICATED_CONNECTION_LIMIT');
   }
 
   private deadline(p: Pending): void {
-    if (!this.all.has(p.socket)) return;
-    if (p.busy > 0) p.expired = true;
-    else this.close(p, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
+    if (this.all.get(p.socket) !== p) return;
+    p.expired = true;
+    if (p.requests === 0) this.close(p, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
+    else if (p.res && !p.res.headersSent) p.res.setHeader('Connection', 'close');
   }
 
   /** Closes a connection unanswered (as Node closes one over the global cap) and records why. */
