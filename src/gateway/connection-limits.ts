@@ -1,10 +1,12 @@
 /**
- * Per-connection limits of the HTTP listener (issue 11 item 6; docs/operations.md#limits-and-timeouts),
- * all Node's own HTTP server settings: the time to receive a request's headers
- * (`headersTimeout`) and the whole request with its body (`requestTimeout`), how long an idle
- * keep-alive connection is kept (`keepAliveTimeout`), and a cap on connections held at once
- * (`server.maxConnections`). Node cuts what overruns them; here each cut is answered (408, when
- * the socket still takes bytes) and recorded in the aggregated refusal record with its code.
+ * Per-connection limits of the HTTP listener (docs/operations.md#limits-and-timeouts). Node's own
+ * HTTP server settings: the time to receive a request's headers (`headersTimeout`) and the whole
+ * request with its body (`requestTimeout`), how long an idle keep-alive connection is kept
+ * (`keepAliveTimeout`), and a cap on connections held at once (`server.maxConnections`). Node cuts
+ * what overruns them; here each cut is answered (408, when the socket still takes bytes) and
+ * recorded in the aggregated refusal record with its code. And the gateway's own budget and
+ * deadline for connections that have not authenticated (`UnauthenticatedConnections`), so that
+ * idle sockets cannot hold the whole cap.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -87,7 +89,8 @@ function writeAndClose(socket: Socket, status: number, code: ErrorCode, message:
 
 /**
  * Sets the connection cap on the app's server and records each connection Node refused over it
- * (`drop`: closed at once, nothing read or answered). Call after building, before listening.
+ * (`drop`: closed at once, nothing read or answered), and keeps the budget and deadline of
+ * connections not yet authenticated. Call after building, before listening.
  */
 export function capConnections(app: FastifyInstance, s: ConnectionLimitSettings, record: RefusalSink): void {
   app.server.maxConnections = s.maxConnections;
