@@ -471,6 +471,9 @@ async function verify(
     pins.policy,
     '--catalog-hash',
     pins.catalog,
+    // swtpm's AK chains to no pinned root: accept hardware-unanchored evidence explicitly
+    '--require',
+    'hardware-unanchored',
   ];
   const text = await runCli(args);
   const json = await runCli([...args, '--json']);
@@ -559,7 +562,7 @@ async function main(keep: boolean): Promise<number> {
   info(`catalog      ${claim.catalog_hash}`);
 
   step(
-    'Verifying offline: cmcp verify claim.json --audit audit.json --challenge … --policy-hash … --catalog-hash …',
+    'Verifying offline: cmcp verify claim.json --audit audit.json --challenge … --policy-hash … --catalog-hash … --require hardware-unanchored',
   );
   const v = await verify(ws, challenge, pins);
   console.log(indent(v.text));

@@ -235,7 +235,16 @@ describe('catalog enforcement with real upstreams', () => {
 
     const file = join(cfg.dir, 'claim.json');
     writeFileSync(file, JSON.stringify(claim.body));
-    const pass = await run(process.execPath, [CLI, 'verify', file, '--catalog-hash', hash, '--json']);
+    const pass = await run(process.execPath, [
+      CLI,
+      'verify',
+      file,
+      '--catalog-hash',
+      hash,
+      '--require',
+      'signed-only',
+      '--json',
+    ]);
     expect(
       JSON.parse(pass.stdout).checks.find((c: { id: string }) => c.id === 'claim.catalog_hash').status,
     ).toBe('pass');

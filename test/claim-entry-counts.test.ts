@@ -102,7 +102,7 @@ describe('claims count every entry type', () => {
     let out = '';
     const code = await runVerify(
       cp,
-      { audit: `${cp}.audit`, json: false },
+      { audit: `${cp}.audit`, json: false, require: 'signed-only' },
       { stdout: (x) => (out += x), stderr: (x) => (out += x) },
       'cmcp verify',
     );

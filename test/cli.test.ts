@@ -94,8 +94,15 @@ describe('cmcp start', () => {
 });
 
 describe('cmcp verify', () => {
-  it('prints a readable report and exits 0 for a signed-only claim with its bundle', async () => {
-    const r = await cmcp('verify', join(cfg.dir, 'claim.json'), '--audit', join(cfg.dir, 'bundle.json'));
+  it('prints a readable report and exits 0 for a signed-only claim with its bundle under --require signed-only', async () => {
+    const signedOnly = ['--require', 'signed-only'];
+    const r = await cmcp(
+      'verify',
+      join(cfg.dir, 'claim.json'),
+      '--audit',
+      join(cfg.dir, 'bundle.json'),
+      ...signedOnly,
+    );
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/SIGNED-ONLY/);
     const j = await cmcp(
@@ -103,6 +110,7 @@ describe('cmcp verify', () => {
       join(cfg.dir, 'claim.json'),
       '--audit',
       join(cfg.dir, 'bundle.json'),
+      ...signedOnly,
       '--json',
     );
     const report = JSON.parse(j.stdout);

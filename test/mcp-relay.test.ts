@@ -427,7 +427,7 @@ describe('every relayed entry type through cmcp verify', () => {
       let out = '';
       const code = await runVerify(
         cp,
-        { audit: `${cp}.audit`, json },
+        { audit: `${cp}.audit`, json, require: 'signed-only' },
         { stdout: (x) => (out += x), stderr: (x) => (out += x) },
         'cmcp verify',
       );

@@ -281,7 +281,17 @@ describe('reference values for a release (docs/attestation.md#reference-values-f
     }
     const v = await runInstalled(
       pkg.bin,
-      ['verify', files.claim, '--audit', files.audit, '--reference-values', referenceValues, '--json'],
+      [
+        'verify',
+        files.claim,
+        '--audit',
+        files.audit,
+        '--reference-values',
+        referenceValues,
+        '--require',
+        'hardware-unanchored',
+        '--json',
+      ],
       dir,
     );
     expect(v.code, v.stdout + v.stderr).toBe(0);
@@ -326,7 +336,17 @@ describe('reference values for a release (docs/attestation.md#reference-values-f
       }
       const v = await runInstalled(
         pkg.bin,
-        ['verify', files.claim, '--audit', files.audit, '--reference-values', referenceValues, '--json'],
+        [
+          'verify',
+          files.claim,
+          '--audit',
+          files.audit,
+          '--reference-values',
+          referenceValues,
+          '--require',
+          'hardware-unanchored',
+          '--json',
+        ],
         dir,
       );
       code = v.code;

@@ -336,7 +336,15 @@ describe.skipIf(!withPostgres)("replicas' evidence", () => {
     try {
       writeFileSync(join(dir, 'claim.json'), JSON.stringify(multi.claim));
       writeFileSync(join(dir, 'bundle.json'), JSON.stringify(multi.bundle));
-      const ok = await cli('verify', join(dir, 'claim.json'), '--audit', join(dir, 'bundle.json'), '--json');
+      const ok = await cli(
+        'verify',
+        join(dir, 'claim.json'),
+        '--audit',
+        join(dir, 'bundle.json'),
+        '--require',
+        'hardware-unanchored',
+        '--json',
+      );
       expect(ok.code).toBe(0);
       const report = JSON.parse(ok.stdout) as VerificationReport;
       expect(report.verdict).toBe('hardware-unanchored');

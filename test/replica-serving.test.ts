@@ -453,6 +453,8 @@ describe.skipIf(!withPostgres)('cmcp start on PostgreSQL: three replicas', () =>
         join(dir, 'bundle.json'),
         '--challenge',
         'AAECAwQFBgc',
+        '--require',
+        'signed-only',
         '--json',
       ],
       process.env,

@@ -73,7 +73,7 @@ async function cli(claim: unknown, bundle: unknown): Promise<{ code: number; out
   let out = '';
   const code = await runVerify(
     cp,
-    { audit: bp, json: true },
+    { audit: bp, json: true, require: 'hardware-unanchored' },
     { stdout: (t) => (out += t), stderr: (t) => (out += t) },
   );
   return { code, out };

@@ -591,15 +591,25 @@ describe('cmcp verify CLI', () => {
 
   it('signed-only claim with bundle → exit 0, text report', async () => {
     const b = build();
-    const r = await run(write('c1.json', b.claim), { audit: write('b1.json', b.bundle) });
+    const r = await run(write('c1.json', b.claim), {
+      audit: write('b1.json', b.bundle),
+      require: 'signed-only',
+    });
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^Verdict: SIGNED-ONLY/);
+    expect(r.out).toContain('Signer: SELF-ASSERTED');
+    // the default asks for hardware-attested or a pinned key
+    expect((await run(write('c1.json', b.claim), { audit: write('b1.json', b.bundle) })).code).toBe(1);
     expect(r.out).toContain('claim.signature');
   });
 
   it('--json prints the report as JSON', async () => {
     const b = build({ tpm: softTpm() });
-    const r = await run(write('c2.json', b.claim), { json: true, pcrs: '7,0,1,2' });
+    const r = await run(write('c2.json', b.claim), {
+      json: true,
+      pcrs: '7,0,1,2',
+      require: 'hardware-unanchored',
+    });
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out).verdict).toBe('hardware-unanchored');
   });
@@ -653,7 +663,7 @@ describe('cmcp verify CLI', () => {
     const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
     const prevExit = process.exitCode;
     try {
-      await program.parseAsync(['node', 'cmcp', 'verify', claimPath, '--json']);
+      await program.parseAsync(['node', 'cmcp', 'verify', claimPath, '--require', 'signed-only', '--json']);
       expect(process.exitCode).toBe(0);
       const printed = stdout.mock.calls.map((c) => String(c[0])).join('');
       expect(JSON.parse(printed).verdict).toBe('signed-only');

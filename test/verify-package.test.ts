@@ -191,19 +191,26 @@ describe('@cmcp/verify packed and installed alone', () => {
   });
 
   it('cmcp-verify claim: the gateway claim with its bundle is hardware-unanchored, as the repository verifier says', async () => {
-    const r = await run(bin, ['claim', claimPath, '--audit', bundlePath, '--json'], prefix);
+    // an swtpm AK chains to no pinned root: the relying party lowers the bar explicitly
+    const lowered = ['--require', 'hardware-unanchored'];
+    const r = await run(bin, ['claim', claimPath, '--audit', bundlePath, ...lowered, '--json'], prefix);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const report = JSON.parse(r.stdout) as VerificationReport;
     expect(report.verdict).toBe('hardware-unanchored');
     const here = await verifyClaim(JSON.parse(readFileSync(claimPath, 'utf8')), {
       bundle: JSON.parse(readFileSync(bundlePath, 'utf8')),
+      require: 'hardware-unanchored',
     });
     expect(report.checks.map((c) => [c.id, c.status, c.reason_code])).toEqual(
       here.checks.map((c) => [c.id, c.status, c.reason_code]),
     );
-    const text = await run(bin, ['claim', claimPath, '--audit', bundlePath], prefix);
+    const text = await run(bin, ['claim', claimPath, '--audit', bundlePath, ...lowered], prefix);
     expect(text.stdout).toMatch(/^Verdict: HARDWARE-UNANCHORED/);
+    // by default a hardware-unanchored claim is refused: its signer is self-asserted
+    const strict = await run(bin, ['claim', claimPath, '--audit', bundlePath], prefix);
+    expect(strict.code).toBe(1);
+    expect(strict.stdout).toContain('Signer: SELF-ASSERTED');
   });
 
   it('cmcp-verify claim: exit 1 below --require and on a truncated bundle, 2 on unreadable input', async () => {
@@ -217,7 +224,7 @@ describe('@cmcp/verify packed and installed alone', () => {
     bundle.entries.pop();
     const short = join(work, 'short.json');
     writeFileSync(short, JSON.stringify(bundle));
-    const bad = await run(bin, ['claim', claimPath, '--audit', short], prefix);
+    const bad = await run(bin, ['claim', claimPath, '--audit', short, '--require', 'signed-only'], prefix);
     expect(bad.code).toBe(1);
     expect(bad.stdout).toContain('BUNDLE_TRUNCATED');
     const missing = await run(bin, ['claim', join(work, 'nope.json')], prefix);
@@ -285,7 +292,16 @@ describe.skipIf(!canHide)('installed cmcp-verify where tpm2-tss cannot load', ()
   });
 
   it('the claim still verifies: hardware-unanchored, exit 0', async () => {
-    const r = await hidden([bin, 'claim', claimPath, '--audit', bundlePath, '--json']);
+    const r = await hidden([
+      bin,
+      'claim',
+      claimPath,
+      '--audit',
+      bundlePath,
+      '--require',
+      'hardware-unanchored',
+      '--json',
+    ]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect((JSON.parse(r.stdout) as VerificationReport).verdict).toBe('hardware-unanchored');

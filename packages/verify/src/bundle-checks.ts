@@ -182,6 +182,33 @@ export function sessionCheck(c: ChainContext): void {
   }
 }
 
+/**
+ * `audit.agent` (only when the claim names an agent): every entry names the claim's agent_id or
+ * none. Without it, a claim could name another agent than the one whose calls the chain records.
+ */
+export function agentCheck(c: ChainContext): void {
+  const { expect, checks, parsed, allParsed, unparsedDetail } = c;
+  const want = expect.agent_id;
+  if (want === undefined) return;
+  const bad = parsed
+    .filter((e) => e.body.agent_id !== null && e.body.agent_id !== want)
+    .map((e) => e.body.sequence_number);
+  if (bad.length) {
+    const other = parsed.find((e) => e.body.agent_id !== null && e.body.agent_id !== want)?.body.agent_id;
+    checks.push(
+      fail(
+        'audit.agent',
+        'BUNDLE_AGENT_MISMATCH',
+        `entries at sequence ${list(bad)} name agent ${quoteUntrusted(other, 40)}, claim is for ${quoteUntrusted(want, 40)}`,
+      ),
+    );
+  } else if (!allParsed) {
+    checks.push(fail('audit.agent', 'DEPENDENCY_FAILED', unparsedDetail));
+  } else {
+    checks.push(pass('audit.agent', `entries name agent ${quoteUntrusted(want, 40)} or none`));
+  }
+}
+
 /** `audit.sequence`: listed in order, unique, contiguous from 0. */
 export function sequenceCheck(c: ChainContext): boolean {
   const { checks, parsed, allParsed, unparsedDetail, sorted } = c;

@@ -49,6 +49,8 @@ export const auditBundleSchema = z.object({
 export interface BundleExpectations {
   chain_id?: string;
   session_id?: string | null;
+  /** The claim's agent_id: every entry must name this agent or none (adds check `audit.agent`). */
+  agent_id?: string;
   /** Bare hex entry_hash of entry 0. */
   root?: string;
   /** Bare hex entry_hash of the last entry. */
@@ -99,6 +101,7 @@ export const AUDIT_CHECK_IDS = [
   'audit.entry_hashes',
   'audit.chain_id',
   'audit.session',
+  'audit.agent',
   'audit.sequence',
   'audit.links',
   'audit.timestamps',

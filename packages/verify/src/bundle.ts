@@ -13,6 +13,7 @@
  * Entries are ordered by `sequence_number`, never by time.
  */
 import {
+  agentCheck,
   type ChainContext,
   chainIdCheck,
   entryChecks,
@@ -72,6 +73,7 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
       fail('audit.bundle_shape', 'BUNDLE_MALFORMED', `bundle does not parse: ${where.slice(0, 160)}`),
     );
     for (const id of AUDIT_CHECK_IDS.slice(1)) {
+      if (id === 'audit.agent' && expect.agent_id === undefined) continue;
       checks.push(fail(id, 'BUNDLE_MALFORMED', 'the bundle did not parse'));
     }
     return { checks, notes, execution_id_groups: [], entries: [], entry_counts: {} };
@@ -107,6 +109,7 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
   };
   chainIdCheck(c);
   sessionCheck(c);
+  agentCheck(c);
   const sequenceOk = sequenceCheck(c);
   const linksOk = linksCheck(c);
   const timesOk = timestampsCheck(c);

@@ -24,7 +24,8 @@ import {
 } from './claim-schema.js';
 import { type FieldSource, markFields } from './common/fields.js';
 import { tryB64u } from './common/kind.js';
-import { CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
+import { jwkThumbprint } from './format/binding.js';
+import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
 import { CLAIM_PROFILE_REPLICAS } from './format/replica.js';
 import { evidenceKind } from './kinds.js';
@@ -32,6 +33,7 @@ import { gatewayReferenceCheck, verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
   type CheckResult,
+  type ClaimSigner,
   check,
   computeVerdict,
   fail,
@@ -44,6 +46,7 @@ import {
   type ReasonCode,
   type Verdict,
   type VerificationReport,
+  verdictAtLeast,
 } from './result.js';
 import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
 
@@ -72,6 +75,68 @@ export interface VerifyClaimOptions {
   referenceValues?: ReferenceValues;
   /** Verification time for certificate validity; defaults to now. */
   now?: Date;
+  /**
+   * The weakest verdict accepted from a signer nobody pinned (default `hardware-attested`).
+   * Lowering it to `signed-only` accepts a claim whose signer is self-asserted: anyone with a
+   * key of their own can sign such a claim. Sets {@link VerificationReport.accepted}.
+   */
+  require?: Exclude<Verdict, 'invalid'>;
+  /**
+   * RFC 7638 thumbprints (unpadded base64url) of claim signing keys the relying party pinned:
+   * a claim signed by one of them is accepted whatever its verdict short of `invalid`.
+   */
+  trustedKeys?: readonly string[];
+}
+
+/** The RFC 7638 thumbprint of the claim's cnf.jwk, or null when it has none usable. */
+function signerThumbprint(claim: unknown): string | null {
+  const jwk = (claim as { cnf?: { jwk?: { kty?: unknown; crv?: unknown; x?: unknown } } } | null)?.cnf?.jwk;
+  if (typeof jwk?.x !== 'string' || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519') return null;
+  try {
+    return b64u(jwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Who vouches for the claim's signer, whether the relying party's policy accepts the claim, and
+ * the `claim.signer` check (reported unless the claim is invalid anyway). A self-asserted signer
+ * is never a failure by itself — the verdict stays what the evidence shows — but it is `absent`
+ * with `CLAIM_SIGNER_NOT_TRUSTED`, named in a warning note, and the claim is not `accepted`
+ * unless the caller lowered `require`.
+ */
+function signerPolicy(
+  claim: unknown,
+  verdict: Verdict,
+  opts: VerifyClaimOptions,
+): { signer: ClaimSigner; accepted: boolean; required: Verdict; check: CheckResult | null; notes: string[] } {
+  const required = opts.require ?? 'hardware-attested';
+  const thumb = signerThumbprint(claim);
+  const pinned = thumb !== null && (opts.trustedKeys ?? []).includes(thumb);
+  const signer: ClaimSigner =
+    verdict === 'hardware-attested' ? 'hardware-attested' : pinned ? 'pinned-key' : 'self-asserted';
+  const accepted = verdict !== 'invalid' && (pinned || verdictAtLeast(verdict, required));
+  if (verdict === 'invalid') return { signer, accepted, required, check: null, notes: [] };
+  if (signer === 'hardware-attested') {
+    const c = pass('claim.signer', 'cnf.jwk is bound by hardware evidence that chains to a pinned root');
+    return { signer, accepted, required, check: c, notes: [] };
+  }
+  if (signer === 'pinned-key') {
+    const c = pass('claim.signer', `cnf.jwk is a key the verifier pinned (thumbprint ${thumb})`);
+    return { signer, accepted, required, check: c, notes: [] };
+  }
+  const why = `the claim signer is self-asserted: cnf.jwk (thumbprint ${thumb ?? 'none'}) is neither bound by evidence chaining to a pinned root nor a pinned key, so anyone could have signed this claim`;
+  const outcome = accepted
+    ? `accepted only because the verifier lowered its requirement to ${required}`
+    : `not accepted: ${required} or a pinned key (--key) is required`;
+  return {
+    signer,
+    accepted,
+    required,
+    check: check('claim.signer', 'absent', 'CLAIM_SIGNER_NOT_TRUSTED', `${why}; ${outcome}`),
+    notes: [`WARNING: ${why}; ${outcome}.`],
+  };
 }
 
 function firstIssue(err: z.ZodError): string {
@@ -244,6 +309,12 @@ function measurementChecks(
  * AK and chains to a root pinned in `opts.trustStore` at `opts.now` ({@link verifyAkCertChain});
  * the verdict can then be `hardware-attested` and the root is listed in `anchors_used` by SHA-256
  * fingerprint. Without a chain (or a pinned root) the verdict is `hardware-unanchored` at best.
+ *
+ * The verdict says what the evidence shows; `accepted` says whether the relying party's policy
+ * takes the claim. By default only a `hardware-attested` claim, or one signed by a key in
+ * `opts.trustedKeys`, is accepted; `opts.require` lowers the bar explicitly. `signer` and the
+ * last check, `claim.signer`, say who vouches for the signing key — `self-asserted` when nothing
+ * but the claim does (with a WARNING note). Callers must test `accepted`, not only the verdict.
  * Never throws.
  */
 export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): VerificationReport {
@@ -253,13 +324,20 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
   let fieldSources: FieldSource[] | undefined;
   // A `/2` claim is as strong as its weakest writer (docs/spec/claims.md#replicas).
   let writers: Verdict = 'hardware-attested';
-  const report = (): VerificationReport => ({
-    verdict: weakerVerdict(computeVerdict(checks), writers),
-    checks,
-    anchors_used: anchors,
-    notes: [...notes, ...intermediateAnchorNotes(anchors)],
-    ...(fieldSources ? { fields: markFields(fieldSources, checks) } : {}),
-  });
+  const report = (): VerificationReport => {
+    const verdict = weakerVerdict(computeVerdict(checks), writers);
+    const policy = signerPolicy(claim, verdict, opts);
+    return {
+      verdict,
+      signer: policy.signer,
+      accepted: policy.accepted,
+      required: policy.required,
+      checks: policy.check ? [...checks, policy.check] : checks,
+      anchors_used: anchors,
+      notes: [...notes, ...intermediateAnchorNotes(anchors), ...policy.notes],
+      ...(fieldSources ? { fields: markFields(fieldSources, checks) } : {}),
+    };
+  };
 
   const profile = (claim as { profile?: unknown } | null)?.profile;
   const v2 = profile === CLAIM_PROFILE_REPLICAS;
@@ -306,6 +384,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     const bv = verifyBundle(opts.bundle, {
       chain_id: c.audit_chain.chain_id,
       session_id: c.session_id,
+      agent_id: c.agent_id,
       root: c.audit_chain.root,
       tip: c.audit_chain.tip,
       length: c.audit_chain.length,

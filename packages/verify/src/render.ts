@@ -4,6 +4,7 @@
 import {
   type CheckStatus,
   CLAIM_SIGNATURE_CHECK,
+  type ClaimSigner,
   HARDWARE_ANCHOR_CHECK,
   HARDWARE_BINDING_CHECK,
   NOT_FRESH_NO_NONCE,
@@ -18,6 +19,12 @@ const VERDICT_TEXT: Record<Verdict, string> = {
     'hardware-format evidence is valid and bound to the claim, but its signing key is NOT chained to a pinned root',
   'signed-only': 'the claim signature is valid; there is no valid hardware binding',
   invalid: 'at least one check failed',
+};
+
+const SIGNER_TEXT: Record<ClaimSigner, string> = {
+  'hardware-attested': 'the signing key is bound by hardware evidence chaining to a pinned root',
+  'pinned-key': 'the signing key is one the verifier pinned',
+  'self-asserted': 'nothing but the claim itself vouches for the signing key: anyone could have signed it',
 };
 
 /** Raw evidence (no claim): nothing is "bound to the claim"; freshness is stated as checked. */
@@ -60,6 +67,11 @@ export function renderText(report: VerificationReport): string {
   const raw = !report.checks.some((c) => c.id === CLAIM_SIGNATURE_CHECK);
   const text = raw ? rawVerdictText(report) : VERDICT_TEXT[report.verdict];
   lines.push(`Verdict: ${report.verdict.toUpperCase()} (${text})`);
+  if (report.signer) lines.push(`Signer: ${report.signer.toUpperCase()} (${SIGNER_TEXT[report.signer]})`);
+  if (report.accepted !== undefined) {
+    const bar = `${report.required ?? 'hardware-attested'} or a pinned key`;
+    lines.push(`Accepted: ${report.accepted ? 'YES' : 'NO'} (policy: ${bar})`);
+  }
   const failed = report.checks.filter((c) => c.status === 'fail');
   if (failed.length) lines.push(`Failed: ${failed.map((c) => `${c.id} ${c.reason_code}`).join(', ')}`);
   lines.push('', 'Checks:');

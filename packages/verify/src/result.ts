@@ -60,6 +60,8 @@ export const REASON_CODES = {
     "a listed replica's evidence does not bind its key and start-up preimage (thumbprint ‖ SHA-256(JCS(preimage)))",
   REPLICA_EVIDENCE_INVALID:
     "a listed replica's hardware evidence does not verify (the detail names the replica)",
+  CLAIM_SIGNER_NOT_TRUSTED:
+    'the claim signer is self-asserted: cnf.jwk is neither bound by evidence chaining to a pinned root nor a key the verifier pinned',
   CLAIM_SIGNER_NOT_LISTED: 'the claim is signed by a key that is not one of its listed replicas',
   ENTRY_WRITER_NOT_ATTESTED:
     'an entry names no writing replica, or one the claim does not list with evidence (the detail names both)',
@@ -117,6 +119,7 @@ export const REASON_CODES = {
   BUNDLE_MALFORMED: 'the audit bundle does not have the bundle v1 shape',
   BUNDLE_EMPTY: 'the audit bundle holds no entries',
   BUNDLE_SESSION_MISMATCH: 'the bundle (or an entry) is for another session than the claim',
+  BUNDLE_AGENT_MISMATCH: 'an entry of the bundle names another agent than the claim agent_id',
   ENTRY_MALFORMED: 'an entry canonical text does not parse as an audit entry v1',
   ENTRY_NOT_CANONICAL: 'an entry canonical text is not its own RFC 8785 form',
   ENTRY_HASH_MISMATCH: 'SHA-256 of an entry stored text differs from its entry_hash (content tampering)',
@@ -259,6 +262,19 @@ export interface CheckResult {
  */
 export type Verdict = 'hardware-attested' | 'hardware-unanchored' | 'signed-only' | 'invalid';
 
+/** Verdicts, strongest first. */
+export const VERDICT_ORDER: readonly Verdict[] = [
+  'hardware-attested',
+  'hardware-unanchored',
+  'signed-only',
+  'invalid',
+];
+
+/** True when `verdict` is at least as strong as `minimum`. */
+export function verdictAtLeast(verdict: Verdict, minimum: Verdict): boolean {
+  return VERDICT_ORDER.indexOf(verdict) <= VERDICT_ORDER.indexOf(minimum);
+}
+
 /** A pinned trust anchor used in the verification, identified by SHA-256 of its DER. */
 export interface AnchorUsed {
   name: string;
@@ -305,9 +321,27 @@ export interface EvidenceField {
   verified: boolean;
 }
 
+/**
+ * Who vouches for a claim's signing key (cnf.jwk):
+ * - `hardware-attested`: the key is bound into hardware evidence chaining to a pinned root;
+ * - `pinned-key`: the relying party pinned this key (RFC 7638 thumbprint);
+ * - `self-asserted`: nothing but the claim itself names the key, so anyone could have signed it.
+ */
+export type ClaimSigner = 'hardware-attested' | 'pinned-key' | 'self-asserted';
+
 /** The full report a verifier prints (text or JSON). */
 export interface VerificationReport {
   verdict: Verdict;
+  /** Claims only: who vouches for the signing key (see {@link ClaimSigner}). */
+  signer?: ClaimSigner;
+  /**
+   * Claims only: whether the claim meets the relying party's policy — not `invalid`, and
+   * `hardware-attested` (or at least the `require` the caller lowered it to), or signed by a
+   * pinned key. The exit code of `cmcp verify` is 0 exactly when this is true.
+   */
+  accepted?: boolean;
+  /** Claims only: the weakest verdict the policy accepted without a pinned key. */
+  required?: Verdict;
   checks: CheckResult[];
   anchors_used: AnchorUsed[];
   notes: string[];

@@ -1,17 +1,21 @@
 /**
  * The claim command: `<claim> [--audit <bundle>] [--json] [--challenge <b64url>] [--pcrs 0,1,2,7]
  * [--previous-claim <file>] [--policy-hash <sha256:hex>] [--catalog-hash <sha256:hex>]
- * [--trust-store <file>] [--reference-values <file>] [--at <RFC 3339>] [--require <verdict>]`:
+ * [--trust-store <file>] [--reference-values <file>] [--at <RFC 3339>] [--require <verdict>]
+ * [--key <jwk-file|thumbprint>]…`:
  * verifies a claim (and its audit bundle) offline. `cmcp-verify claim` and the gateway's
  * `cmcp verify` are this one definition under two names. The trust store defaults to the
  * package's attestation/trust-store.yaml.
  *
- * Exit codes: 0 when the verdict is not `invalid` (and at least `--require`); 1 when it is
- * `invalid` or weaker than `--require`; 2 for unreadable input (missing file, not JSON) or usage
+ * Exit codes: 0 when the claim is accepted — not `invalid`, and at least `--require` (default
+ * `hardware-attested`) or signed by a key pinned with `--key`; 1 otherwise (a self-asserted
+ * signer is accepted only under an explicit `--require signed-only`); 2 for unreadable input (missing file, not JSON) or usage
  * errors. Messages never include stack traces.
  */
 import type { Command } from 'commander';
 import { type VerifyClaimOptions, verifyClaim } from '../claim.js';
+import { jwkThumbprint } from '../format/binding.js';
+import { b64u } from '../format/canonical.js';
 import { renderJson, renderText } from '../render.js';
 import {
   errorLine,
@@ -21,15 +25,17 @@ import {
   VerifyInputError,
   type VerifyIo,
 } from './input.js';
-import { requiredVerdict, verdictExitCode } from './require.js';
+import { requiredVerdict } from './require.js';
 
 /** Largest input file accepted (bytes). */
 const MAX_INPUT_BYTES = 64 * 1024 * 1024;
 
 /** Options of the claim command, as commander parses them. */
 export interface VerifyCliOptions {
-  /** Weakest acceptable verdict (`--require`); default signed-only. */
+  /** Weakest verdict accepted from an unpinned signer (`--require`); default hardware-attested. */
   require?: string;
+  /** Pinned claim signing keys (`--key`, repeatable): public JWK files or RFC 7638 thumbprints. */
+  key?: string[];
   audit?: string;
   json?: boolean;
   challenge?: string;
@@ -69,6 +75,25 @@ export function parsePcrList(text: string): number[] {
     out.push(Number(p));
   }
   return out.sort((a, b) => a - b);
+}
+
+/**
+ * Reads one `--key` value: an RFC 7638 thumbprint (43 base64url characters), or a file holding
+ * an Ed25519 public JWK (or a claim, whose cnf.jwk is taken). Returns the thumbprint.
+ * @throws VerifyInputError when it is neither.
+ */
+async function pinnedKey(value: string): Promise<string> {
+  if (/^[A-Za-z0-9_-]{43}$/.test(value)) return value;
+  const json = (await readJson(value, '--key')) as { cnf?: { jwk?: unknown } } | null;
+  const jwk = (json?.cnf?.jwk ?? json) as { kty?: unknown; crv?: unknown; x?: unknown } | null;
+  if (
+    jwk?.kty !== 'OKP' ||
+    jwk.crv !== 'Ed25519' ||
+    typeof jwk.x !== 'string' ||
+    !/^[A-Za-z0-9_-]{43}$/.test(jwk.x)
+  )
+    throw new VerifyInputError(`--key ${value} is not an Ed25519 public JWK (kty OKP, crv Ed25519, x)`);
+  return b64u(jwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }));
 }
 
 /** Turns the command's options into verifier options (everything but the files to read). */
@@ -113,11 +138,14 @@ export async function runVerify(
     if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
     if (opts.previousClaim !== undefined)
       vopts.previousClaim = await readJson(opts.previousClaim, 'previous claim');
-    const minimum = requiredVerdict(opts.require, 'signed-only');
-    const report = await verifyClaim(claim, vopts);
+    const minimum = requiredVerdict(opts.require, 'hardware-attested');
+    if (minimum !== 'invalid') vopts.require = minimum;
+    vopts.trustedKeys = await Promise.all((opts.key ?? []).map(pinnedKey));
+    const report = verifyClaim(claim, vopts);
     io.stdout(opts.json ? renderJson(report) : renderText(report));
-    // Exit 1 for `invalid`, and for any verdict weaker than the one the relying party requires.
-    return verdictExitCode(report.verdict, minimum);
+    // Exit 1 unless the policy accepts the claim: not `invalid`, and hardware-attested (or the
+    // verdict the relying party lowered `--require` to) or signed by a pinned key.
+    return report.accepted ? 0 : 1;
   } catch (err) {
     io.stderr(errorLine(label, err));
     return 2;
@@ -132,7 +160,9 @@ export async function runVerify(
 export function registerVerifyCommand(program: Command, name = 'claim'): Command {
   return program
     .command(name)
-    .description('verify a claim (and its audit bundle) offline; exit 1 if invalid, 2 on unreadable input')
+    .description(
+      'verify a claim (and its audit bundle) offline; exit 1 if invalid or not hardware-attested/pinned, 2 on unreadable input',
+    )
     .argument('<claim>', 'claim JSON file')
     .option('--audit <bundle>', 'audit bundle JSON file of the claim chain')
     .option('--json', 'print the report as JSON')
@@ -146,7 +176,12 @@ export function registerVerifyCommand(program: Command, name = 'claim'): Command
     .option('--at <time>', 'verification time (RFC 3339) for certificate validity (default: now)')
     .option(
       '--require <verdict>',
-      'exit 1 unless the verdict is at least this: hardware-attested, hardware-unanchored or signed-only (default)',
+      'exit 1 unless the verdict is at least this (or the signer is pinned with --key): hardware-attested (default), hardware-unanchored or signed-only (accepts a self-asserted signer)',
+    )
+    .option(
+      '--key <jwk-file|thumbprint>',
+      'pin a claim signing key (repeatable): a claim it signed is accepted without hardware evidence',
+      (v: string, prev: string[] = []) => [...prev, v],
     )
     .exitOverride((err) => {
       // Help and version exit 0; every other commander error is a usage error: exit 2.

@@ -1,21 +1,14 @@
 /**
  * `--require VERDICT`, shared by both verify commands: the weakest verdict the caller accepts.
  * The exit code is 1 for `invalid` and for any verdict weaker than the required one, so a
- * script that checks only the exit code gets what it asked for. Defaults differ per command:
- * `claim` requires `signed-only` (a claim's own signature is already an anchor the relying
- * party chose), `evidence` requires `hardware-attested` (raw evidence anchored to no pinned
- * root proves nothing about which machine produced it).
+ * script that checks only the exit code gets what it asked for. Both commands default to
+ * `hardware-attested`: raw evidence or a claim anchored to no pinned root proves nothing about
+ * which machine produced it (a claim may instead be signed by a key pinned with `--key`).
  */
-import type { Verdict } from '../result.js';
+import { VERDICT_ORDER, type Verdict, verdictAtLeast } from '../result.js';
 import { VerifyInputError } from './input.js';
 
-/** Verdicts, strongest first. */
-export const VERDICT_ORDER: readonly Verdict[] = [
-  'hardware-attested',
-  'hardware-unanchored',
-  'signed-only',
-  'invalid',
-];
+export { VERDICT_ORDER };
 
 /** The `--require` value, or `fallback`. @throws VerifyInputError for anything but the three verdicts */
 export function requiredVerdict(value: string | undefined, fallback: Verdict): Verdict {
@@ -28,5 +21,5 @@ export function requiredVerdict(value: string | undefined, fallback: Verdict): V
 
 /** Exit code for `verdict` under `minimum`: 0 when at least as strong, else 1. */
 export function verdictExitCode(verdict: Verdict, minimum: Verdict): 0 | 1 {
-  return VERDICT_ORDER.indexOf(verdict) > VERDICT_ORDER.indexOf(minimum) ? 1 : 0;
+  return verdictAtLeast(verdict, minimum) ? 0 : 1;
 }
