@@ -136,10 +136,15 @@ describe('provider: auto', () => {
 });
 
 describe('TPM failure classes keep the gateway serving', () => {
-  it('device absent: nothing on the TCTI → TCTI_INIT_FAILED at start-up and per session', async () => {
+  it('device absent with serve_unbound: nothing on the TCTI → TCTI_INIT_FAILED at start-up and per session', async () => {
     const port = await freePort();
+    // without serve_unbound a named provider absent at start-up refuses start (attestation-named-provider.test.ts)
     const cfg = await writeConfig({
-      attestation: { provider: 'tpm', tcti: `swtpm:host=127.0.0.1,port=${port}` },
+      attestation: {
+        provider: 'tpm',
+        tcti: `swtpm:host=127.0.0.1,port=${port}`,
+        on_unavailable: 'serve_unbound',
+      },
     });
     const gw = await startInProcess(cfg);
     try {

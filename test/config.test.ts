@@ -55,10 +55,12 @@ describe('config validation', () => {
     const u = { name: 'u', transport: 'http', url: 'http://127.0.0.1:1/mcp' };
     expect(issues({ ...base, upstreams: [u, u] })[0]).toMatch(/^upstreams\[1\]\.name: duplicate/);
   });
-  it('on_unavailable needs minimum_tier; required is a boolean (docs/spec/refinements.md)', () => {
+  it('on_unavailable needs minimum_tier unless a hardware provider is named; required is a boolean (docs/spec/refinements.md)', () => {
     const att = base.attestation;
-    expect(issues({ ...base, attestation: { ...att, on_unavailable: 'serve_unbound' } })).toEqual([
-      'attestation.on_unavailable: has no effect without attestation.minimum_tier (sessions are served unbound anyway)',
+    // a named provider refuses start-up when unreachable: serve_unbound has an effect on its own
+    expect(issues({ ...base, attestation: { ...att, on_unavailable: 'serve_unbound' } })).toEqual([]);
+    expect(issues({ ...base, attestation: { provider: 'auto', on_unavailable: 'serve_unbound' } })).toEqual([
+      'attestation.on_unavailable: has no effect with provider auto without attestation.minimum_tier (sessions are served unbound anyway)',
     ]);
     expect(
       issues({ ...base, attestation: { ...att, minimum_tier: 'tpm', on_unavailable: 'serve' } })[0],

@@ -24,7 +24,7 @@ import { isPostgresUrl, LATEST_SCHEMA_VERSION, redactPostgresUrl } from '../stor
 import { postgresSchemaVersion } from '../store/migrations/postgres.js';
 import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { selectProvider } from '../tee/detect.js';
-import { requiredBindingTier } from '../tee/tier.js';
+import { namedProviderRequired, requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
 
 type Status = 'ok' | 'warn' | 'FAIL';
@@ -69,13 +69,24 @@ async function checkAttestation(cfg: GatewayConfig): Promise<CheckLine> {
             : `${name}: started and produced evidence`,
       };
     const required = requiredBindingTier(a);
-    return required
-      ? {
-          what,
-          status: 'FAIL',
-          detail: `${name}: ${problem.trim()}; minimum_tier ${required} refuses start-up`,
-        }
-      : { what, status: 'warn', detail: `${name}: ${problem.trim()}; sessions would be served signed-only` };
+    if (required)
+      return {
+        what,
+        status: 'FAIL',
+        detail: `${name}: ${problem.trim()}; minimum_tier ${required} refuses start-up`,
+      };
+    // A named hardware provider that does not start refuses start-up (exit 3) unless serve_unbound.
+    if (started.ok === false && namedProviderRequired(a))
+      return {
+        what,
+        status: 'FAIL',
+        detail: `${name}: ${problem.trim()}; a configured ${a.provider} provider that cannot be reached refuses start-up (set attestation.on_unavailable: serve_unbound to serve signed-only)`,
+      };
+    return {
+      what,
+      status: 'warn',
+      detail: `${name}: ${problem.trim()}; sessions would be served signed-only`,
+    };
   } finally {
     p.close();
   }

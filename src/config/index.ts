@@ -246,11 +246,17 @@ export const configSchema = z
         message: '`software` attests nothing and is allowed only with dev_mode: true',
       });
     }
-    if (c.attestation.on_unavailable !== undefined && c.attestation.minimum_tier === undefined) {
+    // A named hardware provider refuses start-up when unreachable unless on_unavailable says
+    // serve_unbound (src/tee/tier.ts); for auto and software only minimum_tier gives it effect.
+    if (
+      c.attestation.on_unavailable !== undefined &&
+      c.attestation.minimum_tier === undefined &&
+      (c.attestation.provider === 'auto' || c.attestation.provider === 'software')
+    ) {
       ctx.addIssue({
         code: 'custom',
         path: ['attestation', 'on_unavailable'],
-        message: 'has no effect without attestation.minimum_tier (sessions are served unbound anyway)',
+        message: `has no effect with provider ${c.attestation.provider} without attestation.minimum_tier (sessions are served unbound anyway)`,
       });
     }
     if (c.metrics.listen && !c.metrics.allow_remote && !isLoopback(c.metrics.listen.host)) {
