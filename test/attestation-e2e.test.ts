@@ -13,6 +13,7 @@ import { runVerify } from '@cmcp/verify/cli/claim';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { parsePublic, publicKeyOf, spkiDer, Tpm } from '../native/tpm/index.js';
 import { runEnroll } from '../src/cli/tpm.js';
 import { issueAkCertificate, loadAkCa } from '../src/tee/x509.js';
@@ -194,11 +195,20 @@ describe('enrolled AK + measured gateway on swtpm', () => {
     }
   });
 
-  it('an enrolled AK that was evicted → binding absent AK_NOT_PERSISTED, gateway serves, signed-only', async () => {
+  it('an enrolled AK that was evicted → start refused; with serve_unbound: binding absent AK_NOT_PERSISTED, signed-only', async () => {
     const t = Tpm.open(sw.tcti);
     expect(t.evictPersistent(0x81000101)).toBe(true);
     t.close();
-    const gw = await startInProcess(cfg);
+    // provider: tpm is named: a provider that cannot start refuses start-up unless serve_unbound
+    await expect(startInProcess(cfg)).rejects.toMatchObject({
+      code: 'ATTESTATION_UNAVAILABLE',
+      message: expect.stringContaining('AK_NOT_PERSISTED'),
+    });
+    const raw = structuredClone(cfg.raw) as { attestation: Record<string, unknown> };
+    raw.attestation.on_unavailable = 'serve_unbound';
+    const file = join(cfg.dir, 'cmcp-serve-unbound.yaml');
+    writeFileSync(file, stringify(raw));
+    const gw = await startInProcess({ ...cfg, file, raw });
     try {
       const start = gw.chain.entries('gateway').filter((e) => e.entry_type === 'attestation_binding_failed');
       expect(start.at(-1)?.detail).toMatchObject({ phase: 'start-up', reason: 'AK_NOT_PERSISTED' });
