@@ -220,11 +220,23 @@ describe('azure-cvm provider on swtpm', () => {
     }
   });
 
-  it('configured on a vTPM without an HCL report: binding absent (HCL_REPORT_ABSENT), never a plain quote', async () => {
+  it('configured on a vTPM without an HCL report: start refused; with serve_unbound binding absent (HCL_REPORT_ABSENT), never a plain quote', async () => {
     const sw = await startSwtpm();
     const cdir = mkdtempSync(join(dir, 'absent-'));
     try {
-      const cfg = await writeConfig({ dir: cdir, attestation: { provider: 'azure-cvm', tcti: sw.tcti } });
+      // named and unable to start: the gateway refuses start-up unless told to serve unbound
+      await expect(
+        startInProcess(
+          await writeConfig({ dir: cdir, attestation: { provider: 'azure-cvm', tcti: sw.tcti } }),
+        ),
+      ).rejects.toMatchObject({
+        code: 'ATTESTATION_UNAVAILABLE',
+        message: expect.stringContaining('HCL_REPORT_ABSENT'),
+      });
+      const cfg = await writeConfig({
+        dir: cdir,
+        attestation: { provider: 'azure-cvm', tcti: sw.tcti, on_unavailable: 'serve_unbound' },
+      });
       const gw = await startInProcess(cfg);
       try {
         const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
@@ -245,7 +257,18 @@ describe('azure-cvm provider on swtpm', () => {
       await stage(sw.tcti, (rt) => ({ kind: 'sev-snp', hwReport: snpReport(snp, hclReportData(rt)) }), {
         otherHclKey: true,
       });
-      const cfg = await writeConfig({ dir: cdir, attestation: { provider: 'azure-cvm', tcti: sw.tcti } });
+      await expect(
+        startInProcess(
+          await writeConfig({ dir: cdir, attestation: { provider: 'azure-cvm', tcti: sw.tcti } }),
+        ),
+      ).rejects.toMatchObject({
+        code: 'ATTESTATION_UNAVAILABLE',
+        message: expect.stringContaining('HCL_AK_MISMATCH'),
+      });
+      const cfg = await writeConfig({
+        dir: cdir,
+        attestation: { provider: 'azure-cvm', tcti: sw.tcti, on_unavailable: 'serve_unbound' },
+      });
       const gw = await startInProcess(cfg);
       try {
         const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
