@@ -141,7 +141,7 @@ export async function runVerify(
     const minimum = requiredVerdict(opts.require, 'hardware-attested');
     if (minimum !== 'invalid') vopts.require = minimum;
     vopts.trustedKeys = await Promise.all((opts.key ?? []).map(pinnedKey));
-    const report = verifyClaim(claim, vopts);
+    const report = await verifyClaim(claim, vopts);
     io.stdout(opts.json ? renderJson(report) : renderText(report));
     // Exit 1 unless the policy accepts the claim: not `invalid`, and hardware-attested (or the
     // verdict the relying party lowered `--require` to) or signed by a pinned key.
