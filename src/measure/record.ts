@@ -57,7 +57,8 @@ export class GatewayMeasurer {
     if (started.ok === false) {
       this.log.warn(
         { provider: this.provider.name, reason: started.reason },
-        'attestation provider not ready at start-up; binding is retried at every session',
+        // whether the gateway still starts is decided next (src/tee/tier.ts assertTierReached)
+        'attestation provider not ready at start-up',
       );
       await this.bindingFailed('start-up', started.reason);
     }
