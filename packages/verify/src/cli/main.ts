@@ -2,8 +2,9 @@
 /**
  * The `cmcp-verify` command line of the relying party: `cmcp-verify claim <claim> [--audit
  * <bundle>] …` and `cmcp-verify evidence --tpm-quote … | --snp-report … | --tdx-quote … |
- * --event-log …`. Exit codes: 0 verified (verdict not `invalid`, and at least `--require`),
- * 1 invalid, 2 unreadable input or usage error (one line on stderr, no stack trace).
+ * --event-log …`. Exit codes: 0 verified (verdict not `invalid`, and at least `--require`,
+ * default `hardware-attested`; for a claim, or signed by a key pinned with `--key`), 1 invalid or
+ * not accepted, 2 unreadable input or usage error (one line on stderr, no stack trace).
  */
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
