@@ -15,6 +15,20 @@ import { REPO_ROOT } from './harness/gateway.js';
 
 const EXAMPLE = loadBundleDir(join(REPO_ROOT, 'examples', 'policy'));
 
+// A schema the requests below conform to (the engine checks every request against its bundle's
+// schema): every action applies to these agents and tools, with these arguments.
+const SCHEMA = `
+entity Server;
+entity Agent = { team?: String, roles?: Set<String> };
+entity Tool in [Server] = { sensitivity_level: Long, annotations: { readOnlyHint?: Bool, openWorldHint?: Bool } };
+type Context = {
+  arguments: { path?: String, missing?: Long },
+  session: { calls: Long, max_sensitivity: String, max_sensitivity_level: Long },
+};
+action call_tool, read_resource, get_prompt, complete, relay_roots, relay_sampling
+  appliesTo { principal: [Agent], resource: [Tool], context: Context };
+`;
+
 const SCOPES: Record<string, string> = {
   any: 'permit (principal, action, resource) when { context.session.calls < 3 };',
   eq: 'permit (principal, action == Action::"call_tool", resource) when { principal has roles && principal.roles.contains("writer") };',
@@ -98,7 +112,7 @@ describe('per-action policy sets', () => {
     ['the example bundle', EXAMPLE.policies],
     ['every action scope form', SCOPES],
   ])('decide as the whole bundle does: %s', (_name, policies) => {
-    const engine = new PolicyEngine({ ...EXAMPLE, policies }, 'enforcing');
+    const engine = new PolicyEngine({ ...EXAMPLE, schema: SCHEMA, policies }, 'enforcing');
     const fullId = `test-full-${Object.keys(policies).join('-')}`;
     expect(cedar.preparsePolicySet(fullId, { staticPolicies: policies }).type).toBe('success');
     let denies = 0;
@@ -116,6 +130,7 @@ describe('per-action policy sets', () => {
         const want = fullAnswer(fullId, q);
         expect({ decision: got.decision, matched: got.matched, errored: got.errored }).toEqual(want);
         expect(got.failure).toBeNull();
+        expect(got.invalid).toBeNull();
         compared += 1;
         if (got.decision === 'deny') denies += 1;
         if (got.errored.length) errors += 1;

@@ -192,6 +192,7 @@ describe('Cedar requests', () => {
       matched: ['allow-writers-on-fs'],
       errored: [],
       failure: null,
+      invalid: null,
     });
     const d = engine.evaluate(req({ arguments: { path: '/etc/passwd', content: 'x' } }));
     expect(d.decision).toBe('deny');
@@ -232,11 +233,12 @@ describe('Cedar requests', () => {
     ).toMatchObject({ decision: 'deny', matched: ['session-call-budget'] });
   });
 
-  it('fails closed: a forbid that errors on unexpected input denies (Cedar alone would allow)', () => {
+  it('fails closed: an argument of a type the schema does not declare is refused before any policy runs', () => {
+    // Cedar alone would evaluate it: `like` errors and skips the forbid, the permit allows.
     const d = engine.evaluate(req({ arguments: { path: 5, content: 'x' } }));
     expect(d.decision).toBe('deny');
-    expect(d.errored).toEqual(['fs-writes-only-in-outbox']);
-    expect(d.matched).toEqual(['allow-writers-on-fs']);
+    expect(d.invalid).toMatch(/context/);
+    expect(d.matched).toEqual([]);
   });
 
   it('maps JSON honestly: null omitted, non-integers as strings, Cedar escapes refused', () => {

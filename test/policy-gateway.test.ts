@@ -148,10 +148,10 @@ describe('enforcing (the example bundle)', () => {
     expect(after.body.error.data.policy_ids).toEqual(['no-open-world-after-confidential']);
   });
 
-  it('fails closed: an argument of the wrong type is POLICY_EVALUATION_FAILED, a forged entity too', async () => {
+  it('fails closed: an argument of the wrong type is POLICY_ATTRIBUTE_INVALID, a forged entity POLICY_EVALUATION_FAILED', async () => {
     const r = await call('alice-token', 'fs.write_file', { path: 5, content: 'x' });
-    expect(r.body.error.data.error_code).toBe('POLICY_EVALUATION_FAILED');
-    expect(r.body.error.data.policy_errors).toEqual(['fs-writes-only-in-outbox']);
+    expect(r.body.error.data.error_code).toBe('POLICY_ATTRIBUTE_INVALID');
+    expect(r.body.error.data.policy_attribute_invalid).toMatch(/context/);
     const f = await call('alice-token', 'fs.write_file', {
       path: { __entity: { type: 'Agent', id: 'root' } },
       content: 'x',
@@ -170,7 +170,7 @@ describe('enforcing (the example bundle)', () => {
       ['fs.write_file', 'allow', ['allow-writers-on-fs'], null],
       ['fs.write_file', 'deny', ['fs-writes-only-in-outbox'], 'POLICY_DENY'],
       ['fs.write_file', 'deny', ['fs-writes-only-in-outbox'], 'POLICY_DENY'],
-      ['fs.write_file', 'deny', ['allow-writers-on-fs'], 'POLICY_EVALUATION_FAILED'],
+      ['fs.write_file', 'deny', [], 'POLICY_ATTRIBUTE_INVALID'],
       ['fs.write_file', 'deny', [], 'POLICY_EVALUATION_FAILED'],
     ]);
     expect(claim.transcript.map((l: { policy_rule_matched: unknown }) => l.policy_rule_matched)).toEqual(

@@ -12,8 +12,17 @@ import { REPO_ROOT } from './harness/gateway.js';
 
 const EXAMPLE = loadBundleDir(join(REPO_ROOT, 'examples', 'policy'));
 
+// The example schema with a "__proto__" member declared where the policies read one (requests
+// are checked against the schema, and only declared arguments reach the policies).
+const SCHEMA = EXAMPLE.schema
+  .replace('entity Agent = {', 'entity Agent = {\n  "__proto__"?: String,')
+  .replace(
+    'arguments: {\n      path?: String,',
+    'arguments: {\n      "__proto__"?: { x: Long },\n      path?: String,',
+  );
+
 function engine(policies: Record<string, string>): PolicyEngine {
-  return new PolicyEngine({ ...EXAMPLE, policies }, 'enforcing');
+  return new PolicyEngine({ ...EXAMPLE, schema: SCHEMA, policies }, 'enforcing');
 }
 
 function request(args: Record<string, unknown>, agentAttributes: Record<string, unknown>): PolicyRequest {

@@ -21,8 +21,17 @@ import { REPO_ROOT } from './harness/gateway.js';
 
 const EXAMPLE = loadBundleDir(join(REPO_ROOT, 'examples', 'policy'));
 
+// The example schema, declaring the agent attributes and the argument the grid uses (requests
+// are checked against the schema).
+const SCHEMA = EXAMPLE.schema
+  .replace(
+    'entity Agent = {',
+    'entity Agent = {\n  clearance?: String,\n  unread?: { deep: Set<Long> },\n  level?: Long,',
+  )
+  .replace('arguments: {\n      path?: String,', 'arguments: {\n      n?: String,\n      path?: String,');
+
 function withPolicies(policies: Record<string, string>): PolicyBundle {
-  return { ...EXAMPLE, policies };
+  return { ...EXAMPLE, schema: SCHEMA, policies };
 }
 
 /** The request of the spec with every attribute (docs/spec/policy.md#cedar-requests). */

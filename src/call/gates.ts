@@ -145,13 +145,30 @@ export class CallGates {
     const detail: Record<string, unknown> = {};
     if (d.errored.length) detail.policy_errors = d.errored;
     if (d.failure) detail.policy_failure = d.failure;
+    if (d.invalid) detail.policy_attribute_invalid = d.invalid;
+    // Attributes that do not fit the schema are malformed input, not a policy outcome: no mode
+    // lets such a call proceed (a mistyped attribute would have switched policies off).
+    if (d.invalid)
+      return {
+        ok: false,
+        refusal: {
+          code: 'POLICY_ATTRIBUTE_INVALID',
+          message: 'an attribute of the call does not conform to the policy schema; refused',
+          entry: { policy_decision: 'deny', policy_rule_matched: [], detail },
+          data: { policy_ids: [], ...detail },
+        },
+      };
     const pass = (decision: string, advisory: Record<string, unknown> | null = null): Gate<PolicyPass> => ({
       ok: true,
       value: { entry: { policy_decision: decision, policy_rule_matched: d.matched }, detail, advisory },
     });
     if (d.decision === 'allow') return pass('allow');
     if (engine.mode === 'advisory')
-      return pass('advisory_deny', { policy_decision: 'advisory_deny', policy_ids: d.matched });
+      return pass('advisory_deny', {
+        policy_decision: 'advisory_deny',
+        policy_ids: d.matched,
+        ...(d.errored.length ? { policy_errors: d.errored } : {}),
+      });
     if (engine.mode !== 'enforcing') return pass('silent_deny');
     const failed = d.failure !== null || d.errored.length > 0;
     return {

@@ -18,14 +18,22 @@
  *
  * Fail-closed rule: Cedar skips a policy whose evaluation errors (which would let a
  * `forbid` that errors on unexpected input allow the call). The gateway instead treats any
- * evaluation error as a deny, reported as `POLICY_EVALUATION_FAILED`.
+ * evaluation error as a deny in every enforcement mode, naming the erroring policies
+ * (`errored`; refused as `POLICY_EVALUATION_FAILED` when enforcing).
  *
- * Entity attributes no policy of the bundle reads are left out of each request
- * (./referenced-attributes.ts): cedar-wasm parses every attribute it is given.
- *
- * Requests are evaluated without the schema (arguments differ per tool, and Cedar records
- * are closed); the schema validates every policy at load, and configured agents and catalog
- * tools are checked against it as entities at load (see {@link checkEntities}).
+ * Every request is checked against the bundle's schema by cedar-wasm itself (the schema is
+ * preparsed once per bundle, `preparseSchema`, and named on each `statefulIsAuthorized` with
+ * `validateRequest`): a Cedar `==` between values of different types is simply false, so an
+ * attribute of the wrong type (a token claim `team: ["contractors"]`) would otherwise switch a
+ * `forbid … when { principal.team == "contractors" }` off without any error. A request whose
+ * principal, resource or context does not conform is refused whatever the mode
+ * (`invalid`; `POLICY_ATTRIBUTE_INVALID`). The principal is sent with all its attributes (an
+ * undeclared one does not conform either); the context is first narrowed to the members the
+ * schema declares for the action, at the top level and in `arguments` (a tool's other
+ * arguments, which no validated policy can read); the other entities keep the attributes the
+ * policies read (./referenced-attributes.ts: cedar-wasm parses each one) and those the schema
+ * requires. Configured agents and catalog tools are also checked at load
+ * ({@link checkEntities}).
  *
  * Cedar reference: https://docs.cedarpolicy.com/auth/authorization.html (decision, reasons,
  * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
@@ -38,6 +46,7 @@ import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
 import { ActionPolicySets } from './action-sets.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { onlyReferenced, referencedAttributes } from './referenced-attributes.js';
+import { type SchemaFacts, schemaFacts } from './schema-facts.js';
 
 /** How a deny takes effect. */
 export type EnforcementMode = 'enforcing' | 'advisory' | 'silent';
@@ -79,6 +88,11 @@ export interface PolicyDecision {
   errored: string[];
   /** Why the request could not be evaluated at all (input or engine fault), else null. */
   failure: string | null;
+  /**
+   * Why the request's principal, resource or context does not conform to the bundle's schema
+   * (Cedar's message), else null. Non-null ⇒ deny, and the request is refused in every mode.
+   */
+  invalid: string | null;
 }
 
 /** Thrown by {@link toCedarValue} for input Cedar cannot carry honestly. */
@@ -207,6 +221,12 @@ export class PolicyEngine {
   private readonly attributeNames: Set<string> | null;
   /** Per action, the set of the policies whose scope can hold for it (./action-sets.ts). */
   private readonly actionSets: ActionPolicySets;
+  /** The key of this bundle's preparsed schema in cedar-wasm's cache. */
+  private readonly schemaName: string;
+  /** The schema's required attributes and declared contexts (./schema-facts.ts). */
+  private readonly facts: SchemaFacts;
+  /** Per entity type, the attributes a request keeps (see {@link keptAttributes}). */
+  private readonly kept = new Map<string, Set<string> | null>();
 
   /** @throws PolicyBundleError when Cedar cannot parse the bundle's policies. */
   constructor(
@@ -223,6 +243,58 @@ export class PolicyEngine {
       );
     this.attributeNames = referencedAttributes(bundle.policies);
     this.actionSets = new ActionPolicySets(this.policySetId, bundle.policies);
+    this.schemaName = `cmcp-schema-${createHash('sha256').update(bundle.schema).digest('hex')}`;
+    const schema = cedar.preparseSchema(this.schemaName, bundle.schema);
+    if (schema.type !== 'success')
+      throw new PolicyBundleError(
+        'the Cedar schema does not parse',
+        schema.errors.map((e) => e.message),
+      );
+    this.facts = schemaFacts(bundle.schema);
+  }
+
+  /**
+   * The attributes a request keeps on an entity of `type` other than the principal: those the
+   * policies read and those the schema requires (dropping a required one would not conform);
+   * null: all of them.
+   */
+  private keptAttributes(type: string): Set<string> | null {
+    let kept = this.kept.get(type);
+    if (kept === undefined) {
+      kept =
+        this.attributeNames === null
+          ? null
+          : new Set([...this.attributeNames, ...(this.facts.required.get(type) ?? [])]);
+      this.kept.set(type, kept);
+    }
+    return kept;
+  }
+
+  /**
+   * The context narrowed to what the schema declares for `action` (module doc): undeclared
+   * top-level members, and undeclared members of `arguments`, are left out. An action the
+   * schema does not declare keeps its context whole (Cedar then refuses the request).
+   */
+  private declaredContext(action: string, context: cedar.Context): cedar.Context {
+    const shape = this.facts.context.get(action);
+    if (!shape) return context;
+    const out: cedar.Context = {};
+    for (const [k, v] of Object.entries(context)) {
+      if (shape.members !== null && !shape.members.has(k)) continue;
+      if (
+        k === 'arguments' &&
+        shape.arguments !== null &&
+        typeof v === 'object' &&
+        v !== null &&
+        !Array.isArray(v)
+      ) {
+        const args: Record<string, cedar.CedarValueJson> = Object.create(null); // keeps an own "__proto__"
+        for (const [a, x] of Object.entries(v as Record<string, cedar.CedarValueJson>))
+          if (shape.arguments.has(a)) args[a] = x;
+        out[k] = args;
+      } else out[k] = v;
+    }
+    return out;
   }
 
   /** Evaluates one request. Never throws: faults come back as `failure` (a deny). */
@@ -244,11 +316,13 @@ export class PolicyEngine {
       // cedar-wasm about a fifth of a decision to parse).
       // Every attribute is converted (a value Cedar cannot carry still fails the call), then
       // the ones no policy can read are left out: cedar-wasm parses each one per request.
-      entities = [agentEntity(req.agentId, req.agentAttributes), toolEntity(req.tool)];
-      for (const e of entities) e.attrs = onlyReferenced(e.attrs ?? {}, this.attributeNames);
+      // The principal keeps every attribute: each one is checked against the schema.
+      const tool = toolEntity(req.tool);
+      tool.attrs = onlyReferenced(tool.attrs ?? {}, this.keptAttributes('Tool'));
+      entities = [agentEntity(req.agentId, req.agentAttributes), tool];
     } catch (e) {
       const msg = e instanceof CedarValueError ? e.message : 'request not representable in Cedar';
-      return { decision: 'deny', matched: [], errored: [], failure: msg.slice(0, 200) };
+      return { decision: 'deny', matched: [], errored: [], failure: msg.slice(0, 200), invalid: null };
     }
     return this.authorize(
       { type: 'Agent', id: req.agentId },
@@ -261,7 +335,8 @@ export class PolicyEngine {
 
   /**
    * One Cedar request of any gateway action (`call_tool`, and the relayed MCP methods of
-   * src/relay/policy.ts), with the fail-closed rule of the module doc. Never throws.
+   * src/relay/policy.ts), checked against the bundle's schema, with the fail-closed rule of the
+   * module doc. Never throws.
    */
   authorize(
     principal: cedar.TypeAndId,
@@ -270,27 +345,42 @@ export class PolicyEngine {
     context: cedar.Context,
     entities: cedar.EntityJson[],
   ): PolicyDecision {
+    const call: cedar.StatefulAuthorizationCall = {
+      principal,
+      action: { type: 'Action', id: action },
+      resource,
+      context: this.declaredContext(action, context),
+      preparsedPolicySetId: this.actionSets.idFor(action),
+      preparsedSchemaName: this.schemaName,
+      validateRequest: true,
+      entities,
+    };
+    const deny = (failure: string | null, invalid: string | null = null): PolicyDecision => ({
+      decision: 'deny',
+      matched: [],
+      errored: [],
+      failure: failure?.slice(0, 200) ?? null,
+      invalid: invalid?.slice(0, 300) ?? null,
+    });
     let answer: cedar.AuthorizationAnswer;
     try {
-      answer = cedar.statefulIsAuthorized({
-        principal,
-        action: { type: 'Action', id: action },
-        resource,
-        context,
-        preparsedPolicySetId: this.actionSets.idFor(action),
-        entities,
-      });
+      answer = cedar.statefulIsAuthorized(call);
     } catch (e) {
-      return {
-        decision: 'deny',
-        matched: [],
-        errored: [],
-        failure: `cedar: ${(e as Error).message}`.slice(0, 200),
-      };
+      return deny(`cedar: ${(e as Error).message}`);
     }
     if (answer.type !== 'success') {
       const first = answer.errors[0]?.message ?? 'unknown';
-      return { decision: 'deny', matched: [], errored: [], failure: `cedar: ${first}`.slice(0, 200) };
+      // Told apart by asking again without the schema (only on this refusal path): a request
+      // Cedar takes without the schema but not with it does not conform to the schema.
+      let unchecked: cedar.AuthorizationAnswer | null = null;
+      try {
+        unchecked = cedar.statefulIsAuthorized({
+          ...call,
+          preparsedSchemaName: undefined,
+          validateRequest: false,
+        });
+      } catch {}
+      return unchecked?.type === 'success' ? deny(null, first) : deny(`cedar: ${first}`);
     }
     const { decision, diagnostics } = answer.response;
     const errored = diagnostics.errors.map((e) => e.policyId);
@@ -299,6 +389,7 @@ export class PolicyEngine {
       matched: [...diagnostics.reason].sort(),
       errored: [...new Set(errored)].sort(),
       failure: null,
+      invalid: null,
     };
   }
 }

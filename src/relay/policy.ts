@@ -49,7 +49,11 @@ export interface RelayPolicyRequest {
 export interface RelayVerdict {
   entry: Pick<EntryInput, 'policy_decision' | 'policy_rule_matched'>;
   detail: Record<string, unknown>;
-  refused: { code: 'POLICY_DENY' | 'POLICY_EVALUATION_FAILED'; message: string; policyIds: string[] } | null;
+  refused: {
+    code: 'POLICY_DENY' | 'POLICY_EVALUATION_FAILED' | 'POLICY_ATTRIBUTE_INVALID';
+    message: string;
+    policyIds: string[];
+  } | null;
 }
 
 /**
@@ -105,6 +109,18 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
   const detail: Record<string, unknown> = {};
   if (d.errored.length) detail.policy_errors = d.errored;
   if (d.failure) detail.policy_failure = d.failure;
+  if (d.invalid) detail.policy_attribute_invalid = d.invalid;
+  // Refused in every mode, as for tools/call (src/call/gates.ts).
+  if (d.invalid)
+    return {
+      entry: { policy_decision: 'deny', policy_rule_matched: [] },
+      detail,
+      refused: {
+        code: 'POLICY_ATTRIBUTE_INVALID',
+        message: 'an attribute of the request does not conform to the policy schema; refused',
+        policyIds: [],
+      },
+    };
   const pass = (decision: string): RelayVerdict => ({
     entry: { policy_decision: decision, policy_rule_matched: d.matched },
     detail,

@@ -182,6 +182,12 @@ export const ERRORS = {
     summary:
       'The call could not be evaluated (a policy errored, or the request cannot be expressed in Cedar); refused, fail closed.',
   },
+  POLICY_ATTRIBUTE_INVALID: {
+    http: 403,
+    rpc: -32065,
+    summary:
+      "An attribute of the request (a token claim, a configured agent attribute, an argument the schema declares) does not conform to the policy bundle's Cedar schema; refused in every enforcement mode.",
+  },
   POLICY_BUNDLE_INVALID: {
     http: 400,
     rpc: -32062,
