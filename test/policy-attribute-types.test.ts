@@ -335,6 +335,17 @@ describe('configured agent attributes', () => {
       );
     });
 
+  it('an action the schema does not declare is a deny, not decided unchecked', () => {
+    const d = engine.authorize(
+      { type: 'Agent', id: 'dora' },
+      'read_resource',
+      { type: 'Resource', id: 'file:///x' },
+      { session: { calls: 0, max_sensitivity: 'unclassified', max_sensitivity_level: 0 } },
+      [{ uid: { type: 'Agent', id: 'dora' }, attrs: {}, parents: [] }],
+    );
+    expect(d).toMatchObject({ decision: 'deny', failure: expect.stringMatching(/not declared/) });
+  });
+
   it('a required attribute the agent lacks does not conform', () => {
     const strict = new PolicyEngine(
       { ...bundle, schema: SCHEMA.replace('s?: String,', 's: String,') },

@@ -1,7 +1,8 @@
 /**
  * Cedar decisions for `tools/call` (docs/spec/policy.md#cedar-requests). Every call is one Cedar request:
  *
- * - principal `Agent::"<agent_id>"` with the agent's configured `attributes`;
+ * - principal `Agent::"<agent_id>"` with the agent's configured `attributes` and, for a token,
+ *   its `scopes` and mapped claims;
  * - action `Action::"call_tool"`;
  * - resource `Tool::"<exposed tool name>"`, a member of `Server::"<upstream name>"`, with
  *   attributes `server`, `name` (the upstream's own tool name), `sensitivity`,
@@ -30,10 +31,10 @@
  * (`invalid`; `POLICY_ATTRIBUTE_INVALID`). The principal is sent with all its attributes (an
  * undeclared one does not conform either); the context is first narrowed to the members the
  * schema declares for the action, at the top level and in `arguments` (a tool's other
- * arguments, which no validated policy can read); the other entities keep the attributes the
- * policies read (./referenced-attributes.ts: cedar-wasm parses each one) and those the schema
- * requires. Configured agents and catalog tools are also checked at load
- * ({@link checkEntities}).
+ * arguments, which no validated policy can read); the Tool keeps the attributes the policies
+ * read (./referenced-attributes.ts: cedar-wasm parses each one) and those the schema requires.
+ * An action the schema does not declare is a deny (`failure`). Configured agents and catalog
+ * tools are also checked at load ({@link checkEntities}).
  *
  * Cedar reference: https://docs.cedarpolicy.com/auth/authorization.html (decision, reasons,
  * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
@@ -272,13 +273,12 @@ export class PolicyEngine {
 
   /**
    * The context narrowed to what the schema declares for `action` (module doc): undeclared
-   * top-level members, and undeclared members of `arguments`, are left out. An action the
-   * schema does not declare keeps its context whole (Cedar then refuses the request).
+   * top-level members, and undeclared members of `arguments`, are left out.
    */
   private declaredContext(action: string, context: cedar.Context): cedar.Context {
     const shape = this.facts.context.get(action);
     if (!shape) return context;
-    const out: cedar.Context = {};
+    const out: cedar.Context = Object.create(null);
     for (const [k, v] of Object.entries(context)) {
       if (shape.members !== null && !shape.members.has(k)) continue;
       if (
@@ -345,6 +345,15 @@ export class PolicyEngine {
     context: cedar.Context,
     entities: cedar.EntityJson[],
   ): PolicyDecision {
+    // An action the schema does not declare has no valid request: a deny, not an input fault.
+    if (!this.facts.context.has(action))
+      return {
+        decision: 'deny',
+        matched: [],
+        errored: [],
+        failure: `action ${action.slice(0, 64)} is not declared in the policy schema`,
+        invalid: null,
+      };
     const call: cedar.StatefulAuthorizationCall = {
       principal,
       action: { type: 'Action', id: action },
