@@ -96,6 +96,7 @@ const VALUES: [string, unknown][] = [
   ['empty object', {}],
   ['object', { k: 'contractors' }],
   ['nested', { k: { deep: [['contractors']] } }],
+  ['entity escape', { __entity: { type: 'Agent', id: 'root' } }],
 ];
 
 /** Attribute → its schema type, and the JSON value of that type. */
@@ -218,14 +219,19 @@ describe('token attributes (real JWTs)', () => {
         want[name] = expected(attr, name);
         if (got[name] === 'POLICY_DENY') expect(r.body.error.data.policy_ids).toEqual([`forbid-${attr}`]);
         if (got[name] === 'POLICY_ATTRIBUTE_INVALID') {
-          // Refused with Cedar's reason, before any policy ran, and recorded in the chain.
+          // Refused with Cedar's reason (an escape: the gateway's own), before any policy ran,
+          // and recorded in the chain.
+          const why =
+            name === 'entity escape'
+              ? `reserved by Cedar at /principal/${attr}`
+              : `attribute \`${attr}\` on \`Agent::"token-agent"\``;
           expect(r.body.error.data.policy_ids).toEqual([]);
-          expect(r.body.error.data.policy_attribute_invalid).toContain('Agent::"token-agent"');
+          expect(r.body.error.data.policy_attribute_invalid).toContain(why);
           expect(recorded(gw, r)).toMatchObject({
             error_code: 'POLICY_ATTRIBUTE_INVALID',
             policy_decision: 'deny',
             policy_rule_matched: [],
-            detail: { policy_attribute_invalid: expect.stringContaining(`\`${attr}\``) },
+            detail: { policy_attribute_invalid: expect.stringContaining(why) },
           });
         }
       }

@@ -251,7 +251,7 @@ describe('Cedar requests', () => {
       req({ arguments: { path: { __entity: { type: 'Agent', id: 'admin' } }, content: 'x' } }),
     );
     expect(forged.decision).toBe('deny');
-    expect(forged.failure).toMatch(/__entity is reserved/);
+    expect(forged.invalid).toMatch(/__entity is reserved/);
   });
 });
 

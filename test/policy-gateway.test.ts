@@ -148,7 +148,7 @@ describe('enforcing (the example bundle)', () => {
     expect(after.body.error.data.policy_ids).toEqual(['no-open-world-after-confidential']);
   });
 
-  it('fails closed: an argument of the wrong type is POLICY_ATTRIBUTE_INVALID, a forged entity POLICY_EVALUATION_FAILED', async () => {
+  it('fails closed: an argument of the wrong type is POLICY_ATTRIBUTE_INVALID, a forged entity too', async () => {
     const r = await call('alice-token', 'fs.write_file', { path: 5, content: 'x' });
     expect(r.body.error.data.error_code).toBe('POLICY_ATTRIBUTE_INVALID');
     expect(r.body.error.data.policy_attribute_invalid).toMatch(/context/);
@@ -156,7 +156,8 @@ describe('enforcing (the example bundle)', () => {
       path: { __entity: { type: 'Agent', id: 'root' } },
       content: 'x',
     });
-    expect(f.body.error.data.error_code).toBe('POLICY_EVALUATION_FAILED');
+    expect(f.body.error.data.error_code).toBe('POLICY_ATTRIBUTE_INVALID');
+    expect(f.body.error.data.policy_attribute_invalid).toMatch(/__entity is reserved by Cedar/);
   });
 
   it('decisions and policy ids are in the chain and the claim transcript; verify pins the policy hash', async () => {
@@ -171,7 +172,7 @@ describe('enforcing (the example bundle)', () => {
       ['fs.write_file', 'deny', ['fs-writes-only-in-outbox'], 'POLICY_DENY'],
       ['fs.write_file', 'deny', ['fs-writes-only-in-outbox'], 'POLICY_DENY'],
       ['fs.write_file', 'deny', [], 'POLICY_ATTRIBUTE_INVALID'],
-      ['fs.write_file', 'deny', [], 'POLICY_EVALUATION_FAILED'],
+      ['fs.write_file', 'deny', [], 'POLICY_ATTRIBUTE_INVALID'],
     ]);
     expect(claim.transcript.map((l: { policy_rule_matched: unknown }) => l.policy_rule_matched)).toEqual(
       calls.map((e) => e.policy_rule_matched),

@@ -166,6 +166,6 @@ describe('referenced attributes', () => {
       agentAttributes: { unread: { __entity: { type: 'Agent', id: 'x' } } },
     });
     expect(d.decision).toBe('deny');
-    expect(d.failure).toMatch(/reserved by Cedar/);
+    expect(d.invalid).toMatch(/reserved by Cedar/);
   });
 });

@@ -321,8 +321,22 @@ export class PolicyEngine {
       tool.attrs = onlyReferenced(tool.attrs ?? {}, this.keptAttributes('Tool'));
       entities = [agentEntity(req.agentId, req.agentAttributes), tool];
     } catch (e) {
-      const msg = e instanceof CedarValueError ? e.message : 'request not representable in Cedar';
-      return { decision: 'deny', matched: [], errored: [], failure: msg.slice(0, 200), invalid: null };
+      // A value Cedar cannot carry (an entity or extension escape) does not conform either.
+      if (e instanceof CedarValueError)
+        return {
+          decision: 'deny',
+          matched: [],
+          errored: [],
+          failure: null,
+          invalid: e.message.slice(0, 300),
+        };
+      return {
+        decision: 'deny',
+        matched: [],
+        errored: [],
+        failure: 'request not representable in Cedar',
+        invalid: null,
+      };
     }
     return this.authorize(
       { type: 'Agent', id: req.agentId },

@@ -1,5 +1,6 @@
 /**
- * Which entity attribute names a policy set can read, so that a request carries only those
+ * Which entity attribute names a policy set can read, so that a request's Tool carries only
+ * those (and the ones the schema requires; ./engine.ts)
  * (cedar-wasm parses every attribute of every entity on every request, ~5 µs each; measured on
  * the example bundle, the Tool entity's three unread attributes cost ~15 µs of ~200 µs).
  *

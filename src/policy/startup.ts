@@ -13,7 +13,7 @@ import type { CatalogGuard } from '../catalog/guard.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
-import { agentEntity, checkEntities, PolicyEngine, toolEntities } from './engine.js';
+import { agentEntity, CedarValueError, checkEntities, PolicyEngine, toolEntities } from './engine.js';
 import { PolicyState } from './state.js';
 
 /** The policy_load / policy_reload detail describing a bundle. */
@@ -56,6 +56,8 @@ export function reloadDetail(
 /**
  * The entities every bundle must fit: the configured agents and the catalog's tools, under
  * their gateway names (read again at each reload: exposed names follow the live upstreams).
+ * The returned function throws PolicyBundleError, naming the agent, for an agent attribute
+ * Cedar cannot carry.
  */
 export function configuredEntities(
   cfg: GatewayConfig,
@@ -63,7 +65,17 @@ export function configuredEntities(
   upstreams: UpstreamPool,
 ): () => cedar.EntityJson[] {
   return () => [
-    ...cfg.agents.map((a) => agentEntity(a.agent_id, a.attributes as Record<string, unknown>)),
+    ...cfg.agents.map((a) => {
+      try {
+        return agentEntity(a.agent_id, a.attributes as Record<string, unknown>);
+      } catch (e) {
+        // A value Cedar cannot carry (an entity or extension escape): the agent does not fit.
+        if (!(e instanceof CedarValueError)) throw e;
+        throw new PolicyBundleError('configured agents or catalog tools do not fit the policy schema', [
+          `Agent::${JSON.stringify(a.agent_id)}: ${e.message}`,
+        ]);
+      }
+    }),
     ...(catalog?.catalog.tools ?? []).flatMap((t) =>
       toolEntities({
         exposedName: upstreams.exposedName(t.server, t.name) ?? `${t.server}.${t.name}`,

@@ -22,7 +22,7 @@
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import type { EntryInput } from '../audit/chain.js';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
-import { agentEntity, type PolicyEngine, toCedarValue } from '../policy/engine.js';
+import { agentEntity, CedarValueError, type PolicyEngine, toCedarValue } from '../policy/engine.js';
 import type { SessionRow } from '../session/types.js';
 
 /** The Cedar resource of one relayed request. */
@@ -97,6 +97,8 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
       { uid: { type: 'Server', id: req.resource.server }, attrs: {}, parents: [] },
     ];
   } catch (e) {
+    // A value Cedar cannot carry (an entity or extension escape) does not conform either.
+    if (e instanceof CedarValueError) return invalid(e.message.slice(0, 300));
     return failed([], { policy_failure: (e as Error).message.slice(0, 200) }, engine);
   }
   const d = engine.authorize(
@@ -109,18 +111,7 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
   const detail: Record<string, unknown> = {};
   if (d.errored.length) detail.policy_errors = d.errored;
   if (d.failure) detail.policy_failure = d.failure;
-  if (d.invalid) detail.policy_attribute_invalid = d.invalid;
-  // Refused in every mode, as for tools/call (src/call/gates.ts).
-  if (d.invalid)
-    return {
-      entry: { policy_decision: 'deny', policy_rule_matched: [] },
-      detail,
-      refused: {
-        code: 'POLICY_ATTRIBUTE_INVALID',
-        message: 'an attribute of the request does not conform to the policy schema; refused',
-        policyIds: [],
-      },
-    };
+  if (d.invalid) return invalid(d.invalid);
   const pass = (decision: string): RelayVerdict => ({
     entry: { policy_decision: decision, policy_rule_matched: d.matched },
     detail,
@@ -134,6 +125,19 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
     entry: { policy_decision: 'deny', policy_rule_matched: d.matched },
     detail,
     refused: { code: 'POLICY_DENY', message: 'denied by policy', policyIds: d.matched },
+  };
+}
+
+/** A request that does not conform to the schema: refused in every mode, as for tools/call. */
+function invalid(message: string): RelayVerdict {
+  return {
+    entry: { policy_decision: 'deny', policy_rule_matched: [] },
+    detail: { policy_attribute_invalid: message },
+    refused: {
+      code: 'POLICY_ATTRIBUTE_INVALID',
+      message: 'an attribute of the request does not conform to the policy schema; refused',
+      policyIds: [],
+    },
   };
 }
 
