@@ -262,6 +262,24 @@ describe('token attributes (real JWTs)', () => {
     expect(d.invalid).toMatch(/`scopes`.*should not exist/);
   });
 
+  it('a claim mapped to an attribute the schema does not declare refuses the start, naming it', async () => {
+    const oauth = (cfg.raw.oauth ?? {}) as Record<string, unknown>;
+    const bad = await writeConfig({
+      upstreams: [],
+      agents: [],
+      extra: {
+        policy: { bundle: BUNDLE },
+        oauth: { ...oauth, attribute_claims: { claim_s: 's', claim_x: 'undeclared' } },
+      },
+    });
+    try {
+      await expect(startInProcess(bad)).rejects.toMatchObject({ code: 'POLICY_BUNDLE_INVALID' });
+      await expect(startInProcess(bad)).rejects.toThrow(/does not declare "undeclared"/);
+    } finally {
+      cleanup(bad.dir);
+    }
+  });
+
   it('enforcing: a policy that errors is a deny naming it (POLICY_EVALUATION_FAILED), recorded', async () => {
     const r = await echo(gw, 'eve-token');
     expect(outcome(r)).toBe('POLICY_EVALUATION_FAILED');

@@ -26,7 +26,7 @@ import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
-import { configuredEntities, policyLoadEntry, policyState } from '../policy/startup.js';
+import { configuredEntities, policyLoadEntry, policyState, tokenAttributeNames } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
 import { Relay } from '../relay/relay.js';
@@ -200,7 +200,13 @@ async function startServing(
     ? new CatalogGuard(catalogFile.loaded.catalog, catalogFile.loaded.hash, chain, log)
     : null;
   const policy = loaded
-    ? policyState(loaded.bundle, loaded.key, loaded.cfg, configuredEntities(cfg, catalog, upstreams))
+    ? policyState(
+        loaded.bundle,
+        loaded.key,
+        loaded.cfg,
+        configuredEntities(cfg, catalog, upstreams),
+        tokenAttributeNames(cfg),
+      )
     : null;
   await store.appendEntries(GATEWAY_CHAIN_ID, [
     gatewayStartEntry(cfg, c.key, provider, upstreams.listTools().length),

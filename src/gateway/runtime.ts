@@ -27,7 +27,12 @@ import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
-import { configuredEntities, recordResumedPolicy, startPolicy } from '../policy/startup.js';
+import {
+  configuredEntities,
+  recordResumedPolicy,
+  startPolicy,
+  tokenAttributeNames,
+} from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
 import { sqliteRelayEntries } from '../relay/evidence.js';
@@ -162,6 +167,7 @@ async function startControls(
           cfg.policy,
           configuredEntities(cfg, catalog, upstreams),
           chain,
+          tokenAttributeNames(cfg),
         )
       : null;
   const facts: SessionFacts = {

@@ -208,6 +208,20 @@ export function checkEntities(bundle: PolicyBundle, entities: cedar.EntityJson[]
 }
 
 /**
+ * Checks that the bundle's schema declares every Agent attribute a token can carry (`scopes`
+ * and the `oauth.attribute_claims` targets): each call would otherwise be refused as
+ * `POLICY_ATTRIBUTE_INVALID`, so the start (or the reload) is refused instead.
+ * @returns one line per undeclared attribute (empty when all are declared).
+ */
+export function checkTokenAttributes(bundle: PolicyBundle, names: readonly string[]): string[] {
+  if (names.length === 0) return [];
+  const declared = schemaFacts(bundle.schema).declared.get('Agent') ?? new Set<string>();
+  return names
+    .filter((n) => !declared.has(n))
+    .map((n) => `Agent: the schema does not declare ${JSON.stringify(n)}, which access tokens carry`);
+}
+
+/**
  * A loaded bundle ready to decide requests. The policy text is parsed once, here (at load and at
  * each reload), into cedar-wasm's cache of preparsed policy sets (`preparsePolicySet`), keyed by
  * a digest of the policies so that the cache holds one entry per distinct bundle however often it reloads;

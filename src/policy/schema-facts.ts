@@ -27,6 +27,8 @@ export interface ContextShape {
 export interface SchemaFacts {
   /** Entity type name (`ns::Type`, bare in the empty namespace) → its required attributes. */
   required: Map<string, Set<string>>;
+  /** Entity type name → every attribute it declares (required or optional). */
+  declared: Map<string, Set<string>>;
   /** Action id → its declared context. An action missing here is not in the schema. */
   context: Map<string, ContextShape>;
 }
@@ -84,7 +86,7 @@ export function schemaFacts(schema: string): SchemaFacts {
       r.errors.map((e) => e.message),
     );
   const all = r.json as unknown as Record<string, NamespaceJson>;
-  const facts: SchemaFacts = { required: new Map(), context: new Map() };
+  const facts: SchemaFacts = { required: new Map(), declared: new Map(), context: new Map() };
   for (const [ns, def] of Object.entries(all)) {
     for (const [name, et] of Object.entries(def.entityTypes ?? {})) {
       const shape = resolve(et.shape, ns, all);
@@ -92,6 +94,7 @@ export function schemaFacts(schema: string): SchemaFacts {
       for (const [a, at] of Object.entries(shape?.attributes ?? {}))
         if (at.required !== false) required.add(a);
       facts.required.set(qualified(ns, name), required);
+      facts.declared.set(qualified(ns, name), new Set(Object.keys(shape?.attributes ?? {})));
     }
     // Requests name actions by bare id (Action::"call_tool"): only the empty namespace's count.
     if (ns !== '') continue;

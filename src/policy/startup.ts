@@ -13,7 +13,14 @@ import type { CatalogGuard } from '../catalog/guard.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
-import { agentEntity, CedarValueError, checkEntities, PolicyEngine, toolEntities } from './engine.js';
+import {
+  agentEntity,
+  CedarValueError,
+  checkEntities,
+  checkTokenAttributes,
+  PolicyEngine,
+  toolEntities,
+} from './engine.js';
 import { PolicyState } from './state.js';
 
 /** The policy_load / policy_reload detail describing a bundle. */
@@ -88,10 +95,16 @@ export function configuredEntities(
   ];
 }
 
+/** The Agent attributes an access token carries (`scopes` and the mapped claims), if any. */
+export function tokenAttributeNames(cfg: GatewayConfig): string[] {
+  return cfg.oauth ? ['scopes', ...new Set(Object.values(cfg.oauth.attribute_claims))] : [];
+}
+
 /**
  * Installs the configured bundle and records `policy_load` (source `config`).
  * @param requiredEntities the configured agents and catalog tools, which must fit the schema
  *   now and after every reload.
+ * @param tokenAttributes {@link tokenAttributeNames}: the schema must declare each of them.
  * @throws PolicyBundleError POLICY_BUNDLE_INVALID when they do not fit (the gateway never
  *   starts with a policy that cannot evaluate its own agents and tools).
  */
@@ -101,8 +114,9 @@ export function startPolicy(
   cfg: NonNullable<GatewayConfig['policy']>,
   requiredEntities: () => cedar.EntityJson[],
   chain: AuditChain,
+  tokenAttributes: readonly string[] = [],
 ): PolicyState {
-  const state = policyState(bundle, signingKey, cfg, requiredEntities);
+  const state = policyState(bundle, signingKey, cfg, requiredEntities, tokenAttributes);
   chain.append(GATEWAY_CHAIN_ID, policyLoadEntry(bundle, signingKey, cfg));
   return state;
 }
@@ -110,18 +124,28 @@ export function startPolicy(
 /**
  * The configured bundle checked against the configured entities and installed, unrecorded (a
  * replica records its `policy_load` through its own store, gateway/replica-runtime.ts).
- * @throws PolicyBundleError when configured agents or tools do not fit the bundle's schema.
+ * @throws PolicyBundleError when configured agents or tools do not fit the bundle's schema, or
+ *   it does not declare an attribute access tokens carry.
  */
 export function policyState(
   bundle: PolicyBundle,
   signingKey: KeyObject | null,
   cfg: NonNullable<GatewayConfig['policy']>,
   requiredEntities: () => cedar.EntityJson[],
+  tokenAttributes: readonly string[] = [],
 ): PolicyState {
-  const misfits = checkEntities(bundle, requiredEntities());
+  const misfits = [
+    ...checkEntities(bundle, requiredEntities()),
+    ...checkTokenAttributes(bundle, tokenAttributes),
+  ];
   if (misfits.length)
     throw new PolicyBundleError('configured agents or catalog tools do not fit the policy schema', misfits);
-  return new PolicyState(new PolicyEngine(bundle, cfg.enforcement_mode), signingKey, requiredEntities);
+  return new PolicyState(
+    new PolicyEngine(bundle, cfg.enforcement_mode),
+    signingKey,
+    requiredEntities,
+    tokenAttributes,
+  );
 }
 
 /** The `policy_load` entry (source `config`) of the configured bundle. */

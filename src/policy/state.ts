@@ -11,7 +11,7 @@ import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import { bundleDigests, loadBundleFromFiles, type PolicyBundle, PolicyBundleError } from './bundle.js';
-import { checkEntities, type EnforcementMode, PolicyEngine } from './engine.js';
+import { checkEntities, checkTokenAttributes, type EnforcementMode, PolicyEngine } from './engine.js';
 import { verifyBundleSignature } from './signature.js';
 
 /** Why a reload was refused (stable words, returned in `data.reason`). */
@@ -78,6 +78,8 @@ export class PolicyState {
     private readonly signingKey: KeyObject | null,
     /** Entities that must still fit a new bundle's schema (configured agents, catalog tools). */
     private readonly requiredEntities: () => cedar.EntityJson[],
+    /** Agent attributes access tokens carry, which a new bundle's schema must declare. */
+    private readonly tokenAttributes: readonly string[] = [],
   ) {}
 
   get engine(): PolicyEngine {
@@ -146,7 +148,10 @@ export class PolicyState {
         );
       throw e;
     }
-    const misfits = checkEntities(bundle, this.requiredEntities());
+    const misfits = [
+      ...checkEntities(bundle, this.requiredEntities()),
+      ...checkTokenAttributes(bundle, this.tokenAttributes),
+    ];
     if (misfits.length)
       throw new ReloadRefusedError(
         'bundle_invalid',
