@@ -373,15 +373,16 @@ export class PolicyEngine {
     context: cedar.Context,
     entities: cedar.EntityJson[],
   ): PolicyDecision {
+    const deny = (failure: string | null, invalid: string | null = null): PolicyDecision => ({
+      decision: 'deny',
+      matched: [],
+      errored: [],
+      failure: failure?.slice(0, 200) ?? null,
+      invalid: invalid?.slice(0, 300) ?? null,
+    });
     // An action the schema does not declare has no valid request: a deny, not an input fault.
     if (!this.facts.context.has(action))
-      return {
-        decision: 'deny',
-        matched: [],
-        errored: [],
-        failure: `action ${action.slice(0, 64)} is not declared in the policy schema`,
-        invalid: null,
-      };
+      return deny(`action ${action.slice(0, 64)} is not declared in the policy schema`);
     const call: cedar.StatefulAuthorizationCall = {
       principal,
       action: { type: 'Action', id: action },
@@ -392,13 +393,6 @@ export class PolicyEngine {
       validateRequest: true,
       entities,
     };
-    const deny = (failure: string | null, invalid: string | null = null): PolicyDecision => ({
-      decision: 'deny',
-      matched: [],
-      errored: [],
-      failure: failure?.slice(0, 200) ?? null,
-      invalid: invalid?.slice(0, 300) ?? null,
-    });
     let answer: cedar.AuthorizationAnswer;
     try {
       answer = cedar.statefulIsAuthorized(call);
@@ -416,7 +410,9 @@ export class PolicyEngine {
           preparsedSchemaName: undefined,
           validateRequest: false,
         });
-      } catch {}
+      } catch {
+        // A throw here too: not a conformance question, the failure stands.
+      }
       return unchecked?.type === 'success' ? deny(null, first) : deny(`cedar: ${first}`);
     }
     const { decision, diagnostics } = answer.response;
