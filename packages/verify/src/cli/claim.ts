@@ -2,7 +2,7 @@
  * The claim command: `<claim> [--audit <bundle>] [--json] [--challenge <b64url>] [--pcrs 0,1,2,7]
  * [--previous-claim <file>] [--policy-hash <sha256:hex>] [--catalog-hash <sha256:hex>]
  * [--trust-store <file>] [--reference-values <file>] [--at <RFC 3339>] [--require <verdict>]
- * [--key <jwk-file|thumbprint>]…`:
+ * [--key <jwk-file|thumbprint>]… [--format text|json|ear --ear-key <file> --ear-profile veraison|ietf-03]`:
  * verifies a claim (and its audit bundle) offline. `cmcp-verify claim` and the gateway's
  * `cmcp verify` are this one definition under two names. The trust store defaults to the
  * package's attestation/trust-store.yaml.
@@ -12,11 +12,13 @@
  * signer is accepted only under an explicit `--require signed-only`); 2 for unreadable input (missing file, not JSON) or usage
  * errors. Messages never include stack traces.
  */
+import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
 import { type VerifyClaimOptions, verifyClaim } from '../claim.js';
 import { jwkThumbprint } from '../format/binding.js';
 import { b64u } from '../format/canonical.js';
 import { renderJson, renderText } from '../render.js';
+import { earOutput, earProfileOf } from './ear.js';
 import {
   errorLine,
   loadPolicyOptions,
@@ -49,10 +51,24 @@ export interface VerifyCliOptions {
   referenceValues?: string;
   /** Verification time (RFC 3339) for certificate and collateral validity (default: now). */
   at?: string;
+  /** Output: `text` (default), `json` (as `--json`) or `ear` (a signed EAT Attestation Result). */
+  format?: string;
+  /** The verifier's private key (PEM or JWK file) that signs `--format ear`. */
+  earKey?: string;
+  /** EAR claim names and profile: `veraison` (default) or `ietf-03`. */
+  earProfile?: string;
 }
 
-async function readJson(path: string, what: string): Promise<unknown> {
-  const text = (await readInputFile(path, what, MAX_INPUT_BYTES)).toString('utf8');
+/** Reads a JSON file; records SHA-256 of its bytes under `digestAs` in `digests` when given. */
+async function readJson(
+  path: string,
+  what: string,
+  digests?: Record<string, Uint8Array>,
+  digestAs?: string,
+): Promise<unknown> {
+  const bytes = await readInputFile(path, what, MAX_INPUT_BYTES);
+  if (digests && digestAs) digests[digestAs] = createHash('sha256').update(bytes).digest();
+  const text = bytes.toString('utf8');
   try {
     return JSON.parse(text);
   } catch {
@@ -123,6 +139,20 @@ function claimOptions(opts: VerifyCliOptions): VerifyClaimOptions {
 }
 
 /**
+ * `--format` (text, json or ear; `--json` is `--format json`). For `ear`, checks the EAR options
+ * up front so a missing key is a usage error before any verification.
+ * @throws VerifyInputError for another format, `--json` with another format, or bad EAR options.
+ */
+function outputFormat(opts: VerifyCliOptions): 'text' | 'json' | 'ear' {
+  const f = opts.format ?? (opts.json ? 'json' : 'text');
+  if (f !== 'text' && f !== 'json' && f !== 'ear')
+    throw new VerifyInputError('--format must be text, json or ear');
+  if (opts.json && f !== 'json') throw new VerifyInputError(`--json contradicts --format ${f}`);
+  if (f === 'ear') earProfileOf(opts);
+  return f;
+}
+
+/**
  * Runs the claim command and returns its exit code (0, 1 or 2); writes the report to
  * `io.stdout` and errors to `io.stderr` as one line prefixed with `label`. Never throws.
  */
@@ -134,15 +164,19 @@ export async function runVerify(
 ): Promise<number> {
   try {
     const vopts = claimOptions(opts);
-    const claim = await readJson(claimPath, 'claim');
-    if (opts.audit !== undefined) vopts.bundle = await readJson(opts.audit, 'audit bundle');
+    const format = outputFormat(opts);
+    const digests: Record<string, Uint8Array> = {};
+    const claim = await readJson(claimPath, 'claim', digests, 'claim');
+    if (opts.audit !== undefined)
+      vopts.bundle = await readJson(opts.audit, 'audit bundle', digests, 'audit-bundle');
     if (opts.previousClaim !== undefined)
       vopts.previousClaim = await readJson(opts.previousClaim, 'previous claim');
     const minimum = requiredVerdict(opts.require, 'hardware-attested');
     if (minimum !== 'invalid') vopts.require = minimum;
     vopts.trustedKeys = await Promise.all((opts.key ?? []).map(pinnedKey));
     const report = await verifyClaim(claim, vopts);
-    io.stdout(opts.json ? renderJson(report) : renderText(report));
+    if (format === 'ear') io.stdout(await earOutput(report, opts, digests));
+    else io.stdout(format === 'json' ? renderJson(report) : renderText(report));
     // Exit 1 unless the policy accepts the claim: not `invalid`, and hardware-attested (or the
     // verdict the relying party lowered `--require` to) or signed by a pinned key.
     return report.accepted ? 0 : 1;
@@ -166,6 +200,15 @@ export function registerVerifyCommand(program: Command, name = 'claim'): Command
     .argument('<claim>', 'claim JSON file')
     .option('--audit <bundle>', 'audit bundle JSON file of the claim chain')
     .option('--json', 'print the report as JSON')
+    .option(
+      '--format <format>',
+      'text (default), json, or ear: a signed EAT Attestation Result (needs --ear-key)',
+    )
+    .option(
+      '--ear-key <file>',
+      'verifier private key (PEM or JWK; P-256, P-384 or Ed25519) that signs --format ear',
+    )
+    .option('--ear-profile <profile>', 'EAR claim names: veraison (default, Veraison/Trustee) or ietf-03')
     .option('--challenge <b64url>', 'the nonce the claim binding must carry')
     .option('--pcrs <list>', 'required PCR selection (SHA-256 bank), e.g. 0,1,2,7')
     .option('--previous-claim <file>', 'the claim issued before this one (checks the claim sequence)')

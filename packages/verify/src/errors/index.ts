@@ -328,6 +328,18 @@ export const ERRORS = {
     rpc: -32602,
     summary: '`cmcp verify` / `verify-evidence`: an unreadable file or a bad flag (exit code 2).',
   },
+  EAR_KEY_REQUIRED: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      '`cmcp verify --format ear`: no `--ear-key` was given to sign the attestation result (exit code 2).',
+  },
+  EAR_KEY_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      '`cmcp verify --ear-key`: not a private P-256, P-384 or Ed25519 key in PEM or JWK (exit code 2).',
+  },
   INJECTED_FAULT: {
     http: 500,
     rpc: -32603,
