@@ -122,18 +122,28 @@ function cryptoFailure(c: CheckResult): boolean {
 }
 
 /**
+ * A check that failed only because an input it needs failed an earlier check: the earlier check's
+ * claim is contraindicated; this one's loses its affirmation (it counts as unchecked), so the
+ * blame lands where the fault is.
+ */
+function dependencyOnly(c: CheckResult): boolean {
+  return c.status === 'fail' && c.reason_code === 'DEPENDENCY_FAILED';
+}
+
+/**
  * The value of one trustworthiness claim from the checks that map to it:
- * any `fail` → 99 (a signature that does not verify) or 96; else `pass` with `absent` → 32 (part
- * of what this claim needs went unchecked); else any `pass` → 2; else 0 (no claim: only
- * `absent` or `not-applicable` checks, or none at all).
+ * any `fail` (other than `DEPENDENCY_FAILED`) → 99 (a signature that does not verify) or 96;
+ * else `pass` with `absent` or `DEPENDENCY_FAILED` → 32 (part of what this claim needs went
+ * unchecked); else any `pass` → 2; else 0 (no claim: only `absent` or `not-applicable` checks,
+ * or none at all).
  */
 export function claimValue(checks: readonly CheckResult[]): number {
-  const failed = checks.filter((c) => c.status === 'fail');
+  const failed = checks.filter((c) => c.status === 'fail' && !dependencyOnly(c));
   if (failed.length > 0) {
     return failed.some(cryptoFailure) ? TRUST_VALUE.CRYPTO_FAILED : TRUST_VALUE.CONTRAINDICATED;
   }
   const passed = checks.some((c) => c.status === 'pass');
-  const absent = checks.some((c) => c.status === 'absent');
+  const absent = checks.some((c) => c.status === 'absent' || dependencyOnly(c));
   if (passed && absent) return TRUST_VALUE.WARNING;
   if (passed) return TRUST_VALUE.AFFIRMING;
   return TRUST_VALUE.NONE;
