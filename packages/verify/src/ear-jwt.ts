@@ -7,14 +7,18 @@
  */
 import { createPrivateKey, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { calculateJwkThumbprint, importPKCS8, type JWK, SignJWT } from 'jose';
+import { CmcpError } from './errors/index.js';
 
 /** JWS algorithms an EAR key may use. */
 export type EarAlg = 'ES256' | 'ES384' | 'EdDSA';
 
-/** The key given is not a usable private key; `message` says why (never echoes key material). */
-export class EarKeyError extends Error {
+/**
+ * The key given is not a usable private key; `message` says why (never echoes key material).
+ * Code `EAR_KEY_INVALID`.
+ */
+export class EarKeyError extends CmcpError {
   constructor(message: string) {
-    super(message);
+    super('EAR_KEY_INVALID', message);
     this.name = 'EarKeyError';
   }
 }
