@@ -138,7 +138,7 @@ describe('EAR of a real claim (swtpm, enrolled AK, measured gateway)', () => {
     });
   });
 
-  it('no pinned root: only platform/hardware moves, to warning (32)', async () => {
+  it('no pinned root: only platform/hardware moves, to warning (-33)', async () => {
     const empty = join(dir, 'empty-trust.yaml');
     writeFileSync(empty, 'version: 1\nroots: []\n');
     const { payload } = await ear(claim, bundle, {
@@ -146,7 +146,7 @@ describe('EAR of a real claim (swtpm, enrolled AK, measured gateway)', () => {
       referenceValues: writeRv(claim.gateway_measurement as string),
     });
     expect(moved(vector(base), vector(payload))).toEqual(['platform/hardware']);
-    expect(vector(payload)['platform/hardware']).toBe(32);
+    expect(vector(payload)['platform/hardware']).toBe(-33);
     expect(status(payload, 'platform')).toBe('warning');
   });
 

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { verifyClaim } from '@cmcp/verify/claim';
-import { earAppraisals, earClaimsSet, earTargetOf, TRUST_CLAIMS, tierOf } from '@cmcp/verify/ear';
+import { claimValue, earAppraisals, earClaimsSet, earTargetOf, TRUST_CLAIMS, tierOf } from '@cmcp/verify/ear';
 import { parseEarKey, signEar } from '@cmcp/verify/ear-jwt';
 import { tpmQualifyingData } from '@cmcp/verify/format/binding';
 import { b64u } from '@cmcp/verify/format/canonical';
@@ -21,6 +21,7 @@ import type { Claim, MeasurementJson } from '@cmcp/verify/format/claim';
 import type { AuditBundle } from '@cmcp/verify/format/entry';
 import { recomputeMeasurement } from '@cmcp/verify/measurement';
 import type { VerificationReport } from '@cmcp/verify/result';
+import { check } from '@cmcp/verify/result';
 import { parseReferenceValues } from '@cmcp/verify/trust';
 import { calculateJwkThumbprint, decodeProtectedHeader, importJWK, type JWK, jwtVerify } from 'jose';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -246,7 +247,7 @@ describe('EAR mapping of a verification report', () => {
       'platform/instance-identity': 2,
       'platform/configuration': 0,
       'platform/executables': 0,
-      'platform/hardware': 32,
+      'platform/hardware': -33,
       'gateway/instance-identity': 2,
       'gateway/executables': 2,
       'audit/file-system': 2,
@@ -343,6 +344,42 @@ describe('EAR mapping of a verification report', () => {
   });
 });
 
+describe('AR4SI values and tiers', () => {
+  it('tierOf follows "Enumeration Encoding" at every band edge', () => {
+    const cases: [number, string][] = [
+      [-1, 'none'],
+      [0, 'none'],
+      [1, 'none'],
+      [2, 'affirming'],
+      [31, 'affirming'],
+      [-2, 'affirming'],
+      [-32, 'affirming'],
+      [32, 'warning'],
+      [95, 'warning'],
+      [-33, 'warning'],
+      [-96, 'warning'],
+      [96, 'contraindicated'],
+      [127, 'contraindicated'],
+      [-97, 'contraindicated'],
+      [-128, 'contraindicated'],
+    ];
+    for (const [v, t] of cases) expect(tierOf(v), String(v)).toBe(t);
+  });
+
+  it('pass with absent: configuration 36 (its enumerated "unavailable"), other claims -33; dependency-only fail is not a contraindication', () => {
+    const ok = check('x', 'pass', 'OK', '');
+    const absent = check('y', 'absent', 'NOT_SUPPLIED', '');
+    const dep = check('z', 'fail', 'DEPENDENCY_FAILED', '');
+    expect(claimValue('configuration', [ok, absent])).toBe(36);
+    expect(claimValue('hardware', [ok, absent])).toBe(-33);
+    expect(claimValue('executables', [ok, dep])).toBe(-33);
+    expect(claimValue('hardware', [absent])).toBe(0);
+    expect(claimValue('hardware', [])).toBe(0);
+    expect(claimValue('hardware', [ok, check('s', 'fail', 'QUOTE_SIGNATURE_INVALID', '')])).toBe(99);
+    expect(claimValue('file-system', [ok, check('l', 'fail', 'LINK_BROKEN', '')])).toBe(96);
+  });
+});
+
 describe('EAR claims-set and JWT', () => {
   const report = verify(build());
   const opts = {
@@ -385,7 +422,7 @@ describe('EAR claims-set and JWT', () => {
     expect(earIetf.parse(c)).toBeTruthy();
     expect(c.ear_status).toBe('warning');
     const platform = (c.submods as Record<string, Record<string, unknown>>).platform;
-    expect(platform).toMatchObject({ ear_status: 'warning', ear_trustworthiness_vector: { hardware: 32 } });
+    expect(platform).toMatchObject({ ear_status: 'warning', ear_trustworthiness_vector: { hardware: -33 } });
     expect(c).not.toHaveProperty(['ear.verifier-id']);
   });
 

@@ -13,10 +13,10 @@
 import { b64u } from './format/canonical.js';
 import type { CheckResult, VerificationReport } from './result.js';
 
-/** AR4SI trustworthiness tiers (draft-ietf-rats-ar4si §3.2; EAR `ear.status`). */
+/** AR4SI trustworthiness tiers (draft-ietf-rats-ar4si, "Enumeration Encoding"; EAR `ear.status`). */
 export type TrustTier = 'none' | 'affirming' | 'warning' | 'contraindicated';
 
-/** The eight AR4SI trustworthiness claims (draft-ietf-rats-ar4si §3.1; `ar4si.cddl`). */
+/** The eight AR4SI trustworthiness claims (draft-ietf-rats-ar4si, "Specific Claims"; `ar4si.cddl`). */
 export const TRUST_CLAIMS = [
   'instance-identity',
   'configuration',
@@ -31,14 +31,19 @@ export const TRUST_CLAIMS = [
 export type TrustClaimName = (typeof TRUST_CLAIMS)[number];
 
 /**
- * The claim values this mapping emits (draft-ietf-rats-ar4si §3.1 and its general values): 0 no
- * claim (insufficient evidence), 2 affirming, 32 warning, 96 contraindicated, and 99
- * "cryptographic validation of the Evidence has failed" (contraindicated band).
+ * The claim values this mapping emits (draft-ietf-rats-ar4si, "Specific Claims"; each of the eight
+ * claims defines 0, 2, 96 and 99 with these meanings): 0 no assertion, 2 affirming (approved /
+ * genuine / recognized), 96 contraindicated, 99 "cryptographic validation of the Evidence has
+ * failed". For "part of what this claim needs was not supplied" AR4SI enumerates a value only for
+ * `configuration` (36: "elements of the configuration relevant to security are unavailable");
+ * elsewhere the draft's non-standard warning band (-33..-96) carries it, as -33 ("Assigning a
+ * Trustworthiness Claim value": a standard value only where one applies).
  */
 export const TRUST_VALUE = {
   NONE: 0,
   AFFIRMING: 2,
-  WARNING: 32,
+  CONFIG_UNAVAILABLE: 36,
+  UNCHECKED: -33,
   CONTRAINDICATED: 96,
   CRYPTO_FAILED: 99,
 } as const;
@@ -49,8 +54,9 @@ export const EAR_SUBMODS = ['platform', 'gateway', 'audit', 'policy'] as const;
 export type EarSubmod = (typeof EAR_SUBMODS)[number];
 
 /**
- * The tier of a trustworthiness claim value (draft-ietf-rats-ar4si §3.2): none -1..1, affirming
- * ±2..31, warning 32..95 and -33..-96, contraindicated 96..127 and -97..-128.
+ * The tier of a trustworthiness claim value (draft-ietf-rats-ar4si, "Enumeration Encoding"): none
+ * -1..1, affirming 2..31 and -2..-32, warning 32..95 and -33..-96, contraindicated 96..127 and
+ * -97..-128.
  */
 export function tierOf(value: number): TrustTier {
   const a = Math.abs(value);
@@ -131,20 +137,22 @@ function dependencyOnly(c: CheckResult): boolean {
 }
 
 /**
- * The value of one trustworthiness claim from the checks that map to it:
+ * The value of trustworthiness claim `claim` from the checks that map to it:
  * any `fail` (other than `DEPENDENCY_FAILED`) → 99 (a signature that does not verify) or 96;
- * else `pass` with `absent` or `DEPENDENCY_FAILED` → 32 (part of what this claim needs went
- * unchecked); else any `pass` → 2; else 0 (no claim: only `absent` or `not-applicable` checks,
- * or none at all).
+ * else `pass` with `absent` or `DEPENDENCY_FAILED` → warning, 36 for `configuration` and -33
+ * elsewhere (part of what this claim needs went unchecked); else any `pass` → 2; else 0 (no
+ * claim: only `absent` or `not-applicable` checks, or none at all).
  */
-export function claimValue(checks: readonly CheckResult[]): number {
+export function claimValue(claim: TrustClaimName, checks: readonly CheckResult[]): number {
   const failed = checks.filter((c) => c.status === 'fail' && !dependencyOnly(c));
   if (failed.length > 0) {
     return failed.some(cryptoFailure) ? TRUST_VALUE.CRYPTO_FAILED : TRUST_VALUE.CONTRAINDICATED;
   }
   const passed = checks.some((c) => c.status === 'pass');
   const absent = checks.some((c) => c.status === 'absent' || dependencyOnly(c));
-  if (passed && absent) return TRUST_VALUE.WARNING;
+  if (passed && absent) {
+    return claim === 'configuration' ? TRUST_VALUE.CONFIG_UNAVAILABLE : TRUST_VALUE.UNCHECKED;
+  }
   if (passed) return TRUST_VALUE.AFFIRMING;
   return TRUST_VALUE.NONE;
 }
@@ -184,7 +192,7 @@ export function earAppraisals(report: Pick<VerificationReport, 'checks'>): Recor
     const reasons: string[] = [];
     for (const claim of SUBMOD_CLAIMS[submod]) {
       const checks = byTarget.get(`${submod}/${claim}`) ?? [];
-      vector[claim] = claimValue(checks);
+      vector[claim] = claimValue(claim, checks);
       for (const c of checks) {
         if (c.status === 'fail' || c.status === 'absent') reasons.push(`${c.id}:${c.reason_code}`);
       }
@@ -216,7 +224,7 @@ export const EAR_APPRAISAL_POLICY_ID = 'cmcp-verify:ear-mapping/1';
 /** Options of {@link earClaimsSet}. */
 export interface EarClaimsOptions {
   profile?: EarProfile;
-  /** `ear.verifier-id` (AR4SI §3.3): who built the verifier and which build it is. */
+  /** `ear.verifier-id` (draft-ietf-rats-ar4si verifier-id): who built the verifier and which build it is. */
   verifierId: { developer: string; build: string };
   /** Issue time (`iat`, whole seconds since the epoch); default now. */
   issuedAt?: number;
