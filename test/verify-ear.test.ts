@@ -494,8 +494,20 @@ describe('cmcp-verify claim --format ear (dist)', () => {
     const keyPath = join(dir, 'key.jwk');
     writeFileSync(keyPath, JSON.stringify(privateKey.export({ format: 'jwk' })));
 
-    // the claim here is hardware-unanchored, which passes this branch's default --require
-    const ok = await cli([claimPath, '--audit', bundlePath, '--format', 'ear', '--ear-key', keyPath]);
+    // the claim here is hardware-unanchored; the acceptance level is explicit so that a stricter
+    // default does not change what this test checks (a signed-only claim would need
+    // --require signed-only)
+    const ok = await cli([
+      claimPath,
+      '--audit',
+      bundlePath,
+      '--require',
+      'hardware-unanchored',
+      '--format',
+      'ear',
+      '--ear-key',
+      keyPath,
+    ]);
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
     const jwt = ok.stdout.trim();
