@@ -100,6 +100,8 @@ export const EAR_MAPPING: readonly (EarTarget & { ids: readonly string[] })[] = 
   { submod: 'audit', claim: 'file-system', ids: ['audit.', 'claim.sequence'] },
   // policy: the relying party's pins on the policy bundle and catalog
   { submod: 'policy', claim: 'configuration', ids: ['claim.policy_hash', 'claim.catalog_hash'] },
+  // gateway: the claim itself (claim.signature, claim.shape, binding.*, replicas.*) and any check
+  // no rule above names, so that no failure goes unreported
   { submod: 'gateway', claim: 'instance-identity', ids: [''] },
 ];
 
