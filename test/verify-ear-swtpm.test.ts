@@ -127,6 +127,8 @@ describe('EAR of a real claim (swtpm, enrolled AK, measured gateway)', () => {
 
   it('everything holds: hardware-attested, every submodule affirming', () => {
     expect(base['cmcp.verdict']).toBe('hardware-attested');
+    expect(base['cmcp.signer']).toBe('hardware-attested');
+    expect(base['cmcp.accepted']).toBe(true);
     for (const s of ['platform', 'gateway', 'audit', 'policy']) expect(status(base, s), s).toBe('affirming');
     expect(vector(base)).toMatchObject({
       'platform/hardware': 2,

@@ -415,6 +415,10 @@ describe('EAR claims-set and JWT', () => {
     expect(c['ear.raw-evidence']).toBeUndefined();
     expect(c['cmcp.raw-evidence-digest']).toEqual({ alg: 'sha-256', claim: b64u(sha256('claim bytes')) });
     expect(c['cmcp.verdict']).toBe('hardware-unanchored');
+    // whose key signed it and whether the policy accepted it travel beside the vectors
+    expect(c['cmcp.signer']).toBe(report.signer);
+    expect(c['cmcp.accepted']).toBe(report.accepted);
+    expect(report.signer).toBeDefined();
   });
 
   it('ietf-03 profile: validates against draft -03, underscore names, top-level ear_status the worst', () => {

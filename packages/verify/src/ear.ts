@@ -105,6 +105,9 @@ export const EAR_MAPPING: readonly (EarTarget & { ids: readonly string[] })[] = 
   { submod: 'gateway', claim: 'instance-identity', ids: [''] },
 ];
 
+/** The check that states whose key signed the claim (not mapped to a vector claim). */
+const SIGNER_CHECK_ID = 'claim.signer';
+
 /** The submodule and claim a check id maps to (see {@link EAR_MAPPING}). */
 export function earTargetOf(checkId: string): EarTarget {
   for (const rule of EAR_MAPPING) {
@@ -184,6 +187,9 @@ export interface EarAppraisal {
 export function earAppraisals(report: Pick<VerificationReport, 'checks'>): Record<EarSubmod, EarAppraisal> {
   const byTarget = new Map<string, CheckResult[]>();
   for (const c of report.checks) {
+    // The relying party's acceptance of the signer is a decision over the other checks and its
+    // own pinned keys, not evidence about a component: it travels as `cmcp.signer`.
+    if (c.id === SIGNER_CHECK_ID) continue;
     const t = earTargetOf(c.id);
     const key = `${t.submod}/${t.claim}`;
     byTarget.set(key, [...(byTarget.get(key) ?? []), c]);
@@ -240,8 +246,10 @@ export interface EarClaimsOptions {
 
 /**
  * The EAR claims-set of a verification report (draft-ietf-rats-ear-03 §3, in the chosen profile's
- * claim names), with two extension claims (§4, collision-resistant names): `cmcp.verdict` (the
- * report's verdict) and `cmcp.raw-evidence-digest`; each appraisal carries `cmcp.reasons`.
+ * claim names), with extension claims (§4, collision-resistant names): `cmcp.verdict` (the
+ * report's verdict), `cmcp.signer` and `cmcp.accepted` (whose key signed the claim and whether the
+ * relying party's policy accepted it) and `cmcp.raw-evidence-digest`; each appraisal carries
+ * `cmcp.reasons`.
  */
 export function earClaimsSet(report: VerificationReport, opts: EarClaimsOptions): Record<string, unknown> {
   const profile = opts.profile ?? 'veraison';
@@ -266,6 +274,8 @@ export function earClaimsSet(report: VerificationReport, opts: EarClaimsOptions)
     [name('ear.verifier-id')]: { developer: opts.verifierId.developer, build: opts.verifierId.build },
     submods,
     'cmcp.verdict': report.verdict,
+    ...(report.signer !== undefined ? { 'cmcp.signer': report.signer } : {}),
+    ...(report.accepted !== undefined ? { 'cmcp.accepted': report.accepted } : {}),
   };
   if (ietf) claims.ear_status = overallStatus(EAR_SUBMODS.map((s) => appraisals[s].status));
   if (opts.evidenceDigests && Object.keys(opts.evidenceDigests).length > 0) {
