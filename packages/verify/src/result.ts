@@ -213,6 +213,19 @@ export const REASON_CODES = {
     'the event log is not a well-formed crypto-agile TCG2 log (header, algorithms, sizes or PCR index)',
   EVENTLOG_PCR_MISMATCH: 'a PCR replayed from the event log differs from the quoted value',
   EVENTLOG_BANK_MISSING: 'the event log has no digests for the bank of the quoted PCR values',
+  // TDX CC event log (CCEL) and canonical event log (CEL)
+  CCEL_TABLE_MALFORMED:
+    'the ACPI CCEL table is not 56 bytes, "CCEL", checksummed, TDX (CC type 2), or its LAML is smaller than the log',
+  CCEL_EVENT_TRUNCATED: 'the CC event log ends inside an event: a declared size exceeds the remaining bytes',
+  CCEL_EVENT_MALFORMED:
+    'the CC event log is not a well-formed crypto-agile log (header, algorithms, sizes, MR index, no SHA-384)',
+  CCEL_RTMR_MISMATCH: 'an RTMR replayed from the CC event log differs from the quoted RTMR',
+  CEL_RECORD_TRUNCATED:
+    'the canonical event log ends inside a record: a TLV length exceeds the remaining bytes',
+  CEL_RECORD_MALFORMED:
+    'a canonical event log record is malformed (TLV order, recnum sequence, index type, digest sizes)',
+  CEL_DIGEST_MISMATCH: "a canonical event log record's digest is not the hash of its content",
+  CEL_REPLAY_MISMATCH: 'a register replayed from the canonical event log differs from the quoted value',
   // Azure confidential VMs (docs/spec/evidence-azure.md)
   HCL_REPORT_TRUNCATED: 'the Azure HCL report ends before a field or a declared size',
   HCL_REPORT_MALFORMED:

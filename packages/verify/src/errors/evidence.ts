@@ -65,6 +65,17 @@ export const ABI_ERRORS = {
   ),
   EVENTLOG_TRUNCATED: parse('The TCG2 event log ends inside an event.'),
   EVENTLOG_MALFORMED: parse('The TCG2 event log is not a consistent crypto-agile log.'),
+  CCEL_TABLE_MALFORMED: parse(
+    'The ACPI CCEL table is not 56 bytes with signature "CCEL", a zero checksum sum, a zero reserved field and CC type 2 (TDX).',
+  ),
+  CCEL_EVENT_TRUNCATED: parse('The TDX CC event log ends inside an event.'),
+  CCEL_EVENT_MALFORMED: parse(
+    'The TDX CC event log is not a consistent crypto-agile log (header, algorithms, sizes or MR index).',
+  ),
+  CEL_RECORD_TRUNCATED: parse('The canonical event log (CEL) ends inside a record.'),
+  CEL_RECORD_MALFORMED: parse(
+    'A canonical event log (CEL) record is not recnum, index, digests and content TLVs in sequence.',
+  ),
 } as const satisfies Record<string, ErrorSpec>;
 
 /** Certificates, collateral and policy files the relying party supplies. */

@@ -16,8 +16,12 @@
  * or repeated or missing, PCR index ≥ 24, a misplaced StartupLocality event (PFP §10.4.5.3),
  * sizes out of range) is `EVENTLOG_MALFORMED`. There is no silent early stop. Messages end
  * with `(at byte N)`.
+ *
+ * The TDX CC event log (CCEL) has the same layout with the index field holding a CC MR index
+ * (UEFI 2.10 §38.4.1: 0 = MRTD, 1..4 = RTMR0..3); ./ccel.ts parses it through
+ * {@link parseCryptoAgileLog} with its own profile (index bound, header index, 0xFF fill).
  */
-import { AbiError } from '../errors.js';
+import { AbiError, type AbiErrorCode } from '../errors.js';
 import { ByteReader } from '../reader.js';
 import { TPM_ALG, TPM_DIGEST_SIZE } from '../tpm/constants.js';
 
@@ -31,6 +35,43 @@ const STARTUP_LOCALITY_SIGNATURE = Buffer.from('StartupLocality\0', 'latin1');
 const MAX_ALGORITHMS = 16;
 const MAX_EVENT_DATA = 16 * 1024 * 1024;
 const STRUCTURE = 'TCG2 event log';
+
+/**
+ * What differs between the logs that share the crypto-agile layout: the TPM's TCG2 log (PFP §10)
+ * and the CC event log of a TDX guest (UEFI 2.10 §38.4, written by TDVF into the ACPI CCEL
+ * area).
+ */
+export interface CryptoAgileProfile {
+  /** Name in messages and AbiError.structure. */
+  structure: string;
+  truncated: AbiErrorCode;
+  malformed: AbiErrorCode;
+  /** What the index field is called in messages (`PCR`, `MR index`). */
+  indexName: string;
+  /** Indices must be below this. */
+  indexLimit: number;
+  /** Index values the Spec ID header event may carry. */
+  headerIndices: readonly number[];
+  /** Whether StartupLocality (PFP §10.4.5.3) is meaningful (TPM PCR 0 only). */
+  startupLocality: boolean;
+  /**
+   * Whether the input may end in unused log area filled with 0xFF (the ACPI CCEL area is
+   * reserved at LAML bytes and initialised to 0xFF; events are appended from its start).
+   */
+  ffFill: boolean;
+}
+
+/** The TPM TCG2 log of PFP §10 (`binary_bios_measurements`). */
+export const TCG2_PROFILE: CryptoAgileProfile = {
+  structure: STRUCTURE,
+  truncated: 'EVENTLOG_TRUNCATED',
+  malformed: 'EVENTLOG_MALFORMED',
+  indexName: 'PCR',
+  indexLimit: PCR_COUNT,
+  headerIndices: [0],
+  startupLocality: true,
+  ffFill: false,
+};
 
 /** One digest algorithm the header declares. */
 export interface EventLogAlgorithm {
@@ -68,29 +109,33 @@ const hex8 = (v: number) => `0x${v.toString(16).padStart(8, '0')}`;
 /** `0x000b`: a TPM_ALG_ID as the log's messages print it. */
 export const hex4 = (v: number) => `0x${v.toString(16).padStart(4, '0')}`;
 
-function malformed(offset: number, message: string): AbiError {
-  return new AbiError('EVENTLOG_MALFORMED', `${message} (at byte ${offset})`, STRUCTURE, null, offset);
+function malformedIn(p: CryptoAgileProfile, offset: number, message: string): AbiError {
+  return new AbiError(p.malformed, `${message} (at byte ${offset})`, p.structure, null, offset);
 }
 
-function reader(bytes: Uint8Array, base = 0): ByteReader {
+function reader(p: CryptoAgileProfile, bytes: Uint8Array, base = 0): ByteReader {
   return new ByteReader(bytes, {
-    structure: STRUCTURE,
+    structure: p.structure,
     littleEndian: true,
     base,
-    truncated: 'EVENTLOG_TRUNCATED',
-    malformed: 'EVENTLOG_MALFORMED',
-    trailing: 'EVENTLOG_MALFORMED',
+    truncated: p.truncated,
+    malformed: p.malformed,
+    trailing: p.malformed,
     truncatedMessage: (field, n, off, left) =>
       `${field} needs ${n} byte(s), ${left} remain (size insufficient) (at byte ${off})`,
   });
 }
 
-function parseSpecId(data: Buffer, base: number): Omit<EventLog, 'events' | 'startupLocality'> {
-  const r = reader(data, base);
-  const bad = (msg: string) => malformed(r.absolute, msg);
+function parseSpecId(
+  p: CryptoAgileProfile,
+  data: Buffer,
+  base: number,
+): Omit<EventLog, 'events' | 'startupLocality'> {
+  const r = reader(p, data, base);
+  const bad = (msg: string) => malformedIn(p, r.absolute, msg);
   const sig = r.bytes(16, 'Spec ID signature');
   if (!sig.equals(SPEC_ID_SIGNATURE)) {
-    throw malformed(base, 'the first event is not "Spec ID Event03": not a crypto-agile (TCG2) log');
+    throw malformedIn(p, base, 'the first event is not "Spec ID Event03": not a crypto-agile (TCG2) log');
   }
   const platformClass = r.u32('platformClass');
   const minor = r.u8('specVersionMinor');
@@ -144,17 +189,18 @@ function noteStartupLocality(
 
 /** Reads one TCG_PCR_EVENT2. */
 function readEvent2(
+  p: CryptoAgileProfile,
   r: ByteReader,
   index: number,
   sizes: Map<number, number>,
   s: LocalityState,
 ): EventLogEvent {
   const offset = r.offset;
-  const bad = (msg: string) => malformed(offset, `event ${index}: ${msg}`);
+  const bad = (msg: string) => malformedIn(p, offset, `event ${index}: ${msg}`);
   const pcr = r.u32('pcrIndex');
   const type = r.u32('eventType');
   const count = r.u32('digest count');
-  if (pcr >= PCR_COUNT) throw bad(`PCR index ${pcr} is not below ${PCR_COUNT}`);
+  if (pcr >= p.indexLimit) throw bad(`${p.indexName} ${pcr} is not below ${p.indexLimit}`);
   if (count !== sizes.size) {
     throw bad(`carries ${count} digest(s), the header declares ${sizes.size} algorithm(s)`);
   }
@@ -169,9 +215,16 @@ function readEvent2(
   const size = r.u32('eventSize');
   if (size > MAX_EVENT_DATA) throw bad(`eventSize ${size} is too large`);
   const data = r.bytes(size, 'event data');
+  if (!p.startupLocality) return { index, offset, pcr, type, digests, data };
   if (type === EV_NO_ACTION) noteStartupLocality(s, pcr, data, bad);
   else if (pcr === 0) s.pcr0Extended = true;
   return { index, offset, pcr, type, digests, data };
+}
+
+/** True when every byte from `from` to the end is 0xFF (unused CCEL log area). */
+function onlyFill(bytes: Uint8Array, from: number): boolean {
+  for (let i = from; i < bytes.length; i++) if (bytes[i] !== 0xff) return false;
+  return true;
 }
 
 /**
@@ -179,37 +232,62 @@ function readEvent2(
  * @throws AbiError EVENTLOG_TRUNCATED / EVENTLOG_MALFORMED (`offset` = the byte where it failed)
  */
 export function parseEventLog(bytes: Uint8Array): EventLog {
-  const r = reader(bytes);
+  return parseCryptoAgileLog(bytes, TCG2_PROFILE);
+}
+
+/**
+ * Parses a log in the crypto-agile layout (PFP §10.2: the SHA-1-format Spec ID Event03 header,
+ * then TCG_PCR_EVENT2 records) under `profile`'s rules. The header is checked field by field so
+ * the refusal names the field that is wrong (its index, its type or its digest).
+ * @throws AbiError with the profile's truncated / malformed code
+ */
+export function parseCryptoAgileLog(bytes: Uint8Array, profile: CryptoAgileProfile): EventLog {
+  const p = profile;
+  const r = reader(p, bytes);
   if (r.remaining === 0) {
-    throw new AbiError('EVENTLOG_TRUNCATED', 'the event log is empty (at byte 0)', STRUCTURE, null, 0);
+    throw new AbiError(p.truncated, 'the event log is empty (at byte 0)', p.structure, null, 0);
   }
   // header: TCG_PCClientPCREvent
   const pcr0 = r.u32('header pcrIndex');
   const type0 = r.u32('header eventType');
   const digest0 = r.bytes(20, 'header digest');
   const size0 = r.u32('header eventSize');
-  if (pcr0 !== 0 || type0 !== EV_NO_ACTION || !digest0.equals(Buffer.alloc(20))) {
-    throw malformed(
+  if (type0 !== EV_NO_ACTION) {
+    throw malformedIn(p, 4, `the first event has type ${hex8(type0)}, not EV_NO_ACTION (the Spec ID header)`);
+  }
+  if (!p.headerIndices.includes(pcr0)) {
+    const hint =
+      p === TCG2_PROFILE && pcr0 === 1
+        ? ' (a CC event log, whose header carries MR index 1? verify it as a CCEL log)'
+        : '';
+    throw malformedIn(
+      p,
       0,
-      `the first event (PCR ${pcr0}, type ${hex8(type0)}) is not the EV_NO_ACTION Spec ID header`,
+      `the first event (EV_NO_ACTION) has ${p.indexName} ${pcr0}, not ${p.headerIndices.join(' or ')}${hint}`,
     );
   }
-  if (size0 > MAX_EVENT_DATA) throw malformed(r.offset - 4, 'header eventSize too large');
+  if (!digest0.equals(Buffer.alloc(20))) {
+    throw malformedIn(p, 8, 'the first event (EV_NO_ACTION Spec ID header) has a non-zero digest');
+  }
+  if (size0 > MAX_EVENT_DATA) throw malformedIn(p, r.offset - 4, 'header eventSize too large');
   const dataOffset = r.offset;
   const data0 = r.bytes(size0, 'header event data');
-  const header = parseSpecId(data0, dataOffset);
+  const header = parseSpecId(p, data0, dataOffset);
   const sizes = new Map(header.algorithms.map((a) => [a.algId, a.digestSize]));
   const events: EventLogEvent[] = [
     {
       index: 0,
       offset: 0,
-      pcr: 0,
+      pcr: pcr0,
       type: EV_NO_ACTION,
       digests: new Map([[TPM_ALG.SHA1, digest0]]),
       data: data0,
     },
   ];
   const state: LocalityState = { startupLocality: null, pcr0Extended: false };
-  while (r.remaining > 0) events.push(readEvent2(r, events.length, sizes, state));
+  while (r.remaining > 0) {
+    if (p.ffFill && onlyFill(bytes, r.offset)) break;
+    events.push(readEvent2(p, r, events.length, sizes, state));
+  }
   return { ...header, events, startupLocality: state.startupLocality };
 }
