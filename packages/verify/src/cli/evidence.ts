@@ -9,7 +9,8 @@
  * - TCG2 event log alone: `--event-log <file>` (replayed PCRs are reported; nothing is signed)
  * - SEV-SNP: `--snp-report <report> --certs <f>…` [`--product`]
  * - TDX: `--tdx-quote <quote>` [`--tcb-info`, `--qe-identity`,
- *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`]
+ *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`, `--ccel <log area>` [`--ccel-table
+ *   <ACPI table>`], `--cel <canonical event log>`] — the event logs replayed to the quoted RTMRs
  * - Azure CVM: `--azure-hcl-report <nv 0x01400001> --tpm-quote <attest> --tpm-sig <sig>` [`--ak
  *   <TPMT_PUBLIC>`, `--nonce`, `--pcrs-file`; SNP: `--certs`, `--product`; TDX: `--tdx-quote` and
  *   the collateral flags] (./azure.ts)
@@ -128,6 +129,9 @@ export interface VerifyEvidenceCliOptions {
   tcbSigningChain?: string;
   pckCrl?: string;
   rootCrl?: string;
+  ccel?: string;
+  ccelTable?: string;
+  cel?: string;
   trustStore?: string;
   referenceValues?: string;
   at?: string;
@@ -160,6 +164,12 @@ export async function runVerifyEvidence(
     }
     if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
       throw new VerifyInputError('--event-log goes with --tpm-quote (or alone)');
+    }
+    if ((opts.ccel !== undefined || opts.cel !== undefined) && opts.tdxQuote === undefined) {
+      throw new VerifyInputError('--ccel and --cel go with --tdx-quote');
+    }
+    if (opts.ccelTable !== undefined && opts.ccel === undefined) {
+      throw new VerifyInputError('--ccel-table goes with --ccel');
     }
     const minimum = requiredVerdict(opts.require, 'hardware-attested');
     const fresh = await expectedFreshness(opts, async (p, what) =>
@@ -199,6 +209,7 @@ export async function runVerifyEvidence(
         quote: await readBytes(opts.tdxQuote as string, 'TDX quote'),
         ...(collateral ? { collateral } : {}),
         ...(fresh ? { expectedReportData: fresh.bytes } : {}),
+        ...(await tdxEventLogsFrom(opts)),
       });
     }
     io.stdout(opts.json ? renderJson(report) : renderText(report));
@@ -207,6 +218,19 @@ export async function runVerifyEvidence(
     io.stderr(errorLine(label, err));
     return 2;
   }
+}
+
+/** The TDX event-log flags' files (CC event log, its ACPI table, CEL). */
+async function tdxEventLogsFrom(
+  opts: VerifyEvidenceCliOptions,
+): Promise<{ ccel?: Buffer; ccelTable?: Buffer; cel?: Buffer }> {
+  return {
+    ...(opts.ccel !== undefined ? { ccel: await readBytes(opts.ccel, 'CC event log') } : {}),
+    ...(opts.ccelTable !== undefined
+      ? { ccelTable: await readBytes(opts.ccelTable, 'ACPI CCEL table') }
+      : {}),
+    ...(opts.cel !== undefined ? { cel: await readBytes(opts.cel, 'canonical event log') } : {}),
+  };
 }
 
 /** The TDX collateral flags' files, or undefined when none was given. */
@@ -324,6 +348,15 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
     .option('--tcb-signing-chain <file>', 'TCB-Info-Issuer-Chain (PEM)')
     .option('--pck-crl <file>', 'PCK CRL (DER or PEM)')
     .option('--root-crl <file>', 'Intel SGX Root CA CRL (DER or PEM)')
+    .option(
+      '--ccel <file>',
+      'TDX CC event log area (/sys/firmware/acpi/tables/data/CCEL): replayed to RTMR0..3 and compared to the quote',
+    )
+    .option('--ccel-table <file>', 'ACPI CCEL table (/sys/firmware/acpi/tables/CCEL), with --ccel')
+    .option(
+      '--cel <file>',
+      'canonical event log (TLV; Confidential Space launcher): replayed on top of --ccel and compared to the quoted RTMRs',
+    )
     .option('--trust-store <file>', "pinned roots (default: the package's attestation/trust-store.yaml)")
     .option('--reference-values <file>', 'reference values YAML')
     .option(
