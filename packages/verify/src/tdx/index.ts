@@ -7,6 +7,13 @@ export {
   type TdxQuote,
 } from '../abi/tdx/quote.js';
 export { appraiseTdxQuote, tdxBindingCheck } from './appraise.js';
+export {
+  type CcelCheckInput,
+  type CcelCheckResult,
+  type CcelReplay,
+  replayCcel,
+  verifyCcel,
+} from './ccel.js';
 export * from './collateral.js';
 export { type RawTdxEvidence, TDX_KIND } from './evidence.js';
 export { type PckExtension, pckExtension, pckLeafProblem } from './pck.js';

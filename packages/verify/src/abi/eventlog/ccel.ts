@@ -9,11 +9,12 @@
  * Linux exposes it as /sys/firmware/acpi/tables/CCEL and the log area as
  * /sys/firmware/acpi/tables/data/CCEL.
  *
- * The log (UEFI 2.10 §38.4 "EFI CC Event Log"; Intel TDX Virtual Firmware Design Guide §4.3) is
- * the crypto-agile layout of ./tcg2.ts whose index field is the CC MR index: 0 = MRTD, 1..4 =
- * RTMR0..3 (UEFI 2.10 §38.4.1). TDVF writes the Spec ID header with MR index 1 (PCR 0 mapped)
- * and leaves the rest of the LAML-byte area at 0xFF; the parser stops at that fill, and any
- * other byte after the last event is read as an event (and refused if it is not one).
+ * The log (UEFI 2.10 §38.1 "Virtual Platform CC Event Log") is the crypto-agile layout of
+ * ./tcg2.ts whose index field is the CC MR index: 0 = MRTD, 1..4 = RTMR0..3 (UEFI 2.10 §38.4.1).
+ * EDK2 TDVF writes the Spec ID header with MR index 1 (§38.4.1 maps PCR 0 to index 0; both are
+ * accepted, the header is never extended) and leaves the rest of the LAML-byte area at 0xFF. The
+ * parser stops at that fill; any other byte after the last event is read as an event (and
+ * refused if it is not one).
  */
 import { AbiError } from '../errors.js';
 import { ByteReader } from '../reader.js';

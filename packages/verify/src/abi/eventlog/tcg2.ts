@@ -17,7 +17,7 @@
  * sizes out of range) is `EVENTLOG_MALFORMED`. There is no silent early stop. Messages end
  * with `(at byte N)`.
  *
- * The TDX CC event log (CCEL) has the same layout with the index field holding a CC MR index
+ * The TDX CC event log (CCEL; UEFI 2.10 §38.1) has the same layout with the index field holding a CC MR index
  * (UEFI 2.10 §38.4.1: 0 = MRTD, 1..4 = RTMR0..3); ./ccel.ts parses it through
  * {@link parseCryptoAgileLog} with its own profile (index bound, header index, 0xFF fill).
  */
