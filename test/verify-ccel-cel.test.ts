@@ -269,6 +269,35 @@ describe.skipIf(!hasVectors())('tdx/ccel-cos-113: the real CCEL', () => {
   }
 });
 
+describe.skipIf(!hasVectors())('tdx/ccel-cos-113-dupe-separator: a second real CCEL (unpadded)', () => {
+  const D = ['tdx', 'ccel-cos-113-dupe-separator'];
+  const exp = () =>
+    JSON.parse(readFileSync(vectorPath(...D, 'expected.json'), 'utf8')) as {
+      rtmrs_upstream_asserts: string[];
+      log: { events_including_header: number };
+    };
+  const bytes = () => readFileSync(vectorPath(...D, 'cos-113-intel-tdx-dupe-separator-unpadded.bin'));
+
+  it('replays (no fill) to the RTMR0..2 go-eventlog asserts', () => {
+    const want = [...exp().rtmrs_upstream_asserts, '0'.repeat(96)];
+    const r = verifyCcel({ log: bytes(), rtmrs: rtmrsOf(want), rtmrsQuoted: true });
+    expect(get(r.checks, 'ccel.parse').detail).toMatch(
+      new RegExp(`^${exp().log.events_including_header} events`),
+    );
+    expect(get(r.checks, 'ccel.rtmrs').status).toBe('pass');
+    expect(r.replay?.rtmrs.map((x) => x.toString('hex'))).toEqual(want);
+  });
+
+  it('against the other boot’s quote: RTMR0 and RTMR1 differ, RTMR2 (same OS image) does not', () => {
+    const r = verifyCcel({ log: bytes(), rtmrs: parseTdxQuote(quote()).body.rtmr, rtmrsQuoted: true });
+    expect(get(r.checks, 'ccel.rtmrs')).toMatchObject({
+      status: 'fail',
+      reason_code: 'CCEL_RTMR_MISMATCH',
+      detail: 'replayed RTMR0, RTMR1 differ from the quote; RTMR3 not extended by the log',
+    });
+  });
+});
+
 describe.skipIf(!hasVectors())('cel/confidential-space-tdx: the real CEL', () => {
   it('file hashes as stated; 18 CC MR records for RTMR3, numbered in order, content type 80', async () => {
     const { createHash } = await import('node:crypto');
