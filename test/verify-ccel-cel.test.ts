@@ -5,6 +5,7 @@
  * with its own code). Expected values come from the vector files (the quote, or a replay done
  * independently of this code), never from the code under test.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -467,9 +468,119 @@ describe.skipIf(!hasVectors())('raw TDX evidence with --ccel / --ccel-table / --
     expect(r.code).toBe(1);
     const u = await run({ cel: put('cel2.bin', cel()), eventLog: vectorPath(...T, 'ccel_data.dat') });
     expect(u.code).toBe(2);
-    expect(u.err).toMatch(/--ccel and --cel go with --tdx-quote/);
+    expect(u.err).toMatch(/--cel goes with --tdx-quote or --tpm-quote/);
+    const c = await run({
+      ccel: vectorPath(...T, 'ccel_data.dat'),
+      eventLog: vectorPath(...T, 'ccel_data.dat'),
+    });
+    expect(c.code).toBe(2);
+    expect(c.err).toMatch(/--ccel goes with --tdx-quote/);
     const t = await run({ ...base(), ccelTable: vectorPath(...T, 'ccel_table.dat') });
     expect(t.code).toBe(2);
     expect(t.err).toMatch(/--ccel-table goes with --ccel/);
+  });
+});
+
+/**
+ * The PCR form of a CEL (Confidential Space on a vTPM: PCR 13, SHA-256). No such log ships with
+ * the upstream repositories, so it is built here from the real records' contents: each record
+ * re-encoded with index type PCR 13 and the SHA-256 of its content TLV. PCR 13 is computed with
+ * node:crypto in the test, not by the code under test.
+ */
+describe.skipIf(!hasVectors())('CEL with PCR records (built from the real records)', () => {
+  const tlv = (type: number, value: Buffer) => {
+    const h = Buffer.alloc(5);
+    h[0] = type;
+    h.writeUInt32BE(value.length, 1);
+    return Buffer.concat([h, value]);
+  };
+  const records = () => parseCel(cel());
+  const pcrCel = () =>
+    Buffer.concat(
+      records().map((r) => {
+        const n = Buffer.alloc(8);
+        n.writeBigUInt64BE(BigInt(r.recnum));
+        const d = createHash('sha256').update(r.contentTlv).digest();
+        return Buffer.concat([tlv(0, n), tlv(1, Buffer.from([13])), tlv(3, tlv(0x0b, d)), r.contentTlv]);
+      }),
+    );
+  const pcr13 = () =>
+    records().reduce(
+      (pcr, r) =>
+        createHash('sha256')
+          .update(Buffer.concat([pcr, createHash('sha256').update(r.contentTlv).digest()]))
+          .digest(),
+      Buffer.alloc(32),
+    );
+
+  it('replays PCR 13 in the SHA-256 bank and compares it with a supplied value', () => {
+    const ok = verifyCel({
+      log: pcrCel(),
+      pcrValues: [{ hashAlg: 0x000b, index: 13, value: pcr13() }],
+      quoted: true,
+    });
+    expect(ok.checks.map((c) => [c.id, c.reason_code])).toEqual([
+      ['cel.parse', 'OK'],
+      ['cel.digests', 'OK'],
+      ['cel.replay', 'OK'],
+    ]);
+    const other = Buffer.from(pcr13());
+    other[0] = (other[0] ?? 0) ^ 1;
+    const bad = verifyCel({
+      log: pcrCel(),
+      pcrValues: [{ hashAlg: 0x000b, index: 13, value: other }],
+      quoted: true,
+    });
+    expect(get(bad.checks, 'cel.replay')).toMatchObject({
+      reason_code: 'CEL_REPLAY_MISMATCH',
+      detail: 'replayed sha256:13 differ from the quoted value(s)',
+    });
+  });
+
+  it('with a real TPM quote (Azure vTPM, PCRs 0..7): PCR 13 is not quoted → cel.replay not-applicable; a flipped content byte → CEL_DIGEST_MISMATCH, exit 1', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-cel-tpm-'));
+    try {
+      const AZ = (f: string) => vectorPath('tpm', 'azure-vtpm-2026-07-27', f);
+      const e = JSON.parse(readFileSync(AZ('expected.json'), 'utf8')) as {
+        pcrs_bin: { sha256_bank: Record<string, string> };
+      };
+      const put = (name: string, b: Uint8Array | string) => {
+        const p = join(dir, name);
+        writeFileSync(p, b);
+        return p;
+      };
+      const opts: VerifyEvidenceCliOptions = {
+        tpmQuote: AZ('quote.msg'),
+        tpmSig: AZ('quote.sig'),
+        tpmSigFormat: 'raw-rsassa-sha256',
+        ak: AZ('ak.pub'),
+        nonce: `@${AZ('nonce.hex')}`,
+        pcrsFile: put('pcrs.json', JSON.stringify(e.pcrs_bin.sha256_bank)),
+        at: '2026-11-30T00:00:00Z',
+        require: 'hardware-unanchored',
+      };
+      let out = '';
+      const io = {
+        stdout: (t: string) => {
+          out += t;
+        },
+        stderr: (t: string) => {
+          out += t;
+        },
+      };
+      expect(await runVerifyEvidence({ ...opts, cel: put('pcr.cel', pcrCel()) }, io)).toBe(0);
+      expect(out).toMatch(/PASS\s+cel\.digests/);
+      expect(out).toMatch(/N\/A\s+cel\.replay\s+NOT_SUPPLIED: no quoted register is extended by the CEL/);
+      out = '';
+      const flipped = pcrCel();
+      // record 0 here: recnum TLV 13 + index TLV 6 + digests TLV 42 bytes, then the content TLV
+      // (5-byte header) whose nested TLV (5-byte header) holds the image reference
+      const at = 13 + 6 + 42 + 5 + 5 + 2;
+      flipped[at] = (flipped[at] ?? 0) ^ 1;
+      expect(await runVerifyEvidence({ ...opts, cel: put('flipped.cel', flipped) }, io)).toBe(1);
+      expect(out).toMatch(/FAIL\s+cel\.digests\s+CEL_DIGEST_MISMATCH/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

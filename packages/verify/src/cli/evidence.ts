@@ -11,6 +11,7 @@
  * - TDX: `--tdx-quote <quote>` [`--tcb-info`, `--qe-identity`,
  *   `--tcb-signing-chain`, `--pck-crl`, `--root-crl`, `--ccel <log area>` [`--ccel-table
  *   <ACPI table>`], `--cel <canonical event log>`] — the event logs replayed to the quoted RTMRs
+ *   (`--cel` also goes with `--tpm-quote`: its PCR records are compared with `--pcrs-file`)
  * - Azure CVM: `--azure-hcl-report <nv 0x01400001> --tpm-quote <attest> --tpm-sig <sig>` [`--ak
  *   <TPMT_PUBLIC>`, `--nonce`, `--pcrs-file`; SNP: `--certs`, `--product`; TDX: `--tdx-quote` and
  *   the collateral flags] (./azure.ts)
@@ -101,6 +102,7 @@ async function tpmInputs(opts: VerifyEvidenceCliOptions, nonce: Buffer | undefin
       ? { pcrValues: pcrValuesFrom(await readBytes(opts.pcrsFile, 'PCR values file'), opts.pcrsFile, attest) }
       : {}),
     ...(opts.eventLog !== undefined ? { eventLog: await readBytes(opts.eventLog, 'event log') } : {}),
+    ...(opts.cel !== undefined ? { cel: await readBytes(opts.cel, 'canonical event log') } : {}),
   };
 }
 
@@ -154,6 +156,18 @@ export async function runVerifyEvidence(
   label = 'cmcp-verify evidence',
 ): Promise<number> {
   try {
+    if (opts.azureHclReport !== undefined && (opts.ccel ?? opts.ccelTable ?? opts.cel) !== undefined) {
+      throw new VerifyInputError('--ccel, --ccel-table and --cel are not taken with --azure-hcl-report');
+    }
+    if (opts.ccel !== undefined && opts.tdxQuote === undefined) {
+      throw new VerifyInputError('--ccel goes with --tdx-quote');
+    }
+    if (opts.cel !== undefined && opts.tdxQuote === undefined && opts.tpmQuote === undefined) {
+      throw new VerifyInputError('--cel goes with --tdx-quote or --tpm-quote');
+    }
+    if (opts.ccelTable !== undefined && opts.ccel === undefined) {
+      throw new VerifyInputError('--ccel-table goes with --ccel');
+    }
     if (opts.azureHclReport !== undefined) return await runAzure(opts, io);
     const kinds = [opts.tpmQuote, opts.snpReport, opts.tdxQuote].filter((x) => x !== undefined);
     const logOnly = kinds.length === 0 && opts.eventLog !== undefined;
@@ -164,12 +178,6 @@ export async function runVerifyEvidence(
     }
     if (opts.eventLog !== undefined && opts.tpmQuote === undefined && !logOnly) {
       throw new VerifyInputError('--event-log goes with --tpm-quote (or alone)');
-    }
-    if ((opts.ccel !== undefined || opts.cel !== undefined) && opts.tdxQuote === undefined) {
-      throw new VerifyInputError('--ccel and --cel go with --tdx-quote');
-    }
-    if (opts.ccelTable !== undefined && opts.ccel === undefined) {
-      throw new VerifyInputError('--ccel-table goes with --ccel');
     }
     const minimum = requiredVerdict(opts.require, 'hardware-attested');
     const fresh = await expectedFreshness(opts, async (p, what) =>
@@ -355,7 +363,7 @@ export function registerVerifyEvidenceCommand(program: Command, name = 'evidence
     .option('--ccel-table <file>', 'ACPI CCEL table (/sys/firmware/acpi/tables/CCEL), with --ccel')
     .option(
       '--cel <file>',
-      'canonical event log (TLV; Confidential Space launcher): replayed on top of --ccel and compared to the quoted RTMRs',
+      'canonical event log (TLV; Confidential Space launcher): replayed (RTMRs on top of --ccel) and compared to the quoted RTMRs or PCRs',
     )
     .option('--trust-store <file>', "pinned roots (default: the package's attestation/trust-store.yaml)")
     .option('--reference-values <file>', 'reference values YAML')

@@ -10,6 +10,7 @@ import { tpmFileLayout } from '../abi/tpm/files.js';
 import type { PcrSelection } from '../abi/tpm/pcr.js';
 import { parseTpmtPublic as parseAbiTpmtPublic } from '../abi/tpm/public.js';
 import { verifyAkCertChain } from '../akcert.js';
+import { verifyCel } from '../cel.js';
 import type { ClaimEvidence } from '../claim-schema.js';
 import { tpmFields } from '../common/fields.js';
 import {
@@ -71,6 +72,12 @@ export interface RawTpmEvidence extends RawEvidenceOptions {
    * covers, compared with `pcrValues` (checks `eventlog.parse`, `eventlog.pcrs`).
    */
   eventLog?: Uint8Array;
+  /**
+   * A canonical event log (TLV; Confidential Space's launcher log, PCR records): replayed from
+   * zero and compared with `pcrValues` for the PCRs it extends (checks `cel.parse`,
+   * `cel.digests`, `cel.replay`).
+   */
+  cel?: Uint8Array;
 }
 
 const sha256Selection = (pcrs: readonly number[]): PcrSelection[] => [
@@ -163,6 +170,15 @@ function fromRaw(e: RawTpmEvidence, ctx: KindContext): KindResult {
     checks.push(...el.checks);
     out.notes.push(...el.notes);
     if (el.summary) out.eventLog = el.summary;
+  }
+  if (e.cel) {
+    const c = verifyCel({
+      log: e.cel,
+      ...(e.pcrValues ? { pcrValues: e.pcrValues } : {}),
+      quoted: checks.find((x) => x.id === 'tpm.pcr_digest')?.status === 'pass',
+    });
+    checks.push(...c.checks);
+    out.notes.push(...c.notes);
   }
   rawAnchor(e.akCertChain ?? [], q.key, ctx, out);
   out.fields = tpmFields(q.attest, e.pcrValues ?? [], out.eventLog);
