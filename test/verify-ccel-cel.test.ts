@@ -12,12 +12,12 @@ import { join } from 'node:path';
 import { AbiError } from '@cmcp/verify/abi/errors';
 import { parseCcelLog, parseCcelTable } from '@cmcp/verify/abi/eventlog/ccel';
 import { parseCel } from '@cmcp/verify/abi/eventlog/cel';
-import { verifyCel } from '@cmcp/verify/cel';
+import { replayCel, verifyCel } from '@cmcp/verify/cel';
 import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
 import { parseEventLog } from '@cmcp/verify/eventlog';
 import { verifyTdxEvidence } from '@cmcp/verify/evidence';
 import type { CheckResult } from '@cmcp/verify/result';
-import { verifyCcel } from '@cmcp/verify/tdx/ccel';
+import { replayCcel, verifyCcel } from '@cmcp/verify/tdx/ccel';
 import { parseTdxQuote } from '@cmcp/verify/tdx/index';
 import { loadTrustStore } from '@cmcp/verify/trust-files';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -443,6 +443,19 @@ describe.skipIf(!hasVectors())('raw TDX evidence with --ccel / --ccel-table / --
     expect(r.verdict).toBe('invalid');
   });
 
+  it('library: a CC event log that does not parse leaves the CEL replay without start values (DEPENDENCY_FAILED)', () => {
+    const r = verifyTdxEvidence({
+      quote: quote(),
+      ccel: log().subarray(0, 18091),
+      cel: cel(),
+      trustStore: trust(),
+      now: AT,
+    });
+    expect(get(r.checks, 'ccel.parse').reason_code).toBe('CCEL_EVENT_TRUNCATED');
+    expect(get(r.checks, 'cel.digests').status).toBe('pass');
+    expect(get(r.checks, 'cel.replay')).toMatchObject({ status: 'fail', reason_code: 'DEPENDENCY_FAILED' });
+  });
+
   it('CLI: --ccel and --ccel-table with the quote → exit 0, the three ccel checks pass', async () => {
     const r = await run({
       ...base(),
@@ -581,6 +594,56 @@ describe.skipIf(!hasVectors())('CEL with PCR records (built from the real record
       expect(out).toMatch(/FAIL\s+cel\.digests\s+CEL_DIGEST_MISMATCH/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.skipIf(!hasVectors())('random mutations of the real logs fail closed', () => {
+  let seed = 7;
+  const rnd = () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed;
+  };
+  const mutations = (b: Buffer, n: number, span = b.length) =>
+    Array.from({ length: n }, () => {
+      const m = Buffer.from(b);
+      for (let k = 1 + (rnd() % 4); k > 0; k--) m[rnd() % span] = rnd() & 0xff;
+      return m;
+    });
+
+  it('CCEL (events part) and its table: only AbiError from the parsers; the checks never throw (1 500 mutations)', () => {
+    const rtmrs = rtmrsOf(expT().rtmrs);
+    for (const m of mutations(log().subarray(0, 20000), 1000, 18200)) {
+      try {
+        replayCcel(parseCcelLog(m));
+      } catch (err) {
+        expect(err).toBeInstanceOf(AbiError);
+      }
+      const r = verifyCcel({ log: m, rtmrs, rtmrsQuoted: true });
+      expect(r.checks.map((c) => c.id)).toEqual(['ccel.table', 'ccel.parse', 'ccel.rtmrs']);
+    }
+    for (const m of mutations(table(), 500)) {
+      try {
+        parseCcelTable(m);
+      } catch (err) {
+        expect(err).toBeInstanceOf(AbiError);
+        expect((err as AbiError).code).toBe('CCEL_TABLE_MALFORMED');
+      }
+    }
+  });
+
+  it('CEL: only AbiError from the parser; the checks never throw (1 000 mutations)', () => {
+    for (const m of mutations(cel(), 1000)) {
+      try {
+        replayCel(parseCel(m));
+      } catch (err) {
+        expect(err).toBeInstanceOf(AbiError);
+      }
+      expect(verifyCel({ log: m }).checks.map((c) => c.id)).toEqual([
+        'cel.parse',
+        'cel.digests',
+        'cel.replay',
+      ]);
     }
   });
 });

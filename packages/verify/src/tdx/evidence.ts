@@ -71,7 +71,18 @@ function eventLogChecks(e: RawTdxEvidence, r: KindResult, quote: TdxQuote | unde
     });
     r.checks.push(...c.checks);
     r.notes.push(...c.notes);
-    if (e.ccel === undefined && c.replay?.rtmrsCovered.length) {
+    if (e.ccel !== undefined && !start && c.replay?.rtmrsCovered.length) {
+      // the CEL's RTMRs start where the CC event log left them, which is unknown here
+      replaceCheck(
+        r.checks,
+        'cel.replay',
+        fail(
+          'cel.replay',
+          'DEPENDENCY_FAILED',
+          'the CC event log did not replay: the RTMR start values are unknown',
+        ),
+      );
+    } else if (e.ccel === undefined && c.replay?.rtmrsCovered.length) {
       r.notes.push(
         'The CEL was replayed from zero RTMRs: give the CC event log (--ccel) when firmware also extends them.',
       );
