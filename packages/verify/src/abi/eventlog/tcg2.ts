@@ -17,8 +17,8 @@
  * sizes out of range) is `EVENTLOG_MALFORMED`. There is no silent early stop. Messages end
  * with `(at byte N)`.
  *
- * The TDX CC event log (CCEL; UEFI 2.10 §38.1) has the same layout with the index field holding a CC MR index
- * (UEFI 2.10 §38.4.1: 0 = MRTD, 1..4 = RTMR0..3); ./ccel.ts parses it through
+ * The TDX CC event log (CCEL; UEFI 2.10 §38.1) has the same layout, its index field holding a
+ * CC MR index (UEFI 2.10 §38.4.1: 0 = MRTD, 1..4 = RTMR0..3); ./ccel.ts parses it through
  * {@link parseCryptoAgileLog} with its own profile (index bound, header index, 0xFF fill).
  */
 import { AbiError, type AbiErrorCode } from '../errors.js';
@@ -38,7 +38,7 @@ const STRUCTURE = 'TCG2 event log';
 
 /**
  * What differs between the logs that share the crypto-agile layout: the TPM's TCG2 log (PFP §10)
- * and the CC event log of a TDX guest (UEFI 2.10 §38.4, written by TDVF into the ACPI CCEL
+ * and the CC event log of a TDX guest (UEFI 2.10 §38.1, written by TDVF into the ACPI CCEL
  * area).
  */
 export interface CryptoAgileProfile {
