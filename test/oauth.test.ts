@@ -337,4 +337,89 @@ describe('oauth configuration', () => {
     await v.close();
     rmSync(dir, { recursive: true, force: true });
   });
+
+  it('a JWKS body over jwks_max_bytes is refused without being read whole (fails closed)', async () => {
+    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { parseConfig } = await import('../src/config/index.js');
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-oauth-big-'));
+    const pki = await makeTlsPki(dir);
+    // A valid JWKS with k1, padded to 64 MiB, streamed chunk by chunk (never held whole here)
+    // and with no content-length, so only a capped read can stop it.
+    const TOTAL = 64 * 1024 * 1024;
+    const chunk = Buffer.alloc(64 * 1024, 'a');
+    let sent = 0;
+    let finished = false;
+    const big = createServer({ cert: pki.server.cert, key: pki.server.key }, async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const head = `{"keys":[${JSON.stringify(await publicJwk(k1, 'k1'))}],"pad":"`;
+      res.write(head);
+      sent += head.length;
+      res.on('close', () => {
+        finished = true;
+      });
+      while (!finished && sent < TOTAL) {
+        sent += chunk.length;
+        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+      }
+      if (!finished) res.end('"}');
+    });
+    await new Promise<void>((r) => big.listen(0, '127.0.0.1', r));
+    const v = new OAuthVerifier(
+      parseConfig({
+        ...base,
+        oauth: {
+          resource,
+          issuer: ISSUER,
+          jwks_url: `https://127.0.0.1:${(big.address() as { port: number }).port}/jwks.json`,
+          jwks_ca: pki.ca.certPath,
+          jwks_max_bytes: 64 * 1024,
+          algorithms: ['ES256'],
+        },
+      }).oauth as never,
+    );
+    await expect(v.verify(await token())).rejects.toMatchObject({ reason: 'jwks_unavailable' });
+    await v.close();
+    await new Promise((r) => big.close(r));
+    big.closeAllConnections();
+    // What the server got out before the client hung up: socket buffers, far below the body.
+    expect(sent).toBeLessThan(TOTAL / 4);
+    rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
+
+  it('a failing JWKS server is fetched with a backoff, not once per token', async () => {
+    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { parseConfig } = await import('../src/config/index.js');
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-oauth-down-'));
+    const pki = await makeTlsPki(dir);
+    let fetches = 0;
+    const down = createServer({ cert: pki.server.cert, key: pki.server.key }, (_req, res) => {
+      fetches++;
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('down');
+    });
+    await new Promise<void>((r) => down.listen(0, '127.0.0.1', r));
+    const v = new OAuthVerifier(
+      parseConfig({
+        ...base,
+        oauth: {
+          resource,
+          issuer: ISSUER,
+          jwks_url: `https://127.0.0.1:${(down.address() as { port: number }).port}/jwks.json`,
+          jwks_ca: pki.ca.certPath,
+          jwks_refetch_cooldown_s: 30,
+          algorithms: ['ES256'],
+        },
+      }).oauth as never,
+    );
+    const t = await token();
+    const REQUESTS = 200;
+    for (let i = 0; i < REQUESTS; i++)
+      await expect(v.verify(t)).rejects.toMatchObject({ reason: 'jwks_unavailable' });
+    // Backoff 1 s, 2 s, 4 s…: a handful of fetches however slow the machine, never one per token.
+    expect(fetches).toBeGreaterThanOrEqual(1);
+    expect(fetches).toBeLessThanOrEqual(8);
+    await v.close();
+    await new Promise((r) => down.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
 });

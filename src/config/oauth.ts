@@ -47,6 +47,13 @@ export const oauthSchema = z
     jwks_refetch_cooldown_s: z.number().int().min(1).max(3600).default(30),
     /** Time limit of one JWKS fetch, milliseconds. */
     jwks_timeout_ms: z.number().int().min(100).max(60_000).default(5000),
+    /** Largest JWKS response body read, bytes; a larger one is refused unread (fails closed). */
+    jwks_max_bytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024)
+      .default(256 * 1024),
     /** Accepted JWS algorithms (pinned; asymmetric only). */
     algorithms: z.array(z.enum(ASYMMETRIC_JWS_ALGORITHMS)).min(1).default(['RS256', 'ES256']),
     /** Clock skew tolerated on `exp`/`nbf`/`iat`, seconds (bounded). */

@@ -8,7 +8,7 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { errors, jwtVerify } from 'jose';
 import type { OAuthConfig } from '../../config/oauth.js';
-import { type KeySource, keySource } from './jwks.js';
+import { JwksFetchFailed, type KeySource, keySource } from './jwks.js';
 
 /** Why a token was refused (logged and counted; never echoed with token content). */
 export type TokenRefusal =
@@ -80,6 +80,7 @@ function classify(e: unknown): TokenRefused {
     return new TokenRefused('unknown_key', 'no key in the JWKS matches');
   if (e instanceof errors.JWSSignatureVerificationFailed)
     return new TokenRefused('signature', 'signature invalid');
+  if (e instanceof JwksFetchFailed) return new TokenRefused('jwks_unavailable', e.message);
   if (e instanceof errors.JWKSTimeout) return new TokenRefused('jwks_unavailable', 'JWKS fetch timed out');
   if (e instanceof errors.JOSEError && e.code === 'ERR_JOSE_GENERIC')
     return new TokenRefused('jwks_unavailable', 'JWKS could not be fetched');
