@@ -1,6 +1,7 @@
 /**
  * Small things found in the hardening pass (issue 11 item 10), each against a real gateway:
- * `cmcp executions` strips terminal escapes from upstream-chosen tool names; a cross-agent probe
+ * `cmcp executions` strips terminal escapes from recorded tool names; a tool name holding a
+ * control character is neither listed nor routed, and a catalog pinning one does not load; a cross-agent probe
  * of another agent's session claim or audit is recorded; a refusal whose method name holds a
  * lone surrogate is still recorded; unauthenticated refusals counted in the open window are
  * written at shutdown (SIGTERM); `npm run build` leaves the built command entry points executable.
@@ -31,6 +32,8 @@ const run = promisify(execFile);
 const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 /** A tool name as a hostile upstream could choose it: colour, window title (OSC), C1 CSI, bell, newline. */
 const EVIL = 'paint\u001b[31mRED\u001b]0;owned\u0007\u009b2J\nfake-row';
+/** A tool name holding U+0000. */
+const NUL = 'nul\u0000tool';
 const OP = 'op-token-small';
 
 let upstream: Server;
@@ -41,9 +44,10 @@ let gw: Gateway;
 beforeAll(async () => {
   upstream = createServer(async (req, res) => {
     const s = new McpServer({ name: 'hostile', version: '1.0.0' });
-    s.registerTool(EVIL, { description: 'a tool with a hostile name' }, async () => ({
-      content: [{ type: 'text', text: 'done' }],
-    }));
+    for (const name of ['paint', EVIL, NUL])
+      s.registerTool(name, { description: 'a tool' }, async () => ({
+        content: [{ type: 'text', text: 'done' }],
+      }));
     const t = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {
       void t.close();
@@ -74,13 +78,18 @@ const refusals = (g: Gateway) => g.chain.entries('gateway').filter((e) => e.entr
 
 describe('cmcp executions', () => {
   it('strips terminal escape sequences and control characters from upstream-chosen names', async () => {
+    // The gateway no longer serves such a name (below); a database written before that may hold
+    // one, so the execution's tool name is set to it here, as such a gateway recorded it.
     const r = await rpc(gw.url, 'alice-token', {
       jsonrpc: '2.0',
       id: 1,
       method: 'tools/call',
-      params: { name: `h.${EVIL}`, arguments: {}, _cmcp: { execution_id: 'exec-evil-1' } },
+      params: { name: 'h.paint', arguments: {}, _cmcp: { execution_id: 'exec-evil-1' } },
     });
     expect(r.body.result.content[0].text).toBe('done');
+    const db = new Database(cfg.dbPath);
+    db.prepare(`UPDATE executions SET tool_name = ? WHERE execution_id = 'exec-evil-1'`).run(`h.${EVIL}`);
+    db.close();
     const list = await run(process.execPath, [CLI, 'executions', 'list', '--db', cfg.dbPath]);
     const show = await run(process.execPath, [
       CLI,
@@ -106,6 +115,89 @@ describe('cmcp executions', () => {
         .tool_name,
     ).toBe(`h.${EVIL}`);
   });
+});
+
+describe('tool names the gateway cannot serve', () => {
+  it('an upstream tool whose name holds a control character or U+0000 is not listed nor callable, and warned once', async () => {
+    const lines: string[] = [];
+    const { loadConfig } = await import('../src/config/index.js');
+    const { startGateway } = await import('../src/gateway/runtime.js');
+    const pino = (await import('pino')).default;
+    const c = await writeConfig({ upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }] });
+    const g = await startGateway(
+      loadConfig(c.file),
+      pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) }),
+    );
+    try {
+      const listed = await rpc(g.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+      expect(listed.body.result.tools.map((t: { name: string }) => t.name)).toEqual(['h.paint']);
+      for (const name of [EVIL, NUL]) {
+        const r = await rpc(g.url, 'alice-token', {
+          jsonrpc: '2.0',
+          id: 2,
+          method: 'tools/call',
+          params: { name: `h.${name}`, arguments: {} },
+        });
+        expect(r.body.result).toBeUndefined();
+        expect(r.body.error.data.error_code).not.toBe('INTERNAL_ERROR');
+      }
+      for (let i = 0; i < 3; i++) await g.upstreams.refreshAll();
+      const warned = lines
+        .map((l) => JSON.parse(l))
+        .filter((l) => l.msg === 'upstream tool not exposed')
+        .map((l) => [l.tool, l.reason]);
+      expect(warned).toEqual([
+        [EVIL, 'its name holds the control character U+001B'],
+        [NUL, 'its name holds the control character U+0000'],
+      ]);
+    } finally {
+      await g.close();
+      cleanup(c.dir);
+    }
+  }, 60_000);
+
+  it('a pinned catalog naming such a tool fails to load: CATALOG_INVALID naming the code point', async () => {
+    const { definitionHash, loadCatalogFile } = await import('../src/catalog/catalog.js');
+    const { loadConfig } = await import('../src/config/index.js');
+    const { startGateway } = await import('../src/gateway/runtime.js');
+    for (const [name, cp] of [
+      [EVIL, 'U+001B'],
+      [NUL, 'U+0000'],
+      ['bell\u0007', 'U+0007'],
+      ['c1\u0085', 'U+0085'],
+    ]) {
+      const definition = { name, description: 'a tool', inputSchema: { type: 'object' } };
+      const c = await writeConfig({ upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }] });
+      const file = join(c.dir, 'catalog.json');
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync(
+        file,
+        JSON.stringify({
+          catalog_version: 1,
+          tools: [
+            { server: 'h', name, sensitivity: 'internal', sha256: definitionHash(definition), definition },
+          ],
+        }),
+      );
+      let thrown: unknown;
+      try {
+        loadCatalogFile(file);
+      } catch (e) {
+        thrown = e;
+      }
+      expect(thrown).toMatchObject({ code: 'CATALOG_INVALID' });
+      expect((thrown as Error).message).toContain(`its name holds the control character ${cp}`);
+      const withCatalog = await writeConfig({
+        upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }],
+        extra: { catalog: { file } },
+      });
+      await expect(startGateway(loadConfig(withCatalog.file))).rejects.toMatchObject({
+        code: 'CATALOG_INVALID',
+      });
+      cleanup(c.dir);
+      cleanup(withCatalog.dir);
+    }
+  }, 60_000);
 });
 
 describe('refusals on the record', () => {

@@ -11,6 +11,8 @@
  * - `sha256` = `sha256:<hex>` of JCS({description, inputSchema, outputSchema, annotations}),
  *   each member taken from the definition and omitted when absent ({@link definitionHash}).
  *   Load refuses an entry whose `sha256` is not the hash of its own `definition`.
+ * - A tool `name` holding a control character or a lone surrogate is refused
+ *   ({@link toolNameFault}): such a tool could be listed but never called or recorded.
  * - `sensitivity` is one of unclassified | public | internal | confidential | secret.
  * - Catalog hash = `sha256:<hex>` of JCS(the whole parsed catalog document), so formatting
  *   does not change it but any member does.
@@ -19,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
 import { z } from 'zod';
+import { toolNameFault } from './tool-name.js';
 
 /** Sensitivity levels, lowest first (`unclassified` = not set by a reviewer). */
 export const SENSITIVITY_LEVELS = ['unclassified', 'public', 'internal', 'confidential', 'secret'] as const;
@@ -93,7 +96,7 @@ export function catalogHash(doc: unknown): string {
 
 /**
  * Validates a parsed catalog document: shape, pins matching their definitions, names
- * matching, no duplicates.
+ * matching and servable (no control character, no lone surrogate), no duplicates.
  * @throws CatalogError listing every issue.
  */
 export function parseCatalog(doc: unknown): Catalog {
@@ -110,6 +113,8 @@ export function parseCatalog(doc: unknown): Catalog {
     if (seen.has(key)) issues.push(`tools[${i}]: duplicate ${t.server}/${t.name}`);
     seen.add(key);
     if (t.definition.name !== t.name) issues.push(`tools[${i}]: definition.name differs from name`);
+    const fault = toolNameFault(t.name);
+    if (fault) issues.push(`tools[${i}] on server ${t.server}: ${fault}`);
     let h: string;
     try {
       h = definitionHash(t.definition);
@@ -151,7 +156,8 @@ export function loadCatalogFile(file: string): { catalog: Catalog; hash: string 
 /**
  * Builds a catalog document from live tool lists (for `cmcp catalog snapshot`). Every tool
  * gets `sensitivity: "unclassified"`; a reviewer sets real values and removes tools that
- * must not be callable.
+ * must not be callable. A tool whose name the gateway cannot serve ({@link toolNameFault}) is
+ * left out, as the gateway never lists it.
  */
 export function snapshotCatalog(
   lists: { server: string; tools: ({ name: string } & Record<string, unknown>)[] }[],
@@ -159,7 +165,8 @@ export function snapshotCatalog(
 ): Catalog {
   const tools: CatalogTool[] = [];
   for (const l of lists)
-    for (const t of l.tools)
+    for (const t of l.tools) {
+      if (toolNameFault(t.name)) continue;
       tools.push({
         server: l.server,
         name: t.name,
@@ -167,5 +174,6 @@ export function snapshotCatalog(
         sha256: definitionHash(t),
         definition: t,
       });
+    }
   return { catalog_version: 1, ...(description ? { description } : {}), tools };
 }

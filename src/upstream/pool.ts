@@ -4,8 +4,8 @@
  */
 
 import { CmcpError } from '@cmcp/verify/errors/index';
-import { assertCanonicalizable } from '@cmcp/verify/format/canonical';
 import type { Logger } from 'pino';
+import { toolNameFault } from '../catalog/tool-name.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { UpstreamStartError } from './diagnose.js';
@@ -29,23 +29,6 @@ export type ListTrigger = 'first_contact' | 'list_changed' | 'interval';
 export type ListObserver = (server: string, tools: ToolDefinition[], trigger: ListTrigger) => void;
 
 /** Thrown at start-up when two upstreams expose the same gateway tool name. */
-/**
- * Why no call of an upstream tool of this name could be recorded, or null: U+0000, which
- * PostgreSQL text cannot hold (its call's attempt row could not be written, and no call runs
- * without one), or a lone surrogate, which JCS cannot carry (RFC 8785 §3.2.2.2; the call path
- * refuses such a name, call/ingress.ts). SEP-986 tool names hold neither. Such a tool is not
- * routed, on either engine.
- */
-function unrecordableName(name: string): string | null {
-  if (name.includes('\u0000')) return 'its name holds U+0000, which the PostgreSQL store cannot record';
-  try {
-    assertCanonicalizable(name); // the check call/ingress.ts makes of the name a call carries
-  } catch {
-    return 'its name holds a lone surrogate, which JCS cannot carry';
-  }
-  return null;
-}
-
 export class ToolNameClashError extends CmcpError {
   declare readonly code: 'TOOL_NAME_CLASH';
   constructor(message: string) {
@@ -133,7 +116,8 @@ export class UpstreamPool {
     const routes = new Map<string, RoutedTool>();
     for (const u of this.upstreams.values()) {
       for (const t of u.tools) {
-        const unrecordable = unrecordableName(t.name);
+        // A name the gateway cannot serve (catalog/tool-name.ts) is neither listed nor routed.
+        const unrecordable = toolNameFault(t.name);
         if (unrecordable) {
           const key = `${u.cfg.name}\u0000${t.name}`;
           // Bounded: an upstream listing ever new such names cannot grow the set without limit.

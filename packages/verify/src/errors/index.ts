@@ -202,7 +202,8 @@ export const ERRORS = {
   CATALOG_INVALID: {
     http: 400,
     rpc: -32064,
-    summary: 'The catalog file is unreadable or its pins do not hold.',
+    summary:
+      'The catalog file is unreadable, its pins do not hold, or a tool name holds a control character or a lone surrogate.',
   },
   OPERATOR_UNAUTHENTICATED: {
     http: 401,
