@@ -2,7 +2,7 @@
  * Small things found in the hardening pass (issue 11 item 10), each against a real gateway:
  * `cmcp executions` strips terminal escapes from recorded tool names; a tool name holding a
  * control character is neither listed nor routed, and a catalog pinning one does not load; a cross-agent probe
- * of another agent's session claim or audit is recorded; a refusal whose method name holds a
+ * of another agent's session claim or audit, or of its client session (`Mcp-Session-Id`), is recorded; a refusal whose method name holds a
  * lone surrogate is still recorded; unauthenticated refusals counted in the open window are
  * written at shutdown (SIGTERM); `npm run build` leaves the built command entry points executable.
  */
@@ -221,6 +221,47 @@ describe('refusals on the record', () => {
       ['carol', 'UNKNOWN_SESSION', '/sessions/:id/audit', true],
     ]);
     expect(added.every((e) => e.detail?.session_id === s.body.session_id)).toBe(true);
+  });
+
+  it('another agent’s use of a client session id (Mcp-Session-Id) is recorded under its hash, not the id', async () => {
+    const { createHash } = await import('node:crypto');
+    const init = await rpc(
+      gw.url,
+      'alice-token',
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      },
+      { accept: 'application/json' },
+    );
+    const sid = init.headers.get('mcp-session-id') as string;
+    expect(sid).toBeTruthy();
+    const before = refusals(gw).length;
+    const list = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+    const probe = await rpc(gw.url, 'bob-token', list, { 'mcp-session-id': sid });
+    expect(probe.status).toBe(404);
+    expect(probe.body.error.data.error_code).toBe('UNKNOWN_CLIENT_SESSION');
+    const unknown = await rpc(gw.url, 'bob-token', list, { 'mcp-session-id': 'no-such-client-session' });
+    expect(unknown.body).toEqual(probe.body); // nothing tells the prober the session exists
+    const del = await fetch(`${gw.url}/mcp`, {
+      method: 'DELETE',
+      headers: { authorization: 'Bearer carol-token', 'mcp-session-id': sid },
+    });
+    expect(del.status).toBe(404);
+    const added = refusals(gw).slice(before);
+    const hash = `sha256:${createHash('sha256').update(sid).digest('hex')}`;
+    expect(added.map((e) => [e.agent_id, e.error_code, e.detail?.route, e.detail?.cross_agent])).toEqual([
+      ['bob', 'UNKNOWN_CLIENT_SESSION', 'POST /mcp', true],
+      ['carol', 'UNKNOWN_CLIENT_SESSION', 'DELETE /mcp', true],
+    ]);
+    expect(added.every((e) => e.detail?.client_session_id_sha256 === hash)).toBe(true);
+    expect(JSON.stringify(added)).not.toContain(sid);
+    // The probes neither ended nor took over the owner's session.
+    const own = await rpc(gw.url, 'alice-token', list, { 'mcp-session-id': sid, accept: 'application/json' });
+    expect(own.status).toBe(200);
+    expect(own.body.result.tools.map((t: { name: string }) => t.name)).toContain('h.paint');
   });
 
   it('a refusal whose method name holds a lone surrogate (or is clipped inside a pair) is still recorded', async () => {

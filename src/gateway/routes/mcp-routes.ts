@@ -6,7 +6,7 @@
  * `DELETE` ends a client session. Registered inside the agent routes plugin: every request
  * here passed the Host check and the agent authentication hook.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AgentLimits } from '../agent-limits.js';
 import { type ClientChannel, jsonChannel } from '../client-channel.js';
@@ -49,12 +49,23 @@ function header(req: FastifyRequest, name: string): string | undefined {
 
 type Session = { session: ClientSession | null } | { refused: true };
 
-/** The client session a request names, or the 404 it gets for an unknown one (already sent). */
+/**
+ * The client session a request names, or the 404 it gets for an unknown one (already sent).
+ * When the id is another agent's live session the probe is recorded (aggregated refusal record)
+ * under the id's SHA-256, never the id itself: the answer stays the one an unknown id gets.
+ */
 function sessionOf(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply): Session {
   const sid = header(req, 'mcp-session-id');
   if (sid === undefined) return { session: null };
   const session = d.clientSessions.get(sid, req.agentId);
   if (session) return { session };
+  const owner = d.clientSessions.ownerOf(sid);
+  if (owner !== null && owner !== req.agentId)
+    d.recordRefusal?.(req.agentId, 'UNKNOWN_CLIENT_SESSION', {
+      route: `${req.method} /mcp`,
+      client_session_id_sha256: `sha256:${createHash('sha256').update(sid).digest('hex')}`,
+      cross_agent: true,
+    });
   void reply
     .code(404)
     .send(

@@ -83,6 +83,14 @@ export class ClientSessions implements ClientSessionEvents {
   }
 
   /**
+   * The agent a live session belongs to, or null (unknown, ended): for recording another
+   * agent's probe of it. Its use is not noted.
+   */
+  ownerOf(id: string): string | null {
+    return this.sessions.get(id)?.agentId ?? null;
+  }
+
+  /**
    * Attaches the standalone stream of `GET /mcp`. @returns false when one is already open
    * (MCP: at most one standalone stream; answered 409).
    */
