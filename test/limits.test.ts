@@ -78,6 +78,10 @@ describe('the limits section of the config', () => {
       max_connections: 1024,
       max_unauthenticated_per_address: 128,
       unauthenticated_timeout_ms: 5_000,
+      upstream_notifications_per_s: 100,
+      upstream_notification_burst: 500,
+      upstream_notification_bytes_per_s: 1024 * 1024,
+      upstream_notification_byte_burst: 4 * 1024 * 1024,
     });
     expect(parseConfig({ ...base, limits: { agent_max_in_flight: 8 } }).limits.agent_max_open_sessions).toBe(
       256,

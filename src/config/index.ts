@@ -141,6 +141,25 @@ const limits = z.strictObject({
   max_unauthenticated_per_address: z.number().int().min(1).max(1_000_000).default(128),
   /** ms a connection may stay unauthenticated; then it is closed (UNAUTHENTICATED_CONNECTION_TIMEOUT). */
   unauthenticated_timeout_ms: z.number().int().min(100).max(600_000).default(5_000),
+  /**
+   * Per client (client session, else request): upstream notifications relayed per second,
+   * sustained (token bucket; beyond, dropped and recorded as UPSTREAM_NOTIFICATIONS_LIMITED).
+   */
+  upstream_notifications_per_s: z.number().min(0.01).max(1_000_000).default(100),
+  /** Per client: notifications allowed at once above the sustained rate (the bucket's size). */
+  upstream_notification_burst: z.number().int().min(1).max(1_000_000).default(500),
+  /** Per client: notification bytes relayed per second, sustained. */
+  upstream_notification_bytes_per_s: z
+    .number()
+    .int()
+    .min(1024)
+    .default(1024 * 1024),
+  /** Per client: notification bytes allowed at once above the sustained rate. */
+  upstream_notification_byte_burst: z
+    .number()
+    .int()
+    .min(1024)
+    .default(4 * 1024 * 1024),
 });
 
 /** An allowed_hosts entry: a host name or IP literal (IPv6 in brackets), optional port. */

@@ -29,6 +29,7 @@ import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, policyLoadEntry, policyState, tokenAttributeNames } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
+import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { DEFAULT_BATCH_LIMIT } from '../session/binding-batcher.js';
@@ -288,6 +289,9 @@ async function startServing(
     maxSensitivity: (id, row) => calls.sensitivity.max(id, row),
     listTools,
     pageSize: cfg.limits.list_page_size,
+    notificationLimits: notificationLimits(cfg.limits),
+    onNotificationDropped: (agentId, detail) =>
+      refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
     ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
   });
   relay.attach(clientSessions);

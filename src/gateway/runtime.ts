@@ -36,6 +36,7 @@ import {
 import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
 import { sqliteRelayEntries } from '../relay/evidence.js';
+import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
@@ -283,6 +284,9 @@ function buildHttp(
     maxSensitivity: (id) => calls.sensitivity.max(id),
     listTools,
     pageSize: cfg.limits.list_page_size,
+    notificationLimits: notificationLimits(cfg.limits),
+    onNotificationDropped: (agentId, detail) =>
+      refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
     ...(obs.metrics ? { onRefusal: (code: string) => obs.metrics?.refused(code) } : {}),
   });
   // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).

@@ -13,9 +13,16 @@ import type { Relay } from './relay.js';
 
 /** The link of one tools/call request. */
 export function callLink(relay: Relay, req: MethodRequest): CallLink {
-  const onprogress = progressRelay(progressToken(req.params), req.channel);
   return {
     async forward(route, args, sessionId) {
+      const onprogress = progressRelay(progressToken(req.params), req.channel, (m) =>
+        relay.sessions.admit(
+          req.channel.clientSessionId ?? req.channel,
+          req.caller.agentId,
+          route.upstream,
+          m,
+        ),
+      );
       const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel)(route.upstream);
       if (!conn) return { boundary: 'not_sent', failure: 'no connection to the upstream' };
       const inflight = { channel: req.channel, agentId: req.caller.agentId, sessionId };

@@ -6,7 +6,7 @@
  * the gateway, not the gateway's request upstream, so they stay here too.
  */
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
-import type { ClientChannel } from '../gateway/client-channel.js';
+import type { ClientChannel, ClientMessage } from '../gateway/client-channel.js';
 
 /** The `_meta` forwarded upstream: the client's, without its progress token and protocol members. */
 export function upstreamMeta(meta: unknown): Record<string, unknown> | undefined {
@@ -25,14 +25,17 @@ export function progressToken(params: Record<string, unknown> | undefined): stri
 
 /**
  * The `onprogress` that passes an upstream request's progress to the client under its own
- * token, or undefined when the client asked for none.
+ * token, or undefined when the client asked for none. `admit` (the client's notification
+ * budget, src/relay/notification-budget.ts) decides whether each one goes.
  */
 export function progressRelay(
   token: string | number | undefined,
   channel: ClientChannel,
+  admit: (message: ClientMessage) => boolean = () => true,
 ): ((p: Progress) => void) | undefined {
   if (token === undefined) return undefined;
   return (p) => {
-    channel.notify({ method: 'notifications/progress', params: { ...p, progressToken: token } });
+    const message = { method: 'notifications/progress', params: { ...p, progressToken: token } };
+    if (admit(message)) channel.notify(message);
   };
 }

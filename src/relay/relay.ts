@@ -17,8 +17,9 @@ import { CursorCodec } from './cursor.js';
 import { type RelayEntrySink, RelayRecorder } from './evidence.js';
 import { Federation } from './federation.js';
 import { relayHandlers } from './methods.js';
+import { NotificationBudget, type NotificationLimits } from './notification-budget.js';
 import { serverRequestRelay } from './server-requests.js';
-import { RelaySessions } from './sessions.js';
+import { type NotificationDropped, RelaySessions } from './sessions.js';
 import { TaskRoutes } from './tasks.js';
 
 /** Items per page of a merged list the gateway answers. */
@@ -44,6 +45,10 @@ export interface RelayDeps {
   pageSize?: number;
   /** Told the code of every relayed request refused (cmcp_refusals_total). */
   onRefusal?: (code: string) => void;
+  /** Bounds of the notifications relayed to one client (default DEFAULT_NOTIFICATION_LIMITS). */
+  notificationLimits?: NotificationLimits;
+  /** Told every upstream notification dropped over a client's bounds (recorded and counted). */
+  onNotificationDropped?: NotificationDropped;
 }
 
 /** The relay: handlers, capabilities and the client sessions' upstream connections. */
@@ -63,6 +68,8 @@ export class Relay {
       deps.pool,
       deps.log,
       serverRequestRelay(deps, deps.sessions, this.recorder),
+      new NotificationBudget(deps.notificationLimits),
+      deps.onNotificationDropped,
     );
     this.methods = relayHandlers(this, deps.pageSize ?? DEFAULT_PAGE_SIZE);
   }

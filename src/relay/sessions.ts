@@ -10,6 +10,7 @@
  * (`notifications/message`, server-to-client requests) goes to the one request of that client
  * session in flight on that connection; with none or several in flight, notifications go to the
  * client session's standalone stream and requests are refused (never delivered by guess).
+ * Every notification relayed to a client passes its budget first (./notification-budget.ts).
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
@@ -25,6 +26,13 @@ import type { Logger } from 'pino';
 import type { ClientChannel, ClientMessage, ClientSessionEvents } from '../gateway/client-channel.js';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
 import type { ConnectionFor } from './federation.js';
+import type { DropReason, NotificationBudget } from './notification-budget.js';
+
+/** Told every upstream notification dropped over a client's budget. */
+export type NotificationDropped = (
+  agentId: string,
+  detail: { upstream: string; method: string; reason: DropReason },
+) => void;
 
 /** One client request in flight on a connection: where its upstream's messages go. */
 export interface InFlight {
@@ -62,7 +70,20 @@ export class RelaySessions {
     private readonly pool: UpstreamPool,
     private readonly log: Logger,
     private readonly relayRequest: ServerRequestRelay,
+    private readonly budget: NotificationBudget,
+    private readonly onDropped?: NotificationDropped,
   ) {}
+
+  /**
+   * Whether a notification from `upstream` may go to a client: `key` is its client session id,
+   * or the request's channel when it has none. A dropped notification is reported, not queued.
+   */
+  admit(key: string | object, agentId: string, upstream: string, message: ClientMessage): boolean {
+    const reason = this.budget.admit(key, Buffer.byteLength(JSON.stringify(message)));
+    if (reason === null) return true;
+    this.onDropped?.(agentId, { upstream, method: message.method, reason });
+    return false;
+  }
 
   /** Connects the HTTP edge's client sessions (standalone streams, end of session). */
   attach(events: ClientSessionEvents): void {
@@ -107,9 +128,12 @@ export class RelaySessions {
     if (cs.agentId !== agentId) return undefined;
     const open = cs.conns.get(name);
     if (open) return open;
+    const listChanged = { method: 'notifications/tools/list_changed' };
     const conn = this.pool.openSession(
       name,
-      () => this.notify(csid, { method: 'notifications/tools/list_changed' }),
+      () => {
+        if (this.admit(csid, agentId, name, listChanged)) this.notify(csid, listChanged);
+      },
       { capabilities: SESSION_CAPABILITIES, onClient: (c) => this.wire(c, csid, name, () => conn) },
     );
     if (conn) cs.conns.set(name, conn);
@@ -123,8 +147,10 @@ export class RelaySessions {
       const set = c ? this.inflight.get(c) : undefined;
       return set?.size === 1 ? ([...set][0] as InFlight) : null;
     };
+    const agentId = () => this.clients.get(csid)?.agentId ?? '';
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
       const message = { method: n.method, params: n.params as Record<string, unknown> };
+      if (!this.admit(csid, agentId(), upstream, message)) return;
       const f = single();
       if (!(f?.channel.notify(message) ?? false)) this.notify(csid, message);
     });
@@ -133,13 +159,13 @@ export class RelaySessions {
       ResourceListChangedNotificationSchema,
       PromptListChangedNotificationSchema,
     ])
-      client.setNotificationHandler(schema, (n) =>
-        this.notify(csid, {
+      client.setNotificationHandler(schema, (n) => {
+        const message = {
           method: n.method,
           ...(n.params ? { params: n.params as Record<string, unknown> } : {}),
-        }),
-      );
-    const agentId = () => this.clients.get(csid)?.agentId ?? '';
+        };
+        if (this.admit(csid, agentId(), upstream, message)) this.notify(csid, message);
+      });
     for (const [schema, method] of [
       [CreateMessageRequestSchema, 'sampling/createMessage'],
       [ElicitRequestSchema, 'elicitation/create'],
@@ -162,6 +188,7 @@ export class RelaySessions {
 
   /** Closes a client session's upstream connections (its upstream sessions end with them). */
   async end(csid: string): Promise<void> {
+    this.budget.forget(csid);
     const cs = this.clients.get(csid);
     if (!cs) return;
     this.clients.delete(csid);

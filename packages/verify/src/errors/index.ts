@@ -423,6 +423,12 @@ export const ERRORS = {
     summary:
       'No request on the connection authenticated within limits.unauthenticated_timeout_ms; the connection is closed, without an answer.',
   },
+  UPSTREAM_NOTIFICATIONS_LIMITED: {
+    http: 429,
+    rpc: -32099,
+    summary:
+      'An upstream sent a client more notifications than limits.upstream_notifications_per_s / upstream_notification_bytes_per_s (with their bursts) allow; the excess was dropped, never sent, and is counted in the aggregated refusal record.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A registered error code. */
