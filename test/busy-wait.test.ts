@@ -1,7 +1,8 @@
 /**
  * A database whose write lock another process holds (issue 11 item 7): the request paths wait
  * for it by awaiting (store/db.ts immediateAsync), so the gateway keeps answering meanwhile;
- * a lock held past the busy timeout fails the call as it always did (AUDIT_WRITE_FAILED).
+ * a lock held past the busy timeout fails a call before its attempt as it always did
+ * (AUDIT_WRITE_FAILED); a terminal entry meeting it is retried (test/busy-wait-terminal.test.ts).
  */
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';

@@ -13,7 +13,7 @@ import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { ExecutionRegistry } from '../execution/registry.js';
 import type { CallSessions } from '../session/ports.js';
 import type { SessionRow } from '../session/service.js';
-import { type Db, immediateAsync } from '../store/db.js';
+import { type Db, immediateAsync, isBusy } from '../store/db.js';
 import type { WriteStore } from '../store/writes.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import { type AdmissionInput, actionBinding, admit } from './admission.js';
@@ -85,13 +85,20 @@ export class CallOrchestrator {
       return await this.run(caller, rawParams, startedAt, callId, link);
     } catch (e) {
       // An unexpected fault still ends in a terminal entry (docs/spec/audit-entries.md), on the gateway chain.
-      this.log.error({ call_id: callId, err: (e as Error).message }, 'tools/call fault');
       const entry = {
         entry_type: 'tool_call',
         call_id: callId,
         agent_id: caller.agentId,
         execution_id: null,
       };
+      // Another process held the write lock past the busy timeout (e.g. while the session was
+      // made): not a fault of the gateway, and nothing reached an upstream; the caller may retry.
+      if (isBusy(e)) {
+        this.log.warn({ call_id: callId }, 'tools/call refused: the database is locked by another process');
+        const message = 'the database is locked by another process; retry later';
+        return this.refuse(null, entry, { code: 'STORE_BUSY', message }, startedAt);
+      }
+      this.log.error({ call_id: callId, err: (e as Error).message }, 'tools/call fault');
       return this.refuse(null, entry, { code: 'INTERNAL_ERROR', message: 'internal error' }, startedAt);
     }
   }
@@ -248,7 +255,7 @@ export class CallOrchestrator {
         detail: Object.keys(detail).length ? detail : null,
       };
       const execution = executionId === null ? null : { agentId: caller.agentId, executionId, callId };
-      committed = await this.telemetry.stage('commit', route.upstream, () =>
+      const commit = () =>
         this.writes
           ? this.writes.write({
               kind: 'terminal',
@@ -257,7 +264,9 @@ export class CallOrchestrator {
               disposition: f.disposition,
               execution,
             })
-          : sqlite(this.local).recorder.outcome(sessionId, terminal, f.disposition, execution),
+          : sqlite(this.local).recorder.outcome(sessionId, terminal, f.disposition, execution);
+      committed = await this.telemetry.stage('commit', route.upstream, () =>
+        this.commitTerminal(commit, callId),
       );
     } catch (e) {
       if (this.local?.attempts.isClosed)
@@ -277,6 +286,27 @@ export class CallOrchestrator {
     }
     this.telemetry.ended(route.upstream, f.disposition, f.errorCode, startedAt);
     return answered(f, callId, executionId, committed, advisory);
+  }
+
+  /**
+   * Commits a forwarded call's terminal entry, trying again for as long as another process holds
+   * the write lock past the busy timeout: the upstream ran, so its outcome is kept, never dropped
+   * (each try waits the busy timeout by awaiting, so the gateway keeps serving). It stops trying
+   * once a shutdown has ended the attempts: the drain recorded the call outcome_unknown.
+   * @throws what the commit throws other than SQLITE_BUSY; SQLITE_BUSY after the shutdown.
+   */
+  private async commitTerminal(commit: () => Promise<AuditEntry>, callId: string): Promise<AuditEntry> {
+    let warned = false;
+    for (;;) {
+      try {
+        return await commit();
+      } catch (e) {
+        if (!isBusy(e) || this.local?.attempts.isClosed) throw e;
+        if (!warned)
+          this.log.warn({ call_id: callId }, 'terminal audit entry waits for the database lock; retrying');
+        warned = true;
+      }
+    }
   }
 
   /** Inside the attempt's transaction: the attempt row, and the session's sensitivity raised with it. */

@@ -351,6 +351,12 @@ export const ERRORS = {
   ...VERIFY_INPUT_ERRORS,
   ...BINDING_BATCH_ERRORS,
   ...ATTESTATION_ERRORS,
+  STORE_BUSY: {
+    http: 503,
+    rpc: -32007,
+    summary:
+      "Another process held the database's write lock for longer than the busy timeout (5 s): the call was refused before it reached an upstream, and its refusal is recorded; retry later. (When not even the refusal could be written the answer is AUDIT_WRITE_FAILED.)",
+  },
   STORE_QUEUE_FULL: {
     http: 503,
     rpc: -32006,
