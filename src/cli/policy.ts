@@ -1,6 +1,10 @@
 /**
  * `cmcp policy …`: work with policy bundles (docs/spec/policy.md; docs/policy.md).
  *
+ * - `policy init DIR --config FILE` — writes a starter bundle for the configured upstreams:
+ *   the schema of what the gateway sends (src/policy/vocabulary.ts), a manifest, and a policy
+ *   permitting the tools of the pinned catalog (or, without one, the tools the upstreams list
+ *   now). DIR must not exist or be empty.
  * - `policy hash DIR` — prints the bundle hash (`sha256:<hex>`; no validation).
  * - `policy check DIR` — loads and validates the bundle with Cedar; prints hash, version and
  *   policy ids, or the Cedar diagnostics (exit 1).
@@ -12,10 +16,22 @@
  *
  * Exit codes: 0 ok; 1 refused (invalid bundle, refused reload); 2 usage or unreadable input.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
+import pino from 'pino';
+import { CatalogError, loadCatalogFile } from '../catalog/catalog.js';
+import { ConfigError, type GatewayConfig, loadConfig } from '../config/index.js';
 import { hashBundleDir, loadBundleDir, PolicyBundleError, readBundleDir } from '../policy/bundle.js';
+import {
+  agentAttributesOf,
+  type InitTool,
+  initBundleFiles,
+  SchemaInitError,
+  toolArgumentsOf,
+} from '../policy/schema-generator.js';
 import { generatePolicyKey, PolicyKeyError, signBundleHash } from '../policy/signature.js';
+import { UpstreamPool } from '../upstream/pool.js';
 
 function die(code: number, msg: string): never {
   process.stderr.write(`cmcp policy: ${msg.slice(0, 4000)}\n`);
@@ -28,13 +44,95 @@ function guard<T>(fn: () => T): T {
   } catch (e) {
     if (e instanceof PolicyBundleError) die(e.diagnostics.length ? 1 : 2, e.message);
     if (e instanceof PolicyKeyError) die(2, e.message);
+    if (e instanceof ConfigError || e instanceof CatalogError || e instanceof SchemaInitError)
+      die(2, e.message);
     die(2, (e as Error).message);
   }
 }
 
+/**
+ * The tools a starter bundle is written for: the pinned catalog's when the config names one,
+ * else every tool the configured upstreams list now (as `cmcp catalog snapshot` reads them).
+ */
+async function initTools(cfg: GatewayConfig): Promise<{ tools: InitTool[]; source: string }> {
+  const prefix = new Map(cfg.upstreams.map((u) => [u.name, u.prefix ?? u.name]));
+  const exposed = (server: string, name: string) => {
+    const p = prefix.get(server);
+    return p ? `${p}.${name}` : name;
+  };
+  if (cfg.catalog) {
+    const file = cfg.catalog.file;
+    const { catalog } = guard(() => loadCatalogFile(file));
+    return {
+      source: `the catalog ${file}`,
+      tools: catalog.tools.map((t) => ({
+        exposedName: exposed(t.server, t.name),
+        server: t.server,
+        inputSchema: t.definition.inputSchema,
+      })),
+    };
+  }
+  const pool = new UpstreamPool(cfg.upstreams, pino({ level: 'silent' }));
+  try {
+    await pool.start();
+  } catch (e) {
+    await pool.close();
+    die(1, (e as Error).message);
+  }
+  const lists = pool.toolLists();
+  await pool.close();
+  return {
+    source: 'the tools the upstreams list now',
+    tools: lists.flatMap((l) =>
+      l.tools.map((t) => ({
+        exposedName: exposed(l.server, t.name),
+        server: l.server,
+        inputSchema: t.inputSchema,
+      })),
+    ),
+  };
+}
+
 /** Adds the `policy` command group to `program`. */
 export function registerPolicyCommand(program: Command): void {
-  const cmd = program.command('policy').description('policy bundles: hash, check, keygen, sign, reload');
+  const cmd = program
+    .command('policy')
+    .description('policy bundles: init, hash, check, keygen, sign, reload');
+  cmd
+    .command('init')
+    .description('write a starter policy bundle (schema, manifest, policies) for the configured upstreams')
+    .argument('<dir>', 'folder to create (must not exist, or be empty)')
+    .requiredOption('-c, --config <file>', 'gateway YAML configuration')
+    .action(async (dir: string, o: { config: string }) => {
+      const cfg = guard(() => loadConfig(o.config));
+      let existing: string[] = [];
+      try {
+        existing = readdirSync(dir);
+      } catch {
+        // Absent: created below.
+      }
+      if (existing.length) die(2, `${dir} is not empty; choose a new folder`);
+      const { tools, source } = await initTools(cfg);
+      const files = guard(() =>
+        initBundleFiles(
+          {
+            agentAttributes: agentAttributesOf(cfg.agents, cfg.oauth),
+            toolArguments: toolArgumentsOf(tools),
+          },
+          tools,
+        ),
+      );
+      guard(() => {
+        mkdirSync(dir, { recursive: true });
+        for (const [name, text] of Object.entries(files))
+          writeFileSync(join(dir, name), text, { flag: 'wx' });
+      });
+      const b = guard(() => loadBundleDir(dir));
+      process.stdout.write(
+        `wrote ${Object.keys(files).join(', ')} to ${dir}\n${tools.length} tool(s) permitted, from ${source}\nbundle ${b.hash}\n`,
+      );
+      process.exit(0);
+    });
   cmd
     .command('hash')
     .description('print the bundle hash of a policy bundle folder')

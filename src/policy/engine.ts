@@ -36,6 +36,9 @@
  * An action the schema does not declare is a deny (`failure`). Configured agents and catalog
  * tools are also checked at load ({@link checkEntities}).
  *
+ * The entity types, attributes and actions are those ./vocabulary.ts declares (the schema
+ * `cmcp policy init` writes is generated from the same description).
+ *
  * Cedar reference: https://docs.cedarpolicy.com/auth/authorization.html (decision, reasons,
  * errors), https://docs.cedarpolicy.com/auth/entities-syntax.html (JSON entity format).
  */
@@ -48,17 +51,24 @@ import { ActionPolicySets } from './action-sets.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { onlyReferenced, referencedAttributes } from './referenced-attributes.js';
 import { type SchemaFacts, schemaFacts } from './schema-facts.js';
+import {
+  type ActionId,
+  type AttrsOf,
+  ENTITY_TYPES,
+  type EntityTypeName,
+  sessionFacts,
+} from './vocabulary.js';
 
 /** How a deny takes effect. */
 export type EnforcementMode = 'enforcing' | 'advisory' | 'silent';
 
-/** MCP tool annotation hints carried into Cedar (booleans only). */
-export const ANNOTATION_HINTS = [
-  'readOnlyHint',
-  'destructiveHint',
-  'idempotentHint',
-  'openWorldHint',
-] as const;
+/** MCP tool annotation hints carried into Cedar (booleans only; ./vocabulary.ts declares them). */
+export const ANNOTATION_HINTS = Object.keys(ENTITY_TYPES.Tool.attributes.annotations.attributes) as (
+  | 'readOnlyHint'
+  | 'destructiveHint'
+  | 'idempotentHint'
+  | 'openWorldHint'
+)[];
 
 /** What the gateway knows about the tool being called. */
 export interface ToolFacts {
@@ -172,16 +182,17 @@ export function agentEntity(agentId: string, attributes: Record<string, unknown>
 
 /** The Tool entity of a request, a member of its Server. */
 export function toolEntity(t: ToolFacts): cedar.EntityJson {
+  const attrs: AttrsOf<'Tool'> = {
+    server: t.server,
+    name: t.toolName,
+    sensitivity: t.sensitivity,
+    sensitivity_level: sensitivityLevel(t.sensitivity),
+    annotations: annotationHints(t.annotations),
+  };
   return {
-    uid: { type: 'Tool', id: t.exposedName },
-    attrs: {
-      server: t.server,
-      name: t.toolName,
-      sensitivity: t.sensitivity,
-      sensitivity_level: sensitivityLevel(t.sensitivity),
-      annotations: annotationHints(t.annotations),
-    },
-    parents: [{ type: 'Server', id: t.server }],
+    uid: { type: 'Tool' satisfies EntityTypeName, id: t.exposedName },
+    attrs,
+    parents: [{ type: 'Server' satisfies EntityTypeName, id: t.server }],
   };
 }
 
@@ -318,11 +329,7 @@ export class PolicyEngine {
     try {
       context = {
         arguments: record(req.arguments, '/arguments'),
-        session: {
-          calls: req.session.calls,
-          max_sensitivity: req.session.maxSensitivity,
-          max_sensitivity_level: sensitivityLevel(req.session.maxSensitivity),
-        },
+        session: sessionFacts(req.session.calls, req.session.maxSensitivity),
       };
       if (req.workflowId !== null) context.workflow_id = req.workflowId;
       // The Server entity has no attributes and no parents: `resource in Server::"…"` is
@@ -354,7 +361,7 @@ export class PolicyEngine {
     }
     return this.authorize(
       { type: 'Agent', id: req.agentId },
-      'call_tool',
+      'call_tool' satisfies ActionId,
       { type: 'Tool', id: req.tool.exposedName },
       context,
       entities,

@@ -9,12 +9,13 @@ import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import { EVIDENCE_META_KEY, evidenceOf } from '../call/respond.js';
 import type { MethodRequest } from '../gateway/mcp.js';
+import type { ActionId } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
 import type { CallOutcome } from '../upstream/pool.js';
 import { type Answer, registryError } from './answer.js';
 import type { EvidencedMethod, RelayDisposition } from './evidence.js';
 import type { Route } from './federation.js';
-import { decideRelay, maxSensitivityOf, type RelayResource, type RelayVerdict } from './policy.js';
+import { decideRelay, maxSensitivityOf, type RelayResourceSpec, type RelayVerdict } from './policy.js';
 import { progressRelay, progressToken } from './progress.js';
 import type { Relay } from './relay.js';
 
@@ -24,8 +25,8 @@ export interface EvidencedSpec {
   route: Route | null;
   unrouted: { code: ErrorCode; message: string };
   forward: Record<string, unknown>;
-  action: string;
-  resource: Omit<RelayResource, 'server'>;
+  action: ActionId;
+  resource: RelayResourceSpec;
   context?: Record<string, unknown>;
   /**
    * The request was decided with the request that created it (`tasks/result`: the

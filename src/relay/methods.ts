@@ -5,6 +5,7 @@
  * own connections.
  */
 import type { MethodHandler, MethodRequest } from '../gateway/mcp.js';
+import type { ActionId } from '../policy/vocabulary.js';
 import { type Answer, registryError } from './answer.js';
 import { CursorError, pageOf } from './cursor.js';
 import { type EvidencedSpec, relayEvidenced } from './evidenced.js';
@@ -50,7 +51,7 @@ function listHandler(relay: Relay, kind: ListKind, pageSize: number): MethodHand
 /** Where each evidenced method goes, its Cedar action and resource. */
 function specs(relay: Relay): Record<string, (req: MethodRequest) => Promise<EvidencedSpec | Answer>> {
   const conn = (req: MethodRequest) => relay.sessions.connectionFor(req.caller.agentId, req.channel);
-  const resource = (action: string) => async (req: MethodRequest) => {
+  const resource = (action: ActionId) => async (req: MethodRequest) => {
     const uri = str(req.params?.uri);
     if (!uri) return registryError('INVALID_PARAMS', 'params.uri must be a non-empty string');
     const route = await relay.federation.resourceRoute(uri, conn(req));

@@ -21,23 +21,27 @@
  */
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import type { EntryInput } from '../audit/chain.js';
-import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
+import type { Sensitivity } from '../catalog/catalog.js';
 import { agentEntity, CedarValueError, type PolicyEngine, toCedarValue } from '../policy/engine.js';
+import { type ActionId, type AttrsOf, type RelayResourceType, sessionFacts } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
 
-/** The Cedar resource of one relayed request. */
-export interface RelayResource {
-  type: 'Resource' | 'Prompt' | 'Completion' | 'ClientRequest';
-  id: string;
-  server: string;
-  attrs: Record<string, string>;
-}
+/**
+ * The Cedar resource of one relayed request: its type and attributes as src/policy/vocabulary.ts
+ * declares them (`server` given apart).
+ */
+export type RelayResource = RelayResourceSpec & { server: string };
+
+/** A {@link RelayResource} before its upstream is known. */
+export type RelayResourceSpec = {
+  [T in RelayResourceType]: { type: T; id: string; attrs: Omit<AttrsOf<T>, 'server'> };
+}[RelayResourceType];
 
 /** One relayed request to decide. */
 export interface RelayPolicyRequest {
   agentId: string;
   agentAttributes: Record<string, unknown>;
-  action: string;
+  action: ActionId;
   resource: RelayResource;
   /** Extra context members (`arguments` of a prompt). */
   context?: Record<string, unknown>;
@@ -81,17 +85,13 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
     const max = req.session.maxSensitivity ?? 'unclassified';
     context = {
       ...extra,
-      session: {
-        calls: req.session.calls,
-        max_sensitivity: max,
-        max_sensitivity_level: sensitivityLevel(max),
-      },
+      session: sessionFacts(req.session.calls, max),
     };
     entities = [
       agentEntity(req.agentId, req.agentAttributes),
       {
         uid: { type: req.resource.type, id: req.resource.id },
-        attrs: { ...req.resource.attrs, server: req.resource.server },
+        attrs: { ...req.resource.attrs, server: req.resource.server } satisfies AttrsOf<RelayResourceType>,
         parents: [{ type: 'Server', id: req.resource.server }],
       },
       { uid: { type: 'Server', id: req.resource.server }, attrs: {}, parents: [] },

@@ -8,13 +8,14 @@
  */
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { ActionId } from '../policy/vocabulary.js';
 import type { RelaySessionReads } from '../session/ports.js';
 import type { RelayRecorder } from './evidence.js';
 import { decideRelay, maxSensitivityOf } from './policy.js';
 import type { RelayDeps } from './relay.js';
 import type { ServerRequestMethod, ServerRequestRelay } from './sessions.js';
 
-const ACTIONS: Record<ServerRequestMethod, string> = {
+const ACTIONS: Record<ServerRequestMethod, ActionId> = {
   'sampling/createMessage': 'relay_sampling',
   'elicitation/create': 'relay_elicitation',
   'roots/list': 'relay_roots',
