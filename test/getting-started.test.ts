@@ -178,5 +178,15 @@ describe('docs/getting-started.md', () => {
     expect(out).toMatch(/verdict\W+hardware-attested/i);
     expect(out).toContain('curl session: hardware-attested');
     expect(out).toMatch(/"error_code":"INVALID_REQUEST".*unknown member \\"chalenge\\"/);
+    // The catalog and the policy decide: a hand-written forbid refuses a call, naming its rule;
+    // after a signed reload the same call is allowed; the claim is pinned to both hashes; a
+    // tool changed upstream is refused.
+    expect(out).toMatch(/wrote \d+ tool pin\(s\) to catalog\.json/);
+    expect(out).toMatch(/\d+ tool\(s\) permitted, from the catalog/);
+    expect(out).toContain('refused: POLICY_DENY by ["no-secret-notes"]');
+    expect(out).toMatch(/"version":2,"previous_bundle_hash":"sha256:[0-9a-f]{64}","previous_version":1/);
+    expect(out).toMatch(/allowed: \d+ note\(s\)/);
+    expect(out).toContain('note session: hardware-attested, policy and catalog pinned');
+    expect(out).toMatch(/"error_code":"CATALOG_DRIFT"/);
   });
 });
