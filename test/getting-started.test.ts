@@ -137,6 +137,12 @@ describe('docs/getting-started.md', () => {
 
   it('has runnable blocks only: sh, or a file with a title', () => {
     expect(blocks.length).toBeGreaterThan(10);
+    // Every fence in the guide opens or closes a block that runs: an indented, `~~~` or
+    // unterminated block (which the run would skip) fails here.
+    const fences = readFileSync(GUIDE, 'utf8')
+      .split('\n')
+      .filter((l) => /^\s*(```|~~~)/.test(l));
+    expect(fences.length, 'fence lines vs blocks run').toBe(2 * blocks.length);
     for (const b of blocks) expect(b.lang === 'sh' || b.title !== null, `block at line ${b.line}`).toBe(true);
   });
 

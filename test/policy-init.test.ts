@@ -63,7 +63,7 @@ describe('cmcp policy init', () => {
       files.set('all.cedar', Buffer.from('@id("all")\npermit (principal, action, resource);\n'));
       const bundle = loadBundleFromFiles(files);
       const engine = new PolicyEngine(bundle, 'enforcing');
-      const agents = [
+      const agents: { id: string; attrs: Record<string, unknown> }[] = [
         { id: 'alice', attrs: { team: 'eng', roles: ['writer'] } },
         { id: 'bob', attrs: { team: 'contractors' } },
       ];
