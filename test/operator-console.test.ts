@@ -103,7 +103,9 @@ async function loginCookie(): Promise<string> {
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: run scripts/setup.sh (Debian package chromium)`);
+    throw new Error(
+      `${CHROMIUM} is missing: run scripts/setup.sh --for test, as npm test does (Debian package chromium)`,
+    );
   mkdirSync(SHOTS, { recursive: true });
   up = await startCountingServer();
   cfg = await writeConfig({

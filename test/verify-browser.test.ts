@@ -117,7 +117,9 @@ const routes = new Map<string, { type: string; body: string | Buffer }>();
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: run scripts/setup.sh (Debian package chromium)`);
+    throw new Error(
+      `${CHROMIUM} is missing: run scripts/setup.sh --for test, as npm test does (Debian package chromium)`,
+    );
   gateway = await tpmBoundClaim();
   claimAt = new Date();
   const js = 'text/javascript';

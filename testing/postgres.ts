@@ -34,7 +34,7 @@ import { freeLoopbackPort } from './process.js';
 
 /** Where setup instructions point when PostgreSQL is missing. */
 export const POSTGRES_SETUP_HINT =
-  'run the setup script (scripts/setup.sh; it installs the Debian package postgresql, whose binaries are in /usr/lib/postgresql/<major>/bin)';
+  'run the setup script (scripts/setup.sh --for test, as npm test does; it installs the Debian package postgresql, whose binaries are in /usr/lib/postgresql/<major>/bin)';
 
 /** The role initdb makes (superuser of the throw-away cluster; trust authentication). */
 export const POSTGRES_TEST_ROLE = 'cmcp_test';

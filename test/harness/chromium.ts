@@ -16,7 +16,9 @@ export const CHROMIUM = '/usr/bin/chromium';
  */
 export async function launchChromium(workDir: string): Promise<Browser> {
   if (!existsSync(CHROMIUM))
-    throw new Error(`${CHROMIUM} is missing: run scripts/setup.sh (Debian package chromium)`);
+    throw new Error(
+      `${CHROMIUM} is missing: run scripts/setup.sh --for test, as npm test does (Debian package chromium)`,
+    );
   return puppeteer.launch({
     executablePath: CHROMIUM,
     headless: true,
