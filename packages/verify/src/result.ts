@@ -114,6 +114,8 @@ export const REASON_CODES = {
     'no previous quote (or claim with a TPM quote) was supplied to compare the TPM clock with',
   PREVIOUS_QUOTE_MALFORMED: 'the previous quote supplied for the clock comparison does not parse',
   PREVIOUS_QUOTE_OTHER_SIGNER: 'the previous quote was signed by another key (qualifiedSigner differs)',
+  QUOTE_ORDER_UNKNOWN:
+    "the quote is before the previous claim's quote: claims are in close order, quotes are taken at open, so an overlapping session and a rollback look alike",
   // audit bundle
   BUNDLE_NOT_PROVIDED: 'no audit bundle was supplied',
   BUNDLE_MALFORMED: 'the audit bundle does not have the bundle v1 shape',

@@ -21,7 +21,10 @@ export interface KindContext {
 export interface ClaimKindContext extends KindContext {
   /** Required PCR selection policy (TPM): the quote must select exactly these SHA-256 PCRs. */
   requiredPcrs?: number[];
-  /** TPMS_ATTEST of the previous claim's TPM quote, for the clock comparison (`tpm.clock`). */
+  /**
+   * TPMS_ATTEST of the previous claim's TPM quote, for the clock comparison (`tpm.clock`). Claims
+   * are in close order and quotes are taken at open, so it is not known to be the earlier quote.
+   */
   previousTpmAttest?: Uint8Array;
 }
 

@@ -6,6 +6,12 @@
  * lower clock within one reset and restart is a rollback (state restored, or a replayed quote
  * presented as newer). `safe = 0` (the clock may have been reported lower than a value the TPM
  * already reported) and a changed firmwareVersion are reported, not refused.
+ *
+ * A rollback needs the order in which the two quotes were taken. A `--previous-quote` is taken
+ * as earlier by the relying party's word. A previous claim is not: claims are numbered in close
+ * order and their quotes are taken at session open, so the previous claim's quote is later than
+ * this one whenever the sessions overlapped. Against a previous claim a quote that is before it
+ * is therefore `not-applicable` (QUOTE_ORDER_UNKNOWN), never a rollback.
  */
 import { parseTpmsAttest, type TpmsAttestQuote } from '../abi/tpm/attest.js';
 import { type CheckResult, check, fail, pass } from '../result.js';
@@ -18,17 +24,30 @@ function describe(a: TpmsAttestQuote): string {
 }
 
 /**
- * `tpm.clock`: compares this quote's TPMS_CLOCK_INFO with `previous` (TPMS_ATTEST bytes of an
- * earlier quote); pushes the `safe = 0` and firmwareVersion notes to `notes`.
+ * How `previous` is known to relate to this quote in time:
+ * - `earlier`: taken before this quote (a relying party's `--previous-quote`);
+ * - `close-order`: the quote of the claim closed before this one, taken at that session's open,
+ *   which may be before or after this quote (overlapping sessions).
+ */
+export type PreviousQuoteOrder = 'earlier' | 'close-order';
+
+/**
+ * `tpm.clock`: compares this quote's TPMS_CLOCK_INFO (TPM 2.0 Part 2 §10.11.1) with `previous`
+ * (TPMS_ATTEST bytes of another quote by the same AK); pushes the `safe = 0` and firmwareVersion
+ * notes to `notes`. `order` says whether `previous` is known to be the earlier quote.
  * - no previous: `not-applicable` (NO_PREVIOUS_QUOTE), the clock info in the detail;
  * - previous does not parse, or is by another signer: `fail` PREVIOUS_QUOTE_MALFORMED /
  *   PREVIOUS_QUOTE_OTHER_SIGNER;
- * - rollback: `fail` TPM_CLOCK_ROLLBACK; otherwise `pass`.
+ * - before `previous`: with `earlier`, `fail` TPM_CLOCK_ROLLBACK; with `close-order`,
+ *   `not-applicable` QUOTE_ORDER_UNKNOWN (an overlapping session or a rollback: claims in close
+ *   order do not say which);
+ * - otherwise `pass`.
  */
 export function clockCheck(
   current: TpmsAttestQuote | undefined,
   previous: Uint8Array | undefined,
   notes: string[],
+  order: PreviousQuoteOrder = 'earlier',
 ): CheckResult {
   if (!current) return fail(ID, 'DEPENDENCY_FAILED', 'TPMS_ATTEST did not parse');
   if (!current.clockInfo.safe) {
@@ -69,23 +88,23 @@ export function clockCheck(
   const p = prev.clockInfo;
   const c = current.clockInfo;
   const was = `previous ${describe(prev)}`;
-  if (c.resetCount < p.resetCount) {
-    return fail(ID, 'TPM_CLOCK_ROLLBACK', `resetCount went back: ${describe(current)}; ${was}`);
-  }
-  if (c.resetCount === p.resetCount && c.restartCount < p.restartCount) {
-    return fail(
+  const back =
+    c.resetCount < p.resetCount
+      ? 'resetCount went back'
+      : c.resetCount === p.resetCount && c.restartCount < p.restartCount
+        ? 'restartCount went back within one reset'
+        : c.resetCount === p.resetCount && c.restartCount === p.restartCount && c.clock < p.clock
+          ? 'clock went back within one reset and restart'
+          : null;
+  if (back && order === 'close-order') {
+    return check(
       ID,
-      'TPM_CLOCK_ROLLBACK',
-      `restartCount went back within one reset: ${describe(current)}; ${was}`,
+      'not-applicable',
+      'QUOTE_ORDER_UNKNOWN',
+      `this quote is before the previous claim's (${describe(current)}; ${was}): the previous claim closed first, but its session may have opened after this one; compare with --previous-quote, a quote known to be earlier`,
     );
   }
-  if (c.resetCount === p.resetCount && c.restartCount === p.restartCount && c.clock < p.clock) {
-    return fail(
-      ID,
-      'TPM_CLOCK_ROLLBACK',
-      `clock went back within one reset and restart: ${describe(current)}; ${was}`,
-    );
-  }
+  if (back) return fail(ID, 'TPM_CLOCK_ROLLBACK', `${back}: ${describe(current)}; ${was}`);
   const how =
     c.resetCount > p.resetCount
       ? 'after a TPM reset'

@@ -285,7 +285,8 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
     'tpm.pcr_digest': pv.problem ?? null,
   });
   out.checks.push(...q.checks);
-  if (ctx.previousTpmAttest) out.checks.push(clockCheck(q.attest, ctx.previousTpmAttest, out.notes));
+  if (ctx.previousTpmAttest)
+    out.checks.push(clockCheck(q.attest, ctx.previousTpmAttest, out.notes, 'close-order'));
   const pins = ctx.referenceValues?.tpm?.pcrs;
   if (pins) out.checks.push(pcrPinsCheck(pins, pv.values ?? [], out.checks));
   claimAnchor(tpm, q.akPublic?.key, ctx, out);
