@@ -6,6 +6,7 @@
  * over every bank the quote selects. For each: the good file, a truncated file, a flipped byte
  * in each signed region, the file under the wrong flag, and a mutation property run.
  */
+import { createPublicKey } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -162,6 +163,39 @@ describe('tpm2-tools files (swtpm, every bank)', () => {
     });
     expect(get(rsa.report, 'evidence.signature')?.reason_code).toBe('TPM_SIGNATURE_LENGTH_INVALID');
     expect((await run({ ...base(x), akParentName: undefined, akParent: cut(x.ekPub) })).code).toBe(2);
+  });
+
+  it('a TPMT_SIGNATURE cut short at any length is TPM_SIGNATURE_MALFORMED, with the AK as TPM2B_PUBLIC or as a bare key', async () => {
+    const seen = new Set<string>();
+    for (const x of Object.values(q)) {
+      const sig = readTool(x.sig);
+      for (const ak of [
+        { public: readTool(x.akTss).subarray(2) },
+        { key: createPublicKey(readTool(x.akPem)) },
+      ]) {
+        for (let len = 1; len < sig.length; len++) {
+          const r = verifyTpmEvidence({
+            attest: readTool(x.msg),
+            signature: sig.subarray(0, len),
+            signatureFormat: 'auto',
+            ak,
+          });
+          const c = r.checks.find((k) => k.id === 'tpm.signature_parse');
+          seen.add(`${c?.status} ${c?.reason_code}`);
+          expect(r.verdict).toBe('invalid');
+          expect(c, `${x.dir} cut to ${len} of ${sig.length}`).toMatchObject({
+            status: 'fail',
+            reason_code: 'TPM_SIGNATURE_MALFORMED',
+          });
+        }
+      }
+    }
+    expect([...seen]).toEqual(['fail TPM_SIGNATURE_MALFORMED']);
+    // through the CLI (auto is its default), as a failed check
+    const x = q.rsassa as ToolsQuote;
+    const cut = await run({ ...base(x), tpmSig: put(readTool(x.sig).subarray(0, 40)) });
+    expect(cut.code).toBe(1);
+    expect(get(cut.report, 'tpm.signature_parse')?.reason_code).toBe('TPM_SIGNATURE_MALFORMED');
   });
 
   it('a flipped byte in each signed region of the quote, in the signature, the AK, the parent name and every PCR value is refused', async () => {

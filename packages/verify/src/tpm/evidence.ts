@@ -9,6 +9,7 @@ import { TPM_ALG } from '../abi/tpm/constants.js';
 import { tpmFileLayout } from '../abi/tpm/files.js';
 import type { PcrSelection } from '../abi/tpm/pcr.js';
 import { parseTpmtPublic as parseAbiTpmtPublic } from '../abi/tpm/public.js';
+import { isTpmtSignatureHeader } from '../abi/tpm/signature.js';
 import { verifyAkCertChain } from '../akcert.js';
 import { verifyCel } from '../cel.js';
 import type { ClaimEvidence } from '../claim-schema.js';
@@ -99,7 +100,12 @@ function rawSignature(e: RawTpmEvidence): TpmQuoteInput['signature'] {
       );
     };
   }
-  if (fmt === 'auto' && tpmFileLayout(e.signature) === 'TPMT_SIGNATURE') return e.signature;
+  // a TPMT_SIGNATURE that does not parse (cut short) is reported as one, not read as plain
+  if (
+    fmt === 'auto' &&
+    (tpmFileLayout(e.signature) === 'TPMT_SIGNATURE' || isTpmtSignatureHeader(e.signature))
+  )
+    return e.signature;
   return () => {
     if (!('public' in e.ak)) {
       throw new AbiError(

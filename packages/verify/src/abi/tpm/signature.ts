@@ -39,3 +39,28 @@ export function parseTpmtSignature(bytes: Uint8Array): TpmtSignature {
   r.end();
   return { sigAlg, hashAlg, sig };
 }
+
+/** The smallest plain signature: a DER ECDSA-Sig-Value {r, s} of one-byte INTEGERs (RFC 3279 §2.2.3). */
+const MIN_PLAIN_SIGNATURE_BYTES = 8;
+const HEADER_HASHES: ReadonlySet<number> = new Set([
+  TPM_ALG.SHA1,
+  TPM_ALG.SHA256,
+  TPM_ALG.SHA384,
+  TPM_ALG.SHA512,
+]);
+
+/**
+ * Whether bytes of unknown form are to be read as TPMT_SIGNATURE (TPM 2.0 Part 2 §11.3.4) even
+ * when they do not parse as one: they begin with its header — sigAlg RSASSA, RSAPSS or ECDSA,
+ * then a SHA-1/256/384/512 hash (or end before the hash) — or are shorter than any plain
+ * signature. A TPMT_SIGNATURE cut short is then reported as a malformed TPMT_SIGNATURE, not read
+ * as a plain signature whose scheme nothing names. A plain RSA signature that happens to begin so
+ * is taken with an explicit plain format.
+ */
+export function isTpmtSignatureHeader(bytes: Uint8Array): boolean {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b.length < MIN_PLAIN_SIGNATURE_BYTES) return true;
+  const sigAlg = b.readUInt16BE(0);
+  if (sigAlg !== TPM_ALG.RSASSA && sigAlg !== TPM_ALG.RSAPSS && sigAlg !== TPM_ALG.ECDSA) return false;
+  return HEADER_HASHES.has(b.readUInt16BE(2));
+}
