@@ -565,6 +565,31 @@ describe.skipIf(!hasVectors())('cmcp verify-evidence --event-log', () => {
     expect(report.verdict).not.toBe('hardware-attested');
   });
 
+  it('alone: the report has its fields — every replayed PCR as eventlog.pcr.<bank>.<index>, unverified (JSON and text)', async () => {
+    const j = await run({ eventLog: vectorPath(...DIR, UB), json: true, require: 'signed-only' });
+    const report = JSON.parse(j.out);
+    const want = Object.entries(expected().logs[UB]?.final_pcrs ?? {}).flatMap(([bank, pcrs]) =>
+      Object.entries(pcrs).map(([i, value]) => ({
+        name: `eventlog.pcr.${bank}.${i}`,
+        value,
+        verified: false,
+      })),
+    );
+    expect(want.length).toBeGreaterThan(30);
+    expect(report.fields).toEqual(want);
+    const t = await run({ eventLog: vectorPath(...DIR, UB), require: 'signed-only' });
+    expect(t.out).toMatch(/Fields \(verified = /);
+    expect(t.out).toMatch(
+      /UNVERIFIED +eventlog\.pcr\.sha256\.0 +50597a27846e91d025eef597abbc89f72bff9af849094db97b0684d8bc4c515e/,
+    );
+    // a log that does not replay has no values to list: the section is there, empty
+    const b = read(UB);
+    const cut = JSON.parse(
+      (await run({ eventLog: put('trunc-f.bin', b.subarray(0, b.length - 10)), json: true })).out,
+    );
+    expect(cut.fields).toEqual([]);
+  });
+
   it('alone: a truncated log → exit 1, EVENTLOG_TRUNCATED', async () => {
     const b = read(UB);
     const r = await run({ eventLog: put('trunc.bin', b.subarray(0, b.length - 10)) });

@@ -6,7 +6,7 @@
  * is run through the registry (kinds.ts); the glue here is shared by all of them.
  */
 
-import { markFields } from './common/fields.js';
+import { markFields, tpmFields } from './common/fields.js';
 import type { RawEvidenceOptions } from './common/raw.js';
 import { verifyEventLog } from './eventlog.js';
 import { EVIDENCE_KINDS, type RawEvidenceByKind } from './kinds.js';
@@ -122,8 +122,9 @@ export interface RawEventLogEvidence {
 
 /**
  * Parses and replays an event log without a quote: checks `eventlog.parse` and `eventlog.pcrs`
- * (not-applicable), the replayed PCRs in `event_log`. Nothing signs a log, so the verdict is at
- * best `signed-only` (meaning here: no hardware signature was checked). Never throws.
+ * (not-applicable), the replayed PCRs in `event_log` and as `fields` (`eventlog.pcr.<bank>.<index>`,
+ * unverified; TCG PC Client Platform Firmware Profile §10). Nothing signs a log, so the verdict is
+ * at best `signed-only` (meaning here: no hardware signature was checked). Never throws.
  */
 export function verifyEventLogEvidence(e: RawEventLogEvidence): VerificationReport {
   return guarded(() => {
@@ -137,11 +138,13 @@ export function verifyEventLogEvidence(e: RawEventLogEvidence): VerificationRepo
         'an event log is not signed: give the quote (--tpm-quote, --pcrs-file) to compare it with',
       ),
     ];
+    // The replayed PCRs are fields like any other, never verified: nothing signs a log.
     const r: VerificationReport = {
       verdict: computeVerdict(checks),
       checks,
       anchors_used: [],
       notes: [...el.notes],
+      fields: markFields(tpmFields(undefined, [], el.summary), checks),
     };
     if (el.summary) r.event_log = el.summary;
     return r;
