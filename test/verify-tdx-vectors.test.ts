@@ -518,6 +518,25 @@ describe.skipIf(!hasVectors())('tdx/collateral', () => {
     expect(get(r.checks, 'tdx.tcb_info').reason_code).toBe('COLLATERAL_EXPIRED');
   });
 
+  it('negative: a CRL whose unsigned outer signatureAlgorithm is altered (tag 0x30→0xB0, length 10→8) is malformed, though tbsCertList and its signature are intact', () => {
+    const root = Buffer.from(read(C, 'rootcrl.der'));
+    expect(root.subarray(207, 211).toString('hex')).toBe('300a0608'); // signatureAlgorithm SEQUENCE
+    root[207] = 0xb0;
+    const pck = Buffer.from(read(C, 'pckcrl'));
+    expect(pck.subarray(2576, 2580).toString('hex')).toBe('300a0608');
+    pck[2577] = 0x08;
+    for (const [k, b] of [
+      ['rootCrl', root],
+      ['pckCrl', pck],
+    ] as const) {
+      const r = runCollateral({ ...collateral(), [k]: b });
+      expect(get(r.checks, 'tdx.crl'), k).toMatchObject({
+        status: 'fail',
+        reason_code: 'COLLATERAL_MALFORMED',
+      });
+    }
+  });
+
   it('negative: the PCK CRL verified under the Root CA instead of the Platform CA → invalid', () => {
     const r = runCollateral({ rootCrl: read(C, 'pckcrl') });
     expect(get(r.checks, 'tdx.crl').reason_code).toBe('COLLATERAL_SIGNATURE_INVALID');

@@ -4,6 +4,7 @@
  */
 import 'reflect-metadata';
 import * as px from '@peculiar/x509';
+import * as asn1js from 'asn1js';
 import { verifyWithKey } from '../crypto/signatures.js';
 import { type Cert, pemBlocks, sha256hex } from '../x509.js';
 import { CollateralError } from './collateral-json.js';
@@ -32,10 +33,31 @@ export function parseCrl(bytes: Uint8Array): RawCrl {
   return crl;
 }
 
+/**
+ * The CRL is DER exactly (RFC 5280 §5.1, X.690 §10): one CertificateList SEQUENCE that
+ * re-encodes to the same bytes, whose signatureAlgorithm equals tbsCertList.signature
+ * (§5.1.1.2). The outer algorithm is not signed: without this, bytes outside tbsCertList could
+ * change and the CRL still verify.
+ */
+function strictCrlDer(der: Buffer): void {
+  const parsed = asn1js.fromBER(new Uint8Array(der));
+  const list = parsed.result;
+  if (parsed.offset !== der.length || !(list instanceof asn1js.Sequence)) throw new Error('not one SEQUENCE');
+  if (!Buffer.from(list.toBER()).equals(der)) throw new Error('not DER');
+  const [tbs, outerAlg] = list.valueBlock.value;
+  if (!(tbs instanceof asn1js.Sequence) || !(outerAlg instanceof asn1js.Sequence))
+    throw new Error('not a CertificateList');
+  const fields = tbs.valueBlock.value;
+  const innerAlg = fields[0] instanceof asn1js.Integer ? fields[1] : fields[0];
+  if (!innerAlg || !Buffer.from(innerAlg.toBER()).equals(Buffer.from(outerAlg.toBER())))
+    throw new Error('signatureAlgorithm differs from tbsCertList.signature');
+}
+
 export function parseCrlUncached(buf: Buffer): RawCrl {
   try {
     const der = buf[0] === 0x30 ? buf : pemBlocks(buf.toString('latin1'), 'X509 CRL')[0];
     if (!der) throw new Error('empty');
+    strictCrlDer(der);
     const crl = new RawCrl(der);
     if (!Buffer.from(crl.rawData).equals(der)) throw new Error('trailing or re-encoded bytes');
     return crl;
