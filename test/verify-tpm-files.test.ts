@@ -1,10 +1,11 @@
 /**
- * TPM files as tpm2-tools writes them (issue 13 item 2), built with the real binaries against
+ * TPM files as tpm2-tools writes them, built with the real binaries against
  * swtpm with the SHA-1/256/384/512 banks allocated: the AK as TPM2B_PUBLIC / TPMT_PUBLIC / PEM /
  * DER, its parent as the EK's qualified name or public area, TPMT_SIGNATURE and `-f plain`
  * signatures (ECDSA, RSASSA, RSAPSS), and PCR values from `tpm2_quote -o` and `tpm2_pcrread -o`
  * over every bank the quote selects. For each: the good file, a truncated file, a flipped byte
- * in each signed region, the file under the wrong flag, and a mutation property run.
+ * in each signed region, the file under the wrong flag, a TPMT_SIGNATURE cut at every length, and
+ * a mutation property run.
  */
 import { createPublicKey } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
