@@ -2,17 +2,24 @@
  * `tpm.clock` across claims of one gateway on swtpm. Claims are numbered in close order and each
  * quote is taken at session open, so when sessions overlap the previous claim's quote is later
  * than this claim's. Every interleaving of opens and closes must verify against its previous
- * claim; a quote presented as newer than a later quote of the same TPM (`--previous-quote`, whose
- * order the relying party asserts) is still a rollback.
+ * claim. A rollback is still refused where the order is known: a session opened after the
+ * previous claim was issued (its preimage's opened_after_claim) whose quote is before that
+ * claim's — made real by restoring the swtpm state to an earlier copy — and a quote presented as
+ * newer than a later quote of the same TPM (`--previous-quote`, whose order the relying party
+ * asserts).
  */
 import { createHash } from 'node:crypto';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { verifyTpmEvidence } from '@cmcp/verify/evidence';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
-import { startSwtpm } from '../testing/vitest-swtpm.js';
+import { type SwtpmInstance, startSwtpm as startSwtpmCore } from '../testing/swtpm.js';
+import { startSwtpm, swtpmRunContext } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
@@ -50,12 +57,18 @@ async function close(sid: string): Promise<Claim> {
   expect(r.status).toBe(200);
   return r.body as Claim;
 }
-/** TPMS_CLOCK_INFO.clock of a claim's quote (TPM 2.0 Part 2 §10.12.8: after qualifiedSigner and extraData). */
-function quoteClock(c: Claim): bigint {
+/** TPMS_CLOCK_INFO of a claim's quote (TPM 2.0 Part 2 §10.12.8: after qualifiedSigner and extraData). */
+function clockInfo(c: Claim): { clock: bigint; resetCount: number; restartCount: number } {
   const a = Buffer.from(fromB64u(c.evidence.tpm?.attest ?? ''));
   const at = 6 + 2 + a.readUInt16BE(6);
-  return a.readBigUInt64BE(at + 2 + a.readUInt16BE(at));
+  const ci = at + 2 + a.readUInt16BE(at);
+  return {
+    clock: a.readBigUInt64BE(ci),
+    resetCount: a.readUInt32BE(ci + 8),
+    restartCount: a.readUInt32BE(ci + 12),
+  };
 }
+const quoteClock = (c: Claim): bigint => clockInfo(c).clock;
 const clockCheck = (claim: Claim, previousClaim: Claim) =>
   verifyClaim(claim, { previousClaim }).checks.find((c) => c.id === 'tpm.clock');
 
@@ -69,17 +82,26 @@ describe('tpm.clock against the previous claim: any close order of real swtpm se
     ['A, B, C open; C, B, A close', ['oA', 'oB', 'oC', 'cC', 'cB', 'cA'], 2],
     ['A opens, B opens, B closes, C opens, A closes, C closes', ['oA', 'oB', 'cB', 'oC', 'cA', 'cC'], 1],
   ];
+  let lastIssued: number | null = null;
   for (const [name, steps, expectedOverlaps] of scripts) {
     it(name, async () => {
       const sids = new Map<string, string>();
       const opened: string[] = [];
       const claims: [string, Claim][] = [];
+      const openedAfter = new Map<string, number | null>();
       for (const s of steps) {
         const who = s.slice(1);
         if (s[0] === 'o') {
+          openedAfter.set(who, lastIssued);
           sids.set(who, await open());
           opened.push(who);
-        } else claims.push([who, await close(sids.get(who) as string)]);
+        } else {
+          const claim = await close(sids.get(who) as string);
+          claims.push([who, claim]);
+          // the preimage names the newest claim issued when the session opened
+          expect(claim.binding.preimage.opened_after_claim).toBe(openedAfter.get(who));
+          lastIssued = claim.claim_sequence;
+        }
       }
       let overlapped = 0;
       for (let i = 1; i < claims.length; i++) {
@@ -97,6 +119,9 @@ describe('tpm.clock against the previous claim: any close order of real swtpm se
           expect(c).toMatchObject({ status: 'not-applicable', reason_code: 'QUOTE_ORDER_UNKNOWN' });
         } else {
           expect(c?.status).toBe('pass');
+          // opened after the previous claim was issued: compared as the later quote
+          if ((cur.binding.preimage.opened_after_claim ?? -1) >= prev.claim_sequence)
+            expect(c?.detail).toMatch(/not before the previous quote/);
         }
       }
       expect(overlapped).toBe(expectedOverlaps);
@@ -130,4 +155,75 @@ describe('a real rollback is still refused', () => {
     expect(clock(first, second)).toMatchObject({ status: 'fail', reason_code: 'TPM_CLOCK_ROLLBACK' });
     expect(clock(first, second)?.detail).toMatch(/clock went back within one reset and restart/);
   });
+});
+
+describe('a real rollback across claims: the swtpm state restored to an earlier copy', () => {
+  it('a session opened after the previous claim was issued, quoted by a TPM whose state went back → TPM_CLOCK_ROLLBACK', async () => {
+    const ctx = await swtpmRunContext();
+    const work = mkdtempSync(join(tmpdir(), 'cmcp-rollback-'));
+    const state = join(work, 'state');
+    const saved = join(work, 'saved');
+    cpSync(ctx.templateStateDir, state, { recursive: true });
+    rmSync(join(state, '.lock'), { force: true });
+    const upstream = await startCountingServer();
+    let sw: SwtpmInstance | undefined;
+    let g: Gateway | undefined;
+    const cfgDir = mkdtempSync(join(tmpdir(), 'cmcp-rollback-gw-'));
+    // one gateway database throughout; each start names the running swtpm
+    const start = async () => {
+      sw = await startSwtpmCore({ stateDir: state, pidRegistryDir: ctx.pidRegistryDir });
+      const c = await writeConfig({
+        dir: cfgDir,
+        upstreams: [{ name: 'c', transport: 'http', url: upstream.url }],
+        attestation: { provider: 'tpm', tcti: sw.tcti, ak_algorithm: 'ecc-p256', pcrs: [0, 1, 2, 7] },
+      });
+      g = await startInProcess(c);
+      return g;
+    };
+    const stop = async () => {
+      await g?.close();
+      await sw?.stop();
+      g = undefined;
+      sw = undefined;
+    };
+    const session = async (gw: Gateway): Promise<Claim> => {
+      const s = await rest(gw.url, TOKEN, 'POST', '/sessions', {});
+      expect(s.status).toBe(201);
+      const r = await rest(gw.url, TOKEN, 'POST', `/sessions/${s.body.session_id as string}/close`);
+      expect(r.status).toBe(200);
+      return r.body as Claim;
+    };
+    try {
+      // first start: the instance AK is made persistent in the TPM state; that state is the copy
+      await session(await start());
+      await stop();
+      cpSync(state, saved, { recursive: true });
+      // the TPM runs on: a session quoted well after start-up
+      const gw2 = await start();
+      await pause(3000);
+      const x = await session(gw2);
+      await stop();
+      // the state is put back: the same reset epoch again, its clock from the copy
+      rmSync(state, { recursive: true, force: true });
+      cpSync(saved, state, { recursive: true });
+      const y = await session(await start());
+      await stop();
+      const [cx, cy] = [clockInfo(x), clockInfo(y)];
+      expect(y.claim_sequence).toBe(x.claim_sequence + 1);
+      expect(y.binding.preimage.opened_after_claim).toBe(x.claim_sequence);
+      expect([cy.resetCount, cy.restartCount]).toEqual([cx.resetCount, cx.restartCount]);
+      expect(cy.clock).toBeLessThan(cx.clock);
+      const r = verifyClaim(y, { previousClaim: x });
+      expect(r.checks.find((c) => c.id === 'tpm.clock')).toMatchObject({
+        status: 'fail',
+        reason_code: 'TPM_CLOCK_ROLLBACK',
+      });
+      expect(r.verdict).toBe('invalid');
+    } finally {
+      await stop();
+      await upstream.close();
+      rmSync(work, { recursive: true, force: true });
+      cleanup(cfgDir);
+    }
+  }, 60_000);
 });

@@ -17,13 +17,18 @@ import { type AttestationProvider, type AttestationTier, BindingError } from '..
 import type { BindingBatcher } from './binding-batcher.js';
 import type { SessionFacts } from './types.js';
 
-/** The binding preimage of a session's chain root under the key with `keyThumbprint` (base64url). */
+/**
+ * The binding preimage of a session's chain root under the key with `keyThumbprint` (base64url).
+ * `openedAfterClaim`: the newest claim's claim_sequence, read before the session is quoted (null:
+ * none, or not read), so a verifier knows which earlier claims' quotes precede this one.
+ */
 export function sessionPreimage(
   sessionId: string,
   chainRoot: string,
   keyThumbprint: string,
   facts: SessionFacts,
   challenge: string | null,
+  openedAfterClaim: number | null = null,
 ): SessionBindingPreimage {
   return {
     domain: 'cmcp.session-binding',
@@ -35,6 +40,7 @@ export function sessionPreimage(
     policy_bundle_hash: facts.policyBundleHash,
     catalog_hash: facts.catalogHash,
     challenge,
+    opened_after_claim: openedAfterClaim,
   };
 }
 

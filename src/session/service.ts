@@ -10,7 +10,7 @@ import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
-import { type ChainSummary, issueClaim, issueClaimFrom, storedClaim } from '../claim/build.js';
+import { type ChainSummary, claimTip, issueClaim, issueClaimFrom, storedClaim } from '../claim/build.js';
 import { type ClaimTextPieces, storedClaimPieces } from '../claim/parts.js';
 import { warmClaimSigning } from '../claim/sign.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
@@ -111,7 +111,9 @@ export class SessionService {
       return e.entry_hash;
     });
 
-    const preimage = sessionPreimage(sessionId, root, thumb, this.facts, opts.challenge ?? null);
+    // read before the quote: every claim up to it was quoted before this session's binding
+    const openedAfter = claimTip(this.db)?.claim_sequence ?? null;
+    const preimage = sessionPreimage(sessionId, root, thumb, this.facts, opts.challenge ?? null, openedAfter);
     const record = await bindSession(this.binder, this.provider, preimage, this.log);
     const evidence = record.evidence;
     await immediateAsync(this.db, () => {

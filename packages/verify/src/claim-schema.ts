@@ -51,6 +51,8 @@ const claimBodySchema = z.object({
       policy_bundle_hash: z.string().nullable(),
       catalog_hash: z.string().nullable(),
       challenge: z.string().nullable(),
+      /** Absent in preimages made before it (docs/spec/binding.md#binding-preimage). */
+      opened_after_claim: int0.nullable().optional(),
     }),
     /**
      * A batched binding (docs/spec/binding.md#batched-bindings); absent in single-binding claims.

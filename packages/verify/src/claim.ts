@@ -23,7 +23,7 @@ import {
   replicasClaimSchema,
 } from './claim-schema.js';
 import { type FieldSource, markFields } from './common/fields.js';
-import { tryB64u } from './common/kind.js';
+import { type ClaimKindContext, tryB64u } from './common/kind.js';
 import { jwkThumbprint } from './format/binding.js';
 import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
@@ -453,7 +453,7 @@ function verifyEvidence(
     at: opts.now ?? new Date(),
     ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
     ...(opts.requiredPcrs ? { requiredPcrs: opts.requiredPcrs } : {}),
-    ...previousTpmAttest(opts.previousClaim),
+    ...previousTpmAttest(opts.previousClaim, c.binding.preimage.opened_after_claim),
   });
   checks.push(...r.checks);
   anchors.push(...r.anchors);
@@ -464,13 +464,26 @@ function verifyEvidence(
 /**
  * The previous claim's TPM quote (TPMS_ATTEST), for `tpm.clock`; none when the previous claim
  * carries no TPM quote (then `tpm.clock` is not reported). Bytes that are not base64url are
- * passed as empty, which the clock check reports as not parsing.
+ * passed as empty, which the clock check reports as not parsing. Its quote is known to be the
+ * earlier one only when this session opened after the previous claim was issued
+ * (`opened_after_claim` ≥ its claim_sequence, bound in this quote's preimage).
  */
-function previousTpmAttest(previousClaim: unknown): { previousTpmAttest?: Uint8Array } {
-  const attest = (previousClaim as { evidence?: { tpm?: { attest?: unknown } | null } } | null | undefined)
-    ?.evidence?.tpm?.attest;
+function previousTpmAttest(
+  previousClaim: unknown,
+  openedAfterClaim: number | null | undefined,
+): Pick<ClaimKindContext, 'previousTpmAttest' | 'previousTpmAttestOrder'> {
+  const prev = previousClaim as
+    | { evidence?: { tpm?: { attest?: unknown } | null }; claim_sequence?: unknown }
+    | null
+    | undefined;
+  const attest = prev?.evidence?.tpm?.attest;
   if (typeof attest !== 'string') return {};
-  return { previousTpmAttest: tryB64u(attest) ?? Buffer.alloc(0) };
+  const seq = prev?.claim_sequence;
+  const earlier = typeof openedAfterClaim === 'number' && typeof seq === 'number' && seq <= openedAfterClaim;
+  return {
+    previousTpmAttest: tryB64u(attest) ?? Buffer.alloc(0),
+    previousTpmAttestOrder: earlier ? 'earlier' : 'close-order',
+  };
 }
 
 /** A claim that says its hardware binding is absent: the hardware checks are `absent`. */

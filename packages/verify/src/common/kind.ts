@@ -6,6 +6,7 @@
 import type { ClaimEvidence } from '../claim-schema.js';
 import { fromB64u } from '../format/canonical.js';
 import type { AnchorUsed, CheckResult, EventLogSummary } from '../result.js';
+import type { PreviousQuoteOrder } from '../tpm/clock.js';
 import type { ReferenceValues, TeeType, TrustStore } from '../trust.js';
 import type { FieldSource } from './fields.js';
 
@@ -21,11 +22,14 @@ export interface KindContext {
 export interface ClaimKindContext extends KindContext {
   /** Required PCR selection policy (TPM): the quote must select exactly these SHA-256 PCRs. */
   requiredPcrs?: number[];
-  /**
-   * TPMS_ATTEST of the previous claim's TPM quote, for the clock comparison (`tpm.clock`). Claims
-   * are in close order and quotes are taken at open, so it is not known to be the earlier quote.
-   */
+  /** TPMS_ATTEST of the previous claim's TPM quote, for the clock comparison (`tpm.clock`). */
   previousTpmAttest?: Uint8Array;
+  /**
+   * Whether that quote is known to precede this one (`earlier`: this session opened after the
+   * previous claim was issued), or not (`close-order`: claims are in close order, quotes taken
+   * at open). Default `close-order`.
+   */
+  previousTpmAttestOrder?: PreviousQuoteOrder;
 }
 
 /** What a kind's entry returns. */

@@ -27,6 +27,13 @@ export interface SessionBindingPreimage {
   catalog_hash: string | null;
   /** Verifier nonce (base64url) or null. */
   challenge: string | null;
+  /**
+   * claim_sequence of the newest claim of the gateway database when the session opened (read
+   * before its quote), or null when there was none or it was not read. Every claim up to it
+   * closed, and so was quoted, before this session's quote: the order `tpm.clock` needs
+   * (docs/spec/claims.md#quote-order-and-the-tpm-clock). Absent in preimages made before it.
+   */
+  opened_after_claim?: number | null;
 }
 
 /**

@@ -8,10 +8,11 @@
  * already reported) and a changed firmwareVersion are reported, not refused.
  *
  * A rollback needs the order in which the two quotes were taken. A `--previous-quote` is taken
- * as earlier by the relying party's word. A previous claim is not: claims are numbered in close
- * order and their quotes are taken at session open, so the previous claim's quote is later than
- * this one whenever the sessions overlapped. Against a previous claim a quote that is before it
- * is therefore `not-applicable` (QUOTE_ORDER_UNKNOWN), never a rollback.
+ * as earlier by the relying party's word. A previous claim's is earlier only when this session
+ * opened after that claim was issued (the preimage's `opened_after_claim`, bound in this quote):
+ * claims are numbered in close order and their quotes are taken at session open, so otherwise
+ * the previous claim's quote is later than this one whenever the sessions overlapped, and a
+ * quote before it is `not-applicable` (QUOTE_ORDER_UNKNOWN), never a rollback.
  */
 import { parseTpmsAttest, type TpmsAttestQuote } from '../abi/tpm/attest.js';
 import { type CheckResult, check, fail, pass } from '../result.js';
@@ -25,7 +26,8 @@ function describe(a: TpmsAttestQuote): string {
 
 /**
  * How `previous` is known to relate to this quote in time:
- * - `earlier`: taken before this quote (a relying party's `--previous-quote`);
+ * - `earlier`: taken before this quote (a relying party's `--previous-quote`, or the previous
+ *   claim's quote when this session opened after that claim was issued);
  * - `close-order`: the quote of the claim closed before this one, taken at that session's open,
  *   which may be before or after this quote (overlapping sessions).
  */
@@ -101,7 +103,7 @@ export function clockCheck(
       ID,
       'not-applicable',
       'QUOTE_ORDER_UNKNOWN',
-      `this quote is before the previous claim's (${describe(current)}; ${was}): the previous claim closed first, but its session may have opened after this one; compare with --previous-quote, a quote known to be earlier`,
+      `this quote is before the previous claim's (${describe(current)}; ${was}): the previous claim closed first, but this session opened before it was issued (opened_after_claim), so its session may have opened after this one; compare with --previous-quote, a quote known to be earlier`,
     );
   }
   if (back) return fail(ID, 'TPM_CLOCK_ROLLBACK', `${back}: ${describe(current)}; ${was}`);

@@ -292,7 +292,9 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
   });
   out.checks.push(...q.checks);
   if (ctx.previousTpmAttest)
-    out.checks.push(clockCheck(q.attest, ctx.previousTpmAttest, out.notes, 'close-order'));
+    out.checks.push(
+      clockCheck(q.attest, ctx.previousTpmAttest, out.notes, ctx.previousTpmAttestOrder ?? 'close-order'),
+    );
   const pins = ctx.referenceValues?.tpm?.pcrs;
   if (pins) out.checks.push(pcrPinsCheck(pins, pv.values ?? [], out.checks));
   claimAnchor(tpm, q.akPublic?.key, ctx, out);
