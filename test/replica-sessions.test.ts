@@ -124,6 +124,21 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
     await expect(s(2).resolve('alice', created.session_id)).rejects.toMatchObject({ code: 'SESSION_CLOSED' });
   }, 60_000);
 
+  it('each preimage names the newest claim of the shared chain when its session opened, whichever replica issued it', async () => {
+    const a = await s(0).create('alice');
+    const b = await s(1).create('alice');
+    const claimB = await s(2).close('alice', b.session_id);
+    const c = await s(2).create('alice');
+    const claimA = await s(1).close('alice', a.session_id);
+    const claimC = await s(0).close('alice', c.session_id);
+    expect(claimB.binding.preimage.opened_after_claim).toBe(claimA.binding.preimage.opened_after_claim);
+    expect(claimC.binding.preimage.opened_after_claim).toBe(claimB.claim_sequence);
+    expect(claimA.claim_sequence).toBe(claimB.claim_sequence + 1);
+    expect(claimC.claim_sequence).toBe(claimA.claim_sequence + 1);
+    for (const x of [claimA, claimB, claimC])
+      expect(verifyClaim(x).checks.filter((k) => k.status === 'fail')).toEqual([]);
+  }, 60_000);
+
   it("another agent's session is unknown through every replica; an open one has no claim yet", async () => {
     const created = await s(2).create('alice');
     for (const i of [0, 1, 2]) {

@@ -67,12 +67,15 @@ export class ReplicaSessions {
       provider: this.provider.name,
       keyThumbprint: thumb,
     });
+    // read before the quote: every claim up to it was quoted before this session's binding
+    const openedAfter = await this.store.newestClaimSequence();
     const preimage = sessionPreimage(
       sessionId,
       genesis.entry_hash,
       thumb,
       this.facts,
       opts.challenge ?? null,
+      openedAfter,
     );
     const record = await bindSession(this.binder, this.provider, preimage, this.log);
     const evidence = record.evidence;

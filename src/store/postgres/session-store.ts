@@ -97,6 +97,14 @@ export class PostgresSessionStore {
    * @throws (rejects) LeaseLostError (LEASE_LOST); pg errors (a session_id taken: 23505) —
    *   nothing written in either case.
    */
+  /**
+   * claim_sequence of the newest claim, or null before the first: read when a session opens,
+   * before its binding is quoted (the preimage's `opened_after_claim`, docs/spec/binding.md).
+   */
+  async newestClaimSequence(): Promise<number | null> {
+    return (await claimChainTip(this.pool))?.claim_sequence ?? null;
+  }
+
   openSession(o: OpenSession): Promise<AuditEntry> {
     return fencedTransaction(this.pool, this.fence, async (client) => {
       const e = await appendEntry(
@@ -318,7 +326,7 @@ async function lockSession(client: pg.ClientBase, sessionId: string): Promise<st
   return r.rows[0]?.status;
 }
 
-async function claimChainTip(client: pg.ClientBase): Promise<ClaimTip | undefined> {
+async function claimChainTip(client: pg.Pool | pg.ClientBase): Promise<ClaimTip | undefined> {
   // Ordered by the BIGINT column: an output column of the same name (the ::text cast) would
   // be what ORDER BY sorts, as text ('9' after '10').
   const r = await client.query<{ seq: string; claim_hash: string }>(
