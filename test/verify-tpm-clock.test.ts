@@ -164,8 +164,10 @@ describe('verify-evidence --previous-quote', () => {
 
 describe('verify --previous-claim: the previous claim’s TPM quote', () => {
   let pki: AkPki;
+  let pki2: AkPki;
   beforeAll(async () => {
     pki = await makeAkPki();
+    pki2 = await makeAkPki();
   });
   it('tpm.clock compares with the previous claim’s quote; a previous claim with a later resetCount is not a rollback (its session may have opened later)', () => {
     const claim = claimWithAkChain(pki, []);
@@ -193,6 +195,10 @@ describe('verify --previous-claim: the previous claim’s TPM quote', () => {
       previousAttest: later,
     });
     expect(raw.checks.find((c) => c.id === 'tpm.clock')?.reason_code).toBe('TPM_CLOCK_ROLLBACK');
+    // a previous claim quoted by another AK (another replica's TPM): nothing to compare, not a failure
+    const other = claimWithAkChain(pki2, []);
+    const o = verifyClaim(claim, { previousClaim: other }).checks.find((c) => c.id === 'tpm.clock');
+    expect(o).toMatchObject({ status: 'not-applicable', reason_code: 'PREVIOUS_QUOTE_OTHER_SIGNER' });
     // without a previous claim there is no clock check
     expect(verifyClaim(claim).checks.find((c) => c.id === 'tpm.clock')).toBeUndefined();
   });

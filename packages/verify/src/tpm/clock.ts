@@ -38,8 +38,10 @@ export type PreviousQuoteOrder = 'earlier' | 'close-order';
  * (TPMS_ATTEST bytes of another quote by the same AK); pushes the `safe = 0` and firmwareVersion
  * notes to `notes`. `order` says whether `previous` is known to be the earlier quote.
  * - no previous: `not-applicable` (NO_PREVIOUS_QUOTE), the clock info in the detail;
- * - previous does not parse, or is by another signer: `fail` PREVIOUS_QUOTE_MALFORMED /
- *   PREVIOUS_QUOTE_OTHER_SIGNER;
+ * - previous does not parse: `fail` PREVIOUS_QUOTE_MALFORMED;
+ * - previous is by another signer: a relying party's quote, `fail` PREVIOUS_QUOTE_OTHER_SIGNER; a
+ *   previous claim's (`fromClaim`: another replica's TPM, or a recreated AK), `not-applicable`
+ *   with that reason — nothing to compare, nothing wrong;
  * - before `previous`: with `earlier`, `fail` TPM_CLOCK_ROLLBACK; with `close-order`,
  *   `not-applicable` QUOTE_ORDER_UNKNOWN (an overlapping session or a rollback: claims in close
  *   order do not say which);
@@ -50,6 +52,7 @@ export function clockCheck(
   previous: Uint8Array | undefined,
   notes: string[],
   order: PreviousQuoteOrder = 'earlier',
+  fromClaim = false,
 ): CheckResult {
   if (!current) return fail(ID, 'DEPENDENCY_FAILED', 'TPMS_ATTEST did not parse');
   if (!current.clockInfo.safe) {
@@ -76,6 +79,14 @@ export function clockCheck(
     );
   }
   if (!prev.qualifiedSigner.equals(current.qualifiedSigner)) {
+    if (fromClaim) {
+      return check(
+        ID,
+        'not-applicable',
+        'PREVIOUS_QUOTE_OTHER_SIGNER',
+        "the previous claim's quote is by another AK (another replica's TPM, or a new AK): its clock says nothing of this one",
+      );
+    }
     return fail(
       ID,
       'PREVIOUS_QUOTE_OTHER_SIGNER',

@@ -293,7 +293,13 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
   out.checks.push(...q.checks);
   if (ctx.previousTpmAttest)
     out.checks.push(
-      clockCheck(q.attest, ctx.previousTpmAttest, out.notes, ctx.previousTpmAttestOrder ?? 'close-order'),
+      clockCheck(
+        q.attest,
+        ctx.previousTpmAttest,
+        out.notes,
+        ctx.previousTpmAttestOrder ?? 'close-order',
+        true,
+      ),
     );
   const pins = ctx.referenceValues?.tpm?.pcrs;
   if (pins) out.checks.push(pcrPinsCheck(pins, pv.values ?? [], out.checks));
