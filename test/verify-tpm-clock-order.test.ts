@@ -9,13 +9,15 @@
  * asserts).
  */
 import { createHash } from 'node:crypto';
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify/claim';
+import { runVerify } from '@cmcp/verify/cli/claim';
 import { verifyTpmEvidence } from '@cmcp/verify/evidence';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
+import type { VerificationReport } from '@cmcp/verify/result';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type SwtpmInstance, startSwtpm as startSwtpmCore } from '../testing/swtpm.js';
@@ -69,6 +71,23 @@ function clockInfo(c: Claim): { clock: bigint; resetCount: number; restartCount:
   };
 }
 const quoteClock = (c: Claim): bigint => clockInfo(c).clock;
+const cliDir = mkdtempSync(join(tmpdir(), 'cmcp-clock-cli-'));
+afterAll(() => rmSync(cliDir, { recursive: true, force: true }));
+async function verifyCli(claim: Claim, previous: Claim) {
+  const put = (c: Claim) => {
+    const p = join(cliDir, `claim-${c.claim_sequence}.json`);
+    writeFileSync(p, JSON.stringify(c));
+    return p;
+  };
+  let out = '';
+  let err = '';
+  const code = await runVerify(
+    put(claim),
+    { previousClaim: put(previous), json: true, require: 'hardware-unanchored' },
+    { stdout: (t) => (out += t), stderr: (t) => (err += t) },
+  );
+  return { code, err, report: JSON.parse(out || '{"checks":[]}') as VerificationReport };
+}
 const clockCheck = (claim: Claim, previousClaim: Claim) =>
   verifyClaim(claim, { previousClaim }).checks.find((c) => c.id === 'tpm.clock');
 
@@ -110,6 +129,12 @@ describe('tpm.clock against the previous claim: any close order of real swtpm se
         const r = verifyClaim(cur, { previousClaim: prev });
         expect(r.checks.filter((c) => c.status === 'fail')).toEqual([]);
         expect(r.verdict).toBe('hardware-unanchored');
+        // and through `cmcp verify --previous-claim`
+        const cli = await verifyCli(cur, prev);
+        expect(cli.code, cli.err).toBe(0);
+        expect(cli.report.checks.find((c) => c.id === 'tpm.clock')?.status).toBe(
+          r.checks.find((c) => c.id === 'tpm.clock')?.status,
+        );
         // this claim's session opened before the previous claim's: its quote is the earlier one
         const openedFirst = opened.indexOf(cw) < opened.indexOf(pw);
         expect(quoteClock(cur) < quoteClock(prev)).toBe(openedFirst);
