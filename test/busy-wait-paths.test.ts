@@ -188,7 +188,7 @@ describe('a server-to-client request while another process holds the write lock'
   });
 
   it('sampling/createMessage: its sampling_relay entry waits awaited; the call completes', async () => {
-    const clientSessionId = gw.clientSessions.open('alice', '2025-11-25').id;
+    const clientSessionId = gw.clientSessions.open('alice', '2025-11-25', undefined, { sampling: {} }).id;
     let lock: ReturnType<typeof holdLock> | null = null;
     let releasedAt = 0;
     // The client answers the sampling request only once another process holds the lock: the

@@ -56,9 +56,16 @@ function testChannel(
   return { channel, notes, requests, abort };
 }
 
-/** A client session opened as `initialize` opens one (an unknown id is an ended session). */
-function clientSession(gw: Gateway): string {
-  return gw.clientSessions.open('alice', '2025-11-25').id;
+/**
+ * A client session opened as `initialize` opens one (an unknown id is an ended session), by a
+ * client that declared it can be asked for sampling, elicitation and roots.
+ */
+function clientSession(gw: Gateway, agentId = 'alice'): string {
+  return gw.clientSessions.open(agentId, '2025-11-25', undefined, {
+    sampling: {},
+    elicitation: {},
+    roots: {},
+  }).id;
 }
 
 let id = 1;
@@ -403,7 +410,7 @@ describe('every relayed entry type through cmcp verify', () => {
         : m.method === 'roots/list'
           ? { roots: [] }
           : { action: 'cancel' };
-    const t = testChannel('verify-session', answer);
+    const t = testChannel(clientSession(gw), answer);
     const sid = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
     const inSession = { _cmcp: { session_id: sid } };
     await rpc(gw, t.channel, 'resources/read', { uri: 'test://v/0', ...inSession });
@@ -512,13 +519,13 @@ describe('relayed requests under the example policy (examples/policy)', () => {
 
   it('denies a sampling request for an agent without the sampler role: the upstream gets an error, the relay is recorded', async () => {
     const answer = () => ({ role: 'assistant', content: { type: 'text', text: 'hello' }, model: 'm' });
-    const alice = testChannel('alice-session', answer);
+    const alice = testChannel(clientSession(gw), answer);
     const r = await rpc(gw, alice.channel, 'tools/call', { name: 'a.sample', arguments: {} });
     // The upstream's tool failed on the refused sampling request; its error is relayed.
     expect(r.error?.data?.error_code).toBe('UPSTREAM_RPC_ERROR');
     expect(String(r.error?.message)).toMatch(/denied by policy/);
     expect(alice.requests).toHaveLength(0);
-    const sam = testChannel('sam-session', answer);
+    const sam = testChannel(clientSession(gw, 'sam'), answer);
     const s = await rpc(gw, sam.channel, 'tools/call', { name: 'a.sample', arguments: {} }, 'sam');
     expect(s.result?.content).toEqual([{ type: 'text', text: 'sampled: {"type":"text","text":"hello"}' }]);
     const relays = entriesOfType(gw, 'sampling_relay').sort((x, y) =>

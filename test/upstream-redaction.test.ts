@@ -161,7 +161,7 @@ function channel() {
       return { role: 'assistant', content: { type: 'text', text: 'ok' }, model: 'test-model' };
     },
     signal: new AbortController().signal,
-    clientSessionId: gw.clientSessions.open('alice', '2025-11-25').id,
+    clientSessionId: gw.clientSessions.open('alice', '2025-11-25', undefined, { sampling: {} }).id,
   };
   return { ch, notes, requests };
 }

@@ -212,7 +212,8 @@ describe('/readyz after an upstream restart', () => {
     const cfg = await writeConfig({ upstreams: [{ name: 'b', transport: 'http', url: server.url }] });
     dir = cfg.dir;
     gw = await startInProcess(cfg);
-    const client = new Client({ name: 'renewal-test', version: '1.0.0' });
+    // A client that can be asked for sampling: its calls go on a connection of its own.
+    const client = new Client({ name: 'renewal-test', version: '1.0.0' }, { capabilities: { sampling: {} } });
     await client.connect(
       new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
         requestInit: { headers: { Authorization: 'Bearer alice-token' } },

@@ -61,6 +61,10 @@ export async function forward(
     // whether the request may have reached the upstream.
     errorCode = 'REQUEST_CANCELLED';
     detail.failure = outcome.failure;
+  } else if (outcome.failure === 'UPSTREAM_CLIENT_CONNECTIONS_FULL') {
+    // The client session could not have the connection of its own the call needs (relay/sessions.ts).
+    errorCode = 'UPSTREAM_CLIENT_CONNECTIONS_FULL';
+    detail.failure = outcome.failure;
   } else {
     errorCode = outcome.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
     detail.failure = outcome.failure;

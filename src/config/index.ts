@@ -39,6 +39,12 @@ const upstreamCommon = {
    * and brought in when it answers (src/upstream/availability.ts).
    */
   required: z.boolean().optional(),
+  /**
+   * Client sessions that may hold a connection of their own to this upstream (for stdio, a
+   * process each) at once; one more is refused with UPSTREAM_CLIENT_CONNECTIONS_FULL. Requests
+   * needing no per-client upstream state share one connection (src/relay/sessions.ts).
+   */
+  max_client_connections: z.number().int().min(0).max(10_000).default(16),
 };
 
 const stdioUpstream = z.strictObject({
@@ -241,10 +247,13 @@ export const configSchema = z
         default_max_calls: z.number().int().min(1).default(1000),
         /** …or after this many seconds. */
         default_max_age_s: z.number().int().min(1).default(3600),
-        /** A client session (`Mcp-Session-Id`) unused this many seconds ends; its id then gets 404. */
-        client_idle_s: z.number().int().min(1).default(1800),
+        /**
+         * A client session (`Mcp-Session-Id`) unused this many seconds ends, with its own upstream
+         * connections (stdio processes); its id then gets 404.
+         */
+        client_idle_s: z.number().int().min(1).default(300),
       })
-      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 1800 }),
+      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 300 }),
     shutdown: z
       .strictObject({
         /** On SIGTERM/SIGINT, how long in-flight requests may take to end, milliseconds. */

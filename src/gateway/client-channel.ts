@@ -75,4 +75,8 @@ export interface ClientSessionEvents {
   notify(clientSessionId: string, message: ClientMessage): boolean;
   /** Calls `callback` once when the client session ends (`DELETE /mcp`, expiry, shutdown). */
   onEnd(clientSessionId: string, callback: () => void): void;
+  /** How long a client session, and an upstream connection of its own, may go unused (milliseconds). */
+  readonly idleMs: number;
+  /** The client capabilities the session's `initialize` declared (undefined: none, or no such session). */
+  capabilities(clientSessionId: string): Record<string, unknown> | undefined;
 }

@@ -1,6 +1,7 @@
 /**
  * The relay's side of a `tools/call` (src/call/types.ts `CallLink`): the call goes out on the
- * client session's own upstream connection, marked in flight there so the upstream's
+ * connection src/relay/sessions.ts picks (the shared one, or the client session's own when the
+ * client can be asked for sampling, elicitation or roots, or the call creates a task), marked in flight there so the upstream's
  * server-to-client requests and log messages find this request, with the client's
  * cancellation (`channel.signal` → `notifications/cancelled` upstream) and its progress token
  * mapped back (src/relay/progress.ts). A `params.task` (2025-11-25 tasks) goes with it, and the
@@ -23,12 +24,19 @@ export function callLink(relay: Relay, req: MethodRequest): CallLink {
           m,
         ),
       );
-      const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel)(route.upstream);
+      const task = req.params?.task;
+      const tasked = typeof task === 'object' && task !== null;
+      const conn = relay.sessions.connection(
+        req.caller.agentId,
+        req.channel,
+        route.upstream,
+        tasked ? 'state' : 'call',
+      );
       if (!conn) return { boundary: 'not_sent', failure: 'no connection to the upstream' };
+      if ('refused' in conn) return { boundary: 'not_sent', failure: conn.refused.code };
       const inflight = { channel: req.channel, agentId: req.caller.agentId, sessionId };
       const opts = { signal: req.channel.signal, ...(onprogress ? { onprogress } : {}) };
-      const task = req.params?.task;
-      if (typeof task !== 'object' || task === null)
+      if (!tasked)
         return relay.sessions.during(conn, inflight, () =>
           relay.deps.pool.call(route, args, { via: conn, ...opts }),
         );

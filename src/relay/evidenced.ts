@@ -18,6 +18,7 @@ import type { Route } from './federation.js';
 import { decideRelay, maxSensitivityOf, type RelayResourceSpec, type RelayVerdict } from './policy.js';
 import { progressRelay, progressToken } from './progress.js';
 import type { Relay } from './relay.js';
+import type { ConnectionNeed } from './sessions.js';
 
 /** What a method contributes: its target, route, forwarded params and Cedar request. */
 export interface EvidencedSpec {
@@ -34,6 +35,17 @@ export interface EvidencedSpec {
    */
   inheritedPolicy?: boolean;
 }
+
+/**
+ * What each method needs of its upstream connection (src/relay/sessions.ts): a subscription is
+ * state of the client's own upstream session; an unsubscribe or a task's result goes where the
+ * subscription or the task is (the own connection if any); the others may ask the client.
+ */
+const NEEDS: Partial<Record<EvidencedMethod, ConnectionNeed>> = {
+  'resources/subscribe': 'state',
+  'resources/unsubscribe': 'list',
+  'tasks/result': 'list',
+};
 
 function disposition(o: CallOutcome): RelayDisposition {
   if (o.boundary === 'answered') return 'completed';
@@ -117,7 +129,16 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
       ...verdict.detail,
       policy_ids: verdict.refused.policyIds,
     });
-  const conn = relay.sessions.connectionFor(caller.agentId, req.channel)(route.upstream);
+  const conn = relay.sessions.connection(
+    caller.agentId,
+    req.channel,
+    route.upstream,
+    NEEDS[method] ?? 'call',
+  );
+  if (conn && 'refused' in conn)
+    return refuse(conn.refused.code, conn.refused.message, verdict.entry, {
+      upstream: conn.refused.upstream,
+    });
   const outcome: CallOutcome = conn
     ? await relay.sessions.during(conn, { channel: req.channel, agentId: caller.agentId, sessionId }, () =>
         conn.request(req.method, s.forward, {

@@ -2,7 +2,7 @@
  * The handlers of the relayed MCP methods (docs/spec/mcp.md#relayed-methods): the merged lists
  * with the gateway's cursor, the evidenced requests (src/relay/evidenced.ts), and
  * `logging/setLevel`, which goes to every upstream offering logging on the client session's
- * own connections.
+ * own connections (opened for it; src/relay/sessions.ts).
  */
 import type { MethodHandler, MethodRequest } from '../gateway/mcp.js';
 import type { ActionId } from '../policy/vocabulary.js';
@@ -145,7 +145,13 @@ export function relayHandlers(relay: Relay, pageSize: number): ReadonlyMap<strin
     const names = await relay.federation.offering('logging', conn);
     if (!names.length) return registryError('UPSTREAM_METHOD_UNSUPPORTED', 'no upstream offers logging');
     for (const name of names) {
-      const o = await conn(name)?.request('logging/setLevel', upstreamParams(req.params));
+      // A log level is state of the client's own upstream session: never set on the shared one.
+      const own = relay.sessions.connection(req.caller.agentId, req.channel, name, 'state');
+      if (own && 'refused' in own) {
+        relay.deps.onRefusal?.(own.refused.code);
+        return registryError(own.refused.code, own.refused.message, { upstream: name });
+      }
+      const o = await own?.request('logging/setLevel', upstreamParams(req.params));
       if (o && 'rpcError' in o) return { error: o.rpcError };
       if (!o || !('result' in o))
         return registryError('UPSTREAM_FAILED', `upstream ${name} did not accept the level`, {

@@ -1,12 +1,25 @@
 /**
- * Client sessions kept apart upstream (docs/spec/mcp.md#client-sessions): every gateway client
- * session (`Mcp-Session-Id`) gets its own connection, so its own upstream MCP session, to each
- * upstream it uses; its log level, subscriptions and the server-to-client requests of its
- * upstream sessions never reach another client. A request without a client session (stateless
- * 2026-07-28, or a client that did not initialise) uses the pool's shared connection, which
- * declares no client capabilities, so no upstream sends it server-to-client requests.
+ * Client sessions kept apart upstream (docs/spec/mcp.md#client-sessions). A request that needs
+ * no per-client upstream state goes over the pool's shared connection to the upstream, which
+ * declares no client capabilities, so no upstream sends it server-to-client requests, and whose
+ * log messages reach no client. A gateway client session (`Mcp-Session-Id`) gets its own
+ * connection to an upstream, hence its own upstream MCP session (its own stdio process), only
+ * when its state needs one:
  *
- * A message an upstream sends on a connection without naming the request it belongs to
+ * - `state`: the request sets upstream session state (`logging/setLevel`,
+ *   `resources/subscribe`, a task-augmented `tools/call`);
+ * - `call`: the request may make the upstream ask the client (`tools/call`, `resources/read`,
+ *   `prompts/get`, `completion/complete`) and the client declared `sampling`, `elicitation` or
+ *   `roots` in its `initialize`;
+ *
+ * and from then on every request of that session to that upstream uses it (its log level and
+ * subscriptions hold for all of them). Per upstream at most `max_client_connections` such
+ * connections are open; one more is refused with `UPSTREAM_CLIENT_CONNECTIONS_FULL`. One closes
+ * when its client session ends (`DELETE`, idle for `sessions.client_idle_s`, eviction), or when
+ * no request of its session used it for `sessions.client_idle_s` (an open standalone stream
+ * does not keep it), its upstream state (log level, subscriptions) ending with it.
+ *
+ * A message an upstream sends on an own connection without naming the request it belongs to
  * (`notifications/message`, server-to-client requests) goes to the one request of that client
  * session in flight on that connection; with none or several in flight, notifications go to the
  * client session's standalone stream and requests are refused (never delivered by guess).
@@ -58,13 +71,44 @@ interface ClientSession {
   conns: Map<string, Upstream>;
 }
 
-/** The client capabilities a client session's upstream connections declare. */
-const SESSION_CAPABILITIES = { sampling: {}, elicitation: {}, roots: { listChanged: false } };
+/** When an own connection was last picked for a request (Date.now()). */
+const lastUsed = new WeakMap<Upstream, number>();
+
+/**
+ * What a request needs of its upstream connection (module doc): `list` — the session's own
+ * connection when it has one, else the shared one; `call` — as `list`, but a client that
+ * declared server-to-client capabilities gets its own; `state` — always its own.
+ */
+export type ConnectionNeed = 'list' | 'call' | 'state';
+
+/** Why a request could not have an upstream connection of its own. */
+export interface ConnectionRefusal {
+  refused: { code: 'UPSTREAM_CLIENT_CONNECTIONS_FULL'; message: string; upstream: string };
+}
+
+/** The server-to-client capabilities a client may declare; its own connections declare the same. */
+const RELAYED_CAPABILITIES = ['sampling', 'elicitation', 'roots'] as const;
+
+/** The subset of a client's declared capabilities an own upstream connection declares for it. */
+function relayedCapabilities(declared: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of RELAYED_CAPABILITIES) {
+    const v = declared?.[k];
+    if (typeof v === 'object' && v !== null) out[k] = k === 'roots' ? { listChanged: false } : v; // roots list changes are not relayed
+  }
+  return out;
+}
+
+/** Default of an upstream's `max_client_connections`. */
+export const DEFAULT_MAX_CLIENT_CONNECTIONS = 16;
 
 export class RelaySessions {
   private readonly clients = new Map<string, ClientSession>();
+  /** Own connections open per upstream name, all client sessions together (the cap). */
+  private readonly perUpstream = new Map<string, number>();
   private readonly inflight = new WeakMap<Upstream, Set<InFlight>>();
   private events: ClientSessionEvents | null = null;
+  private sweep: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly pool: UpstreamPool,
@@ -88,13 +132,105 @@ export class RelaySessions {
   /** Connects the HTTP edge's client sessions (standalone streams, end of session). */
   attach(events: ClientSessionEvents): void {
     this.events = events;
+    // Own connections unused for the client idle time close, even in a live client session.
+    if (this.sweep) clearInterval(this.sweep);
+    this.sweep = setInterval(() => this.closeIdle(), Math.max(250, Math.min(events.idleMs / 4, 60_000)));
+    this.sweep.unref();
   }
 
-  /** How a request of `channel`'s client session reaches each upstream. */
+  /**
+   * Closes every own connection no request picked for the client idle time and none is in flight
+   * on (its stdio process ends); the client session's upstream state there (log level,
+   * subscriptions) ends with it, and its next request is routed as for a session without one.
+   */
+  private closeIdle(): void {
+    const idleMs = this.events?.idleMs;
+    if (idleMs === undefined) return;
+    const now = Date.now();
+    for (const cs of this.clients.values())
+      for (const [name, conn] of cs.conns) {
+        if (now - (lastUsed.get(conn) ?? now) <= idleMs || this.inflight.get(conn)?.size) continue;
+        cs.conns.delete(name);
+        this.release(name);
+        this.log.info({ upstream: name }, 'idle client connection closed');
+        void conn.close();
+      }
+  }
+
+  /** One own connection to `name` fewer (the cap's count). */
+  private release(name: string): void {
+    const left = (this.perUpstream.get(name) ?? 1) - 1;
+    if (left > 0) this.perUpstream.set(name, left);
+    else this.perUpstream.delete(name);
+  }
+
+  /** The own connection, noted as used now (the idle sweep). */
+  private used(conn: Upstream): Upstream {
+    lastUsed.set(conn, Date.now());
+    return conn;
+  }
+
+  /**
+   * How a request of `channel`'s client session reaches each upstream when it needs no state of
+   * its own there (listings, capabilities, routes): the session's own connection when it has
+   * one, else the shared one. Never opens a connection.
+   */
   connectionFor(agentId: string, channel: ClientChannel): ConnectionFor {
     const csid = channel.clientSessionId;
     if (csid === undefined) return (name) => this.pool.shared(name);
-    return (name) => this.sessionConnection(csid, agentId, name);
+    return (name) => {
+      const cs = this.clients.get(csid);
+      if (cs && cs.agentId !== agentId) return undefined;
+      const own = cs?.conns.get(name);
+      return own ? this.used(own) : this.pool.shared(name);
+    };
+  }
+
+  /**
+   * The connection one request of `channel`'s client session uses to reach `upstream`, by what it
+   * needs (see {@link ConnectionNeed}); opens the session's own connection when needed.
+   * @returns the connection; undefined for an unknown upstream or another agent's session; or
+   *   the refusal when the upstream already has `max_client_connections` own connections.
+   */
+  connection(
+    agentId: string,
+    channel: ClientChannel,
+    upstream: string,
+    need: ConnectionNeed,
+  ): Upstream | undefined | ConnectionRefusal {
+    const csid = channel.clientSessionId;
+    const shared = this.pool.shared(upstream);
+    if (csid === undefined || !shared) return shared;
+    const cs = this.clients.get(csid);
+    // A client session belongs to the agent that opened it: for another agent it has no connection.
+    if (cs && cs.agentId !== agentId) return undefined;
+    const own = cs?.conns.get(upstream);
+    if (own) return this.used(own);
+    const declared = this.events?.capabilities(csid);
+    const wantsOwn =
+      need === 'state' || (need === 'call' && Object.keys(relayedCapabilities(declared)).length > 0);
+    if (!wantsOwn) return shared;
+    const cap = shared.cfg.max_client_connections ?? DEFAULT_MAX_CLIENT_CONNECTIONS;
+    const open = this.perUpstream.get(upstream) ?? 0;
+    if (open >= cap) {
+      this.log.warn(
+        { upstream, cap },
+        'client connection refused: the upstream has its cap of own connections',
+      );
+      return {
+        refused: {
+          code: 'UPSTREAM_CLIENT_CONNECTIONS_FULL',
+          message: `upstream ${upstream} already has ${cap} client sessions with connections of their own (max_client_connections); end one (DELETE /mcp) or retry later`,
+          upstream,
+        },
+      };
+    }
+    return this.openOwn(csid, agentId, upstream, declared);
+  }
+
+  /** Own connections open to `upstream` (all client sessions), for tests and metrics. */
+  ownConnections(upstream: string): number {
+    return this.perUpstream.get(upstream) ?? 0;
   }
 
   /** Runs `fn` with `f` marked in flight on `conn` (see the module doc). */
@@ -112,36 +248,47 @@ export class RelaySessions {
     }
   }
 
-  /** Client sessions with upstream connections open (for tests and metrics). */
+  /** Client sessions with upstream connections of their own open (for tests and metrics). */
   get size(): number {
     return this.clients.size;
   }
 
-  private sessionConnection(csid: string, agentId: string, name: string): Upstream | undefined {
+  private openOwn(
+    csid: string,
+    agentId: string,
+    name: string,
+    declared: Record<string, unknown> | undefined,
+  ): Upstream | undefined {
     let cs = this.clients.get(csid);
     if (!cs) {
       cs = { agentId, conns: new Map() };
       this.clients.set(csid, cs);
       this.events?.onEnd(csid, () => void this.end(csid));
     }
-    // A client session belongs to the agent that opened it; another agent gets the shared path.
-    if (cs.agentId !== agentId) return undefined;
-    const open = cs.conns.get(name);
-    if (open) return open;
+    const capabilities = relayedCapabilities(declared);
     const listChanged = { method: 'notifications/tools/list_changed' };
     const conn = this.pool.openSession(
       name,
       () => {
         if (this.admit(csid, agentId, name, listChanged)) this.notify(csid, listChanged);
       },
-      { capabilities: SESSION_CAPABILITIES, onClient: (c) => this.wire(c, csid, name, () => conn) },
+      { capabilities, onClient: (c) => this.wire(c, csid, name, () => conn, capabilities) },
     );
-    if (conn) cs.conns.set(name, conn);
+    if (conn) {
+      cs.conns.set(name, this.used(conn));
+      this.perUpstream.set(name, (this.perUpstream.get(name) ?? 0) + 1);
+    }
     return conn;
   }
 
   /** Handlers for what an upstream sends a client session's connection. */
-  private wire(client: Client, csid: string, upstream: string, conn: () => Upstream | undefined): void {
+  private wire(
+    client: Client,
+    csid: string,
+    upstream: string,
+    conn: () => Upstream | undefined,
+    capabilities: Record<string, unknown>,
+  ): void {
     const single = (): InFlight | null => {
       const c = conn();
       const set = c ? this.inflight.get(c) : undefined;
@@ -166,19 +313,22 @@ export class RelaySessions {
         };
         if (this.admit(csid, agentId(), upstream, message)) this.notify(csid, message);
       });
-    for (const [schema, method] of [
-      [CreateMessageRequestSchema, 'sampling/createMessage'],
-      [ElicitRequestSchema, 'elicitation/create'],
-      [ListRootsRequestSchema, 'roots/list'],
+    // Only what the client declared: the upstream is told no more, and the SDK refuses a handler
+    // for a capability its client did not declare.
+    for (const [schema, method, capability] of [
+      [CreateMessageRequestSchema, 'sampling/createMessage', 'sampling'],
+      [ElicitRequestSchema, 'elicitation/create', 'elicitation'],
+      [ListRootsRequestSchema, 'roots/list', 'roots'],
     ] as const)
-      client.setRequestHandler(schema, (r, extra) =>
-        this.relayRequest(
-          { upstream, clientSessionId: csid, inflight: single(), agentId: agentId() },
-          method,
-          (r.params ?? {}) as Record<string, unknown>,
-          extra.signal,
-        ),
-      );
+      if (capabilities[capability] !== undefined)
+        client.setRequestHandler(schema, (r, extra) =>
+          this.relayRequest(
+            { upstream, clientSessionId: csid, inflight: single(), agentId: agentId() },
+            method,
+            (r.params ?? {}) as Record<string, unknown>,
+            extra.signal,
+          ),
+        );
   }
 
   private notify(csid: string, message: ClientMessage): void {
@@ -186,17 +336,19 @@ export class RelaySessions {
       this.log.debug({ method: message.method }, 'notification for a client session with no open stream');
   }
 
-  /** Closes a client session's upstream connections (its upstream sessions end with them). */
+  /** Closes a client session's upstream connections (its upstream sessions and processes end with them). */
   async end(csid: string): Promise<void> {
     this.budget.forget(csid);
     const cs = this.clients.get(csid);
     if (!cs) return;
     this.clients.delete(csid);
+    for (const name of cs.conns.keys()) this.release(name);
     await Promise.all([...cs.conns.values()].map((c) => c.close()));
   }
 
   /** Closes every client session's connections (gateway shutdown). */
   async close(): Promise<void> {
+    if (this.sweep) clearInterval(this.sweep);
     await Promise.all([...this.clients.keys()].map((k) => this.end(k)));
   }
 }

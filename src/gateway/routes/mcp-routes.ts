@@ -173,7 +173,13 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
       headers['retry-after'] = String(refused.retryAfterS);
     } else {
       const params = isObject(body.params) ? body.params : {};
-      const opened = d.clientSessions.open(req.agentId, String(result.protocolVersion), params.clientInfo);
+      const caps = isObject(params.capabilities) ? params.capabilities : undefined;
+      const opened = d.clientSessions.open(
+        req.agentId,
+        String(result.protocolVersion),
+        params.clientInfo,
+        caps,
+      );
       headers['mcp-session-id'] = opened.id;
     }
   }

@@ -18,6 +18,8 @@ export interface ClientSession {
   readonly agentId: string;
   /** The protocol revision `initialize` negotiated. */
   readonly protocolVersion: string;
+  /** The client capabilities `initialize` declared (what the relay may ask this client). */
+  readonly capabilities?: Record<string, unknown>;
   /** Date.now() of its last request. */
   lastSeen: number;
   /** The open standalone `GET /mcp` stream, if any. */
@@ -50,8 +52,17 @@ export class ClientSessions implements ClientSessionEvents {
     this.keepAlive.unref();
   }
 
-  /** Opens a session for `agentId` after a successful `initialize`. @returns its `Mcp-Session-Id`. */
-  open(agentId: string, protocolVersion: string, clientInfo?: unknown): ClientSession {
+  /**
+   * Opens a session for `agentId` after a successful `initialize`.
+   * @param capabilities the client capabilities `initialize` declared (`params.capabilities`).
+   * @returns the session, with its `Mcp-Session-Id`.
+   */
+  open(
+    agentId: string,
+    protocolVersion: string,
+    clientInfo?: unknown,
+    capabilities?: Record<string, unknown>,
+  ): ClientSession {
     const mine = [...this.sessions.values()].filter((s) => s.agentId === agentId);
     if (mine.length >= (this.o.maxPerAgent ?? 256)) {
       mine.sort((a, b) => a.lastSeen - b.lastSeen);
@@ -61,6 +72,7 @@ export class ClientSessions implements ClientSessionEvents {
       id: randomUUID(),
       agentId,
       protocolVersion,
+      ...(capabilities ? { capabilities } : {}),
       lastSeen: Date.now(),
       stream: null,
       ended: [],
@@ -119,6 +131,16 @@ export class ClientSessions implements ClientSessionEvents {
     const s = this.sessions.get(clientSessionId);
     if (s) s.ended.push(callback);
     else queueMicrotask(callback);
+  }
+
+  /** {@inheritDoc ClientSessionEvents.idleMs} */
+  get idleMs(): number {
+    return this.o.idleMs;
+  }
+
+  /** {@inheritDoc ClientSessionEvents.capabilities} */
+  capabilities(clientSessionId: string): Record<string, unknown> | undefined {
+    return this.sessions.get(clientSessionId)?.capabilities;
   }
 
   /** Ends a session (DELETE /mcp, expiry, eviction, shutdown): its stream closes, onEnd callbacks run. */
