@@ -13,7 +13,10 @@ import { canonicalJson, jcsDigest, sha256Hex } from '@cmcp/verify/format/canonic
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
@@ -331,6 +334,29 @@ describe('three federated upstreams', () => {
     await until(() => (got.other?.length ?? 0) > 0);
     expect(got).toEqual({ mine: ['test://c/4'], other: ['test://c/5'] });
     await other.close();
+  });
+
+  it('passes a list change on the shared connection to the standalone stream of every client session using it', async () => {
+    const plain = [await sdkClient(gw.url), await sdkClient(gw.url)];
+    const got = [0, 0];
+    for (const [i, c] of plain.entries())
+      c.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
+        got[i] = (got[i] ?? 0) + 1;
+      });
+    let own = 0;
+    // `client` subscribed to a resource of c above: it has a connection of its own there.
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
+      own++;
+    });
+    // Touched again until both standalone streams (opened by the SDK after connecting) heard it.
+    const end = Date.now() + 10_000;
+    while (!got.every((n) => n > 0) && Date.now() < end) {
+      await plain[0]?.callTool({ name: 'c.touch', arguments: { listChanged: true } });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(got.every((n) => n > 0)).toBe(true);
+    expect(own).toBe(0);
+    await Promise.all(plain.map((c) => c.close()));
   });
 
   it('relays sampling, elicitation and roots to the client of the request, with evidence', async () => {

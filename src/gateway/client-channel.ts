@@ -73,6 +73,11 @@ export function jsonChannel(
 export interface ClientSessionEvents {
   /** Delivers a notification on the client session's standalone `GET /mcp` stream; false when none is open. */
   notify(clientSessionId: string, message: ClientMessage): boolean;
+  /**
+   * Delivers a notification on the standalone stream of every client session `to` accepts
+   * (a list change on a shared upstream connection, which concerns every client using it).
+   */
+  notifyAll(message: ClientMessage, to: (clientSessionId: string, agentId: string) => boolean): void;
   /** Calls `callback` once when the client session ends (`DELETE /mcp`, expiry, shutdown). */
   onEnd(clientSessionId: string, callback: () => void): void;
   /** How long a client session, and an upstream connection of its own, may go unused (milliseconds). */

@@ -132,6 +132,7 @@ export class RelaySessions {
   /** Connects the HTTP edge's client sessions (standalone streams, end of session). */
   attach(events: ClientSessionEvents): void {
     this.events = events;
+    this.pool.onSharedClient((upstream, client) => this.wireShared(client, upstream));
     // Own connections unused for the client idle time close, even in a live client session.
     if (this.sweep) clearInterval(this.sweep);
     this.sweep = setInterval(() => this.closeIdle(), Math.max(250, Math.min(events.idleMs / 4, 60_000)));
@@ -279,6 +280,24 @@ export class RelaySessions {
       this.perUpstream.set(name, (this.perUpstream.get(name) ?? 0) + 1);
     }
     return conn;
+  }
+
+  /**
+   * A resource or prompt list change on a shared connection concerns every client session that
+   * reaches the upstream through it: it goes to each one's standalone stream, not to those with
+   * a connection of their own there (which hear it on that one), each within its notification
+   * budget. It carries no client's data.
+   */
+  private wireShared(client: Client, upstream: string): void {
+    for (const schema of [ResourceListChangedNotificationSchema, PromptListChangedNotificationSchema])
+      client.setNotificationHandler(schema, (n) => {
+        const message = { method: n.method };
+        this.events?.notifyAll(
+          message,
+          (csid, agentId) =>
+            !this.clients.get(csid)?.conns.has(upstream) && this.admit(csid, agentId, upstream, message),
+        );
+      });
   }
 
   /** Handlers for what an upstream sends a client session's connection. */

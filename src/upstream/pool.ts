@@ -4,6 +4,7 @@
  */
 
 import { CmcpError } from '@cmcp/verify/errors/index';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Logger } from 'pino';
 import { toolNameFault } from '../catalog/tool-name.js';
 import type { UpstreamConfig } from '../config/index.js';
@@ -45,6 +46,8 @@ export class UpstreamPool {
   private readonly unrecordableWarned = new Set<string>();
   private observer: ListObserver | null = null;
   private renewed: UpstreamHooks['onRenewed'] = undefined;
+  /** Told of every SDK client of a shared connection (src/relay/sessions.ts: its notifications). */
+  private sharedClient: ((upstream: string, client: Client) => void) | null = null;
   /** Upstreams not reached at start-up, retried with backoff (docs/spec/refinements.md). */
   readonly availability: AvailabilityTracker;
 
@@ -59,6 +62,7 @@ export class UpstreamPool {
         c.name,
         new Upstream(c, log, () => void this.refresh(c.name, 'list_changed'), maxResultBytes, {
           onRenewed: (name, why) => this.renewed?.(name, why),
+          onClient: (client) => this.sharedClient?.(c.name, client),
         }),
       );
     }
@@ -233,6 +237,15 @@ export class UpstreamPool {
         this.renewed?.(n, why);
       },
     });
+  }
+
+  /**
+   * Sets the one hook told of every SDK client of a shared connection, before it connects, and
+   * of those already connected (handlers for the notifications the shared connection receives).
+   */
+  onSharedClient(hook: (upstream: string, client: Client) => void): void {
+    this.sharedClient = hook;
+    for (const u of this.upstreams.values()) if (u.client) hook(u.cfg.name, u.client);
   }
 
   /** Sets the one observer told when any connection renewed an expired upstream session. */

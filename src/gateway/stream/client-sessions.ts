@@ -123,6 +123,12 @@ export class ClientSessions implements ClientSessionEvents {
     return writeEvent(stream, { jsonrpc: '2.0', ...message });
   }
 
+  /** {@inheritDoc ClientSessionEvents.notifyAll} */
+  notifyAll(message: ClientMessage, to: (clientSessionId: string, agentId: string) => boolean): void {
+    for (const s of this.sessions.values())
+      if (s.stream && to(s.id, s.agentId)) writeEvent(s.stream, { jsonrpc: '2.0', ...message });
+  }
+
   /**
    * {@inheritDoc ClientSessionEvents.onEnd} An id that is not (or no longer) a live session has
    * already ended: `callback` runs at once (in a microtask), so nothing is kept for it.
