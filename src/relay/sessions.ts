@@ -94,7 +94,8 @@ function relayedCapabilities(declared: Record<string, unknown> | undefined): Rec
   const out: Record<string, unknown> = {};
   for (const k of RELAYED_CAPABILITIES) {
     const v = declared?.[k];
-    if (typeof v === 'object' && v !== null) out[k] = k === 'roots' ? { listChanged: false } : v; // roots list changes are not relayed
+    // Roots list changes are not relayed, so an own connection never offers them.
+    if (typeof v === 'object' && v !== null) out[k] = k === 'roots' ? { listChanged: false } : v;
   }
   return out;
 }
@@ -148,7 +149,7 @@ export class RelaySessions {
     const idleMs = this.events?.idleMs;
     if (idleMs === undefined) return;
     const now = Date.now();
-    for (const cs of this.clients.values())
+    for (const [csid, cs] of this.clients) {
       for (const [name, conn] of cs.conns) {
         if (now - (lastUsed.get(conn) ?? now) <= idleMs || this.inflight.get(conn)?.size) continue;
         cs.conns.delete(name);
@@ -156,6 +157,8 @@ export class RelaySessions {
         this.log.info({ upstream: name }, 'idle client connection closed');
         void conn.close();
       }
+      if (cs.conns.size === 0) this.clients.delete(csid);
+    }
   }
 
   /** One own connection to `name` fewer (the cap's count). */
