@@ -84,6 +84,9 @@ async function client(agent: string): Promise<Client> {
       requestInit: { headers: { authorization: `Bearer ${agent}-token` } },
     }),
   );
+  // Log messages reach a client session that set a level (its own upstream connection); on the
+  // shared connection they reach no client (docs/spec/mcp.md#client-sessions).
+  await c.setLoggingLevel('info');
   return c;
 }
 
