@@ -1,8 +1,9 @@
 /**
  * GET /readyz (docs/operations.md#metrics-traces-readiness), distinct from /healthz, against a
  * real gateway: real SQLite, a real Streamable HTTP upstream (counting-server) and swtpm.
- * Ready when every check passes; a stopped upstream, a held write lock or a stopped TPM each
- * make it not ready with the reason, while /healthz stays ok.
+ * Ready when every check passes; a stopped required upstream, a held write lock or a stopped TPM
+ * each make it not ready with the reason, while /healthz stays ok; a stopped optional upstream
+ * is reported and leaves it ready.
  */
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,16 +23,24 @@ async function get(url: string, path: string) {
 
 describe('readiness with the software provider', () => {
   let up: CountingServer;
+  let spare: CountingServer;
   let cfg: TestConfig;
   let gw: Gateway;
   beforeAll(async () => {
     up = await startCountingServer();
-    cfg = await writeConfig({ upstreams: [{ name: 'counting', transport: 'http', url: up.url }] });
+    spare = await startCountingServer();
+    cfg = await writeConfig({
+      upstreams: [
+        { name: 'counting', transport: 'http', url: up.url, required: true },
+        { name: 'spare', transport: 'http', url: spare.url },
+      ],
+    });
     gw = await startInProcess(cfg);
   });
   afterAll(async () => {
     await gw?.close();
     await up?.close();
+    await spare?.close();
     cleanup(cfg.dir);
   });
 
@@ -40,7 +49,13 @@ describe('readiness with the software provider', () => {
     expect(r.status).toBe(200);
     expect(r.body).toEqual({
       status: 'ready',
-      checks: { database: null, upstreams: { counting: null }, attestation: null, shutdown: null },
+      checks: {
+        database: null,
+        upstreams: { counting: null, spare: null },
+        required_upstreams: ['counting'],
+        attestation: null,
+        shutdown: null,
+      },
     });
     expect(await get(gw.url, '/healthz')).toEqual({ status: 200, body: { status: 'ok' } });
   });
@@ -63,7 +78,18 @@ describe('readiness with the software provider', () => {
     }
   });
 
-  it('is not ready once the upstream stops, with the reason; /healthz stays ok', async () => {
+  it('stays ready when an optional upstream stops, and names its reason', async () => {
+    await spare.close();
+    await nextReport();
+    const r = await get(gw.url, '/readyz');
+    expect(r.status).toBe(200);
+    expect(r.body.status).toBe('ready');
+    expect(r.body.checks.upstreams.spare).toMatch(/ECONNREFUSED|fetch failed|no answer|unavailable/);
+    expect(r.body.checks.upstreams.counting).toBeNull();
+    expect(r.body.checks.required_upstreams).toEqual(['counting']);
+  });
+
+  it('is not ready once a required upstream stops, with the reason; /healthz stays ok', async () => {
     await up.close();
     await nextReport();
     const r = await get(gw.url, '/readyz');
@@ -87,7 +113,13 @@ describe('readiness with the TPM provider (swtpm)', () => {
     const gw = await startInProcess(cfg);
     try {
       const ok = await get(gw.url, '/readyz');
-      expect(ok.body.checks).toEqual({ database: null, upstreams: {}, attestation: null, shutdown: null });
+      expect(ok.body.checks).toEqual({
+        database: null,
+        upstreams: {},
+        required_upstreams: [],
+        attestation: null,
+        shutdown: null,
+      });
       expect(ok.status).toBe(200);
       await tpm.stop();
       // A session binding now fails; readiness reports the provider's failure.

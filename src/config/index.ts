@@ -36,7 +36,8 @@ const upstreamCommon = {
   /**
    * true: the gateway refuses to start when this upstream cannot be reached. Absent/false: it is
    * marked unavailable (tools hidden, calls refused with UPSTREAM_OFFLINE), retried with backoff
-   * and brought in when it answers (src/upstream/availability.ts).
+   * and brought in when it answers (src/upstream/availability.ts). Only a required upstream
+   * that is down makes /readyz not ready (src/gateway/readiness.ts).
    */
   required: z.boolean().optional(),
   /**

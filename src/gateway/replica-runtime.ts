@@ -61,7 +61,7 @@ import { allowedHosts, hostCheck } from './host-check.js';
 import { LeaseGate, startReplicaLease } from './lease-gate.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
-import { Readiness } from './readiness.js';
+import { postgresWriteProbe, Readiness } from './readiness.js';
 import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
 import { ReplicaOperator } from './replica-operator.js';
 import { ReplicaReloads } from './replica-reload.js';
@@ -107,15 +107,6 @@ async function migrate(pool: pg.Pool, shown: string): Promise<void> {
   } finally {
     client.release();
   }
-}
-
-/** How /readyz probes the database: one round trip on the pool (null: reachable). */
-function databaseProbe(pool: pg.Pool): () => Promise<string | null> {
-  return () =>
-    pool.query('SELECT 1').then(
-      () => null,
-      (e) => (e as { code?: string }).code ?? 'unreachable',
-    );
 }
 
 /** The configured policy bundle, loaded before anything starts (a replica never serves without it). */
@@ -379,7 +370,14 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
     maxRequestBytes: cfg.limits.max_request_bytes,
     recordAuthFailure: (route) => s.refusals.authFailures.record(route),
     ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}),
-    readiness: new Readiness(databaseProbe(c.pool), c.upstreams, c.provider, drain, c.gate),
+    readiness: new Readiness(
+      postgresWriteProbe(c.pool, cfg.instance_id),
+      c.upstreams,
+      c.provider,
+      drain,
+      c.gate,
+      { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
+    ),
     drain,
     ...(oauth ? { oauth } : {}),
     sessionAgent: (id) => s.sessions.agentOf(id),

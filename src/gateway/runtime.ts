@@ -418,7 +418,16 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       catalog,
       policy,
       operator,
-      { metrics, tracing, readiness: new Readiness(db, upstreams, provider, drain), drain, storeWorker },
+      {
+        metrics,
+        tracing,
+        readiness: new Readiness(db, upstreams, provider, drain, null, {
+          requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name),
+          writer: cfg.instance_id,
+        }),
+        drain,
+        storeWorker,
+      },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());

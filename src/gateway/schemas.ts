@@ -50,8 +50,8 @@ export const healthSchema = {
 } as const;
 
 /**
- * `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null}, attestation,
- * shutdown}}`, and `lease` on a replica on PostgreSQL (readiness.ts).
+ * `GET /readyz`: `{status, checks: {database, upstreams: {name: reason | null},
+ * required_upstreams: [name], attestation, shutdown}}`, and `lease` on a replica on PostgreSQL (readiness.ts).
  */
 const readyBody = {
   type: 'object',
@@ -62,11 +62,12 @@ const readyBody = {
       properties: {
         database: nullableStr,
         upstreams: { type: 'object', additionalProperties: nullableStr },
+        required_upstreams: { type: 'array', items: str },
         attestation: nullableStr,
         shutdown: nullableStr,
         lease: nullableStr,
       },
-      required: ['database', 'upstreams', 'attestation', 'shutdown'],
+      required: ['database', 'upstreams', 'required_upstreams', 'attestation', 'shutdown'],
     },
   },
   required: ['status', 'checks'],

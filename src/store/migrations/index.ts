@@ -8,7 +8,7 @@
 import { CmcpError } from '@cmcp/verify/errors/index';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 5;
+export const LATEST_SCHEMA_VERSION = 6;
 
 /** Version 2's description, shared by both engines. */
 export const SESSION_SENSITIVITY_DESCRIPTION =
@@ -31,6 +31,13 @@ export const REPLICA_LEASES_DESCRIPTION =
  */
 export const REPLICA_EVIDENCE_DESCRIPTION =
   "entry_writers and replica_evidence: each replica entry's writer signature, each replica's start-up evidence";
+
+/**
+ * Readiness's write probe (src/gateway/readiness.ts), shared by both engines. Version 6, after
+ * the replicas' evidence (version 5).
+ */
+export const READINESS_PROBE_DESCRIPTION =
+  'readiness_probe: one row per writer that /readyz updates to show a write commits';
 
 /** One numbered migration of one engine. */
 export interface Migration {

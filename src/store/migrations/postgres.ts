@@ -14,6 +14,7 @@ import {
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
+  READINESS_PROBE_DESCRIPTION,
   REPLICA_EVIDENCE_DESCRIPTION,
   REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
@@ -167,6 +168,14 @@ CREATE TABLE replica_evidence (
 );
 `;
 
+// See ./sqlite.ts version 6.
+const SCHEMA_V6 = `
+CREATE TABLE readiness_probe (
+  writer    ${T} PRIMARY KEY,
+  probed_at ${T} NOT NULL
+);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
@@ -174,6 +183,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = checkedMigrations('postgres', [
   { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
   { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
   { version: 5, description: REPLICA_EVIDENCE_DESCRIPTION, sql: SCHEMA_V5 },
+  { version: 6, description: READINESS_PROBE_DESCRIPTION, sql: SCHEMA_V6 },
 ]);
 
 const SCHEMA_VERSION_TABLE = `

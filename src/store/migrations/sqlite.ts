@@ -13,6 +13,7 @@ import {
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
+  READINESS_PROBE_DESCRIPTION,
   REPLICA_EVIDENCE_DESCRIPTION,
   REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
@@ -183,6 +184,16 @@ CREATE TABLE replica_evidence (
 ) WITHOUT ROWID;
 `;
 
+// Readiness's write probe (src/gateway/readiness.ts): /readyz commits an update of its writer's
+// row, so "ready" means a write reached the disk just now (a full disk fails the WAL append).
+// Nothing else reads it.
+const SCHEMA_V6 = `
+CREATE TABLE readiness_probe (
+  writer    TEXT PRIMARY KEY, -- the gateway's instance_id (a replica's on PostgreSQL)
+  probed_at TEXT NOT NULL     -- ISO 8601 time of the last committed probe
+) WITHOUT ROWID;
+`;
+
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
   { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
@@ -190,6 +201,7 @@ export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
   { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
   { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
   { version: 5, description: REPLICA_EVIDENCE_DESCRIPTION, sql: SCHEMA_V5 },
+  { version: 6, description: READINESS_PROBE_DESCRIPTION, sql: SCHEMA_V6 },
 ]);
 
 const SCHEMA_VERSION_TABLE = `
