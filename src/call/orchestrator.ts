@@ -1,3 +1,6 @@
+/** Tries of a terminal commit that meets another process's write lock before it is kept for later. */
+const TERMINAL_BUSY_TRIES = 6;
+
 /**
  * One `tools/call`, from ingress to terminal commit (docs/spec/call-path.md), as stages run in order:
  * ingress (ingress.ts) → gates: blocked, route, catalog, policy (gates.ts) → admission
@@ -22,6 +25,7 @@ import { type LocalCallStore, localCallStore, sqlite } from './call-store.js';
 import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
 import { readCallParams } from './ingress.js';
+import { PendingTerminals, RECORDED_LATE } from './pending-terminals.js';
 import { answered, notRecorded, refused } from './respond.js';
 import { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
@@ -37,6 +41,8 @@ export class CallOrchestrator {
   private readonly local: LocalCallStore | null;
   /** Each session's highest forwarded sensitivity (also the relayed methods' Cedar context). */
   readonly sensitivity: SessionSensitivity;
+  /** Terminal entries whose commit failed, tried again until they commit (pending-terminals.ts). */
+  readonly pendingTerminals: PendingTerminals;
 
   constructor(
     db: Db | null,
@@ -56,6 +62,7 @@ export class CallOrchestrator {
     this.sensitivity = new SessionSensitivity(db, chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
     this.local = localCallStore(db, chain, sessions, executions, writes);
+    this.pendingTerminals = new PendingTerminals(log);
   }
 
   /** Calls on their way upstream, recorded before the upstream is invoked (attempts.ts): SQLite's. */
@@ -246,30 +253,31 @@ export class CallOrchestrator {
     if (f.disposition !== 'not_attempted') this.sensitivity.note(sessionId, route);
     const detail = { ...policy.value.detail, ...f.detail };
     let committed: AuditEntry;
+    const terminal = {
+      ...entry,
+      error_code: f.errorCode,
+      response_payload_hash: f.responseHash,
+      latency_us: latencyUs(startedAt),
+      detail: Object.keys(detail).length ? detail : null,
+    };
+    const execution = executionId === null ? null : { agentId: caller.agentId, executionId, callId };
+    const write = (input: EntryInput) => () =>
+      this.writes
+        ? this.writes.write({
+            kind: 'terminal',
+            sessionId,
+            entry: input,
+            disposition: f.disposition,
+            execution,
+          })
+        : sqlite(this.local).recorder.outcome(sessionId, input, f.disposition, execution);
     try {
-      const terminal = {
-        ...entry,
-        error_code: f.errorCode,
-        response_payload_hash: f.responseHash,
-        latency_us: latencyUs(startedAt),
-        detail: Object.keys(detail).length ? detail : null,
-      };
-      const execution = executionId === null ? null : { agentId: caller.agentId, executionId, callId };
-      const commit = () =>
-        this.writes
-          ? this.writes.write({
-              kind: 'terminal',
-              sessionId,
-              entry: terminal,
-              disposition: f.disposition,
-              execution,
-            })
-          : sqlite(this.local).recorder.outcome(sessionId, terminal, f.disposition, execution);
       committed = await this.telemetry.stage('commit', route.upstream, () =>
-        this.commitTerminal(commit, callId),
+        this.commitTerminal(write(terminal), callId),
       );
     } catch (e) {
-      if (this.local?.attempts.isClosed)
+      const shuttingDown = this.local?.attempts.isClosed === true;
+      if (shuttingDown)
         // Past the shutdown drain: the call was already recorded outcome_unknown, as designed.
         this.log.warn(
           { call_id: callId },
@@ -278,7 +286,16 @@ export class CallOrchestrator {
       else
         this.log.error(
           { call_id: callId, err: (e as Error).message },
-          'terminal audit entry could not be committed',
+          'terminal audit entry could not be committed; kept to retry',
+        );
+      // The outcome is known: it is recorded once a write succeeds again, saying it came late
+      // (the agent was answered AUDIT_WRITE_FAILED, not the result).
+      const local = this.local;
+      if (!shuttingDown)
+        this.pendingTerminals.add(
+          callId,
+          write({ ...terminal, detail: { ...(terminal.detail ?? {}), recorded_late: RECORDED_LATE } }),
+          local ? () => local.attempts.isOpen(callId) : undefined,
         );
       const data = executionId === null ? {} : { execution_id: executionId, execution_state: 'in_flight' };
       this.telemetry.ended(route.upstream, 'not_recorded', f.errorCode, startedAt);
@@ -289,19 +306,22 @@ export class CallOrchestrator {
   }
 
   /**
-   * Commits a forwarded call's terminal entry, trying again for as long as another process holds
-   * the write lock past the busy timeout: the upstream ran, so its outcome is kept, never dropped
-   * (each try waits the busy timeout by awaiting, so the gateway keeps serving). It stops trying
-   * once a shutdown has ended the attempts: the drain recorded the call outcome_unknown.
-   * @throws what the commit throws other than SQLITE_BUSY; SQLITE_BUSY after the shutdown.
+   * Commits a forwarded call's terminal entry, trying again while another process holds the write
+   * lock past the busy timeout, up to {@link TERMINAL_BUSY_TRIES} tries (each waits the busy
+   * timeout by awaiting, so the gateway keeps serving and the agent waits for its result). Past
+   * them the caller keeps the entry and writes it once the lock is free (`recorded_late`), so the
+   * agent's wait is bounded and the outcome is never dropped. It stops trying once a shutdown has
+   * ended the attempts: the drain recorded the call outcome_unknown.
+   * @throws what the commit throws other than SQLITE_BUSY; SQLITE_BUSY after the last try or
+   *   after the shutdown.
    */
   private async commitTerminal(commit: () => Promise<AuditEntry>, callId: string): Promise<AuditEntry> {
     let warned = false;
-    for (;;) {
+    for (let tries = 1; ; tries++) {
       try {
         return await commit();
       } catch (e) {
-        if (!isBusy(e) || this.local?.attempts.isClosed) throw e;
+        if (!isBusy(e) || this.local?.attempts.isClosed || tries >= TERMINAL_BUSY_TRIES) throw e;
         if (!warned)
           this.log.warn({ call_id: callId }, 'terminal audit entry waits for the database lock; retrying');
         warned = true;

@@ -5,6 +5,7 @@
  */
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isStoreWriteFailure } from '../store/db.js';
 import { classifyBodyError } from './body-refusals.js';
 import { sendMcpUnauthenticated } from './mcp-unauthenticated.js';
 import type { RefusalSink } from './routes/agent.js';
@@ -83,6 +84,12 @@ export function errorHandler(maxRequestBytes: number, recordRefusal: RefusalSink
       const route = `${req.method} ${req.routeOptions.url ?? 'unknown'}`;
       const operator = req.operatorId ? { operator_id: req.operatorId } : {};
       recordRefusal(req.agentId || null, code, { route, reason: body.reason, ...operator });
+    } else if (isStoreWriteFailure(err)) {
+      // The store could not write (a full disk, an unreachable database): unavailable for now,
+      // not a fault of this code. The code only, no message (it may name paths).
+      code = 'STORE_WRITE_FAILED';
+      message = 'the store could not commit the write; retry later';
+      req.log.error({ code: err.code }, 'store write failed');
     } else if (err.statusCode === 400) {
       code = rpc ? 'PARSE_ERROR' : 'INVALID_REQUEST';
       message = rpc ? 'the body is not valid JSON' : 'bad request';

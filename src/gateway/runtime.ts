@@ -458,6 +458,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       if (closed) return;
       closed = true;
       if (relist) clearInterval(relist);
+      calls.pendingTerminals.close(); // what is still pending is sealed by the next start's recovery
       await metricsListener?.close();
       clientSessions.close();
       await app.close();
@@ -474,7 +475,17 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
       db.close();
     };
-    const parts = { app, drain, attempts: calls.attempts, storeWorker, recovery, sessions, log, close };
+    const parts = {
+      app,
+      drain,
+      attempts: calls.attempts,
+      pendingTerminals: calls.pendingTerminals,
+      storeWorker,
+      recovery,
+      sessions,
+      log,
+      close,
+    };
     return {
       app,
       db,

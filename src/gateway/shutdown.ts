@@ -8,6 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { AttemptLog } from '../call/attempts.js';
+import type { PendingTerminals } from '../call/pending-terminals.js';
 import type { CallRecovery, Recovered } from '../call/recovery.js';
 import type { SessionService } from '../session/service.js';
 import type { Drain } from './drain.js';
@@ -27,6 +28,8 @@ export interface ShutdownParts {
   drain: Drain;
   /** The call path's attempt log: closed before recovery so nothing is forwarded after it. */
   attempts: AttemptLog;
+  /** Terminal entries whose commit failed: tried once more before recovery seals what is open. */
+  pendingTerminals?: PendingTerminals;
   /** The store worker (its own attempt log), closed in its write queue before recovery; or null. */
   storeWorker: { closeAttempts(): Promise<void> } | null;
   recovery: CallRecovery;
@@ -44,6 +47,12 @@ export interface ShutdownParts {
 export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promise<ShutdownReport> {
   p.drain.stop();
   const drained = await p.drain.idle(drainMs);
+  // A call whose terminal write failed gets the outcome it knows if the store writes again now;
+  // else recovery below seals it outcome_unknown.
+  if (p.pendingTerminals) {
+    await p.pendingTerminals.flush();
+    p.pendingTerminals.close();
+  }
   p.attempts.close();
   let recovered: Recovered = { attempts: 0, executions: 0 };
   // Every attempt the worker committed is durable before recovery reads them; none begins after.

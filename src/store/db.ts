@@ -272,3 +272,17 @@ export function openGatewayDatabase(path: string): Db {
     throw new DatabaseUnavailableError(`cannot open the database ${path}: ${(e as Error).message}`);
   }
 }
+
+/**
+ * True for an error of the store failing to write rather than of the request: SQLite's full
+ * disk, I/O errors, a read-only or unopenable file, a lock held past the busy timeout;
+ * PostgreSQL's insufficient resources (SQLSTATE class 53, e.g. 53100 disk full), connection
+ * exceptions (class 08) and operator intervention (57P0x: shutting down). Such a failure is
+ * answered STORE_WRITE_FAILED (503), not INTERNAL_ERROR.
+ */
+export function isStoreWriteFailure(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  if (/^SQLITE_(FULL|IOERR|BUSY|READONLY|CANTOPEN|LOCKED|PROTOCOL)/.test(code)) return true;
+  return /^(53|08)[0-9A-Z]{3}$/.test(code) || /^57P0[0-9]$/.test(code);
+}

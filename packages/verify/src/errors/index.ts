@@ -363,6 +363,12 @@ export const ERRORS = {
     summary:
       "The store worker's write queue is full (config store.max_queued_writes): the call was refused before its attempt was recorded, so no upstream was invoked; its refusal is recorded; retry later.",
   },
+  STORE_WRITE_FAILED: {
+    http: 503,
+    rpc: -32007,
+    summary:
+      'The store could not commit a write (a full disk, an I/O error, a write lock held past the busy timeout, an unreachable PostgreSQL): nothing was changed; retry once /readyz is ready again.',
+  },
   SESSION_BINDING_REQUIRED: {
     http: 503,
     rpc: -32080,
