@@ -113,7 +113,7 @@ export function buildApp(d: AppDeps): FastifyInstance {
   if (d.allowedHosts)
     app.addHook('onRequest', hostCheck(d.allowedHosts, d.recordHostRefusal ?? (() => undefined)));
   app.setErrorHandler(errorHandler(d.maxRequestBytes, recordRefusal));
-  d.drain?.attach(app);
+  d.drain?.attach(app, recordRefusal);
   if (d.connections) capConnections(app, d.connections, recordRefusal);
 
   const operator = d.operator;

@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { evidenceOf } from '../call/respond.js';
 import { readableId } from './mcp-unauthenticated.js';
 import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from './replies.js';
+import type { RefusalSink } from './routes/agent.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -54,11 +55,19 @@ export class Drain {
     return this.admitting;
   }
 
-  /** Adds the gate to `app` (before its routes are registered). */
-  attach(app: FastifyInstance): void {
+  /**
+   * Adds the gate to `app` (before its routes are registered).
+   * @param recordRefusal where a request refused while draining is recorded (aggregated
+   *   `request_refused`, no agent: the gate runs before authentication; detail `route` is the
+   *   route pattern, never the URL).
+   */
+  attach(app: FastifyInstance, recordRefusal: RefusalSink = () => undefined): void {
     app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
       if (!this.admitting && !PROBES.has(req.url.split('?')[0] ?? '')) {
         const message = 'the gateway is shutting down and admits no new request';
+        recordRefusal(null, 'GATEWAY_SHUTTING_DOWN', {
+          route: `${req.method} ${req.routeOptions.url ?? 'unknown'}`,
+        });
         reply.header('connection', 'close');
         return isJsonRpc(req)
           ? sendRpcError(reply, 'GATEWAY_SHUTTING_DOWN', message)
