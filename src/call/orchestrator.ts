@@ -25,7 +25,7 @@ import { type LocalCallStore, localCallStore, sqlite } from './call-store.js';
 import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
 import { readCallParams } from './ingress.js';
-import { PendingTerminals, RECORDED_LATE } from './pending-terminals.js';
+import { hopeless, PendingTerminals, RECORDED_LATE } from './pending-terminals.js';
 import { answered, notRecorded, refused } from './respond.js';
 import { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
@@ -286,12 +286,12 @@ export class CallOrchestrator {
       else
         this.log.error(
           { call_id: callId, err: (e as Error).message },
-          'terminal audit entry could not be committed; kept to retry',
+          'terminal audit entry could not be committed',
         );
       // The outcome is known: it is recorded once a write succeeds again, saying it came late
       // (the agent was answered AUDIT_WRITE_FAILED, not the result).
       const local = this.local;
-      if (!shuttingDown)
+      if (!shuttingDown && !hopeless(e))
         this.pendingTerminals.add(
           callId,
           write({ ...terminal, detail: { ...(terminal.detail ?? {}), recorded_late: RECORDED_LATE } }),

@@ -9,6 +9,7 @@
  * sealing replica's outcome_unknown) is dropped. A crash meanwhile leaves the attempt open:
  * start-up recovery seals it, as before.
  */
+import { CmcpError } from '@cmcp/verify/errors/index';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 
@@ -18,6 +19,14 @@ export const MAX_PENDING_TERMINALS = 10_000;
 /** First retry after this long, ms; doubled after each failed round up to {@link MAX_RETRY_MS}. */
 const FIRST_RETRY_MS = 250;
 const MAX_RETRY_MS = 5000;
+
+/**
+ * True when trying the write again cannot help: a replica whose lease is lost is fenced out for
+ * good (the successor seals its calls), so its terminal is not kept.
+ */
+export function hopeless(e: unknown): boolean {
+  return e instanceof CmcpError && e.code === 'LEASE_LOST';
+}
 
 /** The `detail.recorded_late` of a terminal entry committed by a retry. */
 export const RECORDED_LATE = 'terminal_write_failed';
@@ -93,7 +102,7 @@ export class PendingTerminals {
         this.pending.delete(callId);
         done++;
       } catch (e) {
-        if (!p.stillOpen()) {
+        if (hopeless(e) || !p.stillOpen()) {
           this.pending.delete(callId);
           continue;
         }
