@@ -126,6 +126,16 @@ describe.skipIf(unavailable !== null)('after a full disk, the gateway heals', ()
     expect(close.status).toBe(503);
     expect(close.body.error.error_code).toBe('STORE_WRITE_FAILED');
 
+    // A call that would open the agent's default session: a stable code, nothing forwarded.
+    const noSession = await rpc(child.url, 'bob-token', {
+      jsonrpc: '2.0',
+      id: 4,
+      method: 'tools/call',
+      params: { name: 'c.record', arguments: {} },
+    });
+    expect(noSession.body.error.data.error_code).toBe('AUDIT_WRITE_FAILED');
+    expect(up.invocations).toHaveLength(1);
+
     fs.unfill();
     // The gateway records the call itself once a write succeeds (bounded wait).
     let state = '';
