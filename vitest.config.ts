@@ -10,6 +10,7 @@ const STORE_WORKER_SUITES = [
   'test/upstream-dies-mid-call.test.ts',
   'test/gateway-shutdown.test.ts',
   'test/crash.test.ts',
+  'test/disk-full.test.ts',
 ];
 
 export default defineConfig({
