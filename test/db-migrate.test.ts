@@ -135,7 +135,9 @@ describe('SQLite', () => {
           !t.name.startsWith('schema_version') &&
           !t.name.startsWith('session_sensitivity') &&
           !t.name.includes('claim_part') && // its tables and their indexes (sqlite_autoindex_claim_part…)
-          !['chain_tips', 'replica_leases', 'entry_writers', 'replica_evidence', 'readiness_probe'].includes(t.name),
+          !['chain_tips', 'replica_leases', 'entry_writers', 'replica_evidence', 'readiness_probe'].includes(
+            t.name,
+          ),
       ),
     ).toEqual(textsBefore);
     const sessionId = (before.claims as { session_id: string }[])[0]?.session_id ?? '';
