@@ -1,6 +1,6 @@
 /**
  * Another OS process holding a database's write lock (BEGIN IMMEDIATE through its own
- * better-sqlite3 connection), for tests of what the gateway does meanwhile (issue 11 item 7).
+ * better-sqlite3 connection), for tests of what the gateway does meanwhile.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { REPO_ROOT } from './gateway.js';
@@ -25,6 +25,9 @@ export function holdLock(
     cwd: REPO_ROOT,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
+  // A release line written as the holder exits after its own timeout (or after the line it
+  // already read) meets a closed pipe: that EPIPE means the lock is already released.
+  proc.stdin?.on('error', () => {});
   let out = '';
   const seen = (word: string) =>
     new Promise<void>((res, rej) => {
