@@ -16,13 +16,10 @@ import type { Relay } from './relay.js';
 export function callLink(relay: Relay, req: MethodRequest): CallLink {
   return {
     async forward(route, args, sessionId) {
-      const onprogress = progressRelay(progressToken(req.params), req.channel, (m) =>
-        relay.sessions.admit(
-          req.channel.clientSessionId ?? req.channel,
-          req.caller.agentId,
-          route.upstream,
-          m,
-        ),
+      const onprogress = progressRelay(
+        progressToken(req.params),
+        req.channel,
+        relay.sessions.progress(req.caller.agentId, route.upstream),
       );
       const task = req.params?.task;
       const tasked = typeof task === 'object' && task !== null;

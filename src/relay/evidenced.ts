@@ -143,13 +143,10 @@ export async function relayEvidenced(relay: Relay, req: MethodRequest, s: Eviden
     ? await relay.sessions.during(conn, { channel: req.channel, agentId: caller.agentId, sessionId }, () =>
         conn.request(req.method, s.forward, {
           signal: req.channel.signal,
-          onprogress: progressRelay(progressToken(params), req.channel, (m) =>
-            relay.sessions.admit(
-              req.channel.clientSessionId ?? req.channel,
-              caller.agentId,
-              route.upstream,
-              m,
-            ),
+          onprogress: progressRelay(
+            progressToken(params),
+            req.channel,
+            relay.sessions.progress(caller.agentId, route.upstream),
           ),
         }),
       )

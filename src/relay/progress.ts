@@ -25,8 +25,8 @@ export function progressToken(params: Record<string, unknown> | undefined): stri
 
 /**
  * The `onprogress` that passes an upstream request's progress to the client under its own
- * token, or undefined when the client asked for none. `admit` (the client's notification
- * budget, src/relay/notification-budget.ts) decides whether each one goes.
+ * token, or undefined when the client asked for none. `admit` (the request's own progress
+ * bucket, src/relay/notification-budget.ts) decides whether each one goes.
  */
 export function progressRelay(
   token: string | number | undefined,

@@ -23,7 +23,9 @@
  * (`notifications/message`, server-to-client requests) goes to the one request of that client
  * session in flight on that connection; with none or several in flight, notifications go to the
  * client session's standalone stream and requests are refused (never delivered by guess).
- * Every notification relayed to a client passes its budget first (./notification-budget.ts).
+ * Every notification relayed to a client passes its budget first (./notification-budget.ts): the
+ * lane of its client and upstream, or for progress the request's own bucket; list changes and
+ * resource updates over it are coalesced and delivered later rather than dropped.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
@@ -120,14 +122,63 @@ export class RelaySessions {
   ) {}
 
   /**
-   * Whether a notification from `upstream` may go to a client: `key` is its client session id,
-   * or the request's channel when it has none. A dropped notification is reported, not queued.
+   * Whether a log message from `upstream` may go to a client: `key` is its client session id, or
+   * the request's channel when it has none. A dropped notification is reported, not queued.
    */
   admit(key: string | object, agentId: string, upstream: string, message: ClientMessage): boolean {
-    const reason = this.budget.admit(key, Buffer.byteLength(JSON.stringify(message)));
+    this.watch(key);
+    const reason = this.budget.admit(key, upstream, Buffer.byteLength(JSON.stringify(message)));
     if (reason === null) return true;
     this.onDropped?.(agentId, { upstream, method: message.method, reason });
     return false;
+  }
+
+  /**
+   * Whether a list change or resource update from `upstream` goes to client session `csid` now.
+   * Over the budget it is kept and `deliver` runs once the lane has room (one per method, or per
+   * resource URI); one merged into a pending one, or with no room left, is reported as dropped.
+   */
+  change(
+    csid: string,
+    agentId: string,
+    upstream: string,
+    message: ClientMessage,
+    deliver: () => void,
+  ): boolean {
+    this.watch(csid);
+    const uri = message.method === 'notifications/resources/updated' ? message.params?.uri : undefined;
+    const r = this.budget.coalesce(
+      csid,
+      upstream,
+      message.method,
+      typeof uri === 'string' ? uri : undefined,
+      Buffer.byteLength(JSON.stringify(message)),
+      deliver,
+    );
+    if (r === 'admitted') return true;
+    if (r !== 'deferred') this.onDropped?.(agentId, { upstream, method: message.method, reason: r });
+    return false;
+  }
+
+  /**
+   * The admit function of one request's progress from `upstream`: a bucket of the request's own,
+   * so that no other notification of the upstream (a log flood) starves it; still bounded, the
+   * excess dropped and reported.
+   */
+  progress(agentId: string, upstream: string): (message: ClientMessage) => boolean {
+    const gate = this.budget.progressGate();
+    return (message) => {
+      const reason = gate(Buffer.byteLength(JSON.stringify(message)));
+      if (reason === null) return true;
+      this.onDropped?.(agentId, { upstream, method: message.method, reason });
+      return false;
+    };
+  }
+
+  /** The first time a client session gets lanes, they are set to be forgotten when it ends. */
+  private watch(key: string | object): void {
+    if (typeof key !== 'string' || this.budget.tracks(key)) return;
+    this.events?.onEnd(key, () => this.budget.forget(key));
   }
 
   /** Connects the HTTP edge's client sessions (standalone streams, end of session). */
@@ -274,7 +325,8 @@ export class RelaySessions {
     const conn = this.pool.openSession(
       name,
       () => {
-        if (this.admit(csid, agentId, name, listChanged)) this.notify(csid, listChanged);
+        const deliver = () => this.notify(csid, listChanged);
+        if (this.change(csid, agentId, name, listChanged, deliver)) deliver();
       },
       { capabilities, onClient: (c) => this.wire(c, csid, name, () => conn, capabilities) },
     );
@@ -289,7 +341,7 @@ export class RelaySessions {
    * A resource or prompt list change on a shared connection concerns every client session that
    * reaches the upstream through it: it goes to each one's standalone stream, not to those with
    * a connection of their own there (which hear it on that one), each within its notification
-   * budget. It carries no client's data.
+   * budget (coalesced over it). It carries no client's data.
    */
   private wireShared(client: Client, upstream: string): void {
     for (const schema of [ResourceListChangedNotificationSchema, PromptListChangedNotificationSchema])
@@ -298,7 +350,8 @@ export class RelaySessions {
         this.events?.notifyAll(
           message,
           (csid, agentId) =>
-            !this.clients.get(csid)?.conns.has(upstream) && this.admit(csid, agentId, upstream, message),
+            !this.clients.get(csid)?.conns.has(upstream) &&
+            this.change(csid, agentId, upstream, message, () => this.notify(csid, message)),
         );
       });
   }
@@ -333,7 +386,8 @@ export class RelaySessions {
           method: n.method,
           ...(n.params ? { params: n.params as Record<string, unknown> } : {}),
         };
-        if (this.admit(csid, agentId(), upstream, message)) this.notify(csid, message);
+        const deliver = () => this.notify(csid, message);
+        if (this.change(csid, agentId(), upstream, message, deliver)) deliver();
       });
     // Only what the client declared: the upstream is told no more, and the SDK refuses a handler
     // for a capability its client did not declare.
