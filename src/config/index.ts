@@ -149,8 +149,9 @@ const limits = z.strictObject({
   /** ms a connection may stay unauthenticated; then it is closed (UNAUTHENTICATED_CONNECTION_TIMEOUT). */
   unauthenticated_timeout_ms: z.number().int().min(100).max(600_000).default(5_000),
   /**
-   * Per client (client session, else request): upstream notifications relayed per second,
-   * sustained (token bucket; beyond, dropped and recorded as UPSTREAM_NOTIFICATIONS_LIMITED).
+   * Per client (client session, else request) and upstream, and per request for its progress:
+   * upstream notifications relayed per second, sustained (token bucket; beyond, dropped — list
+   * changes and resource updates coalesced — and recorded as UPSTREAM_NOTIFICATIONS_LIMITED).
    */
   upstream_notifications_per_s: z.number().min(0.01).max(1_000_000).default(100),
   /** Per client: notifications allowed at once above the sustained rate (the bucket's size). */
