@@ -445,7 +445,7 @@ export const ERRORS = {
     http: 429,
     rpc: -32099,
     summary:
-      'An upstream sent a client more notifications than limits.upstream_notifications_per_s / upstream_notification_bytes_per_s (with their bursts) allow; the excess was dropped, never sent, and is counted in the aggregated refusal record.',
+      'An upstream sent a client more notifications than limits.upstream_notifications_per_s / upstream_notification_bytes_per_s (with their bursts) allow, per client and upstream (progress: per request); the excess was not sent (log messages and progress dropped; a list change or resource update merged into the one kept pending and delivered once the bucket refills) and is counted in the aggregated refusal record.',
   },
 } as const satisfies Record<string, ErrorSpec>;
 
