@@ -146,9 +146,9 @@ export class CallGates {
     if (d.errored.length) detail.policy_errors = d.errored;
     if (d.failure) detail.policy_failure = d.failure;
     if (d.invalid) detail.policy_attribute_invalid = d.invalid;
-    // Attributes that do not fit the schema are malformed input, not a policy outcome: no mode
-    // lets such a call proceed (a mistyped attribute would have switched policies off).
-    if (d.invalid)
+    // An attribute a policy reads that does not fit the schema is a deny (it would have switched
+    // a policy off): refused when enforcing; advisory and silent record it as their deny.
+    if (d.invalid && engine.mode === 'enforcing')
       return {
         ok: false,
         refusal: {
@@ -168,6 +168,7 @@ export class CallGates {
         policy_decision: 'advisory_deny',
         policy_ids: d.matched,
         ...(d.errored.length ? { policy_errors: d.errored } : {}),
+        ...(d.invalid ? { policy_attribute_invalid: d.invalid } : {}),
       });
     if (engine.mode !== 'enforcing') return pass('silent_deny');
     const failed = d.failure !== null || d.errored.length > 0;

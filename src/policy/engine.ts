@@ -49,6 +49,7 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
 import { ActionPolicySets } from './action-sets.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
+import { entityMisfit, GENERIC_MISFIT, locateMisfit } from './misfit.js';
 import { onlyReferenced, referencedAttributes } from './referenced-attributes.js';
 import { type SchemaFacts, schemaFacts } from './schema-facts.js';
 import {
@@ -100,8 +101,9 @@ export interface PolicyDecision {
   /** Why the request could not be evaluated at all (input or engine fault), else null. */
   failure: string | null;
   /**
-   * Why the request's principal, resource or context does not conform to the bundle's schema
-   * (Cedar's message), else null. Non-null ⇒ deny, and the request is refused in every mode.
+   * Where the request's principal, resource or context does not conform to the bundle's schema
+   * (`principal.team: expected String, got array`; ./misfit.ts: names and types only, never a
+   * value nor Cedar's message), else null. Non-null ⇒ deny.
    */
   invalid: string | null;
 }
@@ -109,11 +111,15 @@ export interface PolicyDecision {
 /** Thrown by {@link toCedarValue} for input Cedar cannot carry honestly. */
 export class CedarValueError extends CmcpError {
   declare readonly code: 'CEDAR_VALUE_INVALID';
+  /**
+   * @param reason a fixed phrase (it names no value)
+   * @param path the JSON pointer of the member (its names may be the request's own)
+   */
   constructor(
-    message: string,
+    readonly reason: string,
     readonly path: string,
   ) {
-    super('CEDAR_VALUE_INVALID', `${message} at ${path || '/'}`);
+    super('CEDAR_VALUE_INVALID', `${reason} at ${path || '/'}`);
     this.name = 'CedarValueError';
   }
 }
@@ -208,11 +214,15 @@ export function toolEntities(t: ToolFacts): cedar.EntityJson[] {
  */
 export function checkEntities(bundle: PolicyBundle, entities: cedar.EntityJson[]): string[] {
   const problems: string[] = [];
+  let facts: SchemaFacts | null = null;
   for (const e of entities) {
     const r = cedar.checkParseEntities({ entities: [e], schema: bundle.schema });
     if (r.type !== 'success') {
+      // Located by the gateway (./misfit.ts): Cedar's message would quote the attribute's value.
+      facts ??= schemaFacts(bundle.schema);
       const uid = e.uid as cedar.TypeAndId;
-      for (const err of r.errors) problems.push(`${uid.type}::${JSON.stringify(uid.id)}: ${err.message}`);
+      const where = entityMisfit(e, uid.type === 'Agent' ? 'principal' : 'resource', facts) ?? GENERIC_MISFIT;
+      problems.push(`${uid.type}::${JSON.stringify(uid.id)}: ${where}`);
     }
   }
   return problems;
@@ -243,16 +253,21 @@ export function checkTokenAttributes(bundle: PolicyBundle, names: readonly strin
 export class PolicyEngine {
   /** The key of this bundle's preparsed policy set in cedar-wasm's cache. */
   private readonly policySetId: string;
-  /** The attribute names the policies read (./referenced-attributes.ts); null: all of them. */
-  private readonly attributeNames: Set<string> | null;
+  /**
+   * Per action, the attribute names its policies read (./referenced-attributes.ts, over the
+   * policies ./action-sets.ts keeps for it); null: any.
+   */
+  private readonly attributeNames = new Map<string, Set<string> | null>();
   /** Per action, the set of the policies whose scope can hold for it (./action-sets.ts). */
   private readonly actionSets: ActionPolicySets;
   /** The key of this bundle's preparsed schema in cedar-wasm's cache. */
   private readonly schemaName: string;
   /** The schema's required attributes and declared contexts (./schema-facts.ts). */
   private readonly facts: SchemaFacts;
-  /** Per entity type, the attributes a request keeps (see {@link keptAttributes}). */
+  /** Per action and entity type, the attributes a request keeps (see {@link keptAttributes}). */
   private readonly kept = new Map<string, Set<string> | null>();
+  /** Per action, the `arguments` members a request keeps (see {@link keptArguments}). */
+  private readonly keptArgs = new Map<string, Set<string> | null>();
 
   /** @throws PolicyBundleError when Cedar cannot parse the bundle's policies. */
   constructor(
@@ -267,7 +282,6 @@ export class PolicyEngine {
         'policies do not parse',
         parsed.errors.map((e) => e.message),
       );
-    this.attributeNames = referencedAttributes(bundle.policies);
     this.actionSets = new ActionPolicySets(this.policySetId, bundle.policies);
     this.schemaName = `cmcp-schema-${createHash('sha256').update(bundle.schema).digest('hex')}`;
     const schema = cedar.preparseSchema(this.schemaName, bundle.schema);
@@ -279,26 +293,95 @@ export class PolicyEngine {
     this.facts = schemaFacts(bundle.schema);
   }
 
+  /** The attribute names the policies deciding `action` can read; null: any. */
+  private referencedFor(action: string): Set<string> | null {
+    let names = this.attributeNames.get(action);
+    if (names === undefined) {
+      const ids = this.actionSets.policyIdsFor(action);
+      names = referencedAttributes(
+        Object.fromEntries(ids.map((id) => [id, this.bundle.policies[id] as string])),
+      );
+      this.attributeNames.set(action, names);
+    }
+    return names;
+  }
+
   /**
-   * The attributes a request keeps on an entity of `type` other than the principal: those the
-   * policies read and those the schema requires (dropping a required one would not conform);
-   * null: all of them.
+   * `read` (the names a policy reads; null: any) within `declared` (the schema's; null: any),
+   * plus `required`: the members a request keeps. A member no policy can read changes no
+   * decision, so it is left out rather than checked; an undeclared one cannot be read by a
+   * validated policy; a required one must stay (dropping it would not conform).
    */
-  private keptAttributes(type: string): Set<string> | null {
-    let kept = this.kept.get(type);
+  private static keep(
+    read: Set<string> | null,
+    declared: Set<string> | null | undefined,
+    required: Iterable<string> | undefined,
+  ): Set<string> | null {
+    if (read === null && !declared) return null;
+    const base =
+      read === null ? [...(declared ?? [])] : [...read].filter((n) => !declared || declared.has(n));
+    return new Set([...base, ...(required ?? [])]);
+  }
+
+  /**
+   * The attributes a request of `action` keeps on an entity of `type` other than the principal:
+   * those its policies read that the schema declares, and those the schema requires; null: all.
+   */
+  private keptAttributes(action: string, type: string): Set<string> | null {
+    const key = `${action}\u0000${type}`;
+    let kept = this.kept.get(key);
     if (kept === undefined) {
-      kept =
-        this.attributeNames === null
-          ? null
-          : new Set([...this.attributeNames, ...(this.facts.required.get(type) ?? [])]);
-      this.kept.set(type, kept);
+      kept = PolicyEngine.keep(
+        this.referencedFor(action),
+        this.facts.declared.get(type),
+        this.facts.required.get(type),
+      );
+      this.kept.set(key, kept);
     }
     return kept;
   }
 
   /**
-   * The context narrowed to what the schema declares for `action` (module doc): undeclared
-   * top-level members, and undeclared members of `arguments`, are left out.
+   * The members of a request's `arguments` that a request of `action` keeps: those its policies
+   * read that the schema declares for the action, and the required ones; null: all. An argument
+   * no policy reads (another tool's argument of the same name, of another type) is left out, so
+   * it is neither checked nor refused.
+   */
+  keptArguments(action: string): Set<string> | null {
+    let kept = this.keptArgs.get(action);
+    if (kept === undefined) {
+      const shape = this.facts.context.get(action);
+      kept = shape
+        ? PolicyEngine.keep(this.referencedFor(action), shape.arguments, shape.requiredArguments)
+        : null;
+      this.keptArgs.set(action, kept);
+    }
+    return kept;
+  }
+
+  /**
+   * Where a value Cedar cannot carry sits, named without the request's own member names: the
+   * schema-declared argument or principal attribute holding it, else the record holding it.
+   */
+  escapeMisfit(action: string, e: CedarValueError): string {
+    const seg = e.path.split('/').slice(1);
+    if (seg[0] === 'context') seg.shift();
+    const [top, name] = seg;
+    let at = 'context';
+    if (top === 'principal')
+      at =
+        name !== undefined && this.facts.declared.get('Agent')?.has(name) ? `principal.${name}` : 'principal';
+    else if (top === 'arguments')
+      at =
+        name !== undefined && this.facts.context.get(action)?.arguments?.has(name)
+          ? `context.arguments.${name}`
+          : 'context.arguments';
+    return `${at}: ${e.reason}`;
+  }
+
+  /**
+   * The context narrowed for `action` (module doc): top-level members the schema does not
+   * declare, and members of `arguments` outside {@link keptArguments}, are left out.
    */
   private declaredContext(action: string, context: cedar.Context): cedar.Context {
     const shape = this.facts.context.get(action);
@@ -306,18 +389,10 @@ export class PolicyEngine {
     const out: cedar.Context = Object.create(null);
     for (const [k, v] of Object.entries(context)) {
       if (shape.members !== null && !shape.members.has(k)) continue;
-      if (
-        k === 'arguments' &&
-        shape.arguments !== null &&
-        typeof v === 'object' &&
-        v !== null &&
-        !Array.isArray(v)
-      ) {
-        const args: Record<string, cedar.CedarValueJson> = Object.create(null); // keeps an own "__proto__"
-        for (const [a, x] of Object.entries(v as Record<string, cedar.CedarValueJson>))
-          if (shape.arguments.has(a)) args[a] = x;
-        out[k] = args;
-      } else out[k] = v;
+      const kept = k === 'arguments' ? this.keptArguments(action) : null;
+      if (kept !== null && typeof v === 'object' && v !== null && !Array.isArray(v))
+        out[k] = onlyReferenced(v as Record<string, cedar.CedarValueJson>, kept);
+      else out[k] = v;
     }
     return out;
   }
@@ -327,8 +402,13 @@ export class PolicyEngine {
     let context: cedar.Context;
     let entities: cedar.EntityJson[];
     try {
+      // Only the kept arguments are converted: one no policy reads is not refused either for
+      // a member Cedar could not carry.
       context = {
-        arguments: record(req.arguments, '/arguments'),
+        arguments: record(
+          onlyReferenced(req.arguments ?? {}, this.keptArguments('call_tool' satisfies ActionId)),
+          '/arguments',
+        ),
         session: sessionFacts(req.session.calls, req.session.maxSensitivity),
       };
       if (req.workflowId !== null) context.workflow_id = req.workflowId;
@@ -338,9 +418,7 @@ export class PolicyEngine {
       // Every attribute is converted (a value Cedar cannot carry still fails the call), then
       // the ones no policy can read are left out: cedar-wasm parses each one per request.
       // The principal keeps every attribute: each one is checked against the schema.
-      const tool = toolEntity(req.tool);
-      tool.attrs = onlyReferenced(tool.attrs ?? {}, this.keptAttributes('Tool'));
-      entities = [agentEntity(req.agentId, req.agentAttributes), tool];
+      entities = [agentEntity(req.agentId, req.agentAttributes), toolEntity(req.tool)];
     } catch (e) {
       // A value Cedar cannot carry (an entity or extension escape) does not conform either.
       if (e instanceof CedarValueError)
@@ -349,7 +427,7 @@ export class PolicyEngine {
           matched: [],
           errored: [],
           failure: null,
-          invalid: e.message.slice(0, 300),
+          invalid: this.escapeMisfit('call_tool', e),
         };
       return {
         decision: 'deny',
@@ -390,24 +468,32 @@ export class PolicyEngine {
     // An action the schema does not declare has no valid request: a deny, not an input fault.
     if (!this.facts.context.has(action))
       return deny(`action ${action.slice(0, 64)} is not declared in the policy schema`);
+    // Entities other than the principal keep what the policies can read (the principal keeps
+    // every attribute: each one is checked against the schema).
+    const sent = entities.map((e) => {
+      const uid = e.uid as cedar.TypeAndId;
+      if (uid.type === principal.type && uid.id === principal.id) return e;
+      return { ...e, attrs: onlyReferenced(e.attrs ?? {}, this.keptAttributes(action, uid.type)) };
+    });
+    const narrowed = this.declaredContext(action, context);
     const call: cedar.StatefulAuthorizationCall = {
       principal,
       action: { type: 'Action', id: action },
       resource,
-      context: this.declaredContext(action, context),
+      context: narrowed,
       preparsedPolicySetId: this.actionSets.idFor(action),
       preparsedSchemaName: this.schemaName,
       validateRequest: true,
-      entities,
+      entities: sent,
     };
     let answer: cedar.AuthorizationAnswer;
     try {
       answer = cedar.statefulIsAuthorized(call);
-    } catch (e) {
-      return deny(`cedar: ${(e as Error).message}`);
+    } catch {
+      // Its message may quote the request: a fixed reason instead.
+      return deny('cedar-wasm failed on the request');
     }
     if (answer.type !== 'success') {
-      const first = answer.errors[0]?.message ?? 'unknown';
       // Told apart by asking again without the schema (only on this refusal path): a request
       // Cedar takes without the schema but not with it does not conform to the schema.
       let unchecked: cedar.AuthorizationAnswer | null = null;
@@ -420,7 +506,15 @@ export class PolicyEngine {
       } catch {
         // A throw here too: not a conformance question, the failure stands.
       }
-      return unchecked?.type === 'success' ? deny(null, first) : deny(`cedar: ${first}`);
+      // Cedar's message quotes the request's values: the misfit is located by the gateway.
+      if (unchecked?.type !== 'success') return deny('cedar refused the request even without the schema');
+      let where = GENERIC_MISFIT;
+      try {
+        where = locateMisfit(this.facts, action, principal, resource, narrowed, sent);
+      } catch {
+        // Never Cedar's message: the generic reason stands.
+      }
+      return deny(null, where);
     }
     const { decision, diagnostics } = answer.response;
     const errored = diagnostics.errors.map((e) => e.policyId);

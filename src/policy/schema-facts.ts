@@ -21,6 +21,8 @@ export interface ContextShape {
    * `arguments` declared as some other type, which Cedar then refuses).
    */
   arguments: Set<string> | null;
+  /** The members of the declared `arguments` record that are required (empty when open). */
+  requiredArguments: Set<string>;
 }
 
 /** A schema's facts (module doc). */
@@ -31,10 +33,21 @@ export interface SchemaFacts {
   declared: Map<string, Set<string>>;
   /** Action id → its declared context. An action missing here is not in the schema. */
   context: Map<string, ContextShape>;
+  /** Entity type name → its declared shape (common types resolved at the top), for ./misfit.ts. */
+  shapes: Map<string, TypeJson | undefined>;
+  /** Action id → its declared context type, for ./misfit.ts. */
+  contextTypes: Map<string, TypeJson | undefined>;
+  /** Follows common-type references from `t` (a type met inside `shapes` or `contextTypes`). */
+  resolve(t: TypeJson | undefined): TypeJson | undefined;
 }
 
-interface TypeJson {
+/** One type of Cedar's JSON schema form (as `schemaToJsonWithResolvedTypes` renders it). */
+export interface TypeJson {
   type?: string;
+  /** The entity type of an `Entity`, the extension of an `Extension`. */
+  name?: string;
+  /** The element type of a `Set`. */
+  element?: TypeJson;
   attributes?: Record<string, TypeJson & { required?: boolean }>;
   additionalAttributes?: boolean;
 }
@@ -86,7 +99,15 @@ export function schemaFacts(schema: string): SchemaFacts {
       r.errors.map((e) => e.message),
     );
   const all = r.json as unknown as Record<string, NamespaceJson>;
-  const facts: SchemaFacts = { required: new Map(), declared: new Map(), context: new Map() };
+  const facts: SchemaFacts = {
+    required: new Map(),
+    declared: new Map(),
+    context: new Map(),
+    shapes: new Map(),
+    contextTypes: new Map(),
+    // Types inside the empty namespace's actions and its entity types: the requests' own.
+    resolve: (t) => resolve(t, '', all),
+  };
   for (const [ns, def] of Object.entries(all)) {
     for (const [name, et] of Object.entries(def.entityTypes ?? {})) {
       const shape = resolve(et.shape, ns, all);
@@ -95,13 +116,23 @@ export function schemaFacts(schema: string): SchemaFacts {
         if (at.required !== false) required.add(a);
       facts.required.set(qualified(ns, name), required);
       facts.declared.set(qualified(ns, name), new Set(Object.keys(shape?.attributes ?? {})));
+      facts.shapes.set(qualified(ns, name), shape);
     }
     // Requests name actions by bare id (Action::"call_tool"): only the empty namespace's count.
     if (ns !== '') continue;
     for (const [id, action] of Object.entries(def.actions ?? {})) {
       const ctx = resolve(action.appliesTo?.context ?? { type: 'Record', attributes: {} }, ns, all);
       const args = ctx?.type === 'Record' ? resolve(ctx.attributes?.arguments, ns, all) : undefined;
-      facts.context.set(id, { members: recordMembers(ctx), arguments: recordMembers(args) });
+      const requiredArguments = new Set<string>();
+      if (args?.type === 'Record')
+        for (const [a, at] of Object.entries(args.attributes ?? {}))
+          if (at.required !== false) requiredArguments.add(a);
+      facts.context.set(id, {
+        members: recordMembers(ctx),
+        arguments: recordMembers(args),
+        requiredArguments,
+      });
+      facts.contextTypes.set(id, ctx);
     }
   }
   return facts;

@@ -79,7 +79,8 @@ export function configuredEntities(
         // A value Cedar cannot carry (an entity or extension escape): the agent does not fit.
         if (!(e instanceof CedarValueError)) throw e;
         throw new PolicyBundleError('configured agents or catalog tools do not fit the policy schema', [
-          `Agent::${JSON.stringify(a.agent_id)}: ${e.message}`,
+          // The attribute's name and the fixed reason: never the value, nor its member names.
+          `Agent::${JSON.stringify(a.agent_id)}: principal.${e.path.split('/')[2] ?? ''}: ${e.reason}`,
         ]);
       }
     }),

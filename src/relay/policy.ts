@@ -23,6 +23,7 @@ import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import type { EntryInput } from '../audit/chain.js';
 import type { Sensitivity } from '../catalog/catalog.js';
 import { agentEntity, CedarValueError, type PolicyEngine, toCedarValue } from '../policy/engine.js';
+import { onlyReferenced } from '../policy/referenced-attributes.js';
 import { type ActionId, type AttrsOf, type RelayResourceType, sessionFacts } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
 
@@ -81,7 +82,14 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
   let context: cedar.Context;
   let entities: cedar.EntityJson[];
   try {
-    const extra = toCedarValue(req.context ?? {}, '/context') as Record<string, cedar.CedarValueJson>;
+    // Only the arguments a policy can read are converted (as for tools/call).
+    const raw = { ...(req.context ?? {}) };
+    if (typeof raw.arguments === 'object' && raw.arguments !== null && !Array.isArray(raw.arguments))
+      raw.arguments = onlyReferenced(
+        raw.arguments as Record<string, unknown>,
+        engine.keptArguments(req.action),
+      );
+    const extra = toCedarValue(raw, '/context') as Record<string, cedar.CedarValueJson>;
     const max = req.session.maxSensitivity ?? 'unclassified';
     context = {
       ...extra,
@@ -98,7 +106,7 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
     ];
   } catch (e) {
     // A value Cedar cannot carry (an entity or extension escape) does not conform either.
-    if (e instanceof CedarValueError) return invalid(e.message.slice(0, 300));
+    if (e instanceof CedarValueError) return invalid(engine.escapeMisfit(req.action, e), engine);
     return failed([], { policy_failure: (e as Error).message.slice(0, 200) }, engine);
   }
   const d = engine.authorize(
@@ -111,7 +119,7 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
   const detail: Record<string, unknown> = {};
   if (d.errored.length) detail.policy_errors = d.errored;
   if (d.failure) detail.policy_failure = d.failure;
-  if (d.invalid) return invalid(d.invalid);
+  if (d.invalid) return invalid(d.invalid, engine);
   const pass = (decision: string): RelayVerdict => ({
     entry: { policy_decision: decision, policy_rule_matched: d.matched },
     detail,
@@ -128,11 +136,24 @@ export function decideRelay(engine: PolicyEngine | null, req: RelayPolicyRequest
   };
 }
 
-/** A request that does not conform to the schema: refused in every mode, as for tools/call. */
-function invalid(message: string): RelayVerdict {
+/**
+ * A request that does not conform to the schema (`where`: ./policy/misfit.ts, no value): a deny
+ * following the mode, as for tools/call — refused when enforcing, else recorded as the mode's deny.
+ */
+function invalid(where: string, engine: PolicyEngine): RelayVerdict {
+  const detail = { policy_attribute_invalid: where };
+  if (engine.mode !== 'enforcing')
+    return {
+      entry: {
+        policy_decision: engine.mode === 'advisory' ? 'advisory_deny' : 'silent_deny',
+        policy_rule_matched: [],
+      },
+      detail,
+      refused: null,
+    };
   return {
     entry: { policy_decision: 'deny', policy_rule_matched: [] },
-    detail: { policy_attribute_invalid: message },
+    detail,
     refused: {
       code: 'POLICY_ATTRIBUTE_INVALID',
       message: 'an attribute of the request does not conform to the policy schema; refused',
