@@ -27,12 +27,16 @@
  * `validateRequest`): a Cedar `==` between values of different types is simply false, so an
  * attribute of the wrong type (a token claim `team: ["contractors"]`) would otherwise switch a
  * `forbid … when { principal.team == "contractors" }` off without any error. A request whose
- * principal, resource or context does not conform is refused whatever the mode
- * (`invalid`; `POLICY_ATTRIBUTE_INVALID`). The principal is sent with all its attributes (an
- * undeclared one does not conform either); the context is first narrowed to the members the
- * schema declares for the action, at the top level and in `arguments` (a tool's other
- * arguments, which no validated policy can read); the Tool keeps the attributes the policies
- * read (./referenced-attributes.ts: cedar-wasm parses each one) and those the schema requires.
+ * principal, resource or context does not conform is a deny (`invalid`) following the mode:
+ * `POLICY_ATTRIBUTE_INVALID` when enforcing. `invalid` is located by the gateway (./misfit.ts:
+ * path and types, never a value, never Cedar's message, which quotes values). The principal is
+ * sent with all its attributes (an undeclared one does not conform either); the other entities
+ * keep the attributes that the policies deciding the action read by name
+ * (./referenced-attributes.ts) and the schema declares, plus the required ones; the context is
+ * narrowed to the top-level members the schema declares, and `arguments` likewise to the
+ * declared members those policies read, plus the required ones ({@link
+ * PolicyEngine.keptArguments}): one `arguments` record serves every tool, so an argument no
+ * policy reads (another tool's, of another type) is dropped, not refused.
  * An action the schema does not declare is a deny (`failure`). Configured agents and catalog
  * tools are also checked at load ({@link checkEntities}).
  *

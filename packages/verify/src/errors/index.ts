@@ -186,7 +186,7 @@ export const ERRORS = {
     http: 403,
     rpc: -32065,
     summary:
-      "An attribute of the request (a token claim, a configured agent attribute, an argument the schema declares) does not conform to the policy bundle's Cedar schema, or carries a Cedar escape member (__entity, __extn, __expr); refused in every enforcement mode, data.policy_attribute_invalid says why.",
+      "An attribute of the request that the policy bundle's Cedar schema declares and a policy can read (a token claim, a configured agent attribute, an argument a policy reads) does not conform to that schema, or carries a Cedar escape member (__entity, __extn, __expr); a deny, refused when enforcing; data.policy_attribute_invalid names the attribute path, the schema type and the JSON type, never a value.",
   },
   POLICY_BUNDLE_INVALID: {
     http: 400,
