@@ -9,6 +9,7 @@
  * JSON Schema type maps to one Cedar type across all tools; others are left out, and a policy
  * cannot read what the schema does not declare).
  */
+import { CmcpError } from '@cmcp/verify/errors/index';
 import {
   ACTIONS,
   type ActionId,
@@ -33,10 +34,14 @@ export interface SchemaInputs {
   toolArguments: Record<string, AttrSpec>;
 }
 
-/** Thrown when the config cannot be described by one schema (e.g. an attribute of two types). */
-export class SchemaInitError extends Error {
+/**
+ * Thrown when the config cannot be described by one schema (e.g. an attribute of two types):
+ * `CONFIG_INVALID`, since the configured attributes are what must change.
+ */
+export class SchemaInitError extends CmcpError {
+  declare readonly code: 'CONFIG_INVALID';
   constructor(message: string) {
-    super(message);
+    super('CONFIG_INVALID', message);
     this.name = 'SchemaInitError';
   }
 }
