@@ -28,12 +28,29 @@ import { cleanup, REPO_ROOT, type TestConfig, writeConfig } from './harness/gate
 
 const FIXTURE = join(REPO_ROOT, 'test', 'fixtures', 'echo-secrets-server.mjs');
 // Characters that JSON escapes and percent-encoding changes, so that those forms differ.
-const TOKEN = `tok/${randomUUID()}+"q"\\=`;
+const TOKEN = `tok/${randomUUID()}+"q"\\=!*'()`;
 const API_KEY = `key-${randomUUID()}`;
 const PASSWORD = `pw-${randomUUID()}`;
 const BASIC = Buffer.from(`svc-user:${PASSWORD}`).toString('base64');
 const STDIO_TOKEN = `stdio-${randomUUID()}`;
 const ENV = 'CMCP_TEST_REDACT_TOKEN';
+
+/** `v` with each UTF-8 byte of each character outside `keep` as `%HH` (`lower`: lower-case hex). */
+function pct(v: string, keep: RegExp, lower: (i: number) => boolean = () => false): string {
+  let i = 0;
+  return [...v]
+    .map((c) =>
+      keep.test(c)
+        ? c
+        : [...Buffer.from(c)]
+            .map((b) => {
+              const h = b.toString(16).padStart(2, '0');
+              return `%${lower(i++) ? h : h.toUpperCase()}`;
+            })
+            .join(''),
+    )
+    .join('');
+}
 
 /** The forms the fixture echoes each value in (its `forms`), plus each long PEM line. */
 function forms(v: string): string[] {
@@ -42,6 +59,9 @@ function forms(v: string): string[] {
     Buffer.from(v).toString('base64'),
     Buffer.from(v).toString('base64url'),
     encodeURIComponent(v),
+    pct(v, /[A-Za-z0-9_.~-]/),
+    pct(v, /[A-Za-z0-9_.~/-]/),
+    pct(v, /[A-Za-z0-9_.~-]/, (i) => i % 2 === 1),
     Buffer.from(`user:${v}`).toString('base64'),
     JSON.stringify({ echoed: v }),
   ];
@@ -279,6 +299,30 @@ describe('the redaction rules', () => {
     expect(MIN_SECRET_CHARS).toBe(8);
     expect(secretForms('hunter2')).toEqual([]);
     expect(secretForms('hunter22')).toContain('hunter22');
+  });
+
+  it('percent-encoded by any encoder: strict RFC 3986, Python quote(), form encoding, either hex case, partly', () => {
+    const k = `sk_live/Ab+cD3fGh!*'() ${randomUUID()}~é`;
+    const p = new Redactor(secretForms(k));
+    const variants = [
+      encodeURIComponent(k),
+      pct(k, /[A-Za-z0-9_.~-]/), // strict RFC 3986
+      pct(k, /[A-Za-z0-9_.~/-]/), // Python quote(): keeps /
+      pct(k, /[A-Za-z0-9_.~-]/, () => true), // lower-case hex
+      pct(k, /[A-Za-z0-9_.~-]/, (i) => i % 2 === 0), // mixed
+      pct(k, /[A-Za-z0-9_.~/+-]/), // only some characters escaped
+      new URLSearchParams({ v: k }).toString().slice(2), // form encoding: a space as +
+      pct(k, /[A-Za-z0-9]/), // everything but letters and digits
+    ];
+    for (const v of variants) expect(p.text(`x=${v}&y=1`), v).toBe(`x=${REDACTED}&y=1`);
+    // Base64 of the secret, percent-encoded (a signature in a query string).
+    const b64 = Buffer.from(`x${k}`).toString('base64');
+    expect(p.text(encodeURIComponent(b64))).toContain(REDACTED);
+    // Letters and digits escaped, or escaped twice: not covered.
+    expect(p.text(pct(k, /^$/))).not.toContain(REDACTED);
+    expect(p.text(encodeURIComponent(encodeURIComponent(k)))).not.toContain(REDACTED);
+    // Text that resembles the secret but is not it stays.
+    expect(p.text(`${k.slice(0, -3)}%C3%A8`)).not.toContain(REDACTED);
   });
 
   it('base64 and base64url of a text holding the secret, at every byte offset', () => {

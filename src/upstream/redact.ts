@@ -12,17 +12,23 @@
  *
  * Each secret is looked for in the forms an echo would take: as is; escaped inside a JSON
  * string (`\"`, `\\`, `\/`, `\n`), up to three strings deep (JSON text in a text member of a
- * JSON text in …); percent-encoded (encodeURIComponent, lower-case hex, form
- * encoding); base64 and base64url of the secret anywhere in a longer encoded text (`Bearer …`,
- * `user:…`: the characters that depend on the secret alone, at each of the three byte offsets);
- * for a value that is itself base64 of `user:password` (HTTP Basic), the decoded text and the
- * password. A PEM file is also looked for line by line (each base64 line of 16 characters or
- * more, as is and percent-encoded), so that a partial or re-wrapped echo is caught.
+ * JSON text in …); base64 and base64url of the secret anywhere in a longer encoded text
+ * (`Bearer …`, `user:…`: the characters that depend on the secret alone, at each of the three
+ * byte offsets); for a value that is itself base64 of `user:password` (HTTP Basic), the decoded
+ * text and the password. A PEM file is also looked for line by line (each base64 line of 16
+ * characters or more), so that a partial or re-wrapped echo is caught. Each of these forms is
+ * matched with any of its characters other than ASCII letters and digits either literal or
+ * percent-encoded (the `%HH` escapes of its UTF-8 bytes, hex in either case; a space also as
+ * `+`): every percent-encoder (encodeURIComponent, strict RFC 3986, Python's `quote`, form
+ * encoding, upper- or lower-case hex, partial escaping) is one pattern, not a list of variants.
  *
  * Short values: a secret under {@link MIN_SECRET_CHARS} characters is not redacted (replacing
  * every occurrence of a 5-letter value would blank out ordinary words in results), nor is an
- * encoded form under that length. Not covered: `\uXXXX` escapes, JSON nested deeper, other
- * encodings (hex, HTML entities) and a numeric secret sent as a JSON number.
+ * encoded form under that length. Not covered: `\uXXXX` escapes, JSON nested deeper, letters or
+ * digits percent-encoded, percent-encoding twice, other encodings (hex, HTML entities,
+ * compression, encryption) and a numeric secret sent as a JSON number. This guards against an
+ * upstream echoing a credential by accident; an upstream that means to leak one it was given
+ * can always re-encode it.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -31,9 +37,15 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 export const REDACTED = '[redacted]';
 /** Shortest secret (and encoded form of one) that is redacted, characters. */
 export const MIN_SECRET_CHARS = 8;
+/** Shortest letters-and-digits run worth a literal pre-scan ({@link Redactor}). */
+const MIN_ANCHOR = 4;
 /** Shortest base64 line of a PEM file looked for on its own, characters. */
 const MIN_PEM_LINE = 16;
-/** Environment variable names whose values are secrets (stdio `env`, and diagnose.ts). */
+/**
+ * Broad: environment variable names that may hold secrets, for the gateway's own variables
+ * redacted from a stdio child's stderr in start-up errors (diagnose.ts). What a stdio upstream's
+ * `env` registers for redaction is decided in ./credentials.ts, more narrowly.
+ */
 export const SECRET_NAME = /TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION/i;
 
 const secrets = new Set<string>();
@@ -83,7 +95,7 @@ function base64Cores(s: string): string[] {
   return out;
 }
 
-/** Every form of one secret looked for (see the module comment). */
+/** Every form of one secret looked for (see the module comment), each percent-encoded or not. */
 export function secretForms(s: string): string[] {
   if (s.length < MIN_SECRET_CHARS) return [];
   const out = new Set<string>([s]);
@@ -94,10 +106,6 @@ export function secretForms(s: string): string[] {
     out.add(json);
     out.add(json.replace(/\//g, '\\/'));
   }
-  const pct = encodeURIComponent(s);
-  out.add(pct);
-  out.add(pct.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
-  out.add(new URLSearchParams({ v: s }).toString().slice(2));
   for (const c of base64Cores(s)) out.add(c);
   // An HTTP Basic value (base64 of user:password): the decoded pair and the password too.
   if (s.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(s)) {
@@ -117,30 +125,69 @@ export function pemForms(text: string): string[] {
     const line = raw.trim();
     if (line.length < MIN_PEM_LINE || !/^[A-Za-z0-9+/=]+$/.test(line)) continue;
     out.add(line);
-    out.add(encodeURIComponent(line));
     out.add(line.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''));
   }
   return [...out];
 }
 
+/** `%HH` for one byte, each hex letter in either case. */
+function pctByte(b: number): string {
+  const h = b.toString(16).toUpperCase().padStart(2, '0');
+  return `%${h.replace(/[A-F]/g, (c) => `[${c}${c.toLowerCase()}]`)}`;
+}
+
 /**
- * One precompiled matcher over a fixed set of needles. Returns its input unchanged (the same
- * object) when nothing matched, so that a clean message costs one scan of its strings and no
- * copy.
+ * A regular expression source matching `needle` with each character that is not an ASCII letter
+ * or digit either literal or percent-encoded (its UTF-8 bytes as `%HH`, either hex case; a space
+ * also `+`). Letters and digits stay literal: no encoder escapes them, and the pattern stays
+ * as fast as a literal wherever it starts with one.
+ */
+export function percentTolerant(needle: string): string {
+  let out = '';
+  for (const ch of needle) {
+    if (/^[A-Za-z0-9]$/.test(ch)) {
+      out += ch;
+      continue;
+    }
+    const pct = [...Buffer.from(ch, 'utf8')].map(pctByte).join('');
+    const lit = ch.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+    out += ch === ' ' ? `(?: |\\+|${pct})` : `(?:${lit}|${pct})`;
+  }
+  return out;
+}
+
+/**
+ * One precompiled matcher over a fixed set of needles, each matched literally or
+ * percent-encoded ({@link percentTolerant}). Returns its input unchanged (the same object) when
+ * nothing matched, so that a clean message costs one scan of its strings and no copy.
  */
 export class Redactor {
   private readonly re: RegExp;
+  /** Literal letters-and-digits runs one of which any match holds; null: none long enough. */
+  private readonly anchors: RegExp | null;
   private readonly min: number;
 
   constructor(needles: string[]) {
-    const sorted = [...needles].sort((a, b) => b.length - a.length);
-    this.re = new RegExp(sorted.map((n) => n.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')).join('|'), 'g');
+    const sorted = [...new Set(needles)].sort((a, b) => b.length - a.length);
+    // Longest first, so that a longer form is replaced whole rather than around a shorter one.
+    this.re = new RegExp(sorted.map(percentTolerant).join('|'), 'g');
+    // A percent-encoded form is never shorter than the literal one.
     this.min = sorted.at(-1)?.length ?? 0;
+    // Letters and digits are never escaped, so each needle's longest run of them appears
+    // literally in every match: a scan for those literals (as fast as before percent-tolerance)
+    // clears a clean text without running the slower pattern.
+    const runs = sorted.map((n) =>
+      (n.match(/[A-Za-z0-9]+/g) ?? []).reduce((a, b) => (b.length > a.length ? b : a), ''),
+    );
+    this.anchors = runs.every((r) => r.length >= MIN_ANCHOR)
+      ? new RegExp([...new Set(runs)].join('|'))
+      : null;
   }
 
   /** `s` with every needle replaced by {@link REDACTED}. */
   text(s: string): string {
     if (s.length < this.min) return s;
+    if (this.anchors !== null && !this.anchors.test(s)) return s;
     this.re.lastIndex = 0;
     if (!this.re.test(s)) return s;
     return s.replace(this.re, REDACTED);
