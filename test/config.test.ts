@@ -74,6 +74,21 @@ describe('config validation', () => {
     );
     expect(parseConfig({ ...base, upstreams: [{ ...u, required: true }] }).upstreams[0]?.required).toBe(true);
   });
+  it('a stdio env entry is a string or { value, secret } (strict: nothing else)', () => {
+    const u = { name: 'u', transport: 'stdio', command: 'x' };
+    const env = { PLAIN: 'a', MARKED: { value: 'b', secret: true }, UNMARKED: { value: 'c', secret: false } };
+    const c = parseConfig({ ...base, upstreams: [{ ...u, env }] }).upstreams[0];
+    expect(c?.transport === 'stdio' && c.env).toEqual(env);
+    expect(issues({ ...base, upstreams: [{ ...u, env: { A: { value: 'b' } } }] })[0]).toMatch(
+      /^upstreams\[0\]\.env\.A: /,
+    );
+    expect(issues({ ...base, upstreams: [{ ...u, env: { A: { value: 'b', secret: 'yes' } } }] })[0]).toMatch(
+      /^upstreams\[0\]\.env\.A: /,
+    );
+    expect(
+      issues({ ...base, upstreams: [{ ...u, env: { A: { value: 'b', secret: true, file: '/x' } } }] })[0],
+    ).toMatch(/^upstreams\[0\]\.env\.A: /);
+  });
   it('reports unreadable files and YAML errors with CONFIG_INVALID', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-cfg-'));
     expect(() => loadConfig(join(dir, 'missing.yaml'))).toThrow(ConfigError);

@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
 import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { envSecrets, SECRET_ENV_NAME, urlSecrets } from '../src/upstream/credentials.js';
 import { MIN_SECRET_CHARS, pemForms, REDACTED, Redactor, secretForms } from '../src/upstream/redact.js';
 import { makeTlsPki, type TlsPki } from '../testing/tls-pki.js';
 import { cleanup, REPO_ROOT, type TestConfig, writeConfig } from './harness/gateway.js';
@@ -33,6 +34,17 @@ const API_KEY = `key-${randomUUID()}`;
 const PASSWORD = `pw-${randomUUID()}`;
 const BASIC = Buffer.from(`svc-user:${PASSWORD}`).toString('base64');
 const STDIO_TOKEN = `stdio-${randomUUID()}`;
+/** In the HTTP upstream's url (`?api_key=`), a stdio upstream's DATABASE_URL, an env entry marked secret. */
+const URL_KEY = `uk-${randomUUID()}`;
+const DB_PASSWORD = `db/${randomUUID()}!`;
+const MARKED = `m-${randomUUID()}`;
+/** Stdio env values that are not secrets (by their names, or marked so): they come back intact. */
+const PLAIN_ENV = {
+  OAUTH_TOKEN_URL: 'https://login.example.com/oauth2/token',
+  SESSION_DIR: '/var/lib/app/sessions',
+  AUTH_MODE: 'interactive-login',
+  BUILD_TOKEN: { value: `public-build-${randomUUID()}`, secret: false },
+};
 const ENV = 'CMCP_TEST_REDACT_TOKEN';
 
 /** `v` with each UTF-8 byte of each character outside `keep` as `%HH` (`lower`: lower-case hex). */
@@ -78,6 +90,10 @@ function escaped(n: string): string[] {
   for (let i = 0; i < 3; i++) out.push(JSON.stringify(out.at(-1)).slice(1, -1));
   return out;
 }
+/** The values of {@link PLAIN_ENV}. */
+function plainValues(): string[] {
+  return Object.values(PLAIN_ENV).map((v) => (typeof v === 'string' ? v : v.value));
+}
 
 let pki: TlsPki;
 let upstream: ChildProcess;
@@ -117,6 +133,9 @@ beforeAll(async () => {
     PASSWORD,
     `svc-user:${PASSWORD}`,
     STDIO_TOKEN,
+    URL_KEY,
+    DB_PASSWORD,
+    MARKED,
     pki.client.key,
     pki.client.cert,
   ]
@@ -126,7 +145,7 @@ beforeAll(async () => {
   const web = {
     name: 'web',
     transport: 'http',
-    url: `https://127.0.0.1:${port}/mcp`,
+    url: `https://127.0.0.1:${port}/mcp?api_key=${URL_KEY}`,
     headers: {
       Authorization: { env: ENV, prefix: 'Bearer ' },
       'X-Api-Key': { file: keyFile },
@@ -144,7 +163,13 @@ beforeAll(async () => {
         transport: 'stdio',
         command: process.execPath,
         args: [FIXTURE, 'stdio', valuesFile],
-        env: { ECHO_API_TOKEN: STDIO_TOKEN },
+        env: {
+          ECHO_API_TOKEN: STDIO_TOKEN,
+          ...PLAIN_ENV,
+          DATABASE_URL: `postgres://app:${encodeURIComponent(DB_PASSWORD)}@db.example:5432/app`,
+          UPSTREAM_NOTE: { value: MARKED, secret: true },
+          ECHO_ENV: `${Object.keys(PLAIN_ENV).join(',')},DATABASE_URL,UPSTREAM_NOTE`,
+        },
       },
     ],
   });
@@ -232,7 +257,8 @@ describe.each(['web', 'local'])('the %s upstream echoes its credentials', (up) =
     expect(content[0]?.text).toContain('[redacted]');
     const nested = JSON.parse(content[1]?.text ?? '') as { forms: string[] };
     expect(nested.forms.length).toBeGreaterThan(10);
-    expect(nested.forms.filter((f) => !f.includes('[redacted]'))).toEqual([]);
+    const intact = new Set(plainValues().flatMap(forms));
+    expect(nested.forms.filter((f) => !f.includes('[redacted]') && !intact.has(f))).toEqual([]);
     expectClean('result', JSON.stringify(r));
     const { _meta: _m, ...plain } = r.result as Record<string, unknown>;
     const recorded = auditEntries().filter(
@@ -269,6 +295,79 @@ describe.each(['web', 'local'])('the %s upstream echoes its credentials', (up) =
     expect(JSON.stringify(requests[0])).toContain('[redacted]');
     received.push(JSON.stringify(requests));
     expectClean('sampling request', JSON.stringify(requests));
+  });
+});
+
+describe('which configured values are secrets', () => {
+  it('unmarked stdio env: names ending in a credential word, not names that merely contain one', () => {
+    for (const n of [
+      'GITHUB_PAT',
+      'SENTRY_DSN',
+      'DB_PASSWORD',
+      'CLIENT_SECRET',
+      'SLACK_TOKEN',
+      'OPENAI_API_KEY',
+      'APIKEY',
+      'AWS_SECRET_ACCESS_KEY',
+      'SSH_PRIVATE_KEY',
+      'TOKEN',
+    ])
+      expect(SECRET_ENV_NAME.test(n), n).toBe(true);
+    for (const n of [
+      'OAUTH_TOKEN_URL',
+      'SESSION_DIR',
+      'TOKEN_FILE',
+      'KEY_PATH',
+      'AUTH_MODE',
+      'PATH',
+      'PWD',
+      'SORT_KEY',
+      'GOOGLE_APPLICATION_CREDENTIALS',
+    ])
+      expect(SECRET_ENV_NAME.test(n), n).toBe(false);
+  });
+
+  it('a marked entry wins either way; a URL value gives its password and secret query values', () => {
+    const env = {
+      NOTE: { value: 'innocuous-name-secret', secret: true },
+      BUILD_TOKEN: { value: 'public-build-label', secret: false },
+      GITHUB_PAT: 'ghp_0123456789',
+      OAUTH_TOKEN_URL: 'https://login.example.com/oauth2/token',
+      DATABASE_URL: 'postgres://app:p%40ss-w0rd-1@db:5432/app?sslmode=require',
+      HOOK: 'https://hooks.example.com/x?api_key=abc-123-def&page=2',
+    };
+    expect(envSecrets(env).sort()).toEqual(
+      [
+        'innocuous-name-secret',
+        'ghp_0123456789',
+        'p@ss-w0rd-1',
+        'app:p@ss-w0rd-1',
+        'p%40ss-w0rd-1',
+        'app:p%40ss-w0rd-1',
+        'abc-123-def',
+      ].sort(),
+    );
+    expect(urlSecrets('https://u:pw@h/mcp?token=t1&access_token=t2&sig=t3&id=4')).toEqual([
+      'pw',
+      'u:pw',
+      'pw',
+      'u:pw',
+      't1',
+      't2',
+      't3',
+    ]);
+    expect(urlSecrets('not a url: api_key=x')).toEqual([]);
+  });
+});
+
+describe('stdio env values that are not secrets', () => {
+  it('come back intact: names that merely contain TOKEN, SESSION or AUTH, and an entry marked secret: false', async () => {
+    const { ch } = channel();
+    const r = await rpc(ch, 'tools/call', { name: 'local.echo', arguments: {} });
+    const text = r.result?.content?.[0]?.text ?? '';
+    for (const v of plainValues()) expect(text).toContain(v);
+    // The DATABASE_URL is echoed with its userinfo (user:password) taken out, the rest kept.
+    expect(text).toContain(`postgres://${REDACTED}@db.example:5432/app`);
   });
 });
 

@@ -15,7 +15,7 @@ export type { AttestationConfig } from './attestation.js';
 
 import { isPostgresUrl } from '../store/migrations/index.js';
 import { storeSchema } from './store.js';
-import { resolveCredentialPaths, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
+import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
   .string()
@@ -53,7 +53,8 @@ const stdioUpstream = z.strictObject({
   transport: z.literal('stdio'),
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
-  env: z.record(z.string(), z.string()).default({}),
+  /** Variables of the process: `NAME: value`, or `NAME: { value, secret }` (src/config/upstream-credentials.ts). */
+  env: stdioEnv,
   cwd: z.string().optional(),
 });
 

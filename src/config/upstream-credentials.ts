@@ -2,7 +2,8 @@
  * Credentials of an HTTP upstream (docs/operations.md#upstream-credentials): request headers
  * (a bearer token, an API key) whose values come from an environment variable or a file —
  * never from the config itself, so the config (and the measurement over it) holds names only —
- * and TLS: a pinned CA or server certificate, and a client certificate.
+ * and TLS: a pinned CA or server certificate, and a client certificate. And a stdio upstream's
+ * `env`, whose entries may be marked secret.
  */
 import { z } from 'zod';
 
@@ -51,6 +52,23 @@ export const upstreamTls = z
       });
   })
   .optional();
+
+/**
+ * A stdio upstream's environment: each value as a string (whether it is a secret is decided by
+ * its name and shape, src/upstream/credentials.ts) or `{ value, secret }` to say so explicitly.
+ * A secret value is redacted from what every upstream sends back (src/upstream/redact.ts).
+ */
+export const stdioEnv = z
+  .record(z.string(), z.union([z.string(), z.strictObject({ value: z.string(), secret: z.boolean() })]))
+  .default({});
+export type StdioEnvConfig = z.infer<typeof stdioEnv>;
+
+/** The variables a stdio upstream's process gets: each configured name with its value. */
+export function envValues(env: StdioEnvConfig): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) out[k] = typeof v === 'string' ? v : v.value;
+  return out;
+}
 
 export type UpstreamTlsConfig = NonNullable<z.infer<typeof upstreamTls>>;
 export type UpstreamHeadersConfig = NonNullable<z.infer<typeof upstreamHeaders>>;

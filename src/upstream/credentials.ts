@@ -8,8 +8,9 @@
  * Secret values go into request headers only, never into logs, audit entries, claims or error
  * texts; {@link knownSecrets} lists them so that error texts built from upstream failures are
  * redacted (src/upstream/diagnose.ts), and each is registered with ./redact.ts (with the mTLS
- * client key and certificate, and a stdio upstream's secret-named `env` values), which takes
- * them out of everything an upstream sends back.
+ * client key and certificate, a stdio upstream's secret `env` values ({@link envSecrets}) and
+ * the secrets in a URL ({@link urlSecrets})), which takes them out of everything an upstream
+ * sends back.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -17,8 +18,8 @@ import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
-import type { SecretSource } from '../config/upstream-credentials.js';
-import { registerPem, registerSecret, SECRET_NAME } from './redact.js';
+import type { SecretSource, StdioEnvConfig } from '../config/upstream-credentials.js';
+import { registerPem, registerSecret } from './redact.js';
 
 /** What the Streamable HTTP transport of one upstream needs. */
 export interface UpstreamCredentials {
@@ -81,17 +82,80 @@ function readPem(upstream: string, what: string, file: string): string {
 }
 
 /**
- * Resolves an HTTP upstream's headers and TLS settings; for a stdio upstream, registers the
- * values of its `env` variables whose names look secret for redaction (./redact.ts) and
- * returns no credentials.
+ * Names of stdio `env` variables whose values are secrets when the entry is not marked either
+ * way: the name ends in a word that names a credential (`GITHUB_PAT`, `SENTRY_DSN`,
+ * `DB_PASSWORD`, `CLIENT_SECRET`, `SLACK_TOKEN`, `OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`). A name
+ * that merely contains such a word (`OAUTH_TOKEN_URL`, `SESSION_DIR`, `TOKEN_FILE`,
+ * `KEY_PATH`) does not count: its value is a place, not a secret, and redacting it would blank
+ * ordinary text out of results.
+ */
+export const SECRET_ENV_NAME =
+  /(?:^|_)(?:PAT|DSN|PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|COOKIE)$/i;
+
+/** Query parameter names whose values are secrets in a URL (`?api_key=…`, `&access_token=…`). */
+export const SECRET_QUERY_NAME =
+  /^(?:.*[_-])?(?:api_?key|apikey|key|token|secret|password|passwd|pwd|auth|sig|signature|credentials?)$/i;
+
+/**
+ * The secrets in a URL-shaped text (`scheme://user:password@host/…?api_key=…`): the password of
+ * its userinfo and `user:password` (decoded and as written), and the values of query parameters whose names
+ * look secret ({@link SECRET_QUERY_NAME}). Anything else yields none.
+ */
+export function urlSecrets(text: string): string[] {
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(text) || !URL.canParse(text)) return [];
+  const u = new URL(text);
+  const out: string[] = [];
+  const dec = (v: string) => {
+    try {
+      return decodeURIComponent(v);
+    } catch {
+      return v;
+    }
+  };
+  // Decoded (the secret itself) and as written (percent-encoded: an echo of the whole URL,
+  // base64 or encoded once more, holds that form).
+  if (u.password)
+    out.push(
+      dec(u.password),
+      `${dec(u.username)}:${dec(u.password)}`,
+      u.password,
+      `${u.username}:${u.password}`,
+    );
+  for (const [k, v] of u.searchParams) if (v && SECRET_QUERY_NAME.test(k)) out.push(v);
+  return out;
+}
+
+/**
+ * The values of a stdio upstream's `env` that are secrets: an entry marked `secret: true`;
+ * an unmarked one whose name looks secret ({@link SECRET_ENV_NAME}); and, from any entry not
+ * marked `secret: false`, the secrets in a URL value ({@link urlSecrets}: a `DATABASE_URL`'s
+ * password).
+ */
+export function envSecrets(env: StdioEnvConfig): string[] {
+  const out: string[] = [];
+  for (const [name, entry] of Object.entries(env)) {
+    const value = typeof entry === 'string' ? entry : entry.value;
+    const marked = typeof entry === 'string' ? undefined : entry.secret;
+    if (marked === false) continue;
+    if (marked === true || SECRET_ENV_NAME.test(name)) out.push(value);
+    out.push(...urlSecrets(value));
+  }
+  return out;
+}
+
+/**
+ * Resolves an HTTP upstream's headers and TLS settings, and registers the secrets in its `url`;
+ * for a stdio upstream, registers the secret values of its `env` ({@link envSecrets}) and
+ * returns no credentials. Registered values are redacted from what upstreams send (./redact.ts).
  * @throws CmcpError UPSTREAM_CREDENTIAL_UNAVAILABLE naming the variable or file (never a value).
  */
 export function upstreamCredentials(cfg: UpstreamConfig): UpstreamCredentials {
   const none = { close: async () => undefined };
   if (cfg.transport !== 'http') {
-    for (const [k, v] of Object.entries(cfg.env)) if (SECRET_NAME.test(k)) registerSecret(v);
+    for (const v of envSecrets(cfg.env)) registerSecret(v);
     return none;
   }
+  for (const v of urlSecrets(cfg.url)) registerSecret(v);
   const headers: Record<string, string> = {};
   for (const [name, source] of Object.entries(cfg.headers ?? {}))
     headers[name] = readSecret(cfg.name, name, source);

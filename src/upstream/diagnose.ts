@@ -6,6 +6,7 @@
  */
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { UpstreamConfig } from '../config/index.js';
+import { envValues } from '../config/upstream-credentials.js';
 import { knownSecrets } from './credentials.js';
 import { SECRET_NAME, secretRedactor } from './redact.js';
 
@@ -40,7 +41,8 @@ export class StderrTail {
  */
 export function secretValues(cfg: UpstreamConfig, env: NodeJS.ProcessEnv = process.env): string[] {
   const out = new Set<string>();
-  if (cfg.transport === 'stdio') for (const v of Object.values(cfg.env)) if (v.length >= 4) out.add(v);
+  if (cfg.transport === 'stdio')
+    for (const v of Object.values(envValues(cfg.env))) if (v.length >= 4) out.add(v);
   for (const [k, v] of Object.entries(env)) if (v && v.length >= 4 && SECRET_NAME.test(k)) out.add(v);
   for (const v of knownSecrets()) if (v.length >= 4) out.add(v);
   return [...out].sort((a, b) => b.length - a.length);

@@ -17,6 +17,7 @@ import { McpError, ToolListChangedNotificationSchema } from '@modelcontextprotoc
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
+import { envValues } from '../config/upstream-credentials.js';
 import { type AnswerWatch, watchAnswers } from './answers.js';
 import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
@@ -126,7 +127,7 @@ export class Upstream {
       return new StdioClientTransport({
         command: this.cfg.command,
         args: this.cfg.args,
-        env: { ...env, ...this.cfg.env },
+        env: { ...env, ...envValues(this.cfg.env) },
         cwd: this.cfg.cwd,
         stderr: 'pipe',
       });
