@@ -6,9 +6,10 @@
  *
  * What counts as a secret (registered at start-up by ./credentials.ts): the value of each
  * configured HTTP header (from an environment variable or a file), the contents of an mTLS
- * `client_key` and `client_cert` file, and the value of a stdio upstream's configured `env`
- * variable whose name looks secret ({@link SECRET_NAME}). The registry is process-wide: a secret
- * of one upstream is redacted from what any upstream sends.
+ * `client_key` and `client_cert` file, the userinfo password and secret-named query values of
+ * an HTTP upstream's `url`, and a stdio upstream's `env` values that are secrets (marked so, or
+ * named like a credential, and a URL value's password: `envSecrets`). The registry is
+ * process-wide: a secret of one upstream is redacted from what any upstream sends.
  *
  * Each secret is looked for in the forms an echo would take: as is; escaped inside a JSON
  * string (`\"`, `\\`, `\/`, `\n`), up to three strings deep (JSON text in a text member of a
@@ -25,8 +26,9 @@
  * Short values: a secret under {@link MIN_SECRET_CHARS} characters is not redacted (replacing
  * every occurrence of a 5-letter value would blank out ordinary words in results), nor is an
  * encoded form under that length. Not covered: `\uXXXX` escapes, JSON nested deeper, letters or
- * digits percent-encoded, percent-encoding twice, other encodings (hex, HTML entities,
- * compression, encryption) and a numeric secret sent as a JSON number. This guards against an
+ * digits percent-encoded, percent-encoding twice, base64 of a percent-encoded secret, other
+ * encodings (hex, HTML entities, compression, encryption) and a numeric secret sent as a JSON
+ * number. This guards against an
  * upstream echoing a credential by accident; an upstream that means to leak one it was given
  * can always re-encode it.
  */
