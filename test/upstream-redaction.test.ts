@@ -23,6 +23,7 @@ import { loadConfig } from '../src/config/index.js';
 import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
 import { envSecrets, SECRET_ENV_NAME, urlSecrets } from '../src/upstream/credentials.js';
+import { describeUpstreamFailure } from '../src/upstream/diagnose.js';
 import { MIN_SECRET_CHARS, pemForms, REDACTED, Redactor, secretForms } from '../src/upstream/redact.js';
 import { makeTlsPki, type TlsPki } from '../testing/tls-pki.js';
 import { cleanup, REPO_ROOT, type TestConfig, writeConfig } from './harness/gateway.js';
@@ -357,6 +358,19 @@ describe('which configured values are secrets', () => {
       't3',
     ]);
     expect(urlSecrets('not a url: api_key=x')).toEqual([]);
+  });
+});
+
+describe('an HTTP upstream url with a secret in it', () => {
+  it('is shown redacted in a start-up failure', () => {
+    const web = loadConfig(cfg.file).upstreams.find((u) => u.name === 'web');
+    if (web?.transport !== 'http') throw new Error('no web upstream');
+    const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    const text = describeUpstreamFailure(web, refused);
+    expect(text).toMatch(
+      /^HTTP upstream at https:\/\/127\.0\.0\.1:\d+\/mcp\?api_key=\[redacted\] is not reachable/,
+    );
+    expect(text).not.toContain(URL_KEY);
   });
 });
 

@@ -150,8 +150,11 @@ export function describeUpstreamFailure(
   stderr: string[] = [],
   exit: ChildExit | null = null,
 ): string {
-  if (cfg.transport === 'http')
-    return `HTTP upstream at ${cfg.url} is not reachable: ${sanitizeLines([httpCause(cfg.url, e)], secretValues(cfg))[0] ?? ''}`;
+  if (cfg.transport === 'http') {
+    const text = `HTTP upstream at ${cfg.url} is not reachable: ${sanitizeLines([httpCause(cfg.url, e)], secretValues(cfg))[0] ?? ''}`;
+    // The url may hold a secret of its own (a userinfo password, `?api_key=`).
+    return secretRedactor()?.text(text) ?? text;
+  }
   const { code, messages } = causeChain(e);
   const parts: string[] = [];
   if (code === 'ENOENT') parts.push(`command not found: ${cfg.command}`);
