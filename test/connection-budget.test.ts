@@ -10,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { addressKey } from '../src/gateway/connection-limits.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
@@ -103,6 +104,20 @@ describe('the unauthenticated-connection settings', () => {
     expect(() =>
       parseConfig({ ...base, limits: { max_connections: 100, max_unauthenticated_connections: 100 } }),
     ).toThrow(/limits\.max_unauthenticated_connections: must be below limits\.max_connections/);
+  });
+});
+
+describe('the per-address key', () => {
+  it('is an IPv4 address as is (also IPv4-mapped) and an IPv6 address’s /64', () => {
+    expect(addressKey('127.0.0.1')).toBe('127.0.0.1');
+    expect(addressKey('::ffff:192.0.2.7')).toBe('192.0.2.7');
+    expect(addressKey('::ffff:c000:207')).toBe('192.0.2.7');
+    expect(addressKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:0DB8:1:2:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(addressKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressKey('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(addressKey('::1')).toBe('0:0:0:0::/64');
+    expect(addressKey('64:ff9b::192.0.2.7')).toBe('64:ff9b:0:0::/64');
   });
 });
 
@@ -279,5 +294,105 @@ describe('the unauthenticated deadline', () => {
     await gw.close();
     stopped = true;
     expect(refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_TIMEOUT')).toBe(20);
+  });
+});
+
+/**
+ * A request whose headers promise `length` body bytes, of which one is sent, from `from`; the
+ * socket stays open until the gateway closes it. Resolves once connected and written.
+ */
+async function slowPost(url: string, from: string, path: string, length: number): Promise<Socket> {
+  const s = await open(url, from);
+  s.on('error', () => undefined);
+  s.on('data', () => undefined);
+  s.write(
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n` +
+      `Content-Length: ${length}\r\n\r\nt`,
+  );
+  return s;
+}
+
+/** 10 slow requests from each of three addresses; each socket's close is tracked. */
+async function slowFlood(url: string, requests: Array<{ from: string; path: string; length: number }>) {
+  const sockets: Socket[] = [];
+  const closed = new Set<Socket>();
+  for (const r of requests)
+    for (let i = 0; i < 10; i++) {
+      const s = await slowPost(url, r.from, r.path, r.length);
+      s.once('close', () => closed.add(s));
+      sockets.push(s);
+    }
+  // Give the gateway a moment to read the headers: every socket is then a request in progress.
+  await sleep(300);
+  return { sockets, closed, open: () => sockets.length - closed.size };
+}
+
+describe('slow unauthenticated requests', () => {
+  let cfg: TestConfig;
+  let gw: Gateway;
+  let up: CountingServer;
+  let stopped = false;
+  const held: Socket[] = [];
+  beforeAll(async () => {
+    up = await startCountingServer();
+    // 40 connections, so 30 unauthenticated, 10 per address; the default deadline (5 s) and
+    // request timeout (30 s).
+    cfg = await writeConfig({
+      upstreams: [{ name: 'counting', transport: 'http', url: up.url }],
+      extra: { limits: { max_connections: 40, max_unauthenticated_per_address: 10 } },
+    });
+    gw = await startInProcess(cfg);
+  });
+  afterEach(() => {
+    for (const s of held.splice(0)) s.destroy();
+  });
+  afterAll(async () => {
+    if (!stopped) await gw?.close();
+    await up?.close();
+    if (cfg) cleanup(cfg.dir);
+  });
+
+  it('30 login POSTs promising 100,000 body bytes from three addresses leave a real agent its calls', async () => {
+    const login = '/operator/ui/login';
+    const f = await slowFlood(gw.url, [
+      { from: '127.0.2.1', path: login, length: 100_000 },
+      { from: '127.0.2.2', path: login, length: 100_000 },
+      { from: '127.0.2.3', path: login, length: 100_000 },
+    ]);
+    held.push(...f.sockets);
+    const r = await agentCalls(gw.url, 5);
+    expect(r.errors).toEqual([]);
+    expect(r.ok).toBe(5);
+    // Longer than a login form: refused unread (413) and closed, long before the request timeout.
+    await until(() => f.open() === 0);
+    expect(f.open()).toBe(0);
+  }, 60_000);
+
+  it('30 slow bodies under the login form’s limit, on the login and a 401 route, leave the agent its calls and are closed at the deadline', async () => {
+    const started = Date.now();
+    const f = await slowFlood(gw.url, [
+      { from: '127.0.3.1', path: '/operator/ui/login', length: 1000 },
+      { from: '127.0.3.2', path: '/operator/ui/login', length: 1000 },
+      // Refused (401) on its headers; its body is still being received, to be discarded.
+      { from: '127.0.3.3', path: '/operator/policy/reload', length: 1000 },
+    ]);
+    held.push(...f.sockets);
+    const r = await agentCalls(gw.url, 5);
+    expect(r.errors).toEqual([]);
+    expect(r.ok).toBe(5);
+    // The agent's connections closed the oldest few; the deadline (5 s) closes the rest, long
+    // before the request timeout (30 s) would. Wide margin for a loaded machine.
+    await until(() => f.open() === 0);
+    expect(f.open()).toBe(0);
+    expect(Date.now() - started).toBeLessThan(25_000);
+  }, 60_000);
+
+  it('each closure is in the aggregated refusal record', async () => {
+    await gw.close();
+    stopped = true;
+    const timeouts = refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
+    const evicted = refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_LIMIT');
+    expect(timeouts + evicted).toBeGreaterThanOrEqual(30);
+    expect(timeouts).toBeGreaterThanOrEqual(20);
   });
 });
