@@ -65,6 +65,9 @@ const field = (body: unknown, name: string): string | undefined => {
   return typeof value === 'string' ? value : undefined;
 };
 
+/** The largest login form body read, in bytes. */
+const LOGIN_BODY_BYTES = 4096;
+
 /** The console plugin; register it with `prefix: '/operator/ui'`. */
 export function consoleRoutes(d: ConsoleDeps) {
   const logins = new ConsoleLogins();
@@ -93,7 +96,9 @@ export function consoleRoutes(d: ConsoleDeps) {
 
     app.get('/console.css', async (_req, reply) => reply.type('text/css; charset=utf-8').send(v.CONSOLE_CSS));
     app.get('/login', async (_req, reply) => sendPage(reply, v.page('Log in', v.loginView(false))));
-    app.post('/login', async (req, reply) => {
+    // The login form is read before it authenticates anyone: a token (at most 512 characters)
+    // and the form's fields fit well in LOGIN_BODY_BYTES; a longer body is refused (413) unread.
+    app.post('/login', { bodyLimit: LOGIN_BODY_BYTES }, async (req, reply) => {
       const token = field(req.body, 'token');
       const operatorId = token ? d.auth.operator(`Bearer ${token}`) : null;
       if (!operatorId) {
