@@ -142,12 +142,13 @@ const limits = z.strictObject({
   /**
    * Connections that have not authenticated (no request on them has passed an agent or operator
    * check), all addresses together; absent: three quarters of max_connections, so authenticated
-   * agents keep the rest. Beyond it the oldest idle one is closed (UNAUTHENTICATED_CONNECTION_LIMIT).
+   * agents keep the rest. Beyond it an older one is closed, idle before busy, never the new one
+   * (UNAUTHENTICATED_CONNECTION_LIMIT).
    */
   max_unauthenticated_connections: z.number().int().min(1).max(1_000_000).optional(),
-  /** The same, per source address (UNAUTHENTICATED_CONNECTION_LIMIT beyond). */
+  /** The same, per source address, IPv6 per /64 (UNAUTHENTICATED_CONNECTION_LIMIT beyond). */
   max_unauthenticated_per_address: z.number().int().min(1).max(1_000_000).default(128),
-  /** ms a connection may stay unauthenticated; then it is closed (UNAUTHENTICATED_CONNECTION_TIMEOUT). */
+  /** ms a connection may stay unauthenticated, busy or not; then it is closed (UNAUTHENTICATED_CONNECTION_TIMEOUT). */
   unauthenticated_timeout_ms: z.number().int().min(100).max(600_000).default(5_000),
   /**
    * Per client (client session, else request) and upstream, and per request for its progress:

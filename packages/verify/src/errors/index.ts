@@ -433,13 +433,13 @@ export const ERRORS = {
     http: 503,
     rpc: -32097,
     summary:
-      'The gateway holds limits.max_unauthenticated_connections connections that have not authenticated (or limits.max_unauthenticated_per_address from one address); the oldest idle one is closed, without an answer.',
+      'The gateway holds limits.max_unauthenticated_connections connections that have not authenticated (or limits.max_unauthenticated_per_address from one address, an IPv6 address counted by its /64); an older one is closed, without an answer (idle before busy, never the new one).',
   },
   UNAUTHENTICATED_CONNECTION_TIMEOUT: {
     http: 408,
     rpc: -32098,
     summary:
-      'No request on the connection authenticated within limits.unauthenticated_timeout_ms; the connection is closed, without an answer.',
+      'No request on the connection authenticated within limits.unauthenticated_timeout_ms, busy or not (a request still being received, such as a slow body); the connection is closed, without an answer, or after a short grace when a complete request is being answered.',
   },
   UPSTREAM_NOTIFICATIONS_LIMITED: {
     http: 429,
