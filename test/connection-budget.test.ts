@@ -297,6 +297,9 @@ describe('the unauthenticated deadline', () => {
   });
 });
 
+/** What each slow socket was answered. */
+const got = new WeakMap<Socket, string>();
+
 /**
  * A request whose headers promise `length` body bytes, of which one is sent, from `from`; the
  * socket stays open until the gateway closes it. Resolves once connected and written.
@@ -304,7 +307,7 @@ describe('the unauthenticated deadline', () => {
 async function slowPost(url: string, from: string, path: string, length: number): Promise<Socket> {
   const s = await open(url, from);
   s.on('error', () => undefined);
-  s.on('data', () => undefined);
+  s.on('data', (d: Buffer) => got.set(s, (got.get(s) ?? '') + d.toString('latin1')));
   s.write(
     `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n` +
       `Content-Length: ${length}\r\n\r\nt`,
@@ -312,14 +315,22 @@ async function slowPost(url: string, from: string, path: string, length: number)
   return s;
 }
 
-/** 10 slow requests from each of three addresses; each socket's close is tracked. */
-async function slowFlood(url: string, requests: Array<{ from: string; path: string; length: number }>) {
+/** 10 slow requests from each of the addresses; each socket's close is tracked. */
+async function slowFlood(
+  url: string,
+  requests: Array<{ from: string; path: string; length: number; trickle?: boolean }>,
+) {
   const sockets: Socket[] = [];
   const closed = new Set<Socket>();
   for (const r of requests)
     for (let i = 0; i < 10; i++) {
       const s = await slowPost(url, r.from, r.path, r.length);
-      s.once('close', () => closed.add(s));
+      // A trickle sends one more body byte a second, so the socket is never idle for long.
+      const t = r.trickle ? setInterval(() => s.write('t'), 1000) : undefined;
+      s.once('close', () => {
+        clearInterval(t);
+        closed.add(s);
+      });
       sockets.push(s);
     }
   // Give the gateway a moment to read the headers: every socket is then a request in progress.
@@ -366,17 +377,20 @@ describe('slow unauthenticated requests', () => {
     // Longer than a login form: refused unread (413) and closed, long before the request timeout.
     await until(() => f.open() === 0);
     expect(f.open()).toBe(0);
+    for (const s of f.sockets) expect(got.get(s)).toMatch(/^HTTP\/1\.1 413 [^]*connection: close/i);
   }, 60_000);
 
-  it('30 slow bodies under the login form’s limit, on the login and a 401 route, leave the agent its calls and are closed at the deadline', async () => {
+  it('30 slow login bodies under the form’s limit leave the agent its calls and are closed at the deadline', async () => {
     const started = Date.now();
+    const login = '/operator/ui/login';
     const f = await slowFlood(gw.url, [
-      { from: '127.0.3.1', path: '/operator/ui/login', length: 1000 },
-      { from: '127.0.3.2', path: '/operator/ui/login', length: 1000 },
-      // Refused (401) on its headers; its body is still being received, to be discarded.
-      { from: '127.0.3.3', path: '/operator/policy/reload', length: 1000 },
+      { from: '127.0.3.1', path: login, length: 1000 },
+      { from: '127.0.3.2', path: login, length: 1000 },
+      { from: '127.0.3.3', path: login, length: 1000 },
     ]);
     held.push(...f.sockets);
+    // Every unauthenticated connection busy, none of them new: the oldest busy ones make room.
+    await sleep(1500);
     const r = await agentCalls(gw.url, 5);
     expect(r.errors).toEqual([]);
     expect(r.ok).toBe(5);
@@ -387,12 +401,25 @@ describe('slow unauthenticated requests', () => {
     expect(Date.now() - started).toBeLessThan(25_000);
   }, 60_000);
 
+  it('trickling bodies of requests refused on their headers (401) are closed at the deadline, not left to drain', async () => {
+    const started = Date.now();
+    const f = await slowFlood(gw.url, [
+      { from: '127.0.4.1', path: '/operator/policy/reload', length: 1000, trickle: true },
+    ]);
+    held.push(...f.sockets);
+    await until(() => f.open() === 0);
+    expect(f.open()).toBe(0);
+    expect(Date.now() - started).toBeLessThan(25_000);
+    for (const s of f.sockets) expect(got.get(s)).toMatch(/^HTTP\/1\.1 401 /);
+  }, 60_000);
+
   it('each closure is in the aggregated refusal record', async () => {
     await gw.close();
     stopped = true;
     const timeouts = refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_TIMEOUT');
     const evicted = refusals(cfg.dbPath, 'UNAUTHENTICATED_CONNECTION_LIMIT');
-    expect(timeouts + evicted).toBeGreaterThanOrEqual(30);
-    expect(timeouts).toBeGreaterThanOrEqual(20);
+    // 30 slow login bodies (a few evicted for the agent's connections), 10 refused ones.
+    expect(timeouts + evicted).toBeGreaterThanOrEqual(40);
+    expect(timeouts).toBeGreaterThanOrEqual(30);
   });
 });
