@@ -189,7 +189,8 @@ interface Pending {
  * connection is unauthenticated only until its first request's headers are read, milliseconds:
  * closing older connections, busy or not, lets it through, while closing the new one would lock
  * every new agent connection out for as long as a flood holds its sockets, idle or busy
- * receiving a slow body. A busy unauthenticated connection older than `YOUNG_MS` is no agent's.
+ * receiving a slow body. A busy unauthenticated connection older than `YOUNG_MS` is rarely an
+ * agent's: only one whose JWT check waits on a slow JWKS fetch.
  *
  * At its deadline (`unauthenticatedTimeoutMs` after acceptance, busy or not) a connection no
  * request has authenticated on is destroyed if it never sent a request, or if a request on it is
