@@ -161,6 +161,27 @@ describe('cmcp verify: who vouches for the signer', () => {
     expect(bad.stderr).toMatch(/^cmcp verify: --key .* is not an Ed25519 public JWK/);
   });
 
+  it('--key refuses a claim file (its cnf.jwk is whoever signed it) and a private JWK: exit 2', async () => {
+    // The attacker's forgery, pinned by passing the forgery itself as --key, must not pass.
+    const forged = write('self-pinned.json', forge(claims.alice as Claim, { agent_id: 'mallory' }));
+    const self = await cmcp('verify', forged, '--key', forged);
+    expect(self.code).toBe(2);
+    expect(self.stdout).toBe('');
+    expect(self.stderr).toMatch(
+      /^cmcp verify: --key .* is a claim, not a key.*trusted source.*VERIFY_KEY_INVALID/,
+    );
+    // the genuine claim file is no key either: the relying party pins the key itself
+    const genuine = await cmcp('verify', files['alice-claim'] ?? '', '--key', files['alice-claim'] ?? '');
+    expect(genuine.code).toBe(2);
+    expect(genuine.stderr).toContain('VERIFY_KEY_INVALID');
+    const { generateKeyPairSync } = await import('node:crypto');
+    const priv = generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' });
+    const privFile = write('private-key.json', priv);
+    const p = await cmcp('verify', files['alice-claim'] ?? '', '--key', privFile);
+    expect(p.code).toBe(2);
+    expect(p.stderr).toMatch(/^cmcp verify: --key .* holds private key members \(d\).*VERIFY_KEY_INVALID/);
+  });
+
   it('a claim re-signed with an attacker key is refused by default', async () => {
     const resigned = write('resigned.json', forge(claims.alice as Claim, {}));
     const args = ['verify', resigned, '--audit', files['alice-bundle'] ?? ''];

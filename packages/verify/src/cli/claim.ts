@@ -10,7 +10,8 @@
  * Exit codes: 0 when the claim is accepted — not `invalid`, and at least `--require` (default
  * `hardware-attested`) or signed by a key pinned with `--key`; 1 otherwise (a self-asserted
  * signer is accepted only under an explicit `--require signed-only`); 2 for unreadable input (missing file, not JSON) or usage
- * errors. Messages never include stack traces.
+ * errors (a `--key` that is a claim file or a private key: VERIFY_KEY_INVALID). Messages never
+ * include stack traces.
  */
 import { createHash } from 'node:crypto';
 import type { Command } from 'commander';
@@ -93,22 +94,43 @@ export function parsePcrList(text: string): number[] {
   return out.sort((a, b) => a - b);
 }
 
+/** JWK members that only a private key carries (RFC 7517 §4, RFC 7518 §6, RFC 8037 §2). */
+const PRIVATE_JWK_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/** A `--key` value that cannot be pinned: exit 2, code `VERIFY_KEY_INVALID`, named in the line. */
+function keyError(value: string, why: string): VerifyInputError {
+  return new VerifyInputError(`--key ${value} ${why} (VERIFY_KEY_INVALID)`, 'VERIFY_KEY_INVALID');
+}
+
 /**
  * Reads one `--key` value: an RFC 7638 thumbprint (43 base64url characters), or a file holding
- * an Ed25519 public JWK (or a claim, whose cnf.jwk is taken). Returns the thumbprint.
- * @throws VerifyInputError when it is neither.
+ * an Ed25519 public JWK. Returns the thumbprint. A claim file is refused: its `cnf.jwk` is
+ * whatever key signed that claim, so pinning it would accept any forgery the attacker hands
+ * over with it; the gateway's key must come from a trusted source. A JWK with private members
+ * is refused too, so a signing key is not copied to relying parties by mistake.
+ * @throws VerifyInputError (VERIFY_KEY_INVALID) when it is none of these.
  */
 async function pinnedKey(value: string): Promise<string> {
   if (/^[A-Za-z0-9_-]{43}$/.test(value)) return value;
-  const json = (await readJson(value, '--key')) as { cnf?: { jwk?: unknown } } | null;
-  const jwk = (json?.cnf?.jwk ?? json) as { kty?: unknown; crv?: unknown; x?: unknown } | null;
+  const json = (await readJson(value, '--key')) as Record<string, unknown> | null;
+  if (json !== null && typeof json === 'object' && ('cnf' in json || 'signature' in json))
+    throw keyError(
+      value,
+      "is a claim, not a key (its cnf.jwk is whoever signed it): pin the gateway's public JWK or thumbprint from a trusted source",
+    );
+  if (json !== null && typeof json === 'object') {
+    const priv = PRIVATE_JWK_MEMBERS.filter((m) => m in json);
+    if (priv.length > 0)
+      throw keyError(value, `holds private key members (${priv.join(', ')}): pin the public JWK only`);
+  }
+  const jwk = json as { kty?: unknown; crv?: unknown; x?: unknown } | null;
   if (
     jwk?.kty !== 'OKP' ||
     jwk.crv !== 'Ed25519' ||
     typeof jwk.x !== 'string' ||
     !/^[A-Za-z0-9_-]{43}$/.test(jwk.x)
   )
-    throw new VerifyInputError(`--key ${value} is not an Ed25519 public JWK (kty OKP, crv Ed25519, x)`);
+    throw keyError(value, 'is not an Ed25519 public JWK (kty OKP, crv Ed25519, x)');
   return b64u(jwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }));
 }
 
@@ -223,7 +245,7 @@ export function registerVerifyCommand(program: Command, name = 'claim'): Command
     )
     .option(
       '--key <jwk-file|thumbprint>',
-      'pin a claim signing key (repeatable): a claim it signed is accepted without hardware evidence',
+      "pin the gateway's claim signing key (repeatable; public JWK file or RFC 7638 thumbprint from a trusted source, never a claim file): a claim it signed is accepted without hardware evidence",
       (v: string, prev: string[] = []) => [...prev, v],
     )
     .exitOverride((err) => {

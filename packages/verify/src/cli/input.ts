@@ -12,12 +12,16 @@ import { CertError, certsFromBytes } from '../x509.js';
 /**
  * A usage or input error of a verify command (missing or oversized file, not JSON, a bad option
  * value): reported as one line on stderr, exit code 2. Code `VERIFY_INPUT_INVALID`, or a narrower
- * one (`EAR_KEY_REQUIRED`, `EAR_KEY_INVALID`) that the line also names.
+ * one (`VERIFY_KEY_INVALID`, `EAR_KEY_REQUIRED`, `EAR_KEY_INVALID`) that the line also names.
  */
 export class VerifyInputError extends CmcpError {
   constructor(
     message: string,
-    code: 'VERIFY_INPUT_INVALID' | 'EAR_KEY_REQUIRED' | 'EAR_KEY_INVALID' = 'VERIFY_INPUT_INVALID',
+    code:
+      | 'VERIFY_INPUT_INVALID'
+      | 'VERIFY_KEY_INVALID'
+      | 'EAR_KEY_REQUIRED'
+      | 'EAR_KEY_INVALID' = 'VERIFY_INPUT_INVALID',
   ) {
     super(code, message);
     this.name = 'VerifyInputError';

@@ -329,6 +329,12 @@ export const ERRORS = {
     rpc: -32602,
     summary: '`cmcp verify` / `verify-evidence`: an unreadable file or a bad flag (exit code 2).',
   },
+  VERIFY_KEY_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      "`cmcp verify --key`: not an Ed25519 public JWK file or RFC 7638 thumbprint — a claim file (its cnf.jwk is whichever key signed it) or a JWK with private members is refused; pin the gateway's key from a trusted source (exit code 2).",
+  },
   EAR_KEY_REQUIRED: {
     http: 400,
     rpc: -32602,
