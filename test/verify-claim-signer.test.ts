@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { verifyClaim } from '@cmcp/verify/claim';
 import { b64u } from '@cmcp/verify/format/canonical';
 import { type Claim, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
+import { type AuditBundle, type AuditEntryBody, hashEntryBody } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindSession } from '../testing/evidence.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
@@ -227,6 +228,50 @@ describe('cmcp verify: who vouches for the signer', () => {
     );
     expect(r.code).toBe(1);
     expect(r.stdout).toContain('BUNDLE_SESSION_MISMATCH');
+  });
+});
+
+describe('audit.agent: entries that always name an agent', () => {
+  it('a call entry re-written with agent_id null (re-chained, claim re-signed) is refused', async () => {
+    const { readFileSync } = await import('node:fs');
+    const bundle = JSON.parse(readFileSync(files['alice-bundle'] ?? '', 'utf8')) as AuditBundle;
+    const claim = claims.alice as Claim;
+    // The genuine chain still passes the check: every entry of it names alice.
+    const real = verifyClaim(claim, { bundle, require: 'signed-only' });
+    expect(real.checks.find((c) => c.id === 'audit.agent')?.status).toBe('pass');
+    expect(real).toMatchObject({ verdict: 'signed-only', accepted: true });
+    // The forger hides whose call it was, then makes chain and claim consistent again.
+    let prev = 'genesis';
+    let nulled = 0;
+    const entries = bundle.entries.map((e) => {
+      const body = JSON.parse(e.canonical) as AuditEntryBody;
+      if (body.entry_type === 'tool_call') {
+        body.agent_id = null;
+        nulled++;
+      }
+      body.prev_entry_hash = prev;
+      const h = hashEntryBody(body);
+      prev = h.entry_hash;
+      return h;
+    });
+    expect(nulled).toBe(1);
+    const audit_chain = {
+      ...claim.audit_chain,
+      root: entries[0]?.entry_hash ?? '',
+      tip: entries[entries.length - 1]?.entry_hash ?? '',
+    };
+    const forged = forge(claim, { audit_chain });
+    const r = verifyClaim(forged, { bundle: { ...bundle, entries }, require: 'signed-only' });
+    expect(r.checks.filter((c) => c.status === 'fail').map((c) => c.reason_code)).toEqual([
+      'BUNDLE_AGENT_MISMATCH',
+    ]);
+    expect(r).toMatchObject({ verdict: 'invalid', accepted: false });
+    // and through the CLI
+    const f = write('agentless-claim.json', forged);
+    const b = write('agentless-bundle.json', { ...bundle, entries });
+    const cli = await cmcp('verify', f, '--audit', b, '--require', 'signed-only');
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toContain('BUNDLE_AGENT_MISMATCH');
   });
 });
 

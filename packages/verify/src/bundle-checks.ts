@@ -3,6 +3,7 @@
  * {@link ChainContext}. Entries are ordered by `sequence_number`, never by time.
  */
 import type { z } from 'zod';
+import { AGENT_ENTRY_TYPES } from './bundle-entry-types.js';
 import {
   type auditBundleSchema,
   auditEntryBodySchema,
@@ -183,29 +184,41 @@ export function sessionCheck(c: ChainContext): void {
 }
 
 /**
- * `audit.agent` (only when the claim names an agent): every entry names the claim's agent_id or
- * none. Without it, a claim could name another agent than the one whose calls the chain records.
+ * `audit.agent` (only when the claim names an agent): every entry names the claim's agent_id, or
+ * none when its type may carry none ({@link AGENT_ENTRY_TYPES} always carry one). Without it, a
+ * claim could name another agent than the one whose calls the chain records, or a chain could
+ * hide whose calls they were behind `agent_id: null`.
  */
 export function agentCheck(c: ChainContext): void {
   const { expect, checks, parsed, allParsed, unparsedDetail } = c;
   const want = expect.agent_id;
   if (want === undefined) return;
-  const bad = parsed
-    .filter((e) => e.body.agent_id !== null && e.body.agent_id !== want)
-    .map((e) => e.body.sequence_number);
-  if (bad.length) {
-    const other = parsed.find((e) => e.body.agent_id !== null && e.body.agent_id !== want)?.body.agent_id;
+  const other = parsed.filter((e) => e.body.agent_id !== null && e.body.agent_id !== want);
+  const anonymous = parsed.filter(
+    (e) => e.body.agent_id === null && AGENT_ENTRY_TYPES.has(e.body.entry_type),
+  );
+  if (other.length) {
     checks.push(
       fail(
         'audit.agent',
         'BUNDLE_AGENT_MISMATCH',
-        `entries at sequence ${list(bad)} name agent ${quoteUntrusted(other, 40)}, claim is for ${quoteUntrusted(want, 40)}`,
+        `entries at sequence ${list(other.map((e) => e.body.sequence_number))} name agent ${quoteUntrusted(other[0]?.body.agent_id, 40)}, claim is for ${quoteUntrusted(want, 40)}`,
+      ),
+    );
+  } else if (anonymous.length) {
+    checks.push(
+      fail(
+        'audit.agent',
+        'BUNDLE_AGENT_MISMATCH',
+        `entries at sequence ${list(anonymous.map((e) => e.body.sequence_number))} name no agent, though their type (${quoteUntrusted(anonymous[0]?.body.entry_type, 40)}) always names one; claim is for ${quoteUntrusted(want, 40)}`,
       ),
     );
   } else if (!allParsed) {
     checks.push(fail('audit.agent', 'DEPENDENCY_FAILED', unparsedDetail));
   } else {
-    checks.push(pass('audit.agent', `entries name agent ${quoteUntrusted(want, 40)} or none`));
+    checks.push(
+      pass('audit.agent', `entries name agent ${quoteUntrusted(want, 40)} or none where their type allows`),
+    );
   }
 }
 

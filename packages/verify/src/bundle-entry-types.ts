@@ -27,6 +27,21 @@ export const RELAYED_ENTRY_METHODS: Readonly<Record<string, string>> = {
   task_result: 'tasks/result',
 };
 
+/**
+ * Entry types that always name the agent they were written for: a session's open, binding and
+ * close, each `tools/call` and each relayed request (refusals included). Written with
+ * `agent_id: null`, such an entry would hide whose call it records from `audit.agent`. Other
+ * types (gateway-level records, an unauthenticated request's refusal, a gateway-chain
+ * binding failure) may name none.
+ */
+export const AGENT_ENTRY_TYPES: ReadonlySet<string> = new Set([
+  'session_open',
+  'attestation_bound',
+  'tool_call',
+  'session_close',
+  ...Object.keys(RELAYED_ENTRY_METHODS),
+]);
+
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const DISPOSITIONS = new Set(['completed', 'refused', 'not_attempted', 'outcome_unknown']);
 

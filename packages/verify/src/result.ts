@@ -121,7 +121,8 @@ export const REASON_CODES = {
   BUNDLE_MALFORMED: 'the audit bundle does not have the bundle v1 shape',
   BUNDLE_EMPTY: 'the audit bundle holds no entries',
   BUNDLE_SESSION_MISMATCH: 'the bundle (or an entry) is for another session than the claim',
-  BUNDLE_AGENT_MISMATCH: 'an entry of the bundle names another agent than the claim agent_id',
+  BUNDLE_AGENT_MISMATCH:
+    'an entry of the bundle names another agent than the claim agent_id, or none though its type (a call, a relayed request, session open or close) always names one',
   ENTRY_MALFORMED: 'an entry canonical text does not parse as an audit entry v1',
   ENTRY_NOT_CANONICAL: 'an entry canonical text is not its own RFC 8785 form',
   ENTRY_HASH_MISMATCH: 'SHA-256 of an entry stored text differs from its entry_hash (content tampering)',
