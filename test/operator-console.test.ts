@@ -285,6 +285,15 @@ describe('the console in headless Chromium', () => {
       ...(dir ? { trustStore: loadTrustStore(join(dir, 'trust-store.yaml')) } : {}),
     });
     expect(await tab.$eval('[data-verdict]', (e) => e.getAttribute('data-verdict'))).toBe(expected.verdict);
+    // A software-provider claim is signed-only: the console says whose word it is and that the
+    // default policy does not accept it, as `cmcp verify` does.
+    expect(expected).toMatchObject({ verdict: 'signed-only', signer: 'self-asserted', accepted: false });
+    expect(await tab.$eval('[data-signer]', (e) => e.getAttribute('data-signer'))).toBe('self-asserted');
+    expect(await tab.$eval('[data-self-asserted]', (e) => e.textContent)).toMatch(/^SELF-ASSERTED/);
+    expect(await tab.$eval('[data-accepted]', (e) => e.getAttribute('data-accepted'))).toBe('no');
+    expect(await tab.$eval('[data-accepted]', (e) => e.parentElement?.textContent)).toContain(
+      'requires hardware-attested',
+    );
     const checks = await tab.$$eval('[data-check]', (es) =>
       es.map((e) => ({ id: e.getAttribute('data-check'), status: e.getAttribute('data-status') })),
     );

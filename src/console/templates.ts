@@ -63,6 +63,8 @@ export const TEMPLATES = {
 
   claim: `<p><a href="<%= it.href('sessions', it.sessionId) %>">back to the chain</a></p>
 <p>verdict: <span class="verdict" data-verdict="<%= it.report.verdict %>"><%= it.report.verdict %></span></p>
+<p>signer: <span data-signer="<%= it.report.signer ?? '' %>"<% if (it.report.signer === 'self-asserted') { %> class="error"<% } %>><%= it.report.signer ?? 'not reported' %></span><% if (it.report.signer === 'self-asserted') { %> <strong class="error" data-self-asserted>SELF-ASSERTED: nothing but the claim vouches for its key; anyone could have signed it</strong><% } %></p>
+<p>accepted: <span data-accepted="<%= it.report.accepted === true ? 'yes' : 'no' %>" class="<%= it.report.accepted === true ? 'pass' : 'error' %>"><%= it.report.accepted === true ? 'yes' : 'NO' %></span><% if (it.report.required) { %> (requires <%= it.report.required %> or a pinned key)<% } %></p>
 <% if (it.trustNote) { %><p class="error"><%= it.trustNote %></p><% } %>
 <table data-section="checks"><tr><th>check</th><th>status</th><th>reason</th><th>detail</th></tr>
 <% it.report.checks.forEach(function (c) { %><tr data-check="<%= c.id %>" data-status="<%= c.status %>">
