@@ -34,6 +34,17 @@ const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 const EVIL = 'paint\u001b[31mRED\u001b]0;owned\u0007\u009b2J\nfake-row';
 /** A tool name holding U+0000. */
 const NUL = 'nul\u0000tool';
+/**
+ * Names that read as other names to a person: a right-to-left override (displayed as
+ * "reporttxt.exe"), a zero-width space, a BOM, a bidi isolate and a line separator.
+ */
+const SPOOF: readonly (readonly [string, string])[] = [
+  ['report\u202Eexe.txt', 'U+202E'],
+  ['de\u200Blete', 'U+200B'],
+  ['\uFEFFpaint', 'U+FEFF'],
+  ['x\u2066y\u2069', 'U+2066'],
+  ['two\u2028lines', 'U+2028'],
+];
 const OP = 'op-token-small';
 
 let upstream: Server;
@@ -44,7 +55,7 @@ let gw: Gateway;
 beforeAll(async () => {
   upstream = createServer(async (req, res) => {
     const s = new McpServer({ name: 'hostile', version: '1.0.0' });
-    for (const name of ['paint', EVIL, NUL])
+    for (const name of ['paint', EVIL, NUL, ...SPOOF.map(([n]) => n)])
       s.registerTool(name, { description: 'a tool' }, async () => ({
         content: [{ type: 'text', text: 'done' }],
       }));
@@ -131,7 +142,7 @@ describe('tool names the gateway cannot serve', () => {
     try {
       const listed = await rpc(g.url, 'alice-token', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
       expect(listed.body.result.tools.map((t: { name: string }) => t.name)).toEqual(['h.paint']);
-      for (const name of [EVIL, NUL]) {
+      for (const name of [EVIL, NUL, ...SPOOF.map(([n]) => n)]) {
         const r = await rpc(g.url, 'alice-token', {
           jsonrpc: '2.0',
           id: 2,
@@ -149,6 +160,7 @@ describe('tool names the gateway cannot serve', () => {
       expect(warned).toEqual([
         [EVIL, 'its name holds the control character U+001B'],
         [NUL, 'its name holds the control character U+0000'],
+        ...SPOOF.map(([n, cp]) => [n, `its name holds the invisible or direction-changing character ${cp}`]),
       ]);
     } finally {
       await g.close();
@@ -165,6 +177,7 @@ describe('tool names the gateway cannot serve', () => {
       [NUL, 'U+0000'],
       ['bell\u0007', 'U+0007'],
       ['c1\u0085', 'U+0085'],
+      ...SPOOF,
     ]) {
       const definition = { name, description: 'a tool', inputSchema: { type: 'object' } };
       const c = await writeConfig({ upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }] });
@@ -186,7 +199,10 @@ describe('tool names the gateway cannot serve', () => {
         thrown = e;
       }
       expect(thrown).toMatchObject({ code: 'CATALOG_INVALID' });
-      expect((thrown as Error).message).toContain(`its name holds the control character ${cp}`);
+      expect((thrown as Error).message).toMatch(
+        /its name holds the (control|invisible or direction-changing) character U\+[0-9A-F]{4}/,
+      );
+      expect((thrown as Error).message).toContain(` character ${cp}`);
       const withCatalog = await writeConfig({
         upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }],
         extra: { catalog: { file } },

@@ -203,7 +203,7 @@ export const ERRORS = {
     http: 400,
     rpc: -32064,
     summary:
-      'The catalog file is unreadable, its pins do not hold, or a tool name holds a control character or a lone surrogate.',
+      'The catalog file is unreadable, its pins do not hold, or a tool name holds a control, invisible or direction-changing character (Unicode Cc, Cf, U+2028, U+2029) or a lone surrogate.',
   },
   OPERATOR_UNAUTHENTICATED: {
     http: 401,
