@@ -45,13 +45,13 @@ function expectRefused(r: ReturnType<typeof cmcp>, tcti: string): void {
 }
 
 describe('provider: tpm with no TPM answering at start-up', () => {
-  it('cmcp start refuses: exit 3; cmcp start --check fails', async () => {
+  it('cmcp start refuses: exit 3; cmcp start --check fails with the same exit code', async () => {
     const tcti = await stoppedSwtpm();
     const cfg = await writeConfig({ port: await freePort(), attestation: { provider: 'tpm', tcti } });
     try {
       expectRefused(cmcp('start', '--config', cfg.file), tcti);
       const check = cmcp('start', '--check', '--config', cfg.file);
-      expect(check.status, check.stdout + check.stderr).toBe(1);
+      expect(check.status, check.stdout + check.stderr).toBe(3);
       expect(check.stdout).toMatch(
         /FAIL\s+attestation \(tpm\)\s+tpm .*TCTI_INIT_FAILED.*a configured tpm provider that cannot be reached refuses start-up/,
       );

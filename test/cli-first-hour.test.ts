@@ -57,12 +57,12 @@ describe('cmcp start --check', () => {
     }
   });
 
-  it('an attestation provider that cannot reach minimum_tier fails the check', async () => {
+  it('an attestation provider that cannot reach minimum_tier fails the check with exit 3, as cmcp start', async () => {
     const tcti = `swtpm:host=127.0.0.1,port=${await freePort()}`;
     const cfg = await writeConfig({ attestation: { provider: 'tpm', tcti, minimum_tier: 'tpm' } });
     try {
       const r = cmcp('start', '--check', '--config', cfg.file);
-      expect(r.code).toBe(1);
+      expect(r.code).toBe(3);
       expect(r.out).toMatch(
         /FAIL\s+attestation \(tpm\)\s+tpm .*TCTI_INIT_FAILED.*minimum_tier tpm refuses start-up/,
       );

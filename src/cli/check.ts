@@ -7,7 +7,11 @@
  * without starting the gateway, writing the database or extending a PCR. Prints one line per
  * check.
  *
- * Exit codes: 0 every check passed (warnings allowed); 1 a check failed; 2 the config is invalid.
+ * Exit codes, as `cmcp start` would exit for the same config: 0 every check passed (warnings
+ * allowed); 2 the config is invalid; 3 the attestation check failed (the provider would refuse
+ * start-up: ATTESTATION_UNAVAILABLE, ATTESTATION_TIER_TOO_LOW), whatever else failed; 1 any
+ * other check failed. Scripts gating a deploy on `--check` can so tell the two apart, as they do
+ * for `cmcp start`.
  */
 import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -24,7 +28,7 @@ import { isPostgresUrl, LATEST_SCHEMA_VERSION, redactPostgresUrl } from '../stor
 import { postgresSchemaVersion } from '../store/migrations/postgres.js';
 import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { selectProvider } from '../tee/detect.js';
-import { namedProviderRequired, requiredBindingTier } from '../tee/tier.js';
+import { ATTESTATION_EXIT_CODE, namedProviderRequired, requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
 
 type Status = 'ok' | 'warn' | 'FAIL';
@@ -152,7 +156,8 @@ function checkFiles(cfg: GatewayConfig): CheckLine[] {
 
 /**
  * Runs every check of `cmcp start --check`.
- * @returns the lines printed and the exit code (0, 1 or 2).
+ * @returns the lines printed and the exit code: 0, 1, 2 or 3, the code `cmcp start` exits with
+ *   for the same failure (see the file's header).
  */
 export async function runStartCheck(
   file: string,
@@ -174,8 +179,9 @@ export async function runStartCheck(
     postgres ? await checkPostgres(cfg) : checkDatabase(cfg),
     ...(postgres ? [checkReplicaConfig(cfg)] : []),
     ...checkFiles(cfg),
-    await checkAttestation(cfg),
   ];
+  const attestation = await checkAttestation(cfg);
+  lines.push(attestation);
   for (const u of cfg.upstreams) lines.push(await checkUpstream(u, cfg.limits.max_result_bytes));
   lines.push(await checkListen(cfg.listen.host, cfg.listen.port));
   const failed = lines.filter((l) => l.status === 'FAIL').length;
@@ -184,7 +190,9 @@ export async function runStartCheck(
     `cmcp start --check ${file}\n` +
     lines.map((l) => `  ${l.status.padEnd(4)}  ${l.what.padEnd(width)}  ${l.detail}`).join('\n') +
     `\n${failed ? `${failed} check(s) failed: the gateway would not start` : 'all checks passed: the gateway can start'}\n`;
-  return { lines, exitCode: failed ? 1 : 0, text };
+  // The attestation refusal wins: `cmcp start` exits 3 for it, 1 for other start-up failures.
+  const exitCode = attestation.status === 'FAIL' ? ATTESTATION_EXIT_CODE : failed ? 1 : 0;
+  return { lines, exitCode, text };
 }
 
 /** What a replica would refuse at start-up (assertReplicaConfig), as a failed line. */

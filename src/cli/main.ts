@@ -5,7 +5,7 @@ import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
  * `verify` exits 1 when the verdict is `invalid`, or when the claim is neither
  * hardware-attested nor signed by a pinned `--key` (unless `--require` lowers the bar);
- * `start` exits 3 when attestation refuses start-up.
+ * `start` (and `start --check`, for the same config) exits 3 when attestation refuses start-up.
  */
 import { Command, Help, type Option } from 'commander';
 import { registerCatalogCommand } from './catalog.js';

@@ -5,7 +5,7 @@
  *
  * Exit codes: 2 invalid config; 3 attestation refused start-up (ATTESTATION_UNAVAILABLE,
  * ATTESTATION_TIER_TOO_LOW: the message names the provider and the reason); 1 any other
- * start-up failure.
+ * start-up failure. `--check` exits with the same codes for what it finds (src/cli/check.ts).
  */
 import type { Command } from 'commander';
 import pino from 'pino';
