@@ -9,7 +9,10 @@ import { activeFaults } from '../store/faults.js';
 /** Start-up warnings about how exposed this gateway is. */
 export function warnExposure(cfg: GatewayConfig, log: Logger): void {
   if (activeFaults().length)
-    log.warn({ faults: activeFaults() }, 'FAULT INJECTION IS ON: terminal commits will fail (test seam)');
+    log.warn(
+      { faults: activeFaults() },
+      'FAULT INJECTION IS ON: writes or the start-up will fail on purpose (test seam)',
+    );
   if (cfg.dev_mode)
     log.warn(
       'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',

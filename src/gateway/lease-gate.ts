@@ -53,7 +53,9 @@ export class LeaseGate {
 
 /**
  * Acquires the replica's lease for `instanceId` with the configured ttl and renewal, starts its
- * heartbeat and sweep, and closes `gate` when the lease is found lost.
+ * heartbeat, and closes `gate` when the lease is found lost. Nothing is sealed yet: the replica
+ * records its key's evidence, then calls the lease's `begin()` (its own previous work recovered,
+ * then the sweep), so every entry its key signs has evidence (docs/replicas.md#start-up-order).
  * @param keyThumbprint base64url RFC 7638 thumbprint of the replica's gateway key.
  * @param key that key's Ed25519 private key: the writer of every entry the lease's fence writes
  *   (docs/spec/audit-entries.md#writers); left out, entries name no writer (store-level tests).
@@ -71,7 +73,7 @@ export function startReplicaLease(
     log: Logger;
   },
 ): Promise<ReplicaLease> {
-  return ReplicaLease.start(pool, {
+  return ReplicaLease.acquire(pool, {
     replicaId: o.instanceId,
     holder: `${hostname()} pid ${process.pid} started ${new Date().toISOString()}`,
     keyThumbprint: o.keyThumbprint,

@@ -37,6 +37,7 @@ import { ReplicaSessionService } from '../session/replica-service.js';
 import { ReplicaSessions } from '../session/replica-sessions.js';
 import { attestReplica } from '../session/replica-start.js';
 import type { SessionFacts } from '../session/types.js';
+import { maybeDie } from '../store/faults.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
 import { migratePostgres } from '../store/migrations/postgres.js';
 import { appendRelayEntry } from '../store/postgres/relay-entries.js';
@@ -109,6 +110,22 @@ async function migrate(pool: pg.Pool, shown: string): Promise<void> {
   }
 }
 
+/**
+ * Seals this replica's own calls left in flight by its previous run (`replica_restart`), then
+ * starts the sweep of other replicas' expired leases: both sign entries with this replica's
+ * key, so both come after its evidence is recorded, and before it serves.
+ * @throws (rejects) LeaseLostError; pg errors.
+ */
+async function beginLease(lease: ReplicaLease, log: Logger): Promise<void> {
+  await lease.begin();
+  maybeDie('own_work_recovered');
+  if (lease.recovered && (lease.recovered.attempts || lease.recovered.executions))
+    log.warn(
+      { ...lease.recovered },
+      "recorded this replica's calls in flight in its previous run as outcome_unknown",
+    );
+}
+
 /** The configured policy bundle, loaded before anything starts (a replica never serves without it). */
 function loadPolicy(cfg: GatewayConfig) {
   if (!cfg.policy) return null;
@@ -128,8 +145,9 @@ function loadCatalog(cfg: GatewayConfig) {
 async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened: (() => unknown)[]) {
   await migrate(pool, redactPostgresUrl(cfg.database));
   const key = newGatewayKey();
-  // Before anything else writes: a live lease of this instance_id refuses the start, and an
-  // expired one of ours has its open calls sealed outcome_unknown (`replica_restart`) first.
+  // Before anything else writes: a live lease of this instance_id refuses the start. An expired
+  // one of ours has its open calls sealed later (startServing), once this key's evidence is
+  // recorded: no entry is signed by a key without evidence, whenever the start-up dies.
   const gate = new LeaseGate();
   const lease = await startReplicaLease(pool, {
     instanceId: cfg.instance_id,
@@ -140,11 +158,7 @@ async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened:
     log,
   });
   opened.push(() => lease.stop());
-  if (lease.recovered && (lease.recovered.attempts || lease.recovered.executions))
-    log.warn(
-      { ...lease.recovered },
-      "recorded this replica's calls in flight in its previous run as outcome_unknown",
-    );
+  maybeDie('lease_acquired');
   const selection = await selectProvider(cfg.attestation, cfg.instance_id);
   const provider = selection.provider;
   opened.push(() => provider.close());
@@ -214,6 +228,7 @@ async function startServing(
       : []),
     ...(loaded ? [policyLoadEntry(loaded.bundle, loaded.key, loaded.cfg)] : []),
   ]);
+  maybeDie('start_recorded');
   if (catalog) watchCatalog(catalog, upstreams);
   warnExposure(cfg, log);
   const facts: SessionFacts = {
@@ -230,9 +245,12 @@ async function startServing(
     config: cfg,
   });
   assertTierReached(cfg.attestation, provider, started);
+  maybeDie('measured');
   // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
   // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
   await attestReplica(pool, lease.fence, c.key, provider, facts, log);
+  maybeDie('evidence_recorded');
+  await beginLease(lease, log);
   const sessions = new ReplicaSessionService(
     pool,
     store,
@@ -467,6 +485,7 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     const app = buildReplicaApp(cfg, core, serving, drain);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
     opened.push(() => app.close());
+    maybeDie('listening');
     // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
     await serving.measurer.listening(cfg.instance_id);
     const { metrics, upstreams, provider } = core;

@@ -60,27 +60,50 @@ export class ReplicaLease {
   }
 
   /**
-   * Acquires the lease and starts its heartbeat, recovers this replica's own previous work when
-   * its previous lease expired unsealed, then starts the sweep.
+   * Acquires the lease and starts its heartbeat, then {@link begin}s: recovers this replica's
+   * own previous work when its previous lease expired unsealed, and starts the sweep. For a
+   * lease whose fence writes no entry before its key's evidence is recorded (store-level use).
    * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease is live;
    *   LeaseLostError when the lease was lost during the recovery; pg errors.
    */
   static async start(pool: pg.Pool, opts: ReplicaLeaseOptions): Promise<ReplicaLease> {
+    const lease = await ReplicaLease.acquire(pool, opts);
+    await lease.begin();
+    return lease;
+  }
+
+  /**
+   * Acquires the lease and starts its heartbeat only: nothing is sealed yet. A replica records
+   * its key's evidence next and then calls {@link begin}, so no entry its key signs precedes
+   * that evidence (docs/replicas.md#start-up-order).
+   * @throws InstanceBusyError (INSTANCE_RUNNING) while another holder's lease is live; pg errors.
+   */
+  static async acquire(pool: pg.Pool, opts: ReplicaLeaseOptions): Promise<ReplicaLease> {
     const acquired = await acquireLease(pool, opts);
     const lease = new ReplicaLease(pool, acquired.fence, acquired, opts);
-    // The heartbeat runs from the moment the lease is ours: recovering a long previous run (or
-    // one waiting on a lock) must not outlast the ttl and lose the lease it recovers under.
+    // The heartbeat runs from the moment the lease is ours: a long start-up (recovering a long
+    // previous run, or one waiting on a lock) must not outlast the ttl and lose its lease.
     lease.scheduleRenewal();
+    return lease;
+  }
+
+  /**
+   * Recovers this replica's own previous work when its previous lease expired unsealed (each
+   * entry signed by this lease's writer), then starts the sweep of other replicas' expired
+   * leases. Once, after {@link acquire}.
+   * @throws LeaseLostError when the lease was lost during the recovery (the lease is halted);
+   *   pg errors (the lease is halted).
+   */
+  async begin(): Promise<void> {
     try {
-      if (acquired.previous === 'expired')
-        lease.recoveredWork = await recoverOwnWork(pool, acquired.fence, RESTART_REASON, opts.clock);
+      if (this.acquired.previous === 'expired')
+        this.recoveredWork = await recoverOwnWork(this.pool, this.fence, RESTART_REASON, this.opts.clock);
     } catch (e) {
-      lease.halt();
+      this.halt();
       throw e;
     }
-    if (lease.lost) throw new LeaseLostError(acquired.fence);
-    lease.scheduleSweep();
-    return lease;
+    if (this.lost) throw new LeaseLostError(this.fence);
+    this.scheduleSweep();
   }
 
   /** False once a renewal found the lease lost (or after {@link stop}). */
