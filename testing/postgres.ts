@@ -61,6 +61,18 @@ export interface PostgresInstance {
   log(): string;
   /** Stops the server (fast shutdown; immediate after 10 s) and removes its folder. Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Takes the server down without removing anything: `immediate` (default) ends the postmaster
+   * and every backend at once, as a crash would; `fast` is a clean shutdown.
+   */
+  down(mode?: 'immediate' | 'fast'): Promise<void>;
+  /** Starts the server again after {@link down}, on the same port. */
+  up(): Promise<void>;
+  /**
+   * SIGSTOPs the postmaster and every process it started (its backends), or SIGCONTs them
+   * (`resume`): a database host that stalled. Connections stay open and unanswered.
+   */
+  pause(resume?: boolean): void;
 }
 
 export interface StartPostgresOptions {
@@ -246,6 +258,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
       '--no-instructions',
     ]);
     const port = await startServer(r, dataDir, socketDir, logFile, opts.durable ?? false);
+    const postmasterPid = () => Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
     const urlOf = (name: string) =>
       `postgres://${POSTGRES_TEST_ROLE}@127.0.0.1:${port}/${encodeURIComponent(name)}`;
     await waitReady(urlOf('postgres'));
@@ -281,6 +294,29 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
         live.delete(entry);
         rmSync(dir, { recursive: true, force: true });
       },
+      async down(mode = 'immediate') {
+        await run(r, 'pg_ctl', ['stop', '--pgdata', dataDir, '--mode', mode, '--wait'], 20_000);
+      },
+      async up() {
+        await startServer(r, dataDir, socketDir, logFile, opts.durable ?? false, port);
+        await waitReady(urlOf('postgres'));
+      },
+      pause(resume = false) {
+        const pm = postmasterPid();
+        const children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(pm)], { encoding: 'utf8' })
+          .split('\n')
+          .map((l) => Number(l.trim()))
+          .filter((n) => n > 0);
+        const signal = resume ? 'SIGCONT' : 'SIGSTOP';
+        // Resumed postmaster first, paused last: no backend is forked while its parent runs alone.
+        for (const pid of resume ? [pm, ...children] : [...children, pm]) {
+          try {
+            process.kill(pid, signal);
+          } catch {
+            // a backend that ended meanwhile
+          }
+        }
+      },
     };
   } catch (e) {
     const log = readLog();
@@ -290,17 +326,21 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Po
   }
 }
 
-/** `pg_ctl start` on a free loopback port; a port taken meanwhile is retried (3 tries). */
+/**
+ * `pg_ctl start` on a free loopback port (or `fixedPort`, a restart's); a port taken meanwhile
+ * is retried (3 tries).
+ */
 async function startServer(
   r: Runner,
   dataDir: string,
   socketDir: string,
   logFile: string,
   durable: boolean,
+  fixedPort?: number,
 ): Promise<number> {
   let last: Error | null = null;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freeLoopbackPort();
+    const port = fixedPort ?? (await freeLoopbackPort());
     const settings = [
       '-c listen_addresses=127.0.0.1',
       `-c port=${port}`,

@@ -4,18 +4,24 @@
  * `--check` validates and reaches everything without starting (src/cli/check.ts).
  *
  * Exit codes: 2 invalid config; 3 attestation refused start-up (ATTESTATION_UNAVAILABLE,
- * ATTESTATION_TIER_TOO_LOW: the message names the provider and the reason); 1 any other
- * start-up failure. `--check` exits with the same codes for what it finds (src/cli/check.ts).
+ * ATTESTATION_TIER_TOO_LOW: the message names the provider and the reason); 4 a replica's
+ * database unreachable or lost during its start (DATABASE_UNAVAILABLE: not retried here — the
+ * supervisor starts it again with its own backoff; docs/replicas.md#the-database-going-away);
+ * 1 any other start-up failure. `--check` exits with the same codes for what it finds
+ * (src/cli/check.ts).
  */
 import type { Command } from 'commander';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../config/index.js';
 import { startReplicaGateway } from '../gateway/replica-runtime.js';
 import { startGateway } from '../gateway/runtime.js';
-import { isPostgresUrl } from '../store/migrations/index.js';
+import { DatabaseUnavailableError, isPostgresUrl } from '../store/migrations/index.js';
 import { AttestationStartError } from '../tee/detect.js';
 import { ATTESTATION_EXIT_CODE } from '../tee/tier.js';
 import { runStartCheck } from './check.js';
+
+/** Exit code of `cmcp start` when a replica's database is unreachable at start (DATABASE_UNAVAILABLE). */
+export const DATABASE_EXIT_CODE = 4;
 
 export function registerStartCommand(program: Command): void {
   program
@@ -64,7 +70,13 @@ export function registerStartCommand(program: Command): void {
         const code = (e as { code?: string }).code;
         log.error({ err: (e as Error).message, code }, 'gateway failed to start');
         process.stderr.write(`cmcp: cannot start${code ? ` (${code})` : ''}: ${(e as Error).message}\n`);
-        process.exit(e instanceof AttestationStartError ? ATTESTATION_EXIT_CODE : 1);
+        process.exit(
+          e instanceof AttestationStartError
+            ? ATTESTATION_EXIT_CODE
+            : e instanceof DatabaseUnavailableError
+              ? DATABASE_EXIT_CODE
+              : 1,
+        );
       }
     });
 }

@@ -44,7 +44,7 @@ import { appendRelayEntry } from '../store/postgres/relay-entries.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { PostgresSessionStore } from '../store/postgres/session-store.js';
-import { openReplicaPool } from '../store/postgres/transaction.js';
+import { isConnectionLoss, openReplicaPool } from '../store/postgres/transaction.js';
 import { PostgresWriteStore } from '../store/postgres/write-store.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -464,7 +464,7 @@ function stopping(
  * was opened is closed again.
  * @throws CmcpError POSTGRES_FEATURE_UNAVAILABLE (a config section a replica does not serve);
  *   PolicyBundleError | PolicyKeyError | CatalogError (an unusable policy or catalog); DatabaseUnavailableError (the
- *   server unreachable); SchemaTooNewError; InstanceBusyError (INSTANCE_RUNNING: another live
+ *   server unreachable, or the connection lost at any step of the start); SchemaTooNewError; InstanceBusyError (INSTANCE_RUNNING: another live
  *   lease of `instance_id`); AttestationStartError; upstream errors; a busy port.
  */
 export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): Promise<ReplicaGateway> {
@@ -517,7 +517,18 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
       ...stopping(cfg, core, serving, app, drain, metricsListener),
     };
   } catch (e) {
-    for (const c of opened.reverse()) await c();
+    // Each part closed whatever the others do: a closer's own failure (the lease's release on
+    // a database that is gone) must not replace the start's failure.
+    for (const c of opened.reverse())
+      await Promise.resolve()
+        .then(c)
+        .catch((err: Error) => log.warn({ err: err.message }, 'closing after a failed start'));
+    // The database gone during the start (refused, ended, timed out) is one failure for the
+    // supervisor, whatever step met it: DATABASE_UNAVAILABLE, its own exit code (cli/start.ts).
+    if (isConnectionLoss(e) && !(e instanceof DatabaseUnavailableError))
+      throw new DatabaseUnavailableError(
+        `lost ${redactPostgresUrl(cfg.database)} during start-up: ${(e as Error).message}`,
+      );
     throw e;
   }
 }

@@ -43,7 +43,16 @@ export function replicaTimeouts(
 /**
  * A pool for one replica, its statements and idle transactions cut by the server
  * ({@link replicaTimeouts}; PostgreSQL 15 docs §20.11.1 statement_timeout,
- * idle_in_transaction_session_timeout).
+ * idle_in_transaction_session_timeout), a connection attempt cut after the statement's cut (a
+ * stalled server does not hold a checkout forever).
+ *
+ * No connection's 'error' event can end the process: node-postgres emits it on a client whose
+ * connection the server ended (pg_terminate_backend, a restart, an idle transaction cut), and an
+ * 'error' event nobody listens to is thrown. The pool listens while a client is idle; every
+ * client also has its own listener from its first connect on, so one ended while checked out —
+ * held between statements by a transaction, a migration, a lease's acquire, a COPY — is not
+ * fatal either. Its holder sees the failure on its next statement (or the one in progress), and
+ * the pool drops it at release (it is no longer queryable).
  * @param url a libpq URI (PostgreSQL 15 docs §34.1.1.2).
  */
 export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool {
@@ -53,11 +62,37 @@ export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool 
     max: opts.max ?? 10,
     statement_timeout: cuts.statementMs,
     idle_in_transaction_session_timeout: cuts.idleInTransactionMs,
+    connectionTimeoutMillis: Math.max(1000, cuts.statementMs),
   });
-  // An idle connection the server ended (restart, failover) is dropped by the pool and the next
-  // checkout connects anew; without a listener node-postgres' 'error' event would end the process.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
+}
+
+/** SQLSTATE classes and socket errors that say the connection or the server is gone, not the statement wrong. */
+const CONNECTION_LOST = /^(08|57P0[1-3])/;
+const SOCKET_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+]);
+
+/**
+ * True when `e` says the database could not be reached or ended the connection (refused, reset,
+ * terminated by the administrator, shut down, a connection attempt timed out), as opposed to a
+ * statement's own failure.
+ */
+export function isConnectionLoss(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  if (typeof code === 'string' && (CONNECTION_LOST.test(code) || SOCKET_ERRORS.has(code))) return true;
+  const message = (e as { message?: unknown })?.message;
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|timeout expired|Client has encountered a connection error/.test(message)
+  );
 }
 
 /**
