@@ -5,7 +5,11 @@
  */
 import { z } from 'zod';
 
-/** Defaults: a lease lives 15 s from its last renewal, renewed every 5 s (two renewals may fail). */
+/**
+ * Defaults: a lease lives 15 s from its last renewal, renewed every 5 s; a failed renewal is
+ * tried again within 250 ms, so a database outage of up to ttl - renewal - 0.25 s (9.75 s) keeps
+ * the lease (docs/replicas.md#the-database-going-away).
+ */
 export const REPLICA_DEFAULTS = { lease_ttl_ms: 15_000, renew_every_ms: 5_000 } as const;
 
 export const replicasSchema = z

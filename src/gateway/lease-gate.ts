@@ -5,7 +5,8 @@
  * (LEASE_LOST), and from then on the gate refuses every new request but the health probes with
  * LEASE_LOST (503; a JSON-RPC error on /mcp) and readiness reports it (gateway/readiness.ts), so
  * a load balancer moves the traffic to the other replicas. The replica never serves a request it
- * cannot record; it is restarted by its supervisor under a new lease.
+ * cannot record. A `cmcp start` replica then acquires a lease again by itself (a new token, its
+ * own open work sealed first: store/postgres/replica-lease.ts `regain`) and reopens the gate.
  */
 import type { KeyObject } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -33,9 +34,14 @@ export class LeaseGate {
     return this.lostBecause;
   }
 
-  /** Closes the gate for good. */
+  /** Closes the gate (until {@link regain}). */
   lose(e: Error): void {
     this.lostBecause ??= e.message;
+  }
+
+  /** Opens the gate again: the replica holds a lease again, its previous work sealed. */
+  regain(): void {
+    this.lostBecause = null;
   }
 
   /** Adds the gate to `app` (before its routes are registered). */
@@ -71,6 +77,8 @@ export function startReplicaLease(
     key?: KeyObject;
     gate: LeaseGate;
     log: Logger;
+    /** Acquire the lease again by itself once lost, and reopen the gate (ReplicaLeaseOptions.regain). */
+    regain?: boolean;
   },
 ): Promise<ReplicaLease> {
   return ReplicaLease.acquire(pool, {
@@ -86,5 +94,13 @@ export function startReplicaLease(
     },
     onSealed: (s) => o.log.warn({ ...s }, "sealed an expired replica's open calls as outcome_unknown"),
     onError: (e) => o.log.warn({ err: e.message }, 'replica lease renewal or sweep failed'),
+    regain: o.regain ?? false,
+    onRegained: (fence, sealed) => {
+      o.gate.regain();
+      o.log.warn(
+        { lease_token: fence.leaseToken, ...(sealed ?? {}) },
+        'replica lease acquired again: admitting requests',
+      );
+    },
   });
 }

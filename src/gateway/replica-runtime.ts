@@ -156,6 +156,7 @@ async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened:
     key: key.privateKey,
     gate,
     log,
+    regain: true,
   });
   opened.push(() => lease.stop());
   maybeDie('lease_acquired');

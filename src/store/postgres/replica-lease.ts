@@ -2,9 +2,11 @@
  * One replica's lease over its lifetime (docs/replicas.md#leases-and-fencing-tokens): acquired
  * at start (with recovery of its own previous lease's work when that expired unsealed), renewed
  * by a heartbeat, a sweep that seals other replicas' expired leases, released at a graceful
- * stop. A renewal that finds the lease lost stops both timers and reports it once: from then on
- * every write of this replica fails its fence (LEASE_LOST), and the replica is to stop and be
- * restarted under a new token.
+ * stop. A failed renewal is tried again at once (within RENEW_RETRY_MS), so the lease outlives a
+ * database outage shorter than ttl - renewal. A renewal that finds the lease lost stops both
+ * timers and reports it once: from then on every write under the old token fails its fence
+ * (LEASE_LOST). With `regain` the replica then acquires its lease again itself (a new token, same
+ * key), sealing its own open work first when nobody did; without, it is restarted under a new token.
  */
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
@@ -23,6 +25,12 @@ import { recoverOwnWork, type Sealed, sealExpiredReplica } from './sealing.js';
 /** The `detail.reason` of a replica's own unfinished work recovered when it acquires its lease again. */
 export const RESTART_REASON = 'replica_restart';
 
+/** The `detail.reason` of a replica's own unfinished work sealed when it regains a lease it lost while running. */
+export const REGAINED_REASON = 'replica_lease_regained';
+
+/** The longest wait before a failed renewal is tried again, milliseconds. */
+export const RENEW_RETRY_MS = 250;
+
 /** Options of {@link ReplicaLease.start}. */
 export interface ReplicaLeaseOptions extends LeaseRequest {
   /** Renewal period, milliseconds (default ttl/3: two renewals may be lost before expiry). */
@@ -35,6 +43,14 @@ export interface ReplicaLeaseOptions extends LeaseRequest {
   onSealed?: (s: Sealed) => void;
   /** Called with a sweep's or renewal's error other than a lost lease (e.g. the database unreachable). */
   onError?: (e: Error) => void;
+  /**
+   * Set: a lost lease is acquired again, under a new token with the same key, by this running
+   * process (tried every renewal period), its own open work sealed first when nobody sealed it
+   * (`replica_lease_regained`); then `onRegained` is called. Unset: a lost lease stays lost.
+   */
+  regain?: boolean;
+  /** Called each time a lost lease was acquired again (`regain`). */
+  onRegained?: (fence: Fence, sealed: Sealed | null) => void;
   clock?: MicroClock;
 }
 
@@ -42,10 +58,19 @@ export interface ReplicaLeaseOptions extends LeaseRequest {
 export class ReplicaLease {
   private renewTimer: NodeJS.Timeout | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
+  private regainTimer: NodeJS.Timeout | null = null;
   private lost = false;
+  private stopped = false;
+  /** Set by {@link begin}: only then may a lost lease be regained (its sealing signs entries). */
+  private begun = false;
 
   private constructor(
     private readonly pool: pg.Pool,
+    /**
+     * The replica's fence, one object for the process's lifetime: a regained lease updates its
+     * `leaseToken` in place, so every holder (the stores, the call path) writes under the new
+     * token.
+     */
     readonly fence: Fence,
     /** What the lease row said before this start. */
     readonly acquired: AcquiredLease,
@@ -103,6 +128,7 @@ export class ReplicaLease {
       throw e;
     }
     if (this.lost) throw new LeaseLostError(this.fence);
+    this.begun = true;
     this.scheduleSweep();
   }
 
@@ -111,26 +137,81 @@ export class ReplicaLease {
     return !this.lost;
   }
 
-  private scheduleRenewal(): void {
-    const renewEvery = this.opts.renewEveryMs ?? defaultRenewEveryMs(this.opts.ttlMs);
-    this.renewTimer = setInterval(() => void this.renew(), renewEvery);
+  private get renewEveryMs(): number {
+    return this.opts.renewEveryMs ?? defaultRenewEveryMs(this.opts.ttlMs);
   }
 
+  /**
+   * The heartbeat: one renewal at a time, the next `renewEvery` after a success and
+   * {@link RENEW_RETRY_MS} (at most) after a failure other than a lost lease — so a lease
+   * survives a database outage of up to `ttl - renewEvery - RENEW_RETRY_MS` (the outage
+   * beginning just before a renewal was due), renewed at once when the database is back.
+   */
+  private scheduleRenewal(delayMs = this.renewEveryMs): void {
+    if (this.lost || this.stopped) return;
+    this.renewTimer = setTimeout(() => void this.renew(), delayMs);
+  }
   private scheduleSweep(): void {
     const sweepEvery = this.opts.sweepEveryMs ?? this.opts.ttlMs;
-    if (sweepEvery > 0) this.sweepTimer = setInterval(() => void this.sweep(), sweepEvery);
+    if (sweepEvery > 0 && !this.sweepTimer)
+      this.sweepTimer = setInterval(() => void this.sweep(), sweepEvery);
   }
 
   private async renew(): Promise<void> {
-    if (this.lost) return;
+    if (this.lost || this.stopped) return;
     try {
       await renewLease(this.pool, this.fence, this.opts.ttlMs);
     } catch (e) {
-      if ((e as { code?: string }).code !== 'LEASE_LOST') return this.opts.onError?.(e as Error);
-      if (this.lost) return;
+      if (this.lost || this.stopped) return;
+      if ((e as { code?: string }).code !== 'LEASE_LOST') {
+        this.opts.onError?.(e as Error);
+        return this.scheduleRenewal(Math.min(RENEW_RETRY_MS, this.renewEveryMs));
+      }
       this.halt();
       this.opts.onLost?.(e as Error);
+      if (this.opts.regain && this.begun) this.scheduleRegain();
+      return;
     }
+    this.scheduleRenewal();
+  }
+
+  private scheduleRegain(): void {
+    if (this.stopped) return;
+    this.regainTimer = setTimeout(() => void this.regain(), this.renewEveryMs);
+  }
+
+  /**
+   * One try at acquiring the lost lease again under the same key: refused while another holder's
+   * lease (a sealing sweeper's) is live, or while the database is unreachable — tried again
+   * later. Acquired: this replica's work still open is sealed (when nobody sealed it), the fence
+   * takes the new token, and the heartbeat and sweep run again.
+   */
+  private async regain(): Promise<void> {
+    this.regainTimer = null;
+    if (this.stopped || !this.lost) return;
+    let acquired: AcquiredLease;
+    try {
+      acquired = await acquireLease(this.pool, this.opts);
+    } catch (e) {
+      this.opts.onError?.(e as Error);
+      return this.scheduleRegain();
+    }
+    this.fence.leaseToken = acquired.fence.leaseToken;
+    this.lost = false;
+    this.scheduleRenewal();
+    let sealed: Sealed | null = null;
+    try {
+      if (acquired.previous === 'expired')
+        sealed = await recoverOwnWork(this.pool, this.fence, REGAINED_REASON, this.opts.clock);
+    } catch (e) {
+      // Not serving until its own work is sealed: lost again, tried again.
+      this.halt();
+      this.opts.onError?.(e as Error);
+      return this.scheduleRegain();
+    }
+    if (this.lost) return; // lost again meanwhile: the renewal scheduled the next try
+    this.scheduleSweep();
+    this.opts.onRegained?.(this.fence, sealed);
   }
 
   /** One sweep now (also run by the timer): seals every expired lease it can take, one by one. */
@@ -154,7 +235,7 @@ export class ReplicaLease {
 
   private halt(): void {
     this.lost = true;
-    if (this.renewTimer) clearInterval(this.renewTimer);
+    if (this.renewTimer) clearTimeout(this.renewTimer);
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.renewTimer = this.sweepTimer = null;
   }
@@ -166,6 +247,9 @@ export class ReplicaLease {
    */
   async stop(): Promise<void> {
     const wasLive = !this.lost;
+    this.stopped = true;
+    if (this.regainTimer) clearTimeout(this.regainTimer);
+    this.regainTimer = null;
     this.halt();
     if (wasLive)
       await releaseLease(this.pool, this.fence).catch((e) => {
