@@ -159,6 +159,7 @@ export class ReplicaLease {
 
   private async renew(): Promise<void> {
     if (this.lost || this.stopped) return;
+    const began = Date.now();
     try {
       await renewLease(this.pool, this.fence, this.opts.ttlMs);
     } catch (e) {
@@ -172,7 +173,8 @@ export class ReplicaLease {
       if (this.opts.regain && this.begun) this.scheduleRegain();
       return;
     }
-    this.scheduleRenewal();
+    // The period counts from this renewal's start: a slow round trip does not stretch it.
+    this.scheduleRenewal(Math.max(0, this.renewEveryMs - (Date.now() - began)));
   }
 
   private scheduleRegain(): void {
@@ -195,6 +197,10 @@ export class ReplicaLease {
     } catch (e) {
       this.opts.onError?.(e as Error);
       return this.scheduleRegain();
+    }
+    if (this.stopped) {
+      await releaseLease(this.pool, acquired.fence).catch(() => undefined); // stopped meanwhile
+      return;
     }
     this.fence.leaseToken = acquired.fence.leaseToken;
     this.lost = false;

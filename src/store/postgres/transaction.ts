@@ -62,7 +62,7 @@ export function openReplicaPool(url: string, opts: ReplicaPoolOptions): pg.Pool 
     max: opts.max ?? 10,
     statement_timeout: cuts.statementMs,
     idle_in_transaction_session_timeout: cuts.idleInTransactionMs,
-    connectionTimeoutMillis: Math.max(1000, cuts.statementMs),
+    connectionTimeoutMillis: Math.max(2000, cuts.statementMs),
   });
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
