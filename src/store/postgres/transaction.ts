@@ -43,8 +43,8 @@ export function replicaTimeouts(
 /**
  * A pool for one replica, its statements and idle transactions cut by the server
  * ({@link replicaTimeouts}; PostgreSQL 15 docs §20.11.1 statement_timeout,
- * idle_in_transaction_session_timeout), a connection attempt cut after the statement's cut (a
- * stalled server does not hold a checkout forever).
+ * idle_in_transaction_session_timeout), a connection attempt cut after the statement's cut, 2 s at
+ * least (a stalled server does not hold a checkout forever).
  *
  * No connection's 'error' event can end the process: node-postgres emits it on a client whose
  * connection the server ended (pg_terminate_backend, a restart, an idle transaction cut), and an
