@@ -64,7 +64,7 @@ export class AuditChain {
     // One page of the bundle's entries as one JSON text, made by SQLite (json_object escapes
     // the stored canonical text as a JSON string): one string per page rather than a row
     // object and a JSON.stringify per entry, less garbage for the scavenges that fall inside an
-    // export (issue 11 item 7). The separator before the page (',' or '') is SQLite's too: a
+    // export. The separator before the page (',' or '') is SQLite's too: a
     // `,${text}` made in JS is a cons string, which the socket's write then flattens, a copy of
     // the whole page into new memory (seen at 1–8 ms of one turn on this project's machines).
     this.pageStmt = db.prepare<

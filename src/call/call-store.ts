@@ -1,5 +1,5 @@
 /**
- * Where the call path keeps its records (issue 15 item 1): on SQLite, the event loop's own
+ * Where the call path keeps its records: on SQLite, the event loop's own
  * connection with its attempt log and terminal recorder (each write a synchronous statement in
  * `BEGIN IMMEDIATE`, or the store worker's commands); on a shared PostgreSQL, the replica's write
  * commands alone (store/postgres/write-store.ts), every one an awaited round trip. The

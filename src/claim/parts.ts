@@ -1,5 +1,5 @@
 /**
- * A claim's stored text in parts (issue 11 item 7; docs/spec/claims.md#issuing-a-claim): the
+ * A claim's stored text in parts (docs/spec/claims.md#issuing-a-claim): the
  * ~1.5 MB text of a 10,000-entry session's claim, inserted and committed inside the closing
  * transaction, held the event loop ~4–5 ms. So the text after its first {@link PART_BYTES} is
  * written before that transaction, one part per small transaction ({@link writeClaimParts}),

@@ -1,6 +1,6 @@
 /**
- * Ed25519 signatures over long claim texts on a worker thread, from one reused shared buffer
- * (issue 11 item 7). node:crypto's asynchronous `sign` and WebCrypto's `subtle.sign` both copy
+ * Ed25519 signatures over long claim texts on a worker thread, from one reused shared buffer.
+ * node:crypto's asynchronous `sign` and WebCrypto's `subtle.sign` both copy
  * the message on the calling thread first: for a 10,000-call claim (~1.5 MB) that copy into
  * fresh memory held the event loop 0.4–5 ms (page faults). Here the caller copies the text into
  * a SharedArrayBuffer a slice per turn of the loop, and the thread signs it where it lies

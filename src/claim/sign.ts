@@ -1,5 +1,5 @@
 /**
- * Signing and hashing a claim without holding the event loop (issue 11 item 7): a claim of a
+ * Signing and hashing a claim without holding the event loop: a claim of a
  * long session is ~1.5 MB of JCS, and Ed25519 over it (RFC 8032 §5.1.6: two SHA-512 passes over
  * the message) plus the SHA-256 of the stored text cost ~7–9 ms of CPU, and each copy of the
  * text into fresh memory ~1.2–2 ms of page faults. The message is signed on the signing thread

@@ -1,5 +1,5 @@
 /**
- * Per-agent limits (issue 11 item 6; docs/operations.md#limits-and-timeouts): a request rate
+ * Per-agent limits (docs/operations.md#limits-and-timeouts): a request rate
  * (token bucket), requests in flight at once, open sessions, and client sessions opened per
  * minute. Decided after authentication,
  * in memory; each refusal has its own code and goes to the aggregated refusal record.

@@ -1,5 +1,5 @@
 /**
- * How V8 collects garbage in the gateway's process (issue 11 item 7, docs/operations.md
+ * How V8 collects garbage in the gateway's process (docs/operations.md
  * "The WAL and the disk"): two choices of V8's defaults that put long GC pauses inside a replica's
  * closes and exports, each replaced by a flag.
  *

@@ -2,7 +2,7 @@
  * One log line per HTTP request instead of fastify's two: `incoming request` (with the parsed
  * request) goes to `debug`, and `request completed` at `info` carries method, URL, status and
  * response time. Under load the second info line per call was a measurable share of the event
- * loop (issue 12: 9–14 % of CPU per call in pino serialisation and writes); nothing is lost at
+ * loop (9–14 % of CPU per call in pino serialisation and writes); nothing is lost at
  * `debug`. Errors stay as fastify logs them.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';

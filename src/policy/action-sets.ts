@@ -1,5 +1,5 @@
 /**
- * One preparsed policy set per action (issue 12 item 4): Cedar evaluates every policy of the set
+ * One preparsed policy set per action: Cedar evaluates every policy of the set
  * it is given, and a policy whose action scope cannot hold for the request's action is only ever
  * "not satisfied" — its scope is checked before its conditions (the scope constraints are the
  * first operands of the policy's `&&`), so it neither matches nor errors. Leaving such policies

@@ -1,6 +1,6 @@
 /**
- * A session's close with its claim's heavy work before the closing transaction (issue 11
- * item 7). The claim depends on three things only the closing transaction can be sure of: the
+ * A session's close with its claim's heavy work before the closing transaction.
+ * The claim depends on three things only the closing transaction can be sure of: the
  * session chain's tip (which `session_close` follows), the claim chain's tip (claim_sequence,
  * prev_claim_hash) and the session row. They are read first and everything is built after
  * them — the `session_close` entry with its hash, the claim, its Ed25519 signature (on the

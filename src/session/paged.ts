@@ -1,5 +1,5 @@
 /**
- * Long work on the event loop in slices (issue 11 item 7): a session's chain is read for its
+ * Long work on the event loop in slices: a session's chain is read for its
  * claim in pages, each a short read, and the loop runs other work (probes, calls) between
  * pages once a slice has lasted {@link SLICE_MS}. What is proportional to the chain's length at
  * close (parsing every entry, each transcript line's JCS) happens here, outside the write
@@ -12,7 +12,7 @@ import { ChainSummary } from '../claim/build.js';
  * Longest stretch one slice of a batch of closes holds the event loop before yielding,
  * milliseconds (between closes; a chain's summary yields after every page). With the other
  * work of the same turn (a probe, a call) it stays within the ~3 ms a close may hold the loop
- * with a young-generation scavenge in it (issue 11 item 7; 5 ms slices of 100 entries held it
+ * with a young-generation scavenge in it (5 ms slices of 100 entries held it
  * 6–8 ms; 1 ms slices left less room for a ~1–2 ms scavenge).
  */
 export const SLICE_MS = 0.5;

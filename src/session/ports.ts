@@ -1,5 +1,5 @@
 /**
- * What the running gateway asks of its sessions and executions, engine-neutral (issue 15 item 1):
+ * What the running gateway asks of its sessions and executions, engine-neutral:
  * the SQLite gateway's SessionService (service.ts) and ExecutionRegistry answer synchronously
  * where they can (a better-sqlite3 read is a function call; wrapping it in a promise would cost
  * every request a turn of the loop), a PostgreSQL replica's (replica-service.ts) answer with a

@@ -215,7 +215,7 @@ export class SessionService {
   }
 
   /**
-   * {@link close} without holding the event loop (issue 11 item 7), for requests
+   * {@link close} without holding the event loop, for requests
    * (`POST /sessions/{id}/close`), rotation, blocks, reloads and shutdown: the chain is read
    * for the claim in pages with the loop free between them (session/paged.ts) while the session
    * is unusable (SESSION_CLOSED), then one IMMEDIATE transaction — a lock held by another
@@ -311,7 +311,7 @@ export class SessionService {
   /**
    * Closes every open session (of one agent, or of all agents) with a claim each — the kill
    * switch, a policy reload (so no session's claim spans two policies), shutdown — without
-   * holding the event loop (issue 11 items 6, 7): the sessions are made unusable at once
+   * holding the event loop: the sessions are made unusable at once
    * (SESSION_CLOSED; the default session is replaced), then closed through
    * {@link closeAwaited}, yielding whenever ~0.5 ms of work has run (session/paged.ts SLICE_MS).
    * @returns the closed sessions with the sequence of each claim.

@@ -1,5 +1,5 @@
 /**
- * Group commit (issue 12 item 5; docs/spec/audit-entries.md#durability): the request paths'
+ * Group commit (docs/spec/audit-entries.md#durability): the request paths'
  * writes (attempt records, admissions, terminal entries with their registry transitions and
  * attempt deletes, refusals, session opens and closes) that are queued in the same event-loop
  * turn commit in ONE `BEGIN IMMEDIATE` transaction, so with `synchronous=FULL` one fsync of the

@@ -1,5 +1,5 @@
 /**
- * Keeping the write-ahead log bounded (issue 11 item 7; docs/operations.md#the-wal-and-the-disk): a
+ * Keeping the write-ahead log bounded (docs/operations.md#the-wal-and-the-disk): a
  * checkpoint cannot pass a reader's snapshot, and with no further writes nothing resets the
  * file. So: readers hold short transactions (paged export, audit/chain.ts), PASSIVE checkpoints
  * run on a schedule (they never wait for a reader or a writer), and `journal_size_limit`

@@ -1,5 +1,5 @@
 /**
- * The store worker (issue 12 item 6): a `node:worker_threads` thread that owns a write
+ * The store worker: a `node:worker_threads` thread that owns a write
  * connection to the gateway's database and runs the call path's write commands
  * (store/writes.ts) there, through the same group commit (store/group-commit.ts), so that the
  * COMMIT, its fsync and the entries' JCS hashing do not stop the event loop. Messages in:

@@ -1,6 +1,5 @@
 /**
- * The call path's durable writes as data (issue 12 item 6; the storage contract issue 15 will
- * put a PostgreSQL adapter behind): each command names one write that commits atomically on its
+ * The call path's durable writes as data: each command names one write that commits atomically on its
  * own, in the order it was sent, and is answered only once durable. {@link executeWrite} is the
  * one implementation of their meaning, over the domain objects (audit chain, execution
  * registry, attempt log, session counters); it runs inside the engine's write transaction

@@ -1,8 +1,8 @@
 /**
  * Which upstream requests were answered. The SDK turns a JSON-RPC error response into an
  * `McpError` with the upstream's code, and uses -32000 (connection closed) and -32001 (timeout)
- * for its own failures too, so the code alone cannot say whether the upstream answered
- * (issue 10 item 5). This watcher sees the request leave (its JSON-RPC id, under the call's
+ * for its own failures too, so the code alone cannot say whether the upstream answered.
+ * This watcher sees the request leave (its JSON-RPC id, under the call's
  * AsyncLocalStorage context) and the response with that id arrive, and marks the call answered.
  *
  * It also delivers a call's `notifications/progress` to the call itself and keeps them from the

@@ -84,7 +84,7 @@ export function errorCode(e: unknown): string {
 /**
  * A whole (non-streamed) body read at once up to the cap: past it the connection is destroyed
  * (the rest is not drained), `onOverflow` is told and the read fails; a connection lost before
- * the end fails the call at once (issue 11 item 8).
+ * the end fails the call at once.
  * @throws ResultTooLargeError past the cap; the connection's error when it broke off.
  */
 export function readWhole(body: Readable, cap: BodyCap | undefined): Promise<Buffer> {

@@ -165,7 +165,7 @@ export class Upstream {
         await client.connect(transport);
       } catch (e) {
         await client.close().catch(() => undefined);
-        // Issue 16 item 4: say what happened (stderr tail, exit, URL and cause).
+        // Say what happened (stderr tail, exit, URL and cause).
         const exit = watch.exit();
         throw new UpstreamStartError(
           describeUpstreamFailure(this.cfg, e, watch.stderr(), exit),
@@ -215,7 +215,7 @@ export class Upstream {
   }
 
   /**
-   * A stdio child that exits fails its in-flight calls at once (issue 11 item 8). The SDK
+   * A stdio child that exits fails its in-flight calls at once. The SDK
    * closes the transport only when the child's pipes close, which a grandchild holding them
    * open can delay forever; the process's own `exit` is what says no answer will come.
    */

@@ -95,7 +95,7 @@ export interface ClaimPageEntryWithWriter extends ClaimPageEntry {
  * read), with only what a claim reads of each (audit/chain.ts AuditChain.claimPage, the same on
  * SQLite): PostgreSQL takes the fields out of the stored text (jsonb), so ~0.2 KB per entry
  * crosses the socket rather than its ~1 KB text — bytes read are external memory, whose growth
- * brings on mark-compacts of the whole heap (issue 11 item 7). An entry whose text holds a
+ * brings on mark-compacts of the whole heap. An entry whose text holds a
  * `\u` escape is read whole and parsed here, so every value is the one JSON.parse gives (jsonb
  * refuses `\u0000`). Reads only.
  */
@@ -159,8 +159,8 @@ export async function chainBundle(
  * per byte (pages read as strings made ~16 MB of strings for a 10,000-entry export, half of what
  * it allocated, and so more of the collections that fell inside the loop's longest gaps). A page is read whole and its connection released before it is yielded, so a
  * slow reader of the export holds no connection. Each page is its own statement and snapshot;
- * the chain is append-only, so pages below the tip read first are the same in every snapshot
- * (issue 11 item 7). A chain's sequence numbers run 0…tip; a missing one leaves its page short
+ * the chain is append-only, so pages below the tip read first are the same in every snapshot.
+ * A chain's sequence numbers run 0…tip; a missing one leaves its page short
  * and the bundle's verification finds the gap.
  * @throws (rejects, from the iteration) pg errors; Error `COPY_TEXT_QUOTED` (copy-text.ts) when a
  * page came back quoted or NULL (a control byte in a stored text: the bundle would not be the

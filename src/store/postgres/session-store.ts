@@ -172,8 +172,8 @@ export class PostgresSessionStore {
   /**
    * Closes the session: the `session_close` entry, the status change and the signed claim
    * (docs/spec/claims.md#issuing-a-claim) commit together; a session already closed answers
-   * its stored claim. What grows with the chain stays off a single turn of the event loop
-   * (issue 11 item 7): the chain is summarised in pages before the transaction (each page a
+   * its stored claim. What grows with the chain stays off a single turn of the event loop:
+   * the chain is summarised in pages before the transaction (each page a
    * short query, the loop free between them) and caught up inside it after `session_close`
    * (which locks the chain's tip: nothing is appended after it); the claim is signed on the
    * signing thread and its text assembled and hashed in slices (claim/sign.ts).

@@ -393,7 +393,7 @@ export const ERRORS = {
     summary:
       "The request needs the client session's own connection to the upstream (a log level, a subscription, a task, or a client that can be asked for sampling, elicitation or roots), and the upstream already has max_client_connections of them; end a client session (DELETE /mcp) or retry later. Not sent.",
   },
-  // Bounded resources (issue 11 item 6; docs/operations.md#limits-and-timeouts). Each is
+  // Bounded resources (docs/operations.md#limits-and-timeouts). Each is
   // recorded in the aggregated refusal record of the gateway chain.
   AGENT_RATE_LIMITED: {
     http: 429,
