@@ -258,7 +258,7 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
     const cfg = await writeConfig({ dir: mkdtempSync(join(dir, 'start-')) });
     writeFileSync(cfg.file, stringify({ ...cfg.raw, database: 'postgres://cmcp@127.0.0.1:1/cmcp' }));
     const r = cmcp('start', '--config', cfg.file);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(4); // a replica's unreachable PostgreSQL: a supervisor may start it again
     expect(r.err).toContain('(DATABASE_UNAVAILABLE)');
     expect(r.err).toContain('cannot reach postgres://cmcp@127.0.0.1:1/cmcp');
     // Not a SQLite file named like the URL either.
@@ -266,7 +266,7 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
     // --check says so too, and never prints the password.
     writeFileSync(cfg.file, stringify({ ...cfg.raw, database: 'postgres://cmcp:hunter2@127.0.0.1:1/cmcp' }));
     const check = cmcp('start', '--check', '--config', cfg.file);
-    expect(check.code).toBe(1);
+    expect(check.code).toBe(4);
     expect(check.out).toMatch(/FAIL\s+database\s+cannot reach .*\(DATABASE_UNAVAILABLE\)/);
     expect(check.out).toContain('postgres://cmcp:***@127.0.0.1:1/cmcp');
     expect(check.out + check.err).not.toContain('hunter2');
@@ -276,7 +276,7 @@ describe('cmcp db migrate|status (SQLite), cmcp start with a postgres:// databas
       stringify({ ...cfg.raw, database: 'postgres://cmcp@127.0.0.1:1/cmcp', store: { worker: true } }),
     );
     const worker = cmcp('start', '--check', '--config', cfg.file);
-    expect(worker.code).toBe(1);
+    expect(worker.code).toBe(4); // the database is unreachable here too
     expect(worker.out).toMatch(/FAIL\s+replica\s+.*store\.worker.*\(POSTGRES_FEATURE_UNAVAILABLE\)/);
   });
 });

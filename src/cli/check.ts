@@ -9,9 +9,9 @@
  *
  * Exit codes, as `cmcp start` would exit for the same config: 0 every check passed (warnings
  * allowed); 2 the config is invalid; 3 the attestation check failed (the provider would refuse
- * start-up: ATTESTATION_UNAVAILABLE, ATTESTATION_TIER_TOO_LOW), whatever else failed; 1 any
- * other check failed. Scripts gating a deploy on `--check` can so tell the two apart, as they do
- * for `cmcp start`.
+ * start-up: ATTESTATION_UNAVAILABLE, ATTESTATION_TIER_TOO_LOW), whatever else failed; 4 a
+ * replica's PostgreSQL cannot be reached (DATABASE_UNAVAILABLE); 1 any other check failed.
+ * Scripts gating a deploy on `--check` can so tell them apart, as they do for `cmcp start`.
  */
 import { accessSync, constants, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -30,6 +30,13 @@ import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { selectProvider } from '../tee/detect.js';
 import { ATTESTATION_EXIT_CODE, namedProviderRequired, requiredBindingTier } from '../tee/tier.js';
 import { UpstreamPool } from '../upstream/pool.js';
+
+/**
+ * Exit code of `cmcp start` when a replica's PostgreSQL is unreachable at start
+ * (DATABASE_UNAVAILABLE): a supervisor may retry it. A SQLite file that cannot be opened is 1,
+ * since starting again will not mend it.
+ */
+export const DATABASE_EXIT_CODE = 4;
 
 type Status = 'ok' | 'warn' | 'FAIL';
 export interface CheckLine {
@@ -170,13 +177,14 @@ export async function runStartCheck(
     throw e;
   }
   const postgres = isPostgresUrl(cfg.database);
+  const database = postgres ? await checkPostgres(cfg) : checkDatabase(cfg);
   const lines: CheckLine[] = [
     {
       what: 'config',
       status: 'ok',
       detail: `${cfg.upstreams.length} upstream(s), ${cfg.agents.length} agent(s), ${cfg.operators.length} operator(s), database ${postgres ? redactPostgresUrl(cfg.database) : cfg.database}`,
     },
-    postgres ? await checkPostgres(cfg) : checkDatabase(cfg),
+    database,
     ...(postgres ? [checkReplicaConfig(cfg)] : []),
     ...checkFiles(cfg),
   ];
@@ -190,8 +198,16 @@ export async function runStartCheck(
     `cmcp start --check ${file}\n` +
     lines.map((l) => `  ${l.status.padEnd(4)}  ${l.what.padEnd(width)}  ${l.detail}`).join('\n') +
     `\n${failed ? `${failed} check(s) failed: the gateway would not start` : 'all checks passed: the gateway can start'}\n`;
-  // The attestation refusal wins: `cmcp start` exits 3 for it, 1 for other start-up failures.
-  const exitCode = attestation.status === 'FAIL' ? ATTESTATION_EXIT_CODE : failed ? 1 : 0;
+  // As `cmcp start` would exit: 3 for an attestation refusal (it comes first), 4 for a replica's
+  // unreachable PostgreSQL, 1 for other start-up failures.
+  const exitCode =
+    attestation.status === 'FAIL'
+      ? ATTESTATION_EXIT_CODE
+      : postgres && database.status === 'FAIL'
+        ? DATABASE_EXIT_CODE
+        : failed
+          ? 1
+          : 0;
   return { lines, exitCode, text };
 }
 

@@ -18,10 +18,7 @@ import { startGateway } from '../gateway/runtime.js';
 import { DatabaseUnavailableError, isPostgresUrl } from '../store/migrations/index.js';
 import { AttestationStartError } from '../tee/detect.js';
 import { ATTESTATION_EXIT_CODE } from '../tee/tier.js';
-import { runStartCheck } from './check.js';
-
-/** Exit code of `cmcp start` when a replica's database is unreachable at start (DATABASE_UNAVAILABLE). */
-export const DATABASE_EXIT_CODE = 4;
+import { DATABASE_EXIT_CODE, runStartCheck } from './check.js';
 
 export function registerStartCommand(program: Command): void {
   program
@@ -73,7 +70,7 @@ export function registerStartCommand(program: Command): void {
         process.exit(
           e instanceof AttestationStartError
             ? ATTESTATION_EXIT_CODE
-            : e instanceof DatabaseUnavailableError
+            : e instanceof DatabaseUnavailableError && isPostgresUrl(cfg.database)
               ? DATABASE_EXIT_CODE
               : 1,
         );
