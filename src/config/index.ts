@@ -43,9 +43,10 @@ const upstreamCommon = {
   /**
    * Client sessions that may hold a connection of their own to this upstream (for stdio, a
    * process each) at once; one more is refused with UPSTREAM_CLIENT_CONNECTIONS_FULL. Requests
-   * needing no per-client upstream state share one connection (src/relay/sessions.ts).
+   * needing no per-client upstream state share one connection (src/relay/sessions.ts). Absent:
+   * 16 for stdio (each is a process), 256 for HTTP (each is an upstream MCP session).
    */
-  max_client_connections: z.number().int().min(0).max(10_000).default(16),
+  max_client_connections: z.number().int().min(0).max(10_000).optional(),
 };
 
 const stdioUpstream = z.strictObject({

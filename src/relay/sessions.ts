@@ -102,8 +102,11 @@ function relayedCapabilities(declared: Record<string, unknown> | undefined): Rec
   return out;
 }
 
-/** Default of an upstream's `max_client_connections`. */
-export const DEFAULT_MAX_CLIENT_CONNECTIONS = 16;
+/**
+ * Default of an upstream's `max_client_connections`, by transport: a stdio connection of its own
+ * is a process (tens of MB), an HTTP one an upstream MCP session.
+ */
+export const DEFAULT_MAX_CLIENT_CONNECTIONS = { stdio: 16, http: 256 } as const;
 
 export class RelaySessions {
   private readonly clients = new Map<string, ClientSession>();
@@ -265,7 +268,7 @@ export class RelaySessions {
     const wantsOwn =
       need === 'state' || (need === 'call' && Object.keys(relayedCapabilities(declared)).length > 0);
     if (!wantsOwn) return shared;
-    const cap = shared.cfg.max_client_connections ?? DEFAULT_MAX_CLIENT_CONNECTIONS;
+    const cap = shared.cfg.max_client_connections ?? DEFAULT_MAX_CLIENT_CONNECTIONS[shared.cfg.transport];
     const open = this.perUpstream.get(upstream) ?? 0;
     if (open >= cap) {
       this.log.warn(
