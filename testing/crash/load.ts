@@ -2,8 +2,9 @@
  * The crash test's load: `concurrency` workers send, until stopped, calls without and with
  * execution_id in the agent's default session, retries of execution_ids whose first answer was
  * lost to a kill (same arguments, same execution_id), fresh calls replacing lost calls without
- * one, and sessions opened, used (calls in sequence) and closed. It keeps what was answered
- * (the evidence each answer names) for the checks.
+ * one, retries of execution_ids that already ended (answered, or sealed by a restart after a
+ * kill: each must be refused), and sessions opened, used (calls in sequence) and closed. It keeps
+ * what was answered (the evidence each answer names, and whether it was a result) for the checks.
  */
 import { randomUUID } from 'node:crypto';
 
@@ -12,6 +13,13 @@ export interface Answered {
   callId: string;
   entryHash: string;
   errorCode: string | null;
+  /** The chain and sequence number the answer's evidence names (absent: not compared). */
+  chainId?: string;
+  sequenceNumber?: number;
+  /** The answer was a result (`result._meta`), not an error; absent: a result when `errorCode` is null. */
+  result?: boolean;
+  /** The call retried an execution_id whose earlier call had been answered with its terminal entry. */
+  retryOfEnded?: boolean;
 }
 
 /** What the load did, for the report. */
@@ -21,6 +29,8 @@ export interface LoadCounts {
   lost: number;
   retries: number;
   retryRefused: number;
+  /** Retries of execution_ids that had already ended (each must be refused: check.ts). */
+  retriesOfEnded: number;
   shuttingDown: number;
   notRecorded: number;
   sessionsOpened: number;
@@ -43,6 +53,7 @@ export class CrashLoad {
     lost: 0,
     retries: 0,
     retryRefused: 0,
+    retriesOfEnded: 0,
     shuttingDown: 0,
     notRecorded: 0,
     sessionsOpened: 0,
@@ -50,6 +61,8 @@ export class CrashLoad {
   };
   /** Execution calls whose answer was lost: retried later with the same arguments. */
   private readonly retryQueue: Op[] = [];
+  /** Execution calls answered with their terminal entry: some are sent again, later (perhaps after a kill). */
+  private readonly endedQueue: Op[] = [];
 
   constructor(
     private readonly token: string,
@@ -80,6 +93,13 @@ export class CrashLoad {
       if (code === 'EXECUTION_REPLAY_REFUSED' || code === 'EXECUTION_IN_FLIGHT') this.counts.retryRefused++;
       return;
     }
+    if (r < 0.2 && this.endedQueue.length) {
+      // An execution that ended: the retry must be refused, never run again (check.ts).
+      const op = this.endedQueue.splice(Math.floor(Math.random() * this.endedQueue.length), 1)[0] as Op;
+      this.counts.retriesOfEnded++;
+      await this.call(url(), op, null, true);
+      return;
+    }
     if (r < 0.35) return this.session(url);
     await this.call(url(), newOp(r < 0.65), null);
   }
@@ -98,7 +118,12 @@ export class CrashLoad {
   }
 
   /** One tools/call; returns its error code, null for a result, or 'lost' without an answer. */
-  private async call(url: string, op: Op, sessionId: string | null): Promise<string | null> {
+  private async call(
+    url: string,
+    op: Op,
+    sessionId: string | null,
+    retryOfEnded = false,
+  ): Promise<string | null> {
     const cmcp: Json = {};
     if (op.executionId) cmcp.execution_id = op.executionId;
     if (sessionId) cmcp.session_id = sessionId;
@@ -129,7 +154,20 @@ export class CrashLoad {
         callId: String(evidence.call_id),
         entryHash: String(evidence.entry_hash),
         errorCode: code,
+        chainId: String(evidence.chain_id),
+        sequenceNumber: Number(evidence.sequence_number),
+        result: result !== undefined,
+        ...(retryOfEnded ? { retryOfEnded } : {}),
       });
+      // Its execution ended (a result, or the outcome_unknown of an interrupted call): queue a
+      // later retry, at most a few dozen waiting.
+      if (
+        op.executionId &&
+        (result || code === 'CALL_INTERRUPTED') &&
+        this.endedQueue.length < 50 &&
+        Math.random() < 0.3
+      )
+        this.endedQueue.push(op);
     }
     return code;
   }

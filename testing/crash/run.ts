@@ -1,5 +1,5 @@
 /**
- * The crash test (README "Crash test"; issue 11): a `cmcp start` gateway on a TPM (swtpm) under
+ * The crash test (README "Crash test"): a `cmcp start` gateway on a TPM (swtpm) under
  * load (load.ts) is SIGKILLed at a random moment and restarted, `kills` times; a last start
  * recovers, serves a little and stops with SIGTERM (it must exit 0). Then check.ts holds the
  * database, the upstream's log (upstream.ts) and the answers against the rules.
@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freeLoopbackPort, waitExit } from '../process.js';
 import { type CheckResult, checkCrashRun } from './check.js';
-import { CrashLoad, type LoadCounts } from './load.js';
-import { startLoggingUpstream } from './upstream.js';
+import { type Answered, CrashLoad, type LoadCounts } from './load.js';
+import { startLoggingUpstream, type WorkArgs } from './upstream.js';
 
 export interface CrashRunOptions {
   /** How many SIGKILLs (each followed by a restart). */
@@ -39,6 +39,9 @@ export interface CrashReport {
   /** Exit code of the last gateway after SIGTERM (must be 0). */
   lastExitCode: number | null;
   load: LoadCounts;
+  /** What the upstream ran and what the load was answered (the checks' input, kept for tests). */
+  ran: WorkArgs[];
+  answered: Answered[];
   check: CheckResult;
 }
 
@@ -137,6 +140,8 @@ export async function runCrashTest(o: CrashRunOptions): Promise<CrashReport> {
       dbPath,
       lastExitCode,
       load: load.counts,
+      ran: upstream.ran,
+      answered: load.answered,
       check: checkCrashRun(dbPath, 'up.work', upstream.ran, load.answered),
     };
   } finally {

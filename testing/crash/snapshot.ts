@@ -38,6 +38,12 @@ export interface CrashSnapshot {
   /** The replicas' lease rows (PostgreSQL); absent for a SQLite gateway (its instance lock). */
   leases?: { replica_id: string; state: string }[];
   /**
+   * SQLite only: the rows of `PRAGMA integrity_check` (`['ok']` when the file is sound). Absent
+   * on PostgreSQL, whose pages are the server's own (WAL replay after a crash); the record-level
+   * checks (chains, claim chain, registry joins) stand for it there.
+   */
+  integrity?: string[];
+  /**
    * Sessions may be open at the end: a replica that stops leaves its sessions open for the other
    * replicas to serve (gateway/replica-runtime.ts), where a SQLite gateway closes them.
    */
@@ -66,7 +72,12 @@ export function readSqliteSnapshot(dbPath: string): CrashSnapshot {
                 (SELECT COUNT(*) FROM sessions WHERE status = 'open') AS s`,
       )
       .get() as { a: number; x: number; s: number };
+    const integrity = db
+      .prepare<[], { integrity_check: string }>('PRAGMA integrity_check')
+      .all()
+      .map((r) => r.integrity_check);
     return {
+      integrity,
       entries: db
         .prepare<[], SnapshotEntry>(
           'SELECT chain_id, sequence_number, entry_hash, canonical FROM audit_entries ORDER BY chain_id, sequence_number',
