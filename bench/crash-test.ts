@@ -3,15 +3,23 @@
  * random moments, restarts it each time, then checks the record (testing/crash/). Prints the
  * counts and every violation; exits 1 on any violation, 0 otherwise. 127.0.0.1 only, bounded.
  *
- *   node dist/bench/crash-test.js [--kills 50] [--concurrency 8] [--min-up-ms 200] [--max-up-ms 1500] [--keep]
+ *   node dist/bench/crash-test.js [--kills 50] [--concurrency 8] [--min-up-ms 200] [--max-up-ms 1500]
+ *     [--background-load N] [--keep]
  *
- * With `--replicas N --postgres` (issue 15 item 6): N replicas, each on its own swtpm, on one
+ * It prints its parameters and the machine's load average (os.loadavg) at start and end;
+ * `--background-load N` runs N busy CPU spinners during the run (killed at its end) so a run at
+ * a given load can be repeated.
+ *
+ * With `--replicas N --postgres`: N replicas, each on its own swtpm, on one
  * throw-away PostgreSQL (testing/postgres.ts), the load spread over them, a random replica
  * SIGKILLed and restarted each time, every `--pause-every`-th (default 5; 0: none) SIGSTOPped past its
- * lease's expiry first (testing/crash/replicas-run.ts; `--lease-ttl-ms`, default 3000).
+ * lease's expiry first (testing/crash/replicas-run.ts; `--lease-ttl-ms`, default 3000), and every
+ * `--fault-every`-th (default 3; 0: none) a PostgreSQL fault instead: backends terminated, a
+ * server restart, a SIGSTOP of the server short of and past the lease ttl.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -30,6 +38,8 @@ const { values: a } = parseArgs({
     postgres: { type: 'boolean', default: false },
     'lease-ttl-ms': { type: 'string', default: '3000' },
     'pause-every': { type: 'string', default: '5' },
+    'fault-every': { type: 'string', default: '3' },
+    'background-load': { type: 'string', default: '0' },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -48,6 +58,12 @@ const maxUpMs = Math.max(minUpMs, int('max-up-ms', a['max-up-ms'], 0));
 const replicas = int('replicas', a.replicas, 1);
 const leaseTtlMs = int('lease-ttl-ms', a['lease-ttl-ms'], 1000);
 const pauseEvery = int('pause-every', a['pause-every'], 0);
+const faultEvery = int('fault-every', a['fault-every'], 0);
+const backgroundLoad = int('background-load', a['background-load'], 0);
+if (backgroundLoad > 64) {
+  process.stderr.write('crash-test: --background-load is at most 64\n');
+  process.exit(2);
+}
 if (replicas > 1 !== a.postgres) {
   process.stderr.write('crash-test: --replicas N (N ≥ 2) and --postgres go together\n');
   process.exit(2);
@@ -57,6 +73,21 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-crash-'));
 const provisioned = await provisionSwtpm(join(dir, 'swtpm-template'));
 const tpms: SwtpmInstance[] = [];
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+console.log(
+  `crash-test: kills ${kills}, concurrency ${concurrency}, up ${minUpMs}–${maxUpMs} ms, replicas ${replicas}` +
+    (a.postgres ? `, lease ttl ${leaseTtlMs} ms, pause every ${pauseEvery}, fault every ${faultEvery}` : '') +
+    `, background load ${backgroundLoad}; load average at start ${load()}`,
+);
+// Busy spinners: each a node process looping for at most 2 hours, killed in `finally`.
+const spinners: ChildProcess[] = Array.from({ length: backgroundLoad }, () =>
+  spawn(process.execPath, ['-e', 'const end = Date.now() + 7_200_000; while (Date.now() < end);'], {
+    stdio: 'ignore',
+  }),
+);
 let stopPostgres: () => Promise<void> = async () => undefined;
 let failed = true;
 try {
@@ -79,6 +110,8 @@ try {
       maxUpMs,
       leaseTtlMs,
       pauseEvery,
+      postgres: pg,
+      faultEvery,
       renewEveryMs: Math.floor(leaseTtlMs / 3),
       dir,
       repoRoot,
@@ -87,6 +120,7 @@ try {
     summary = {
       kills: r.kills,
       pauses: r.pauses,
+      postgres_faults: r.faults,
       replicas,
       starts: r.starts,
       exit_codes: r.exitCodes,
@@ -114,9 +148,12 @@ try {
   }
   console.log(JSON.stringify(summary, null, 2));
   for (const line of violations.slice(0, 50)) console.log(`VIOLATION ${line}`);
-  console.log(`${violations.length} violation(s) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `${violations.length} violation(s) in ${((Date.now() - started) / 1000).toFixed(1)} s; load average at end ${load()}`,
+  );
   failed = violations.length > 0;
 } finally {
+  for (const p of spinners) p.kill('SIGKILL');
   for (const t of tpms) await t.stop();
   await stopPostgres();
   if (a.keep) console.log(`kept ${dir}`);

@@ -1,5 +1,5 @@
 /**
- * The crash test on replicas (issue 15 item 6; `npm run crash-test -- --replicas 3 --postgres`):
+ * The crash test on replicas (`npm run crash-test -- --replicas 3 --postgres`):
  * `replicas` `cmcp start` processes on one PostgreSQL database (testing/replicas.ts), each on
  * its own TPM, under the crash test's load (load.ts) spread over the running replicas — a
  * session opened through one is used and closed through others, a retry of an execution whose
@@ -9,7 +9,11 @@
  * Every `pauseEvery`-th disruption is a SIGSTOP instead: the replica stays paused past its
  * lease's expiry and another replica's sweep, is resumed (its late writes must fail their fence:
  * its `/readyz` must then say `LEASE_LOST`, else a violation), and is then killed and started
- * again as its supervisor would on the failing probe. Then
+ * again as its supervisor would on the failing probe. With `postgres`, every `faultEvery`-th
+ * disruption is a PostgreSQL fault instead, in turn: every replica backend terminated
+ * (`pg_terminate_backend`), an immediate stop and start of the server, the server SIGSTOPped
+ * for half the lease ttl, and SIGSTOPped past the ttl (the replicas lose their leases and
+ * regain them, running); every replica must still be running afterwards. Then
  * every replica stops with SIGTERM (each must exit 0), and check.ts holds the database
  * (postgres-snapshot.ts), the upstream's log and the answers against the rules — plus every
  * replica's lease sealed.
@@ -18,6 +22,8 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import pg from 'pg';
+import type { PostgresInstance } from '../postgres.js';
 import { postgresReplicaConfig, ReplicaSet } from '../replicas.js';
 import { type CheckResult, checkCrashSnapshot } from './check.js';
 import { CrashLoad, type LoadCounts } from './load.js';
@@ -47,6 +53,10 @@ export interface ReplicaCrashOptions {
   /** The replicas' lease ttl and renewal, milliseconds (default 3000 and 1000). */
   leaseTtlMs?: number;
   renewEveryMs?: number;
+  /** The server behind `databaseUrl`: with it, PostgreSQL faults are among the disruptions. */
+  postgres?: PostgresInstance;
+  /** Every n-th disruption is a PostgreSQL fault (needs `postgres`; 0: none; default 3). */
+  faultEvery?: number;
   log?: (line: string) => void;
 }
 
@@ -54,6 +64,8 @@ export interface ReplicaCrashReport {
   kills: number;
   /** How many of the kills were SIGSTOP pauses past the lease's expiry first. */
   pauses: number;
+  /** PostgreSQL faults injected, by kind. */
+  faults: Record<string, number>;
   /** Starts of each replica (1 + its restarts). */
   starts: number[];
   /** Exit code of each replica after the final SIGTERM (each must be 0). */
@@ -88,7 +100,6 @@ async function migrate(o: ReplicaCrashOptions): Promise<string> {
   return stdout;
 }
 
-/** Runs the crash test on replicas and returns counts and violations (never throws for a violation). */
 /** `checks.lease` of a resumed replica's `/readyz` (within 5 s: its next renewal finds the lease lost). */
 async function leaseGateOf(url: string): Promise<string> {
   let last = 'no answer';
@@ -105,6 +116,51 @@ async function leaseGateOf(url: string): Promise<string> {
   return last;
 }
 
+/** The PostgreSQL faults, in the order they are injected. */
+const FAULTS = ['terminate', 'restart', 'pause_short', 'pause_past_ttl'] as const;
+
+/**
+ * Injects one PostgreSQL fault on `server` (module doc). @returns what it did, for the log.
+ * @throws when the server cannot be reached to terminate backends or started again.
+ */
+async function injectFault(
+  kind: (typeof FAULTS)[number],
+  server: PostgresInstance,
+  databaseUrl: string,
+  leaseTtlMs: number,
+): Promise<string> {
+  if (kind === 'terminate') {
+    const c = new pg.Client({ connectionString: databaseUrl });
+    c.on('error', () => undefined);
+    await c.connect();
+    try {
+      const r = await c.query<{ n: string }>(
+        `SELECT count(pg_terminate_backend(pid))::text AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+      );
+      return `terminated ${r.rows[0]?.n ?? 0} backends`;
+    } finally {
+      await c.end();
+    }
+  }
+  if (kind === 'restart') {
+    const t = Date.now();
+    await server.down('immediate');
+    await sleep(300);
+    await server.up();
+    return `restarted (down ${Date.now() - t} ms)`;
+  }
+  const ms = kind === 'pause_short' ? Math.floor(leaseTtlMs / 2) : Math.floor(leaseTtlMs * 1.5) + 500;
+  server.pause();
+  try {
+    await sleep(ms);
+  } finally {
+    server.pause(true);
+  }
+  return `SIGSTOPped ${ms} ms (ttl ${leaseTtlMs} ms)`;
+}
+
+/** Runs the crash test on replicas and returns counts and violations (never throws for a violation). */
 export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<ReplicaCrashReport> {
   if (o.replicas < 2) throw new Error('the replicas crash test needs at least 2 replicas');
   if (o.tctis.length < o.replicas) throw new Error('one TPM (tcti) per replica');
@@ -143,8 +199,32 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
     const restartFailures: string[] = [];
     const pauseEvery = o.pauseEvery ?? 5;
     let pauses = 0;
+    const faultEvery = o.postgres ? (o.faultEvery ?? 3) : 0;
+    const faults: Record<string, number> = {};
+    let nFaults = 0;
     for (let k = 0; k < o.kills; k++) {
       await sleep(minUp + Math.random() * (maxUp - minUp));
+      if (o.postgres && faultEvery > 0 && (k + 1) % faultEvery === 0) {
+        const kind = FAULTS[nFaults++ % FAULTS.length] as (typeof FAULTS)[number];
+        faults[kind] = (faults[kind] ?? 0) + 1;
+        const before = replicas.running();
+        let did: string;
+        try {
+          did = await injectFault(kind, o.postgres, o.databaseUrl, leaseTtlMs);
+        } catch (e) {
+          restartFailures.push(`PostgreSQL fault ${kind}: ${(e as Error).message.slice(0, 300)}`);
+          continue;
+        }
+        // A lease lost to a stall past the ttl is regained within a renewal or two.
+        await sleep(kind === 'pause_past_ttl' ? leaseTtlMs : renewEveryMs);
+        for (const i of before)
+          if (!replicas.running().includes(i) && !restarts.has(i))
+            restartFailures.push(
+              `replica ${i}: exited after PostgreSQL fault ${kind}; log: ${replicas.logTail(i, 400)}`,
+            );
+        o.log?.(`fault ${k + 1}/${o.kills}: PostgreSQL ${kind}: ${did}; ${load.counts.requests} requests`);
+        continue;
+      }
       // Keep one replica serving: with every other one down, wait for a restart first.
       while (replicas.running().length <= 1 && restarts.size) await Promise.race(restarts.values());
       const up = replicas.running();
@@ -189,6 +269,7 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
     return {
       kills: o.kills,
       pauses,
+      faults,
       starts: Array.from({ length: o.replicas }, (_, i) => replicas.starts(i)),
       exitCodes,
       restartFailures,
