@@ -116,6 +116,18 @@ async function leaseGateOf(url: string): Promise<string> {
   return last;
 }
 
+/** Polls `url`/readyz until it answers 200 or `ms` pass. @returns whether it became ready. */
+async function readyOf(url: string, ms: number): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end; await sleep(200)) {
+    try {
+      if ((await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) })).ok) return true;
+    } catch {
+      // not answering yet
+    }
+  }
+  return false;
+}
+
 /** The PostgreSQL faults, in the order they are injected. */
 const FAULTS = ['terminate', 'restart', 'pause_short', 'pause_past_ttl'] as const;
 
@@ -210,6 +222,8 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
         // The faults are for running replicas: a start meeting an unreachable database exits
         // (its supervisor starts it again), which is not what this step tests.
         await Promise.all(restarts.values());
+        // A replica answers /healthz before its start-up ends; wait (bounded) for each to be ready.
+        for (const i of replicas.running()) await readyOf(replicas.url(i), 30_000);
         const before = replicas.running();
         let did: string;
         try {
