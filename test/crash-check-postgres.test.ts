@@ -184,5 +184,21 @@ describe.skipIf(!withPostgres)('crash checks on a replicas’ PostgreSQL databas
         'op op-a reached the upstream 2 times',
       ]),
     );
+
+    // The record-level rules on this engine too: the claim chain's first link, and an answer
+    // whose entry says something else.
+    const mutated = await readPostgresSnapshot(engine.url);
+    const claim = mutated.claims[0] as { text: string };
+    claim.text = JSON.stringify({ ...JSON.parse(claim.text), prev_claim_hash: 'a'.repeat(64) });
+    const first = answered[0] as { callId: string; entryHash: string };
+    expect(
+      checkCrashSnapshot(mutated, TOOL, ran, [{ ...first, errorCode: 'CALL_INTERRUPTED', result: false }])
+        .violations,
+    ).toEqual(
+      expect.arrayContaining([
+        'claim_sequence 0: prev_claim_hash is not null',
+        `answered call ${first.callId}: answer CALL_INTERRUPTED, entry completed/null: the error codes differ`,
+      ]),
+    );
   }, 60_000);
 });

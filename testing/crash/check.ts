@@ -185,7 +185,11 @@ export function checkCrashSnapshot(
     const prev = claimBySeq.get(i - 1);
     const want = prev ? createHash('sha256').update(prev.text, 'utf8').digest('hex') : null;
     if (c.claim.prev_claim_hash !== want)
-      v.push(`claim_sequence ${i}: prev_claim_hash does not link to claim ${i - 1}`);
+      v.push(
+        i === 0
+          ? 'claim_sequence 0: prev_claim_hash is not null'
+          : `claim_sequence ${i}: prev_claim_hash does not link to claim ${i - 1}`,
+      );
   }
   if (snap.integrity && (snap.integrity.length !== 1 || snap.integrity[0] !== 'ok'))
     v.push(`PRAGMA integrity_check: ${snap.integrity.slice(0, 5).join('; ')}`);
