@@ -4,6 +4,8 @@
  * (TPM quote: signature, nonce, AK, PCRs) → AK anchor → audit bundle.
  *
  * Imports only `packages/verify/src/format/*`, sibling verifier modules, node built-ins and npm libraries.
+ * Over 500 lines: every check runs over one parsed claim in the order its report lists them; the
+ * bundle's own checks live in ./bundle-checks.ts.
  */
 import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
