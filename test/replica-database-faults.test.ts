@@ -10,145 +10,31 @@
  * Needs the build (dist/).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { type LoggingUpstream, startLoggingUpstream } from '../testing/crash/upstream.js';
-import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { freeLoopbackPort, waitExit } from '../testing/process.js';
-import { postgresReplicaConfig, ReplicaSet } from '../testing/replicas.js';
-import { startSwtpm } from '../testing/vitest-swtpm.js';
-import { cleanup, REPO_ROOT } from './harness/gateway.js';
+import { postgresReplicaConfig } from '../testing/replicas.js';
+import { REPO_ROOT } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
+import { sleep, useReplicaPair } from './harness/replica-pair.js';
 
 const withPostgres = hasPostgres();
-const TOKEN = 'db-faults-token';
 const TTL_MS = 6000;
 const RENEW_MS = 2000;
-const dir = mkdtempSync(join(tmpdir(), 'cmcp-db-faults-'));
-let server: PostgresInstance | null = null;
-const tpms: Awaited<ReturnType<typeof startSwtpm>>[] = [];
-let upstream: LoggingUpstream | null = null;
-let set: ReplicaSet | null = null;
-let databaseUrl = '';
-// biome-ignore lint/suspicious/noExplicitAny: the gateway's JSON answers, read field by field
-type Json = any;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function baseConfig(tcti: string, upstreamUrl: string): Record<string, unknown> {
-  return {
-    upstreams: [{ name: 'up', transport: 'http', url: upstreamUrl, timeout_ms: 30_000 }],
-    attestation: { provider: 'tpm', tcti, ak_algorithm: 'ecc-p256', pcrs: [0, 7] },
-    agents: [{ agent_id: 'agent', token_sha256: createHash('sha256').update(TOKEN).digest('hex') }],
-    shutdown: { drain_ms: 500 },
-  };
-}
-
-beforeAll(async () => {
-  if (!withPostgres) return;
-  if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js')))
-    throw new Error('dist/ is missing: run `npm run build` first');
-  server = await startPostgres();
-  databaseUrl = await createDatabase(server, 'db_faults');
-  for (let i = 0; i < 2; i++) tpms.push(await startSwtpm());
-  upstream = await startLoggingUpstream();
-  const up = upstream;
-  set = await ReplicaSet.start({
-    repoRoot: REPO_ROOT,
-    dir,
-    count: 2,
-    config: (i, port) =>
-      postgresReplicaConfig(baseConfig((tpms[i] as { tcti: string }).tcti, up.url), {
-        i,
-        port,
-        databaseUrl,
-        leaseTtlMs: TTL_MS,
-        renewEveryMs: RENEW_MS,
-      }),
-    startTimeoutMs: 60_000,
-  });
-}, 120_000);
-afterAll(async () => {
-  await set?.stopAll();
-  await upstream?.close();
-  for (const t of tpms) await t.stop();
-  await server?.stop();
-  cleanup(dir);
+const pair = useReplicaPair({
+  name: 'db-faults',
+  leaseTtlMs: TTL_MS,
+  renewEveryMs: RENEW_MS,
+  enabled: withPostgres,
 });
-
-async function post(base: string, path: string, body?: unknown): Promise<{ status: number; json: Json }> {
-  const r = await fetch(`${base}${path}`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: JSON.stringify(body ?? {}),
-    signal: AbortSignal.timeout(20_000),
-  });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : null };
-}
-
-let ops = 0;
-/** One session through replica `i`: opened, one call answered with a result, closed. Throws otherwise. */
-async function serveOnce(i: number): Promise<void> {
-  const base = (set as ReplicaSet).url(i);
-  const opened = await post(base, '/sessions');
-  if (opened.status >= 300) throw new Error(`open: ${opened.status} ${JSON.stringify(opened.json)}`);
-  const sid = String(opened.json.session_id);
-  const call = await post(base, '/mcp', {
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'tools/call',
-    params: { name: 'up.work', arguments: { op: `op-${++ops}`, ms: 50 }, _cmcp: { session_id: sid } },
-  });
-  if (!call.json?.result || call.json.result.isError)
-    throw new Error(`call: ${call.status} ${JSON.stringify(call.json)}`);
-  const closed = await post(base, `/sessions/${sid}/close`);
-  if (closed.status >= 300) throw new Error(`close: ${closed.status} ${JSON.stringify(closed.json)}`);
-}
-
-/** Both replicas alive and each serving within `ms` (the database back). */
-async function expectBothServe(ms: number): Promise<void> {
-  const replicas = set as ReplicaSet;
-  expect(replicas.running()).toEqual([0, 1]);
-  for (const i of [0, 1]) {
-    let last = '';
-    const end = Date.now() + ms;
-    for (;;) {
-      try {
-        await serveOnce(i);
-        break;
-      } catch (e) {
-        last = (e as Error).message;
-      }
-      expect(replicas.running(), `replica ${i} died:\n${replicas.logTail(i)}`).toEqual([0, 1]);
-      if (Date.now() > end)
-        throw new Error(`replica ${i} does not serve again: ${last}\n${replicas.logTail(i)}`);
-      await sleep(250);
-    }
-  }
-  expect(replicas.running()).toEqual([0, 1]);
-}
-
-/** Sessions with short calls through both replicas until `stop` (answers and failures ignored). */
-function load(stop: { stopped: boolean }): Promise<void> {
-  return Promise.all(
-    [0, 1, 0, 1].map(async (i) => {
-      while (!stop.stopped) await serveOnce(i).catch(() => sleep(50));
-    }),
-  ).then(() => undefined);
-}
+const { dir, expectBothServe, load } = pair;
 
 /** Terminates every backend of the test database but the caller's. */
 async function terminateBackends(): Promise<number> {
-  const c = new pg.Client({ connectionString: databaseUrl });
+  const c = new pg.Client({ connectionString: pair.databaseUrl });
   c.on('error', () => undefined);
   await c.connect();
   try {
@@ -222,7 +108,7 @@ async function holdTerminatedClient(): Promise<{ code: number | null; out: strin
     console.log('alive ' + failed);
     await pool.end();
   `;
-  const proc = spawn(process.execPath, ['--input-type=module', '-e', script, databaseUrl], {
+  const proc = spawn(process.execPath, ['--input-type=module', '-e', script, pair.databaseUrl], {
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';
@@ -236,7 +122,7 @@ async function holdTerminatedClient(): Promise<{ code: number | null; out: strin
   for (const end = Date.now() + 20_000; !/held (\d+)/.test(out); await sleep(50))
     if (Date.now() > end || proc.exitCode !== null) throw new Error(`no checkout: ${out}`);
   const pid = Number(/held (\d+)/.exec(out)?.[1]);
-  const c = new pg.Client({ connectionString: databaseUrl });
+  const c = new pg.Client({ connectionString: pair.databaseUrl });
   c.on('error', () => undefined);
   await c.connect();
   await c.query('SELECT pg_terminate_backend($1)', [pid]);
@@ -270,9 +156,9 @@ describe.skipIf(!withPostgres)('replicas and their database going away', () => {
     const stop = { stopped: false };
     const running = load(stop);
     await sleep(500);
-    await (server as PostgresInstance).down('immediate');
+    await pair.server.down('immediate');
     await sleep(1000);
-    await (server as PostgresInstance).up();
+    await pair.server.up();
     stop.stopped = true;
     await running;
     await expectBothServe(30_000);
@@ -282,14 +168,14 @@ describe.skipIf(!withPostgres)('replicas and their database going away', () => {
     const stop = { stopped: false };
     const running = load(stop);
     await sleep(500);
-    (server as PostgresInstance).pause();
+    pair.server.pause();
     await sleep(TTL_MS / 3);
-    (server as PostgresInstance).pause(true);
+    pair.server.pause(true);
     stop.stopped = true;
     await running;
     await expectBothServe(30_000);
     for (const i of [0, 1]) {
-      const r = await fetch(`${(set as ReplicaSet).url(i)}/readyz`);
+      const r = await fetch(`${pair.replicas.url(i)}/readyz`);
       expect(((await r.json()) as { checks: { lease: unknown } }).checks.lease).toBeNull();
     }
   }, 120_000);
@@ -298,32 +184,29 @@ describe.skipIf(!withPostgres)('replicas and their database going away', () => {
     const stop = { stopped: false };
     const running = load(stop);
     await sleep(500);
-    (server as PostgresInstance).pause();
+    pair.server.pause();
     await sleep(TTL_MS + 2000);
-    (server as PostgresInstance).pause(true);
+    pair.server.pause(true);
     stop.stopped = true;
     await running;
     await expectBothServe(TTL_MS * 3 + 10_000);
   }, 120_000);
 
   it('a replica started while its backends are terminated serves or exits 4 (DATABASE_UNAVAILABLE)', async () => {
-    const replicas = set as ReplicaSet;
+    const replicas = pair.replicas;
     await replicas.stop(1);
     const port = await freeLoopbackPort();
     const file = join(dir, 'starting.yaml');
     writeFileSync(
       file,
       stringify(
-        postgresReplicaConfig(
-          baseConfig((tpms[1] as { tcti: string }).tcti, (upstream as LoggingUpstream).url),
-          {
-            i: 1,
-            port,
-            databaseUrl,
-            leaseTtlMs: TTL_MS,
-            renewEveryMs: RENEW_MS,
-          },
-        ),
+        postgresReplicaConfig(pair.baseConfig(1), {
+          i: 1,
+          port,
+          databaseUrl: pair.databaseUrl,
+          leaseTtlMs: TTL_MS,
+          renewEveryMs: RENEW_MS,
+        }),
       ),
     );
     const outcomes: (number | null | 'up')[] = [];
@@ -358,16 +241,13 @@ describe.skipIf(!withPostgres)('replicas and their database going away', () => {
     writeFileSync(
       file,
       stringify(
-        postgresReplicaConfig(
-          baseConfig((tpms[1] as { tcti: string }).tcti, (upstream as LoggingUpstream).url),
-          {
-            i: 9,
-            port: await freeLoopbackPort(),
-            databaseUrl: `postgres://cmcp_test@127.0.0.1:${closedPort}/db_faults`,
-            leaseTtlMs: TTL_MS,
-            renewEveryMs: RENEW_MS,
-          },
-        ),
+        postgresReplicaConfig(pair.baseConfig(1), {
+          i: 9,
+          port: await freeLoopbackPort(),
+          databaseUrl: `postgres://cmcp_test@127.0.0.1:${closedPort}/db_faults`,
+          leaseTtlMs: TTL_MS,
+          renewEveryMs: RENEW_MS,
+        }),
       ),
     );
     const r = await startProcess(file, null, 30_000);
