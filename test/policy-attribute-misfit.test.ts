@@ -17,7 +17,6 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
@@ -34,6 +33,7 @@ import {
   type TestConfig,
   writeConfig,
 } from './harness/gateway.js';
+import { type TestIssuer, testIssuer } from './harness/jwt-issuer.js';
 
 const ISSUER = 'https://issuer.test';
 
@@ -153,34 +153,17 @@ describe('a misfit is named without its value', () => {
   const ARG = 'SENTINEL-ARG-91bc';
   const KEY = 'SENTINEL-KEY-55de';
   const CONFIGURED = 'SENTINEL-CONFIGURED-c0a1';
-  let key: Awaited<ReturnType<typeof generateKeyPair>>;
+  let issuer: TestIssuer;
   let cfg: TestConfig;
   let gw: Gateway;
   let log: () => string;
   let resource: string;
 
-  const token = async (claims: Record<string, unknown>) => {
-    const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ scope: 'tools:read', ...claims })
-      .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
-      .setIssuer(ISSUER)
-      .setAudience(resource)
-      .setSubject('token-agent')
-      .setIssuedAt(now)
-      .setExpirationTime(now + 300)
-      .sign(key.privateKey);
-  };
+  const token = (claims: Record<string, unknown>) => issuer.mint(claims, resource);
 
   beforeAll(async () => {
-    key = await generateKeyPair('ES256', { extractable: true });
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-misfit-oauth-'));
-    const jwks = join(dir, 'jwks.json');
-    writeFileSync(
-      jwks,
-      JSON.stringify({
-        keys: [{ ...(await exportJWK(key.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }],
-      }),
-    );
+    issuer = await testIssuer(dir, ISSUER);
     const port = await freePort();
     resource = `http://127.0.0.1:${port}/mcp`;
     cfg = await writeConfig({
@@ -193,7 +176,7 @@ describe('a misfit is named without its value', () => {
         oauth: {
           resource,
           issuer: ISSUER,
-          jwks_file: jwks,
+          jwks_file: issuer.jwksFile,
           algorithms: ['ES256'],
           attribute_claims: { team_claim: 'team' },
         },

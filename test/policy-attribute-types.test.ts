@@ -12,7 +12,6 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { loadBundleDir } from '../src/policy/bundle.js';
@@ -29,6 +28,7 @@ import {
   type TestConfig,
   writeConfig,
 } from './harness/gateway.js';
+import { type TestIssuer, testIssuer } from './harness/jwt-issuer.js';
 
 const ISSUER = 'https://issuer.test';
 
@@ -157,33 +157,16 @@ function recorded(gw: Gateway, r: Reply) {
 }
 
 describe('token attributes (real JWTs)', () => {
-  let key: Awaited<ReturnType<typeof generateKeyPair>>;
+  let issuer: TestIssuer;
   let cfg: TestConfig;
   let gw: Gateway;
   let resource: string;
 
-  const token = async (claims: Record<string, unknown>) => {
-    const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ scope: 'tools:read', ...claims })
-      .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
-      .setIssuer(ISSUER)
-      .setAudience(resource)
-      .setSubject('token-agent')
-      .setIssuedAt(now)
-      .setExpirationTime(now + 300)
-      .sign(key.privateKey);
-  };
+  const token = (claims: Record<string, unknown>) => issuer.mint(claims, resource);
 
   beforeAll(async () => {
-    key = await generateKeyPair('ES256', { extractable: true });
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-attr-oauth-'));
-    const jwks = join(dir, 'jwks.json');
-    writeFileSync(
-      jwks,
-      JSON.stringify({
-        keys: [{ ...(await exportJWK(key.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }],
-      }),
-    );
+    issuer = await testIssuer(dir, ISSUER);
     const port = await freePort();
     resource = `http://127.0.0.1:${port}/mcp`;
     cfg = await writeConfig({
@@ -196,7 +179,7 @@ describe('token attributes (real JWTs)', () => {
         oauth: {
           resource,
           issuer: ISSUER,
-          jwks_file: jwks,
+          jwks_file: issuer.jwksFile,
           algorithms: ['ES256'],
           attribute_claims: Object.fromEntries(Object.keys(TYPES).map((a) => [`claim_${a}`, a])),
         },
