@@ -9,6 +9,7 @@ import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
  */
 import { Command, Help, type Option } from 'commander';
 import { registerCatalogCommand } from './catalog.js';
+import { registerConfigCommand } from './config.js';
 import { registerDbCommand } from './db.js';
 import { registerExecutionsCommand } from './executions.js';
 import { registerMeasureCommand } from './measure.js';
@@ -31,6 +32,7 @@ program.configureHelp({
 });
 
 registerStartCommand(program);
+registerConfigCommand(program);
 // The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence`).
 registerVerifyCommand(program, 'verify');
 registerVerifyEvidenceCommand(program, 'verify-evidence');

@@ -208,8 +208,7 @@ const tracing = z.strictObject({
 
 export const configSchema = z
   .strictObject({
-    /** Development mode: loopback only; allows the `software` provider and the `dev` agent. */
-    dev_mode: z.boolean().default(false),
+    // ---- listen and edge ----
     listen: z
       .strictObject({
         host: z.string().default('127.0.0.1'),
@@ -222,30 +221,35 @@ export const configSchema = z
         allowed_hosts: z.array(z.string().regex(HOST_NAME, HOST_NAME_MESSAGE)).min(1).optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
+    /** Development mode: loopback only; allows the `software` provider and the `dev` agent. */
+    dev_mode: z.boolean().default(false),
     /**
      * Names this gateway instance in the execution registry. Recovery at start-up seals only
      * the in-flight executions this instance admitted, so processes sharing one database
      * file must use distinct ids.
      */
     instance_id: name.default('gateway'),
-    /**
-     * SQLite database path (relative paths are relative to the config file), or a postgres://
-     * URL: `cmcp start` then serves as a replica on that PostgreSQL (gateway/replica-runtime.ts,
-     * the `replicas` section; docs/replicas.md).
-     */
-    database: z.string().min(1),
-    /** Where the call path's writes run (src/config/store.ts). */
-    store: storeSchema.prefault({}),
-    upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),
-    attestation: attestationSchema,
+    shutdown: z
+      .strictObject({
+        /** On SIGTERM/SIGINT, how long in-flight requests may take to end, milliseconds. */
+        drain_ms: z.number().int().min(0).max(600_000).default(10_000),
+      })
+      .default({ drain_ms: 10_000 }),
+    // ---- auth ----
     agents: z.array(agent).default([]),
     operators: z.array(operator).default([]),
     /** JWT access tokens for agents (OAuth 2.1 resource server; src/config/oauth.ts). */
     oauth: oauthSchema.optional(),
+    // ---- upstreams ----
+    upstreams: z.array(z.discriminatedUnion('transport', [stdioUpstream, httpUpstream])).default([]),
+    // ---- policy and catalog ----
     /** Optional: absent ⇒ every routed call is allowed and claims say enforcement_mode "none". */
     policy: policy.optional(),
     /** Optional: absent ⇒ every upstream tool is exposed as listed and catalog_hash is null. */
     catalog: catalog.optional(),
+    // ---- attestation ----
+    attestation: attestationSchema,
+    // ---- sessions ----
     sessions: z
       .strictObject({
         /** A default (implicit) session is closed with a claim after this many calls. */
@@ -259,15 +263,20 @@ export const configSchema = z
         client_idle_s: z.number().int().min(1).default(300),
       })
       .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 300 }),
-    shutdown: z
-      .strictObject({
-        /** On SIGTERM/SIGINT, how long in-flight requests may take to end, milliseconds. */
-        drain_ms: z.number().int().min(0).max(600_000).default(10_000),
-      })
-      .default({ drain_ms: 10_000 }),
-    limits: limits.prefault({}),
+    // ---- store ----
+    /**
+     * SQLite database path (relative paths are relative to the config file), or a postgres://
+     * URL: `cmcp start` then serves as a replica on that PostgreSQL (gateway/replica-runtime.ts,
+     * the `replicas` section; docs/replicas.md).
+     */
+    database: z.string().min(1),
+    /** Where the call path's writes run (src/config/store.ts). */
+    store: storeSchema.prefault({}),
     /** Lease settings of a replica on PostgreSQL (config/replicas.ts); unused with SQLite. */
     replicas: replicasSchema,
+    // ---- limits ----
+    limits: limits.prefault({}),
+    // ---- telemetry ----
     metrics: metrics.default({ enabled: true, allow_remote: false }),
     tracing: tracing.default({ enabled: false, service_name: 'cmcp-gateway' }),
   })
@@ -438,19 +447,30 @@ export function parseConfig(raw: unknown, file = '(inline)'): GatewayConfig {
  * @throws ConfigError (unreadable file, YAML syntax error, or validation issues).
  */
 export function loadConfig(file: string): GatewayConfig {
+  return resolveConfigPaths(parseConfig(readConfigFile(file), file), file);
+}
+
+/**
+ * Reads a YAML config file as written, before validation (`cmcp config explain` compares it with
+ * the effective config to tell what the file set from what a default filled in).
+ * @throws ConfigError (unreadable file or YAML syntax error).
+ */
+export function readConfigFile(file: string): unknown {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
     throw new ConfigError(file, [`cannot read: ${(e as NodeJS.ErrnoException).code ?? 'error'}`]);
   }
-  let raw: unknown;
   try {
-    raw = parseYaml(text);
+    return parseYaml(text);
   } catch (e) {
     throw new ConfigError(file, [`YAML: ${(e as Error).message.split('\n')[0]}`]);
   }
-  const cfg = parseConfig(raw, file);
+}
+
+/** Resolves a validated config's relative paths against the folder of `file` (in place). */
+function resolveConfigPaths(cfg: GatewayConfig, file: string): GatewayConfig {
   const base = dirname(resolve(file));
   const abs = (p: string) => (isAbsolute(p) ? p : resolve(base, p));
   if (!isPostgresUrl(cfg.database)) cfg.database = abs(cfg.database);
