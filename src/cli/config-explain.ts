@@ -52,7 +52,8 @@ function join(path: string, key: string | number): string {
 function redactUrls(v: unknown): unknown {
   if (typeof v === 'string') {
     let out = v;
-    for (const s of urlSecrets(v).sort((a, b) => b.length - a.length)) out = out.split(s).join(REDACTED);
+    // Shortest first: the password goes before `user:password`, so the user name stays readable.
+    for (const s of urlSecrets(v).sort((a, b) => a.length - b.length)) out = out.split(s).join(REDACTED);
     return out;
   }
   if (Array.isArray(v)) return v.map(redactUrls);
