@@ -1,5 +1,5 @@
 /**
- * `npm run crash-test` (README "Crash test"): SIGKILLs a gateway on a fresh swtpm under load at
+ * `npm run crash-test` (docs/testing.md, the crash test): SIGKILLs a gateway on a fresh swtpm under load at
  * random moments, restarts it each time, then checks the record (testing/crash/). Prints the
  * counts and every violation; exits 1 on any violation, 0 otherwise. 127.0.0.1 only, bounded.
  *

@@ -1,5 +1,5 @@
 /**
- * Load-stability run of the full-profile gateway (README.md, Node.js; test/load-stability.test.ts), 127.0.0.1 only, bounded:
+ * Load-stability run of the full-profile gateway (docs/testing.md, Node.js; test/load-stability.test.ts), 127.0.0.1 only, bounded:
  * load (N calls), idle (S seconds, no request at all), load again, then optionally a timed run at
  * high concurrency. Prints per-phase counts, whether the gateway is still alive, and the audit
  * check; on a crash, the fatal lines of the gateway's stderr. Exit 0 only when the gateway

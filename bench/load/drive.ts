@@ -1,5 +1,5 @@
 /**
- * A bounded load driver for the gateway's `POST /mcp` (README.md, Node.js; test/load-stability.test.ts): `tools/call` requests at a fixed
+ * A bounded load driver for the gateway's `POST /mcp` (docs/testing.md, Node.js; test/load-stability.test.ts): `tools/call` requests at a fixed
  * concurrency, alternating the stdio upstream (`fs.read_text_file`) and the Streamable HTTP one
  * (`everything.echo`), each carrying a fresh `params._cmcp.execution_id`. Every request is
  * recorded with what came back; {@link checkAudit} then holds each answered call against the

@@ -1,5 +1,5 @@
 /**
- * The gateway's "full profile" for load runs (README.md, Node.js; test/load-stability.test.ts): the TPM provider on a fresh swtpm, the
+ * The gateway's "full profile" for load runs (docs/testing.md, Node.js; test/load-stability.test.ts): the TPM provider on a fresh swtpm, the
  * example Cedar bundle (examples/policy) and tool catalog (examples/catalog.json), one stdio
  * upstream (`fs`: server-filesystem) and one Streamable HTTP upstream (`everything`:
  * server-everything served by ./everything-http.ts), both on 127.0.0.1. The gateway runs as

@@ -1,5 +1,5 @@
 /**
- * Keeps the gateway clear of a V8 fatal (README.md, Node.js; test/load-stability.test.ts): on V8 older than 13 (Node.js 22 and older),
+ * Keeps the gateway clear of a V8 fatal (docs/testing.md, Node.js; test/load-stability.test.ts): on V8 older than 13 (Node.js 22 and older),
  * a lazy de-optimisation of a function with an inlined JS→Wasm call — `PolicyEngine.evaluate`
  * calling cedar-wasm, invalidated while that call is on the stack — aborts the process with
  * `Fatal error … unreachable code` in `Deoptimizer::DoComputeBuiltinContinuation`. Measured:

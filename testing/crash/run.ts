@@ -1,5 +1,5 @@
 /**
- * The crash test (README "Crash test"): a `cmcp start` gateway on a TPM (swtpm) under
+ * The crash test (docs/testing.md, the crash test): a `cmcp start` gateway on a TPM (swtpm) under
  * load (load.ts) is SIGKILLed at a random moment and restarted, `kills` times; a last start
  * recovers, serves a little and stops with SIGTERM (it must exit 0). Then check.ts holds the
  * database, the upstream's log (upstream.ts) and the answers against the rules.
