@@ -32,10 +32,11 @@ export default defineConfig({
       // Each project names its files (a root `include` would be merged into both).
       { extends: true, test: { name: 'default', include: ['test/**/*.test.ts'] } },
       // The call path, execution_id, group commit, crash and shutdown suites again with the
-      // call path's writes in the store worker (config store.worker; src/store/write-worker.ts).
+      // call path's writes in the store worker: the harness then writes `store.worker: true` into
+      // every config (test/harness/gateway.ts; src/store/write-worker.ts).
       {
         extends: true,
-        test: { name: 'store-worker', include: STORE_WORKER_SUITES, env: { CMCP_STORE_WORKER: 'on' } },
+        test: { name: 'store-worker', include: STORE_WORKER_SUITES, env: { CMCP_TEST_STORE_WORKER: 'on' } },
       },
     ],
   },

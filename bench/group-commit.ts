@@ -43,12 +43,12 @@ export interface GroupCommitResult {
   diskFsyncMs: { before: Spread & { p90: number }; after: Spread & { p90: number } };
 }
 
-/** The gateways' environment per variant (`store-worker`: group commit in the store worker). */
-const GATEWAYS = {
-  'group-commit-off': { CMCP_GROUP_COMMIT: 'off' },
+/** The gateways' environment and config per variant (`store-worker`: group commit in the store worker). */
+const GATEWAYS: Record<Exclude<Variant, 'direct'>, Pick<Env, 'cmcpEnv' | 'cmcpConfig'>> = {
+  'group-commit-off': { cmcpEnv: { CMCP_GROUP_COMMIT: 'off' } },
   'group-commit-on': {},
-  'store-worker': { CMCP_STORE_WORKER: 'on' },
-} as const;
+  'store-worker': { cmcpConfig: { store: { worker: true } } },
+};
 
 /** Runs the comparison (module doc); progress lines go to stderr. */
 export async function runGroupCommitBench(
@@ -76,7 +76,7 @@ export async function runGroupCommitBench(
     for (const v of gateways) {
       const dir = join(env.dir, v);
       mkdirSync(dir, { recursive: true });
-      const e: Env = { ...env, dir, cmcpEnv: { ...GATEWAYS[v] } };
+      const e: Env = { ...env, dir, ...GATEWAYS[v] };
       const fleet = await startFleet(e, ['cmcp-full']);
       fleets.push(fleet);
       subjects.set(v, await connectSubject(e, fleet, 'cmcp-full', 'http'));

@@ -260,7 +260,7 @@ try {
     if (!['http', 'stdio', 'both'].includes(opts.transport))
       throw new InvalidArgumentError('--transport is http, stdio or both');
     const profDbDir = opts.dbDir ? mkdtempSync(join(opts.dbDir, 'cmcp-prof-')) : undefined;
-    const profEnv = opts.storeWorker ? { ...env, cmcpEnv: { CMCP_STORE_WORKER: 'on' } } : env;
+    const profEnv = opts.storeWorker ? { ...env, cmcpConfig: { store: { worker: true } } } : env;
     const r = await runCpuProfile(profDbDir ? { ...profEnv, dbDir: profDbDir } : profEnv, {
       calls: opts.calls ?? 20_000,
       concurrency: opts.concurrency,

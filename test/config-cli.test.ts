@@ -22,10 +22,8 @@ async function cmcp(
   args: string[],
   env: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const clean = { ...process.env };
-  delete clean.CMCP_STORE_WORKER; // the store-worker test project sets it; these tests set it themselves
   try {
-    const r = await run(process.execPath, [CLI, ...args], { env: { ...clean, ...env } });
+    const r = await run(process.execPath, [CLI, ...args], { env: { ...process.env, ...env } });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code: number; stdout: string; stderr: string };
@@ -97,7 +95,13 @@ describe('cmcp config schema', () => {
 });
 
 describe('cmcp config explain', () => {
-  const SECRETS = ['pa55-SECRET-url', 'q-SECRET-query', 'ghp-SECRET-token', 'SECRET-marked', 'SECRET-in-db-url'];
+  const SECRETS = [
+    'pa55-SECRET-url',
+    'q-SECRET-query',
+    'ghp-SECRET-token',
+    'SECRET-marked',
+    'SECRET-in-db-url',
+  ];
   const file = writeYaml('cmcp.yaml', {
     database: './gw.db',
     attestation: { provider: 'software' },
@@ -130,18 +134,28 @@ describe('cmcp config explain', () => {
     const v = await explainJson(file);
     expect(v.get('limits.max_connections')).toMatchObject({ value: 50, source: 'file', concern: 'limits' });
     expect(v.get('limits.max_request_bytes')).toMatchObject({ value: 2 * 1024 * 1024, source: 'default' });
-    expect(v.get('listen.port')).toMatchObject({ value: 8787, source: 'default', concern: 'listen and edge' });
+    expect(v.get('listen.port')).toMatchObject({
+      value: 8787,
+      source: 'default',
+      concern: 'listen and edge',
+    });
     expect(v.get('upstreams[0].timeout_ms')).toMatchObject({ value: 30_000, source: 'default' });
     expect(v.get('upstreams[1].args')).toMatchObject({ value: ['server.js'], source: 'file' });
-    expect(v.get('upstreams[0].headers.Authorization.env')).toMatchObject({ value: 'CRM_TOKEN', source: 'file' });
+    expect(v.get('upstreams[0].headers.Authorization.env')).toMatchObject({
+      value: 'CRM_TOKEN',
+      source: 'file',
+    });
     // Relative paths are shown resolved, as `cmcp start` uses them.
     expect(v.get('database')).toMatchObject({ value: join(dir, 'gw.db'), source: 'file', concern: 'store' });
     expect(v.get('policy')).toMatchObject({ value: null, source: 'default' });
     expect(v.get('store.worker')).toMatchObject({ value: false, source: 'default' });
 
-    const on = await explainJson(file, { CMCP_STORE_WORKER: 'on', CMCP_GROUP_COMMIT: 'off' });
-    expect(on.get('store.worker')).toMatchObject({ value: true, source: 'environment CMCP_STORE_WORKER' });
-    expect(on.get('CMCP_GROUP_COMMIT')).toMatchObject({ value: 'off', source: 'environment CMCP_GROUP_COMMIT' });
+    const switched = await explainJson(file, { CMCP_GROUP_COMMIT: 'off' });
+    expect(switched.get('CMCP_GROUP_COMMIT')).toMatchObject({
+      value: 'off',
+      source: 'environment CMCP_GROUP_COMMIT',
+      concern: 'environment',
+    });
   });
 
   it('never prints a secret: URL passwords and secret query values, secret stdio env values', async () => {
@@ -153,7 +167,7 @@ describe('cmcp config explain', () => {
     }
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^# limits$/m);
-    expect(text.stdout).toMatch(/^limits\.max_connections +=  ?50 {2}\(file\)$/m);
+    expect(text.stdout).toMatch(/^limits\.max_connections += {1,2}50 {2}\(file\)$/m);
     const v = await explainJson(file);
     expect(v.get('upstreams[1].env.GITHUB_TOKEN')?.value).toBe('<redacted>');
     expect(v.get('upstreams[1].env.EXPLICIT.value')?.value).toBe('<redacted>');
@@ -175,12 +189,27 @@ describe('cmcp config explain', () => {
   });
 
   it('refuses an invalid config as `cmcp start` does: exit 2, the field named', async () => {
-    const bad = writeYaml('bad.yaml', { database: './x.db', attestation: { provider: 'software' }, limit: {} });
+    const bad = writeYaml('bad.yaml', {
+      database: './x.db',
+      attestation: { provider: 'software' },
+      limit: {},
+    });
     const r = await cmcp(['config', 'explain', '-c', bad]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/invalid config .*bad\.yaml/);
     expect(r.stderr).toMatch(/limit/);
+    // A removed environment switch is refused, naming the config key that replaces it.
+    for (const sub of [
+      ['config', 'explain', '-c', file],
+      ['start', '--check', '-c', file],
+    ]) {
+      const removed = await cmcp(sub, { CMCP_STORE_WORKER: 'on' });
+      expect(removed.code, sub.join(' ')).toBe(2);
+      expect(removed.stderr).toMatch(
+        /environment CMCP_STORE_WORKER: no longer read: set `store\.worker` in the config/,
+      );
+    }
     const missing = await cmcp(['config', 'explain', '-c', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/cannot read: ENOENT/);

@@ -15,7 +15,7 @@ import { checkCrashRun, checkCrashSnapshot } from '../testing/crash/check.js';
 import { runCrashTest } from '../testing/crash/run.js';
 import { readSqliteSnapshot } from '../testing/crash/snapshot.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
-import { cleanup, REPO_ROOT } from './harness/gateway.js';
+import { cleanup, REPO_ROOT, STORE_WORKER_PROJECT } from './harness/gateway.js';
 
 let tpm: Awaited<ReturnType<typeof startSwtpm>>;
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-crash-test-'));
@@ -32,7 +32,13 @@ afterAll(async () => {
 
 describe('crash test (10 kills)', () => {
   it('no call ran without exactly one terminal entry, no execution ran twice, every chain and claim verifies', async () => {
-    const r = await runCrashTest({ kills: 10, tcti: tpm.tcti, dir, repoRoot: REPO_ROOT });
+    const r = await runCrashTest({
+      kills: 10,
+      tcti: tpm.tcti,
+      dir,
+      repoRoot: REPO_ROOT,
+      storeWorker: STORE_WORKER_PROJECT,
+    });
     expect(r.check.violations).toEqual([]);
     expect(r.lastExitCode).toBe(0);
     // The run exercised what it claims to: upstream work, answers, retries, sessions, recovery.

@@ -12,7 +12,7 @@ import { REPO_ROOT } from './harness/gateway.js';
 const MAX_WORDS = 40;
 
 /** The sentences of a Markdown text's prose, each with the line it starts on. */
-export function sentences(md: string): { line: number; text: string; words: number }[] {
+function sentences(md: string): { line: number; text: string; words: number }[] {
   const out: { line: number; text: string; words: number }[] = [];
   let current: string[] = [];
   let start = 0;
@@ -35,7 +35,10 @@ export function sentences(md: string): { line: number; text: string; words: numb
       comment = !line.includes('-->');
       return;
     }
-    if (line === '' || line.startsWith('|')) return flush();
+    if (line === '' || line.startsWith('|')) {
+      flush();
+      return;
+    }
     // A heading or a list item starts a sentence of its own.
     if (/^(#{1,6}\s|[-*+]\s|\d+[.)]\s)/.test(line)) flush();
     const parts = line.split(/(?<=[.!?])\s+/);
@@ -71,6 +74,8 @@ describe('short sentences', () => {
   });
 
   it('README.md is at most 80 lines', () => {
-    expect(readFileSync(join(REPO_ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length).toBeLessThanOrEqual(80);
+    expect(
+      readFileSync(join(REPO_ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length,
+    ).toBeLessThanOrEqual(80);
   });
 });

@@ -27,6 +27,7 @@ import {
   freePort,
   REPO_ROOT,
   rpc,
+  STORE_WORKER_PROJECT,
   startChild,
   startInProcess,
   type TestConfig,
@@ -364,7 +365,7 @@ describe('gateway: concurrent tools/calls share commits', () => {
       // In the store worker (vitest project store-worker) the writes reach the group commit at
       // the pace the loop sends them and fewer share a transaction (docs/operations.md, "The
       // store worker"): there grouping must still save commits, not halve them.
-      expect(on.commits).toBeLessThan(process.env.CMCP_STORE_WORKER === 'on' ? 2 * n : n);
+      expect(on.commits).toBeLessThan(STORE_WORKER_PROJECT ? 2 * n : n);
       const db = openReadOnlyDatabase(on.child.dbPath);
       const chain = new AuditChain(db);
       try {

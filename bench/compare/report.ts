@@ -322,7 +322,7 @@ function groupCommitSection(rel: (p: string) => string): string {
     'The two cmcp rows are one build with one switch: read them against each other. Group commit removes most fsyncs per call once calls overlap (at concurrency 1 the two writes of a call are never queued together, so there is nothing to group); each fsync it removes is time the event loop is no longer stopped, which shows as calls/s, CPU per call and event-loop delay. On a machine shared with other work (the load average above) the absolute numbers move a lot between repetitions.',
     ...(r.rows.some((x) => x.variant === 'store-worker')
       ? [
-          'The store-worker row is the same build with the call path\'s writes and their group commit in the store worker thread (`CMCP_STORE_WORKER=on`, config `store.worker`); why it is off by default: docs/operations.md, "The store worker".',
+          'The store-worker row is the same build with the call path\'s writes and their group commit in the store worker thread (config `store.worker`); why it is off by default: docs/operations.md, "The store worker".',
         ]
       : []),
   ].join('\n\n');

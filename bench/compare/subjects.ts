@@ -62,6 +62,8 @@ export interface Env {
   logLevel?: string;
   /** Extra environment of the cmcp gateways (e.g. `CMCP_GROUP_COMMIT=off`). */
   cmcpEnv?: Record<string, string>;
+  /** Extra top-level sections of the cmcp gateways' config (e.g. `store: { worker: true }`). */
+  cmcpConfig?: Record<string, unknown>;
 }
 
 const DIST = join(REPO_ROOT, 'dist');
@@ -219,6 +221,7 @@ function cmcpConfig(o: {
     // One agent drives the gateway at full speed: the per-agent limits (docs/operations.md) would
     // measure the limiter, not the gateway.
     limits: { agent_requests_per_s: 1_000_000, agent_request_burst: 1_000_000, agent_max_in_flight: 100_000 },
+    ...o.env.cmcpConfig,
   };
 }
 

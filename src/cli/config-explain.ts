@@ -9,7 +9,6 @@
  */
 import { loadConfig, readConfigFile } from '../config/index.js';
 import { CONFIG_CONCERNS } from '../config/sections.js';
-import { storeWorkerEnabled } from '../config/store.js';
 import { envSecrets, urlSecrets } from '../upstream/credentials.js';
 
 /** Where an effective value came from. */
@@ -104,13 +103,6 @@ export function explainConfig(file: string, env: NodeJS.ProcessEnv = process.env
       else walk(title, key, cfg[key], written);
     }
 
-  // CMCP_STORE_WORKER=on|off overrides store.worker (src/config/store.ts).
-  const worker = out.find((v) => v.path === 'store.worker');
-  const workerEnv = env.CMCP_STORE_WORKER;
-  if (worker && (workerEnv === 'on' || workerEnv === 'off')) {
-    worker.value = storeWorkerEnabled({ worker: worker.value === true, max_queued_writes: 1 }, workerEnv);
-    worker.source = 'environment CMCP_STORE_WORKER';
-  }
   for (const name of ENVIRONMENT_SWITCHES) {
     const v = env[name];
     if (v !== undefined)

@@ -442,11 +442,27 @@ export function parseConfig(raw: unknown, file = '(inline)'): GatewayConfig {
 }
 
 /**
+ * Environment variables that once changed a setting and are no longer read, with what to use
+ * instead. One still set is refused rather than ignored: the gateway would silently run
+ * otherwise than its operator meant.
+ */
+const REMOVED_ENVIRONMENT: Readonly<Record<string, string>> = {
+  CMCP_STORE_WORKER: 'no longer read: set `store.worker` in the config instead',
+};
+
+/**
  * Reads and validates a YAML config file. Relative `database`, stdio `cwd`, `policy.bundle`
  * and `catalog.file` paths are resolved against the file's folder.
- * @throws ConfigError (unreadable file, YAML syntax error, or validation issues).
+ * @param env the process environment, checked for removed variables ({@link REMOVED_ENVIRONMENT}).
+ * @throws ConfigError (unreadable file, YAML syntax error, validation issues, a removed variable set).
  */
-export function loadConfig(file: string): GatewayConfig {
+export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const removed = Object.keys(REMOVED_ENVIRONMENT).filter((k) => env[k] !== undefined);
+  if (removed.length)
+    throw new ConfigError(
+      file,
+      removed.map((k) => `environment ${k}: ${REMOVED_ENVIRONMENT[k]}`),
+    );
   return resolveConfigPaths(parseConfig(readConfigFile(file), file), file);
 }
 

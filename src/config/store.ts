@@ -24,12 +24,7 @@ export const storeSchema = z.strictObject({
 
 export type StoreConfig = z.infer<typeof storeSchema>;
 
-/**
- * Whether the store worker runs: `CMCP_STORE_WORKER=on|off` (read at start-up; the bench's and
- * the tests' switch) overrides the config's `store.worker`.
- */
-export function storeWorkerEnabled(cfg: StoreConfig, env = process.env.CMCP_STORE_WORKER): boolean {
-  if (env === 'on') return true;
-  if (env === 'off') return false;
+/** Whether the store worker runs: the config's `store.worker`, and nothing else. */
+export function storeWorkerEnabled(cfg: StoreConfig): boolean {
   return cfg.worker;
 }

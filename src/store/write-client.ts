@@ -131,7 +131,7 @@ export class StoreWorker implements WriteStore {
 }
 
 /**
- * The store worker when the config's `store.worker` (or `CMCP_STORE_WORKER=on`) asks for it,
+ * The store worker when the config's `store.worker` asks for it,
  * else null (config/store.ts).
  * @param path the database file; @param owner this gateway's instance_id.
  */

@@ -15,6 +15,12 @@ import { type Gateway, startGateway } from '../../src/gateway/runtime.js';
 import { freeLoopbackPort } from '../../testing/process.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/**
+ * True in the vitest project `store-worker` (vitest.config.ts): every config the harness writes
+ * then has `store.worker: true`, so the suites run with the call path's writes in the worker.
+ */
+export const STORE_WORKER_PROJECT = process.env.CMCP_TEST_STORE_WORKER === 'on';
 const MODULES = join(REPO_ROOT, 'node_modules', '@modelcontextprotocol');
 
 /** stdio upstream config for @modelcontextprotocol/server-everything. */
@@ -94,6 +100,7 @@ export async function writeConfig(o: TestConfigOptions = {}): Promise<TestConfig
     ...(o.sessions ? { sessions: o.sessions } : {}),
     ...(o.extra ?? {}),
   };
+  if (STORE_WORKER_PROJECT) raw.store = { ...(raw.store as object | undefined), worker: true };
   if ((raw.attestation as { provider: string }).provider === 'software') raw.dev_mode = true;
   const file = join(dir, 'cmcp.yaml');
   writeFileSync(file, stringify(raw));

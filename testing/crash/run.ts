@@ -30,6 +30,8 @@ export interface CrashRunOptions {
   maxUpMs?: number;
   /** Progress lines (default: none). */
   log?: (line: string) => void;
+  /** Run the call path's writes in the store worker (config `store.worker`; default off). */
+  storeWorker?: boolean;
 }
 
 export interface CrashReport {
@@ -98,6 +100,7 @@ function writeConfig(
     attestation: { provider: 'tpm', tcti: o.tcti, ak_algorithm: 'ecc-p256', pcrs: [0, 7] },
     agents: [{ agent_id: 'crash-agent', token_sha256: createHash('sha256').update(TOKEN).digest('hex') }],
     shutdown: { drain_ms: 3000 },
+    ...(o.storeWorker ? { store: { worker: true } } : {}),
   };
   writeFileSync(file, stringify(cfg));
   return { file, dbPath };
