@@ -441,11 +441,7 @@ export function parseConfig(raw: unknown, file = '(inline)'): GatewayConfig {
   return r.data;
 }
 
-/**
- * Environment variables that once changed a setting and are no longer read, with what to use
- * instead. One still set is refused rather than ignored: the gateway would silently run
- * otherwise than its operator meant.
- */
+/** Variables no longer read, and what replaces each: one still set is refused, not ignored. */
 const REMOVED_ENVIRONMENT: Readonly<Record<string, string>> = {
   CMCP_STORE_WORKER: 'no longer read: set `store.worker` in the config instead',
 };
