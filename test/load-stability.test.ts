@@ -3,7 +3,7 @@
  * Cedar bundle and catalog, execution_id on every call) under load, with a stdio upstream
  * (server-filesystem) and a Streamable HTTP one (server-everything), as a `cmcp start` child on
  * the Node.js the suite runs on. The reproduction of the V8 fatal seen on Node 20 and 22 (load,
- * ~75 s idle, load again; see src/policy/v8-guard.ts), then 60 s at concurrency 128. The gateway must stay alive (no exit, no V8
+ * ~75 s idle, load again; see bin/cmcp's start-up flags), then 60 s at concurrency 128. The gateway must stay alive (no exit, no V8
  * fatal on its stderr, a clean exit 0 on SIGTERM at the end), every request must be answered,
  * and every answered call must have exactly one terminal audit entry: the one its evidence
  * names, and for a completed call the execution registry's terminal entry.

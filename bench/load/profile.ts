@@ -7,7 +7,7 @@
  * stops with it), on a chosen Node.js binary with chosen V8 flags, and its stdout/stderr go to a
  * log file that survives a crash.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -34,7 +34,7 @@ export interface FullProfileOptions {
   dir: string;
   /** Node.js binary for the gateway and its upstreams (default: this process's). */
   node?: string;
-  /** Extra Node/V8 options for the gateway process only (e.g. `--no-turbo-inline-js-wasm-calls`). */
+  /** Extra Node/V8 options for the gateway process only, after the ones bin/cmcp gives it. */
   nodeArgs?: string[];
   /** A provisioned swtpm state to copy (else one is provisioned in `dir`). */
   templateStateDir?: string;
@@ -132,6 +132,15 @@ function writeConfig(o: {
 }
 
 /**
+ * The V8 start-up flags bin/cmcp gives the gateway on `node` (see bin/cmcp): JS→Wasm inlining
+ * off on Node.js older than 24, none from 24 on.
+ */
+function binStartupFlags(node: string): string[] {
+  const major = Number(execFileSync(node, ['--version'], { encoding: 'utf8' }).trim().slice(1).split('.')[0]);
+  return major < 24 ? ['--no-turbo-inline-js-wasm-calls'] : [];
+}
+
+/**
  * Starts swtpm, the HTTP upstream and the gateway; resolves once GET /healthz answers.
  * @throws when a part does not start within 30 s (everything started is stopped first).
  */
@@ -170,7 +179,7 @@ export async function startFullProfile(o: FullProfileOptions): Promise<FullProfi
     const fd = openSync(logFile, 'a');
     const gateway = spawn(
       node,
-      [...(o.nodeArgs ?? []), join(DIST, 'src', 'cli', 'main.js'), 'start', '--config', file],
+      [...binStartupFlags(node), ...(o.nodeArgs ?? []), join(DIST, 'src', 'cli', 'main.js'), 'start', '--config', file],
       {
         stdio: ['ignore', fd, fd],
         detached: true,

@@ -59,7 +59,6 @@ import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
 import { warnExposure } from './exposure.js';
-import { paceGc } from './gc-pacing.js';
 import { allowedHosts, hostCheck } from './host-check.js';
 import { LeaseGate, startReplicaLease } from './lease-gate.js';
 import { McpEndpoint } from './mcp.js';
@@ -475,7 +474,6 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
   assertReplicaConfig(cfg);
   const loaded = loadPolicy(cfg);
   const catalogFile = loadCatalog(cfg);
-  paceGc(); // V8's GC flags for this process (gc-pacing.ts), once the config is sound
   const pool = openReplicaPool(cfg.database, {
     leaseTtlMs: cfg.replicas.lease_ttl_ms,
     renewEveryMs: cfg.replicas.renew_every_ms,

@@ -56,7 +56,6 @@ import { buildApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Drain } from './drain.js';
 import { warnExposure } from './exposure.js';
-import { paceGc } from './gc-pacing.js';
 import { allowedHosts, hostCheck } from './host-check.js';
 import { McpEndpoint } from './mcp.js';
 import { OAuthVerifier } from './oauth/index.js';
@@ -352,7 +351,6 @@ function buildHttp(
 export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const loaded = loadPolicyAndCatalog(cfg);
-  paceGc(); // V8's GC flags for this process (gc-pacing.ts), once the config is sound
   const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
   const db = openGatewayDatabase(cfg.database);
   opened.push(() => {

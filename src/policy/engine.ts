@@ -49,7 +49,6 @@
  * Over 500 lines: the entities, the narrowing to what policies read and the decision share one
  * request shape; locating a misfit (./misfit.ts) and the schema (./schema-generator.ts) are apart.
  */
-import './v8-guard.js'; // before cedar-wasm: see v8-guard.ts
 import { createHash } from 'node:crypto';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { CmcpError } from '@cmcp/verify/errors/index';
