@@ -179,7 +179,14 @@ export async function startFullProfile(o: FullProfileOptions): Promise<FullProfi
     const fd = openSync(logFile, 'a');
     const gateway = spawn(
       node,
-      [...binStartupFlags(node), ...(o.nodeArgs ?? []), join(DIST, 'src', 'cli', 'main.js'), 'start', '--config', file],
+      [
+        ...binStartupFlags(node),
+        ...(o.nodeArgs ?? []),
+        join(DIST, 'src', 'cli', 'main.js'),
+        'start',
+        '--config',
+        file,
+      ],
       {
         stdio: ['ignore', fd, fd],
         detached: true,

@@ -10,7 +10,7 @@
 
 import type { KeyObject } from 'node:crypto';
 import { setTimeout } from 'node:timers/promises';
-import { Worker } from 'node:worker_threads';
+import { OffloadThread, ThreadFailed } from '../offload/thread.js';
 
 /** Bytes copied into the shared buffer per turn of the loop (~0.05–0.3 ms). */
 export const COPY_SLICE_BYTES = 256 * 1024;
@@ -21,16 +21,10 @@ export const COPY_SLICE_BYTES = 256 * 1024;
  */
 export const SIGN_TIMEOUT_MS = 10_000;
 
-interface Reply {
-  id: number;
-  signature?: Uint8Array;
-  error?: string;
-}
+type SignRequest = { shared: SharedArrayBuffer; length: number; key: KeyObject };
 
-let worker: Worker | null = null;
+let thread: OffloadThread<SignRequest> | null = null;
 let shared = new SharedArrayBuffer(0);
-let nextId = 0;
-const pending = new Map<number, { resolve(sig: Buffer): void; reject(e: Error): void }>();
 /** One signature at a time: each copies into the one shared buffer. */
 let turn: Promise<unknown> = Promise.resolve();
 
@@ -43,9 +37,8 @@ let turn: Promise<unknown> = Promise.resolve();
  * @throws (rejects) Error when `key` is not an Ed25519 private key, or the thread failed twice.
  */
 export function signOnThread(pieces: readonly Buffer[], key: KeyObject): Promise<Buffer> {
-  // A thread that died (or was terminated as stuck) is started again for one more try.
   const run = turn.then(() =>
-    signNow(pieces, key).catch((e) => (threadFailures.has(e) ? signNow(pieces, key) : Promise.reject(e))),
+    signNow(pieces, key).catch((e) => (e instanceof ThreadFailed ? signNow(pieces, key) : Promise.reject(e))),
   );
   turn = run.catch(() => undefined);
   return run;
@@ -70,21 +63,8 @@ async function signNow(pieces: readonly Buffer[], key: KeyObject): Promise<Buffe
         await setTimeout(0);
       }
     }
-  const id = nextId++;
-  const w = thread();
-  const signed = new Promise<Buffer>((resolve, reject) => pending.set(id, { resolve, reject }));
-  // Held (ref'd) only while a signature is owed: a process with nothing else to do exits, and a
-  // shutdown's close is not dropped because the thread was unref'd.
-  w.ref();
-  const stuck = globalThis.setTimeout(() => void w.terminate(), SIGN_TIMEOUT_MS);
-  stuck.unref();
-  try {
-    w.postMessage({ id, shared, length, key });
-    return await signed;
-  } finally {
-    clearTimeout(stuck);
-    if (pending.size === 0 && worker === w) w.unref();
-  }
+  const signature = await signingThread().request({ shared, length, key });
+  return Buffer.from(signature as Uint8Array);
 }
 
 /**
@@ -93,55 +73,39 @@ async function signNow(pieces: readonly Buffer[], key: KeyObject): Promise<Buffe
  * a thread that dies.
  */
 export async function terminateSignThread(): Promise<void> {
-  await worker?.terminate();
+  await thread?.terminate();
 }
-
-/** Rejections because the signing thread exited (an error, or terminated as stuck) before it answered. */
-const threadFailures = new WeakSet<object>();
 
 /** Starts the signing thread if it is not running (idle, it keeps no process alive). */
 export function startSignThread(): void {
-  thread();
+  signingThread();
 }
 
-function thread(): Worker {
-  if (worker) return worker;
-  const w = new Worker(`(${signLoop.toString()})()`, { eval: true });
-  w.on('message', (r: Reply) => {
-    const p = pending.get(r.id);
-    pending.delete(r.id);
-    if (r.signature) p?.resolve(Buffer.from(r.signature));
-    else p?.reject(new Error(r.error ?? 'signing failed'));
-  });
-  const fail = (e: Error) => {
-    if (worker === w) worker = null;
-    for (const p of pending.values()) {
-      const failed = new Error(`claim signing thread failed: ${e.message}`);
-      threadFailures.add(failed);
-      p.reject(failed);
-    }
-    pending.clear();
-  };
-  w.on('error', fail);
-  w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
-  // After the listeners: adding a 'message' listener refs the worker again. Idle, it keeps no
-  // process alive.
-  w.unref();
-  worker = w;
-  return w;
+/** The running signing thread, or a new one when there is none or it failed. */
+function signingThread(): OffloadThread<SignRequest> {
+  if (!thread || thread.failed)
+    thread = new OffloadThread(
+      { fn: signLoop },
+      { name: 'the claim signing thread', answerTimeoutMs: SIGN_TIMEOUT_MS },
+    );
+  return thread;
 }
 
-/* c8 ignore start — runs on the signing thread, as CommonJS (`eval`), so that the tests'
-   TypeScript sources need no build. */
+/* c8 ignore start — runs on the signing thread as CommonJS source (OffloadThread `{ fn }`), so
+   the tests' TypeScript sources need no build. */
 function signLoop(): void {
   const { parentPort } = require('node:worker_threads');
   const { sign } = require('node:crypto');
-  parentPort.on('message', (m: { id: number; shared: SharedArrayBuffer; length: number; key: KeyObject }) => {
+  type Message =
+    | { id: number; body: { shared: SharedArrayBuffer; length: number; key: KeyObject } }
+    | { stop: true };
+  parentPort.on('message', (m: Message) => {
+    if ('stop' in m) return parentPort.close();
     try {
-      const signature: Uint8Array = sign(null, new Uint8Array(m.shared, 0, m.length), m.key);
-      parentPort.postMessage({ id: m.id, signature });
+      const value: Uint8Array = sign(null, new Uint8Array(m.body.shared, 0, m.body.length), m.body.key);
+      parentPort.postMessage({ id: m.id, ok: true, value });
     } catch (e) {
-      parentPort.postMessage({ id: m.id, error: (e as Error).message });
+      parentPort.postMessage({ id: m.id, ok: false, error: { message: (e as Error).message, code: null } });
     }
   });
 }

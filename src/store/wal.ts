@@ -18,7 +18,7 @@
  * frames (a restarted log has lost them).
  */
 import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
+import { OffloadThread } from '../offload/thread.js';
 import type { Db } from './db.js';
 
 /** The WAL file is truncated to at most this many bytes whenever it restarts. */
@@ -36,19 +36,16 @@ export interface Checkpoints {
   /**
    * Stops the checkpoint thread and resolves once it has exited, its connection closed (so the
    * caller's own close is the file's last: SQLite's final checkpoint and the WAL's removal happen
-   * there, before the gateway's close resolves); after {@link STOP_WAIT_MS} the thread is
-   * terminated instead.
+   * there, before the gateway's close resolves); after offload/thread.ts STOP_GRACE_MS the
+   * thread is terminated instead.
    */
   stop(): Promise<void>;
 }
 
-/** How long {@link Checkpoints.stop} waits for the thread to exit before terminating it, ms. */
-const STOP_WAIT_MS = 2000;
-
 /**
  * Sets `journal_size_limit` and starts a PASSIVE checkpoint every `intervalMs` in a worker
- * thread on its own connection to the same file (unref'd; a `:memory:` database has none; none
- * either with `CMCP_CHECKPOINT_WORKER=off`).
+ * thread on its own connection to the same file (it keeps no process alive; a `:memory:`
+ * database has none; none either with `CMCP_CHECKPOINT_WORKER=off`).
  * @param intervalMs milliseconds between checkpoints (0: none, `tick` only).
  */
 export function startCheckpoints(db: Db, intervalMs = CHECKPOINT_INTERVAL_MS): Checkpoints {
@@ -58,39 +55,29 @@ export function startCheckpoints(db: Db, intervalMs = CHECKPOINT_INTERVAL_MS): C
     return { log: r[0]?.log ?? 0, checkpointed: r[0]?.checkpointed ?? 0 };
   };
   const on = intervalMs > 0 && !db.memory && CHECKPOINT_WORKER_DEFAULT;
-  const worker = on ? checkpointWorker(db.name, intervalMs) : null;
-  // Listened for from the start: a thread that already exited (an error) must not hang stop().
-  const exited = worker ? new Promise<void>((resolve) => worker.once('exit', () => resolve())) : null;
-  return {
-    tick,
-    async stop() {
-      if (!worker) return;
-      worker.postMessage('stop');
-      const late = setTimeout(() => void worker.terminate(), STOP_WAIT_MS);
-      await exited;
-      clearTimeout(late);
-    },
-  };
+  // A thread that fails is left so: SQLite's own checkpoint still bounds the WAL.
+  const thread = on
+    ? new OffloadThread(
+        { fn: checkpointLoop },
+        {
+          name: 'the WAL checkpoint thread',
+          workerData: {
+            path: db.name,
+            intervalMs,
+            driver: createRequire(import.meta.url).resolve('better-sqlite3'),
+          },
+        },
+      )
+    : null;
+  return { tick, stop: async () => thread?.close() };
 }
 
+/* c8 ignore start — runs on the checkpoint thread as CommonJS source (OffloadThread `{ fn }`),
+   so the tests' TypeScript sources need no build. */
 /**
- * The checkpointing thread: a PASSIVE checkpoint of `path` every `intervalMs` (a busy database
- * is tried again at the next; SQLite's own checkpoint bounds the WAL should this thread stop). Its
- * code is {@link checkpointLoop}, run as CommonJS (`eval`), so the tests' TypeScript sources
- * need no build of it.
+ * A PASSIVE checkpoint of `path` every `intervalMs` (a busy database is tried again at the
+ * next); on `{ stop: true }` the connection is closed and the thread exits.
  */
-function checkpointWorker(path: string, intervalMs: number): Worker {
-  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(`(${checkpointLoop.toString()})()`, {
-    eval: true,
-    workerData: { path, intervalMs, driver },
-  });
-  worker.unref();
-  worker.on('error', () => undefined); // SQLite's own checkpoint still bounds the WAL
-  return worker;
-}
-
-/** The worker's code (self-contained: it is serialised into the thread). */
 function checkpointLoop(): void {
   const { workerData, parentPort } = require('node:worker_threads');
   const Sqlite = require(workerData.driver);
@@ -109,3 +96,4 @@ function checkpointLoop(): void {
     parentPort.close();
   });
 }
+/* c8 ignore stop */

@@ -1,15 +1,12 @@
 /**
  * The call path's side of the store (store/writes.ts): {@link inProcessWrites} runs each
  * command on the event loop through the connection's group commit; {@link StoreWorker} sends it
- * to the store worker (store/write-worker.ts) over a bounded queue.
+ * to the store worker (store/write-worker.ts), an offload thread with a bounded queue.
  */
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import { DEFAULT_MAX_QUEUED_WRITES, type StoreConfig, storeWorkerEnabled } from '../config/store.js';
+import { OffloadThread } from '../offload/thread.js';
 import { type Db, immediateAsync } from './db.js';
-import type { WriteWorkerData } from './write-worker.js';
+import type { WriteRequest, WriteWorkerData } from './write-worker.js';
 import {
   executeWrite,
   type WriteCommand,
@@ -26,55 +23,16 @@ export function inProcessWrites(db: Db, ctx: WriteContext): WriteStore {
   };
 }
 
-/**
- * The worker's script: the compiled write-worker.js beside this module; when this module runs
- * from its TypeScript source (the tests), the build's (dist/src/store/write-worker.js), since a
- * worker thread does not share vitest's transform.
- * @throws Error when neither exists (run `npm run build`).
- */
-function workerScript(): URL {
-  const beside = new URL('./write-worker.js', import.meta.url);
-  if (!import.meta.url.endsWith('.ts')) return beside;
-  const built = new URL('../../dist/src/store/write-worker.js', import.meta.url);
-  if (!existsSync(fileURLToPath(built)))
-    throw new Error(
-      `the store worker runs from the build: ${fileURLToPath(built)} is missing (npm run build)`,
-    );
-  return built;
-}
-
-type Pending = { resolve(v: unknown): void; reject(e: unknown): void };
-
 /** The store worker and its bounded queue (module doc). */
 export class StoreWorker implements WriteStore {
-  private readonly worker: Worker;
-  private readonly pending = new Map<number, Pending>();
-  private next = 0;
-  private exited: Error | null = null;
+  private readonly thread: OffloadThread<WriteRequest>;
 
   /** @param data the database file, its busy timeout (ms) and this gateway's instance id. */
-  constructor(
-    data: WriteWorkerData,
-    private readonly maxPending = DEFAULT_MAX_QUEUED_WRITES,
-  ) {
-    this.worker = new Worker(workerScript(), { workerData: data });
-    this.worker.on(
-      'message',
-      (m: { id: number; ok: boolean; value?: unknown; error?: { message: string; code: string | null } }) => {
-        const p = this.pending.get(m.id);
-        if (!p) return;
-        this.pending.delete(m.id);
-        if (m.ok) p.resolve(m.value);
-        else
-          p.reject(
-            Object.assign(new Error(m.error?.message ?? 'store write failed'), {
-              code: m.error?.code ?? undefined,
-            }),
-          );
-      },
+  constructor(data: WriteWorkerData, maxQueued = DEFAULT_MAX_QUEUED_WRITES) {
+    this.thread = new OffloadThread(
+      { module: new URL('./write-worker.js', import.meta.url) },
+      { name: 'the store worker', workerData: data, maxQueued },
     );
-    this.worker.on('error', (e) => this.failAll(e));
-    this.worker.on('exit', () => this.failAll(new Error('the store worker exited')));
   }
 
   /**
@@ -83,7 +41,7 @@ export class StoreWorker implements WriteStore {
    */
   write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]> {
     const bounded = cmd.kind === 'attempt' || cmd.kind === 'admission';
-    return this.request({ cmd }, bounded) as Promise<WriteResults[C['kind']]>;
+    return this.thread.request({ cmd }, bounded) as Promise<WriteResults[C['kind']]>;
   }
 
   /**
@@ -93,40 +51,17 @@ export class StoreWorker implements WriteStore {
    * after it (docs/spec/call-path.md#shutdown).
    */
   closeAttempts(): Promise<void> {
-    return this.request({ close: true }, false).then(() => undefined);
+    return this.thread.request({ close: true }).then(() => undefined);
   }
 
   /** Commands sent and not yet answered (the bounded queue's length). */
   get queued(): number {
-    return this.pending.size;
+    return this.thread.queued;
   }
 
-  /** Stops the worker once every command sent has been answered. */
-  async close(): Promise<void> {
-    while (this.pending.size > 0) await new Promise((r) => setTimeout(r, 5));
-    await this.worker.terminate();
-  }
-
-  private request(body: { cmd?: WriteCommand; close?: true }, bounded: boolean): Promise<unknown> {
-    if (this.exited) return Promise.reject(this.exited);
-    if (bounded && this.pending.size >= this.maxPending)
-      return Promise.reject(
-        new CmcpError(
-          'STORE_QUEUE_FULL',
-          `the store's write queue is full (${this.maxPending} writes waiting)`,
-        ),
-      );
-    const id = this.next++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, ...body });
-    });
-  }
-
-  private failAll(e: Error): void {
-    this.exited ??= e; // no later command is sent to a worker that is gone
-    for (const p of this.pending.values()) p.reject(e);
-    this.pending.clear();
+  /** Stops the worker once every command sent has been answered (its connection closed). */
+  close(): Promise<void> {
+    return this.thread.close();
   }
 }
 
