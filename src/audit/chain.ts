@@ -66,7 +66,7 @@ export class AuditChain {
     // object and a JSON.stringify per entry, less garbage for the scavenges that fall inside an
     // export. The separator before the page (',' or '') is SQLite's too: a
     // `,${text}` made in JS is a cons string, which the socket's write then flattens, a copy of
-    // the whole page into new memory (seen at 1–8 ms of one turn on this project's machines).
+    // the whole page into new memory (1–8 ms of one turn).
     this.pageStmt = db.prepare<
       [string, string, number, number, number],
       { last: number | null; entries: number; text: string | null }
