@@ -133,12 +133,16 @@ export class OffloadThread<Body = unknown> {
 
   /**
    * Waits for every owed answer, asks the thread to stop and resolves once it exited; after
-   * `graceMs` the thread is terminated instead.
+   * `graceMs` the thread is terminated instead. A request made from then on is refused with
+   * {@link ThreadFailed}.
    */
   async close(graceMs = STOP_GRACE_MS): Promise<void> {
     this.worker.ref(); // a shutdown's close is not dropped because the thread was idle
     while (this.owed.size > 0 && !this.failure) await new Promise((r) => setTimeout(r, 5));
-    if (!this.failure) this.worker.postMessage({ stop: true });
+    if (!this.failure) {
+      this.failure = new ThreadFailed(`${this.o.name} is closed`); // no request after the stop
+      this.worker.postMessage({ stop: true });
+    }
     const late = setTimeout(() => void this.worker.terminate(), graceMs);
     await this.exited;
     clearTimeout(late);
