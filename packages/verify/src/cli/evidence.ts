@@ -35,7 +35,7 @@ import type { VerificationReport } from '../result.js';
 import type { TdxCollateral } from '../tdx/collateral.js';
 import type { RawTpmEvidence } from '../tpm/index.js';
 import { SNP_PRODUCTS, type SnpProduct } from '../trust.js';
-import { azureEvidenceFrom } from './azure.js';
+import { type AzureCliOptions, azureEvidenceFrom } from './azure.js';
 import { expectedFreshness, hexArg } from './freshness.js';
 import {
   errorLine,
@@ -106,26 +106,12 @@ async function tpmInputs(opts: VerifyEvidenceCliOptions, nonce: Buffer | undefin
   };
 }
 
-/** Options of `verify-evidence`, as commander parses them. */
-export interface VerifyEvidenceCliOptions {
-  tpmQuote?: string;
-  tpmSig?: string;
-  azureHclReport?: string;
-  tpmSigFormat?: string;
-  ak?: string;
+/** Options of `verify-evidence`, as commander parses them (the Azure path's, and these). */
+export interface VerifyEvidenceCliOptions extends AzureCliOptions {
   akParentName?: string;
   akParent?: string;
   previousQuote?: string;
-  akCert?: string[];
-  nonce?: string;
   nonceText?: string;
-  pcrsFile?: string;
-  eventLog?: string;
-  snpReport?: string;
-  certs?: string[];
-  product?: string;
-  reportData?: string;
-  tdxQuote?: string;
   tcbInfo?: string;
   qeIdentity?: string;
   tcbSigningChain?: string;

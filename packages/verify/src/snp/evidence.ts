@@ -4,16 +4,9 @@
  */
 import type { ClaimEvidence } from '../claim-schema.js';
 import { snpFields } from '../common/fields.js';
-import {
-  type EvidenceKind,
-  type KindContext,
-  type KindResult,
-  replaceCheck,
-  tryB64u,
-} from '../common/kind.js';
+import { type EvidenceKind, type KindContext, type KindResult, tryB64u } from '../common/kind.js';
 import type { RawEvidenceOptions } from '../common/raw.js';
-import { finishTeeClaim } from '../common/tee.js';
-import { fail } from '../result.js';
+import { finishTeeClaim, teeContextInput } from '../common/tee.js';
 import { type SnpInput, verifySnpReport } from './report.js';
 
 /** Raw SEV-SNP evidence. */
@@ -22,12 +15,7 @@ export interface RawSnpEvidence
     Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'> {}
 
 function run(input: Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'>, ctx: KindContext): KindResult {
-  const r = verifySnpReport({
-    ...input,
-    trustStore: ctx.trustStore,
-    at: ctx.at,
-    ...(ctx.referenceValues ? { referenceValues: ctx.referenceValues } : {}),
-  });
+  const r = verifySnpReport({ ...input, ...teeContextInput(ctx) });
   return { checks: r.checks, anchors: r.anchors, notes: [], fields: snpFields(r.report) };
 }
 
@@ -39,13 +27,12 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Ki
     { report: report ?? Buffer.alloc(0), certs, expectedReportData: expectedReportData ?? Buffer.alloc(0) },
     ctx,
   );
-  if (!report)
-    replaceCheck(
-      r.checks,
-      'snp.report_parse',
-      fail('snp.report_parse', 'EVIDENCE_MALFORMED', 'report is not base64url'),
-    );
-  return finishTeeClaim(ev.provider, r, expectedReportData);
+  return finishTeeClaim(
+    ev.provider,
+    r,
+    expectedReportData,
+    report ? undefined : { id: 'snp.report_parse', field: 'report' },
+  );
 }
 
 /** The SEV-SNP evidence kind. */

@@ -123,23 +123,41 @@ function signerCheck(ctx: Ctx): CheckResult {
   });
 }
 
+/**
+ * The signed JSON member `member` of a PCS response, checked: its signature over the raw bytes
+ * by the TCB signing key, its `id` and `version`, and its validity window at the verification time.
+ * @throws CollateralError COLLATERAL_SIGNATURE_INVALID, COLLATERAL_MISMATCH, or what
+ *   signedJson / window throw.
+ */
+function signedMember(
+  ctx: Ctx,
+  raw: Uint8Array,
+  member: string,
+  what: string,
+  id: string,
+  version: number,
+): Record<string, unknown> {
+  const { signed, signature, value } = signedJson(Buffer.from(raw), member);
+  if (!ctx.signer || !verifyP256(signed, signature, ctx.signer)) {
+    throw new CollateralError(
+      'COLLATERAL_SIGNATURE_INVALID',
+      `${what} signature does not verify over the ${signed.length} raw bytes of "${member}"`,
+    );
+  }
+  if (value.id !== id || value.version !== version) {
+    throw new CollateralError('COLLATERAL_MISMATCH', `${what} is not id ${id} version ${version}`);
+  }
+  window(value, ctx.input.at, what);
+  return value;
+}
+
 /** `tdx.tcb_info`: signature over the raw member, id/version, window, FMSPC/PCEID, TDX module. */
 function tcbInfoCheck(ctx: Ctx, tcbRaw: Uint8Array): CheckResult {
   const { input } = ctx;
   return (
     needSigned(ctx, 'tdx.tcb_info') ??
     run('tdx.tcb_info', () => {
-      const { signed, signature, value } = signedJson(Buffer.from(tcbRaw), 'tcbInfo');
-      if (!ctx.signer || !verifyP256(signed, signature, ctx.signer)) {
-        throw new CollateralError(
-          'COLLATERAL_SIGNATURE_INVALID',
-          `TCB info signature does not verify over the ${signed.length} raw bytes of "tcbInfo"`,
-        );
-      }
-      if (value.id !== 'TDX' || value.version !== 3) {
-        throw new CollateralError('COLLATERAL_MISMATCH', 'TCB info is not id TDX version 3');
-      }
-      window(value, input.at, 'TCB info');
+      const value = signedMember(ctx, tcbRaw, 'tcbInfo', 'TCB info', 'TDX', 3);
       const ext = ctx.ext;
       if (!ext)
         throw new CollateralError('DEPENDENCY_FAILED', `PCK extension unavailable: ${ctx.extProblem}`);
@@ -184,17 +202,7 @@ function qeIdentityCheck(ctx: Ctx, qeRaw: Uint8Array): CheckResult {
   return (
     needSigned(ctx, 'tdx.qe_identity') ??
     run('tdx.qe_identity', () => {
-      const { signed, signature, value } = signedJson(Buffer.from(qeRaw), 'enclaveIdentity');
-      if (!ctx.signer || !verifyP256(signed, signature, ctx.signer)) {
-        throw new CollateralError(
-          'COLLATERAL_SIGNATURE_INVALID',
-          `QE identity signature does not verify over the ${signed.length} raw bytes of "enclaveIdentity"`,
-        );
-      }
-      if (value.id !== 'TD_QE' || value.version !== 2) {
-        throw new CollateralError('COLLATERAL_MISMATCH', 'QE identity is not id TD_QE version 2');
-      }
-      window(value, input.at, 'QE identity');
+      const value = signedMember(ctx, qeRaw, 'enclaveIdentity', 'QE identity', 'TD_QE', 2);
       const qe = input.quote.qeReport;
       const problems = qeMismatches(value, qe);
       if (problems.length) {

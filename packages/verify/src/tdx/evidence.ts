@@ -17,7 +17,7 @@ import {
   tryB64u,
 } from '../common/kind.js';
 import type { RawEvidenceOptions } from '../common/raw.js';
-import { finishTeeClaim } from '../common/tee.js';
+import { finishTeeClaim, teeContextInput } from '../common/tee.js';
 import { fail, HARDWARE_SIGNATURE_CHECK } from '../result.js';
 import { verifyCcel } from './ccel.js';
 import { type TdxInput, verifyTdxQuote } from './quote.js';
@@ -98,12 +98,7 @@ function runQuote(
   input: Omit<TdxInput, 'trustStore' | 'at' | 'referenceValues'>,
   ctx: KindContext,
 ): { result: KindResult; quote?: TdxQuote } {
-  const r = verifyTdxQuote({
-    ...input,
-    trustStore: ctx.trustStore,
-    at: ctx.at,
-    ...(ctx.referenceValues ? { referenceValues: ctx.referenceValues } : {}),
-  });
+  const r = verifyTdxQuote({ ...input, ...teeContextInput(ctx) });
   const result = { checks: r.checks, anchors: r.anchors, notes: [...r.notes], fields: tdxFields(r.quote) };
   return r.quote ? { result, quote: r.quote } : { result };
 }
@@ -114,13 +109,12 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Ki
     { quote: quote ?? Buffer.alloc(0), expectedReportData: expectedReportData ?? Buffer.alloc(0) },
     ctx,
   );
-  if (!quote)
-    replaceCheck(
-      r.checks,
-      'tdx.quote_parse',
-      fail('tdx.quote_parse', 'EVIDENCE_MALFORMED', 'quote is not base64url'),
-    );
-  return finishTeeClaim(ev.provider, r, expectedReportData);
+  return finishTeeClaim(
+    ev.provider,
+    r,
+    expectedReportData,
+    quote ? undefined : { id: 'tdx.quote_parse', field: 'quote' },
+  );
 }
 
 /** The TDX evidence kind. */

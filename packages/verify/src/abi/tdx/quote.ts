@@ -29,19 +29,27 @@ export const TD_REPORT_DATA_OFFSET = 520;
 /** SGX REPORT body of the Quoting Enclave. */
 export const QE_REPORT_SIZE = 384;
 
-/** TD report body (TDX 1.0 fields, plus the 1.5 fields for body type 3). */
-export interface TdReport {
-  teeTcbSvn: Buffer;
-  mrSeam: Buffer;
-  mrSignerSeam: Buffer;
-  seamAttributes: Buffer;
-  tdAttributes: Buffer;
+/**
+ * The TD's measurements as TDINFO_STRUCT lays them out after ATTRIBUTES, in both the quote's TD
+ * report body and TDREPORT_STRUCT: XFAM (8), MRTD, MRCONFIGID, MROWNER, MROWNERCONFIG, RTMR0..3
+ * (48 each).
+ */
+export interface TdMeasurements {
   xfam: Buffer;
   mrTd: Buffer;
   mrConfigId: Buffer;
   mrOwner: Buffer;
   mrOwnerConfig: Buffer;
   rtmr: [Buffer, Buffer, Buffer, Buffer];
+}
+
+/** TD report body (TDX 1.0 fields, plus the 1.5 fields for body type 3). */
+export interface TdReport extends TdMeasurements {
+  teeTcbSvn: Buffer;
+  mrSeam: Buffer;
+  mrSignerSeam: Buffer;
+  seamAttributes: Buffer;
+  tdAttributes: Buffer;
   reportData: Buffer;
   teeTcbSvn2?: Buffer;
   mrServiceTd?: Buffer;
@@ -105,6 +113,18 @@ const CODES: ReaderOptions = {
   truncatedMessage: (field, n, off) => `${field} needs ${n} bytes at offset ${off}`,
 };
 
+/** Reads {@link TdMeasurements} (392 bytes) at the reader's position. */
+export function readTdMeasurements(r: ByteReader): TdMeasurements {
+  return {
+    xfam: r.bytes(8, 'XFAM'),
+    mrTd: r.bytes(48, 'MRTD'),
+    mrConfigId: r.bytes(48, 'MRCONFIGID'),
+    mrOwner: r.bytes(48, 'MROWNER'),
+    mrOwnerConfig: r.bytes(48, 'MROWNERCONFIG'),
+    rtmr: [r.bytes(48, 'RTMR0'), r.bytes(48, 'RTMR1'), r.bytes(48, 'RTMR2'), r.bytes(48, 'RTMR3')],
+  };
+}
+
 /** Reads a TD report body (TDX Module ABI TDREPORT_STRUCT's TDINFO + SEAM fields, as in the quote). */
 function readTdReport(r: ByteReader, type: 2 | 3): TdReport {
   const body: TdReport = {
@@ -113,12 +133,7 @@ function readTdReport(r: ByteReader, type: 2 | 3): TdReport {
     mrSignerSeam: r.bytes(48, 'MRSIGNERSEAM'),
     seamAttributes: r.bytes(8, 'SEAMATTRIBUTES'),
     tdAttributes: r.bytes(8, 'TDATTRIBUTES'),
-    xfam: r.bytes(8, 'XFAM'),
-    mrTd: r.bytes(48, 'MRTD'),
-    mrConfigId: r.bytes(48, 'MRCONFIGID'),
-    mrOwner: r.bytes(48, 'MROWNER'),
-    mrOwnerConfig: r.bytes(48, 'MROWNERCONFIG'),
-    rtmr: [r.bytes(48, 'RTMR0'), r.bytes(48, 'RTMR1'), r.bytes(48, 'RTMR2'), r.bytes(48, 'RTMR3')],
+    ...readTdMeasurements(r),
     reportData: r.bytes(64, 'REPORTDATA'),
   };
   if (type === 3) {

@@ -5,7 +5,7 @@
  * Source: Intel TDX Module ABI Specification, "TDREPORT_STRUCT", "REPORTMACSTRUCT", "TDINFO_STRUCT".
  */
 import { ByteReader } from '../reader.js';
-import { TDX_TEE_TYPE } from './quote.js';
+import { readTdMeasurements, TDX_TEE_TYPE, type TdMeasurements } from './quote.js';
 
 /** Size of TDREPORT_STRUCT. */
 export const TDREPORT_SIZE = 1024;
@@ -15,7 +15,7 @@ export const TDREPORT_REPORT_DATA_OFFSET = 128;
 export const TDREPORT_TDINFO_OFFSET = 512;
 
 /** A parsed TDREPORT_STRUCT (fields as the quote body names them). */
-export interface TdReportStruct {
+export interface TdReportStruct extends TdMeasurements {
   /** REPORTTYPE.TYPE (0x81 = TDX). */
   type: number;
   subType: number;
@@ -28,12 +28,6 @@ export interface TdReportStruct {
   /** TEE_TCB_INFO (239 bytes), kept whole. */
   teeTcbInfo: Buffer;
   tdAttributes: Buffer;
-  xfam: Buffer;
-  mrTd: Buffer;
-  mrConfigId: Buffer;
-  mrOwner: Buffer;
-  mrOwnerConfig: Buffer;
-  rtmr: [Buffer, Buffer, Buffer, Buffer];
   servTdHash: Buffer;
 }
 
@@ -72,17 +66,7 @@ export function parseTdReportStruct(bytes: Uint8Array, base = 0): TdReportStruct
   r.skip(17, 'reserved');
   const td = {
     tdAttributes: r.bytes(8, 'ATTRIBUTES'),
-    xfam: r.bytes(8, 'XFAM'),
-    mrTd: r.bytes(48, 'MRTD'),
-    mrConfigId: r.bytes(48, 'MRCONFIGID'),
-    mrOwner: r.bytes(48, 'MROWNER'),
-    mrOwnerConfig: r.bytes(48, 'MROWNERCONFIG'),
-    rtmr: [r.bytes(48, 'RTMR0'), r.bytes(48, 'RTMR1'), r.bytes(48, 'RTMR2'), r.bytes(48, 'RTMR3')] as [
-      Buffer,
-      Buffer,
-      Buffer,
-      Buffer,
-    ],
+    ...readTdMeasurements(r),
     servTdHash: r.bytes(48, 'SERVTD_HASH'),
   };
   r.skip(64, 'reserved');
