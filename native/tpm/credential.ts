@@ -29,6 +29,18 @@ const u32 = (v: number) => new WireWriter().u32(v).done();
 /** Labels are hashed with their terminating NUL (Part 1 §11.4.10). */
 const label = (s: string) => Buffer.from(`${s}\0`, 'latin1');
 
+/** The first `bits` bits of block(1) ‖ block(2) ‖ …, each block given its 32-bit big-endian counter. */
+function counterKdf(bits: number, block: (counter: Buffer) => Buffer): Buffer {
+  const out: Buffer[] = [];
+  let have = 0;
+  for (let i = 1; have * 8 < bits; i++) {
+    const b = block(u32(i));
+    out.push(b);
+    have += b.length;
+  }
+  return Buffer.concat(out).subarray(0, bits / 8);
+}
+
 /** KDFa (Part 1 §11.4.10.2): SP800-108 counter-mode HMAC KDF. */
 export function kdfa(
   hash: string,
@@ -38,20 +50,15 @@ export function kdfa(
   contextV: Buffer,
   bits: number,
 ): Buffer {
-  const out: Buffer[] = [];
-  let have = 0;
-  for (let i = 1; have * 8 < bits; i++) {
-    const block = createHmac(hash, key)
-      .update(u32(i))
+  return counterKdf(bits, (counter) =>
+    createHmac(hash, key)
+      .update(counter)
       .update(label(use))
       .update(contextU)
       .update(contextV)
       .update(u32(bits))
-      .digest();
-    out.push(block);
-    have += block.length;
-  }
-  return Buffer.concat(out).subarray(0, bits / 8);
+      .digest(),
+  );
 }
 
 /** KDFe (Part 1 §11.4.10.3): SP800-56A concatenation KDF. */
@@ -63,20 +70,9 @@ export function kdfe(
   partyV: Buffer,
   bits: number,
 ): Buffer {
-  const out: Buffer[] = [];
-  let have = 0;
-  for (let i = 1; have * 8 < bits; i++) {
-    const block = createHash(hash)
-      .update(u32(i))
-      .update(z)
-      .update(label(use))
-      .update(partyU)
-      .update(partyV)
-      .digest();
-    out.push(block);
-    have += block.length;
-  }
-  return Buffer.concat(out).subarray(0, bits / 8);
+  return counterKdf(bits, (counter) =>
+    createHash(hash).update(counter).update(z).update(label(use)).update(partyU).update(partyV).digest(),
+  );
 }
 
 export interface MadeCredential {

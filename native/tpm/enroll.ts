@@ -22,6 +22,7 @@ import {
   type TpmAk,
   type TpmEk,
 } from './model.js';
+import { creation } from './primary.js';
 import { akAttributeProblem, nameOfPublic, parsePublic, qualifiedNameOf } from './public.js';
 import type { Tpm } from './tpm.js';
 import { unwrap2b, WireWriter } from './wire.js';
@@ -31,15 +32,8 @@ export function createAkUnderEk(t: Tpm, ekIn: TpmEk, alg: AkAlgorithm): AkBlobs 
   const ek = t.ekHandle(ekIn);
   const ctx = t.ctx();
   const lib = tss();
-  const inSensitive = toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done());
-  const inPublic = toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(akTemplate(alg)).done());
-  const outsideInfo = toStruct('TPM2B_DATA', new WireWriter().u16(0).done());
-  const creationPcr = toStruct('TPML_PCR_SELECTION', new WireWriter().u32(0).done());
+  const c = creation(akTemplate(alg));
   const outPrivate: [NativePtr | null] = [null];
-  const outPublic: [NativePtr | null] = [null];
-  const creationData: [NativePtr | null] = [null];
-  const creationHash: [NativePtr | null] = [null];
-  const creationTicket: [NativePtr | null] = [null];
   try {
     t.withEkAuth(ek, (session) =>
       t.check(
@@ -50,28 +44,23 @@ export function createAkUnderEk(t: Tpm, ekIn: TpmEk, alg: AkAlgorithm): AkBlobs 
           session,
           ESYS_TR_NONE,
           ESYS_TR_NONE,
-          inSensitive,
-          inPublic,
-          outsideInfo,
-          creationPcr,
+          ...c.ins,
           outPrivate,
-          outPublic,
-          creationData,
-          creationHash,
-          creationTicket,
+          ...c.outs,
         ),
       ),
     );
     const privateBlob = fromStruct('TPM2B_PRIVATE', ptr(outPrivate, 'Create outPrivate'));
     const publicArea = unwrap2b(
-      fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'Create outPublic')),
+      fromStruct('TPM2B_PUBLIC', ptr(c.outPublic, 'Create outPublic')),
       'TPM2B_PUBLIC',
     );
     const problem = akAttributeProblem(parsePublic(publicArea).attributes);
     if (problem) throw new TpmError('TPM_BAD_RESPONSE', problem);
     return { privateBlob, publicArea };
   } finally {
-    freeAll(outPrivate, outPublic, creationData, creationHash, creationTicket);
+    freeAll(outPrivate);
+    c.free();
   }
 }
 

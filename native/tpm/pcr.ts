@@ -67,62 +67,69 @@ function pcrReadAccept(remaining: number[], step: PcrReadStep, values: Record<nu
   return remaining.filter((p) => !got.includes(p));
 }
 
+/**
+ * A PCR read in rounds of TPM2_PCR_Read (a TPM may return fewer PCRs than asked), shared by the
+ * synchronous and the worker-thread paths: each round is {@link next} (its Esys_PCR_Read
+ * arguments), the command, then {@link done} or {@link failed}.
+ */
+class PcrReading {
+  readonly values: Record<number, Buffer> = {};
+  private remaining: number[];
+  private outs = pcrReadOuts();
+
+  constructor(pcrs: number[]) {
+    this.remaining = normalisePcrs(pcrs);
+  }
+
+  get pending(): boolean {
+    return this.remaining.length > 0;
+  }
+
+  /** Starts a round for the PCRs still to read; returns Esys_PCR_Read's arguments for a context. */
+  next(): (ctx: NativePtr) => Parameters<ReturnType<typeof tss>['Esys_PCR_Read']> {
+    const o = pcrReadOuts();
+    this.outs = o;
+    const sel = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(this.remaining));
+    return (ctx) => [ctx, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, sel, o.counter, o.selOut, o.valOut];
+  }
+
+  /** The round's command returned: checks and records its values (and frees its outputs). */
+  done(): void {
+    this.remaining = pcrReadAccept(this.remaining, pcrReadResult(this.outs), this.values);
+  }
+
+  /** The round's command failed: frees its outputs and rethrows `e`. */
+  failed(e: unknown): never {
+    freeAll(this.outs.selOut, this.outs.valOut);
+    throw e;
+  }
+}
+
 /** {@link Tpm.readPcrs} (see its TSDoc). */
 export function readPcrs(t: Tpm, pcrs: number[]): Record<number, Buffer> {
-  const values: Record<number, Buffer> = {};
-  let remaining = normalisePcrs(pcrs);
-  while (remaining.length > 0) {
-    const o = pcrReadOuts();
+  const reading = new PcrReading(pcrs);
+  while (reading.pending) {
     const ctx = t.ctx();
-    const sel = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(remaining));
+    const args = reading.next();
     try {
-      t.check(
-        'TPM2_PCR_Read',
-        tss().Esys_PCR_Read(
-          ctx,
-          ESYS_TR_NONE,
-          ESYS_TR_NONE,
-          ESYS_TR_NONE,
-          sel,
-          o.counter,
-          o.selOut,
-          o.valOut,
-        ),
-      );
+      t.check('TPM2_PCR_Read', tss().Esys_PCR_Read(...args(ctx)));
     } catch (e) {
-      freeAll(o.selOut, o.valOut);
-      throw e;
+      reading.failed(e);
     }
-    remaining = pcrReadAccept(remaining, pcrReadResult(o), values);
+    reading.done();
   }
-  return values;
+  return reading.values;
 }
 
 /** {@link readPcrs} with each TPM2_PCR_Read on koffi's worker thread ({@link Tpm.esysAsync}). */
 export async function readPcrsAsync(t: Tpm, pcrs: number[]): Promise<Record<number, Buffer>> {
-  const values: Record<number, Buffer> = {};
-  let remaining = normalisePcrs(pcrs);
-  while (remaining.length > 0) {
-    const o = pcrReadOuts();
-    const sel = toStruct('TPML_PCR_SELECTION', pcrSelectionSha256(remaining));
-    try {
-      await t.esysAsync('TPM2_PCR_Read', tss().Esys_PCR_Read, (ctx) => [
-        ctx,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        ESYS_TR_NONE,
-        sel,
-        o.counter,
-        o.selOut,
-        o.valOut,
-      ]);
-    } catch (e) {
-      freeAll(o.selOut, o.valOut);
-      throw e;
-    }
-    remaining = pcrReadAccept(remaining, pcrReadResult(o), values);
+  const reading = new PcrReading(pcrs);
+  while (reading.pending) {
+    const args = reading.next();
+    await t.esysAsync('TPM2_PCR_Read', tss().Esys_PCR_Read, args).catch((e: unknown) => reading.failed(e));
+    reading.done();
   }
-  return values;
+  return reading.values;
 }
 
 /** The marshalled inputs of a TPM2_Quote (built once, reused across retries). */
@@ -220,20 +227,48 @@ function quoteResult(
 const PCR_CHANGED = () =>
   new TpmError('PCR_CHANGED', 'PCR values kept changing between TPM2_PCR_Read and TPM2_Quote');
 
+/**
+ * One TPM2_Quote attempt, shared by the synchronous and the worker-thread paths: {@link args}
+ * for the command, then {@link result} or {@link failed}.
+ */
+class QuoteAttempt {
+  private readonly quoted: [NativePtr | null] = [null];
+  private readonly sigOut: [NativePtr | null] = [null];
+  private readonly ak: TpmAk;
+  private readonly req: QuoteRequest;
+
+  constructor(ak: TpmAk, req: QuoteRequest) {
+    this.ak = ak;
+    this.req = req;
+  }
+
+  /** Esys_Quote's arguments for a context. */
+  readonly args = (ctx: NativePtr) => quoteArgs(ctx, this.req, this.quoted, this.sigOut);
+
+  /** The command returned: {@link quoteResult} against the PCR values read just before. */
+  result(pcrValues: Record<number, Buffer>): TpmQuote | null {
+    return quoteResult(this.ak, this.req, this.quoted, this.sigOut, pcrValues);
+  }
+
+  /** The command failed: frees its outputs and rethrows `e`. */
+  failed(e: unknown): never {
+    freeAll(this.quoted, this.sigOut);
+    throw e;
+  }
+}
+
 /** {@link Tpm.quote} (see its TSDoc). */
 export function quote(t: Tpm, ak: TpmAk, qualifyingData: Buffer, pcrs: number[]): TpmQuote {
   const req = quoteRequest(t, ak, qualifyingData, pcrs);
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let n = 0; n < 3; n++) {
     const pcrValues = t.readPcrs(req.want);
-    const quoted: [NativePtr | null] = [null];
-    const sigOut: [NativePtr | null] = [null];
+    const attempt = new QuoteAttempt(ak, req);
     try {
-      t.check('TPM2_Quote', tss().Esys_Quote(...quoteArgs(t.ctx(), req, quoted, sigOut)));
+      t.check('TPM2_Quote', tss().Esys_Quote(...attempt.args(t.ctx())));
     } catch (e) {
-      freeAll(quoted, sigOut);
-      throw e;
+      attempt.failed(e);
     }
-    const q = quoteResult(ak, req, quoted, sigOut, pcrValues);
+    const q = attempt.result(pcrValues);
     if (q) return q;
   }
   throw PCR_CHANGED();
@@ -247,17 +282,11 @@ export async function quoteAsync(
   pcrs: number[],
 ): Promise<TpmQuote> {
   const req = quoteRequest(t, ak, qualifyingData, pcrs);
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let n = 0; n < 3; n++) {
     const pcrValues = await readPcrsAsync(t, req.want);
-    const quoted: [NativePtr | null] = [null];
-    const sigOut: [NativePtr | null] = [null];
-    try {
-      await t.esysAsync('TPM2_Quote', tss().Esys_Quote, (ctx) => quoteArgs(ctx, req, quoted, sigOut));
-    } catch (e) {
-      freeAll(quoted, sigOut);
-      throw e;
-    }
-    const q = quoteResult(ak, req, quoted, sigOut, pcrValues);
+    const attempt = new QuoteAttempt(ak, req);
+    await t.esysAsync('TPM2_Quote', tss().Esys_Quote, attempt.args).catch((e: unknown) => attempt.failed(e));
+    const q = attempt.result(pcrValues);
     if (q) return q;
   }
   throw PCR_CHANGED();

@@ -21,6 +21,36 @@ import type { Tpm } from './tpm.js';
 import { TPM2_ALG_NULL, TPM2_ALG_SHA256, unwrap2b, WireWriter } from './wire.js';
 
 /**
+ * What TPM2_Create and TPM2_CreatePrimary share (Part 3 §12.1, §24.1): the inputs for an object
+ * from `template` with no sensitive data, outside info or creation PCRs, and the four creation
+ * outputs ({@link Creation.free} releases them).
+ */
+export interface Creation {
+  /** inSensitive, inPublic, outsideInfo, creationPCR, in the commands' order. */
+  ins: [Buffer, Buffer, Buffer, Buffer];
+  /** outPublic, creationData, creationHash, creationTicket, in the commands' order. */
+  outs: [[NativePtr | null], [NativePtr | null], [NativePtr | null], [NativePtr | null]];
+  outPublic: [NativePtr | null];
+  free(): void;
+}
+
+/** {@link Creation} for `template` (a TPMT_PUBLIC). */
+export function creation(template: Buffer): Creation {
+  const outs: Creation['outs'] = [[null], [null], [null], [null]];
+  return {
+    ins: [
+      toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done()),
+      toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(template).done()),
+      toStruct('TPM2B_DATA', new WireWriter().u16(0).done()),
+      toStruct('TPML_PCR_SELECTION', new WireWriter().u32(0).done()),
+    ],
+    outs,
+    outPublic: outs[0],
+    free: () => freeAll(...outs),
+  };
+}
+
+/**
  * TPM2_CreatePrimary in the endorsement hierarchy (Part 3 §24.1); returns the transient handle,
  * public area and Name.
  * @throws TpmError TPM_RC, TPM_UNREACHABLE, TPM_CLOSED, TPM_BAD_RESPONSE (ESYS's Name differs)
@@ -32,15 +62,8 @@ export function createPrimary(
 ): { handle: number; publicArea: Buffer; name: Buffer } {
   const ctx = tpm.ctx();
   const lib = tss();
-  const inSensitive = toStruct('TPM2B_SENSITIVE_CREATE', new WireWriter().u16(4).u16(0).u16(0).done());
-  const inPublic = toStruct('TPM2B_PUBLIC', new WireWriter().tpm2b(template).done());
-  const outsideInfo = toStruct('TPM2B_DATA', new WireWriter().u16(0).done());
-  const creationPcr = toStruct('TPML_PCR_SELECTION', new WireWriter().u32(0).done());
+  const c = creation(template);
   const handle: [number] = [ESYS_TR_NONE];
-  const outPublic: [NativePtr | null] = [null];
-  const creationData: [NativePtr | null] = [null];
-  const creationHash: [NativePtr | null] = [null];
-  const creationTicket: [NativePtr | null] = [null];
   let created = false;
   try {
     tpm.check(
@@ -51,20 +74,14 @@ export function createPrimary(
         ESYS_TR_PASSWORD,
         ESYS_TR_NONE,
         ESYS_TR_NONE,
-        inSensitive,
-        inPublic,
-        outsideInfo,
-        creationPcr,
+        ...c.ins,
         handle,
-        outPublic,
-        creationData,
-        creationHash,
-        creationTicket,
+        ...c.outs,
       ),
     );
     created = true;
     const publicArea = unwrap2b(
-      fromStruct('TPM2B_PUBLIC', ptr(outPublic, 'TPM2_CreatePrimary outPublic')),
+      fromStruct('TPM2B_PUBLIC', ptr(c.outPublic, 'TPM2_CreatePrimary outPublic')),
       'TPM2B_PUBLIC',
     );
     const name = nameOfPublic(publicArea);
@@ -77,7 +94,7 @@ export function createPrimary(
     if (created && !tpm.unreachable) lib.Esys_FlushContext(ctx, handle[0]);
     throw err;
   } finally {
-    freeAll(outPublic, creationData, creationHash, creationTicket);
+    c.free();
   }
 }
 

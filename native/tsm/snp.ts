@@ -42,18 +42,23 @@ export class SnpError extends CmcpError {
   }
 }
 
+/** Runs an `@cmcp/verify/abi` parser; an AbiError it throws becomes an SnpError `code` with its message. */
+function fromAbi<T>(code: SnpErrorCode, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof AbiError) throw new SnpError(code, err.message);
+    throw err;
+  }
+}
+
 /**
  * Parses the certificate table of an extended report (layout: `@cmcp/verify/abi/snp/certtable`).
  * An empty blob is an empty table.
  * @throws SnpError CERT_TABLE_MALFORMED
  */
 export function parseCertTable(blob: Buffer): SnpCertEntry[] {
-  try {
-    return abiParseCertTable(blob);
-  } catch (err) {
-    if (err instanceof AbiError) throw new SnpError('CERT_TABLE_MALFORMED', err.message);
-    throw err;
-  }
+  return fromAbi('CERT_TABLE_MALFORMED', () => abiParseCertTable(blob));
 }
 
 /**
@@ -73,13 +78,7 @@ export function checkSnpReport(
     );
   }
   const exact = Buffer.from(report.subarray(0, SNP_REPORT_SIZE));
-  let parsed: ReturnType<typeof parseSnpReport>;
-  try {
-    parsed = parseSnpReport(exact);
-  } catch (err) {
-    if (err instanceof AbiError) throw new SnpError('SNP_REPORT_MALFORMED', err.message);
-    throw err;
-  }
+  const parsed = fromAbi('SNP_REPORT_MALFORMED', () => parseSnpReport(exact));
   if (parsed.signatureAlgo !== 1) {
     throw new SnpError(
       'SNP_REPORT_MALFORMED',
@@ -113,13 +112,7 @@ export function snpReportRequest(reportData: Buffer, vmpl = 0): Buffer {
 
 /** The report inside an snp_report_resp (MSG_REPORT_RSP, layout in `@cmcp/verify/abi/snp/report`). */
 export function snpReportFromResponse(resp: Buffer): Buffer {
-  let r: ReturnType<typeof parseMsgReportRsp>;
-  try {
-    r = parseMsgReportRsp(resp);
-  } catch (err) {
-    if (err instanceof AbiError) throw new SnpError('SNP_REPORT_MALFORMED', err.message);
-    throw err;
-  }
+  const r = fromAbi('SNP_REPORT_MALFORMED', () => parseMsgReportRsp(resp));
   if (r.status !== 0)
     throw new SnpError('SEV_GUEST_IOCTL_FAILED', `MSG_REPORT_RSP status 0x${r.status.toString(16)}`);
   return r.report;
