@@ -16,23 +16,34 @@ export function teeContextInput(ctx: KindContext): KindContext {
 }
 
 /**
- * Finishes a claim's TEE result: the parse check `unreadable.id` fails (EVIDENCE_MALFORMED) when
- * the claim's evidence bytes were not base64url, `evidence.binding` fails when the claim's
- * REPORT_DATA could not be computed, and an unanchored signing key gets a note.
+ * A REPORT_DATA-bound kind's claim entry: `verify` runs on the evidence decoded from the claim and
+ * the claim's REPORT_DATA (each empty when missing, so the checks that need them fail); evidence
+ * that was not base64url fails `parse.id` (EVIDENCE_MALFORMED, "<field> is not base64url"), then
+ * {@link finishTeeClaim}.
+ */
+export function teeClaim(
+  provider: string,
+  decoded: Buffer | null,
+  expectedReportData: Buffer | null,
+  parse: { id: string; field: string },
+  verify: (evidence: Buffer, expectedReportData: Buffer) => KindResult,
+): KindResult {
+  const r = verify(decoded ?? Buffer.alloc(0), expectedReportData ?? Buffer.alloc(0));
+  if (!decoded) {
+    replaceCheck(r.checks, parse.id, fail(parse.id, 'EVIDENCE_MALFORMED', `${parse.field} is not base64url`));
+  }
+  return finishTeeClaim(provider, r, expectedReportData);
+}
+
+/**
+ * Finishes a claim's TEE result: `evidence.binding` fails when the claim's REPORT_DATA could not
+ * be computed, and an unanchored signing key gets a note.
  */
 export function finishTeeClaim(
   provider: string,
   r: KindResult,
   expectedReportData: Buffer | null,
-  unreadable?: { id: string; field: string },
 ): KindResult {
-  if (unreadable) {
-    replaceCheck(
-      r.checks,
-      unreadable.id,
-      fail(unreadable.id, 'EVIDENCE_MALFORMED', `${unreadable.field} is not base64url`),
-    );
-  }
   if (!expectedReportData) {
     replaceCheck(
       r.checks,

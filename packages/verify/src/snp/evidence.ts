@@ -6,7 +6,7 @@ import type { ClaimEvidence } from '../claim-schema.js';
 import { snpFields } from '../common/fields.js';
 import { type EvidenceKind, type KindContext, type KindResult, tryB64u } from '../common/kind.js';
 import type { RawEvidenceOptions } from '../common/raw.js';
-import { finishTeeClaim, teeContextInput } from '../common/tee.js';
+import { teeClaim, teeContextInput } from '../common/tee.js';
 import { type SnpInput, verifySnpReport } from './report.js';
 
 /** Raw SEV-SNP evidence. */
@@ -21,17 +21,13 @@ function run(input: Omit<SnpInput, 'trustStore' | 'at' | 'referenceValues'>, ctx
 
 function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: KindContext): KindResult {
   const snp = ev.sev_snp as NonNullable<ClaimEvidence['sev_snp']>;
-  const report = tryB64u(snp.report);
   const certs = snp.certs.map((c) => tryB64u(c.der) ?? Buffer.from('not base64url'));
-  const r = run(
-    { report: report ?? Buffer.alloc(0), certs, expectedReportData: expectedReportData ?? Buffer.alloc(0) },
-    ctx,
-  );
-  return finishTeeClaim(
+  return teeClaim(
     ev.provider,
-    r,
+    tryB64u(snp.report),
     expectedReportData,
-    report ? undefined : { id: 'snp.report_parse', field: 'report' },
+    { id: 'snp.report_parse', field: 'report' },
+    (report, expected) => run({ report, certs, expectedReportData: expected }, ctx),
   );
 }
 

@@ -123,60 +123,82 @@ function signerCheck(ctx: Ctx): CheckResult {
   });
 }
 
+/** A signed PCS collateral member: its check, JSON member name, label, and the id/version it must carry. */
+interface SignedMember {
+  check: string;
+  member: string;
+  what: string;
+  id: string;
+  version: number;
+}
+
+const TCB_INFO: SignedMember = {
+  check: 'tdx.tcb_info',
+  member: 'tcbInfo',
+  what: 'TCB info',
+  id: 'TDX',
+  version: 3,
+};
+const QE_IDENTITY: SignedMember = {
+  check: 'tdx.qe_identity',
+  member: 'enclaveIdentity',
+  what: 'QE identity',
+  id: 'TD_QE',
+  version: 2,
+};
+
 /**
- * The signed JSON member `member` of a PCS response, checked: its signature over the raw bytes
- * by the TCB signing key, its `id` and `version`, and its validity window at the verification time.
- * @throws CollateralError COLLATERAL_SIGNATURE_INVALID, COLLATERAL_MISMATCH, or what
- *   signedJson / window throw.
+ * Runs the check of a signed collateral member: DEPENDENCY_FAILED without a validated TCB signing
+ * chain; else `body` gets the member's value once its signature over the raw bytes (by the TCB
+ * signing key), its id/version and its validity window at the verification time are checked
+ * (COLLATERAL_SIGNATURE_INVALID, COLLATERAL_MISMATCH, or what signedJson / window throw).
  */
-function signedMember(
+function signedMemberCheck(
   ctx: Ctx,
+  m: SignedMember,
   raw: Uint8Array,
-  member: string,
-  what: string,
-  id: string,
-  version: number,
-): Record<string, unknown> {
-  const { signed, signature, value } = signedJson(Buffer.from(raw), member);
-  if (!ctx.signer || !verifyP256(signed, signature, ctx.signer)) {
-    throw new CollateralError(
-      'COLLATERAL_SIGNATURE_INVALID',
-      `${what} signature does not verify over the ${signed.length} raw bytes of "${member}"`,
-    );
-  }
-  if (value.id !== id || value.version !== version) {
-    throw new CollateralError('COLLATERAL_MISMATCH', `${what} is not id ${id} version ${version}`);
-  }
-  window(value, ctx.input.at, what);
-  return value;
+  body: (value: Record<string, unknown>) => CheckResult,
+): CheckResult {
+  return (
+    needSigned(ctx, m.check) ??
+    run(m.check, () => {
+      const { signed, signature, value } = signedJson(Buffer.from(raw), m.member);
+      if (!ctx.signer || !verifyP256(signed, signature, ctx.signer)) {
+        throw new CollateralError(
+          'COLLATERAL_SIGNATURE_INVALID',
+          `${m.what} signature does not verify over the ${signed.length} raw bytes of "${m.member}"`,
+        );
+      }
+      if (value.id !== m.id || value.version !== m.version) {
+        throw new CollateralError('COLLATERAL_MISMATCH', `${m.what} is not id ${m.id} version ${m.version}`);
+      }
+      window(value, ctx.input.at, m.what);
+      return body(value);
+    })
+  );
 }
 
 /** `tdx.tcb_info`: signature over the raw member, id/version, window, FMSPC/PCEID, TDX module. */
 function tcbInfoCheck(ctx: Ctx, tcbRaw: Uint8Array): CheckResult {
   const { input } = ctx;
-  return (
-    needSigned(ctx, 'tdx.tcb_info') ??
-    run('tdx.tcb_info', () => {
-      const value = signedMember(ctx, tcbRaw, 'tcbInfo', 'TCB info', 'TDX', 3);
-      const ext = ctx.ext;
-      if (!ext)
-        throw new CollateralError('DEPENDENCY_FAILED', `PCK extension unavailable: ${ctx.extProblem}`);
-      if (!hexEq(value.fmspc, ext.fmspc) || !hexEq(value.pceId, ext.pceId)) {
-        throw new CollateralError(
-          'COLLATERAL_MISMATCH',
-          `TCB info is for FMSPC ${String(value.fmspc).slice(0, 12)} / PCEID ${String(value.pceId).slice(0, 4)}, the PCK for ${ext.fmspc.toString('hex')} / ${ext.pceId.toString('hex')}`,
-        );
-      }
-      const mod = matchTdxModule(value, input.quote.body);
-      if (!mod.ok) return fail('tdx.tcb_info', mod.code, mod.detail);
-      if (!Array.isArray(value.tcbLevels)) throw new CollateralError('COLLATERAL_MALFORMED', 'tcbLevels');
-      ctx.tcbInfoValue = value;
-      return pass(
-        'tdx.tcb_info',
-        `TCB info (FMSPC ${ext.fmspc.toString('hex')}, ${value.tcbLevels.length} levels) signature valid over the raw bytes; valid at ${input.at.toISOString()}; TDX module matches ${mod.id === 'tdxModule' ? 'tdxModule (module version 0)' : `tdxModuleIdentities ${mod.id}`}`,
+  return signedMemberCheck(ctx, TCB_INFO, tcbRaw, (value) => {
+    const ext = ctx.ext;
+    if (!ext) throw new CollateralError('DEPENDENCY_FAILED', `PCK extension unavailable: ${ctx.extProblem}`);
+    if (!hexEq(value.fmspc, ext.fmspc) || !hexEq(value.pceId, ext.pceId)) {
+      throw new CollateralError(
+        'COLLATERAL_MISMATCH',
+        `TCB info is for FMSPC ${String(value.fmspc).slice(0, 12)} / PCEID ${String(value.pceId).slice(0, 4)}, the PCK for ${ext.fmspc.toString('hex')} / ${ext.pceId.toString('hex')}`,
       );
-    })
-  );
+    }
+    const mod = matchTdxModule(value, input.quote.body);
+    if (!mod.ok) return fail('tdx.tcb_info', mod.code, mod.detail);
+    if (!Array.isArray(value.tcbLevels)) throw new CollateralError('COLLATERAL_MALFORMED', 'tcbLevels');
+    ctx.tcbInfoValue = value;
+    return pass(
+      'tdx.tcb_info',
+      `TCB info (FMSPC ${ext.fmspc.toString('hex')}, ${value.tcbLevels.length} levels) signature valid over the raw bytes; valid at ${input.at.toISOString()}; TDX module matches ${mod.id === 'tdxModule' ? 'tdxModule (module version 0)' : `tdxModuleIdentities ${mod.id}`}`,
+    );
+  });
 }
 
 /** The QE report fields the QE identity constrains that differ, by name. */
@@ -199,39 +221,35 @@ function qeMismatches(value: Record<string, unknown>, qe: TdxQuote['qeReport']):
 /** `tdx.qe_identity`: signature, id/version, window, QE report match, QE TCB level status. */
 function qeIdentityCheck(ctx: Ctx, qeRaw: Uint8Array): CheckResult {
   const { input } = ctx;
-  return (
-    needSigned(ctx, 'tdx.qe_identity') ??
-    run('tdx.qe_identity', () => {
-      const value = signedMember(ctx, qeRaw, 'enclaveIdentity', 'QE identity', 'TD_QE', 2);
-      const qe = input.quote.qeReport;
-      const problems = qeMismatches(value, qe);
-      if (problems.length) {
-        throw new CollateralError(
-          'COLLATERAL_MISMATCH',
-          `QE report does not match the QE identity: ${problems.join(', ')}`,
-        );
-      }
-      const levels = Array.isArray(value.tcbLevels) ? (value.tcbLevels as Record<string, unknown>[]) : [];
-      const level = levels.find((l) => {
-        const svn = (l.tcb as { isvsvn?: unknown } | undefined)?.isvsvn;
-        return typeof svn === 'number' && qe.isvSvn >= svn;
-      });
-      if (!level)
-        throw new CollateralError('TCB_LEVEL_NOT_FOUND', `no QE identity level for ISVSVN ${qe.isvSvn}`);
-      const status = String(level.tcbStatus);
-      ctx.qeStatus = status;
-      if (!ctx.accepted.includes(status)) {
-        throw new CollateralError(
-          'TCB_STATUS_NOT_ACCEPTED',
-          `QE identity status ${status.slice(0, 40)} is not accepted`,
-        );
-      }
-      return pass(
-        'tdx.qe_identity',
-        `QE identity signature valid; QE matches; ISVSVN ${qe.isvSvn} → ${status}`,
+  return signedMemberCheck(ctx, QE_IDENTITY, qeRaw, (value) => {
+    const qe = input.quote.qeReport;
+    const problems = qeMismatches(value, qe);
+    if (problems.length) {
+      throw new CollateralError(
+        'COLLATERAL_MISMATCH',
+        `QE report does not match the QE identity: ${problems.join(', ')}`,
       );
-    })
-  );
+    }
+    const levels = Array.isArray(value.tcbLevels) ? (value.tcbLevels as Record<string, unknown>[]) : [];
+    const level = levels.find((l) => {
+      const svn = (l.tcb as { isvsvn?: unknown } | undefined)?.isvsvn;
+      return typeof svn === 'number' && qe.isvSvn >= svn;
+    });
+    if (!level)
+      throw new CollateralError('TCB_LEVEL_NOT_FOUND', `no QE identity level for ISVSVN ${qe.isvSvn}`);
+    const status = String(level.tcbStatus);
+    ctx.qeStatus = status;
+    if (!ctx.accepted.includes(status)) {
+      throw new CollateralError(
+        'TCB_STATUS_NOT_ACCEPTED',
+        `QE identity status ${status.slice(0, 40)} is not accepted`,
+      );
+    }
+    return pass(
+      'tdx.qe_identity',
+      `QE identity signature valid; QE matches; ISVSVN ${qe.isvSvn} → ${status}`,
+    );
+  });
 }
 
 /** `tdx.crl`: the PCK CRL (PCK not revoked) and the Root CA CRL (PCK CA not revoked). */

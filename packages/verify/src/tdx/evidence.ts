@@ -17,7 +17,7 @@ import {
   tryB64u,
 } from '../common/kind.js';
 import type { RawEvidenceOptions } from '../common/raw.js';
-import { finishTeeClaim, teeContextInput } from '../common/tee.js';
+import { teeClaim, teeContextInput } from '../common/tee.js';
 import { fail, HARDWARE_SIGNATURE_CHECK } from '../result.js';
 import { verifyCcel } from './ccel.js';
 import { type TdxInput, verifyTdxQuote } from './quote.js';
@@ -104,16 +104,12 @@ function runQuote(
 }
 
 function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: KindContext): KindResult {
-  const quote = tryB64u(ev.tdx?.quote ?? '');
-  const r = run(
-    { quote: quote ?? Buffer.alloc(0), expectedReportData: expectedReportData ?? Buffer.alloc(0) },
-    ctx,
-  );
-  return finishTeeClaim(
+  return teeClaim(
     ev.provider,
-    r,
+    tryB64u(ev.tdx?.quote ?? ''),
     expectedReportData,
-    quote ? undefined : { id: 'tdx.quote_parse', field: 'quote' },
+    { id: 'tdx.quote_parse', field: 'quote' },
+    (quote, expected) => run({ quote, expectedReportData: expected }, ctx),
   );
 }
 

@@ -224,6 +224,63 @@ export function parseTdxQuoteHead(bytes: Uint8Array): TdxQuoteHead {
   return readHead(new ByteReader(bytes, CODES), false);
 }
 
+/** A certification data header the quote must carry: where, which type, and how errors name it. */
+interface CertDataHeader {
+  /** Field prefix in the reader's errors. */
+  field: string;
+  /** What the header is, and what its data is, in error messages. */
+  label: string;
+  type: number;
+  holds: string;
+  /** What the size counts, and what it must fill, in error messages. */
+  sized: string;
+  within: string;
+}
+
+/** Type 6: the QE report certification data, filling the signature data. */
+const QE_REPORT_CERT_DATA: CertDataHeader = {
+  field: 'certification_data',
+  label: 'certification data',
+  type: 6,
+  holds: 'QE report',
+  sized: 'certification data',
+  within: 'signature data',
+};
+/** Type 5, nested in type 6: the PCK chain, filling the rest of the certification data. */
+const PCK_CHAIN_CERT_DATA: CertDataHeader = {
+  field: 'qe_certification_data',
+  label: 'QE certification data',
+  type: 5,
+  holds: 'PCK chain',
+  sized: 'PCK chain',
+  within: 'certification data',
+};
+
+/**
+ * Reads a certification data header (type u16, size u32) that must declare `h.type` and a size
+ * filling the rest of `s` exactly; returns the size.
+ * @throws AbiError TDX_CERT_DATA_UNSUPPORTED (another type), TDX_QUOTE_MALFORMED (size)
+ */
+function readCertDataHeader(s: ByteReader, h: CertDataHeader): number {
+  const type = s.u16(`${h.field}.type`);
+  const size = s.u32(`${h.field}.size`);
+  if (type !== h.type) {
+    throw s.error(
+      'TDX_CERT_DATA_UNSUPPORTED',
+      `${h.label} type ${type} is not ${h.type} (${h.holds})`,
+      `${h.field}.type`,
+    );
+  }
+  if (size !== s.remaining) {
+    throw s.error(
+      'TDX_QUOTE_MALFORMED',
+      `${h.sized} size ${size} does not fill the ${h.within} exactly`,
+      `${h.field}.size`,
+    );
+  }
+  return size;
+}
+
 /**
  * Parses a TDX quote v4 or v5 exactly (see the module comment).
  * @throws AbiError TDX_VERSION_UNSUPPORTED, TDX_BODY_TYPE_UNSUPPORTED,
@@ -246,44 +303,13 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   const s = r.sub(sigLen, 'signature_data');
   const signature = s.bytes(64, 'signature');
   const attestationKey = s.bytes(64, 'attestation_key');
-  const certType = s.u16('certification_data.type');
-  const certSize = s.u32('certification_data.size');
-  if (certType !== 6) {
-    throw s.error(
-      'TDX_CERT_DATA_UNSUPPORTED',
-      `certification data type ${certType} is not 6 (QE report)`,
-      'certification_data.type',
-    );
-  }
-  if (certSize !== s.remaining) {
-    throw s.error(
-      'TDX_QUOTE_MALFORMED',
-      `certification data size ${certSize} does not fill the signature data exactly`,
-      'certification_data.size',
-    );
-  }
+  readCertDataHeader(s, QE_REPORT_CERT_DATA);
   const qeAt = s.absolute;
   const qeRaw = s.bytes(QE_REPORT_SIZE, 'qe_report');
   const qeReportSignature = s.bytes(64, 'qe_report_signature');
   const authSize = s.u16('qe_auth_data.size');
   const qeAuthData = s.bytes(authSize, 'qe_auth_data');
-  const innerType = s.u16('qe_certification_data.type');
-  const innerSize = s.u32('qe_certification_data.size');
-  if (innerType !== 5) {
-    throw s.error(
-      'TDX_CERT_DATA_UNSUPPORTED',
-      `QE certification data type ${innerType} is not 5 (PCK chain)`,
-      'qe_certification_data.type',
-    );
-  }
-  if (innerSize !== s.remaining) {
-    throw s.error(
-      'TDX_QUOTE_MALFORMED',
-      `PCK chain size ${innerSize} does not fill the certification data exactly`,
-      'qe_certification_data.size',
-    );
-  }
-  const pem = s.bytes(innerSize, 'pck_chain');
+  const pem = s.bytes(readCertDataHeader(s, PCK_CHAIN_CERT_DATA), 'pck_chain');
   // One C-string terminator, as DCAP's quote generation library counts it; only one.
   const nul = pem.length > 0 && pem[pem.length - 1] === 0;
   return {
