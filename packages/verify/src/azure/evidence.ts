@@ -21,7 +21,7 @@ import {
 import type { RawEvidenceOptions } from '../common/raw.js';
 import { finishTeeClaim } from '../common/tee.js';
 import { tpmQualifyingData } from '../format/binding.js';
-import { fail, HARDWARE_BINDING_CHECK } from '../result.js';
+import { fail } from '../result.js';
 import { pcrPinsCheck } from '../tpm/appraise.js';
 import type { PcrValue } from '../tpm/pcr.js';
 import { akMatchCheck, reportDataCheck, tdReportCheck } from './appraise.js';
@@ -142,15 +142,6 @@ function fromClaim(ev: ClaimEvidence, expectedReportData: Buffer | null, ctx: Cl
   );
   if (!pcrValues)
     r.checks.push(fail('tpm.pcr_values', 'PCR_VALUES_MALFORMED', 'pcr_values is not PCR index → base64url'));
-  if (!expectedReportData) {
-    const i = r.checks.findIndex((c) => c.id === HARDWARE_BINDING_CHECK);
-    if (i >= 0)
-      r.checks[i] = fail(
-        HARDWARE_BINDING_CHECK,
-        'DEPENDENCY_FAILED',
-        'REPORT_DATA could not be computed from the claim',
-      );
-  }
   return finishTeeClaim(ev.provider, r, expectedReportData);
 }
 
