@@ -18,10 +18,10 @@ import {
 import { sha256Hex } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AttemptStart } from '../src/call/attempts.js';
 import type { ClaimInputs, SessionBindingRecord } from '../src/claim/build.js';
 import { claimBinding } from '../src/session/claim-binding.js';
 import type { SessionRow } from '../src/session/types.js';
+import type { AttemptStart } from '../src/store/port.js';
 import { chainBundle, chainEntries } from '../src/store/postgres/chain.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';

@@ -5,8 +5,8 @@
  * transaction. Without an execution_id nothing is reserved.
  */
 import { toolCallBinding } from '../execution/binding.js';
-import type { ExecutionRegistry } from '../execution/registry.js';
 import { type Db, immediateAsync } from '../store/db.js';
+import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { admissionRefusal } from '../store/writes.js';
 import type { CallResponse, Refusal } from './types.js';
 

@@ -6,12 +6,12 @@
  * orchestrator takes either; the SQLite pieces exist only where there is a SQLite connection.
  */
 import type { AuditChain } from '../audit/chain.js';
-import type { ExecutionRegistry } from '../execution/registry.js';
 import type { CallSessions } from '../session/ports.js';
 import type { SessionService } from '../session/service.js';
 import type { Db } from '../store/db.js';
+import { AttemptLog } from '../store/sqlite/attempts.js';
+import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import type { WriteStore } from '../store/writes.js';
-import { AttemptLog } from './attempts.js';
 import { TerminalRecorder } from './record.js';
 
 /** The SQLite gateway's connection and what writes through it on the event loop. */

@@ -6,11 +6,11 @@
  */
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
-import type { ExecutionRegistry } from '../execution/registry.js';
 import type { SessionService } from '../session/service.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
 import { maybeFail } from '../store/faults.js';
-import type { AttemptLog } from './attempts.js';
+import type { AttemptLog } from '../store/sqlite/attempts.js';
+import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import type { Disposition } from './forward.js';
 
 /** The execution a forwarded call moves to its terminal state. */

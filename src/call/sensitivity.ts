@@ -17,6 +17,7 @@ import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { SessionRow } from '../session/types.js';
 import type { Db } from '../store/db.js';
+import { storeSensitivity } from '../store/sqlite/writes.js';
 import { prepared } from '../store/statements.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 
@@ -141,16 +142,4 @@ export class SessionSensitivity {
     }
     this.seen.set(sessionId, level);
   }
-}
-
-/**
- * Raises a session's durable sensitivity to at least `level` (never lowers it): the one writer
- * of `session_sensitivity`, on the event loop's connection or the store worker's.
- */
-export function storeSensitivity(db: Db, sessionId: string, level: number): void {
-  prepared(
-    db,
-    'INSERT INTO session_sensitivity (session_id, level) VALUES (?, ?) ' +
-      'ON CONFLICT (session_id) DO UPDATE SET level = max(level, excluded.level)',
-  ).run(sessionId, level);
 }

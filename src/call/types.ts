@@ -48,14 +48,7 @@ export interface CallRequest {
 }
 
 /** A stage's refusal: the orchestrator records it as the call's terminal entry. */
-export interface Refusal {
-  code: ErrorCode;
-  message: string;
-  /** Members this refusal adds to the terminal entry (e.g. `detail`, `server_identity`). */
-  entry?: Partial<EntryInput>;
-  /** Members added to the JSON-RPC `error.data`. */
-  data?: Record<string, unknown>;
-}
+export type { Refusal } from '../store/port.js';
 
 /** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (docs/spec/mcp.md#inbound). */
 export interface CallEvidence {

@@ -6,7 +6,6 @@
  * not read, as on SQLite.
  */
 import pg from 'pg';
-import type { ExecutionFilter, ExecutionRow } from '../execution/registry.js';
 import {
   DatabaseUnavailableError,
   LATEST_SCHEMA_VERSION,
@@ -14,6 +13,8 @@ import {
   SchemaTooNewError,
 } from '../store/migrations/index.js';
 import { postgresSchemaVersion } from '../store/migrations/postgres.js';
+import type { ExecutionRow } from '../store/port.js';
+import type { ExecutionFilter } from '../store/sqlite/executions.js';
 
 /** What the command asks: every matching row, or one agent's execution. */
 export type ExecutionQuery =

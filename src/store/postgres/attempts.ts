@@ -5,12 +5,8 @@
  * replica (./sealing.ts).
  */
 import type pg from 'pg';
-import {
-  ATTEMPT_COLUMNS,
-  type AttemptRow,
-  type AttemptStart,
-  attemptRowValues,
-} from '../../call/attempts.js';
+import { ATTEMPT_COLUMNS, attemptRowValues } from '../attempt-row.js';
+import type { AttemptRow, AttemptStart } from '../port.js';
 
 /**
  * Records an attempt owned by `owner`, inside the caller's fenced transaction.

@@ -7,13 +7,8 @@
  * (execution/registry.ts classifyExisting): the codes do not change.
  */
 import type pg from 'pg';
-import {
-  type Admission,
-  classifyExisting,
-  type ExecutionRow,
-  type Reservation,
-  type TerminalState,
-} from '../../execution/registry.js';
+import { classifyExisting } from '../executions.js';
+import type { Admission, ExecutionRow, Reservation, TerminalState } from '../port.js';
 
 /** The row for an agent's execution_id, or undefined. Reads only. */
 export async function getExecution(

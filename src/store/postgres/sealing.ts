@@ -14,13 +14,8 @@
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
-import type { AttemptRow } from '../../call/attempts.js';
-import {
-  interruptedAttemptEntry,
-  interruptedExecutionEntry,
-  reservedByAttempt,
-} from '../../call/interrupted.js';
-import type { ExecutionRow } from '../../execution/registry.js';
+import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
+import type { AttemptRow, ExecutionRow } from '../port.js';
 import { endAttempt, openAttempts } from './attempts.js';
 import { appendEntry } from './chain.js';
 import { finishExecution, getExecution, inFlightExecutions } from './executions.js';

@@ -13,8 +13,8 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
-import type { AttemptStart } from '../../call/attempts.js';
 import { maybeFail } from '../faults.js';
+import type { AttemptStart } from '../port.js';
 import {
   admissionRefusal,
   admissionRefusalEntry,

@@ -1,0 +1,200 @@
+/**
+ * The storage port: what the domain (call path, relay, sessions, claims, execution registry,
+ * operator actions) asks of durable storage, in the domain's words, and the records it reads
+ * back. Both engines implement it — SQLite (store/sqlite/) and PostgreSQL (store/postgres/) —
+ * and nothing above this file knows which one runs. Engine-specific needs (a replica's lease
+ * and fencing, SQLite's instance lock and store worker) stay in the adapter or appear here as
+ * one narrow capability ({@link StorageCapabilities}).
+ *
+ * Every type here is plain JSON-cloneable data (the SQLite adapter may send it to its store
+ * worker): no statement, no connection, no SQL.
+ */
+import type { ErrorCode } from '@cmcp/verify/errors/index';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { EntryInput } from '../audit/next-entry.js';
+
+/** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
+export type Answer<T> = T | Promise<T>;
+
+/** How a forwarded call ended: its execution's terminal state and its entry's disposition. */
+export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
+
+/** What an attempt records before the upstream is invoked (docs/spec/execution.md#attempts). */
+export interface AttemptStart {
+  callId: string;
+  /** The MCP method forwarded, e.g. `tools/call`. */
+  method: string;
+  /** server_identity of the upstream invoked. */
+  upstream: string;
+  agentId: string;
+  sessionId: string;
+  /** The agent's execution_id, or null. */
+  executionId: string | null;
+  toolName: string | null;
+  /** `sha256:` of JCS of the request, as the terminal entry would carry it, or null. */
+  requestPayloadHash: string | null;
+  workflowId: string | null;
+}
+
+/** A stored attempt (a row of `call_attempts`). */
+export interface AttemptRow {
+  call_id: string;
+  method: string;
+  upstream: string;
+  agent_id: string;
+  session_id: string;
+  execution_id: string | null;
+  tool_name: string | null;
+  request_payload_hash: string | null;
+  workflow_id: string | null;
+  owner: string;
+  started_at: string;
+}
+
+export type ExecutionState = 'in_flight' | 'completed' | 'not_attempted' | 'outcome_unknown';
+export type TerminalState = Exclude<ExecutionState, 'in_flight'>;
+
+/** An execution registry row (docs/spec/execution.md). */
+export interface ExecutionRow {
+  agent_id: string;
+  execution_id: string;
+  binding: string;
+  state: ExecutionState;
+  call_id: string;
+  session_id: string;
+  tool_name: string;
+  owner: string;
+  created_at: string;
+  updated_at: string;
+  terminal_entry_hash: string | null;
+}
+
+/** What admission reserves under (agent_id, execution_id). */
+export interface Reservation {
+  agentId: string;
+  executionId: string;
+  /** The action binding (execution/binding.ts), immutable once reserved. */
+  binding: string;
+  callId: string;
+  sessionId: string;
+  toolName: string;
+}
+
+/** Result of admission: only `admitted` may reach the upstream. */
+export type Admission =
+  | { kind: 'admitted' }
+  | {
+      kind: 'EXECUTION_COLLISION' | 'EXECUTION_IN_FLIGHT' | 'EXECUTION_REPLAY_REFUSED';
+      existing: ExecutionRow;
+    };
+
+/** The execution a forwarded call moves to its terminal state. */
+export interface ExecutionKey {
+  agentId: string;
+  executionId: string;
+  callId: string;
+}
+
+/** A refusal recorded as a call's terminal entry. */
+export interface Refusal {
+  code: ErrorCode;
+  message: string;
+  /** Members this refusal adds to the terminal entry (e.g. `detail`, `server_identity`). */
+  entry?: Partial<EntryInput>;
+  /** Members added to the JSON-RPC `error.data`. */
+  data?: Record<string, unknown>;
+}
+
+/**
+ * The call path's durable writes: each command commits atomically on its own, in the order it
+ * was sent, and is answered only once durable.
+ */
+export type WriteCommand =
+  /**
+   * Record a call's attempt before its upstream is invoked (docs/spec/execution.md#attempts),
+   * and raise the session's durable sensitivity to `raiseSensitivity` (an index into
+   * SENSITIVITY_LEVELS; null: already as high) in the same transaction.
+   */
+  | { kind: 'attempt'; attempt: AttemptStart; raiseSensitivity: number | null }
+  /**
+   * Admit an execution_id with its binding and the call's attempt, or classify the existing row
+   * and record the refusal (`refusalEntry` completed with the refusal) in the same transaction.
+   */
+  | {
+      kind: 'admission';
+      admission: Reservation;
+      attempt: AttemptStart;
+      /** As the `attempt` command's, raised only when admitted. */
+      raiseSensitivity: number | null;
+      refusalEntry: EntryInput;
+    }
+  /** A forwarded call's terminal entry, its registry transition, its session count, its attempt's end. */
+  | {
+      kind: 'terminal';
+      sessionId: string;
+      entry: EntryInput;
+      disposition: Disposition;
+      execution: ExecutionKey | null;
+    }
+  /** A refusal as a call's terminal entry (session chain and count, or the gateway chain). */
+  | { kind: 'refusal'; sessionId: string | null; entry: EntryInput };
+
+export type AdmissionResult =
+  | { kind: 'admitted' }
+  | { kind: 'refused'; refusal: Refusal; entry: AuditEntry }
+  | { kind: 'refusal-not-recorded'; refusal: Refusal; message: string };
+
+/** What each command answers. */
+export interface WriteResults {
+  attempt: null;
+  admission: AdmissionResult;
+  terminal: AuditEntry;
+  refusal: AuditEntry;
+}
+
+/** Where the call path sends its writes (the one write path of call/orchestrator.ts). */
+export interface WriteStore {
+  /**
+   * @returns (resolves) the command's result once it is durable.
+   * @throws (rejects) what the write threw; CmcpError STORE_QUEUE_FULL when the store's
+   *   queue is full (nothing written); a busy error (store/db.ts isBusy) when another process
+   *   held the write lock for the whole busy timeout.
+   */
+  write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]>;
+}
+
+/** The call path's side of the port: its writes and the attempt log's end of life. */
+export interface CallStore extends WriteStore {
+  /**
+   * No new attempt after this (a shutdown past its drain time). Resolves once every command
+   * sent before it is durable or failed, so the recovery that follows sees every attempt.
+   */
+  closeAttempts(): Promise<void>;
+  /**
+   * Whether the call's attempt has not ended yet (a late terminal entry is written only then).
+   * Engines that cannot answer without a round trip answer true (the write itself refuses an
+   * ended attempt).
+   */
+  attemptOpen(callId: string): boolean;
+}
+
+/** The read-only execution view (`GET /executions/:id`). */
+export interface ExecutionReads {
+  get(agentId: string, executionId: string): Answer<ExecutionRow | undefined>;
+}
+
+/**
+ * What only one engine needs, declared once so a runtime composes either without knowing which:
+ * SQLite's instance lock and PostgreSQL's replica lease are both "this process may write".
+ */
+export interface StorageCapabilities {
+  /** The engine's name, for logs and readiness. */
+  readonly engine: 'sqlite' | 'postgres';
+  /**
+   * A write that proves the store accepts writes now (readiness probes).
+   * @throws (rejects) when it does not.
+   */
+  probeWrite(): Promise<void>;
+  /** Releases the lock or lease and closes every connection; idempotent. */
+  close(): Promise<void>;
+}
