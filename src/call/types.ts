@@ -1,9 +1,3 @@
-/**
- * The shapes that travel between the stages of one `tools/call` (ingress → gates →
- * admission → forward → respond; the orchestrator in orchestrator.ts runs them in order).
- */
-import type { ErrorCode } from '@cmcp/verify/errors/index';
-import type { EntryInput } from '../audit/chain.js';
 import type { CallOutcome, RoutedTool } from '../upstream/pool.js';
 
 /** Who is calling, as the HTTP edge decided it once for this request. */

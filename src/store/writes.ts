@@ -16,7 +16,6 @@ import { maybeFail } from './faults.js';
 import type {
   Admission,
   AttemptStart,
-  Disposition,
   Refusal,
   Reservation,
   TerminalState,
