@@ -17,6 +17,7 @@ import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
+import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
 import { catalogLoadEntry, catalogToolList, watchCatalog } from '../catalog/startup.js';
@@ -275,15 +276,13 @@ async function startServing(
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
   const calls = new CallOrchestrator(
-    null,
-    null,
+    new PostgresWriteStore(pool, lease.fence),
     sessions,
     upstreams,
-    null,
+    new SessionSensitivity(null, null, upstreams, catalog),
     log,
     { policy: engine, catalog, agentAttributes },
     callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
-    new PostgresWriteStore(pool, lease.fence),
   );
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);

@@ -157,7 +157,7 @@ export interface WriteStore {
   /**
    * @returns (resolves) the command's result once it is durable.
    * @throws (rejects) what the write threw; CmcpError STORE_QUEUE_FULL when the store's
-   *   queue is full (nothing written); a busy error (store/db.ts isBusy) when another process
+   *   queue is full (nothing written); a busy error ({@link isStoreBusy}) when another process
    *   held the write lock for the whole busy timeout.
    */
   write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]>;
@@ -184,17 +184,20 @@ export interface ExecutionReads {
 }
 
 /**
- * What only one engine needs, declared once so a runtime composes either without knowing which:
- * SQLite's instance lock and PostgreSQL's replica lease are both "this process may write".
+ * What every engine's storage offers a runtime besides the port itself: its name and one way
+ * to let go of it (the lock or lease, every connection). What only one engine needs (SQLite's
+ * instance lock and store worker, a replica's pool and lease) stays on that adapter's storage.
  */
 export interface StorageCapabilities {
-  /** The engine's name, for logs and readiness. */
   readonly engine: 'sqlite' | 'postgres';
-  /**
-   * A write that proves the store accepts writes now (readiness probes).
-   * @throws (rejects) when it does not.
-   */
-  probeWrite(): Promise<void>;
-  /** Releases the lock or lease and closes every connection; idempotent. */
+  /** Releases the lock or lease the adapter holds and closes its connections; idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Whether a write failed because another process held the store's write lock for the whole
+ * wait (SQLite's SQLITE_BUSY): nothing of it was done, and trying again later may succeed.
+ */
+export function isStoreBusy(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'SQLITE_BUSY';
 }

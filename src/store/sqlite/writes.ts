@@ -20,10 +20,11 @@ export interface SqliteWriteContext extends WriteContext {
 /**
  * The write context of one SQLite connection.
  * @param owner this gateway's instance_id (the attempts' and executions' owner).
+ * @param chain the connection's audit chain, when the caller already holds one.
  */
-export function sqliteWriteContext(db: Db, owner: string): SqliteWriteContext {
+export function sqliteWriteContext(db: Db, owner: string, chain = new AuditChain(db)): SqliteWriteContext {
   return {
-    chain: new AuditChain(db),
+    chain,
     executions: new ExecutionRegistry(db, owner),
     attempts: new AttemptLog(db, owner),
     sessionIsOpen: (id) =>
