@@ -10,11 +10,83 @@
  * worker): no statement, no connection, no SQL.
  */
 import type { ErrorCode } from '@cmcp/verify/errors/index';
+import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { ReplicaMember } from '@cmcp/verify/format/replica';
+import type { ClaimPageEntry } from '../audit/chain.js';
 import type { EntryInput } from '../audit/next-entry.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;
+
+/** A session row. */
+export interface SessionRow {
+  session_id: string;
+  agent_id: string;
+  is_default: number;
+  status: 'open' | 'closed';
+  created_at: string;
+  created_ms: number;
+  closed_at: string | null;
+  chain_root: string;
+  key_thumbprint: string;
+  call_count: number;
+  binding_json: string;
+  /** instance_id of the gateway that opened the session. */
+  owner: string;
+  /**
+   * PostgreSQL: the session's `session_sensitivity` level (0 without a row), read with the row
+   * (call/sensitivity.ts). Absent on SQLite, whose level call/sensitivity.ts reads itself.
+   */
+  sensitivity_level?: number;
+}
+
+/** A claim's stored text as a route sends it: its length and its pieces, read as they are asked for. */
+export interface ClaimTextPieces {
+  textBytes: number;
+  pieces: Iterable<Buffer>;
+}
+
+/** The newest claim of the database (the next one's claim_sequence and prev_claim_hash follow it). */
+export interface ClaimTip {
+  claim_sequence: number;
+  claim_hash: string;
+}
+
+/** An entry as a close's summary reads it: what the claim needs, and the entry's writer. */
+export interface ChainPageEntry extends ClaimPageEntry {
+  /** Key thumbprint of the entry's `replica` (its writer), or null when it names none. */
+  writer: string | null;
+}
+
+/** A signed claim with its canonical text (UTF-8 JCS) and its hash, as it is stored. */
+export interface IssuedClaim {
+  claim: Claim;
+  canonical: Buffer;
+  claimHash: string;
+}
+
+/**
+ * How a close's claim is made, supplied by the domain (claim/): the adapter feeds it the
+ * session chain's entries in sequence order, a page at a time, then asks it for the signed
+ * claim inside the transaction that closes the session. The adapter stores the text it gets.
+ */
+export interface ClaimIssuer {
+  /** sequence_number of the last entry added; -1 before any. */
+  readonly lastSequence: number;
+  /** Adds the chain's next entries (after {@link lastSequence}). */
+  add(page: readonly ChainPageEntry[]): void;
+  /**
+   * The claim for the locked session row, after `prev` in the claim chain.
+   * @param members the replica members of the given writers (a claim written by several).
+   * @throws (rejects) when no claim that would verify can be made: nothing is stored.
+   */
+  issue(
+    row: SessionRow,
+    prev: ClaimTip | undefined,
+    members: (writers: readonly string[]) => Promise<ReplicaMember[]>,
+  ): Promise<IssuedClaim>;
+}
 
 /** How a forwarded call ended: its execution's terminal state and its entry's disposition. */
 export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
