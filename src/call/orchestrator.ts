@@ -4,7 +4,8 @@ const TERMINAL_BUSY_TRIES = 6;
 /**
  * One `tools/call`, from ingress to terminal commit (docs/spec/call-path.md), as stages run in order:
  * ingress (ingress.ts) → gates: blocked, route, catalog, policy (gates.ts) → admission
- * (admission.ts) → forward (forward.ts) → terminal record (record.ts) → respond (respond.ts).
+ * (admission.ts) → forward (forward.ts) → terminal record → respond (respond.ts). Every write
+ * (attempt, admission, terminal, refusal) is one command of the storage port (store/port.ts).
  * The orchestrator only threads the terminal entry under construction through them; every call
  * that reaches it ends in exactly one terminal `tool_call` entry (docs/spec/audit-entries.md).
  */

@@ -1,6 +1,6 @@
 /**
  * `cmcp executions list|show` on a shared PostgreSQL (docs/replicas.md#serving-as-a-replica):
- * the same rows and order as the SQLite view (execution/registry.ts listExecutions,
+ * the same rows and order as the SQLite view (store/sqlite/executions.ts listExecutions,
  * readExecution), every replica's admissions, read in one READ ONLY transaction. A database
  * newer than this cmcp is refused (DATABASE_SCHEMA_TOO_NEW) and one without the cmcp schema is
  * not read, as on SQLite.

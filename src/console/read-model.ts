@@ -1,7 +1,7 @@
 /**
  * What the operator console shows, read through the owners' functions only: sessions
  * (session/service.ts), chains and refusals (audit/chain.ts), claims (claim/build.ts),
- * executions (execution/registry.ts), the running policy, catalog and blocks (the operator
+ * executions (store/sqlite/executions.ts), the running policy, catalog and blocks (the operator
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.
  */

@@ -1,5 +1,5 @@
 /**
- * The attempt log on PostgreSQL (docs/spec/execution.md#attempts, call/attempts.ts): a
+ * The attempt log on PostgreSQL (docs/spec/execution.md#attempts, store/sqlite/attempts.ts): a
  * `call_attempts` row committed before the upstream is invoked, deleted in the transaction of
  * the call's terminal entry; what is left when its replica's lease expired is sealed by another
  * replica (./sealing.ts).

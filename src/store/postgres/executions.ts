@@ -4,7 +4,7 @@
  * inserter of the same key, on any replica, waits on the first's uncommitted row and then
  * inserts nothing (or inserts, if the first rolled back) — so exactly one transaction admits.
  * The loser reads the committed row and is refused by the registry's own order of checks
- * (execution/registry.ts classifyExisting): the codes do not change.
+ * (store/executions.ts classifyExisting): the codes do not change.
  */
 import type pg from 'pg';
 import { classifyExisting } from '../executions.js';

@@ -112,7 +112,7 @@ async function checkSealing(client: pg.ClientBase, scope: SealScope): Promise<vo
   if (r.rowCount !== 1) throw new LeaseLostError({ replicaId: scope.owner, leaseToken: scope.sealingToken });
 }
 
-/** The sealing's `detail` beyond call/interrupted.ts's: who sealed whose work, when not its own. */
+/** The sealing's `detail` beyond store/interrupted.ts's: who sealed whose work, when not its own. */
 function sealedBy(scope: SealScope): Record<string, string> {
   return scope.owner === scope.sealer.replicaId
     ? {}

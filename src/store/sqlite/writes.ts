@@ -1,5 +1,5 @@
 /**
- * The SQLite side of the call path's write commands (store/writes.ts): the domain objects of
+ * The SQLite side of the call path's write commands (store/port.ts, store/writes.ts): the domain objects of
  * one connection that {@link executeWrite} runs a command over — the store worker's
  * (store/write-worker.ts) own connection, or any other that owns its writes the same way.
  */
