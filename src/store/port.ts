@@ -13,8 +13,8 @@ import type { ErrorCode } from '@cmcp/verify/errors/index';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { ReplicaMember } from '@cmcp/verify/format/replica';
-import type { ClaimPageEntry } from '../audit/chain.js';
-import type { EntryInput } from '../audit/next-entry.js';
+import type { ClaimPageEntry } from './entries/entry-row.js';
+import type { EntryInput } from './entries/next-entry.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;

@@ -15,8 +15,8 @@
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
-import type { EntryInput } from '../../audit/next-entry.js';
+import type { MicroClock } from '../entries/clock.js';
+import type { EntryInput } from '../entries/next-entry.js';
 import type { ClaimIssuer, ClaimTextPieces, ClaimTip, SessionRow } from '../port.js';
 import { appendEntry, claimPage } from './chain.js';
 import { copyRowIn, copyTextOut, VERBATIM_CSV } from './copy-text.js';
