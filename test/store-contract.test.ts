@@ -15,7 +15,7 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { toolCallBinding } from '../src/execution/binding.js';
-import type { AttemptStart } from '../src/store/port.js';
+import type { AdmissionResult, AttemptStart, WriteCommand } from '../src/store/port.js';
 import { openAttempts } from '../src/store/postgres/attempts.js';
 import { appendEntry } from '../src/store/postgres/chain.js';
 import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
@@ -23,7 +23,6 @@ import { RESTART_REASON, ReplicaLease } from '../src/store/postgres/replica-leas
 import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { fencedTransaction, openReplicaPool, replicaTimeouts } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
-import type { AdmissionResult, WriteCommand } from '../src/store/writes.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { hasPostgres } from './harness/postgres.js';
 import {
