@@ -1,7 +1,7 @@
 /**
  * What the operator console shows, read through the owners' functions only: sessions
  * (session/service.ts), chains and refusals (audit/chain.ts), claims (claim/build.ts),
- * executions (execution/registry.ts), the running policy, catalog and blocks (the operator
+ * executions (store/sqlite/executions.ts), the running policy, catalog and blocks (the operator
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.
  */
@@ -12,10 +12,11 @@ import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import type { AuditChain } from '../audit/chain.js';
 import { storedClaim } from '../claim/build.js';
-import { type ExecutionRow, listExecutions } from '../execution/registry.js';
 import type { OperatorApi } from '../gateway/routes/operator.js';
 import { listSessions, readSession, type SessionRow } from '../session/service.js';
 import type { Db } from '../store/db.js';
+import type { ExecutionRow } from '../store/port.js';
+import { listExecutions } from '../store/sqlite/executions.js';
 
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;
@@ -103,7 +104,7 @@ export class ConsoleReadModel {
   refusals(size: BucketSize, now = Date.now()): { buckets: RefusalBucket[]; codes: string[] } {
     const { ms, span } = BUCKETS[size];
     const first = Math.floor(now / ms) * ms - (span - 1) * ms;
-    // The chain's timestamps carry microseconds (audit/clock.ts); compare in the same format.
+    // The chain's timestamps carry microseconds (store/entries/clock.ts); compare in the same format.
     const since = `${new Date(first).toISOString().slice(0, 23)}000Z`;
     const buckets = new Map<number, Record<string, number>>();
     const codes = new Set<string>();

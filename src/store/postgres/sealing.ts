@@ -1,6 +1,6 @@
 /**
  * Sealing a replica's unfinished work (docs/replicas.md#leases-and-fencing-tokens, as start-up
- * recovery does on one host, call/recovery.ts and docs/spec/execution.md#recovery): each open
+ * recovery does on one host, store/sqlite/recovery.ts and docs/spec/execution.md#recovery): each open
  * attempt of the replica gets exactly one terminal `tool_call` entry, `outcome_unknown` with
  * CALL_INTERRUPTED, in the session chain it ran in (the gateway chain, naming the session, when
  * the session was closed), with its registry row moved and its attempt ended in the same
@@ -12,15 +12,10 @@
  * that the sealed lease still carries the sealing token.
  */
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
-import type { EntryInput } from '../../audit/next-entry.js';
-import type { AttemptRow } from '../../call/attempts.js';
-import {
-  interruptedAttemptEntry,
-  interruptedExecutionEntry,
-  reservedByAttempt,
-} from '../../call/interrupted.js';
-import type { ExecutionRow } from '../../execution/registry.js';
+import type { MicroClock } from '../entries/clock.js';
+import type { EntryInput } from '../entries/next-entry.js';
+import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
+import type { AttemptRow, ExecutionRow } from '../port.js';
 import { endAttempt, openAttempts } from './attempts.js';
 import { appendEntry } from './chain.js';
 import { finishExecution, getExecution, inFlightExecutions } from './executions.js';
@@ -117,7 +112,7 @@ async function checkSealing(client: pg.ClientBase, scope: SealScope): Promise<vo
   if (r.rowCount !== 1) throw new LeaseLostError({ replicaId: scope.owner, leaseToken: scope.sealingToken });
 }
 
-/** The sealing's `detail` beyond call/interrupted.ts's: who sealed whose work, when not its own. */
+/** The sealing's `detail` beyond store/interrupted.ts's: who sealed whose work, when not its own. */
 function sealedBy(scope: SealScope): Record<string, string> {
   return scope.owner === scope.sealer.replicaId
     ? {}
