@@ -1,10 +1,12 @@
 /**
  * `npm run bench -- --group-commit` (issue 12 items 5 and 6): cmcp full over its HTTP upstream
  * (TPM on swtpm, the example policy, the catalog, an execution_id on every call,
- * synchronous=FULL) with group commit off (`CMCP_GROUP_COMMIT=off`: each write its own
- * transaction, as before store/group-commit.ts) and on, side by side in one run: two gateways
- * (each its own swtpm, upstream and database), windows that alternate between them (the order
- * rotates each repetition), `direct` measured in the same rounds for the ratio. Reports calls/s,
+ * synchronous=FULL) with group commit on, and with `--worker` also in the store worker, side by
+ * side in one run: a gateway each (its own swtpm, upstream and database), windows that alternate
+ * between them (the order rotates each repetition), `direct` measured in the same rounds for the
+ * ratio. A `cmcp start` gateway can no longer turn group commit off (the `CMCP_GROUP_COMMIT`
+ * switch is gone), so runs since have no off row; older results keep theirs, and
+ * bench/execution-id.ts still counts commits with it off and on, in process. Reports calls/s,
  * client latency, gateway CPU per call and event-loop delay p99 at each concurrency, and fsyncs
  * per call (strace) at the highest, with the load average before and after. Results go to
  * bench/results/group-commit-<stamp>.json; BENCHMARKS.md renders the newest.
@@ -17,6 +19,7 @@ import { runWindow, type WindowResult } from './compare/measure.js';
 import { fsyncLatencyMs, type Spread, spread } from './compare/run.js';
 import { connectSubject, type Env, type Fleet, type Subject, startFleet } from './compare/subjects.js';
 
+/** `group-commit-off`: only in results recorded while the environment switch existed. */
 export type Variant = 'direct' | 'group-commit-off' | 'group-commit-on' | 'store-worker';
 
 export interface GroupCommitRow {
@@ -44,8 +47,10 @@ export interface GroupCommitResult {
 }
 
 /** The gateways' environment and config per variant (`store-worker`: group commit in the store worker). */
-const GATEWAYS: Record<Exclude<Variant, 'direct'>, Pick<Env, 'cmcpEnv' | 'cmcpConfig'>> = {
-  'group-commit-off': { cmcpEnv: { CMCP_GROUP_COMMIT: 'off' } },
+const GATEWAYS: Record<
+  Exclude<Variant, 'direct' | 'group-commit-off'>,
+  Pick<Env, 'cmcpEnv' | 'cmcpConfig'>
+> = {
   'group-commit-on': {},
   'store-worker': { cmcpConfig: { store: { worker: true } } },
 };

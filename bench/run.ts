@@ -11,8 +11,8 @@
  *   npm run bench -- --memory      200,000 calls against cmcp light, RSS and heap sampled;
  *                                  exit 1 if they keep growing (./memory.ts)
  *   npm run bench -- --profile     CPU profile of cmcp full under load, top self time (./cpu-profile.ts)
- *   npm run bench -- --group-commit  cmcp full with group commit off and on, side by side
- *                                  (./group-commit.ts; BENCHMARKS.md renders the newest run)
+ *   npm run bench -- --group-commit  cmcp full with group commit (with --store-worker also in the store
+ *                                  worker) beside direct (./group-commit.ts; BENCHMARKS.md renders the newest run)
  *   npm run bench -- --render F    render BENCHMARKS.md again from a saved comparison (after new profiles)
  *   npm run bench -- --session-binding   sessions/s with and without batched bindings, swtpm and a 50 ms TPM
  *   npm run bench -- --loop-block  [--runs N]  the close, second close and export of a 10,000-entry session, on SQLite and on a PostgreSQL replica: the

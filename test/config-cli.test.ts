@@ -150,10 +150,10 @@ describe('cmcp config explain', () => {
     expect(v.get('policy')).toMatchObject({ value: null, source: 'default' });
     expect(v.get('store.worker')).toMatchObject({ value: false, source: 'default' });
 
-    const switched = await explainJson(file, { CMCP_GROUP_COMMIT: 'off' });
-    expect(switched.get('CMCP_GROUP_COMMIT')).toMatchObject({
-      value: 'off',
-      source: 'environment CMCP_GROUP_COMMIT',
+    const switched = await explainJson(file, { CMCP_LOG_LEVEL: 'debug' });
+    expect(switched.get('CMCP_LOG_LEVEL')).toMatchObject({
+      value: 'debug',
+      source: 'environment CMCP_LOG_LEVEL',
       concern: 'environment',
     });
   });
@@ -199,17 +199,33 @@ describe('cmcp config explain', () => {
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/invalid config .*bad\.yaml/);
     expect(r.stderr).toMatch(/limit/);
-    // A removed environment switch is refused, naming the config key that replaces it.
+    // A removed environment switch is refused, saying what replaces it: the config key, or nothing
+    // (a switch that only turned a mechanism off), even when it asks for what now always runs.
+    const REMOVED: [Record<string, string>, RegExp][] = [
+      [
+        { CMCP_STORE_WORKER: 'on' },
+        /environment CMCP_STORE_WORKER: no longer read: set `store\.worker` in the config/,
+      ],
+      [
+        { CMCP_GROUP_COMMIT: 'off' },
+        /environment CMCP_GROUP_COMMIT: no longer read: group commit is always on/,
+      ],
+      [{ CMCP_GROUP_COMMIT: 'on' }, /environment CMCP_GROUP_COMMIT: no longer read/],
+      [
+        { CMCP_CHECKPOINT_WORKER: 'off' },
+        /environment CMCP_CHECKPOINT_WORKER: no longer read: the WAL checkpoint thread always runs/,
+      ],
+    ];
     for (const sub of [
       ['config', 'explain', '-c', file],
       ['start', '--check', '-c', file],
-    ]) {
-      const removed = await cmcp(sub, { CMCP_STORE_WORKER: 'on' });
-      expect(removed.code, sub.join(' ')).toBe(2);
-      expect(removed.stderr).toMatch(
-        /environment CMCP_STORE_WORKER: no longer read: set `store\.worker` in the config/,
-      );
-    }
+    ])
+      for (const [env, message] of REMOVED) {
+        const removed = await cmcp(sub, env);
+        expect(removed.code, `${sub.join(' ')} ${Object.keys(env)[0]}`).toBe(2);
+        expect(removed.stdout).toBe('');
+        expect(removed.stderr).toMatch(message);
+      }
     const missing = await cmcp(['config', 'explain', '-c', join(dir, 'nope.yaml')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/cannot read: ENOENT/);

@@ -102,6 +102,35 @@ describe('config validation', () => {
     }
     cleanup(dir);
   });
+  it('refuses a removed environment switch that is still set, whatever its value, naming each', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cmcp-cfg-'));
+    const file = join(dir, 'ok.yaml');
+    writeFileSync(file, JSON.stringify(base)); // JSON is YAML
+    try {
+      expect(loadConfig(file, {}).database).toBe('/tmp/x.db');
+      const refused = (env: NodeJS.ProcessEnv): string[] => {
+        try {
+          loadConfig(file, env);
+        } catch (e) {
+          expect((e as ConfigError).code).toBe('CONFIG_INVALID');
+          return (e as ConfigError).issues;
+        }
+        return [];
+      };
+      expect(
+        refused({ CMCP_GROUP_COMMIT: 'off', CMCP_CHECKPOINT_WORKER: 'off', CMCP_LOG_LEVEL: 'debug' }),
+      ).toEqual([
+        'environment CMCP_GROUP_COMMIT: no longer read: group commit is always on',
+        'environment CMCP_CHECKPOINT_WORKER: no longer read: the WAL checkpoint thread always runs',
+      ]);
+      expect(refused({ CMCP_CHECKPOINT_WORKER: '' })).toHaveLength(1);
+      expect(refused({ CMCP_STORE_WORKER: 'off' })[0]).toMatch(
+        /^environment CMCP_STORE_WORKER: no longer read/,
+      );
+    } finally {
+      cleanup(dir);
+    }
+  });
 });
 
 describe('tool names', () => {

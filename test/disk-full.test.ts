@@ -9,16 +9,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import {
-  type ChildGateway,
-  freePort,
-  rest,
-  rpc,
-  startChild,
-  startInProcess,
-  type TestConfig,
-  writeConfig,
-} from './harness/gateway.js';
+import { rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { mountSmallFs, type SmallFs, smallFsUnavailable } from './harness/small-fs.js';
 
 const unavailable = smallFsUnavailable();
@@ -69,32 +60,31 @@ describe.skipIf(unavailable !== null)('a full disk', () => {
 describe.skipIf(unavailable !== null)('after a full disk, the gateway heals', () => {
   let fs: SmallFs;
   let up: CountingServer;
-  let child: ChildGateway;
+  let gw: Gateway;
   beforeAll(async () => {
     fs = mountSmallFs(16 * 1024 * 1024);
     up = await startCountingServer();
     const cfg = await writeConfig({
       dir: fs.dir,
-      port: await freePort(),
       upstreams: [{ name: 'c', transport: 'http', url: up.url }],
     });
     // SQLite's own checkpoints only (at 1000 pages, past this filesystem's size): every commit
     // appends to the WAL, so none can reuse frames of a checkpointed log while the disk is full.
-    child = await startChild(cfg, { CMCP_CHECKPOINT_WORKER: 'off' });
+    gw = await startInProcess(cfg, { checkpointIntervalMs: 0 });
   });
   afterAll(async () => {
     try {
       fs?.unfill();
     } catch {}
-    await child?.stop();
+    await gw?.close();
     await up?.close();
     fs?.close();
   });
 
   it('records a call whose terminal write failed once writes succeed, with the outcome it knows', async () => {
-    const sid = (await rest(child.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
+    const sid = (await rest(gw.url, 'alice-token', 'POST', '/sessions', {})).body.session_id as string;
     const callHold = (id: number) =>
-      rpc(child.url, 'alice-token', {
+      rpc(gw.url, 'alice-token', {
         jsonrpc: '2.0',
         id,
         method: 'tools/call',
@@ -119,15 +109,15 @@ describe.skipIf(unavailable !== null)('after a full disk, the gateway heals', ()
     expect(up.invocations).toHaveLength(1);
 
     // Opening and closing a session answer a stable code with 503, not 500 INTERNAL_ERROR.
-    const open = await rest(child.url, 'alice-token', 'POST', '/sessions', {});
+    const open = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
     expect(open.status).toBe(503);
     expect(open.body.error.error_code).toBe('STORE_WRITE_FAILED');
-    const close = await rest(child.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
+    const close = await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
     expect(close.status).toBe(503);
     expect(close.body.error.error_code).toBe('STORE_WRITE_FAILED');
 
     // A call that would open the agent's default session: a stable code, nothing forwarded.
-    const noSession = await rpc(child.url, 'bob-token', {
+    const noSession = await rpc(gw.url, 'bob-token', {
       jsonrpc: '2.0',
       id: 4,
       method: 'tools/call',
@@ -141,13 +131,13 @@ describe.skipIf(unavailable !== null)('after a full disk, the gateway heals', ()
     let state = '';
     for (let i = 0; i < 80 && state !== 'completed'; i++) {
       await new Promise((r) => setTimeout(r, 250));
-      state = (await rest(child.url, 'alice-token', 'GET', '/executions/x-full')).body?.state ?? '';
+      state = (await rest(gw.url, 'alice-token', 'GET', '/executions/x-full')).body?.state ?? '';
     }
     expect(state).toBe('completed');
     const again = await callHold(3);
     expect(again.body.error?.data.error_code).not.toBe('EXECUTION_IN_FLIGHT');
     expect(up.invocations).toHaveLength(1);
-    const claim = await rest(child.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
+    const claim = await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
     expect(claim.status).toBe(200);
     expect(
       claim.body.transcript.filter((e: { tool_name: string }) => e.tool_name === 'c.hold'),

@@ -4,7 +4,7 @@
  * are counted from the WAL file itself (each committed transaction ends in one commit frame), and
  * a failing COMMIT is a real one (a deferred foreign key SQLite checks at COMMIT).
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyBundle } from '@cmcp/verify/bundle';
@@ -24,11 +24,8 @@ import { MAX_BATCH } from '../src/store/group-commit.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
   cleanup,
-  freePort,
-  REPO_ROOT,
   rpc,
   STORE_WORKER_PROJECT,
-  startChild,
   startInProcess,
   type TestConfig,
   writeConfig,
@@ -298,8 +295,6 @@ describe('gateway: concurrent tools/calls share commits', () => {
   let up: CountingServer;
   let cfg: TestConfig;
   beforeAll(async () => {
-    if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js')))
-      throw new Error('dist/ is missing: run `npm run build` first');
     up = await startCountingServer();
     cfg = await writeConfig({
       upstreams: [{ name: 'c', transport: 'http', url: up.url }],
@@ -326,20 +321,18 @@ describe('gateway: concurrent tools/calls share commits', () => {
       },
     });
 
-  /** `n` concurrent calls (every other one with an execution_id) against a `cmcp start` process. */
-  async function loadChild(groupCommit: 'on' | 'off', n: number) {
+  /**
+   * `n` concurrent calls (every other one with an execution_id) against a gateway of its own
+   * (in this process, on a real SQLite file), with group commit on or off.
+   */
+  async function loadGateway(groupCommit: 'on' | 'off', n: number) {
     const child = await writeConfig({
-      port: await freePort(),
       upstreams: [{ name: 'c', transport: 'http', url: up.url }],
       sessions: { default_max_calls: 100_000 },
       extra: { limits: cfg.raw.limits },
     });
-    // The WAL's frames are counted: no checkpoint worker restarts the log meanwhile (src/store/wal.ts).
-    const env = {
-      CMCP_CHECKPOINT_WORKER: 'off',
-      ...(groupCommit === 'off' ? { CMCP_GROUP_COMMIT: 'off' } : {}),
-    };
-    const gw = await startChild(child, env);
+    // The WAL's frames are counted: no checkpoint thread restarts the log meanwhile (src/store/wal.ts).
+    const gw = await startInProcess(child, { groupCommit: groupCommit === 'on', checkpointIntervalMs: 0 });
     try {
       await call(gw.url, 0, 'c.record', {}); // opens the default session
       const wal0 = walCommits(child.dbPath);
@@ -352,14 +345,14 @@ describe('gateway: concurrent tools/calls share commits', () => {
       expect(wal1.salt).toBe(wal0.salt); // the log did not restart in between
       return { child, answers, commits: wal1.commits - wal0.commits };
     } finally {
-      await gw.stop();
+      await gw.close();
     }
   }
 
-  it('64 concurrent calls through `cmcp start` commit in fewer transactions than calls (2 each with it off)', async () => {
+  it('64 concurrent calls through the gateway commit in fewer transactions than calls (2 each with it off)', async () => {
     const n = 64;
-    const off = await loadChild('off', n);
-    const on = await loadChild('on', n);
+    const off = await loadGateway('off', n);
+    const on = await loadGateway('on', n);
     try {
       expect(off.commits).toBeGreaterThanOrEqual(2 * n);
       // In the store worker (vitest project store-worker) the writes reach the group commit at

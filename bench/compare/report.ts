@@ -282,7 +282,7 @@ writev per streamed call, and between the upstream's answer and the client's wri
 now make the same system calls (SQLite's pwrite and fsync, a futex). In a trace of 200 streamed
 calls at load average 9 to 11, 7 still had the result in a second write, each time the group
 commit (src/store/group-commit.ts) queued the terminal entry to the check phase because the store
-had written in the previous turn; with CMCP_GROUP_COMMIT=off none did. Four runs with the build
+had written in the previous turn; with group commit off (that build's CMCP_GROUP_COMMIT=off) none did. Four runs with the build
 before (faef576) beside it, at load averages of 2 to 14: cmcp's median excess 0.186, 0.128, 0.149
 and 0.227 ms against the baseline's 0.275, 0.321, 0.340 and 0.239 ms; the streamed call's added
 p50 lower by 0.33, 0.23, 0.25 and 0.27 ms, the JSON call's by 0.12, 0.01, 0.09 and 0.14 ms (so the
@@ -316,10 +316,18 @@ function groupCommitSection(rel: (p: string) => string): string {
   if (!newest) return '(no group-commit run saved: `npm run bench -- --group-commit`)';
   const r = JSON.parse(readFileSync(join(dir, newest), 'utf8')) as GroupCommitResult;
   const la = (xs: number[]) => xs.map((x) => f(x, 1)).join(' / ');
+  const off = r.rows.some((x) => x.variant === 'group-commit-off');
+  const subjects = off
+    ? 'with group commit off (`CMCP_GROUP_COMMIT=off` in that build: each write its own transaction, as before; the switch has since been removed, so newer runs have no off row) and with group commit on'
+    : 'with group commit on (a `cmcp start` gateway can no longer turn it off: commits per call with it off and on are counted in process in the execution_id section, bench/execution-id.ts)';
   return [
-    `[${newest}](${rel(join(dir, newest))}), \`npm run bench -- --group-commit\` (bench/group-commit.ts): cmcp full over the HTTP upstream with \`CMCP_GROUP_COMMIT=off\` (each write its own transaction, as before) and with group commit on, and \`direct\`, in ${r.reps} repetitions of ${r.windowMs} ms windows whose order rotates; median (min…max) over repetitions. fsyncs per call: strace over the gateway process at concurrency ${r.fsyncConcurrency}, after the timed windows. Load average ${la(r.loadAverage.before)} before and ${la(r.loadAverage.after)} after; disk commit latency p50 ${f(r.diskFsyncMs.before.median)} / p90 ${f(r.diskFsyncMs.before.p90)} ms before, ${f(r.diskFsyncMs.after.median)} / ${f(r.diskFsyncMs.after.p90)} ms after.`,
+    `[${newest}](${rel(join(dir, newest))}), \`npm run bench -- --group-commit\` (bench/group-commit.ts): cmcp full over the HTTP upstream ${subjects}, and \`direct\`, in ${r.reps} repetitions of ${r.windowMs} ms windows whose order rotates; median (min…max) over repetitions. fsyncs per call: strace over the gateway process at concurrency ${r.fsyncConcurrency}, after the timed windows. Load average ${la(r.loadAverage.before)} before and ${la(r.loadAverage.after)} after; disk commit latency p50 ${f(r.diskFsyncMs.before.median)} / p90 ${f(r.diskFsyncMs.before.p90)} ms before, ${f(r.diskFsyncMs.after.median)} / ${f(r.diskFsyncMs.after.p90)} ms after.`,
     groupCommitTable(r),
-    'The two cmcp rows are one build with one switch: read them against each other. Group commit removes most fsyncs per call once calls overlap (at concurrency 1 the two writes of a call are never queued together, so there is nothing to group); each fsync it removes is time the event loop is no longer stopped, which shows as calls/s, CPU per call and event-loop delay. On a machine shared with other work (the load average above) the absolute numbers move a lot between repetitions.',
+    ...(off
+      ? [
+          'The two cmcp rows are one build with one switch: read them against each other. Group commit removes most fsyncs per call once calls overlap (at concurrency 1 the two writes of a call are never queued together, so there is nothing to group); each fsync it removes is time the event loop is no longer stopped, which shows as calls/s, CPU per call and event-loop delay. On a machine shared with other work (the load average above) the absolute numbers move a lot between repetitions.',
+        ]
+      : []),
     ...(r.rows.some((x) => x.variant === 'store-worker')
       ? [
           'The store-worker row is the same build with the call path\'s writes and their group commit in the store worker thread (config `store.worker`); why it is off by default: docs/operations.md, "The store worker".',

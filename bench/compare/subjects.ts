@@ -60,7 +60,7 @@ export interface Env {
   dbDir?: string;
   /** pino level of the cmcp gateways (default info, as a deployment runs). */
   logLevel?: string;
-  /** Extra environment of the cmcp gateways (e.g. `CMCP_GROUP_COMMIT=off`). */
+  /** Extra environment of the cmcp gateways (e.g. `CMCP_LOG_LEVEL`). */
   cmcpEnv?: Record<string, string>;
   /** Extra top-level sections of the cmcp gateways' config (e.g. `store: { worker: true }`). */
   cmcpConfig?: Record<string, unknown>;

@@ -29,7 +29,7 @@ export interface ExplainedValue {
 export const REDACTED = '<redacted>';
 
 /** Environment variables read at start-up that change the gateway's behaviour (not config values). */
-const ENVIRONMENT_SWITCHES = ['CMCP_LOG_LEVEL', 'CMCP_GROUP_COMMIT', 'CMCP_CHECKPOINT_WORKER'] as const;
+const ENVIRONMENT_SWITCHES = ['CMCP_LOG_LEVEL'] as const;
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
@@ -66,7 +66,7 @@ function redactUrls(v: unknown): unknown {
  */
 export function explainConfig(file: string, env: NodeJS.ProcessEnv = process.env): ExplainedValue[] {
   const raw = readConfigFile(file);
-  const effective = loadConfig(file);
+  const effective = loadConfig(file, env);
   const cfg = effective as unknown as Record<string, unknown>;
   const out: ExplainedValue[] = [];
   const secretEnvValues = new Set<string>();

@@ -444,6 +444,8 @@ export function parseConfig(raw: unknown, file = '(inline)'): GatewayConfig {
 /** Variables no longer read, and what replaces each: one still set is refused, not ignored. */
 const REMOVED_ENVIRONMENT: Readonly<Record<string, string>> = {
   CMCP_STORE_WORKER: 'no longer read: set `store.worker` in the config instead',
+  CMCP_GROUP_COMMIT: 'no longer read: group commit is always on',
+  CMCP_CHECKPOINT_WORKER: 'no longer read: the WAL checkpoint thread always runs',
 };
 
 /**

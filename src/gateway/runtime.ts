@@ -43,7 +43,7 @@ import type { Db } from '../store/db.js';
 import type { CallStore } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
-import { openSqliteStorage } from '../store/sqlite/open.js';
+import { openSqliteStorage, type SqliteStorageOptions } from '../store/sqlite/open.js';
 import { CallRecovery } from '../store/sqlite/recovery.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -345,12 +345,17 @@ function buildHttp(
  *   or tool-name-clash errors; PolicyBundleError, CatalogError or PolicyKeyError for an
  *   unusable policy or catalog (the gateway never starts with a policy it could not load); a
  *   busy port.
+ * @param storageOptions SQLite mechanisms turned off for a measurement (tests); none by default.
  */
-export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise<Gateway> {
+export async function startGateway(
+  cfg: GatewayConfig,
+  logger?: Logger,
+  storageOptions?: SqliteStorageOptions,
+): Promise<Gateway> {
   const log = logger ?? pino({ level: process.env.CMCP_LOG_LEVEL ?? 'info' });
   const loaded = loadPolicyAndCatalog(cfg);
   const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
-  const storage = openSqliteStorage(cfg, log);
+  const storage = openSqliteStorage(cfg, log, storageOptions);
   const { db } = storage;
   opened.push(() => storage.close());
   try {

@@ -6,13 +6,7 @@
 import { setTimeout } from 'node:timers/promises';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import Database from 'better-sqlite3';
-import {
-  type Attempt,
-  type CommitPrimitives,
-  CommitQueue,
-  GROUP_COMMIT_DEFAULT,
-  MAX_PAUSE_MS,
-} from './group-commit.js';
+import { type Attempt, type CommitPrimitives, CommitQueue, MAX_PAUSE_MS } from './group-commit.js';
 import {
   DatabaseUnavailableError,
   isPostgresUrl,
@@ -149,7 +143,7 @@ export function immediateAsync<T>(db: Db, fn: () => T, waitMs?: number): Promise
   if (db.inTransaction) return immediateAlone(db, fn, waitMs);
   let queue = queues.get(db);
   if (queue === undefined) {
-    queue = (groupCommitOn.get(db) ?? GROUP_COMMIT_DEFAULT) ? new CommitQueue(primitives(db)) : null;
+    queue = (groupCommitOn.get(db) ?? true) ? new CommitQueue(primitives(db)) : null;
     queues.set(db, queue);
   }
   return queue ? queue.enqueue(fn, waitMs) : immediateAlone(db, fn, waitMs);
@@ -161,7 +155,7 @@ const groupCommitOn = new WeakMap<Db, boolean>();
 
 /**
  * Turns group commit on or off for one connection, before its first {@link immediateAsync}
- * (the default is on unless `CMCP_GROUP_COMMIT=off`). For the bench's before/after rows.
+ * (the default is on). For comparisons of the two: tests and benches that count commits.
  * @throws when the connection already has its queue.
  */
 export function setGroupCommit(db: Db, on: boolean): void {

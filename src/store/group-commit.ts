@@ -19,8 +19,8 @@
  *   awaited (1, 2, 4 … 25 ms), and a write still waiting when its own busy timeout (counted from
  *   when it was queued) has passed rejects with that SQLITE_BUSY.
  *
- * `CMCP_GROUP_COMMIT=off` (read once at start-up) turns grouping off: each write is its own
- * transaction, as before. It exists for the before/after rows of `npm run bench`.
+ * Grouping is always on in the gateway; code can turn it off for one connection
+ * (store/db.ts `setGroupCommit`, the SQLite storage's `groupCommit` option) to compare the two.
  */
 import { setTimeout } from 'node:timers/promises';
 
@@ -32,9 +32,6 @@ export const GATHER_TURNS = 3;
 
 /** Longest awaited pause between two tries for the write lock, milliseconds. */
 export const MAX_PAUSE_MS = 25;
-
-/** True unless `CMCP_GROUP_COMMIT=off` was set when the process started. */
-export const GROUP_COMMIT_DEFAULT = process.env.CMCP_GROUP_COMMIT !== 'off';
 
 /** One try at the lock: the transaction's result, or the SQLITE_BUSY of a BEGIN that got none. */
 export type Attempt<T> = { ran: true; value: T } | { ran: false; busy: Error };

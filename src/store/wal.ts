@@ -13,9 +13,8 @@
  * restart), but it then finds the pages the worker copied already in place and copies only
  * those written since the worker's last checkpoint.
  *
- * `CMCP_CHECKPOINT_WORKER=off` (read once at start-up) leaves the checkpoints to SQLite alone,
- * as before: for the before/after rows of `npm run bench` and for tests that count the WAL's
- * frames (a restarted log has lost them).
+ * `startCheckpoints(db, 0)` starts no thread and leaves the checkpoints to SQLite alone: for
+ * tests that count the WAL's frames (a restarted log has lost them).
  */
 import { createRequire } from 'node:module';
 import { OffloadThread } from '../offload/thread.js';
@@ -23,9 +22,6 @@ import type { Db } from './db.js';
 
 /** The WAL file is truncated to at most this many bytes whenever it restarts. */
 export const JOURNAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024;
-
-/** True unless `CMCP_CHECKPOINT_WORKER=off` was set when the process started. */
-export const CHECKPOINT_WORKER_DEFAULT = process.env.CMCP_CHECKPOINT_WORKER !== 'off';
 
 /** Milliseconds between the worker's checkpoints (each copies only the pages written since). */
 export const CHECKPOINT_INTERVAL_MS = 250;
@@ -45,7 +41,7 @@ export interface Checkpoints {
 /**
  * Sets `journal_size_limit` and starts a PASSIVE checkpoint every `intervalMs` in a worker
  * thread on its own connection to the same file (it keeps no process alive; a `:memory:`
- * database has none; none either with `CMCP_CHECKPOINT_WORKER=off`).
+ * database has none).
  * @param intervalMs milliseconds between checkpoints (0: none, `tick` only).
  */
 export function startCheckpoints(db: Db, intervalMs = CHECKPOINT_INTERVAL_MS): Checkpoints {
@@ -54,7 +50,7 @@ export function startCheckpoints(db: Db, intervalMs = CHECKPOINT_INTERVAL_MS): C
     const r = db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[];
     return { log: r[0]?.log ?? 0, checkpointed: r[0]?.checkpointed ?? 0 };
   };
-  const on = intervalMs > 0 && !db.memory && CHECKPOINT_WORKER_DEFAULT;
+  const on = intervalMs > 0 && !db.memory;
   // A thread that fails is left so: SQLite's own checkpoint still bounds the WAL.
   const thread = on
     ? new OffloadThread(

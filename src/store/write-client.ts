@@ -27,7 +27,7 @@ export function inProcessWrites(db: Db, ctx: WriteContext): WriteStore {
 export class StoreWorker implements WriteStore {
   private readonly thread: OffloadThread<WriteRequest>;
 
-  /** @param data the database file, its busy timeout (ms) and this gateway's instance id. */
+  /** @param data the database file, its busy timeout (ms), this gateway's instance id, group commit. */
   constructor(data: WriteWorkerData, maxQueued = DEFAULT_MAX_QUEUED_WRITES) {
     this.thread = new OffloadThread(
       { module: new URL('./write-worker.js', import.meta.url) },
@@ -69,13 +69,15 @@ export class StoreWorker implements WriteStore {
  * The store worker when the config's `store.worker` asks for it,
  * else null (config/store.ts).
  * @param path the database file; @param owner this gateway's instance_id.
+ * @param groupCommit false: the worker commits each write in its own transaction.
  */
 export function startStoreWorker(
   cfg: StoreConfig,
   path: string,
   owner: string,
+  groupCommit = true,
   busyTimeoutMs = 5000,
 ): StoreWorker | null {
   if (!storeWorkerEnabled(cfg)) return null;
-  return new StoreWorker({ path, busyTimeoutMs, owner }, cfg.max_queued_writes);
+  return new StoreWorker({ path, busyTimeoutMs, owner, groupCommit }, cfg.max_queued_writes);
 }

@@ -7,7 +7,7 @@
  */
 import { workerData } from 'node:worker_threads';
 import { serveRequests } from '../offload/serve.js';
-import { immediateAsync, openDatabase } from './db.js';
+import { immediateAsync, openDatabase, setGroupCommit } from './db.js';
 import { sqliteWriteContext } from './sqlite/writes.js';
 import { executeWrite, type WriteCommand } from './writes.js';
 
@@ -16,6 +16,8 @@ export interface WriteWorkerData {
   path: string;
   busyTimeoutMs: number;
   owner: string;
+  /** False: each write its own transaction (store/sqlite/open.ts `SqliteStorageOptions`). */
+  groupCommit: boolean;
 }
 
 /** One request to the store worker. */
@@ -23,6 +25,7 @@ export type WriteRequest = { cmd: WriteCommand } | { close: true };
 
 const data = workerData as WriteWorkerData;
 const db = openDatabase(data.path, data.busyTimeoutMs);
+if (!data.groupCommit) setGroupCommit(db, false);
 const ctx = sqliteWriteContext(db, data.owner);
 const { attempts } = ctx;
 

@@ -12,6 +12,7 @@ import pino from 'pino';
 import { stringify } from 'yaml';
 import { parseConfig } from '../../src/config/index.js';
 import { type Gateway, startGateway } from '../../src/gateway/runtime.js';
+import type { SqliteStorageOptions } from '../../src/store/sqlite/open.js';
 import { freeLoopbackPort } from '../../testing/process.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -107,10 +108,13 @@ export async function writeConfig(o: TestConfigOptions = {}): Promise<TestConfig
   return { dir, file, dbPath, raw };
 }
 
-/** Starts a gateway in this process from a written config. */
-export async function startInProcess(cfg: TestConfig): Promise<Gateway> {
+/**
+ * Starts a gateway in this process from a written config; `storage` turns SQLite mechanisms off
+ * for a test that measures without them (group commit, the WAL checkpoint thread).
+ */
+export async function startInProcess(cfg: TestConfig, storage?: SqliteStorageOptions): Promise<Gateway> {
   const { loadConfig } = await import('../../src/config/index.js');
-  return startGateway(loadConfig(cfg.file), pino({ level: process.env.CMCP_TEST_LOG ?? 'silent' }));
+  return startGateway(loadConfig(cfg.file), pino({ level: process.env.CMCP_TEST_LOG ?? 'silent' }), storage);
 }
 
 export { parseConfig };

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../../config/store.js';
-import { type Db, openGatewayDatabase, writesSettled } from '../db.js';
+import { type Db, openGatewayDatabase, setGroupCommit, writesSettled } from '../db.js';
 import { acquireInstance, type InstanceLock } from '../instance-lock.js';
 import type { OperatorRecords, StorageCapabilities } from '../port.js';
 import { startCheckpoints } from '../wal.js';
@@ -20,6 +20,17 @@ export interface SqliteSettings {
   database: string;
   instance_id: string;
   store: StoreConfig;
+}
+
+/**
+ * Mechanisms code may turn off to measure without them (tests that count WAL commits, benches);
+ * the gateway always runs both, and no config key or environment variable reaches them.
+ */
+export interface SqliteStorageOptions {
+  /** False: every write its own transaction, on the loop and in the store worker (default true). */
+  groupCommit?: boolean;
+  /** Milliseconds between the WAL checkpoint thread's checkpoints; 0: no thread (store/wal.ts). */
+  checkpointIntervalMs?: number;
 }
 
 /** An open SQLite store and what only this engine has. */
@@ -38,13 +49,20 @@ export interface SqliteStorage extends StorageCapabilities {
 
 /**
  * Opens the gateway's SQLite storage; on a failure what was opened is closed again.
+ * @param options mechanisms turned off for a measurement ({@link SqliteStorageOptions}); none by default.
  * @throws InstanceBusyError when the instance runs elsewhere; DatabaseUnavailableError or
  *   SchemaTooNewError from the database's opening (store/db.ts).
  */
-export function openSqliteStorage(cfg: SqliteSettings, log: Logger): SqliteStorage {
+export function openSqliteStorage(
+  cfg: SqliteSettings,
+  log: Logger,
+  options: SqliteStorageOptions = {},
+): SqliteStorage {
   const db = openGatewayDatabase(cfg.database);
+  const groupCommit = options.groupCommit ?? true;
+  if (!groupCommit) setGroupCommit(db, false);
   // The WAL stays bounded: journal_size_limit and a PASSIVE checkpoint on a schedule.
-  const checkpoints = startCheckpoints(db);
+  const checkpoints = startCheckpoints(db, options.checkpointIntervalMs);
   let instance: InstanceLock;
   try {
     // Before anything destructive (recovery, stale-session close, measurement extend): a second
@@ -59,7 +77,7 @@ export function openSqliteStorage(cfg: SqliteSettings, log: Logger): SqliteStora
       { previous: instance.tookOverFrom },
       'taking over the instance from a process that stopped without closing',
     );
-  const worker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id);
+  const worker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id, groupCommit);
   if (worker)
     log.info(
       { max_queued_writes: cfg.store.max_queued_writes },
