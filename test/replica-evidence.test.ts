@@ -30,6 +30,7 @@ import type { GatewayKey } from '../src/session/types.js';
 import { migratePostgres } from '../src/store/migrations/postgres.js';
 import { chainBundle } from '../src/store/postgres/chain.js';
 import { acquireLease, type Fence } from '../src/store/postgres/leases.js';
+import { recordReplicaStart } from '../src/store/postgres/replica-evidence.js';
 import { sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
 import { openReplicaPool } from '../src/store/postgres/transaction.js';
@@ -87,7 +88,8 @@ async function startReplica(i: number, attest = true): Promise<TestReplica> {
   tpms.push(tpm);
   const provider = new TpmProvider({ tcti: tpm.tcti, akAlgorithm: 'ecc-p256', pcrs: [0, 7] });
   await provider.start(null);
-  if (attest) await attestReplica(pool, fence, key, provider, FACTS, log);
+  if (attest)
+    await attestReplica((m) => recordReplicaStart(pool, fence, m), fence, key, provider, FACTS, log);
   const store = new PostgresSessionStore(pool, fence);
   const r: TestReplica = {
     id,

@@ -1,6 +1,6 @@
 /**
  * What the operator console shows, read through the owners' functions only: sessions
- * (session/service.ts), chains and refusals (audit/chain.ts), claims (claim/build.ts),
+ * (store/sqlite/session-store.ts), chains and refusals (audit/chain.ts), claims (store/sqlite/claim-text.ts),
  * executions (store/sqlite/executions.ts), the running policy, catalog and blocks (the operator
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.

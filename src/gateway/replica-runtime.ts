@@ -43,6 +43,7 @@ import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations
 import { getExecution } from '../store/postgres/executions.js';
 import { openPostgresStorage, type PostgresStorage } from '../store/postgres/open.js';
 import { appendRelayEntry } from '../store/postgres/relay-entries.js';
+import { recordReplicaStart } from '../store/postgres/replica-evidence.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { isConnectionLoss } from '../store/postgres/transaction.js';
@@ -240,7 +241,14 @@ async function startServing(
   maybeDie('measured');
   // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
   // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
-  await attestReplica(pool, lease.fence, c.key, provider, facts, log);
+  await attestReplica(
+    (m) => recordReplicaStart(pool, lease.fence, m),
+    lease.fence,
+    c.key,
+    provider,
+    facts,
+    log,
+  );
   maybeDie('evidence_recorded');
   await beginLease(lease, log);
   const sessions = new SessionService(store, c.key, facts, provider, log, {

@@ -205,7 +205,7 @@ async function startControls(
   if (recovered.attempts || recovered.executions)
     log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
   // A close stopped between its claim text's parts and its closing transaction left parts no
-  // claim links (claim/parts.ts); its session is still open and closes again below or later.
+  // claim links (store/sqlite/claim-text.ts); its session is still open and closes again below or later.
   const orphanParts = removeUnlinkedClaimParts(db, cfg.instance_id);
   if (orphanParts) log.warn({ parts: orphanParts }, "removed a previous run's unlinked claim text parts");
   // Made unusable now, closed in batches while start-up goes on (awaited once listening).

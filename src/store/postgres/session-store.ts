@@ -8,7 +8,7 @@
  * The close builds its claim inside the transaction, holding the session row (FOR NO KEY
  * UPDATE, the lock order of every session write), the chain's tip and the claim chain's lock:
  * no call's terminal and no other replica's claim can move underneath it, so it never builds
- * twice (the SQLite close builds outside and checks, session/close.ts — one process, one writer).
+ * twice (the SQLite close builds outside and checks, store/sqlite/session-store.ts — one process, one writer).
  * Only the chain's summary is read before it, in pages: the chain is append-only, so what was
  * read is a prefix of what the transaction sees, and the rest is read inside it.
  */
