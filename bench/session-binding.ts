@@ -20,6 +20,7 @@ import { AuditChain } from '../src/audit/chain.js';
 import { newGatewayKey } from '../src/gateway/runtime.js';
 import { SessionService } from '../src/session/service.js';
 import { openDatabase } from '../src/store/db.js';
+import { SqliteSessionStore } from '../src/store/sqlite/session-store.js';
 import { TpmProvider } from '../src/tee/tpm-provider.js';
 import { provisionSwtpm, startSwtpm } from '../testing/swtpm.js';
 import { startTpmLatencyProxy } from '../testing/tpm-latency-proxy.js';
@@ -146,18 +147,10 @@ export async function runSessionBindingBench(o: {
     }
     // One service per (TPM, batching): the same database, key and provider.
     const service = (c: Cell) =>
-      new SessionService(
-        db,
-        chain,
-        key,
-        providers[c.tpm],
+      new SessionService(new SqliteSessionStore(db, chain, 'bench'), key, facts, providers[c.tpm], log, {
         limits,
-        log,
-        facts,
-        'bench',
-        null,
-        c.batching ? BATCH_LIMIT : 1,
-      );
+        batchLimit: c.batching ? BATCH_LIMIT : 1,
+      });
     const services = new Map(out.cells.map((c) => [c, service(c)]));
     for (const c of out.cells) await runCell(services.get(c)!, c, 150); // warm-up
     for (let rep = 0; rep < o.reps; rep++) {

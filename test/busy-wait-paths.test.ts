@@ -151,11 +151,11 @@ describe('write paths while another process holds the write lock', () => {
     // default_max_calls: 2 — the call after the second rotates the default session.
     const first = await call(10);
     const sid = first.body.result._meta['dev.cmcp/evidence'].session_id as string;
-    if (gw.sessions.get('alice', sid)?.call_count !== 2) await call(11);
+    if ((await gw.sessions.get('alice', sid))?.call_count !== 2) await call(11);
     const rotated = await underHeldLock(gw, cfg.dbPath, () => call(12));
     check('rotation', rotated);
     expect(rotated.value.body.result._meta['dev.cmcp/evidence'].session_id).not.toBe(sid);
-    expect(gw.sessions.get('alice', sid)?.status).toBe('closed');
+    expect((await gw.sessions.get('alice', sid))?.status).toBe('closed');
   }, 30_000);
 
   it('/readyz: its database probe never stalls the loop; not ready with SQLITE_BUSY while held', async () => {

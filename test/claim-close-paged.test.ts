@@ -15,11 +15,15 @@ import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
-import { ChainSummary, storedClaimText } from '../src/claim/build.js';
-import { PART_BYTES } from '../src/claim/parts.js';
+import { ChainSummary } from '../src/claim/build.js';
+import { claimIssuer } from '../src/claim/issuer.js';
 import type { Gateway } from '../src/gateway/runtime.js';
-import { LoopSlice, summarizePaged } from '../src/session/paged.js';
+import { claimInputsFor } from '../src/session/claim-binding.js';
 import { immediate, openDatabase } from '../src/store/db.js';
+import { LoopSlice } from '../src/store/loop-slice.js';
+import { PART_BYTES, storedClaimText } from '../src/store/sqlite/claim-text.js';
+import { summarizePaged } from '../src/store/sqlite/paged.js';
+import { SqliteSessionStore } from '../src/store/sqlite/session-store.js';
 import { closeRemotely, exportRemotely, LONG_SESSION_ENTRIES, longSession } from '../testing/long-session.js';
 import { measureStall, showStall } from '../testing/stall.js';
 import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
@@ -88,7 +92,12 @@ describe('closing a 10,000-entry session', () => {
     const sid = await longSession(gw, ALICE, ENTRIES);
     // The blocking close of an equal session, for comparison (the gateway never uses it).
     const other = await longSession(gw, ALICE, ENTRIES);
-    const blocking = await measureStall(() => gw.sessions.close('alice', other));
+    const blocking = await measureStall(() => {
+      const store = new SqliteSessionStore(gw.db, gw.chain, 'gateway');
+      const inputs = (row: Parameters<typeof claimInputsFor>[0]) =>
+        claimInputsFor(row, other, 'alice', gw.key, gw.facts, gw.provider.name);
+      return store.closeNow(other, 'requested', claimIssuer(inputs, store.fence));
+    });
     // The client is another process (started beforehand; testing/long-session.ts), so that
     // what is measured is the gateway's side alone: it probes /healthz throughout, closes the
     // session, and writes the ~1.5 MB answer to a file read after the measurement. The garbage
@@ -151,7 +160,7 @@ describe('closing a 10,000-entry session', () => {
     expect(readFileSync(join(cfg.dir, `close-again-${sid}.json`), 'utf8')).toBe(stored.canonical);
     expect(again.stall.cpuMs).toBeLessThan(STALL_BOUND_MS);
     // The blocking close's claim of the same kind of chain says the same about it.
-    const whole = gw.sessions.claim('alice', other);
+    const whole = await gw.sessions.claim('alice', other);
     expect(whole.audit_chain.length).toBe(claim.audit_chain.length);
     expect(whole.counters).toEqual(claim.counters);
     expect(whole.entry_counts).toEqual(claim.entry_counts);
@@ -264,7 +273,8 @@ describe('closing a 10,000-entry session', () => {
       });
       gw.chain.append(sid, { entry_type: 'resource_read', session_id: sid, agent_id: 'alice' });
     });
-    const paged = await summarizePaged(gw.chain, sid, new LoopSlice());
+    const paged = new ChainSummary();
+    await summarizePaged(gw.chain, sid, new LoopSlice(), paged);
     const whole = new ChainSummary();
     whole.add(gw.chain.entries(sid));
     expect(paged.transcript).toEqual(whole.transcript);

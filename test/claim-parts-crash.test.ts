@@ -11,8 +11,8 @@ import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
-import { storedClaimText } from '../src/claim/build.js';
 import { type Db, immediate, openDatabase } from '../src/store/db.js';
+import { storedClaimText } from '../src/store/sqlite/claim-text.js';
 import {
   type ChildGateway,
   cleanup,

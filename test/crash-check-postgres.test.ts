@@ -12,7 +12,7 @@ import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import { jcsDigest } from '@cmcp/verify/format/canonical';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ReplicaSessions } from '../src/session/replica-sessions.js';
+import { SessionService } from '../src/session/service.js';
 import type { GatewayKey } from '../src/session/types.js';
 import { acquireLease, releaseLease } from '../src/store/postgres/leases.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
@@ -34,7 +34,7 @@ const FACTS = {
 };
 let server: PostgresInstance | null = null;
 let engine: Awaited<ReturnType<typeof postgresEngine>>;
-let sessions: ReplicaSessions[] = [];
+let sessions: SessionService[] = [];
 
 function newKey(): GatewayKey {
   const { privateKey } = generateKeyPairSync('ed25519');
@@ -48,12 +48,13 @@ beforeAll(async () => {
   engine = await postgresEngine(server, 'crash_check_1');
   sessions = engine.replicas.map(
     (r: PgReplica) =>
-      new ReplicaSessions(
+      new SessionService(
         new PostgresSessionStore(r.pool, r.fence),
         newKey(),
-        new SoftwareProvider(),
         FACTS,
+        new SoftwareProvider(),
         pino({ level: 'silent' }),
+        { limits: { defaultMaxCalls: 1000, defaultMaxAgeS: 3600 } },
       ),
   );
 }, 60_000);
@@ -121,7 +122,7 @@ async function finish(
 
 describe.skipIf(!withPostgres)('crash checks on a replicas’ PostgreSQL database', () => {
   it('hold for a session used through three replicas; an open attempt, a live lease and an unrecorded run are reported', async () => {
-    const created = await (sessions[0] as ReplicaSessions).create('alice');
+    const created = await (sessions[0] as SessionService).create('alice');
     const answered = [];
     for (const [i, op] of [
       [0, 'op-a'],
@@ -132,7 +133,7 @@ describe.skipIf(!withPostgres)('crash checks on a replicas’ PostgreSQL databas
     // op-d outlives the session's close (through another replica): its terminal entry goes to
     // the gateway chain, naming the session (docs/spec/audit-entries.md "Terminal entries").
     await begin(2, created.session_id, 'op-d');
-    await (sessions[1] as ReplicaSessions).close('alice', created.session_id);
+    await (sessions[1] as SessionService).closeAwaited('alice', created.session_id);
     answered.push({ ...(await finish(2, created.session_id, 'op-d')), errorCode: null });
     const ran = ['op-a', 'op-b', 'op-c', 'op-d'].map((op) => ({ op, ms: 1 }));
 

@@ -280,7 +280,7 @@ describe('the console in headless Chromium', () => {
     await clickAndWait(tab, '[data-claim-link]');
     await tab.screenshot({ path: join(SHOTS, 'claim.png'), fullPage: true });
     const dir = defaultAttestationDir();
-    const expected = await verifyClaim(gw.sessions.claim('alice', closedSession), {
+    const expected = await verifyClaim(await gw.sessions.claim('alice', closedSession), {
       bundle: gw.chain.bundle(closedSession, closedSession),
       ...(dir ? { trustStore: loadTrustStore(join(dir, 'trust-store.yaml')) } : {}),
     });

@@ -232,7 +232,7 @@ describe('kill switch', () => {
       agent_id: 'bob',
       detail: { operator_id: 'root', reason: 'compromised' },
     });
-    const claim = gw.sessions.claim('bob', s);
+    const claim = await gw.sessions.claim('bob', s);
     expect(claim.transcript).toHaveLength(1);
     expect(verifyClaim(claim).verdict).not.toBe('invalid');
 

@@ -24,12 +24,13 @@ import type { VerificationReport } from '@cmcp/verify/result';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ReplicaSessions } from '../src/session/replica-sessions.js';
 import { attestReplica } from '../src/session/replica-start.js';
+import { SessionService } from '../src/session/service.js';
 import type { GatewayKey } from '../src/session/types.js';
 import { migratePostgres } from '../src/store/migrations/postgres.js';
 import { chainBundle } from '../src/store/postgres/chain.js';
 import { acquireLease, type Fence } from '../src/store/postgres/leases.js';
+import { recordReplicaStart } from '../src/store/postgres/replica-evidence.js';
 import { sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
 import { openReplicaPool } from '../src/store/postgres/transaction.js';
@@ -55,7 +56,7 @@ interface TestReplica {
   pool: pg.Pool;
   fence: Fence;
   writes: PostgresWriteStore;
-  sessions: ReplicaSessions;
+  sessions: SessionService;
   provider: TpmProvider;
 }
 
@@ -87,7 +88,8 @@ async function startReplica(i: number, attest = true): Promise<TestReplica> {
   tpms.push(tpm);
   const provider = new TpmProvider({ tcti: tpm.tcti, akAlgorithm: 'ecc-p256', pcrs: [0, 7] });
   await provider.start(null);
-  if (attest) await attestReplica(pool, fence, key, provider, FACTS, log);
+  if (attest)
+    await attestReplica((m) => recordReplicaStart(pool, fence, m), fence, key, provider, FACTS, log);
   const store = new PostgresSessionStore(pool, fence);
   const r: TestReplica = {
     id,
@@ -95,7 +97,9 @@ async function startReplica(i: number, attest = true): Promise<TestReplica> {
     pool,
     fence,
     writes: new PostgresWriteStore(pool, fence),
-    sessions: new ReplicaSessions(store, key, provider, FACTS, log),
+    sessions: new SessionService(store, key, FACTS, provider, log, {
+      limits: { defaultMaxCalls: 1000, defaultMaxAgeS: 3600 },
+    }),
     provider,
   };
   replicas.push(r);
@@ -167,7 +171,7 @@ async function session(
 ): Promise<{ claim: Claim; bundle: AuditBundle }> {
   const created = await open.sessions.create('alice', { challenge: 'nonce-r' });
   await Promise.all(writers.map((w) => call(w, created.session_id)));
-  const claim = await close.sessions.close('alice', created.session_id);
+  const claim = await close.sessions.closeAwaited('alice', created.session_id);
   return { claim, bundle: await chainBundle(admin, created.session_id, created.session_id) };
 }
 
@@ -292,7 +296,7 @@ describe.skipIf(!withPostgres)("replicas' evidence", () => {
     // Its lease ends (as after a SIGKILL once the ttl passed); replica 1's sweep seals the attempt.
     await admin.query("UPDATE replica_leases SET expires_ms = 0 WHERE replica_id = 'replica-4'");
     expect(await sealExpiredReplica(rep(1).pool, rep(1).fence, 60_000)).toMatchObject({ attempts: 1 });
-    const claim = await rep(0).sessions.close('alice', created.session_id);
+    const claim = await rep(0).sessions.closeAwaited('alice', created.session_id);
     const bundle = await chainBundle(admin, created.session_id, created.session_id);
     const sealed = bundle.entries
       .map((e) => JSON.parse(e.canonical))

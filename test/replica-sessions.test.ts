@@ -1,5 +1,5 @@
 /**
- * A replica's sessions on PostgreSQL (src/session/replica-sessions.ts) with three replicas, each
+ * A replica's sessions on PostgreSQL (src/session/service.ts over store/postgres/session-store.ts) with three replicas, each
  * its own lease, key and attestation provider (the software one: it binds nothing, so sessions
  * are signed-only), on a real throw-away PostgreSQL: a session opened through one replica is
  * resolved, used and closed through the others; its claim verifies with its bundle and the
@@ -12,7 +12,7 @@ import { sha256Hex } from '@cmcp/verify/format/canonical';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimTextBytes } from '../src/claim/parts.js';
-import { ReplicaSessions } from '../src/session/replica-sessions.js';
+import { SessionService } from '../src/session/service.js';
 import type { GatewayKey } from '../src/session/types.js';
 import { chainBundle } from '../src/store/postgres/chain.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
@@ -31,7 +31,7 @@ const FACTS = {
 };
 let server: PostgresInstance | null = null;
 let engine: Awaited<ReturnType<typeof postgresEngine>>;
-let sessions: ReplicaSessions[] = [];
+let sessions: SessionService[] = [];
 
 function newKey(): GatewayKey {
   const { privateKey } = generateKeyPairSync('ed25519');
@@ -45,12 +45,13 @@ beforeAll(async () => {
   engine = await postgresEngine(server, 'replica_sessions_1');
   sessions = engine.replicas.map(
     (r: PgReplica) =>
-      new ReplicaSessions(
+      new SessionService(
         new PostgresSessionStore(r.pool, r.fence),
         newKey(),
-        new SoftwareProvider(),
         FACTS,
+        new SoftwareProvider(),
         log,
+        { limits: { defaultMaxCalls: 1000, defaultMaxAgeS: 3600 } },
       ),
   );
 }, 60_000);
@@ -59,7 +60,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const s = (i: number) => sessions[i] as ReplicaSessions;
+const s = (i: number) => sessions[i] as SessionService;
 
 let calls = 0;
 async function call(i: number, sessionId: string, toolName = 'echo'): Promise<void> {
@@ -98,7 +99,7 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
     expect(created.binding.status).toBe('absent');
     for (const i of [1, 2]) expect((await s(i).resolve('alice', created.session_id)).status).toBe('open');
     await Promise.all([0, 1, 2, 0, 1, 2].map((i) => call(i, created.session_id)));
-    const claim = await s(1).close('alice', created.session_id);
+    const claim = await s(1).closeAwaited('alice', created.session_id);
     const bundle = await chainBundle(engine.admin, created.session_id, created.session_id);
     const report = verifyClaim(claim, { bundle, expectedChallenge: 'nonce-1' });
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
@@ -110,7 +111,7 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
       [0, 1, 2].map(async (i) => claimTextBytes(await s(i).claimText('alice', created.session_id))),
     );
     for (const t of texts) expect(JSON.parse(t.toString('utf8'))).toEqual(claim);
-    expect(await s(2).close('alice', created.session_id)).toEqual(claim);
+    expect(await s(2).closeAwaited('alice', created.session_id)).toEqual(claim);
     // Closed, it is still unknown to another agent through every replica.
     for (const i of [0, 1, 2])
       await expect(s(i).closeText('bob', created.session_id)).rejects.toMatchObject({
@@ -127,10 +128,10 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
   it('each preimage names the newest claim of the shared chain when its session opened, whichever replica issued it', async () => {
     const a = await s(0).create('alice');
     const b = await s(1).create('alice');
-    const claimB = await s(2).close('alice', b.session_id);
+    const claimB = await s(2).closeAwaited('alice', b.session_id);
     const c = await s(2).create('alice');
-    const claimA = await s(1).close('alice', a.session_id);
-    const claimC = await s(0).close('alice', c.session_id);
+    const claimA = await s(1).closeAwaited('alice', a.session_id);
+    const claimC = await s(0).closeAwaited('alice', c.session_id);
     expect(claimB.binding.preimage.opened_after_claim).toBe(claimA.binding.preimage.opened_after_claim);
     expect(claimC.binding.preimage.opened_after_claim).toBe(claimB.claim_sequence);
     expect(claimA.claim_sequence).toBe(claimB.claim_sequence + 1);
@@ -145,7 +146,9 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
       await expect(s(i).resolve('bob', created.session_id)).rejects.toMatchObject({
         code: 'UNKNOWN_SESSION',
       });
-      await expect(s(i).close('bob', created.session_id)).rejects.toMatchObject({ code: 'UNKNOWN_SESSION' });
+      await expect(s(i).closeAwaited('bob', created.session_id)).rejects.toMatchObject({
+        code: 'UNKNOWN_SESSION',
+      });
       await expect(s(i).closeText('bob', created.session_id)).rejects.toMatchObject({
         code: 'UNKNOWN_SESSION',
       });
@@ -158,7 +161,7 @@ describe.skipIf(!withPostgres)("a replica's sessions", () => {
 
   it("closed through the replica that opened it, the claim carries that replica's stored binding record", async () => {
     const created = await s(0).create('alice');
-    const claim = await s(0).close('alice', created.session_id);
+    const claim = await s(0).closeAwaited('alice', created.session_id);
     const row = await new PostgresSessionStore(
       (engine.replicas[0] as PgReplica).pool,
       (engine.replicas[0] as PgReplica).fence,

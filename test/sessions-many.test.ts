@@ -80,8 +80,11 @@ async function openSessions(g: Gateway, agentId: string, n: number): Promise<voi
   for (let i = 0; i < n; i++) await g.sessions.create(agentId);
 }
 
+/** The service's count, which SQLite answers at once (no promise). */
 function openCount(g: Gateway, agentId: string): number {
-  return g.sessions.openCount(agentId);
+  const n = g.sessions.openCount(agentId);
+  if (typeof n !== 'number') throw new Error('the SQLite session service answers openCount with a promise');
+  return n;
 }
 
 /**

@@ -4,7 +4,9 @@
  * src/config/, src/offload/ (handing work to a thread), src/errors/, and of packages what it likes (@cmcp/verify's formats, pg, better-sqlite3).
  * Read with the TypeScript compiler's import scanner (`ts.preProcessFile`: static imports,
  * re-exports, `import()`, type-only imports). The rule also runs on a small tree that breaks
- * it, so a checker that stopped seeing violations would fail here.
+ * it, so a checker that stopped seeing violations would fail here. Sessions and claims (src/session/,
+ * src/claim/) know storage only through the port: of src/store/ they import port.ts and the
+ * shared pure modules, never an adapter or the SQLite connection.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
@@ -27,8 +29,8 @@ function upward(files: Map<string, string>): string[] {
   return out;
 }
 
-function storeSources(): Map<string, string> {
-  const dir = join(REPO_ROOT, 'src/store');
+function sources(folder: string): Map<string, string> {
+  const dir = join(REPO_ROOT, folder);
   return new Map(
     readdirSync(dir, { recursive: true, withFileTypes: true })
       .filter((e) => e.isFile() && e.name.endsWith('.ts'))
@@ -41,7 +43,7 @@ function storeSources(): Map<string, string> {
 
 describe('the storage layer imports nothing from above it', () => {
   it('src/store/: the port and both adapters are read, and none imports upward', () => {
-    const files = storeSources();
+    const files = sources('src/store');
     const paths = [...files.keys()];
     expect(paths).toContain('src/store/port.ts');
     expect(paths.filter((p) => p.startsWith('src/store/sqlite/')).length).toBeGreaterThan(3);
@@ -62,6 +64,50 @@ describe('the storage layer imports nothing from above it', () => {
       'src/store/port.ts → ../call/types.js',
       'src/store/postgres/x.ts → ../../claim/build.js',
       'src/store/sqlite/y.ts → ../../session/service.js',
+    ]);
+  });
+});
+
+/** What of src/store/ the sessions and claims may import: the port and shared pure modules. */
+const PORT_SIDE = ['src/store/port.ts', 'src/store/loop-slice.ts', 'src/store/entries/'];
+
+/** "importer → specifier" of every relative import into src/store/ past the port. */
+function pastThePort(files: Map<string, string>): string[] {
+  const out: string[] = [];
+  for (const [from, text] of files)
+    for (const { fileName: spec } of ts.preProcessFile(text, true, true).importedFiles) {
+      if (!spec.startsWith('.')) continue;
+      const to = posix.normalize(posix.join(posix.dirname(from), spec)).replace(/\.js$/, '.ts');
+      if (to.startsWith('src/store/') && !PORT_SIDE.some((d) => to.startsWith(d)))
+        out.push(`${from} → ${spec}`);
+    }
+  return out;
+}
+
+describe('sessions and claims reach storage only through the port', () => {
+  it('src/session/ and src/claim/ import no adapter and no connection', () => {
+    const files = new Map([...sources('src/session'), ...sources('src/claim')]);
+    expect([...files.keys()]).toContain('src/session/service.ts');
+    expect([...files.keys()]).toContain('src/claim/issuer.ts');
+    expect(pastThePort(files)).toEqual([]);
+  });
+
+  it('a tree that breaks the rule is reported, import by import', () => {
+    const broken = new Map([
+      [
+        'src/session/service.ts',
+        "import type { Db } from '../store/db.js';\nimport type { SessionStore } from '../store/port.js';",
+      ],
+      ['src/claim/x.ts', "import { claimTip } from '../store/sqlite/claim-text.js';"],
+      [
+        'src/session/y.ts',
+        "export { a } from '../store/postgres/reads.js';\nimport { LoopSlice } from '../store/loop-slice.js';",
+      ],
+    ]);
+    expect(pastThePort(broken)).toEqual([
+      'src/session/service.ts → ../store/db.js',
+      'src/claim/x.ts → ../store/sqlite/claim-text.js',
+      'src/session/y.ts → ../store/postgres/reads.js',
     ]);
   });
 });

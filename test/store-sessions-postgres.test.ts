@@ -19,7 +19,7 @@ import { sha256Hex } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimInputs, SessionBindingRecord } from '../src/claim/build.js';
-import { replicaClaimIssuer } from '../src/claim/replica-issuer.js';
+import { claimIssuer } from '../src/claim/issuer.js';
 import { claimBinding } from '../src/session/claim-binding.js';
 import type { SessionRow } from '../src/session/types.js';
 import type { AttemptStart } from '../src/store/port.js';
@@ -40,9 +40,9 @@ let server: PostgresInstance | null = null;
 let engine: Awaited<ReturnType<typeof postgresEngine>>;
 let stores: PostgresSessionStore[] = [];
 
-/** Closes through `store` with the claim the replica session service issues (claim/replica-issuer.ts). */
+/** Closes through `store` with the claim the replica session service issues (claim/issuer.ts). */
 const closeWith = (store: PostgresSessionStore, sid: string, inputs: (row: SessionRow) => ClaimInputs) =>
-  store.closeSession(sid, 'requested', replicaClaimIssuer(inputs, store.fence));
+  store.closeSession(sid, 'requested', claimIssuer(inputs, store.fence));
 
 /** Each replica's own Ed25519 gateway key (made at start, as a gateway does). */
 const keys = [0, 1, 2].map(() => generateKeyPairSync('ed25519').privateKey);

@@ -49,7 +49,7 @@ describe('strict JSON bodies', () => {
       reason: 'x',
     });
     expectUnknown(r, 'reason');
-    expect(gw.sessions.get('alice', s.body.session_id)?.status).toBe('open');
+    expect((await gw.sessions.get('alice', s.body.session_id))?.status).toBe('open');
     const ok = await rest(gw.url, 'alice-token', 'POST', `/sessions/${s.body.session_id}/close`, {});
     expect(ok.status).toBe(200);
   });

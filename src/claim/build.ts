@@ -1,13 +1,13 @@
 /**
- * Builds, signs and stores a session's TRACE claim (docs/spec/claims.md) from what the database
- * holds: the chain's root/tip/length, a transcript of its tool_call entries (tool,
+ * Builds a session's TRACE claim (docs/spec/claims.md; signed by ./issuer.ts) from what the chain
+ * and the session row hold: the chain's root/tip/length, a transcript of its tool_call entries (tool,
  * decision, matched policy ids, disposition — never arguments or execution ids), every entry
  * counted by type (relayed resource reads, prompt gets, … beside tool calls), and the binding section
  * recorded at session creation.
  */
-import { sign as cryptoSign, type KeyObject, randomUUID } from 'node:crypto';
+import { type KeyObject, randomUUID } from 'node:crypto';
 import type { Ed25519Jwk, SessionBatchJson, SessionBindingPreimage } from '@cmcp/verify/format/binding';
-import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
+import { canonicalJson } from '@cmcp/verify/format/canonical';
 import {
   CLAIM_PROFILE,
   type Claim,
@@ -16,11 +16,8 @@ import {
   type UnsignedClaim,
 } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
-import type { AuditChain, ChainTip, ClaimPageEntry } from '../audit/chain.js';
-import type { Db } from '../store/db.js';
-import type { ClaimTip } from '../store/port.js';
-import { prepared } from '../store/statements.js';
-import { claimTextPieces, storedClaimLayout } from './parts.js';
+import type { ChainTip } from '../store/entries/next-entry.js';
+import type { ChainPageEntry, ClaimTip, IssuedClaim } from '../store/port.js';
 
 /** What the session row stores about its binding (the claim's `binding` and `evidence`). */
 export interface SessionBindingRecord {
@@ -39,8 +36,8 @@ export interface ClaimInputs {
   enforcementMode: string;
 }
 
-/** A chain entry as a claim reads it (audit/chain.ts ClaimPageEntry: what AuditChain.claimPage reads). */
-type ChainEntry = ClaimPageEntry;
+/** A chain entry as a claim reads it (store/port.ts ChainPageEntry). */
+type ChainEntry = ChainPageEntry;
 
 const COMMA = Buffer.from(',');
 
@@ -126,17 +123,6 @@ export class ChainSummary {
   }
 }
 
-/** The newest claim of the database (store/port.ts). */
-export type { ClaimTip };
-
-/** The claim chain's tip: the claim with the largest claim_sequence, or undefined before the first. */
-export function claimTip(db: Db): ClaimTip | undefined {
-  return prepared<[], ClaimTip>(
-    db,
-    'SELECT claim_sequence, claim_hash FROM claims ORDER BY claim_sequence DESC LIMIT 1',
-  ).get();
-}
-
 /**
  * The claim of a chain summarised in `summary`, without its signature, following `prev` in the
  * claim chain (docs/spec/claims.md). `closing`, when given, is the `session_close` entry still
@@ -217,59 +203,7 @@ export function withSignature(unsigned: UnsignedClaim, signature: Buffer): Claim
 }
 
 /** A signed claim with its stored canonical text (UTF-8 JCS) and that text's bare hex SHA-256. */
-export interface SignedClaim {
-  claim: Claim;
-  canonical: Buffer;
-  claimHash: string;
-}
-
-/**
- * Builds and stores the claim, reading the whole chain at once. Must run inside the IMMEDIATE
- * transaction that appended the session's `session_close` entry, so the chain it describes
- * cannot move underneath it.
- */
-export function issueClaim(db: Db, chain: AuditChain, inp: ClaimInputs): Claim {
-  const summary = new ChainSummary();
-  summary.add(chain.entries(inp.sessionId));
-  return issueClaimFrom(db, summary, inp);
-}
-
-/**
- * Builds, signs and stores the claim of a chain summarised in `summary` (which must cover the
- * chain up to its tip, `session_close` included), signing on the event loop. Must run inside
- * the IMMEDIATE transaction that appended `session_close`. The gateway's closes sign off the
- * loop first (session/close.ts); this is their fallback and the blocking close's path.
- * @throws Error when the summary covers no entry.
- */
-export function issueClaimFrom(db: Db, summary: ChainSummary, inp: ClaimInputs): Claim {
-  const unsigned = unsignedClaim(summary, inp, claimTip(db));
-  const transcript = summary.transcriptBytes();
-  // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
-  const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
-  const claim = withSignature(unsigned, signature);
-  const canonical = claimBytes(claim, transcript);
-  insertClaim(db, inp.sessionId, { claim, canonical, claimHash: sha256Hex(canonical) });
-  return claim;
-}
-
-/**
- * Stores a signed claim (inside the caller's IMMEDIATE transaction): its whole canonical text,
- * or only its first `headBytes` when the rest is in parts written beforehand (claim/parts.ts,
- * linked by the caller in the same transaction). The text is bound as bytes and stored as TEXT
- * (`CAST(? AS TEXT)`: the UTF-8 bytes read as text), so a large claim is never turned into one
- * JavaScript string to be encoded again.
- */
-export function insertClaim(
-  db: Db,
-  sessionId: string,
-  signed: SignedClaim,
-  headBytes = signed.canonical.length,
-): void {
-  prepared(
-    db,
-    'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES (?,?,?,CAST(? AS TEXT))',
-  ).run(signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical.subarray(0, headBytes));
-}
+export type SignedClaim = IssuedClaim;
 
 /**
  * UTF-8 JCS (RFC 8785) of a claim whose transcript's JCS bytes are already known: the rest of
@@ -304,20 +238,4 @@ export function claimPieces(claim: UnsignedClaim | Claim, transcript: Buffer | r
     ...(Buffer.isBuffer(transcript) ? [transcript] : transcript),
     Buffer.from(text.slice(at + quoted.length), 'utf8'),
   ];
-}
-
-/** The stored claim of a session, exactly as signed, or undefined. */
-export function storedClaim(db: Db, sessionId: string): Claim | undefined {
-  const text = storedClaimText(db, sessionId);
-  return text ? (JSON.parse(text.toString('utf8')) as Claim) : undefined;
-}
-
-/**
- * The stored canonical text of a session's claim (UTF-8 JCS, what was signed and hashed), in
- * one piece (its parts joined: claim/parts.ts), or undefined.
- */
-export function storedClaimText(db: Db, sessionId: string): Buffer | undefined {
-  const layout = storedClaimLayout(db, sessionId);
-  if (!layout) return undefined;
-  return layout.textId ? Buffer.concat([...claimTextPieces(db, layout)], layout.textBytes) : layout.head;
 }

@@ -1,6 +1,6 @@
 /**
  * What the operator console shows, read through the owners' functions only: sessions
- * (session/service.ts), chains and refusals (audit/chain.ts), claims (claim/build.ts),
+ * (store/sqlite/session-store.ts), chains and refusals (audit/chain.ts), claims (store/sqlite/claim-text.ts),
  * executions (store/sqlite/executions.ts), the running policy, catalog and blocks (the operator
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.
@@ -11,12 +11,13 @@ import type { VerificationReport } from '@cmcp/verify/result';
 import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import type { AuditChain } from '../audit/chain.js';
-import { storedClaim } from '../claim/build.js';
 import type { OperatorApi } from '../gateway/routes/operator.js';
-import { listSessions, readSession, type SessionRow } from '../session/service.js';
+import type { SessionRow } from '../session/types.js';
 import type { Db } from '../store/db.js';
 import type { ExecutionRow } from '../store/port.js';
+import { storedClaim } from '../store/sqlite/claim-text.js';
 import { listExecutions } from '../store/sqlite/executions.js';
+import { listSessions, readSession } from '../store/sqlite/session-store.js';
 
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;

@@ -19,7 +19,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { PolicyState } from '../policy/state.js';
-import type { ReplicaSessionService } from '../session/replica-service.js';
+import type { SessionService } from '../session/service.js';
 import type { SessionFacts } from '../session/types.js';
 import {
   agentHasSessions,
@@ -37,7 +37,7 @@ export const BLOCK_READ_MS = 1000;
 export interface ReplicaOperatorDeps {
   pool: pg.Pool;
   fence: Fence;
-  sessions: ReplicaSessionService;
+  sessions: SessionService;
   facts: SessionFacts;
   policy: PolicyState | null;
   catalog: CatalogGuard | null;

@@ -22,7 +22,7 @@ import type { Logger } from 'pino';
 import type { PolicyBundle } from '../policy/bundle.js';
 import { reloadDetail } from '../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
-import type { ReplicaSessionService } from '../session/replica-service.js';
+import type { SessionService } from '../session/service.js';
 import type { SessionFacts, SessionRow } from '../session/types.js';
 import type { Fence } from '../store/postgres/leases.js';
 import { recordReload, reloadsSince, sessionsBoundToOtherPolicy } from '../store/postgres/policy-reloads.js';
@@ -37,7 +37,7 @@ export interface ReplicaReloadDeps {
   /** The running policy, or null: none configured (a reload is refused `no_policy_key`). */
   policy: PolicyState | null;
   facts: SessionFacts;
-  sessions: ReplicaSessionService;
+  sessions: SessionService;
   chain: GatewayChainSink;
   /** Run after a bundle is installed (the replica's measurement taken again). */
   onInstall: (bundle: PolicyBundle) => void;

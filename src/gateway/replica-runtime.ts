@@ -35,15 +35,15 @@ import { callLink } from '../relay/calls.js';
 import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
-import { DEFAULT_BATCH_LIMIT } from '../session/binding-batcher.js';
-import { ReplicaSessionService } from '../session/replica-service.js';
-import { ReplicaSessions } from '../session/replica-sessions.js';
 import { attestReplica } from '../session/replica-start.js';
+import { SessionService } from '../session/service.js';
 import type { SessionFacts } from '../session/types.js';
 import { maybeDie } from '../store/faults.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
+import { getExecution } from '../store/postgres/executions.js';
 import { openPostgresStorage, type PostgresStorage } from '../store/postgres/open.js';
 import { appendRelayEntry } from '../store/postgres/relay-entries.js';
+import { recordReplicaStart } from '../store/postgres/replica-evidence.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { isConnectionLoss } from '../store/postgres/transaction.js';
@@ -77,7 +77,7 @@ export interface ReplicaGateway {
   pool: pg.Pool;
   lease: ReplicaLease;
   gate: LeaseGate;
-  sessions: ReplicaSessionService;
+  sessions: SessionService;
   upstreams: UpstreamPool;
   provider: AttestationProvider;
   /** `http://host:port` once listening. */
@@ -240,26 +240,23 @@ async function startServing(
   maybeDie('measured');
   // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
   // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
-  await attestReplica(pool, lease.fence, c.key, provider, facts, log);
+  await attestReplica(
+    (m) => recordReplicaStart(pool, lease.fence, m),
+    lease.fence,
+    c.key,
+    provider,
+    facts,
+    log,
+  );
   maybeDie('evidence_recorded');
   await beginLease(lease, log);
-  const sessions = new ReplicaSessionService(
-    pool,
-    store,
-    new ReplicaSessions(
-      store,
-      c.key,
-      provider,
-      facts,
-      log,
-      DEFAULT_BATCH_LIMIT,
-      requiredBindingTier(cfg.attestation),
-    ),
-    {
+  const sessions = new SessionService(store, c.key, facts, provider, log, {
+    limits: {
       defaultMaxCalls: cfg.sessions.default_max_calls,
       defaultMaxAgeS: cfg.sessions.default_max_age_s,
     },
-  );
+    requiredTier: requiredBindingTier(cfg.attestation),
+  });
   const engine = () => policy?.engine ?? null;
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
@@ -320,7 +317,7 @@ async function startControls(
   cfg: GatewayConfig,
   c: Core,
   p: {
-    sessions: ReplicaSessionService;
+    sessions: SessionService;
     facts: SessionFacts;
     policy: PolicyState | null;
     catalog: CatalogGuard | null;
@@ -374,7 +371,7 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
     recordRefusal: s.refusals.refused,
     mcp: s.mcp,
     sessions: s.sessions,
-    executions: s.sessions.executions(),
+    executions: { get: (agentId, executionId) => getExecution(c.pool, agentId, executionId) },
     maxRequestBytes: cfg.limits.max_request_bytes,
     recordAuthFailure: (route) => s.refusals.authFailures.record(route),
     ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}),

@@ -16,7 +16,6 @@ import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
-import { removeUnlinkedClaimParts } from '../claim/parts.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
 import { GatewayMeasurer } from '../measure/record.js';
@@ -38,13 +37,15 @@ import { sqliteRelayEntries } from '../relay/evidence.js';
 import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
-import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
+import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import type { Db } from '../store/db.js';
 import type { CallStore } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
+import { removeUnlinkedClaimParts } from '../store/sqlite/claim-text.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage, type SqliteStorageOptions } from '../store/sqlite/open.js';
 import { CallRecovery } from '../store/sqlite/recovery.js';
+import { readSession, type SqliteSessionStore } from '../store/sqlite/session-store.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -121,6 +122,8 @@ function loadPolicyAndCatalog(cfg: GatewayConfig) {
 interface Core {
   db: Db;
   chain: AuditChain;
+  /** The sessions' side of the storage port. */
+  sessionStore: SqliteSessionStore;
   key: GatewayKey;
   provider: AttestationProvider;
   upstreams: UpstreamPool;
@@ -178,28 +181,30 @@ async function startControls(
     enforcementMode: policy?.mode ?? 'none',
   };
 
-  const sessions = new SessionService(
-    db,
-    chain,
-    key,
-    provider,
-    { defaultMaxCalls: cfg.sessions.default_max_calls, defaultMaxAgeS: cfg.sessions.default_max_age_s },
-    log,
-    facts,
-    cfg.instance_id,
-    requiredBindingTier(cfg.attestation),
-  );
+  const sessions = new SessionService(core.sessionStore, key, facts, provider, log, {
+    limits: {
+      defaultMaxCalls: cfg.sessions.default_max_calls,
+      defaultMaxAgeS: cfg.sessions.default_max_age_s,
+    },
+    requiredTier: requiredBindingTier(cfg.attestation),
+  });
   // Recovery before the listener opens (and before stale sessions close, so each interrupted
   // call lands in the session chain it ran in): nothing forwarded by an earlier process stays
   // without a terminal entry.
-  const recovery = new CallRecovery(db, chain, new AttemptLog(db, cfg.instance_id), executions, sessions);
+  const recovery = new CallRecovery(
+    db,
+    chain,
+    new AttemptLog(db, cfg.instance_id),
+    executions,
+    core.sessionStore,
+  );
   const recovered = recovery.run(
     'in flight at start-up: the previous process stopped before a terminal outcome was recorded',
   );
   if (recovered.attempts || recovered.executions)
     log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
   // A close stopped between its claim text's parts and its closing transaction left parts no
-  // claim links (claim/parts.ts); its session is still open and closes again below or later.
+  // claim links (store/sqlite/claim-text.ts); its session is still open and closes again below or later.
   const orphanParts = removeUnlinkedClaimParts(db, cfg.instance_id);
   if (orphanParts) log.warn({ parts: orphanParts }, "removed a previous run's unlinked claim text parts");
   // Made unusable now, closed in batches while start-up goes on (awaited once listening).
@@ -274,7 +279,7 @@ function buildHttp(
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const relay = new Relay({
     pool: upstreams,
-    entries: sqliteRelayEntries(chain, sessions),
+    entries: sqliteRelayEntries(chain, core.sessionStore),
     sessions,
     log,
     policy: () => policy?.engine ?? null,
@@ -361,6 +366,7 @@ export async function startGateway(
   try {
     const chain = new AuditChain(db);
     const callStore = storage.callStore(chain);
+    const sessionStore = storage.sessionStore(chain);
     const executions = callStore.local.executions;
     const key = newGatewayKey();
     // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
@@ -386,6 +392,7 @@ export async function startGateway(
       await startControls(cfg, loaded, {
         db,
         chain,
+        sessionStore,
         key,
         provider,
         upstreams,
@@ -395,7 +402,7 @@ export async function startGateway(
     const drain = new Drain();
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
-      { db, chain, sessions, upstreams, executions, log },
+      { db, chain, sessionStore, sessions, upstreams, executions, log },
       catalog,
       policy,
       operator,

@@ -70,7 +70,7 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
   // What is still pending gets an answer (CALL_INTERRUPTED, as recorded) instead of a dropped
   // connection; written before sessions close and connections are closed.
   if (!drained) await p.drain.answerPending((callId) => p.recovery.interrupted(callId));
-  // Paged and awaited (session/paged.ts): probes are answered while long sessions close.
+  // Paged and awaited (store/sqlite/paged.ts): probes are answered while long sessions close.
   const closed = await p.sessions.closeOpenInBatches(null, 'gateway_stopped');
   // Requests still running hold their sockets; their late terminal commits are refused (the
   // attempt is gone), so nothing they could still say belongs in the record.

@@ -16,7 +16,6 @@ import { jcsDigest } from '@cmcp/verify/format/canonical';
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
-import type { SessionService } from '../session/service.js';
 import { immediateAsync } from '../store/db.js';
 
 /** Entry type of each evidenced method. */
@@ -81,7 +80,7 @@ export type RelayEntrySink = (sessionId: string | null, input: EntryInput) => Pr
  */
 export function sqliteRelayEntries(
   chain: AuditChain,
-  sessions: Pick<SessionService, 'isOpen'>,
+  sessions: { isOpen(sessionId: string): boolean },
 ): RelayEntrySink {
   return (sessionId, input) =>
     immediateAsync(chain.db, () => {

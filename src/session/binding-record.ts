@@ -2,8 +2,7 @@
  * A session's binding as it is recorded (docs/spec/binding.md): the preimage over the chain root,
  * the bind through the batcher, the evidence (bound, or absent with the reason — a failed bind is
  * logged and the session serves signed-only unless a tier is required), and the chain entry that
- * records the outcome. Shared by the SQLite session service (service.ts) and the replicas'
- * (replica-sessions.ts) so the record has one builder.
+ * records the outcome, as the session service (./service.ts) records it on either engine.
  */
 
 import { CmcpError } from '@cmcp/verify/errors/index';

@@ -58,8 +58,7 @@ export function claimBinding(
 
 /**
  * What a session's claim is issued from (claim/build.ts ClaimInputs): its {@link claimBinding}
- * and the key that signs it now. The one builder for both engines' closes (./service.ts on
- * SQLite, ./replica-sessions.ts on PostgreSQL).
+ * and the key that signs it now, for the session service's closes on either engine (./service.ts).
  * @param providerName as {@link claimBinding}'s.
  */
 export function claimInputsFor(

@@ -1,9 +1,8 @@
 /**
- * What the running gateway asks of its sessions and executions, engine-neutral:
- * the SQLite gateway's SessionService (service.ts) and ExecutionRegistry answer synchronously
+ * What the running gateway asks of its sessions and executions, engine-neutral: the
+ * SessionService (service.ts) over SQLite's store and the ExecutionRegistry answer synchronously
  * where they can (a better-sqlite3 read is a function call; wrapping it in a promise would cost
- * every request a turn of the loop), a PostgreSQL replica's (replica-service.ts) answer with a
- * promise. Callers `await` the answer either way, off the call path's hot loop only: the call
+ * every request a turn of the loop), over PostgreSQL's with a promise. Callers `await` the answer either way, off the call path's hot loop only: the call
  * path itself (call/orchestrator.ts) awaits `resolve` as it always has.
  */
 import type { Readable } from 'node:stream';

@@ -15,15 +15,22 @@ import {
   type ReplicaMember,
   replicaBindingDigest,
 } from '@cmcp/verify/format/replica';
-import type pg from 'pg';
 import type { Logger } from 'pino';
-import type { Fence } from '../store/postgres/leases.js';
-import { recordReplicaStart } from '../store/postgres/replica-evidence.js';
 import { type AttestationProvider, BindingError } from '../tee/provider.js';
 import type { GatewayKey, SessionFacts } from './types.js';
 
+/** A replica's lease as its start-up evidence names it. */
+export interface ReplicaFence {
+  replicaId: string;
+  leaseToken: number;
+}
+
 /** The replica's start-up preimage under its fence (its lease token) and key. */
-export function replicaPreimage(fence: Fence, key: GatewayKey, facts: SessionFacts): ReplicaBindingPreimage {
+export function replicaPreimage(
+  fence: ReplicaFence,
+  key: GatewayKey,
+  facts: SessionFacts,
+): ReplicaBindingPreimage {
   return {
     domain: 'cmcp.replica-binding',
     version: 1,
@@ -39,14 +46,15 @@ export function replicaPreimage(fence: Fence, key: GatewayKey, facts: SessionFac
 /**
  * Binds the replica's key into `provider`'s evidence and records it (entry and row). Once per
  * start, after the lease is acquired and before the replica serves.
+ * @param record stores the member (store/postgres/replica-evidence.ts recordReplicaStart under the fence).
  * @param fence the replica's fence, its writer the same `key`.
  * @returns (resolves) the recorded member.
  * @throws (rejects) LeaseLostError; pg errors; Error when the fence's writer is another key.
  *   A failed bind does not throw (absent evidence with the provider's reason).
  */
 export async function attestReplica(
-  pool: pg.Pool,
-  fence: Fence,
+  record: (member: ReplicaMember) => Promise<unknown>,
+  fence: ReplicaFence,
   key: GatewayKey,
   provider: AttestationProvider,
   facts: SessionFacts,
@@ -81,6 +89,6 @@ export async function attestReplica(
     binding: { preimage },
     evidence,
   };
-  await recordReplicaStart(pool, fence, member);
+  await record(member);
   return member;
 }

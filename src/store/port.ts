@@ -14,7 +14,7 @@ import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { ReplicaMember } from '@cmcp/verify/format/replica';
 import type { ClaimPageEntry } from './entries/entry-row.js';
-import type { EntryInput } from './entries/next-entry.js';
+import type { ChainTip, EntryInput } from './entries/next-entry.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;
@@ -55,8 +55,8 @@ export interface ClaimTip {
 
 /** An entry as a close's summary reads it: what the claim needs, and the entry's writer. */
 export interface ChainPageEntry extends ClaimPageEntry {
-  /** Key thumbprint of the entry's `replica` (its writer), or null when it names none. */
-  writer: string | null;
+  /** Key thumbprint of the entry's `replica` (its writer); null or absent when it names none. */
+  writer?: string | null;
 }
 
 /** A signed claim with its canonical text (UTF-8 JCS) and its hash, as it is stored. */
@@ -66,26 +66,40 @@ export interface IssuedClaim {
   claimHash: string;
 }
 
+/** The `session_close` entry a claim ends at when it is built before that entry is written. */
+export type ClosingEntry = Pick<AuditEntry, 'entry_type' | 'entry_hash'>;
+
 /**
- * How a close's claim is made, supplied by the domain (claim/): the adapter feeds it the
- * session chain's entries in sequence order, a page at a time, then asks it for the signed
- * claim inside the transaction that closes the session. The adapter stores the text it gets.
+ * How a close's claim is made, supplied by the domain (claim/issuer.ts): the adapter feeds it
+ * the session chain's entries in sequence order, a page at a time, then asks it for the signed
+ * claim — inside the transaction that closes the session (PostgreSQL), or before it with the
+ * `session_close` entry it will write (SQLite, which then checks nothing moved). The adapter
+ * stores the text it gets.
  */
 export interface ClaimIssuer {
   /** sequence_number of the last entry added; -1 before any. */
   readonly lastSequence: number;
+  /** The chain tip the entries added reach (what the next entry is built after), or undefined. */
+  tip(): ChainTip | undefined;
   /** Adds the chain's next entries (after {@link lastSequence}). */
   add(page: readonly ChainPageEntry[]): void;
   /**
-   * The claim for the locked session row, after `prev` in the claim chain.
+   * The claim for the session row, after `prev` in the claim chain, signed off the event loop.
    * @param members the replica members of the given writers (a claim written by several).
+   * @param closing the `session_close` entry still to be written after the entries added.
    * @throws (rejects) when no claim that would verify can be made: nothing is stored.
    */
   issue(
     row: SessionRow,
     prev: ClaimTip | undefined,
     members: (writers: readonly string[]) => Promise<ReplicaMember[]>,
+    closing?: ClosingEntry,
   ): Promise<IssuedClaim>;
+  /**
+   * {@link issue} signed on the event loop, for a close inside one synchronous transaction (a
+   * close that kept being overtaken). @throws Error for a chain several writers wrote.
+   */
+  issueNow(row: SessionRow, prev: ClaimTip | undefined): IssuedClaim;
 }
 
 /** What opens a session (SessionService.create's row and genesis entry). */
@@ -108,30 +122,65 @@ export interface ClosedSession {
   issued: boolean;
 }
 
+/** A session named with its agent (the lists batch closes work through). */
+export interface SessionRef {
+  session_id: string;
+  agent_id: string;
+}
+
 /**
  * The sessions' side of the port: a session's genesis, binding, close with its claim, and the
- * reads a session is served from. PostgreSQL's (store/postgres/session-store.ts) serves a
- * replica's session service; the SQLite session service still runs its own statements.
+ * reads a session is served from. SQLite: store/sqlite/session-store.ts (its reads answer at
+ * once); PostgreSQL: store/postgres/session-store.ts.
  */
 export interface SessionStore {
-  /** Who writes: the replica and, when its entries name one, its writer key. */
+  /** Who writes: the replica (SQLite: the instance) and, when its entries name one, its writer key. */
   readonly fence: { replicaId: string; writer?: { keyThumbprint: string } | undefined };
+  /**
+   * True when any writer serves any session (PostgreSQL replicas); false when a session is
+   * served and closed only by the instance that opened it (SQLite: its binding is that
+   * instance's key), and the lists below are that instance's sessions.
+   */
+  readonly sharedSessions: boolean;
   /** claim_sequence of the newest claim, or null before the first. */
-  newestClaimSequence(): Promise<number | null>;
+  newestClaimSequence(): Answer<number | null>;
   /** The genesis entry and the open row, together. @returns the genesis entry. */
   openSession(o: OpenSession): Promise<AuditEntry>;
-  /** The binding's entry and its record on the row, together. @throws when the session is not open. */
+  /**
+   * The binding's entry and its record on the row, together.
+   * @throws (rejects) on PostgreSQL when the session is not open.
+   */
   recordBinding(sessionId: string, entry: EntryInput, record: object): Promise<AuditEntry>;
   /** Entries appended to one chain in one transaction, in order. */
   appendEntries(chainId: string, entries: readonly EntryInput[]): Promise<AuditEntry[]>;
-  /** The close entry, the status and the claim `issuer` makes, together; a closed session answers its stored claim. */
+  /**
+   * The close entry, the status and the claim `issuer` makes, together; a closed session
+   * answers its stored claim. The chain is read for the claim in pages with the event loop
+   * free between them.
+   * @throws (rejects) Error when the session is unknown; what the issuer throws; the engine's
+   *   errors (SQLITE_BUSY, LEASE_LOST) — nothing written.
+   */
   closeSession(sessionId: string, reason: string, issuer: ClaimIssuer): Promise<ClosedSession>;
-  /** A session row as committed (with its sensitivity level), or undefined. */
-  session(sessionId: string): Promise<SessionRow | undefined>;
+  /** A session row as committed (PostgreSQL: with its sensitivity level), or undefined. */
+  session(sessionId: string): Answer<SessionRow | undefined>;
   /** A closed session's stored claim with its canonical text, or undefined. */
-  claim(sessionId: string): Promise<{ claim: Claim; canonical: Buffer } | undefined>;
+  claim(sessionId: string): Answer<{ claim: Claim; canonical: Buffer } | undefined>;
   /** A closed session's stored claim text as stored, not parsed, or undefined. */
-  claimCanonical(sessionId: string): Promise<ClaimTextPieces | undefined>;
+  claimCanonical(sessionId: string): Answer<ClaimTextPieces | undefined>;
+  /** The newest open default session of `agentId`, or undefined. */
+  openDefaultSession(agentId: string): Answer<string | undefined>;
+  /** How many sessions of `agentId` are open. */
+  openSessionCount(agentId: string): Answer<number>;
+  /** Open sessions (of `agentId`, or of every agent), oldest first. */
+  openSessions(agentId: string | null): Answer<SessionRef[]>;
+  /**
+   * Open sessions opened under another gateway key than `keyThumbprint` (base64url): an
+   * earlier process's, which this key can never claim as bound. None where any writer serves
+   * any session.
+   */
+  staleSessions(keyThumbprint: string): Answer<SessionRef[]>;
+  /** The chain's audit bundle (docs/spec/audit-entries.md#bundles) as JSON text, read in pages. */
+  bundleJson(chainId: string, sessionId: string | null): AsyncIterable<string | Buffer>;
 }
 
 export type BlockEntryType = 'agent_blocked' | 'agent_unblocked';

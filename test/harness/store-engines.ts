@@ -3,7 +3,7 @@
  * drives them: three "replicas" writing into one database — on SQLite three connections to one
  * file (one host's processes share its write lock), on PostgreSQL three pools each holding its
  * own fenced lease (src/store/postgres/). Each replica exposes the call path's side of the storage
- * port (store/port.ts CallStore, the adapter the gateway runs) and a plain chain append; the engine exposes committed reads.
+ * port (store/port.ts CallStore, the adapter the gateway runs), its sessions' side (SessionStore) and a plain chain append; the engine exposes committed reads.
  * Nothing of either engine is mocked.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,16 +14,18 @@ import pg from 'pg';
 import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
 import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
-import type { CallStore, ExecutionRow, OperatorRecords } from '../../src/store/port.js';
+import type { CallStore, ExecutionRow, OperatorRecords, SessionStore } from '../../src/store/port.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
 import { postgresOperatorRecords } from '../../src/store/postgres/operator-records.js';
+import { PostgresSessionStore } from '../../src/store/postgres/session-store.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
 import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
 import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
 import { sqliteOperatorRecords } from '../../src/store/sqlite/operator-records.js';
+import { SqliteSessionStore } from '../../src/store/sqlite/session-store.js';
 import { createDatabase, type PostgresInstance } from '../../testing/postgres.js';
 
 /** One writer of the shared database. */
@@ -32,6 +34,8 @@ export interface Replica {
   writes: CallStore;
   /** The operators' records (blocks, reloads) through the same port. */
   operator: OperatorRecords;
+  /** The sessions' side of the port (SQLite: this replica's sessions as one instance's). */
+  sessions: SessionStore;
   /** One entry appended to `chainId` in its own transaction. */
   append(chainId: string, input: EntryInput): Promise<AuditEntry>;
 }
@@ -70,6 +74,7 @@ export function sqliteEngine(): Engine {
         id: `replica-${i}`,
         writes: sqliteCallStore(db, `replica-${i}`, chain, null),
         operator: sqliteOperatorRecords(db, chain),
+        sessions: new SqliteSessionStore(db, chain, `replica-${i}`),
         append: (chainId, input) => chain.appendAwaited(chainId, input),
       };
     }),
@@ -140,6 +145,7 @@ export async function postgresEngine(
       fence,
       writes: new PostgresWriteStore(pool, fence),
       operator: postgresOperatorRecords(pool, fence),
+      sessions: new PostgresSessionStore(pool, fence),
       append: (chainId, input) => fencedTransaction(pool, fence, (cl) => appendEntry(cl, chainId, input)),
     });
   }

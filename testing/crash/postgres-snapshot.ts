@@ -3,7 +3,7 @@
  * REPEATABLE READ transaction (one consistent view, PostgreSQL 15 docs §13.2.2). A claim's text
  * is `claims.canonical` whole (the PostgreSQL close stores it so, docs/replicas.md#sessions-across-replicas);
  * one that names parts (`claim_part_links`) is its first part (`claims.canonical`) and then parts
-1…n, as src/claim/parts.ts reads them on SQLite.
+1…n, as src/store/sqlite/claim-text.ts reads them on SQLite.
  */
 import pg from 'pg';
 import type { CrashSnapshot, SnapshotEntry, SnapshotExecution } from './snapshot.js';

@@ -168,7 +168,7 @@ const CLAIM_CHUNK_BYTES = 64 * 1024;
  * Sends a stored claim's canonical text (UTF-8 JCS, docs/spec/claims.md) as the JSON body, in
  * chunks of {@link CLAIM_CHUNK_BYTES}: the bytes that were signed and hashed, with no parse and
  * no serialisation (a 10,000-call claim is ~1.5 MB; serialising it held the loop 5–11 ms), a
- * stored text's parts read one at a time as the socket takes them (claim/parts.ts).
+ * stored text's parts read one at a time as the socket takes them (store/sqlite/claim-text.ts).
  */
 function sendClaimText(reply: FastifyReply, text: Buffer | ClaimTextPieces): FastifyReply {
   const { textBytes, pieces } = Buffer.isBuffer(text) ? { textBytes: text.length, pieces: [text] } : text;

@@ -144,7 +144,7 @@ CREATE TABLE replica_leases (
 ) WITHOUT ROWID;
 `;
 
-// A long claim's stored text in parts (src/claim/parts.ts): claims.canonical holds its first
+// A long claim's stored text in parts (src/store/sqlite/claim-text.ts): claims.canonical holds its first
 // part, claim_parts the rest, each written in a small transaction before the closing one, which
 // only adds the claim_part_links row. Parts no link names are a close that never committed (a
 // crash, a rebuilt claim) and are removed (at start-up for the instance that wrote them).

@@ -8,7 +8,7 @@
  * The close builds its claim inside the transaction, holding the session row (FOR NO KEY
  * UPDATE, the lock order of every session write), the chain's tip and the claim chain's lock:
  * no call's terminal and no other replica's claim can move underneath it, so it never builds
- * twice (the SQLite close builds outside and checks, session/close.ts — one process, one writer).
+ * twice (the SQLite close builds outside and checks, store/sqlite/session-store.ts — one process, one writer).
  * Only the chain's summary is read before it, in pages: the chain is append-only, so what was
  * read is a prefix of what the transaction sees, and the rest is read inside it.
  */
@@ -23,12 +23,14 @@ import type {
   ClaimTip,
   ClosedSession,
   OpenSession,
+  SessionRef,
   SessionRow,
   SessionStore,
 } from '../port.js';
-import { appendEntry, claimPage } from './chain.js';
+import { appendEntry, chainBundleJson, claimPage } from './chain.js';
 import { copyRowIn, copyTextOut, VERBATIM_CSV } from './copy-text.js';
 import type { Fence } from './leases.js';
+import { openDefaultSession, openSessionCount } from './reads.js';
 import { replicaMembers } from './replica-evidence.js';
 import { fencedTransaction } from './transaction.js';
 
@@ -59,12 +61,49 @@ function sessionRow(r: RowText): SessionRow {
 
 /** One replica's session writes and reads on the shared PostgreSQL. */
 export class PostgresSessionStore implements SessionStore {
+  /** Any replica serves any session: a session opened through one is closed through another. */
+  readonly sharedSessions = true;
+
   constructor(
     private readonly pool: pg.Pool,
     /** The replica's lease: checked first in every write transaction. */
     readonly fence: Fence,
     private readonly clock?: MicroClock,
   ) {}
+
+  /** The agent's newest open default session, whichever replica opened it. Reads only. */
+  openDefaultSession(agentId: string): Promise<string | undefined> {
+    return openDefaultSession(this.pool, agentId);
+  }
+
+  /** Sessions of `agentId` open now, on every replica. Reads only. */
+  openSessionCount(agentId: string): Promise<number> {
+    return openSessionCount(this.pool, agentId);
+  }
+
+  /** Open sessions (of `agentId`, or of every agent), oldest first, whichever replica opened them. */
+  async openSessions(agentId: string | null): Promise<SessionRef[]> {
+    const r =
+      agentId === null
+        ? await this.pool.query<SessionRef>(
+            "SELECT session_id, agent_id FROM sessions WHERE status = 'open' ORDER BY created_ms",
+          )
+        : await this.pool.query<SessionRef>(
+            "SELECT session_id, agent_id FROM sessions WHERE status = 'open' AND agent_id = $1 ORDER BY created_ms",
+            [agentId],
+          );
+    return r.rows;
+  }
+
+  /** None: any replica serves (and signs the claim of) any session, whoever opened it. */
+  async staleSessions(_keyThumbprint: string): Promise<SessionRef[]> {
+    return [];
+  }
+
+  /** The chain's audit bundle as JSON text, read and sent in pages (./chain.ts chainBundleJson). */
+  bundleJson(chainId: string, sessionId: string | null): AsyncIterable<string | Buffer> {
+    return chainBundleJson(this.pool, chainId, sessionId);
+  }
 
   /**
    * Writes the session's genesis (`session_open`) entry and its row (status open), together.
@@ -152,7 +191,7 @@ export class PostgresSessionStore implements SessionStore {
    * short query, the loop free between them) and caught up inside it after `session_close`
    * (which locks the chain's tip: nothing is appended after it); the claim is signed on the
    * signing thread and its text assembled and hashed in slices (claim/sign.ts).
-   * @param issuer builds and signs the claim from the pages it is fed (claim/replica-issuer.ts).
+   * @param issuer builds and signs the claim from the pages it is fed (claim/issuer.ts).
    * @throws (rejects) LeaseLostError; Error when the session is unknown; what the issuer
    *   throws; pg errors — nothing written.
    */
@@ -278,7 +317,7 @@ async function storedClaim(
     : { claim: JSON.parse(text) as Claim, canonical: Buffer.from(text, 'utf8') };
 }
 
-/** Entries read per page of a close's summary (as on SQLite, session/paged.ts). */
+/** Entries read per page of a close's summary (as on SQLite, store/sqlite/paged.ts). */
 const SUMMARY_PAGE = 25;
 
 /**

@@ -13,6 +13,7 @@ import { type StoreWorker, startStoreWorker } from '../write-client.js';
 import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
 import type { AuditChain } from './chain.js';
 import { sqliteOperatorRecords } from './operator-records.js';
+import { SqliteSessionStore } from './session-store.js';
 
 /** The settings SQLite storage reads from the gateway config. */
 export interface SqliteSettings {
@@ -45,6 +46,8 @@ export interface SqliteStorage extends StorageCapabilities {
   callStore(chain: AuditChain): SqliteCallStore;
   /** Agent blocks and policy reloads in the gateway chain, through the same chain object. */
   operatorRecords(chain: AuditChain): OperatorRecords;
+  /** This instance's sessions (the sessions' side of the port), through the same chain object. */
+  sessionStore(chain: AuditChain): SqliteSessionStore;
 }
 
 /**
@@ -91,6 +94,7 @@ export function openSqliteStorage(
     worker,
     callStore: (chain) => sqliteCallStore(db, cfg.instance_id, chain, worker),
     operatorRecords: (chain) => sqliteOperatorRecords(db, chain),
+    sessionStore: (chain) => new SqliteSessionStore(db, chain, cfg.instance_id),
     close() {
       closed ??= (async () => {
         instance.release();
