@@ -18,7 +18,7 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
+import type { ClientChannel, ClientMessage } from '../src/gateway/agent/mcp/channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';

@@ -20,10 +20,10 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { CallOrchestrator } from '../src/call/orchestrator.js';
-import { McpEndpoint, type MethodHandler } from '../src/gateway/mcp.js';
-import { registerMcpRoutes } from '../src/gateway/routes/mcp-routes.js';
-import { ClientSessions } from '../src/gateway/stream/client-sessions.js';
-import { InflightRequests } from '../src/gateway/stream/inflight.js';
+import { ClientSessions } from '../src/gateway/agent/mcp/client-sessions.js';
+import { McpEndpoint, type MethodHandler } from '../src/gateway/agent/mcp/endpoint.js';
+import { InflightRequests } from '../src/gateway/agent/mcp/inflight.js';
+import { registerMcpRoutes } from '../src/gateway/agent/mcp/plugin.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 
 const anyResult = z.object({}).passthrough();

@@ -20,7 +20,7 @@ import { jcsDigest } from '@cmcp/verify/format/canonical';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
-import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
+import type { ClientChannel, ClientMessage } from '../src/gateway/agent/mcp/channel.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
 import { envSecrets, SECRET_ENV_NAME, urlSecrets } from '../src/upstream/credentials.js';
 import { describeUpstreamFailure } from '../src/upstream/diagnose.js';

@@ -17,7 +17,7 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator } from '../gateway/auth.js';
+import type { Authenticator } from '../gateway/edge/credentials.js';
 import { CONSOLE_COOKIE, CONSOLE_PATH, type ConsoleLogin, ConsoleLogins, csrfMatches } from './login.js';
 import type { BucketSize, ConsoleReadModel } from './read-model.js';
 import * as v from './views.js';

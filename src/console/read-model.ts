@@ -13,7 +13,7 @@ import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files'
 import type { AuditChain } from '../audit/chain.js';
 import { storedClaim } from '../claim/build.js';
 import { type ExecutionRow, listExecutions } from '../execution/registry.js';
-import type { OperatorApi } from '../gateway/routes/operator.js';
+import type { OperatorApi } from '../gateway/operator/plugin.js';
 import { listSessions, readSession, type SessionRow } from '../session/service.js';
 import type { Db } from '../store/db.js';
 

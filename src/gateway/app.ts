@@ -10,25 +10,25 @@ import { type ConsoleDeps, consoleRoutes } from '../console/plugin.js';
 import { metricsRoutes } from '../metrics/plugin.js';
 import type { GatewayMetrics } from '../metrics/registry.js';
 import type { AgentSessions, ExecutionReads } from '../session/ports.js';
-import type { AgentLimits } from './agent-limits.js';
-import type { Authenticator } from './auth.js';
-import { NOT_UTF8 } from './body-refusals.js';
-import { type ConnectionLimitSettings, capConnections, connectionOptions } from './connection-limits.js';
-import type { Drain } from './drain.js';
-import { hostCheck } from './host-check.js';
-import type { McpEndpoint } from './mcp.js';
-import type { OAuthVerifier } from './oauth/index.js';
-import type { Readiness } from './readiness.js';
-import { errorHandler } from './replies.js';
-import { OneLineRequestLog } from './request-log.js';
-import { agentRoutes, type RefusalSink } from './routes/agent.js';
-import { healthRoutes } from './routes/health.js';
-import { oauthMetadataRoutes } from './routes/oauth-metadata.js';
-import { type OperatorApi, operatorAuth, operatorRoutes } from './routes/operator.js';
-import type { ClientSessions } from './stream/client-sessions.js';
-import type { InflightRequests } from './stream/inflight.js';
+import type { AgentLimits } from './agent/limits.js';
+import type { ClientSessions } from './agent/mcp/client-sessions.js';
+import type { McpEndpoint } from './agent/mcp/endpoint.js';
+import type { InflightRequests } from './agent/mcp/inflight.js';
+import type { OAuthVerifier } from './agent/oauth/index.js';
+import { oauthMetadataRoutes } from './agent/oauth/metadata.js';
+import { agentRoutes, type RefusalSink } from './agent/plugin.js';
+import { NOT_UTF8 } from './edge/bodies.js';
+import { type ConnectionLimitSettings, capConnections, connectionOptions } from './edge/connections.js';
+import type { Authenticator } from './edge/credentials.js';
+import { hostCheck } from './edge/host-check.js';
+import { errorHandler } from './edge/replies.js';
+import { OneLineRequestLog } from './edge/request-log.js';
+import { healthRoutes } from './health/plugin.js';
+import type { Readiness } from './health/readiness.js';
+import type { Drain } from './lifecycle/drain.js';
+import { type OperatorApi, operatorAuth, operatorRoutes } from './operator/plugin.js';
 
-export type { OperatorApi } from './routes/operator.js';
+export type { OperatorApi } from './operator/plugin.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

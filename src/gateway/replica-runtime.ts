@@ -54,24 +54,29 @@ import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
-import { edgeLimits } from './agent-limits.js';
+import { edgeLimits } from './agent/limits.js';
+import { ClientSessions } from './agent/mcp/client-sessions.js';
+import { McpEndpoint } from './agent/mcp/endpoint.js';
+import { InflightRequests } from './agent/mcp/inflight.js';
+import { OAuthVerifier } from './agent/oauth/index.js';
 import { buildApp } from './app.js';
-import { Authenticator } from './auth.js';
-import { Drain } from './drain.js';
-import { warnExposure } from './exposure.js';
+import { Authenticator } from './edge/credentials.js';
+import { allowedHosts, hostCheck } from './edge/host-check.js';
 import { paceGc } from './gc-pacing.js';
-import { allowedHosts, hostCheck } from './host-check.js';
-import { LeaseGate, startReplicaLease } from './lease-gate.js';
-import { McpEndpoint } from './mcp.js';
-import { OAuthVerifier } from './oauth/index.js';
-import { postgresWriteProbe, Readiness } from './readiness.js';
-import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
-import { ReplicaOperator } from './replica-operator.js';
-import { ReplicaReloads } from './replica-reload.js';
-import { assertReplicaConfig, refuseConsole, replicaGauges } from './replica-unavailable.js';
+import { postgresWriteProbe, Readiness } from './health/readiness.js';
+import { Drain } from './lifecycle/drain.js';
+import { warnExposure } from './lifecycle/exposure.js';
+import { LeaseGate, startReplicaLease } from './lifecycle/lease-gate.js';
+import {
+  type GatewayChainSink,
+  gatewayRefusals,
+  gatewayStartEntry,
+  recordClientSession,
+} from './lifecycle/records.js';
+import { assertReplicaConfig, refuseConsole, replicaGauges } from './lifecycle/replica-unavailable.js';
+import { ReplicaOperator } from './operator/replica-controls.js';
+import { ReplicaReloads } from './operator/replica-reload.js';
 import { newGatewayKey } from './runtime.js';
-import { ClientSessions } from './stream/client-sessions.js';
-import { InflightRequests } from './stream/inflight.js';
 
 /** A running replica. */
 export interface ReplicaGateway {

@@ -8,7 +8,7 @@
 import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import { EVIDENCE_META_KEY, evidenceOf } from '../call/respond.js';
-import type { MethodRequest } from '../gateway/mcp.js';
+import type { MethodRequest } from '../gateway/agent/mcp/endpoint.js';
 import type { ActionId } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
 import type { CallOutcome } from '../upstream/pool.js';

@@ -38,7 +38,7 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import type { ClientChannel, ClientMessage, ClientSessionEvents } from '../gateway/client-channel.js';
+import type { ClientChannel, ClientMessage, ClientSessionEvents } from '../gateway/agent/mcp/channel.js';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
 import type { ConnectionFor } from './federation.js';
 import type { DropReason, NotificationBudget } from './notification-budget.js';

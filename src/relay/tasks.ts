@@ -10,7 +10,7 @@
  * one terminal `task_result` entry with digests only; its policy decision is the one made at
  * the `tools/call` that created the task (`inherited`).
  */
-import type { MethodHandler, MethodRequest } from '../gateway/mcp.js';
+import type { MethodHandler, MethodRequest } from '../gateway/agent/mcp/endpoint.js';
 import { listAllPages } from '../upstream/request.js';
 import { type Answer, registryError } from './answer.js';
 import type { EvidencedSpec } from './evidenced.js';

@@ -8,10 +8,10 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { Gauge } from 'prom-client';
-import type { GatewayConfig } from '../config/index.js';
-import type { GatewayMetrics } from '../metrics/registry.js';
-import { executionStates, openSessionsTotal } from '../store/postgres/reads.js';
-import { sendError } from './replies.js';
+import type { GatewayConfig } from '../../config/index.js';
+import type { GatewayMetrics } from '../../metrics/registry.js';
+import { executionStates, openSessionsTotal } from '../../store/postgres/reads.js';
+import { sendError } from '../edge/replies.js';
 
 const CODE = 'POSTGRES_FEATURE_UNAVAILABLE';
 

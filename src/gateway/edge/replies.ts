@@ -5,10 +5,10 @@
  */
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isStoreWriteFailure } from '../store/db.js';
-import { classifyBodyError } from './body-refusals.js';
+import { isStoreWriteFailure } from '../../store/db.js';
+import type { RefusalSink } from '../agent/plugin.js';
+import { classifyBodyError } from './bodies.js';
 import { sendMcpUnauthenticated } from './mcp-unauthenticated.js';
-import type { RefusalSink } from './routes/agent.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

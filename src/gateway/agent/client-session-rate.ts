@@ -8,8 +8,8 @@
  * aggregated refusal record instead.
  */
 import { ERRORS } from '@cmcp/verify/errors/index';
-import { jsonRpcError } from './replies.js';
-import type { RefusalSink } from './routes/agent.js';
+import { jsonRpcError } from '../edge/replies.js';
+import type { RefusalSink } from './plugin.js';
 
 interface Bucket {
   tokens: number;

@@ -6,13 +6,13 @@
  */
 
 import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { CallOrchestrator } from '../call/orchestrator.js';
-import type { Caller, CallLink } from '../call/types.js';
-import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
-import { type ClientChannel, jsonChannel } from './client-channel.js';
+import type { CallOrchestrator } from '../../../call/orchestrator.js';
+import type { Caller, CallLink } from '../../../call/types.js';
+import type { ToolDefinition, UpstreamPool } from '../../../upstream/pool.js';
+import { jsonRpcError } from '../../edge/replies.js';
+import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from '../../edge/strict-body.js';
+import { type ClientChannel, jsonChannel } from './channel.js';
 import { invalidIdMessage } from './jsonrpc-id.js';
-import { jsonRpcError } from './replies.js';
-import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from './strict-body.js';
 
 /** What `tools/list` shows (docs/spec/policy.md); default: the live tools. */
 export interface McpControls {

@@ -8,16 +8,16 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { AgentLimits } from '../agent-limits.js';
-import { type ClientChannel, jsonChannel } from '../client-channel.js';
+import { readableId } from '../../edge/mcp-unauthenticated.js';
+import { jsonRpcError, sendRpcError } from '../../edge/replies.js';
 import { clientSessionRefusal } from '../client-session-rate.js';
-import type { McpEndpoint } from '../mcp.js';
-import { readableId } from '../mcp-unauthenticated.js';
-import { jsonRpcError, sendRpcError } from '../replies.js';
-import type { ClientSession, ClientSessions } from '../stream/client-sessions.js';
-import type { InflightRequests } from '../stream/inflight.js';
-import { StreamChannel } from '../stream/stream-channel.js';
-import type { RefusalSink } from './agent.js';
+import type { AgentLimits } from '../limits.js';
+import type { RefusalSink } from '../plugin.js';
+import { type ClientChannel, jsonChannel } from './channel.js';
+import type { ClientSession, ClientSessions } from './client-sessions.js';
+import type { McpEndpoint } from './endpoint.js';
+import type { InflightRequests } from './inflight.js';
+import { StreamChannel } from './stream-channel.js';
 
 export interface McpRouteDeps {
   mcp: Pick<McpEndpoint, 'handle'>;

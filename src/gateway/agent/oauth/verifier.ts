@@ -7,7 +7,7 @@
  */
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { errors, jwtVerify } from 'jose';
-import type { OAuthConfig } from '../../config/oauth.js';
+import type { OAuthConfig } from '../../../config/oauth.js';
 import { JwksFetchFailed, type KeySource, keySource } from './jwks.js';
 
 /** Why a token was refused (logged and counted; never echoed with token content). */

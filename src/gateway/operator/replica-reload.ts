@@ -19,14 +19,18 @@
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import type { PolicyBundle } from '../policy/bundle.js';
-import { reloadDetail } from '../policy/startup.js';
-import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
-import type { ReplicaSessionService } from '../session/replica-service.js';
-import type { SessionFacts, SessionRow } from '../session/types.js';
-import type { Fence } from '../store/postgres/leases.js';
-import { recordReload, reloadsSince, sessionsBoundToOtherPolicy } from '../store/postgres/policy-reloads.js';
-import { type GatewayChainSink, refuseReload } from './records.js';
+import type { PolicyBundle } from '../../policy/bundle.js';
+import { reloadDetail } from '../../policy/startup.js';
+import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
+import type { ReplicaSessionService } from '../../session/replica-service.js';
+import type { SessionFacts, SessionRow } from '../../session/types.js';
+import type { Fence } from '../../store/postgres/leases.js';
+import {
+  recordReload,
+  reloadsSince,
+  sessionsBoundToOtherPolicy,
+} from '../../store/postgres/policy-reloads.js';
+import { type GatewayChainSink, refuseReload } from '../lifecycle/records.js';
 
 /** Sessions whose bound policy hash is remembered; past this the oldest is forgotten (read again). */
 const MAX_REMEMBERED = 10_000;

@@ -7,10 +7,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { AttemptLog } from '../call/attempts.js';
-import type { PendingTerminals } from '../call/pending-terminals.js';
-import type { CallRecovery, Recovered } from '../call/recovery.js';
-import type { SessionService } from '../session/service.js';
+import type { AttemptLog } from '../../call/attempts.js';
+import type { PendingTerminals } from '../../call/pending-terminals.js';
+import type { CallRecovery, Recovered } from '../../call/recovery.js';
+import type { SessionService } from '../../session/service.js';
 import type { Drain } from './drain.js';
 
 /** What a shutdown did. */

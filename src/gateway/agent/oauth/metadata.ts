@@ -5,7 +5,7 @@
  * the 401 challenge names.
  */
 import type { FastifyInstance } from 'fastify';
-import type { OAuthVerifier } from '../oauth/index.js';
+import type { OAuthVerifier } from './index.js';
 
 /** The metadata plugin (no authentication hook); the document is fixed at start-up. */
 export function oauthMetadataRoutes(oauth: OAuthVerifier) {

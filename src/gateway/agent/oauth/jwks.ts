@@ -18,7 +18,7 @@ import {
   type JWTVerifyGetKey,
 } from 'jose';
 import { Agent, fetch as undiciFetch } from 'undici';
-import type { OAuthConfig } from '../../config/oauth.js';
+import type { OAuthConfig } from '../../../config/oauth.js';
 
 /**
  * A JWKS fetch that failed (or was not tried, backing off): the token that needed it is refused

@@ -17,19 +17,19 @@
 import { CmcpError, clip } from '@cmcp/verify/errors/index';
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import type { CatalogGuard } from '../catalog/guard.js';
-import type { PolicyState } from '../policy/state.js';
-import type { ReplicaSessionService } from '../session/replica-service.js';
-import type { SessionFacts } from '../session/types.js';
+import type { CatalogGuard } from '../../catalog/guard.js';
+import type { PolicyState } from '../../policy/state.js';
+import type { ReplicaSessionService } from '../../session/replica-service.js';
+import type { SessionFacts } from '../../session/types.js';
 import {
   agentHasSessions,
   blockEventsSince,
   openSessionsOf,
   recordAgentBlock,
-} from '../store/postgres/agent-blocks.js';
-import type { Fence } from '../store/postgres/leases.js';
+} from '../../store/postgres/agent-blocks.js';
+import type { Fence } from '../../store/postgres/leases.js';
+import type { OperatorApi } from './plugin.js';
 import type { ReplicaReloads } from './replica-reload.js';
-import type { OperatorApi } from './routes/operator.js';
 
 /** How often a replica reads the gateway chain's new block entries (ms). */
 export const BLOCK_READ_MS = 1000;

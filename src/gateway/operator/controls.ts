@@ -21,15 +21,15 @@ import { CmcpError, clip } from '@cmcp/verify/errors/index';
 import { fromB64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
-import type { CatalogGuard } from '../catalog/guard.js';
-import type { PolicyBundle } from '../policy/bundle.js';
-import { reloadDetail } from '../policy/startup.js';
-import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../policy/state.js';
-import type { SessionFacts, SessionService } from '../session/service.js';
-import { immediateAsync } from '../store/db.js';
-import { refuseReload } from './records.js';
-import type { OperatorApi } from './routes/operator.js';
+import type { AuditChain } from '../../audit/chain.js';
+import type { CatalogGuard } from '../../catalog/guard.js';
+import type { PolicyBundle } from '../../policy/bundle.js';
+import { reloadDetail } from '../../policy/startup.js';
+import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
+import type { SessionFacts, SessionService } from '../../session/service.js';
+import { immediateAsync } from '../../store/db.js';
+import { refuseReload } from '../lifecycle/records.js';
+import type { OperatorApi } from './plugin.js';
 
 export class OperatorControls implements OperatorApi {
   private readonly blocked = new Set<string>();

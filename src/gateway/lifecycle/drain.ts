@@ -6,10 +6,10 @@
  */
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { evidenceOf } from '../call/respond.js';
-import { readableId } from './mcp-unauthenticated.js';
-import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from './replies.js';
-import type { RefusalSink } from './routes/agent.js';
+import { evidenceOf } from '../../call/respond.js';
+import type { RefusalSink } from '../agent/plugin.js';
+import { readableId } from '../edge/mcp-unauthenticated.js';
+import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from '../edge/replies.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -8,13 +8,13 @@ import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
 import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
-import type { GatewayConfig } from '../config/index.js';
-import type { ReloadRefusedError } from '../policy/state.js';
-import type { GatewayKey } from '../session/service.js';
-import type { AttestationProvider } from '../tee/provider.js';
-import { AuthFailureRecorder, RefusalAggregator } from './auth-failures.js';
-import type { RefusalSink } from './routes/agent.js';
+import type { AuditChain, EntryInput } from '../../audit/chain.js';
+import type { GatewayConfig } from '../../config/index.js';
+import type { ReloadRefusedError } from '../../policy/state.js';
+import type { GatewayKey } from '../../session/service.js';
+import type { AttestationProvider } from '../../tee/provider.js';
+import type { RefusalSink } from '../agent/plugin.js';
+import { AuthFailureRecorder, RefusalAggregator } from '../edge/refusals.js';
 
 /** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
 export function recordGatewayStart(

@@ -11,15 +11,15 @@ import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimTextPieces } from '../../claim/parts.js';
 import type { AgentSessions, ExecutionReads } from '../../session/ports.js';
-import { type AgentLimits, registerAgentLimits } from '../agent-limits.js';
-import type { Authenticator } from '../auth.js';
-import type { McpEndpoint } from '../mcp.js';
-import { registerMcpUnauthenticated } from '../mcp-unauthenticated.js';
-import { bearerJwt, type OAuthVerifier, TokenRefused } from '../oauth/index.js';
-import { isJsonRpc, sendError, sendRpcError } from '../replies.js';
-import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../schemas.js';
-import { BODY_MEMBERS, strictBody } from '../strict-body.js';
-import { type McpRouteDeps, registerMcpRoutes } from './mcp-routes.js';
+import type { Authenticator } from '../edge/credentials.js';
+import { registerMcpUnauthenticated } from '../edge/mcp-unauthenticated.js';
+import { isJsonRpc, sendError, sendRpcError } from '../edge/replies.js';
+import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../edge/schemas.js';
+import { BODY_MEMBERS, strictBody } from '../edge/strict-body.js';
+import { type AgentLimits, registerAgentLimits } from './limits.js';
+import type { McpEndpoint } from './mcp/endpoint.js';
+import { type McpRouteDeps, registerMcpRoutes } from './mcp/plugin.js';
+import { bearerJwt, type OAuthVerifier, TokenRefused } from './oauth/index.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -6,12 +6,12 @@
  */
 import { ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { GatewayConfig } from '../config/index.js';
+import type { GatewayConfig } from '../../config/index.js';
+import type { ConnectionLimitSettings } from '../edge/connections.js';
+import { readableId } from '../edge/mcp-unauthenticated.js';
+import { isJsonRpc, jsonRpcError, sendError } from '../edge/replies.js';
 import { ClientSessionRate } from './client-session-rate.js';
-import type { ConnectionLimitSettings } from './connection-limits.js';
-import { readableId } from './mcp-unauthenticated.js';
-import { isJsonRpc, jsonRpcError, sendError } from './replies.js';
-import type { RefusalSink } from './routes/agent.js';
+import type { RefusalSink } from './plugin.js';
 
 export interface AgentLimitSettings {
   /** Sustained requests per second per agent. */

@@ -4,11 +4,11 @@
  * the prefix's not-found handler), so `/%6Fperator/…` is authenticated as an operator request.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator } from '../auth.js';
-import { sendError } from '../replies.js';
-import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from '../schemas.js';
-import { BODY_MEMBERS, strictBody, strictOrNull } from '../strict-body.js';
-import type { RefusalSink } from './agent.js';
+import type { RefusalSink } from '../agent/plugin.js';
+import type { Authenticator } from '../edge/credentials.js';
+import { sendError } from '../edge/replies.js';
+import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from '../edge/schemas.js';
+import { BODY_MEMBERS, strictBody, strictOrNull } from '../edge/strict-body.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

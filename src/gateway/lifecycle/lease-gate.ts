@@ -13,9 +13,9 @@ import { hostname } from 'node:os';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import type { ReplicasConfig } from '../config/replicas.js';
-import { ReplicaLease } from '../store/postgres/replica-lease.js';
-import { isJsonRpc, sendError, sendRpcError } from './replies.js';
+import type { ReplicasConfig } from '../../config/replicas.js';
+import { ReplicaLease } from '../../store/postgres/replica-lease.js';
+import { isJsonRpc, sendError, sendRpcError } from '../edge/replies.js';
 
 /** Routes still answered once the lease is lost: a load balancer must see the replica go unready. */
 const PROBES = new Set(['/healthz', '/readyz']);

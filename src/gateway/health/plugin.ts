@@ -1,11 +1,11 @@
 /**
  * `GET /healthz`: liveness for load balancers and supervisors; no authentication, no state.
- * `GET /readyz`: readiness (src/gateway/readiness.ts) — 200 when every check passes, else 503
+ * `GET /readyz`: readiness (src/gateway/health/readiness.ts) — 200 when every check passes, else 503
  * with the failing checks' reasons; no authentication.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Readiness } from '../readiness.js';
-import { healthSchema, readySchema } from '../schemas.js';
+import { healthSchema, readySchema } from '../edge/schemas.js';
+import type { Readiness } from './readiness.js';
 
 export function healthRoutes(readiness?: Readiness) {
   return async (app: FastifyInstance): Promise<void> => {

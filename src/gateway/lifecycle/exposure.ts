@@ -3,8 +3,8 @@
  * beyond loopback without TLS (docs/operations.md).
  */
 import type { Logger } from 'pino';
-import { type GatewayConfig, isLoopback } from '../config/index.js';
-import { activeFaults } from '../store/faults.js';
+import { type GatewayConfig, isLoopback } from '../../config/index.js';
+import { activeFaults } from '../../store/faults.js';
 
 /** Start-up warnings about how exposed this gateway is. */
 export function warnExposure(cfg: GatewayConfig, log: Logger): void {

@@ -11,9 +11,9 @@ import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { clip } from '@cmcp/verify/errors/index';
 import type pg from 'pg';
-import { type Db, immediateAsync } from '../store/db.js';
-import type { AttestationProvider } from '../tee/provider.js';
-import type { UpstreamPool } from '../upstream/pool.js';
+import { type Db, immediateAsync } from '../../store/db.js';
+import type { AttestationProvider } from '../../tee/provider.js';
+import type { UpstreamPool } from '../../upstream/pool.js';
 
 /** One check: null when it passed, else why not. */
 export interface ReadinessReport {
