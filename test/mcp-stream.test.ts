@@ -23,7 +23,7 @@ import type { CallOrchestrator } from '../src/call/orchestrator.js';
 import { ClientSessions } from '../src/gateway/agent/mcp/client-sessions.js';
 import { McpEndpoint, type MethodHandler } from '../src/gateway/agent/mcp/endpoint.js';
 import { InflightRequests } from '../src/gateway/agent/mcp/inflight.js';
-import { registerMcpRoutes } from '../src/gateway/agent/mcp/plugin.js';
+import { agentMcpPlugin } from '../src/gateway/agent/mcp/plugin.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 
 const anyResult = z.object({}).passthrough();
@@ -114,7 +114,7 @@ beforeAll(async () => {
   const mcp = new McpEndpoint({} as CallOrchestrator, new UpstreamPool([], log), () => undefined, {
     methods,
   });
-  registerMcpRoutes(app, { mcp, clientSessions: sessions, inflight });
+  await app.register(agentMcpPlugin, { mcp, clientSessions: sessions, inflight });
   url = `${await app.listen({ host: '127.0.0.1', port: 0 })}/mcp`;
 });
 

@@ -385,33 +385,38 @@ type Serving = Awaited<ReturnType<typeof startServing>>;
 function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain): FastifyInstance {
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
   const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
+  const { agentLimits, connections } = edgeLimits(cfg);
   const app = buildApp({
-    logger: c.log,
-    auth,
-    operator: s.operator,
-    recordRefusal: s.refusals.refused,
-    mcp: s.mcp,
-    sessions: s.sessions,
-    executions: s.sessions.executions(),
-    maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure: (route) => s.refusals.authFailures.record(route),
-    ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}),
-    readiness: new Readiness(
-      postgresWriteProbe(c.pool, cfg.instance_id),
-      c.upstreams,
-      c.provider,
+    server: {
+      logger: c.log,
+      maxRequestBytes: cfg.limits.max_request_bytes,
+      refusals: s.refusals,
+      connections,
+      allowedHosts: allowedHosts(cfg.listen),
       drain,
-      c.gate,
-      { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
-    ),
-    drain,
-    ...(oauth ? { oauth } : {}),
-    sessionAgent: (id) => s.sessions.agentOf(id),
-    ...edgeLimits(cfg),
-    clientSessions: s.clientSessions,
-    inflight: new InflightRequests(),
-    allowedHosts: allowedHosts(cfg.listen),
-    recordHostRefusal: (route) => s.refusals.hostRefusals.record(route),
+    },
+    auth,
+    health: {
+      readiness: new Readiness(
+        postgresWriteProbe(c.pool, cfg.instance_id),
+        c.upstreams,
+        c.provider,
+        drain,
+        c.gate,
+        { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
+      ),
+    },
+    agent: {
+      ...(oauth ? { oauth } : {}),
+      limits: agentLimits,
+      mcp: { mcp: s.mcp, clientSessions: s.clientSessions, inflight: new InflightRequests() },
+      rest: {
+        sessions: s.sessions,
+        executions: s.sessions.executions(),
+        sessionAgent: (id) => s.sessions.agentOf(id),
+      },
+    },
+    operator: { operator: s.operator, ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}) },
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
   c.gate.attach(app);

@@ -306,37 +306,35 @@ function buildHttp(
   });
   const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
   const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
-  const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
+  const { agentLimits, connections } = edgeLimits(cfg);
   const app = buildApp({
-    logger: log,
+    server: {
+      logger: log,
+      maxRequestBytes: cfg.limits.max_request_bytes,
+      refusals,
+      connections,
+      allowedHosts: allowedHosts(cfg.listen),
+      drain: obs.drain,
+    },
     auth,
-    operator,
-    recordRefusal: refusals.refused,
-    mcp,
-    sessions,
-    executions,
-    maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure,
+    health: { readiness: obs.readiness },
+    agent: {
+      ...(oauth ? { oauth } : {}),
+      onTokenAgent: (id) => operator.noteAgent(id),
+      limits: agentLimits,
+      mcp: { mcp, clientSessions, inflight },
+      rest: { sessions, executions, sessionAgent: (id) => readSession(db, id)?.agent_id ?? null },
+    },
+    // /metrics on the main listener (operator token) unless metrics.listen names a listener of its own.
+    operator: { operator, ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}) },
     console: {
       auth,
       read: new ConsoleReadModel(db, chain, operator, operator.agentIds()),
       block: (op, agent, reason) => operator.blockAgent(op, agent, reason ? { reason } : {}),
       unblock: (op, agent) => operator.unblockAgent(op, agent),
       secureCookie: !isLoopback(cfg.listen.host),
-      recordAuthFailure,
+      recordAuthFailure: (route) => refusals.authFailures.record(route),
     },
-    // On the main listener (operator token) unless metrics.listen names a listener of its own.
-    ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
-    readiness: obs.readiness,
-    drain: obs.drain,
-    ...(oauth ? { oauth } : {}),
-    sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
-    onTokenAgent: (id) => operator.noteAgent(id),
-    ...edgeLimits(cfg),
-    clientSessions,
-    inflight,
-    allowedHosts: allowedHosts(cfg.listen),
-    recordHostRefusal: (route) => refusals.hostRefusals.record(route),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
   return { app, refusals, calls, relay, mcp, clientSessions };

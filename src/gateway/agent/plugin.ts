@@ -1,25 +1,18 @@
 /**
- * Agent routes (docs/spec/mcp.md, docs/spec/mcp.md#inbound): `POST /mcp` (JSON-RPC), the session routes and the read-only
- * execution view, behind one agent authentication hook. The hook runs on the *matched* route
- * of this plugin (and on its not-found handler), so a path's spelling cannot move a request
- * from one authentication to another.
+ * The agent plugin (docs/spec/mcp.md#inbound): one agent authentication hook and the per-agent
+ * limits over its two children, agent MCP (`/mcp`, mcp/plugin.ts) and agent REST (`/sessions`,
+ * `/executions`, rest/plugin.ts). The hook runs on the *matched* route (and on this plugin's
+ * not-found handler, the root's), so a path's spelling cannot move a request from one
+ * authentication to another.
  */
-import { Readable } from 'node:stream';
-import { setTimeout } from 'node:timers/promises';
-import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
-import { fromB64u } from '@cmcp/verify/format/canonical';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ClaimTextPieces } from '../../claim/parts.js';
-import type { AgentSessions, ExecutionReads } from '../../session/ports.js';
 import type { Authenticator } from '../edge/credentials.js';
-import { registerMcpUnauthenticated } from '../edge/mcp-unauthenticated.js';
-import { isJsonRpc, sendError, sendRpcError } from '../edge/replies.js';
-import { bundleSchema, claimSchema, createSessionSchema, executionSchema } from '../edge/schemas.js';
-import { BODY_MEMBERS, strictBody } from '../edge/strict-body.js';
+import type { RefusalSink } from '../edge/refusals.js';
+import { isJsonRpc, readableId, sendError, sendMcpUnauthenticated, sendRpcError } from '../edge/replies.js';
 import { type AgentLimits, registerAgentLimits } from './limits.js';
-import type { McpEndpoint } from './mcp/endpoint.js';
-import { type McpRouteDeps, registerMcpRoutes } from './mcp/plugin.js';
+import { type AgentMcpOptions, agentMcpPlugin } from './mcp/plugin.js';
 import { bearerJwt, type OAuthVerifier, TokenRefused } from './oauth/index.js';
+import { type AgentRestOptions, agentRestPlugin } from './rest/plugin.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -31,57 +24,23 @@ declare module 'fastify' {
   }
 }
 
-/** Records a refused request in the gateway chain. */
-export type RefusalSink = (agentId: string | null, code: ErrorCode, detail: Record<string, unknown>) => void;
-
-export interface AgentRouteDeps {
+/** What the agent plugin needs: who the caller is, what it may do, and its two children's parts. */
+export interface AgentOptions {
   auth: Authenticator;
-  mcp: McpEndpoint;
-  sessions: AgentSessions;
-  executions: ExecutionReads;
-  /** True when an operator blocked the agent (false without operator controls). */
-  isBlocked(agentId: string): boolean;
-  /** Records unauthenticated requests (rate-bounded, auth-failures.ts). */
-  recordAuthFailure(route: string): void;
-  /** Records other refused requests (operator credentials here, blocked agents). */
-  recordRefusal: RefusalSink;
   /** JWT access tokens (the `oauth` section), or absent: static tokens only. */
   oauth?: OAuthVerifier;
-  /** The agent a session belongs to, whatever the caller (null: no such session). */
-  sessionAgent?: (sessionId: string) => string | null | Promise<string | null>;
+  /** True when an operator blocked the agent (false without operator controls). */
+  isBlocked(agentId: string): boolean;
   /** Told every agent a JWT access token authenticated. */
   onTokenAgent?: (agentId: string) => void;
-  /** Per-agent rate, in-flight and open-session limits (agent-limits.ts); none without. */
+  /** Records unauthenticated requests (rate-bounded, edge/refusals.ts). */
+  recordAuthFailure(route: string): void;
+  /** Records other refused requests (operator credentials here, blocked agents, limits). */
+  recordRefusal: RefusalSink;
+  /** Per-agent rate, in-flight, open-session and client-session limits (limits.ts); none without. */
   limits?: AgentLimits;
-  /** Client sessions (`Mcp-Session-Id`) and the requests waiting on clients (routes/mcp-routes.ts). */
-  clientSessions: McpRouteDeps['clientSessions'];
-  inflight: McpRouteDeps['inflight'];
-}
-
-/**
- * Runs a read of the caller's own session. When it answers UNKNOWN_SESSION for a session that
- * exists under another agent, the probe is recorded as a refusal (the caller's answer stays the
- * same as for a session that does not exist: nothing tells it the session is there).
- */
-async function ownSession<T>(
-  d: AgentRouteDeps,
-  req: FastifyRequest,
-  sessionId: string,
-  read: () => T | Promise<T>,
-): Promise<T> {
-  try {
-    return await read();
-  } catch (e) {
-    const owner =
-      e instanceof CmcpError && e.code === 'UNKNOWN_SESSION' ? await d.sessionAgent?.(sessionId) : null;
-    if (owner && owner !== req.agentId)
-      d.recordRefusal(req.agentId, 'UNKNOWN_SESSION', {
-        route: req.routeOptions.url ?? 'unknown',
-        session_id: sessionId,
-        cross_agent: true,
-      });
-    throw e;
-  }
+  mcp: Omit<AgentMcpOptions, 'limits' | 'recordRefusal'>;
+  rest: Omit<AgentRestOptions, 'limits' | 'recordRefusal'>;
 }
 
 /**
@@ -89,7 +48,7 @@ async function ownSession<T>(
  * token. A blocked agent is refused here on REST routes; on JSON-RPC routes the MCP layer
  * answers it (a tools/call still gets its terminal tool_call entry).
  */
-function agentAuth(d: AgentRouteDeps) {
+function agentAuth(d: AgentOptions) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const route = req.routeOptions.url ?? 'unknown';
     const rpc = isJsonRpc(req);
@@ -144,119 +103,16 @@ function challenge(oauth: OAuthVerifier | undefined, refused: TokenRefused | nul
   return `Bearer realm="cmcp", resource_metadata="${oauth.metadataUrl()}"${error}`;
 }
 
-/** `challenge` of `POST /sessions`: exactly the form verifiers accept, unpadded base64url of 8–64 bytes. */
-function readChallenge(req: FastifyRequest): string | null {
-  const problem = req.validationError?.validation?.[0]?.instancePath;
-  if (problem === '') throw new CmcpError('INVALID_REQUEST', 'body must be an object');
-  const challenge = (req.body as { challenge?: unknown } | null | undefined)?.challenge;
-  if (challenge === undefined || challenge === null) return null;
-  let bytes = -1;
-  try {
-    if (typeof challenge === 'string' && challenge.length <= 86) bytes = fromB64u(challenge).length;
-  } catch {
-    bytes = -1;
-  }
-  if (bytes < 8 || bytes > 64 || fromB64u(challenge as string).toString('base64url') !== challenge)
-    throw new CmcpError('INVALID_REQUEST', 'challenge must be unpadded base64url of 8–64 bytes');
-  return challenge as string;
-}
-
-/** Chunks of a claim's text written to the socket one at a time. */
-const CLAIM_CHUNK_BYTES = 64 * 1024;
-
-/**
- * Sends a stored claim's canonical text (UTF-8 JCS, docs/spec/claims.md) as the JSON body, in
- * chunks of {@link CLAIM_CHUNK_BYTES}: the bytes that were signed and hashed, with no parse and
- * no serialisation (a 10,000-call claim is ~1.5 MB; serialising it held the loop 5–11 ms), a
- * stored text's parts read one at a time as the socket takes them (claim/parts.ts).
- */
-function sendClaimText(reply: FastifyReply, text: Buffer | ClaimTextPieces): FastifyReply {
-  const { textBytes, pieces } = Buffer.isBuffer(text) ? { textBytes: text.length, pieces: [text] } : text;
-  const chunks = async function* () {
-    // The reply's start (hooks, headers) and the first chunk's write in two turns of the loop.
-    await setTimeout(0);
-    for (const piece of pieces)
-      for (let at = 0; at < piece.length; at += CLAIM_CHUNK_BYTES) {
-        yield piece.subarray(at, at + CLAIM_CHUNK_BYTES);
-        // A socket that takes every chunk at once (loopback) would get the whole text in one
-        // turn of the loop, ~4–5 ms for 1.5 MB: one chunk per turn instead.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-  };
-  return reply
-    .type('application/json; charset=utf-8')
-    .header('content-length', textBytes)
-    .send(Readable.from(chunks(), { objectMode: false }));
-}
-
-/** The agent routes plugin (registered at the root: its not-found handler is the root's). */
-export function agentRoutes(d: AgentRouteDeps) {
-  return async (app: FastifyInstance) => {
-    registerMcpUnauthenticated(app);
-    if (d.limits) registerAgentLimits(app, d.limits, d.recordRefusal);
-    app.addHook('onRequest', agentAuth(d));
-    app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
-
-    registerMcpRoutes(app, d);
-
-    app.post('/sessions', { schema: createSessionSchema, attachValidation: true }, async (req, reply) => {
-      const challenge = readChallenge(req);
-      strictBody(req.body, BODY_MEMBERS.openSession, 'POST /sessions');
-      const create = () => d.sessions.create(req.agentId, { challenge });
-      const s = d.limits
-        ? await d.limits.withSessionSlot(req.agentId, await d.sessions.openCount(req.agentId), create)
-        : await create();
-      if (s === null) {
-        d.recordRefusal(req.agentId, 'AGENT_TOO_MANY_SESSIONS', { route: 'POST /sessions' });
-        const max = d.limits?.settings.maxOpenSessions;
-        return sendError(
-          reply,
-          'AGENT_TOO_MANY_SESSIONS',
-          `this agent has ${max} open sessions; close one first`,
-        );
-      }
-      return reply.code(201).send(s);
-    });
-    // Both answer with the claim's stored canonical text (sendClaimText), never parsed and serialised again.
-    app.post<{ Params: { id: string } }>(
-      '/sessions/:id/close',
-      { schema: claimSchema },
-      async (req, reply) => {
-        strictBody(req.body, BODY_MEMBERS.closeSession, 'POST /sessions/{id}/close');
-        const text = await d.sessions.closeText(req.agentId, req.params.id);
-        // The commit and the answer in two turns of the loop (a timer lets I/O run between them).
-        await setTimeout(0);
-        return sendClaimText(reply, text);
-      },
-    );
-    app.get<{ Params: { id: string } }>('/sessions/:id/claim', { schema: claimSchema }, async (req, reply) =>
-      sendClaimText(
-        reply,
-        await ownSession(d, req, req.params.id, () => d.sessions.claimText(req.agentId, req.params.id)),
-      ),
-    );
-    // Streamed in pages (docs/operations.md#the-wal): never one long read or one serialisation.
-    app.get<{ Params: { id: string } }>('/sessions/:id/audit', { schema: bundleSchema }, async (req, reply) =>
-      reply
-        .type('application/json')
-        .send(await ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id))),
-    );
-
-    // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.
-    app.get<{ Params: { id: string } }>('/executions/:id', { schema: executionSchema }, async (req) => {
-      const row = await d.executions.get(req.agentId, req.params.id);
-      if (!row) throw new CmcpError('EXECUTION_NOT_FOUND', 'unknown execution');
-      return {
-        execution_id: row.execution_id,
-        state: row.state,
-        call_id: row.call_id,
-        session_id: row.session_id,
-        tool_name: row.tool_name,
-        binding: row.binding,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        terminal_entry_hash: row.terminal_entry_hash,
-      };
-    });
-  };
+/** Registers the agent plugin at the root (its not-found handler is the root's). */
+export async function agentPlugin(app: FastifyInstance, d: AgentOptions): Promise<void> {
+  // The deferred `/mcp` 401 (edge/replies.ts sendMcpUnauthenticated), once the body is parsed.
+  app.addHook('preHandler', async (req: FastifyRequest, reply) => {
+    if (req.mcpUnauthenticated) return sendMcpUnauthenticated(reply, readableId(req.body));
+  });
+  if (d.limits) registerAgentLimits(app, d.limits, d.recordRefusal);
+  app.addHook('onRequest', agentAuth(d));
+  app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
+  const shared = { recordRefusal: d.recordRefusal, ...(d.limits ? { limits: d.limits } : {}) };
+  app.register(agentMcpPlugin, { ...d.mcp, ...shared });
+  app.register(agentRestPlugin, { ...d.rest, ...shared });
 }

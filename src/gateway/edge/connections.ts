@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';
-import type { RefusalSink } from '../agent/plugin.js';
+import type { RefusalSink } from './refusals.js';
 
 export interface ConnectionLimitSettings {
   /** ms to receive a request's headers. */

@@ -8,6 +8,13 @@
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 
 /**
+ * Records one refused request in the gateway chain (aggregated, below): the agent (null when
+ * unauthenticated), the registry code, and what the entry names (route, reason, …). Every
+ * plugin of the edge takes one; nothing it refuses goes unrecorded.
+ */
+export type RefusalSink = (agentId: string | null, code: ErrorCode, detail: Record<string, unknown>) => void;
+
+/**
  * Writes one gateway-chain entry for `count` refusals of one key seen since `windowStart`
  * (RFC 3339). `detail` is the first refusal's own detail (window-opening entries only).
  */
@@ -101,4 +108,14 @@ export class AuthFailureRecorder {
   flush(): void {
     this.aggregate.flush();
   }
+}
+
+/** The `request_refused` sinks of one gateway. */
+export interface GatewayRefusals {
+  /** Any refused request, through the aggregated record (`detail.route` or `detail.method` names it). */
+  refused: RefusalSink;
+  /** Unauthenticated requests: the first in each window at once, the rest as one counted entry. */
+  authFailures: AuthFailureRecorder;
+  /** Requests refused by DNS-rebinding protection (host-check.ts), aggregated the same way. */
+  hostRefusals: AuthFailureRecorder;
 }

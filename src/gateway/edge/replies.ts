@@ -6,11 +6,14 @@
 import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isStoreWriteFailure } from '../../store/db.js';
-import type { RefusalSink } from '../agent/plugin.js';
 import { classifyBodyError } from './bodies.js';
-import { sendMcpUnauthenticated } from './mcp-unauthenticated.js';
+import type { RefusalSink } from './refusals.js';
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set in onRequest: an unauthenticated `/mcp` request, answered 401 once its body is read. */
+    mcpUnauthenticated: boolean;
+  }
   interface FastifyContextConfig {
     /** The route speaks JSON-RPC (`/mcp`): its errors are JSON-RPC error objects. */
     jsonRpc?: boolean;
@@ -20,6 +23,12 @@ declare module 'fastify' {
 /** True when the matched route answers in JSON-RPC. */
 export function isJsonRpc(req: FastifyRequest): boolean {
   return req.routeOptions.config?.jsonRpc === true;
+}
+
+/** The request's JSON-RPC id if it is a string or a safe integer, else null. */
+export function readableId(body: unknown): string | number | null {
+  const raw = (body as { id?: unknown } | null)?.id;
+  return typeof raw === 'string' || (typeof raw === 'number' && Number.isSafeInteger(raw)) ? raw : null;
 }
 
 /** A REST error reply with the code's registered HTTP status. */
@@ -57,6 +66,27 @@ export function sendRpcError(
   status = ERRORS[code].http,
 ) {
   return reply.code(status).send(jsonRpcError(null, code, message));
+}
+
+/**
+ * The `/mcp` 401 (JSON-RPC error UNAUTHENTICATED) with `id`. Authentication is decided in
+ * `onRequest`, before the body is parsed; for `/mcp` the refusal waits for `preHandler`, when
+ * the body (and its id) is there, so the 401 answers with the request's JSON-RPC id when it
+ * could be read (docs/spec/refinements.md); a body that cannot be parsed still gets the
+ * 401, with id null (errorHandler). The failure is recorded when it is decided.
+ */
+export function sendMcpUnauthenticated(reply: FastifyReply, id: string | number | null) {
+  // The agent hook may have set the OAuth challenge (resource_metadata) already.
+  if (!reply.hasHeader('WWW-Authenticate')) reply.header('WWW-Authenticate', 'Bearer realm="cmcp"');
+  return reply.code(401).send({
+    jsonrpc: '2.0',
+    id,
+    error: {
+      code: ERRORS.UNAUTHENTICATED.rpc,
+      message: 'authentication required',
+      data: { error_code: 'UNAUTHENTICATED' },
+    },
+  });
 }
 
 /**

@@ -7,9 +7,8 @@
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { evidenceOf } from '../../call/respond.js';
-import type { RefusalSink } from '../agent/plugin.js';
-import { readableId } from '../edge/mcp-unauthenticated.js';
-import { isJsonRpc, jsonRpcError, sendError, sendRpcError } from '../edge/replies.js';
+import type { RefusalSink } from '../edge/refusals.js';
+import { isJsonRpc, jsonRpcError, readableId, sendError, sendRpcError } from '../edge/replies.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

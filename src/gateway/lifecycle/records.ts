@@ -13,7 +13,7 @@ import type { GatewayConfig } from '../../config/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
 import type { AttestationProvider } from '../../tee/provider.js';
-import type { RefusalSink } from '../agent/plugin.js';
+import type { GatewayRefusals, RefusalSink } from '../edge/refusals.js';
 import { AuthFailureRecorder, RefusalAggregator } from '../edge/refusals.js';
 
 /** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
@@ -103,16 +103,6 @@ function wellFormed<T>(v: T): T {
     return out as T;
   }
   return v;
-}
-
-/** The `request_refused` sinks of one gateway. */
-export interface GatewayRefusals {
-  /** Any refused request, through the aggregated record (`detail.route` or `detail.method` names it). */
-  refused: RefusalSink;
-  /** Unauthenticated requests: the first in each window at once, the rest as one counted entry. */
-  authFailures: AuthFailureRecorder;
-  /** Requests refused by DNS-rebinding protection (host-check.ts), aggregated the same way. */
-  hostRefusals: AuthFailureRecorder;
 }
 
 /**

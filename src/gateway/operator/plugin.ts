@@ -1,14 +1,17 @@
 /**
- * Operator routes (docs/spec/policy.md#operator-controls) under `/operator`, behind the operator authentication hook:
+ * The operator plugin (docs/spec/policy.md#operator-controls): routes under `/operator`, and
+ * `/metrics` when it is served on the main listener, behind the operator authentication hook:
  * operator tokens only, an agent token is refused. The hook runs on the matched route (and on
  * the prefix's not-found handler), so `/%6Fperator/…` is authenticated as an operator request.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { RefusalSink } from '../agent/plugin.js';
+import { metricsRoutes } from '../../metrics/plugin.js';
+import type { GatewayMetrics } from '../../metrics/registry.js';
+import { BODY_MEMBERS, strictBody, strictOrNull } from '../edge/bodies.js';
 import type { Authenticator } from '../edge/credentials.js';
+import type { RefusalSink } from '../edge/refusals.js';
 import { sendError } from '../edge/replies.js';
-import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from '../edge/schemas.js';
-import { BODY_MEMBERS, strictBody, strictOrNull } from '../edge/strict-body.js';
+import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from './schemas.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -16,7 +19,7 @@ declare module 'fastify' {
   }
 }
 
-/** Operator actions behind /operator/*; implemented in gateway/operator.ts. */
+/** Operator actions behind /operator/*; implemented in controls.ts (and replica-controls.ts). */
 export interface OperatorApi {
   isBlocked(agentId: string): boolean;
   /** Resolves once every session it closes has its claim (closed in batches). */
@@ -27,15 +30,18 @@ export interface OperatorApi {
   status(): Record<string, unknown>;
 }
 
-export interface OperatorRouteDeps {
+/** What the operator plugin needs. */
+export interface OperatorOptions {
   auth: Authenticator;
   /** The operator controls; without them only authentication and not-found answer here. */
   operator?: OperatorApi;
   recordRefusal: RefusalSink;
+  /** Served at /metrics behind the operator hook (absent: metrics off, or on a listener of their own). */
+  metrics?: GatewayMetrics;
 }
 
 /** The operator authentication hook (also guards /metrics); an agent credential is named in the refusal record. */
-export function operatorAuth(d: OperatorRouteDeps) {
+export function operatorAuth(d: OperatorOptions) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const op = d.auth.operator(req.headers.authorization);
     if (op) {
@@ -56,8 +62,8 @@ export function operatorAuth(d: OperatorRouteDeps) {
   };
 }
 
-/** The operator routes plugin; register it with `prefix: '/operator'`. */
-export function operatorRoutes(d: OperatorRouteDeps) {
+/** The `/operator` routes. */
+function operatorRoutes(d: OperatorOptions) {
   return async (app: FastifyInstance) => {
     app.addHook('onRequest', operatorAuth(d));
     app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
@@ -92,4 +98,10 @@ export function operatorRoutes(d: OperatorRouteDeps) {
       },
     );
   };
+}
+
+/** Registers `/metrics` (with `metrics`) and the `/operator` routes, each behind the operator hook. */
+export async function operatorPlugin(app: FastifyInstance, d: OperatorOptions): Promise<void> {
+  if (d.metrics) app.register(metricsRoutes(d.metrics, operatorAuth(d)));
+  app.register(operatorRoutes(d), { prefix: '/operator' });
 }

@@ -9,10 +9,9 @@ import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallOrchestrator } from '../../../call/orchestrator.js';
 import type { Caller, CallLink } from '../../../call/types.js';
 import type { ToolDefinition, UpstreamPool } from '../../../upstream/pool.js';
+import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from '../../edge/bodies.js';
 import { jsonRpcError } from '../../edge/replies.js';
-import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from '../../edge/strict-body.js';
 import { type ClientChannel, jsonChannel } from './channel.js';
-import { invalidIdMessage } from './jsonrpc-id.js';
 
 /** What `tools/list` shows (docs/spec/policy.md); default: the live tools. */
 export interface McpControls {
@@ -320,4 +319,21 @@ function negotiate(
       },
     };
   return { stateless: false };
+}
+
+/**
+ * Why a JSON-RPC id was refused (JSON-RPC 2.0 §4: a String, Number or Null; cmcp takes strings
+ * and safe integers only, null is refused — field case C-MCP-2), naming the id as sent so the
+ * caller can find the request: `1.5` is named, not reported as null.
+ */
+/** The refusal message for an id that is not a string or a safe integer. */
+export function invalidIdMessage(id: unknown): string {
+  const rule = 'must be a string or an integer';
+  if (id === null) return `id ${rule} (null is not allowed)`;
+  if (typeof id === 'number') {
+    if (Number.isInteger(id)) return `id ${id} ${rule} within ±(2^53 − 1) (RFC 8259 §6)`;
+    return `id ${Number.isFinite(id) ? id : JSON.stringify(id)} ${rule} (it has a fraction)`;
+  }
+  if (typeof id === 'boolean') return `id ${id} ${rule}`;
+  return `id ${rule}, not ${Array.isArray(id) ? 'an array' : 'an object'}`;
 }

@@ -1,29 +1,29 @@
 /**
- * `/mcp` (docs/spec/mcp.md#inbound): `POST` answers one JSON-RPC message — as JSON, or on an
+ * The agent MCP plugin, `/mcp` (docs/spec/mcp.md#inbound): `POST` answers one JSON-RPC message — as JSON, or on an
  * SSE stream when the client accepts `text/event-stream` and something must reach it before
  * the result; client responses to server-to-client requests and `notifications/cancelled` are
  * routed to the request they concern. `GET` opens a client session's standalone SSE stream;
- * `DELETE` ends a client session. Registered inside the agent routes plugin: every request
+ * `DELETE` ends a client session. Registered inside the agent plugin (agent/plugin.ts): every request
  * here passed the Host check and the agent authentication hook.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { readableId } from '../../edge/mcp-unauthenticated.js';
-import { jsonRpcError, sendRpcError } from '../../edge/replies.js';
-import { clientSessionRefusal } from '../client-session-rate.js';
+import type { RefusalSink } from '../../edge/refusals.js';
+import { jsonRpcError, readableId, sendRpcError } from '../../edge/replies.js';
 import type { AgentLimits } from '../limits.js';
-import type { RefusalSink } from '../plugin.js';
+import { clientSessionRefusal } from '../limits.js';
 import { type ClientChannel, jsonChannel } from './channel.js';
 import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { McpEndpoint } from './endpoint.js';
 import type { InflightRequests } from './inflight.js';
 import { StreamChannel } from './stream-channel.js';
 
-export interface McpRouteDeps {
+/** What the agent MCP plugin needs. */
+export interface AgentMcpOptions {
   mcp: Pick<McpEndpoint, 'handle'>;
   clientSessions: ClientSessions;
   inflight: InflightRequests;
-  /** Per-agent limits: the rate of client sessions opened (client-session-rate.ts). */
+  /** Per-agent limits: the rate of client sessions opened (agent/limits.ts). */
   limits?: Pick<AgentLimits, 'clientSessions'>;
   recordRefusal?: RefusalSink;
 }
@@ -54,7 +54,7 @@ type Session = { session: ClientSession | null } | { refused: true };
  * When the id is another agent's live session the probe is recorded (aggregated refusal record)
  * under the id's SHA-256, never the id itself: the answer stays the one an unknown id gets.
  */
-function sessionOf(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply): Session {
+function sessionOf(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyReply): Session {
   const sid = header(req, 'mcp-session-id');
   if (sid === undefined) return { session: null };
   const session = d.clientSessions.get(sid, req.agentId);
@@ -87,7 +87,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * (true: answered 202 here) or its `notifications/cancelled` (the request it names is aborted;
  * the notification still gets its 202 from the MCP layer).
  */
-function routeClientMessage(d: McpRouteDeps, req: FastifyRequest, sid: string | undefined): boolean {
+function routeClientMessage(d: AgentMcpOptions, req: FastifyRequest, sid: string | undefined): boolean {
   const body = req.body;
   if (!isObject(body) || body.jsonrpc !== '2.0') return false;
   if (!Object.hasOwn(body, 'method') && (Object.hasOwn(body, 'result') || Object.hasOwn(body, 'error'))) {
@@ -101,7 +101,7 @@ function routeClientMessage(d: McpRouteDeps, req: FastifyRequest, sid: string | 
 
 /** The channel of one request: an SSE-capable one when the client accepts event streams. */
 function channelFor(
-  d: McpRouteDeps,
+  d: AgentMcpOptions,
   req: FastifyRequest,
   reply: FastifyReply,
   session: ClientSession | null,
@@ -127,7 +127,7 @@ function channelFor(
   return { channel: { ...jsonChannel(ctl.signal, session?.id), ...protocol }, stream: null, ctl };
 }
 
-async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply) {
+async function postMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyReply) {
   const acceptable = accepted(req);
   if (!acceptable.json && !acceptable.sse) {
     d.recordRefusal?.(req.agentId, 'INVALID_REQUEST', { route: 'POST /mcp', reason: 'not_acceptable' });
@@ -191,7 +191,7 @@ async function postMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply
 }
 
 /** `GET /mcp`: the standalone SSE stream of the client session named by `Mcp-Session-Id`. */
-async function getMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply) {
+async function getMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyReply) {
   if (!accepted(req).sse)
     return sendRpcError(reply, 'INVALID_REQUEST', 'GET /mcp serves text/event-stream only', 406);
   if (header(req, 'mcp-session-id') === undefined) return reply.code(405).header('Allow', 'POST').send();
@@ -210,7 +210,7 @@ async function getMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply)
 }
 
 /** `DELETE /mcp`: ends the client session named by `Mcp-Session-Id`. */
-async function deleteMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyReply) {
+async function deleteMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyReply) {
   if (header(req, 'mcp-session-id') === undefined)
     return sendRpcError(reply, 'INVALID_REQUEST', 'DELETE /mcp needs the Mcp-Session-Id to end', 400);
   const s = sessionOf(d, req, reply);
@@ -220,7 +220,7 @@ async function deleteMcp(d: McpRouteDeps, req: FastifyRequest, reply: FastifyRep
 }
 
 /** Registers `POST`, `GET` and `DELETE /mcp` (JSON-RPC routes: errors are JSON-RPC error objects). */
-export function registerMcpRoutes(app: FastifyInstance, d: McpRouteDeps): void {
+export async function agentMcpPlugin(app: FastifyInstance, d: AgentMcpOptions): Promise<void> {
   // No response schema: a JSON-RPC result is the upstream's MCP result plus evidence, and
   // must reach the agent intact (C-MCP-5); a schema's serializer would drop what it does not name.
   app.post('/mcp', { config: { jsonRpc: true } }, (req, reply) => postMcp(d, req, reply));

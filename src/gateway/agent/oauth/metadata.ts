@@ -8,12 +8,13 @@ import type { FastifyInstance } from 'fastify';
 import type { OAuthVerifier } from './index.js';
 
 /** The metadata plugin (no authentication hook); the document is fixed at start-up. */
-export function oauthMetadataRoutes(oauth: OAuthVerifier) {
-  return async (app: FastifyInstance) => {
-    const doc = oauth.metadata();
-    const send = async () => doc;
-    app.get('/.well-known/oauth-protected-resource', send);
-    const suffixed = new URL(oauth.metadataUrl()).pathname;
-    if (suffixed !== '/.well-known/oauth-protected-resource') app.get(suffixed, send);
-  };
+export async function oauthMetadataPlugin(
+  app: FastifyInstance,
+  opts: { oauth: OAuthVerifier },
+): Promise<void> {
+  const doc = opts.oauth.metadata();
+  const send = async () => doc;
+  app.get('/.well-known/oauth-protected-resource', send);
+  const suffixed = new URL(opts.oauth.metadataUrl()).pathname;
+  if (suffixed !== '/.well-known/oauth-protected-resource') app.get(suffixed, send);
 }
