@@ -231,7 +231,7 @@ another build run as a second gateway in the same run, its calls interleaved wit
 
 What made the streamed path slower: the gateway wrote each SSE event with a write of its own (the
 head, every notification, the result, the stream's end), and every write wakes the client; on a
-busy machine each wakeup costs the call. The SSE channel (src/gateway/agent/mcp/stream-channel.ts) now
+busy machine each wakeup costs the call. The SSE channel (src/gateway/stream/stream-channel.ts) now
 coalesces one tick's writes: the notifications one upstream read delivers go in one write, and those
 that came with the answer go with the result and the stream's end. Sending them ahead of the
 terminal audit entry, one write more, cost the call ~0.9 ms at p50 in an A/B run for ~0.3 ms earlier

@@ -25,7 +25,7 @@ import * as v from './views.js';
 export interface ConsoleDeps {
   auth: Authenticator;
   read: ConsoleReadModel;
-  /** Block and unblock, as the operator API does them (gateway/operator.ts). */
+  /** Block and unblock, as the operator API does them (gateway/operator/controls.ts). */
   block(operatorId: string, agentId: string, reason: string | null): unknown;
   unblock(operatorId: string, agentId: string): unknown;
   /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */

@@ -116,6 +116,6 @@ export interface GatewayRefusals {
   refused: RefusalSink;
   /** Unauthenticated requests: the first in each window at once, the rest as one counted entry. */
   authFailures: AuthFailureRecorder;
-  /** Requests refused by DNS-rebinding protection (host-check.ts), aggregated the same way. */
+  /** Requests refused by DNS-rebinding protection (edge/host-check.ts), aggregated the same way. */
   hostRefusals: AuthFailureRecorder;
 }

@@ -92,7 +92,7 @@ export function sendMcpUnauthenticated(reply: FastifyReply, id: string | number 
 /**
  * The application's error handler: a CmcpError leaves with its code and data; fastify's own
  * errors (body too large, media type, unparsable body) get their registered codes and are
- * recorded (body-refusals.ts); anything else is an INTERNAL_ERROR whose details stay in the log.
+ * recorded (bodies.ts); anything else is an INTERNAL_ERROR whose details stay in the log.
  * @param maxRequestBytes the body limit, named in PAYLOAD_TOO_LARGE messages.
  * @param recordRefusal the aggregated refusal record, told each refused body.
  */

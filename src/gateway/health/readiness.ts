@@ -24,9 +24,9 @@ export interface ReadinessReport {
     /** The upstreams whose failure makes the gateway not ready (config `required: true`). */
     required_upstreams: string[];
     attestation: string | null;
-    /** `draining` once a SIGTERM/SIGINT shutdown began (gateway/drain.ts), else null. */
+    /** `draining` once a SIGTERM/SIGINT shutdown began (lifecycle/drain.ts), else null. */
     shutdown: string | null;
-    /** A replica on PostgreSQL only: `LEASE_LOST` once its lease is lost (gateway/lease-gate.ts), else null. */
+    /** A replica on PostgreSQL only: `LEASE_LOST` once its lease is lost (lifecycle/lease-gate.ts), else null. */
     lease?: string | null;
   };
 }

@@ -15,7 +15,7 @@ declare module 'fastify' {
     /** The call_id a `tools/call` of this /mcp request is recorded under (routes/mcp-routes.ts). */
     callId?: string;
     /**
-     * Set by a /mcp request answering on an SSE stream (gateway/routes/mcp-routes.ts): ends the
+     * Set by a /mcp request answering on an SSE stream (agent/mcp/plugin.ts): ends the
      * stream with this JSON-RPC body. @returns false when the stream cannot carry it.
      */
     finishStream?: (body: Record<string, unknown>) => boolean;

@@ -3,7 +3,7 @@
  * lease is live the replica serves; once a renewal finds it lost (expired, or taken over by
  * another holder of the same `instance_id`) every write of the replica already fails its fence
  * (LEASE_LOST), and from then on the gate refuses every new request but the health probes with
- * LEASE_LOST (503; a JSON-RPC error on /mcp) and readiness reports it (gateway/readiness.ts), so
+ * LEASE_LOST (503; a JSON-RPC error on /mcp) and readiness reports it (health/readiness.ts), so
  * a load balancer moves the traffic to the other replicas. The replica never serves a request it
  * cannot record. A `cmcp start` replica then acquires a lease again by itself (a new token, its
  * own open work sealed first: store/postgres/replica-lease.ts `regain`) and reopens the gate.

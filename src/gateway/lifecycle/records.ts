@@ -1,7 +1,7 @@
 /**
  * The gateway's own entries in the gateway chain: `gateway_start`, and `request_refused` for
  * requests refused at the HTTP edge or the MCP layer, all at a bounded rate per (code, agent)
- * (the aggregated refusal record, auth-failures.ts). Recording a refusal never fails the
+ * (the aggregated refusal record, edge/refusals.ts). Recording a refusal never fails the
  * request: a failed append is logged.
  */
 import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
@@ -53,8 +53,8 @@ export type GatewayChainSink = Pick<AuditChain, 'appendAwaited'>;
 
 /**
  * Records a refused policy reload (`policy_reload_refused`, in the gateway chain) and throws it
- * to the operator: one builder for the SQLite gateway (operator.ts) and a replica
- * (replica-reload.ts). A record that cannot be written is logged; the refusal still stands.
+ * to the operator: one builder for the SQLite gateway (operator/controls.ts) and a replica
+ * (operator/replica-reload.ts). A record that cannot be written is logged; the refusal still stands.
  * @throws CmcpError POLICY_RELOAD_REFUSED, always (message and diagnostics clipped).
  */
 export async function refuseReload(

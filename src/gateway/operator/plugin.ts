@@ -70,7 +70,7 @@ function operatorRoutes(d: OperatorOptions) {
     const op = d.operator;
     if (!op) return;
     app.get('/status', { schema: operatorStatusSchema }, async () => op.status());
-    // A malformed reload is refused and recorded by reloadPolicy itself (schemas.ts).
+    // A malformed reload is refused and recorded by reloadPolicy itself (schemas.ts, reloadSchema).
     app.post('/policy/reload', { schema: reloadSchema, attachValidation: true }, async (req) =>
       op.reloadPolicy(
         req.operatorId,

@@ -1,6 +1,6 @@
 /**
  * A replica's operator controls (docs/replicas.md#serving-as-a-replica), the PostgreSQL side of
- * operator.ts:
+ * controls.ts:
  *
  * - `POST /operator/agents/{agent_id}/block` and `…/unblock`: recorded as `agent_blocked` /
  *   `agent_unblocked` in the shared gateway chain (store/postgres/agent-blocks.ts) and applied

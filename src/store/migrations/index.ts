@@ -33,7 +33,7 @@ export const REPLICA_EVIDENCE_DESCRIPTION =
   "entry_writers and replica_evidence: each replica entry's writer signature, each replica's start-up evidence";
 
 /**
- * Readiness's write probe (src/gateway/health/readiness.ts), shared by both engines. Version 6, after
+ * Readiness's write probe (src/gateway/readiness.ts), shared by both engines. Version 6, after
  * the replicas' evidence (version 5).
  */
 export const READINESS_PROBE_DESCRIPTION =

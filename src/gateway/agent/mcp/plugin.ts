@@ -140,7 +140,7 @@ async function postMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyRe
   if (routeClientMessage(d, req, session?.id)) return reply.code(202).send();
   const headers: Record<string, string> = session ? { 'mcp-session-id': session.id } : {};
   const { channel, stream, ctl } = channelFor(d, req, reply, session, headers);
-  // A shutdown past the drain time answers on the stream (gateway/drain.ts answerPending).
+  // A shutdown past the drain time answers on the stream (lifecycle/drain.ts answerPending).
   if (stream) req.finishStream = (b) => stream.finish(b, 200);
   const body = req.body as Record<string, unknown> | null;
   const id = readableId(body);
@@ -184,7 +184,7 @@ async function postMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyRe
     }
   }
   if (stream?.finish(r.body, r.status)) return reply;
-  // A shutdown answered it already (drain.ts answerPending): a late answer is sent nowhere.
+  // A shutdown answered it already (lifecycle/drain.ts answerPending): a late answer is sent nowhere.
   if (reply.sent || reply.raw.headersSent) return reply;
   if (r.body === null) return reply.code(202).headers(headers).send();
   return reply.code(r.status).headers(headers).type('application/json').send(r.body);

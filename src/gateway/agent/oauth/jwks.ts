@@ -22,7 +22,7 @@ import type { OAuthConfig } from '../../../config/oauth.js';
 
 /**
  * A JWKS fetch that failed (or was not tried, backing off): the token that needed it is refused
- * (`OAUTH_TOKEN_REFUSED`, reason `jwks_unavailable`, gateway/oauth/verifier.ts).
+ * (`OAUTH_TOKEN_REFUSED`, reason `jwks_unavailable`, verifier.ts).
  */
 export class JwksFetchFailed extends CmcpError {
   declare readonly code: 'OAUTH_TOKEN_REFUSED';
