@@ -7,7 +7,13 @@
  * check, the shutdown gate and the connection limits (edge/, lifecycle/drain.ts). Errors leave as
  * JSON with a stable `error_code`; never a stack trace.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import type { Logger } from 'pino';
 import { type ConsoleDeps, consoleRoutes } from '../console/plugin.js';
 import { oauthMetadataPlugin } from './agent/oauth/metadata.js';
@@ -18,7 +24,6 @@ import type { Authenticator } from './edge/credentials.js';
 import { hostCheck } from './edge/host-check.js';
 import type { GatewayRefusals } from './edge/refusals.js';
 import { errorHandler } from './edge/replies.js';
-import { OneLineRequestLog } from './edge/request-log.js';
 import { type HealthOptions, healthPlugin } from './health/plugin.js';
 import type { Drain } from './lifecycle/drain.js';
 import { type OperatorOptions, operatorPlugin } from './operator/plugin.js';
@@ -66,7 +71,7 @@ export function buildApp(e: GatewayEdge): FastifyInstance {
   const app = Fastify({
     ...(server.connections ? connectionOptions(server.connections, () => recordRefusal) : {}),
     loggerInstance: server.logger as unknown as FastifyBaseLogger,
-    logController: new OneLineRequestLog(), // one info line per request (edge/request-log.ts)
+    logController: new OneLineRequestLog(), // one info line per request (below)
     bodyLimit: server.maxRequestBytes,
     // Request logs carry method, url and status only: no headers (tokens), no bodies (arguments).
     // Execution ids are up to 200 printable characters, percent-encoded in paths.
@@ -116,4 +121,36 @@ export function buildApp(e: GatewayEdge): FastifyInstance {
     recordRefusal,
   });
   return app;
+}
+
+/**
+ * One log line per HTTP request instead of fastify's two: `incoming request` (with the parsed
+ * request) goes to `debug`, and `request completed` at `info` carries method, URL, status and
+ * response time. Under load the second info line per call was a measurable share of the event
+ * loop; nothing is lost at `debug`. Errors stay as fastify logs them.
+ */
+class OneLineRequestLog extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.debug({ req: request }, 'incoming request');
+  }
+
+  override requestCompleted(
+    error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): void {
+    if (error) {
+      super.requestCompleted(error, request, reply);
+      return;
+    }
+    reply.log.info(
+      {
+        method: request.method,
+        url: request.url,
+        statusCode: reply.statusCode,
+        responseTime: reply.elapsedTime,
+      },
+      'request completed',
+    );
+  }
 }

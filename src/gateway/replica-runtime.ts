@@ -58,23 +58,24 @@ import { edgeLimits } from './agent/limits.js';
 import { ClientSessions } from './agent/mcp/client-sessions.js';
 import { McpEndpoint } from './agent/mcp/endpoint.js';
 import { InflightRequests } from './agent/mcp/inflight.js';
-import { OAuthVerifier } from './agent/oauth/index.js';
+import { OAuthVerifier } from './agent/oauth/verifier.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './edge/credentials.js';
 import { allowedHosts, hostCheck } from './edge/host-check.js';
 import { paceGc } from './gc-pacing.js';
 import { postgresWriteProbe, Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
-import { warnExposure } from './lifecycle/exposure.js';
 import { LeaseGate, startReplicaLease } from './lifecycle/lease-gate.js';
 import {
   type GatewayChainSink,
   gatewayRefusals,
   gatewayStartEntry,
   recordClientSession,
+  warnExposure,
 } from './lifecycle/records.js';
 import { assertReplicaConfig, refuseConsole, replicaGauges } from './lifecycle/replica-unavailable.js';
-import { ReplicaOperator } from './operator/replica-controls.js';
+import { postgresBlocks } from './operator/blocks.js';
+import { BLOCK_READ_MS, OperatorControls } from './operator/controls.js';
 import { ReplicaReloads } from './operator/replica-reload.js';
 import { newGatewayKey } from './runtime.js';
 
@@ -364,18 +365,16 @@ async function startControls(
     log,
   });
   if (p.policy) p.sessions.checkUsable((row) => reloads.usable(row));
-  const operator = new ReplicaOperator({
-    pool,
-    fence: lease.fence,
-    sessions: p.sessions,
+  const operator = new OperatorControls({
+    blocks: postgresBlocks(pool, lease.fence, p.sessions),
+    reloads,
     facts: p.facts,
     policy: p.policy,
     catalog: p.catalog,
     knownAgents: new Set([...cfg.agents.map((a) => a.agent_id), ...(cfg.dev_mode ? ['dev'] : [])]),
-    reloads,
     log,
   });
-  await operator.start();
+  await operator.start(BLOCK_READ_MS);
   return { relist, operator };
 }
 

@@ -55,17 +55,23 @@ import { edgeLimits } from './agent/limits.js';
 import { ClientSessions } from './agent/mcp/client-sessions.js';
 import { McpEndpoint } from './agent/mcp/endpoint.js';
 import { InflightRequests } from './agent/mcp/inflight.js';
-import { OAuthVerifier } from './agent/oauth/index.js';
+import { OAuthVerifier } from './agent/oauth/verifier.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './edge/credentials.js';
 import { allowedHosts, hostCheck } from './edge/host-check.js';
 import { paceGc } from './gc-pacing.js';
 import { Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
-import { warnExposure } from './lifecycle/exposure.js';
-import { gatewayRefusals, recordClientSession, recordGatewayStart } from './lifecycle/records.js';
+import {
+  gatewayRefusals,
+  recordClientSession,
+  recordGatewayStart,
+  warnExposure,
+} from './lifecycle/records.js';
 import { gracefulShutdown, type ShutdownReport } from './lifecycle/shutdown.js';
+import { sqliteBlocks } from './operator/blocks.js';
 import { OperatorControls } from './operator/controls.js';
+import { SqliteReloads } from './operator/sqlite-reload.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -219,8 +225,18 @@ async function startControls(
   if (cfg.oauth)
     for (const r of db.prepare<[], { agent_id: string }>('SELECT DISTINCT agent_id FROM sessions').all())
       knownAgents.add(r.agent_id);
-  const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
-  const resumed = operator.resumeReloaded();
+  const reloads = new SqliteReloads(chain, sessions, facts, policy, log);
+  const operator = new OperatorControls({
+    blocks: sqliteBlocks(chain, sessions),
+    reloads,
+    facts,
+    policy,
+    catalog,
+    knownAgents,
+    log,
+  });
+  await operator.start();
+  const resumed = reloads.resumeReloaded();
   if (resumed && policy) {
     facts.policyBundleHash = resumed.hash;
     recordResumedPolicy(chain, resumed, policy);
@@ -238,7 +254,7 @@ async function startControls(
   });
   // minimum_tier must be reached, not only configured (src/tee/tier.ts).
   assertTierReached(cfg.attestation, provider, started);
-  operator.onReload((bundle) => measurer.reload(bundle));
+  reloads.onReload((bundle) => measurer.reload(bundle));
 
   return { catalog, policy, facts, sessions, operator, measurer, recovery, staleClosed };
 }

@@ -11,7 +11,7 @@ import type { RefusalSink } from '../edge/refusals.js';
 import { isJsonRpc, readableId, sendError, sendMcpUnauthenticated, sendRpcError } from '../edge/replies.js';
 import { type AgentLimits, registerAgentLimits } from './limits.js';
 import { type AgentMcpOptions, agentMcpPlugin } from './mcp/plugin.js';
-import { bearerJwt, type OAuthVerifier, TokenRefused } from './oauth/index.js';
+import { bearerJwt, type OAuthVerifier, TokenRefused } from './oauth/verifier.js';
 import { type AgentRestOptions, agentRestPlugin } from './rest/plugin.js';
 
 declare module 'fastify' {

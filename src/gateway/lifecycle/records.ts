@@ -9,12 +9,17 @@ import { b64u } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../../audit/chain.js';
-import type { GatewayConfig } from '../../config/index.js';
+import { type GatewayConfig, isLoopback } from '../../config/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
+import { activeFaults } from '../../store/faults.js';
 import type { AttestationProvider } from '../../tee/provider.js';
-import type { GatewayRefusals, RefusalSink } from '../edge/refusals.js';
-import { AuthFailureRecorder, RefusalAggregator } from '../edge/refusals.js';
+import {
+  AuthFailureRecorder,
+  type GatewayRefusals,
+  RefusalAggregator,
+  type RefusalSink,
+} from '../edge/refusals.js';
 
 /** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
 export function recordGatewayStart(
@@ -170,4 +175,26 @@ export function recordClientSession(
       },
     })
     .catch((e) => log.error({ err: (e as Error).message }, 'could not record a client session'));
+}
+
+/**
+ * Start-up warnings about how exposed this gateway is: fault injection on, dev mode, a listener
+ * beyond loopback without TLS (docs/operations.md).
+ */
+/** Start-up warnings about how exposed this gateway is. */
+export function warnExposure(cfg: GatewayConfig, log: Logger): void {
+  if (activeFaults().length)
+    log.warn(
+      { faults: activeFaults() },
+      'FAULT INJECTION IS ON: writes or the start-up will fail on purpose (test seam)',
+    );
+  if (cfg.dev_mode)
+    log.warn(
+      'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',
+    );
+  else if (!isLoopback(cfg.listen.host))
+    log.warn(
+      { host: cfg.listen.host },
+      'listening beyond loopback without TLS: terminate TLS in front of the gateway',
+    );
 }

@@ -2,7 +2,7 @@
  * What a replica on PostgreSQL does not serve yet (docs/replicas.md, the status table), refused
  * with one stable code, POSTGRES_FEATURE_UNAVAILABLE, never served halfway or silently
  * answered otherwise: config sections at start-up and the console (the operator routes are
- * operator/replica-controls.ts's: a policy reload is refused there). Also the metrics gauges a replica reads from PostgreSQL.
+ * operator/'s: a policy reload is refused there). Also the metrics gauges a replica reads from PostgreSQL.
  */
 import { CmcpError } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';

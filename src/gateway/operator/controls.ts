@@ -1,198 +1,214 @@
 /**
- * Operator controls (docs/spec/policy.md#operator-controls), served under /operator/* to operator credentials only:
+ * Operator controls (docs/spec/policy.md#operator-controls, docs/replicas.md#serving-as-a-replica),
+ * served under /operator/* to operator credentials only, on either engine:
  *
- * - `POST /operator/policy/reload` `{files: {name: base64url}, signature}` — a signed bundle
- *   replaces the running policy without a restart (rules in src/policy/state.ts). Accepted
- *   reloads are recorded as `policy_reload` in the gateway chain *with the bundle's files*, so
- *   the exact policy text in force is on the record and a restart resumes it instead of
- *   silently falling back to an older configured bundle. Open sessions are closed with claims
- *   (reason `policy_reload`): every session's claim covers decisions of exactly the policy its
- *   binding names, and the next session binds the new hash and the gateway measurement taken
- *   again with it (measure/record.ts, hooked by runtime.ts). Refusals are recorded as
- *   `policy_reload_refused`.
+ * - `POST /operator/policy/reload` — a signed bundle replaces the running policy without a
+ *   restart, through the engine's {@link PolicyReloads} (sqlite-reload.ts, replica-reload.ts).
  * - `POST /operator/agents/{agent_id}/block` `{reason?}` — the kill switch: recorded as
- *   `agent_blocked`; the agent's open sessions are closed with claims; every route refuses it
- *   from then on (also after a restart: blocks are rebuilt from the gateway chain).
- *   `…/unblock` lifts it (`agent_unblocked`).
- * - `GET /operator/status` — running policy, catalog, drifted tools, blocked agents.
+ *   `agent_blocked` in the gateway chain; the agent's open sessions are closed with claims;
+ *   every route refuses it from then on (also after a restart: blocks are read back from the
+ *   gateway chain). `…/unblock` lifts it (`agent_unblocked`). With several replicas every one
+ *   reads the chain's new block entries every {@link BLOCK_READ_MS} and applies them, so a
+ *   block through one replica refuses the agent on every replica within that interval plus one
+ *   read (calls admitted by a replica before it read the block are served), and each replica
+ *   closes again the sessions it finds open when it reads the block.
+ * - `GET /operator/status` — running policy, catalog, drifted tools, blocked agents (and, on a
+ *   replica, its id and read times).
  */
-
 import { CmcpError, clip } from '@cmcp/verify/errors/index';
-import { fromB64u } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../../audit/chain.js';
 import type { CatalogGuard } from '../../catalog/guard.js';
-import type { PolicyBundle } from '../../policy/bundle.js';
-import { reloadDetail } from '../../policy/startup.js';
-import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
-import type { SessionFacts, SessionService } from '../../session/service.js';
-import { immediateAsync } from '../../store/db.js';
-import { refuseReload } from '../lifecycle/records.js';
+import type { PolicyState } from '../../policy/state.js';
+import type { SessionFacts } from '../../session/types.js';
 import type { OperatorApi } from './plugin.js';
 
+/** How often a replica reads the gateway chain's new block entries and reloads (ms). */
+export const BLOCK_READ_MS = 1000;
+
+/** One `agent_blocked` / `agent_unblocked` entry of the gateway chain. */
+export interface BlockEvent {
+  agentId: string;
+  type: 'agent_blocked' | 'agent_unblocked';
+  sequence: number;
+}
+
+/** A session closed by a block, as the operator's answer names it. */
+export interface ClosedSession {
+  session_id: string;
+  agent_id: string;
+  claim_sequence: number;
+}
+
+/** Where an engine records and reads agent blocks (blocks.ts: SQLite and PostgreSQL). */
+export interface BlockLedger {
+  /** The block entries after `sequence` (-1: all), in chain order. */
+  since(sequence: number): Promise<BlockEvent[]>;
+  /**
+   * Records `type` for `agentId` unless the agent is already in that state; `apply` is told the
+   * new entry's sequence before the engine's write lock is released, where the engine holds one.
+   * @param already the in-memory state, for an engine that decides by it under its lock.
+   * @returns the entry's hash and sequence, or null when nothing was recorded.
+   */
+  record(
+    type: BlockEvent['type'],
+    agentId: string,
+    detail: Record<string, unknown>,
+    state: { already: () => boolean; apply: (sequence: number) => void },
+  ): Promise<{ entry_hash: string; sequence: number } | null>;
+  /** Closes every open session of `agentId` with a claim (reason `agent_blocked`). */
+  closeOpenOf(agentId: string): Promise<ClosedSession[]>;
+  /** True when `agentId` opened a session before (token agents); absent: only the known agents. */
+  hasSessions?(agentId: string): Promise<boolean>;
+  /** What `GET /operator/status` adds for this engine (a replica's id), absent: nothing. */
+  replicaId?: string;
+}
+
+/** Signed policy reloads on one engine. */
+export interface PolicyReloads {
+  /** Resolves once every session it closes has its claim. */
+  reload(operatorId: string, body: unknown): Promise<Record<string, unknown>>;
+  /** Reads reloads recorded by other replicas (a replica only). */
+  read?(): Promise<void>;
+}
+
+export interface OperatorDeps {
+  blocks: BlockLedger;
+  reloads: PolicyReloads;
+  facts: SessionFacts;
+  policy: PolicyState | null;
+  catalog: CatalogGuard | null;
+  /** Agent ids an operator may block (configured agents, plus `dev` in dev mode). */
+  knownAgents: Set<string>;
+  log: Logger;
+}
+
 export class OperatorControls implements OperatorApi {
-  private readonly blocked = new Set<string>();
-  private readonly reloadHooks: ((bundle: PolicyBundle) => void)[] = [];
+  /** Agent id → its block state and the gateway-chain sequence that set it. */
+  private readonly state = new Map<string, { blocked: boolean; sequence: number }>();
+  /** The newest gateway-chain sequence read for blocks (-1: none yet). */
+  private readSequence = -1;
+  private readAt: string | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private reading: Promise<void> | null = null;
 
-  constructor(
-    private readonly chain: AuditChain,
-    private readonly sessions: SessionService,
-    private readonly facts: SessionFacts,
-    private readonly policy: PolicyState | null,
-    private readonly catalog: CatalogGuard | null,
-    /** Agent ids an operator may block (configured agents, plus `dev` in dev mode). */
-    private readonly knownAgents: Set<string>,
-    private readonly log: Logger,
-  ) {
-    // Blocks are rebuilt from the gateway chain, so they survive a restart.
-    for (const e of chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['agent_blocked', 'agent_unblocked'])) {
-      const id = e.agent_id as string;
-      if (e.entry_type === 'agent_blocked') this.blocked.add(id);
-      else this.blocked.delete(id);
-    }
-  }
+  constructor(private readonly d: OperatorDeps) {}
 
   /**
-   * Resumes the newest accepted reload recorded in the gateway chain when it is newer than the
-   * configured bundle and still verifies under the pinned key.
-   * @returns the resumed bundle, or null (the configured bundle stays).
+   * Reads every block recorded so far (before serving: blocks survive restarts); with
+   * `everyMs` (replicas), reads new blocks and reloads again on that interval.
+   * @throws (rejects) the store's errors of the first read.
    */
-  resumeReloaded(): PolicyBundle | null {
-    if (!this.policy) return null;
-    const last = this.chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['policy_reload']).at(-1);
-    const d = last?.detail as { bundle_files?: Record<string, string>; signature?: string } | undefined;
-    if (!d?.bundle_files) return null;
-    try {
-      const files = new Map(Object.entries(d.bundle_files).map(([k, v]) => [k, fromB64u(v)] as const));
-      const b = this.policy.check(files, d.signature, this.policy.engine.bundle.manifest.version);
-      this.policy.install(b);
-      return b;
-    } catch (e) {
-      const why = e instanceof ReloadRefusedError ? e.reason : 'error';
-      if (why !== 'not_newer')
-        this.log.warn(
-          { reason: why },
-          'the last reloaded policy bundle could not be resumed; using the configured bundle',
+  async start(everyMs?: number): Promise<void> {
+    await this.readBlocks();
+    await this.d.reloads.read?.();
+    if (everyMs === undefined) return;
+    this.timer = setInterval(() => {
+      this.readBlocks().catch((e) =>
+        this.d.log.warn({ err: (e as Error).message }, 'could not read agent blocks; retrying'),
+      );
+      this.d.reloads
+        .read?.()
+        .catch((e) =>
+          this.d.log.warn({ err: (e as Error).message }, 'could not read policy reloads; retrying'),
         );
-      return null;
-    }
+    }, everyMs);
+    this.timer.unref();
   }
 
-  /**
-   * Registers a hook run after an accepted reload is installed (and `facts.policyBundleHash`
-   * updated) but before open sessions are closed: e.g. to measure the gateway again, so the
-   * next session's binding covers the new measurement.
-   */
-  onReload(hook: (bundle: PolicyBundle) => void): void {
-    this.reloadHooks.push(hook);
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
   }
 
-  /** The agent ids an operator may block, sorted. */
+  /** The gateway chain's block entries since the last read, applied in order (one read at a time). */
+  readBlocks(): Promise<void> {
+    this.reading ??= (async () => {
+      try {
+        const first = this.readSequence < 0;
+        const events = await this.d.blocks.since(this.readSequence);
+        const newlyBlocked = new Set<string>();
+        for (const e of events) {
+          const was = this.isBlocked(e.agentId);
+          this.apply(e.agentId, e.type === 'agent_blocked', e.sequence);
+          if (!was && this.isBlocked(e.agentId)) newlyBlocked.add(e.agentId);
+          this.readSequence = Math.max(this.readSequence, e.sequence);
+        }
+        this.readAt = new Date().toISOString();
+        // A session this replica opened for the agent before it read the block is closed too.
+        if (!first)
+          for (const agentId of newlyBlocked)
+            this.d.blocks
+              .closeOpenOf(agentId)
+              .catch((err) =>
+                this.d.log.warn(
+                  { err: (err as Error).message, agent_id: agentId },
+                  'could not close a blocked agent session',
+                ),
+              );
+      } finally {
+        this.reading = null;
+      }
+    })();
+    return this.reading;
+  }
+
+  /** A newer entry wins, whichever arrived first (this process's own write, or a read). */
+  private apply(agentId: string, blocked: boolean, sequence: number): void {
+    const cur = this.state.get(agentId);
+    if (cur && cur.sequence >= sequence) return;
+    this.state.set(agentId, { blocked, sequence });
+  }
+
   /**
    * An agent authenticated by a JWT access token (the `oauth` section): from now on operators can
    * block it like a configured agent.
    */
   noteAgent(agentId: string): void {
-    this.knownAgents.add(agentId);
+    this.d.knownAgents.add(agentId);
   }
 
+  /** The agent ids an operator may block, sorted. */
   agentIds(): string[] {
-    return [...this.knownAgents].sort();
+    return [...this.d.knownAgents].sort();
   }
 
   isBlocked(agentId: string): boolean {
-    return this.blocked.has(agentId);
+    return this.state.get(agentId)?.blocked ?? false;
   }
 
-  async reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
-    // Every record here waits for a write lock held by another process by awaiting (store/db.ts
-    // immediateAsync); past the busy timeout it fails as the blocking append did.
-    const refuse = (e: ReloadRefusedError) => refuseReload(this.chain, this.log, operatorId, e);
-    if (!this.policy) {
-      return refuse(new ReloadRefusedError('no_policy_key', 'no policy is configured; reloads are disabled'));
-    }
-    let next: PolicyBundle;
-    let signature: string | undefined;
-    let files: Map<string, Buffer>;
-    try {
-      ({ files, signature } = decodeReloadFiles(body));
-      next = this.policy.check(files, signature, this.policy.engine.bundle.manifest.version);
-    } catch (e) {
-      if (e instanceof ReloadRefusedError) return refuse(e);
-      throw e;
-    }
-    const policy = this.policy;
-    const previous = policy.engine.bundle;
-    // The record and the install happen together once the lock is held: a reload that
-    // installed meanwhile makes this one no longer newer.
-    const entry = await immediateAsync(this.chain.db, () => {
-      if (policy.engine.bundle !== previous) return null;
-      const e = this.chain.append(GATEWAY_CHAIN_ID, {
-        entry_type: 'policy_reload',
-        detail: reloadDetail(next, previous, { operatorId, enforcementMode: policy.mode, signature, files }),
-      });
-      policy.install(next);
-      this.facts.policyBundleHash = next.hash;
-      return e;
+  reloadPolicy(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
+    return this.d.reloads.reload(operatorId, body);
+  }
+
+  private async known(agentId: string): Promise<void> {
+    if (this.d.knownAgents.has(agentId) || (await this.d.blocks.hasSessions?.(agentId))) return;
+    throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
+  }
+
+  /** Records `type` and applies it here at once. */
+  private record(type: BlockEvent['type'], agentId: string, detail: Record<string, unknown>) {
+    const blocked = type === 'agent_blocked';
+    return this.d.blocks.record(type, agentId, detail, {
+      already: () => this.isBlocked(agentId) === blocked,
+      apply: (sequence) => this.apply(agentId, blocked, sequence),
     });
-    if (!entry)
-      return refuse(
-        new ReloadRefusedError('not_newer', 'another reload was installed meanwhile', [], next.hash),
-      );
-    for (const hook of this.reloadHooks) {
-      try {
-        hook(next);
-      } catch (e) {
-        this.log.error({ err: (e as Error).message }, 'policy reload hook failed');
-      }
-    }
-    // Every open session is unusable from here on; closed in batches, not holding the event loop.
-    const closed = await this.sessions.closeOpenInBatches(null, 'policy_reload');
-    this.log.info(
-      {
-        operator_id: operatorId,
-        bundle_hash: next.hash,
-        version: next.manifest.version,
-        sessions_closed: closed.length,
-      },
-      'policy reloaded',
-    );
-    return {
-      bundle_hash: next.hash,
-      version: next.manifest.version,
-      previous_bundle_hash: previous.hash,
-      previous_version: previous.manifest.version,
-      // The gateway measurement the next session binds (re-measured by a reload hook, if any).
-      gateway_measurement: this.facts.gatewayMeasurement,
-      entry_hash: entry.entry_hash,
-      sessions_closed: closed,
-    };
   }
 
   async blockAgent(operatorId: string, agentId: string, body: unknown): Promise<Record<string, unknown>> {
-    if (!this.knownAgents.has(agentId))
-      throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
+    await this.known(agentId);
     const b = (body ?? {}) as { reason?: unknown };
     if (
       typeof b !== 'object' ||
       (b.reason !== undefined && (typeof b.reason !== 'string' || b.reason.length > 200))
     )
       throw new CmcpError('INVALID_REQUEST', 'body must be {reason?: string of at most 200 characters}');
-    // Checked, recorded and applied together once the write lock is held (awaited).
-    const entry = await immediateAsync(this.chain.db, () => {
-      if (this.blocked.has(agentId)) return null;
-      const e = this.chain.append(GATEWAY_CHAIN_ID, {
-        entry_type: 'agent_blocked',
-        agent_id: agentId,
-        detail: { operator_id: operatorId, reason: (b.reason as string | undefined) ?? null },
-      });
-      this.blocked.add(agentId);
-      return e;
+    const entry = await this.record('agent_blocked', agentId, {
+      operator_id: operatorId,
+      reason: (b.reason as string | undefined) ?? null,
     });
     if (!entry) return { agent_id: agentId, blocked: true, already_blocked: true, sessions_closed: [] };
-    const closed = await this.sessions.closeOpenInBatches(agentId, 'agent_blocked');
-    this.log.warn(
+    const closed = await this.d.blocks.closeOpenOf(agentId);
+    this.d.log.warn(
       { operator_id: operatorId, agent_id: agentId, sessions_closed: closed.length },
       'agent blocked',
     );
@@ -200,42 +216,47 @@ export class OperatorControls implements OperatorApi {
   }
 
   async unblockAgent(operatorId: string, agentId: string): Promise<Record<string, unknown>> {
-    if (!this.knownAgents.has(agentId))
-      throw new CmcpError('AGENT_NOT_FOUND', `unknown agent ${clip(agentId, 60)}`);
-    const entry = await immediateAsync(this.chain.db, () => {
-      if (!this.blocked.has(agentId)) return null;
-      const e = this.chain.append(GATEWAY_CHAIN_ID, {
-        entry_type: 'agent_unblocked',
-        agent_id: agentId,
-        detail: { operator_id: operatorId },
-      });
-      this.blocked.delete(agentId);
-      return e;
-    });
+    await this.known(agentId);
+    const entry = await this.record('agent_unblocked', agentId, { operator_id: operatorId });
     if (!entry) return { agent_id: agentId, blocked: false };
     return { agent_id: agentId, blocked: false, entry_hash: entry.entry_hash };
   }
 
   status(): Record<string, unknown> {
-    const b = this.policy?.engine.bundle;
+    const b = this.d.policy?.engine.bundle;
+    const replicaId = this.d.blocks.replicaId;
     return {
       policy: b
         ? {
             bundle_hash: b.hash,
             version: b.manifest.version,
             description: b.manifest.description,
-            enforcement_mode: this.policy?.mode,
+            enforcement_mode: this.d.policy?.mode,
           }
         : null,
-      enforcement_mode: this.facts.enforcementMode,
-      catalog: this.catalog
+      enforcement_mode: this.d.facts.enforcementMode,
+      catalog: this.d.catalog
         ? {
-            catalog_hash: this.catalog.hash,
-            tools: this.catalog.catalog.tools.length,
-            drifted: this.catalog.driftedTools(),
+            catalog_hash: this.d.catalog.hash,
+            tools: this.d.catalog.catalog.tools.length,
+            drifted: this.d.catalog.driftedTools(),
           }
         : null,
-      blocked_agents: [...this.blocked].sort(),
+      blocked_agents: [...this.state]
+        .filter(([, s]) => s.blocked)
+        .map(([id]) => id)
+        .sort(),
+      ...(replicaId !== undefined
+        ? {
+            replica: {
+              replica_id: replicaId,
+              // Blocks and policy reloads recorded through other replicas apply here within this
+              // interval plus one read.
+              blocks_read_every_ms: BLOCK_READ_MS,
+              blocks_read_at: this.readAt,
+            },
+          }
+        : {}),
     };
   }
 }

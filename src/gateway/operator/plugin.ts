@@ -11,7 +11,7 @@ import { BODY_MEMBERS, strictBody, strictOrNull } from '../edge/bodies.js';
 import type { Authenticator } from '../edge/credentials.js';
 import type { RefusalSink } from '../edge/refusals.js';
 import { sendError } from '../edge/replies.js';
-import { blockSchema, operatorStatusSchema, reloadSchema, unblockSchema } from './schemas.js';
+import { agentIdParams, errors, open, str } from '../edge/schemas.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -19,7 +19,7 @@ declare module 'fastify' {
   }
 }
 
-/** Operator actions behind /operator/*; implemented in controls.ts (and replica-controls.ts). */
+/** Operator actions behind /operator/*; implemented in controls.ts on either engine. */
 export interface OperatorApi {
   isBlocked(agentId: string): boolean;
   /** Resolves once every session it closes has its claim (closed in batches). */
@@ -105,3 +105,38 @@ export async function operatorPlugin(app: FastifyInstance, d: OperatorOptions): 
   if (d.metrics) app.register(metricsRoutes(d.metrics, operatorAuth(d)));
   app.register(operatorRoutes(d), { prefix: '/operator' });
 }
+
+/** Schemas of the operator routes (/operator/…), built as edge/schemas.ts says. */
+export const operatorStatusSchema = {
+  response: { 200: open('running policy, catalog, drifted tools and blocked agents'), ...errors },
+} as const;
+
+/**
+ * `POST /operator/policy/reload` `{files: {name: base64url}, signature}`. The route attaches
+ * (does not answer) a schema failure: the reload's own decoder refuses a malformed request
+ * *and records it* as `policy_reload_refused` (policy/state.ts), which a schema refusal would
+ * skip.
+ */
+export const reloadSchema = {
+  body: {
+    type: 'object',
+    properties: { files: { type: 'object', additionalProperties: str }, signature: str },
+    required: ['files'],
+  },
+  response: { 200: open('the installed bundle, the re-measured gateway and the sessions closed'), ...errors },
+} as const;
+
+/**
+ * `POST /operator/agents/:agent_id/block` `{reason?: string}` (arrays and no body are accepted).
+ * Attached, not answered: blockAgent checks the body after the agent is known to exist.
+ */
+export const blockSchema = {
+  params: agentIdParams,
+  body: { type: ['object', 'array', 'null'], properties: { reason: str } },
+  response: { 200: open('the block and the sessions it closed'), ...errors },
+} as const;
+
+export const unblockSchema = {
+  params: agentIdParams,
+  response: { 200: open('the agent and whether it is blocked'), ...errors },
+} as const;

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { ClientMessage, ClientSessionEvents } from './channel.js';
-import { openEventStream, writeEvent, writeKeepAlive } from './sse.js';
+import { openEventStream, writeEvent, writeKeepAlive } from './stream-channel.js';
 
 /** One client session. */
 export interface ClientSession {

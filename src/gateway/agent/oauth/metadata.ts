@@ -5,7 +5,7 @@
  * the 401 challenge names.
  */
 import type { FastifyInstance } from 'fastify';
-import type { OAuthVerifier } from './index.js';
+import type { OAuthVerifier } from './verifier.js';
 
 /** The metadata plugin (no authentication hook); the document is fixed at start-up. */
 export async function oauthMetadataPlugin(
