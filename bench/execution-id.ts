@@ -16,9 +16,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import pino from 'pino';
 import { AuditChain } from '../src/audit/chain.js';
-import { AttemptLog } from '../src/call/attempts.js';
 import { parseConfig } from '../src/config/index.js';
-import { ExecutionRegistry } from '../src/execution/registry.js';
 import { startGateway } from '../src/gateway/runtime.js';
 import {
   groupCommitStats,
@@ -27,6 +25,8 @@ import {
   openDatabase,
   setGroupCommit,
 } from '../src/store/db.js';
+import { AttemptLog } from '../src/store/sqlite/attempts.js';
+import { ExecutionRegistry } from '../src/store/sqlite/executions.js';
 
 function stats(samples: number[]) {
   const s = [...samples].sort((a, b) => a - b);

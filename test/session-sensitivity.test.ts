@@ -14,6 +14,7 @@ import { SessionSensitivity } from '../src/call/sensitivity.js';
 import type { Sensitivity } from '../src/catalog/catalog.js';
 import type { CatalogGuard } from '../src/catalog/guard.js';
 import { type Db, immediate, openDatabase } from '../src/store/db.js';
+import { storeSensitivity } from '../src/store/sqlite/writes.js';
 import type { RoutedTool, UpstreamPool } from '../src/upstream/pool.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-sensitivity-'));
@@ -53,11 +54,19 @@ const storedLevel = (db: Db, sessionId: string) =>
     | { level: number }
     | undefined;
 
+/** What the call path's attempt write does with the level (store/port.ts `attempt`). */
+function attempted(db: Db, rule: SessionSensitivity, sessionId: string, r: RoutedTool): void {
+  const level = rule.raise(sessionId, r);
+  if (level === null) return;
+  immediate(db, () => storeSensitivity(db, sessionId, level));
+  rule.raised(sessionId, level);
+}
+
 describe('session sensitivity', () => {
   it('is read back after a restart without replaying the chain', () => {
     const first = open('restart.db');
     expect(first.rule.max('s1')).toBe('unclassified'); // a new session: nothing stored yet
-    immediate(first.db, () => first.rule.attempted('s1', route('read_secret_note')));
+    attempted(first.db, first.rule, 's1', route('read_secret_note'));
     first.rule.note('s1', route('read_secret_note'));
     expect(first.rule.max('s1')).toBe('confidential');
     expect(storedLevel(first.db, 's1')).toEqual({ level: 3 });
@@ -72,9 +81,9 @@ describe('session sensitivity', () => {
   it('raises the stored level only when a call is higher, and never lowers it', () => {
     const { db, rule } = open('raise.db');
     rule.max('s2');
-    immediate(db, () => rule.attempted('s2', route('read_secret_note')));
+    attempted(db, rule, 's2', route('read_secret_note'));
     const changes = db.prepare('SELECT total_changes() AS n').get() as { n: number };
-    immediate(db, () => rule.attempted('s2', route('list')));
+    attempted(db, rule, 's2', route('list'));
     expect((db.prepare('SELECT total_changes() AS n').get() as { n: number }).n).toBe(changes.n);
     expect(storedLevel(db, 's2')).toEqual({ level: 3 });
     // A process that forgot the session: a lower call noted first does not hide the higher one.
@@ -99,7 +108,7 @@ describe('session sensitivity', () => {
     );
     expect(rule.max('s3')).toBe('confidential');
     expect(chain.reads).toBe(1);
-    immediate(db, () => rule.attempted('s3', route('list')));
+    attempted(db, rule, 's3', route('list'));
     expect(storedLevel(db, 's3')).toEqual({ level: 3 });
     const after = new SessionSensitivity(db, chain, upstreams, catalog);
     expect(after.max('s3')).toBe('confidential');

@@ -14,8 +14,8 @@ import { verifyBundle } from '@cmcp/verify/bundle';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AttemptStart } from '../src/call/attempts.js';
 import { toolCallBinding } from '../src/execution/binding.js';
+import type { AttemptStart } from '../src/store/port.js';
 import { openAttempts } from '../src/store/postgres/attempts.js';
 import { appendEntry } from '../src/store/postgres/chain.js';
 import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
@@ -26,7 +26,13 @@ import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
 import type { AdmissionResult, WriteCommand } from '../src/store/writes.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { hasPostgres } from './harness/postgres.js';
-import { type Engine, type PgReplica, postgresEngine, sqliteEngine } from './harness/store-engines.js';
+import {
+  type Engine,
+  type PgReplica,
+  postgresEngine,
+  type Replica,
+  sqliteEngine,
+} from './harness/store-engines.js';
 
 const withPostgres = hasPostgres();
 let server: PostgresInstance | null = null;
@@ -328,6 +334,32 @@ describe.each(engines)('the storage contract on %s', (name, make) => {
       expect((await engine.bundle('s-term', 's-term')).entries).toHaveLength(1);
       expect(await engine.callCount('s-term')).toBe(1);
       expect(await engine.openAttempts()).not.toContain(a.callId);
+    },
+    60_000,
+  );
+
+  // Last of the engine's cases: replica 2 takes no new attempt after it.
+  it.skipIf(skip)(
+    'after closeAttempts no attempt or admission is written; a call already under way still ends with its terminal entry',
+    async () => {
+      await engine.addSession('s-closed', 'agent-1');
+      const store = engine.replicas[2] as Replica;
+      const running = attempt('s-closed', null);
+      await store.writes.write({ kind: 'attempt', attempt: running, raiseSensitivity: null });
+      await store.writes.closeAttempts();
+      const late = attempt('s-closed', null);
+      await expect(
+        store.writes.write({ kind: 'attempt', attempt: late, raiseSensitivity: null }),
+      ).rejects.toThrow(/no new attempt/);
+      const admitted = attempt('s-closed', 'x-closed');
+      await expect(store.writes.write(admission(admitted, { z: 1 }))).rejects.toThrow(/no new attempt/);
+      expect(await engine.execution('agent-1', 'x-closed')).toBeUndefined();
+      const open = await engine.openAttempts();
+      expect(open).toContain(running.callId);
+      expect(open).not.toContain(late.callId);
+      await store.writes.write(terminal(running));
+      expect(await engine.openAttempts()).not.toContain(running.callId);
+      expect(await engine.callCount('s-closed')).toBe(1);
     },
     60_000,
   );

@@ -18,10 +18,11 @@ import {
 import { sha256Hex } from '@cmcp/verify/format/canonical';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AttemptStart } from '../src/call/attempts.js';
 import type { ClaimInputs, SessionBindingRecord } from '../src/claim/build.js';
+import { replicaClaimIssuer } from '../src/claim/replica-issuer.js';
 import { claimBinding } from '../src/session/claim-binding.js';
 import type { SessionRow } from '../src/session/types.js';
+import type { AttemptStart } from '../src/store/port.js';
 import { chainBundle, chainEntries } from '../src/store/postgres/chain.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
@@ -38,6 +39,10 @@ const FACTS = {
 let server: PostgresInstance | null = null;
 let engine: Awaited<ReturnType<typeof postgresEngine>>;
 let stores: PostgresSessionStore[] = [];
+
+/** Closes through `store` with the claim the replica session service issues (claim/replica-issuer.ts). */
+const closeWith = (store: PostgresSessionStore, sid: string, inputs: (row: SessionRow) => ClaimInputs) =>
+  store.closeSession(sid, 'requested', replicaClaimIssuer(inputs, store.fence));
 
 /** Each replica's own Ed25519 gateway key (made at start, as a gateway does). */
 const keys = [0, 1, 2].map(() => generateKeyPairSync('ed25519').privateKey);
@@ -180,7 +185,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
   it('a session opened through replica 0, 3 × 10 concurrent calls through all three, closed through replica 2: its claim verifies with its bundle', async () => {
     const sid = await open(0, 'verifier-challenge-1');
     await Promise.all(Array.from({ length: 30 }, (_, k) => call(k % 3, sid)));
-    const closed = await (stores[2] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(2));
+    const closed = await closeWith(stores[2] as PostgresSessionStore, sid, inputsOf(2));
     expect(closed.issued).toBe(true);
     const bundle = await chainBundle(engine.admin, sid, sid);
     const report = verifyClaim(closed.claim, { bundle, expectedChallenge: 'verifier-challenge-1' });
@@ -215,7 +220,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
         rules: k % 3 === 0 ? undefined : k % 3 === 1 ? null : ['rule-a', `rule-${k}`],
         ...(k % 7 === 0 ? { error_code: 'UPSTREAM_ERROR' } : {}),
       });
-    const closed = await (stores[1] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(1));
+    const closed = await closeWith(stores[1] as PostgresSessionStore, sid, inputsOf(1));
     const bundle = await chainBundle(engine.admin, sid, sid);
     const report = verifyClaim(closed.claim, { bundle, expectedChallenge: 'paged-challenge' });
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
@@ -231,7 +236,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
 
   it("a call after another replica's close is recorded in the gateway chain, not the closed session's", async () => {
     const sid = await open(1);
-    await (stores[0] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(0));
+    await closeWith(stores[0] as PostgresSessionStore, sid, inputsOf(0));
     const gatewayBefore = (await chainEntries(engine.admin, GATEWAY_CHAIN_ID)).length;
     await call(2, sid);
     expect(await chainEntries(engine.admin, sid)).toHaveLength(3);
@@ -244,7 +249,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
       ...inputsOf(2)(row),
       binding: JSON.parse(row.binding_json),
     });
-    await expect((stores[2] as PostgresSessionStore).closeSession(sid, 'requested', opener)).rejects.toThrow(
+    await expect(closeWith(stores[2] as PostgresSessionStore, sid, opener)).rejects.toThrow(
       /its binding names key/,
     );
     expect((await (stores[2] as PostgresSessionStore).session(sid))?.status).toBe('open');
@@ -255,8 +260,8 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     const sid = await open(0);
     await call(1, sid);
     const [a, b] = await Promise.all([
-      (stores[1] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(1)),
-      (stores[2] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(2)),
+      closeWith(stores[1] as PostgresSessionStore, sid, inputsOf(1)),
+      closeWith(stores[2] as PostgresSessionStore, sid, inputsOf(2)),
     ]);
     expect([a.issued, b.issued].sort()).toEqual([false, true]);
     expect(a.canonical.equals(b.canonical)).toBe(true);
@@ -269,7 +274,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     const gatewayBefore = (await chainEntries(engine.admin, GATEWAY_CHAIN_ID)).length;
     const racing = Array.from({ length: 30 }, (_, k) => call(k % 3, sid));
     await new Promise((r) => setTimeout(r, 5));
-    const closed = await (stores[1] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(1));
+    const closed = await closeWith(stores[1] as PostgresSessionStore, sid, inputsOf(1));
     await Promise.all(racing);
     const entries = await chainEntries(engine.admin, sid);
     expect(entries.at(-1)?.entry_type).toBe('session_close');
@@ -287,9 +292,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     const sids = await Promise.all(Array.from({ length: 9 }, (_, k) => open(k % 3)));
     await Promise.all(sids.map((sid, k) => call((k + 1) % 3, sid)));
     await Promise.all(
-      sids.map((sid, k) =>
-        (stores[k % 3] as PostgresSessionStore).closeSession(sid, 'requested', inputsOf(k % 3)),
-      ),
+      sids.map((sid, k) => closeWith(stores[k % 3] as PostgresSessionStore, sid, inputsOf(k % 3))),
     );
     const rows = (
       await engine.admin.query<{ claim_sequence: string; claim_hash: string; canonical: string }>(
@@ -327,7 +330,7 @@ describe.skipIf(!withPostgres)('sessions on PostgreSQL, through any replica', ()
     ).rejects.toMatchObject({
       code: 'LEASE_LOST',
     });
-    await expect(stale.closeSession(sid, 'requested', inputsOf(0))).rejects.toMatchObject({
+    await expect(closeWith(stale, sid, inputsOf(0))).rejects.toMatchObject({
       code: 'LEASE_LOST',
     });
     expect(await stale.session('never')).toBeUndefined();

@@ -13,11 +13,12 @@ import { join } from 'node:path';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
-import { AttemptLog, type AttemptStart } from '../src/call/attempts.js';
 import { CallRecovery } from '../src/call/recovery.js';
-import { ExecutionRegistry } from '../src/execution/registry.js';
 import { immediate, openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
-import { sqliteWriteContext } from '../src/store/sqlite-writes.js';
+import type { AttemptStart } from '../src/store/port.js';
+import { AttemptLog } from '../src/store/sqlite/attempts.js';
+import { ExecutionRegistry } from '../src/store/sqlite/executions.js';
+import { sqliteWriteContext } from '../src/store/sqlite/writes.js';
 import { executeWrite } from '../src/store/writes.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {

@@ -4,10 +4,11 @@
  */
 import type { ErrorCode } from '@cmcp/verify/errors/index';
 import { jcsDigest, sha256Tagged } from '@cmcp/verify/format/canonical';
+import type { Disposition } from '../store/port.js';
 import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import type { CallLink } from './types.js';
 
-export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
+export type { Disposition };
 
 /** What the terminal entry records about the upstream's answer. */
 export interface Forwarded {

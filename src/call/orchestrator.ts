@@ -4,7 +4,8 @@ const TERMINAL_BUSY_TRIES = 6;
 /**
  * One `tools/call`, from ingress to terminal commit (docs/spec/call-path.md), as stages run in order:
  * ingress (ingress.ts) → gates: blocked, route, catalog, policy (gates.ts) → admission
- * (admission.ts) → forward (forward.ts) → terminal record (record.ts) → respond (respond.ts).
+ * (admission.ts) → forward (forward.ts) → terminal record → respond (respond.ts). Every write
+ * (attempt, admission, terminal, refusal) is one command of the storage port (store/port.ts).
  * The orchestrator only threads the terminal entry under construction through them; every call
  * that reaches it ends in exactly one terminal `tool_call` entry (docs/spec/audit-entries.md).
  */
@@ -12,22 +13,18 @@ import { randomUUID } from 'node:crypto';
 import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
-import type { ExecutionRegistry } from '../execution/registry.js';
+import type { EntryInput } from '../audit/chain.js';
 import type { CallSessions } from '../session/ports.js';
 import type { SessionRow } from '../session/service.js';
-import { type Db, immediateAsync, isBusy } from '../store/db.js';
-import type { WriteStore } from '../store/writes.js';
+import { type AttemptStart, type CallStore, isStoreBusy } from '../store/port.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
-import { type AdmissionInput, actionBinding, admit } from './admission.js';
-import type { AttemptLog, AttemptStart } from './attempts.js';
-import { type LocalCallStore, localCallStore, sqlite } from './call-store.js';
+import { type AdmissionInput, actionBinding } from './admission.js';
 import { forward } from './forward.js';
 import { type CallControls, CallGates, NO_CONTROLS } from './gates.js';
 import { readCallParams } from './ingress.js';
 import { hopeless, PendingTerminals, RECORDED_LATE } from './pending-terminals.js';
 import { answered, notRecorded, refused } from './respond.js';
-import { SessionSensitivity } from './sensitivity.js';
+import type { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
 import type { Caller, CallLink, CallResponse, Refusal } from './types.js';
 
@@ -37,37 +34,33 @@ function latencyUs(startedAt: bigint): number {
 
 export class CallOrchestrator {
   private readonly gates: CallGates;
-  /** The SQLite gateway's own connection, log and recorder; null on a shared PostgreSQL (call-store.ts). */
-  private readonly local: LocalCallStore | null;
-  /** Each session's highest forwarded sensitivity (also the relayed methods' Cedar context). */
-  readonly sensitivity: SessionSensitivity;
   /** Terminal entries whose commit failed, tried again until they commit (pending-terminals.ts). */
   readonly pendingTerminals: PendingTerminals;
+  /** Set by {@link closeAttempts}: a shutdown records what is still open as outcome_unknown. */
+  private closed = false;
 
   constructor(
-    db: Db | null,
-    chain: AuditChain | null,
+    /** The storage port's call path: every write of a call goes there (store/port.ts). */
+    private readonly store: CallStore,
     private readonly sessions: CallSessions,
     private readonly upstreams: UpstreamPool,
-    executions: ExecutionRegistry | null,
+    /** Each session's highest forwarded sensitivity (also the relayed methods' Cedar context). */
+    readonly sensitivity: SessionSensitivity,
     private readonly log: Logger,
     controls: CallControls = NO_CONTROLS,
     private readonly telemetry: CallTelemetry = NO_TELEMETRY,
-    /**
-     * The store worker's writes (store/write-client.ts), a replica's PostgreSQL writes
-     * (store/postgres/write-store.ts), or null: writes on the event loop's SQLite connection.
-     */
-    private readonly writes: WriteStore | null = null,
   ) {
-    this.sensitivity = new SessionSensitivity(db, chain, upstreams, controls.catalog);
     this.gates = new CallGates(upstreams, controls, this.sensitivity);
-    this.local = localCallStore(db, chain, sessions, executions, writes);
     this.pendingTerminals = new PendingTerminals(log);
   }
 
-  /** Calls on their way upstream, recorded before the upstream is invoked (attempts.ts): SQLite's. */
-  get attempts(): AttemptLog {
-    return sqlite(this.local).attempts;
+  /**
+   * No call begins after this (a shutdown past its drain time, before it records what is still
+   * open); resolves once every write sent before it has settled (store/port.ts CallStore).
+   */
+  closeAttempts(): Promise<void> {
+    this.closed = true;
+    return this.store.closeAttempts();
   }
 
   /**
@@ -100,7 +93,7 @@ export class CallOrchestrator {
       };
       // Another process held the write lock past the busy timeout (e.g. while the session was
       // made): not a fault of the gateway, and nothing reached an upstream; the caller may retry.
-      if (isBusy(e)) {
+      if (isStoreBusy(e)) {
         this.log.warn({ call_id: callId }, 'tools/call refused: the database is locked by another process');
         const message = 'the database is locked by another process; retry later';
         return this.refuse(null, entry, { code: 'STORE_BUSY', message }, startedAt);
@@ -147,9 +140,6 @@ export class CallOrchestrator {
     let sessionId: string | null = null; // null: refusals go to the gateway chain
     const refuse = (r: Refusal) =>
       this.refuse(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r, startedAt);
-    // Inside the admission transaction, which it joins.
-    const refuseNow = (r: Refusal) =>
-      this.refuseNow(sessionId, { ...entry, ...r.entry, latency_us: latencyUs(startedAt) }, r, startedAt);
 
     const blocked = this.gates.blocked(caller);
     if (blocked) return refuse(blocked);
@@ -218,16 +208,8 @@ export class CallOrchestrator {
       };
       const binding = actionBinding(a);
       try {
-        if (this.writes) {
-          const r = await this.admitInWorker(this.writes, a, binding, attempt, route, entry, startedAt);
-          if (r) return r;
-        } else {
-          const { db, executions } = sqlite(this.local);
-          const admitted = await this.telemetry.stage('admission', route.upstream, () =>
-            admit(db, executions, a, binding, refuseNow, () => this.begin(attempt, route)),
-          );
-          if (admitted.kind === 'refused') return admitted.response;
-        }
+        const r = await this.admit(a, binding, attempt, route, entry, startedAt);
+        if (r) return r;
       } catch (e) {
         if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'execution admission failed');
@@ -237,8 +219,7 @@ export class CallOrchestrator {
     } else {
       // No upstream runs without a durable record of the attempt (docs/spec/execution.md#attempts).
       try {
-        if (this.writes) await this.beginInWorker(this.writes, attempt, route);
-        else await immediateAsync(sqlite(this.local).db, () => this.begin(attempt, route));
+        await this.begin(attempt, route);
       } catch (e) {
         if (queueFull(e)) return refuse({ code: 'STORE_QUEUE_FULL', message: e.message });
         this.log.error({ call_id: callId, err: (e as Error).message }, 'call attempt could not be recorded');
@@ -262,21 +243,13 @@ export class CallOrchestrator {
     };
     const execution = executionId === null ? null : { agentId: caller.agentId, executionId, callId };
     const write = (input: EntryInput) => () =>
-      this.writes
-        ? this.writes.write({
-            kind: 'terminal',
-            sessionId,
-            entry: input,
-            disposition: f.disposition,
-            execution,
-          })
-        : sqlite(this.local).recorder.outcome(sessionId, input, f.disposition, execution);
+      this.store.write({ kind: 'terminal', sessionId, entry: input, disposition: f.disposition, execution });
     try {
       committed = await this.telemetry.stage('commit', route.upstream, () =>
         this.commitTerminal(write(terminal), callId),
       );
     } catch (e) {
-      const shuttingDown = this.local?.attempts.isClosed === true;
+      const shuttingDown = this.closed;
       if (shuttingDown)
         // Past the shutdown drain: the call was already recorded outcome_unknown, as designed.
         this.log.warn(
@@ -290,12 +263,11 @@ export class CallOrchestrator {
         );
       // The outcome is known: it is recorded once a write succeeds again, saying it came late
       // (the agent was answered AUDIT_WRITE_FAILED, not the result).
-      const local = this.local;
       if (!shuttingDown && !hopeless(e))
         this.pendingTerminals.add(
           callId,
           write({ ...terminal, detail: { ...(terminal.detail ?? {}), recorded_late: RECORDED_LATE } }),
-          local ? () => local.attempts.isOpen(callId) : undefined,
+          () => this.store.attemptOpen(callId),
         );
       const data = executionId === null ? {} : { execution_id: executionId, execution_state: 'in_flight' };
       this.telemetry.ended(route.upstream, 'not_recorded', f.errorCode, startedAt);
@@ -321,7 +293,7 @@ export class CallOrchestrator {
       try {
         return await commit();
       } catch (e) {
-        if (!isBusy(e) || this.local?.attempts.isClosed || tries >= TERMINAL_BUSY_TRIES) throw e;
+        if (!isStoreBusy(e) || this.closed || tries >= TERMINAL_BUSY_TRIES) throw e;
         if (!warned)
           this.log.warn({ call_id: callId }, 'terminal audit entry waits for the database lock; retrying');
         warned = true;
@@ -329,19 +301,13 @@ export class CallOrchestrator {
     }
   }
 
-  /** Inside the attempt's transaction: the attempt row, and the session's sensitivity raised with it. */
-  private begin(attempt: AttemptStart, route: RoutedTool): void {
-    sqlite(this.local).attempts.begin(attempt);
-    this.sensitivity.attempted(attempt.sessionId, route);
-  }
-
   /**
-   * {@link begin} as one command to the store worker: the attempt row and the sensitivity raise
-   * in one transaction there; the in-memory level is noted once it is durable.
+   * Records the call's attempt and raises the session's durable sensitivity with it, in one
+   * write; the in-memory level is noted once it is durable.
    */
-  private async beginInWorker(writes: WriteStore, attempt: AttemptStart, route: RoutedTool): Promise<void> {
+  private async begin(attempt: AttemptStart, route: RoutedTool): Promise<void> {
     const raiseSensitivity = this.sensitivity.raise(attempt.sessionId, route);
-    await writes.write({ kind: 'attempt', attempt, raiseSensitivity });
+    await this.store.write({ kind: 'attempt', attempt, raiseSensitivity });
     if (raiseSensitivity !== null) this.sensitivity.raised(attempt.sessionId, raiseSensitivity);
   }
 
@@ -354,9 +320,7 @@ export class CallOrchestrator {
   ): Promise<CallResponse> {
     const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
     const write = () =>
-      this.writes
-        ? this.writes.write({ kind: 'refusal', sessionId, entry: { ...input, error_code: r.code } })
-        : sqlite(this.local).recorder.refusal(sessionId, { ...input, error_code: r.code });
+      this.store.write({ kind: 'refusal', sessionId, entry: { ...input, error_code: r.code } });
     let e: AuditEntry;
     try {
       e = await this.telemetry.stage('commit', upstream, write);
@@ -368,12 +332,11 @@ export class CallOrchestrator {
   }
 
   /**
-   * The admission as one command to the store worker (store/writes.ts): the reservation and the
-   * attempt, or the refusal entry, in one transaction there. @returns the refusal's answer, or
-   * null when admitted. @throws what the write throws.
+   * The admission (docs/spec/execution.md#admission) as one write: the reservation and the
+   * attempt, or the refusal's terminal entry, in one transaction. @returns the refusal's
+   * answer, or null when admitted. @throws what the write throws.
    */
-  private async admitInWorker(
-    writes: WriteStore,
+  private async admit(
     a: Omit<AdmissionInput, 'arguments' | 'actionTimestamp'>,
     binding: string,
     attempt: AttemptStart,
@@ -383,7 +346,7 @@ export class CallOrchestrator {
   ): Promise<CallResponse | null> {
     const raiseSensitivity = this.sensitivity.raise(attempt.sessionId, route);
     const r = await this.telemetry.stage('admission', a.serverIdentity, () =>
-      writes.write({
+      this.store.write({
         kind: 'admission',
         admission: { ...a, binding },
         attempt,
@@ -401,26 +364,6 @@ export class CallOrchestrator {
     return refused(r.refusal, a.callId, r.entry);
   }
 
-  /** {@link refuse} inside the admission transaction (joined, synchronous). */
-  private refuseNow(
-    sessionId: string | null,
-    input: EntryInput,
-    r: Refusal,
-    startedAt: bigint,
-  ): CallResponse {
-    const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
-    let e: AuditEntry;
-    try {
-      e = this.telemetry.stage('commit', upstream, () =>
-        sqlite(this.local).recorder.refusalNow(sessionId, { ...input, error_code: r.code }),
-      );
-    } catch (err) {
-      return this.refusalNotRecorded(input, r, err, startedAt);
-    }
-    this.telemetry.ended(upstream, 'refused', r.code, startedAt);
-    return refused(r, callId(input), e);
-  }
-
   private refusalNotRecorded(input: EntryInput, r: Refusal, err: unknown, startedAt: bigint): CallResponse {
     const callId = input.call_id as string;
     const upstream = typeof input.server_identity === 'string' ? input.server_identity : null;
@@ -431,8 +374,8 @@ export class CallOrchestrator {
 }
 
 /**
- * The store worker refused new work (its bounded queue is full): the call is refused before its
- * attempt, so nothing was forwarded; the refusal itself is still recorded (write-client.ts).
+ * The store refused new work (its bounded queue is full): the call is refused before its
+ * attempt, so nothing was forwarded; the refusal itself is still recorded (store/port.ts).
  */
 function queueFull(e: unknown): e is CmcpError {
   return e instanceof CmcpError && e.code === 'STORE_QUEUE_FULL';

@@ -10,10 +10,15 @@
  */
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
-import type { ExecutionRegistry, ExecutionRow } from '../execution/registry.js';
 import { type Db, immediate, immediateAsync } from '../store/db.js';
-import type { AttemptLog, AttemptRow } from './attempts.js';
-import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from './interrupted.js';
+import {
+  interruptedAttemptEntry,
+  interruptedExecutionEntry,
+  reservedByAttempt,
+} from '../store/interrupted.js';
+import type { AttemptRow, ExecutionRow } from '../store/port.js';
+import type { AttemptLog } from '../store/sqlite/attempts.js';
+import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 
 /** What recovery needs of the sessions: where an entry may go, and the claim's call count. */
 export interface SessionCounter {

@@ -71,21 +71,10 @@ export class SessionSensitivity {
   }
 
   /**
-   * A call of `sessionId` to `route` is about to be forwarded: raises the session's durable
-   * level when this call's is higher. Runs inside the transaction that records the attempt.
-   */
-  attempted(sessionId: string, route: RoutedTool): void {
-    const l = this.raise(sessionId, route);
-    if (l === null) return;
-    storeSensitivity(this.sqlite(), sessionId, l);
-    this.raised(sessionId, l);
-  }
-
-  /**
    * The level (index into SENSITIVITY_LEVELS) a call of `sessionId` to `route` must raise the
    * session's `session_sensitivity` row to, or null when the row is known to be as high already.
-   * For a writer elsewhere (the store worker's `attempt`/`admission` commands, store/writes.ts),
-   * which then reports the committed level with {@link raised}.
+   * The call path's `attempt`/`admission` write raises it (store/port.ts), and the caller then
+   * reports the committed level with {@link raised}.
    */
   raise(sessionId: string, route: RoutedTool): number | null {
     const l = Math.max(SENSITIVITY_LEVELS.indexOf(this.of(route)), this.seen.get(sessionId) ?? 0);
@@ -141,16 +130,4 @@ export class SessionSensitivity {
     }
     this.seen.set(sessionId, level);
   }
-}
-
-/**
- * Raises a session's durable sensitivity to at least `level` (never lowers it): the one writer
- * of `session_sensitivity`, on the event loop's connection or the store worker's.
- */
-export function storeSensitivity(db: Db, sessionId: string, level: number): void {
-  prepared(
-    db,
-    'INSERT INTO session_sensitivity (session_id, level) VALUES (?, ?) ' +
-      'ON CONFLICT (session_id) DO UPDATE SET level = max(level, excluded.level)',
-  ).run(sessionId, level);
 }

@@ -1,9 +1,3 @@
-/**
- * The shapes that travel between the stages of one `tools/call` (ingress → gates →
- * admission → forward → respond; the orchestrator in orchestrator.ts runs them in order).
- */
-import type { ErrorCode } from '@cmcp/verify/errors/index';
-import type { EntryInput } from '../audit/chain.js';
 import type { CallOutcome, RoutedTool } from '../upstream/pool.js';
 
 /** Who is calling, as the HTTP edge decided it once for this request. */
@@ -48,14 +42,7 @@ export interface CallRequest {
 }
 
 /** A stage's refusal: the orchestrator records it as the call's terminal entry. */
-export interface Refusal {
-  code: ErrorCode;
-  message: string;
-  /** Members this refusal adds to the terminal entry (e.g. `detail`, `server_identity`). */
-  entry?: Partial<EntryInput>;
-  /** Members added to the JSON-RPC `error.data`. */
-  data?: Record<string, unknown>;
-}
+export type { Refusal } from '../store/port.js';
 
 /** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (docs/spec/mcp.md#inbound). */
 export interface CallEvidence {

@@ -18,6 +18,7 @@ import {
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { AuditChain, ChainTip, ClaimPageEntry } from '../audit/chain.js';
 import type { Db } from '../store/db.js';
+import type { ClaimTip } from '../store/port.js';
 import { prepared } from '../store/statements.js';
 import { claimTextPieces, storedClaimLayout } from './parts.js';
 
@@ -125,11 +126,8 @@ export class ChainSummary {
   }
 }
 
-/** The newest claim of the database (the next one's claim_sequence and prev_claim_hash follow it). */
-export interface ClaimTip {
-  claim_sequence: number;
-  claim_hash: string;
-}
+/** The newest claim of the database (store/port.ts). */
+export type { ClaimTip };
 
 /** The claim chain's tip: the claim with the largest claim_sequence, or undefined before the first. */
 export function claimTip(db: Db): ClaimTip | undefined {

@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout } from 'node:timers/promises';
 import { type Db, immediateAsync } from '../store/db.js';
+import type { ClaimTextPieces } from '../store/port.js';
 import { prepared } from '../store/statements.js';
 
 /** Bytes per stored part of a claim's text (claims.canonical holds the first). */
@@ -135,11 +136,8 @@ export function* claimTextPieces(db: Db, layout: StoredClaimText): Generator<Buf
   }
 }
 
-/** A claim's stored text as a route sends it: its length and its pieces, read as they are asked for. */
-export interface ClaimTextPieces {
-  textBytes: number;
-  pieces: Iterable<Buffer>;
-}
+/** A claim's stored text as a route sends it (store/port.ts). */
+export type { ClaimTextPieces };
 
 /** A claim's text in one Buffer (a copy when it came in pieces): for callers that need the bytes whole. */
 export function claimTextBytes(text: Buffer | ClaimTextPieces): Buffer {

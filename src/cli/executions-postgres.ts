@@ -1,12 +1,11 @@
 /**
  * `cmcp executions list|show` on a shared PostgreSQL (docs/replicas.md#serving-as-a-replica):
- * the same rows and order as the SQLite view (execution/registry.ts listExecutions,
+ * the same rows and order as the SQLite view (store/sqlite/executions.ts listExecutions,
  * readExecution), every replica's admissions, read in one READ ONLY transaction. A database
  * newer than this cmcp is refused (DATABASE_SCHEMA_TOO_NEW) and one without the cmcp schema is
  * not read, as on SQLite.
  */
 import pg from 'pg';
-import type { ExecutionFilter, ExecutionRow } from '../execution/registry.js';
 import {
   DatabaseUnavailableError,
   LATEST_SCHEMA_VERSION,
@@ -14,6 +13,8 @@ import {
   SchemaTooNewError,
 } from '../store/migrations/index.js';
 import { postgresSchemaVersion } from '../store/migrations/postgres.js';
+import type { ExecutionRow } from '../store/port.js';
+import type { ExecutionFilter } from '../store/sqlite/executions.js';
 
 /** What the command asks: every matching row, or one agent's execution. */
 export type ExecutionQuery =

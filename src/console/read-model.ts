@@ -1,7 +1,7 @@
 /**
  * What the operator console shows, read through the owners' functions only: sessions
  * (session/service.ts), chains and refusals (audit/chain.ts), claims (claim/build.ts),
- * executions (execution/registry.ts), the running policy, catalog and blocks (the operator
+ * executions (store/sqlite/executions.ts), the running policy, catalog and blocks (the operator
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.
  */
@@ -12,10 +12,11 @@ import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import type { AuditChain } from '../audit/chain.js';
 import { storedClaim } from '../claim/build.js';
-import { type ExecutionRow, listExecutions } from '../execution/registry.js';
 import type { OperatorApi } from '../gateway/operator/plugin.js';
 import { listSessions, readSession, type SessionRow } from '../session/service.js';
 import type { Db } from '../store/db.js';
+import type { ExecutionRow } from '../store/port.js';
+import { listExecutions } from '../store/sqlite/executions.js';
 
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;

@@ -8,8 +8,8 @@
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { VerificationReport } from '@cmcp/verify/result';
 import { Eta } from 'eta';
-import type { ExecutionRow } from '../execution/registry.js';
 import type { SessionRow } from '../session/service.js';
+import type { ExecutionRow } from '../store/port.js';
 import type { BucketSize, RefusalBucket } from './read-model.js';
 import { TEMPLATES } from './templates.js';
 

@@ -5,7 +5,7 @@
  * `<alg>:<lowercase hex>` with alg sha256 or sha384. The registry compares the whole
  * rendered string, in constant time.
  */
-import { hash, timingSafeEqual } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
 
@@ -78,13 +78,7 @@ export function assertRenderedBinding(b: string): void {
     throw new BindingFormatError('EAB_MALFORMED', 'not <alg>:<lowercase hex>');
 }
 
-/** Constant-time equality of two rendered bindings (length leaks only the algorithm). */
-export function bindingsEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a, 'utf8');
-  const y = Buffer.from(b, 'utf8');
-  if (x.length !== y.length) return false;
-  return timingSafeEqual(x, y);
-}
+export { bindingsEqual } from '../store/executions.js';
 
 /**
  * The `tools/call` adapter (docs/spec/execution.md): action_type `mcp.tools/call`, action_scope

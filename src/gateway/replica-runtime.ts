@@ -17,6 +17,7 @@ import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
+import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
 import { catalogLoadEntry, catalogToolList, watchCatalog } from '../catalog/startup.js';
@@ -41,13 +42,12 @@ import { attestReplica } from '../session/replica-start.js';
 import type { SessionFacts } from '../session/types.js';
 import { maybeDie } from '../store/faults.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
-import { migratePostgres } from '../store/migrations/postgres.js';
+import { openPostgresStorage, type PostgresStorage } from '../store/postgres/open.js';
 import { appendRelayEntry } from '../store/postgres/relay-entries.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { PostgresSessionStore } from '../store/postgres/session-store.js';
-import { isConnectionLoss, openReplicaPool } from '../store/postgres/transaction.js';
-import { PostgresWriteStore } from '../store/postgres/write-store.js';
+import { isConnectionLoss } from '../store/postgres/transaction.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -103,21 +103,6 @@ export interface ReplicaGateway {
 /** The reason recorded on a replica's own calls still open when it stops. */
 const STOPPED_REASON = 'gateway_stopped';
 
-/** The schema at the latest version (every replica runs the same migrations under one lock). */
-async function migrate(pool: pg.Pool, shown: string): Promise<void> {
-  let client: pg.PoolClient;
-  try {
-    client = await pool.connect();
-  } catch (e) {
-    throw new DatabaseUnavailableError(`cannot reach ${shown}: ${(e as Error).message}`);
-  }
-  try {
-    await migratePostgres(client, shown);
-  } finally {
-    client.release();
-  }
-}
-
 /**
  * Seals this replica's own calls left in flight by its previous run (`replica_restart`), then
  * starts the sweep of other replicas' expired leases: both sign entries with this replica's
@@ -150,8 +135,14 @@ function loadCatalog(cfg: GatewayConfig) {
  * Schema, key, lease, provider, tracing, metrics and upstreams, in that order. Each opened
  * part's closer goes onto `opened`.
  */
-async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened: (() => unknown)[]) {
-  await migrate(pool, redactPostgresUrl(cfg.database));
+async function startCore(
+  cfg: GatewayConfig,
+  log: Logger,
+  storage: PostgresStorage,
+  opened: (() => unknown)[],
+) {
+  await storage.migrate();
+  const { pool } = storage;
   const key = newGatewayKey();
   // Before anything else writes: a live lease of this instance_id refuses the start. An expired
   // one of ours has its open calls sealed later (startServing), once this key's evidence is
@@ -184,7 +175,7 @@ async function startCore(cfg: GatewayConfig, log: Logger, pool: pg.Pool, opened:
   const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
   opened.push(() => upstreams.close());
   await upstreams.start();
-  return { pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
+  return { storage, pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
 }
 
 type Core = Awaited<ReturnType<typeof startCore>>;
@@ -281,15 +272,13 @@ async function startServing(
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
   const calls = new CallOrchestrator(
-    null,
-    null,
+    c.storage.callStore(lease.fence),
     sessions,
     upstreams,
-    null,
+    new SessionSensitivity(null, null, upstreams, catalog),
     log,
     { policy: engine, catalog, agentAttributes },
     callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
-    new PostgresWriteStore(pool, lease.fence),
   );
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
@@ -449,7 +438,7 @@ function stopping(
     await c.lease.stop().catch((e) => c.log.warn({ err: (e as Error).message }, 'lease not released'));
     c.provider.close();
     await c.tracing.shutdown();
-    await c.pool.end();
+    await c.storage.close();
   };
   const shutdown = async (drainMs = cfg.shutdown.drain_ms) => {
     drain.stop();
@@ -485,13 +474,11 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
   const loaded = loadPolicy(cfg);
   const catalogFile = loadCatalog(cfg);
   paceGc(); // V8's GC flags for this process (gc-pacing.ts), once the config is sound
-  const pool = openReplicaPool(cfg.database, {
-    leaseTtlMs: cfg.replicas.lease_ttl_ms,
-    renewEveryMs: cfg.replicas.renew_every_ms,
-  });
-  const opened: (() => unknown)[] = [() => pool.end()]; // closed in reverse on a failed start
+  const storage = openPostgresStorage(cfg);
+  const { pool } = storage;
+  const opened: (() => unknown)[] = [() => storage.close()]; // closed in reverse on a failed start
   try {
-    const core = await startCore(cfg, log, pool, opened);
+    const core = await startCore(cfg, log, storage, opened);
     const serving = await startServing(cfg, core, loaded, catalogFile);
     const drain = new Drain();
     const app = buildReplicaApp(cfg, core, serving, drain);

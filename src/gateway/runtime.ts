@@ -11,16 +11,15 @@ import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
-import { AttemptLog } from '../call/attempts.js';
 import { CallOrchestrator } from '../call/orchestrator.js';
 import { CallRecovery } from '../call/recovery.js';
+import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList, startCatalog } from '../catalog/startup.js';
 import { removeUnlinkedClaimParts } from '../claim/parts.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
-import { ExecutionRegistry } from '../execution/registry.js';
 import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
@@ -41,10 +40,11 @@ import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
-import { type Db, openGatewayDatabase, writesSettled } from '../store/db.js';
-import { acquireInstance } from '../store/instance-lock.js';
-import { startCheckpoints } from '../store/wal.js';
-import { type StoreWorker, startStoreWorker } from '../store/write-client.js';
+import type { Db } from '../store/db.js';
+import type { CallStore } from '../store/port.js';
+import { AttemptLog } from '../store/sqlite/attempts.js';
+import type { ExecutionRegistry } from '../store/sqlite/executions.js';
+import { openSqliteStorage } from '../store/sqlite/open.js';
 import { recordSelection, selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
@@ -141,8 +141,8 @@ interface Observers {
   tracing: Tracing;
   readiness: Readiness;
   drain: Drain;
-  /** The store worker (config `store.worker`), or null. */
-  storeWorker: StoreWorker | null;
+  /** The call path's side of the storage port. */
+  callStore: CallStore;
 }
 
 /**
@@ -271,11 +271,10 @@ function buildHttp(
   const { db, chain, sessions, upstreams, executions, log } = core;
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const calls = new CallOrchestrator(
-    db,
-    chain,
+    obs.callStore,
     sessions,
     upstreams,
-    executions,
+    new SessionSensitivity(db, chain, upstreams, catalog),
     log,
     {
       policy: () => policy?.engine ?? null,
@@ -283,7 +282,6 @@ function buildHttp(
       agentAttributes: (id) => agentAttrs.get(id) ?? {},
     },
     callTelemetry(obs.metrics, obs.tracing.enabled ? obs.tracing.tracer : null),
-    obs.storeWorker,
   );
   const refusals = gatewayRefusals(
     chain,
@@ -368,25 +366,13 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
   const loaded = loadPolicyAndCatalog(cfg);
   paceGc(); // V8's GC flags for this process (gc-pacing.ts), once the config is sound
   const opened: (() => void | Promise<void>)[] = []; // closed in reverse on a failed start
-  const db = openGatewayDatabase(cfg.database);
-  opened.push(() => {
-    db.close();
-  });
-  // The WAL stays bounded (store/wal.ts): journal_size_limit and a PASSIVE checkpoint on a schedule.
-  const checkpoints = startCheckpoints(db);
-  opened.push(() => checkpoints.stop());
+  const storage = openSqliteStorage(cfg, log);
+  const { db } = storage;
+  opened.push(() => storage.close());
   try {
-    // Before anything destructive (recovery, stale-session close, measurement extend): a second
-    // start of a running instance stops here.
-    const instance = acquireInstance(db, cfg.instance_id);
-    opened.push(() => instance.release());
-    if (instance.tookOverFrom)
-      log.warn(
-        { previous: instance.tookOverFrom },
-        'taking over the instance from a process that stopped without closing',
-      );
     const chain = new AuditChain(db);
-    const executions = new ExecutionRegistry(db, cfg.instance_id);
+    const callStore = storage.callStore(chain);
+    const executions = callStore.local.executions;
     const key = newGatewayKey();
     // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
     const selection = await selectProvider(cfg.attestation, cfg.instance_id);
@@ -418,15 +404,6 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         log,
       });
     const drain = new Drain();
-    // The call path's writes in the store worker (store/write-client.ts) when `store.worker` is on.
-    const storeWorker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id);
-    if (storeWorker) {
-      opened.push(() => storeWorker.close());
-      log.info(
-        { max_queued_writes: cfg.store.max_queued_writes },
-        'store worker: the call path writes in a worker thread',
-      );
-    }
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessions, upstreams, executions, log },
@@ -441,7 +418,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
           writer: cfg.instance_id,
         }),
         drain,
-        storeWorker,
+        callStore,
       },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
@@ -483,19 +460,14 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
       await upstreams.close();
       await measurer.settled();
       provider.close();
-      instance.release();
       await tracing.shutdown();
-      await checkpoints.stop(); // its connection closed first: the WAL is gone when close resolves
-      await storeWorker?.close();
-      await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
-      db.close();
+      await storage.close();
     };
     const parts = {
       app,
       drain,
-      attempts: calls.attempts,
+      calls,
       pendingTerminals: calls.pendingTerminals,
-      storeWorker,
       recovery,
       sessions,
       log,

@@ -8,7 +8,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { ClaimTextPieces } from '../claim/parts.js';
-import type { ExecutionRow } from '../execution/registry.js';
+import type { ExecutionRow } from '../store/port.js';
 import type { SessionCreated, SessionRow } from './types.js';
 
 /** A value now (SQLite) or later (PostgreSQL). */

@@ -18,6 +18,7 @@ import { b64u } from '@cmcp/verify/format/canonical';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { ClaimTextPieces } from '../claim/parts.js';
+import { replicaClaimIssuer } from '../claim/replica-issuer.js';
 import type { PostgresSessionStore } from '../store/postgres/session-store.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
@@ -109,9 +110,11 @@ export class ReplicaSessions {
    */
   async close(agentId: string, sessionId: string, reason = 'requested'): Promise<Claim> {
     await this.own(agentId, sessionId);
-    const closed = await this.store.closeSession(sessionId, reason, (row) =>
-      claimInputsFor(row, sessionId, agentId, this.key, this.facts, this.provider.name),
+    const issuer = replicaClaimIssuer(
+      (row) => claimInputsFor(row, sessionId, agentId, this.key, this.facts, this.provider.name),
+      this.store.fence,
     );
+    const closed = await this.store.closeSession(sessionId, reason, issuer);
     // The close route answers with this text, not a read of it back (session/close.ts issuedText).
     rememberIssuedText(closed.claim, closed.canonical);
     return closed.claim;

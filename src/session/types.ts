@@ -5,6 +5,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { Ed25519Jwk } from '@cmcp/verify/format/binding';
+import type { SessionRow } from '../store/port.js';
 
 /** The gateway's in-memory signing identity (docs/spec/binding.md): never written to disk. */
 export interface GatewayKey {
@@ -14,27 +15,8 @@ export interface GatewayKey {
   thumbprint: Buffer;
 }
 
-/** A session row. */
-export interface SessionRow {
-  session_id: string;
-  agent_id: string;
-  is_default: number;
-  status: 'open' | 'closed';
-  created_at: string;
-  created_ms: number;
-  closed_at: string | null;
-  chain_root: string;
-  key_thumbprint: string;
-  call_count: number;
-  binding_json: string;
-  /** instance_id of the gateway that opened the session. */
-  owner: string;
-  /**
-   * PostgreSQL: the session's `session_sensitivity` level (0 without a row), read with the row
-   * (call/sensitivity.ts). Absent on SQLite, whose level call/sensitivity.ts reads itself.
-   */
-  sensitivity_level?: number;
-}
+/** A session row (store/port.ts). */
+export type { SessionRow };
 
 /** Gateway facts folded into every binding preimage and claim. */
 export interface SessionFacts {

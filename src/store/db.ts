@@ -92,14 +92,6 @@ function switchToWal(db: Db, budgetMs: number): void {
   }
 }
 
-/**
- * Whether an error is SQLite's SQLITE_BUSY: another connection (usually another process) held
- * the write lock for the whole busy timeout. Nothing of the failed write was done.
- */
-export function isBusy(e: unknown): boolean {
-  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'SQLITE_BUSY';
-}
-
 /** Each connection's overall wait for the write lock (openDatabase's busyTimeoutMs). */
 const busyBudgets = new WeakMap<Db, number>();
 

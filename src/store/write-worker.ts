@@ -8,7 +8,7 @@
  */
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { immediateAsync, openDatabase } from './db.js';
-import { sqliteWriteContext } from './sqlite-writes.js';
+import { sqliteWriteContext } from './sqlite/writes.js';
 import { executeWrite, type WriteCommand } from './writes.js';
 
 /** What the gateway hands the worker at start. */

@@ -4,90 +4,47 @@
  * one implementation of their meaning, over the domain objects (audit chain, execution
  * registry, attempt log, session counters); it runs inside the engine's write transaction
  * (SQLite: a SAVEPOINT of the group commit's `BEGIN IMMEDIATE`, store/group-commit.ts), either on
- * the event loop (in-process) or in the store worker (store/write-worker.ts).
+ * the event loop (in-process) or in the store worker (store/write-worker.ts). The commands
+ * themselves are the storage port's (store/port.ts).
  *
  * Engine-neutral on purpose: commands and results are plain JSON-cloneable data, no statement,
  * no connection, no SQL.
  */
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
-import type { AttemptLog, AttemptStart } from '../call/attempts.js';
-import type { Disposition } from '../call/forward.js';
-import type { Refusal } from '../call/types.js';
-import type { Admission, ExecutionRegistry, Reservation } from '../execution/registry.js';
+import type { EntryInput } from '../audit/next-entry.js';
 import { maybeFail } from './faults.js';
+import type {
+  Admission,
+  AttemptStart,
+  Refusal,
+  Reservation,
+  TerminalState,
+  WriteCommand,
+  WriteResults,
+} from './port.js';
 
-/** The execution a forwarded call moves to its terminal state. */
-export interface ExecutionKey {
-  agentId: string;
-  executionId: string;
-  callId: string;
-}
+export type { AdmissionResult, ExecutionKey, WriteCommand, WriteResults, WriteStore } from './port.js';
 
-export type WriteCommand =
-  /**
-   * Record a call's attempt before its upstream is invoked (docs/spec/execution.md#attempts),
-   * and raise the session's durable sensitivity to `raiseSensitivity` (an index into
-   * SENSITIVITY_LEVELS; null: already as high) in the same transaction (call/sensitivity.ts).
-   */
-  | { kind: 'attempt'; attempt: AttemptStart; raiseSensitivity: number | null }
-  /**
-   * Admit an execution_id with its binding and the call's attempt, or classify the existing row
-   * and record the refusal (`entry` completed with the refusal) in the same transaction.
-   */
-  | {
-      kind: 'admission';
-      admission: Reservation;
-      attempt: AttemptStart;
-      /** As the `attempt` command's, raised only when admitted. */
-      raiseSensitivity: number | null;
-      refusalEntry: EntryInput;
-    }
-  /** A forwarded call's terminal entry, its registry transition, its session count, its attempt's end. */
-  | {
-      kind: 'terminal';
-      sessionId: string;
-      entry: EntryInput;
-      disposition: Disposition;
-      execution: ExecutionKey | null;
-    }
-  /** A refusal as a call's terminal entry (session chain and count, or the gateway chain). */
-  | { kind: 'refusal'; sessionId: string | null; entry: EntryInput };
-
-export type AdmissionResult =
-  | { kind: 'admitted' }
-  | { kind: 'refused'; refusal: Refusal; entry: AuditEntry }
-  | { kind: 'refusal-not-recorded'; refusal: Refusal; message: string };
-
-/** What each command answers. */
-export interface WriteResults {
-  attempt: null;
-  admission: AdmissionResult;
-  terminal: AuditEntry;
-  refusal: AuditEntry;
-}
-
-/** The domain objects a write runs over (one connection's). */
+/** What a write does to one connection's records, inside its transaction (store/sqlite/writes.ts). */
 export interface WriteContext {
-  chain: AuditChain;
-  executions: ExecutionRegistry;
-  attempts: AttemptLog;
+  chain: { append(chainId: string, input: EntryInput): AuditEntry };
+  executions: {
+    admit(r: Reservation): Admission;
+    finish(
+      agentId: string,
+      executionId: string,
+      callId: string,
+      state: TerminalState,
+      entryHash: string,
+    ): void;
+  };
+  attempts: { begin(a: AttemptStart): void; end(callId: string): void };
   sessionIsOpen(sessionId: string): boolean;
   countCall(sessionId: string): void;
   /** Raises the session's durable sensitivity to at least `level` (never lowers it). */
   raiseSensitivity(sessionId: string, level: number): void;
   /** Runs `fn` atomically inside the open transaction (SQLite: a nested SAVEPOINT). */
   atomic<T>(fn: () => T): T;
-}
-
-/** Where the call path sends its writes: in-process or the store worker (store/write-client.ts). */
-export interface WriteStore {
-  /**
-   * @returns (resolves) the command's result once it is durable.
-   * @throws (rejects) what the write threw; CmcpError STORE_QUEUE_FULL when the store's
-   *   queue is full (nothing written).
-   */
-  write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]>;
 }
 
 /**

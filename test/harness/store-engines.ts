@@ -2,8 +2,8 @@
  * The two engines behind the storage contract, as the contract suite (test/store-contract.test.ts)
  * drives them: three "replicas" writing into one database — on SQLite three connections to one
  * file (one host's processes share its write lock), on PostgreSQL three pools each holding its
- * own fenced lease (src/store/postgres/). Each replica exposes the write commands
- * (store/writes.ts WriteStore) and a plain chain append; the engine exposes committed reads.
+ * own fenced lease (src/store/postgres/). Each replica exposes the call path's side of the storage
+ * port (store/port.ts CallStore, the adapter the gateway runs) and a plain chain append; the engine exposes committed reads.
  * Nothing of either engine is mocked.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,23 +12,22 @@ import { join } from 'node:path';
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
 import pg from 'pg';
 import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
-import { ExecutionRegistry, type ExecutionRow } from '../../src/execution/registry.js';
 import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
+import type { CallStore, ExecutionRow } from '../../src/store/port.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
-import { sqliteWriteContext } from '../../src/store/sqlite-writes.js';
-import { inProcessWrites } from '../../src/store/write-client.js';
-import type { WriteStore } from '../../src/store/writes.js';
+import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
+import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
 import { createDatabase, type PostgresInstance } from '../../testing/postgres.js';
 
 /** One writer of the shared database. */
 export interface Replica {
   id: string;
-  writes: WriteStore;
+  writes: CallStore;
   /** One entry appended to `chainId` in its own transaction. */
   append(chainId: string, input: EntryInput): Promise<AuditEntry>;
 }
@@ -65,7 +64,7 @@ export function sqliteEngine(): Engine {
       const chain = new AuditChain(db);
       return {
         id: `replica-${i}`,
-        writes: inProcessWrites(db, sqliteWriteContext(db, `replica-${i}`)),
+        writes: sqliteCallStore(db, `replica-${i}`, chain, null),
         append: (chainId, input) => chain.appendAwaited(chainId, input),
       };
     }),

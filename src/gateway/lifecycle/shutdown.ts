@@ -7,7 +7,6 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { AttemptLog } from '../../call/attempts.js';
 import type { PendingTerminals } from '../../call/pending-terminals.js';
 import type { CallRecovery, Recovered } from '../../call/recovery.js';
 import type { SessionService } from '../../session/service.js';
@@ -26,12 +25,13 @@ export interface ShutdownReport {
 export interface ShutdownParts {
   app: FastifyInstance;
   drain: Drain;
-  /** The call path's attempt log: closed before recovery so nothing is forwarded after it. */
-  attempts: AttemptLog;
+  /**
+   * The call path: its attempts closed before recovery so nothing is forwarded after it, once
+   * every write sent before (the store worker's too) has settled.
+   */
+  calls: { closeAttempts(): Promise<void> };
   /** Terminal entries whose commit failed: tried once more before recovery seals what is open. */
   pendingTerminals?: PendingTerminals;
-  /** The store worker (its own attempt log), closed in its write queue before recovery; or null. */
-  storeWorker: { closeAttempts(): Promise<void> } | null;
   recovery: CallRecovery;
   sessions: SessionService;
   log: Logger;
@@ -53,12 +53,11 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
     await p.pendingTerminals.flush();
     p.pendingTerminals.close();
   }
-  p.attempts.close();
   let recovered: Recovered = { attempts: 0, executions: 0 };
-  // Every attempt the worker committed is durable before recovery reads them; none begins after.
-  await p.storeWorker
-    ?.closeAttempts()
-    .catch((e) => p.log.error({ err: (e as Error).message }, 'store worker: attempts not closed'));
+  // Every attempt committed is durable before recovery reads them; none begins after.
+  await p.calls
+    .closeAttempts()
+    .catch((e) => p.log.error({ err: (e as Error).message }, 'call attempts not closed'));
   try {
     recovered = await p.recovery.runAwaited(
       'in flight at shutdown: the call did not end within the drain time',

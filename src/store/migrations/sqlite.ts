@@ -93,7 +93,7 @@ CREATE TABLE IF NOT EXISTS executions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS executions_state ON executions(state);
 
--- Calls on their way to an upstream (src/call/attempts.ts): a row is written before the upstream
+-- Calls on their way to an upstream (src/store/sqlite/attempts.ts): a row is written before the upstream
 -- is invoked and deleted in the transaction of the call's terminal entry; what is left at
 -- start-up is recovered as outcome_unknown (docs/spec/execution.md#recovery).
 CREATE TABLE IF NOT EXISTS call_attempts (

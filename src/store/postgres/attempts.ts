@@ -1,16 +1,12 @@
 /**
- * The attempt log on PostgreSQL (docs/spec/execution.md#attempts, call/attempts.ts): a
+ * The attempt log on PostgreSQL (docs/spec/execution.md#attempts, store/sqlite/attempts.ts): a
  * `call_attempts` row committed before the upstream is invoked, deleted in the transaction of
  * the call's terminal entry; what is left when its replica's lease expired is sealed by another
  * replica (./sealing.ts).
  */
 import type pg from 'pg';
-import {
-  ATTEMPT_COLUMNS,
-  type AttemptRow,
-  type AttemptStart,
-  attemptRowValues,
-} from '../../call/attempts.js';
+import { ATTEMPT_COLUMNS, attemptRowValues } from '../attempt-row.js';
+import type { AttemptRow, AttemptStart } from '../port.js';
 
 /**
  * Records an attempt owned by `owner`, inside the caller's fenced transaction.

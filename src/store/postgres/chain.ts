@@ -11,10 +11,11 @@
 import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { signEntryWriter } from '@cmcp/verify/format/replica';
 import type pg from 'pg';
-import { type ClaimPageEntry, type ClaimPageRow, claimPageEntry } from '../../audit/chain.js';
+import { type ClaimPageRow, claimPageEntry } from '../../audit/chain.js';
 import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
 import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
+import type { ChainPageEntry } from '../port.js';
 import { copyTextOut, VERBATIM_CSV } from './copy-text.js';
 
 /**
@@ -84,12 +85,6 @@ export async function chainEntries(db: pg.Pool | pg.ClientBase, chainId: string)
   return r.rows.map(storedEntry);
 }
 
-/** An entry as a close's summary reads it: what the claim needs, and the entry's writer. */
-export interface ClaimPageEntryWithWriter extends ClaimPageEntry {
-  /** Key thumbprint of the entry's `replica` (its writer), or null when it names none. */
-  writer: string | null;
-}
-
 /**
  * Up to `limit` entries of a chain after sequence number `after`, in sequence order (one short
  * read), with only what a claim reads of each (audit/chain.ts AuditChain.claimPage, the same on
@@ -104,7 +99,7 @@ export async function claimPage(
   chainId: string,
   after: number,
   limit: number,
-): Promise<ClaimPageEntryWithWriter[]> {
+): Promise<ChainPageEntry[]> {
   const r = await db.query<
     Omit<ClaimPageRow, 'sequence_number'> & { sequence_number: string; writer: string | null }
   >(

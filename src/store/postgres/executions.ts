@@ -4,16 +4,11 @@
  * inserter of the same key, on any replica, waits on the first's uncommitted row and then
  * inserts nothing (or inserts, if the first rolled back) — so exactly one transaction admits.
  * The loser reads the committed row and is refused by the registry's own order of checks
- * (execution/registry.ts classifyExisting): the codes do not change.
+ * (store/executions.ts classifyExisting): the codes do not change.
  */
 import type pg from 'pg';
-import {
-  type Admission,
-  classifyExisting,
-  type ExecutionRow,
-  type Reservation,
-  type TerminalState,
-} from '../../execution/registry.js';
+import { classifyExisting } from '../executions.js';
+import type { Admission, ExecutionRow, Reservation, TerminalState } from '../port.js';
 
 /** The row for an agent's execution_id, or undefined. Reads only. */
 export async function getExecution(

@@ -14,13 +14,8 @@
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
-import type { AttemptRow } from '../../call/attempts.js';
-import {
-  interruptedAttemptEntry,
-  interruptedExecutionEntry,
-  reservedByAttempt,
-} from '../../call/interrupted.js';
-import type { ExecutionRow } from '../../execution/registry.js';
+import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
+import type { AttemptRow, ExecutionRow } from '../port.js';
 import { endAttempt, openAttempts } from './attempts.js';
 import { appendEntry } from './chain.js';
 import { finishExecution, getExecution, inFlightExecutions } from './executions.js';
@@ -117,7 +112,7 @@ async function checkSealing(client: pg.ClientBase, scope: SealScope): Promise<vo
   if (r.rowCount !== 1) throw new LeaseLostError({ replicaId: scope.owner, leaseToken: scope.sealingToken });
 }
 
-/** The sealing's `detail` beyond call/interrupted.ts's: who sealed whose work, when not its own. */
+/** The sealing's `detail` beyond store/interrupted.ts's: who sealed whose work, when not its own. */
 function sealedBy(scope: SealScope): Record<string, string> {
   return scope.owner === scope.sealer.replicaId
     ? {}

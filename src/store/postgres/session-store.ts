@@ -12,23 +12,12 @@
  * Only the chain's summary is read before it, in pages: the chain is append-only, so what was
  * read is a prefix of what the transaction sees, and the rest is read inside it.
  */
-import { jwkThumbprint } from '@cmcp/verify/format/binding';
-import type { Claim, UnsignedClaim } from '@cmcp/verify/format/claim';
+import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
-import {
-  ChainSummary,
-  type ClaimInputs,
-  type ClaimTip,
-  type SessionBindingRecord,
-  unsignedClaim,
-} from '../../claim/build.js';
-import type { ClaimTextPieces } from '../../claim/parts.js';
-import { openingBinding, replicasClaim } from '../../claim/replicas.js';
-import { signClaimOffLoop } from '../../claim/sign.js';
-import type { SessionRow } from '../../session/types.js';
+import type { ClaimIssuer, ClaimTextPieces, ClaimTip, SessionRow } from '../port.js';
 import { appendEntry, claimPage } from './chain.js';
 import { copyRowIn, copyTextOut, VERBATIM_CSV } from './copy-text.js';
 import type { Fence } from './leases.js';
@@ -61,8 +50,6 @@ export interface ClosedSession {
   /** False when the session was already closed and `claim` is the stored one. */
   issued: boolean;
 }
-
-const b64u = (b: Buffer) => b.toString('base64url');
 
 type RowText = Omit<SessionRow, 'is_default' | 'created_ms' | 'call_count' | 'sensitivity_level'> & {
   is_default: string;
@@ -143,7 +130,7 @@ export class PostgresSessionStore {
    * session chain and the record on the row, together.
    * @throws (rejects) LeaseLostError; Error when the session is unknown or closed; pg errors.
    */
-  recordBinding(sessionId: string, entry: EntryInput, record: SessionBindingRecord): Promise<AuditEntry> {
+  recordBinding(sessionId: string, entry: EntryInput, record: object): Promise<AuditEntry> {
     return fencedTransaction(this.pool, this.fence, async (client) => {
       const status = await lockSession(client, sessionId);
       if (status !== 'open') throw new Error(`session ${sessionId} is not open`);
@@ -177,17 +164,12 @@ export class PostgresSessionStore {
    * short query, the loop free between them) and caught up inside it after `session_close`
    * (which locks the chain's tip: nothing is appended after it); the claim is signed on the
    * signing thread and its text assembled and hashed in slices (claim/sign.ts).
-   * @param inputs the claim's inputs for the locked row (binding section, this replica's key).
-   * @throws (rejects) LeaseLostError; Error when the session is unknown; pg errors — nothing written.
+   * @param issuer builds and signs the claim from the pages it is fed (claim/replica-issuer.ts).
+   * @throws (rejects) LeaseLostError; Error when the session is unknown; what the issuer
+   *   throws; pg errors — nothing written.
    */
-  async closeSession(
-    sessionId: string,
-    reason: string,
-    inputs: (row: SessionRow) => ClaimInputs,
-  ): Promise<ClosedSession> {
-    const summary = new ChainSummary();
-    const writers = new Set<string>();
-    await summarizePages(this.pool, sessionId, summary, writers);
+  async closeSession(sessionId: string, reason: string, issuer: ClaimIssuer): Promise<ClosedSession> {
+    await summarizePages(this.pool, sessionId, issuer);
     return fencedTransaction(this.pool, this.fence, async (client) => {
       const r = await client.query<RowText>(
         'SELECT * FROM sessions WHERE session_id = $1 FOR NO KEY UPDATE',
@@ -213,13 +195,10 @@ export class PostgresSessionStore {
         this.clock,
         this.fence.writer,
       );
-      await summarizePages(client, sessionId, summary, writers);
+      await summarizePages(client, sessionId, issuer);
       await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [CLAIM_CHAIN_LOCK]);
       const prev = await claimChainTip(client);
-      const inp = inputs(row);
-      const unsigned = await this.unsigned(client, sessionId, row, [...writers], summary, inp, prev);
-      // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
-      const signed = await signClaimOffLoop(unsigned, summary.transcriptBytes(), inp.key);
+      const signed = await issuer.issue(row, prev, (writers) => replicaMembers(client, writers));
       // The text goes as the bytes it was built in, in slices (COPY FROM STDIN): as an INSERT's
       // parameter node-postgres copied all of it into one bind message in one turn of the loop.
       await copyRowIn(
@@ -234,44 +213,6 @@ export class PostgresSessionStore {
       ]);
       return { claim: signed.claim, canonical: signed.canonical, issued: true };
     });
-  }
-
-  /**
-   * The close's unsigned claim: `/2` with every writer's member when more than one replica
-   * wrote the chain (docs/spec/claims.md#replicas), else `/1` as a single gateway's.
-   * @throws Error when the signing key is not this replica's writer key (`/2`) or not the key the
-   *   binding names (`/1`): such a claim would not verify, so nothing is written.
-   */
-  private async unsigned(
-    client: pg.ClientBase,
-    sessionId: string,
-    row: SessionRow,
-    /** The key thumbprints of the chain's writers (its entries' `replica`). */
-    writers: readonly string[],
-    summary: ChainSummary,
-    inp: ClaimInputs,
-    prev: ClaimTip | undefined,
-  ): Promise<UnsignedClaim> {
-    const signer = b64u(jwkThumbprint(inp.jwk));
-    if (writers.length > 1) {
-      if (this.fence.writer?.keyThumbprint !== signer)
-        throw new Error(
-          `session ${sessionId}: the closing key ${signer} is not replica ${this.fence.replicaId}'s writer key`,
-        );
-      const binding = openingBinding(row) ?? inp.binding;
-      return replicasClaim(
-        unsignedClaim(summary, { ...inp, binding }, prev),
-        await replicaMembers(client, writers),
-      );
-    }
-    // A /1 claim whose binding names another key than the one signing it would not verify
-    // (binding.key_thumbprint); claim-binding.ts gives such a session's claim its absent
-    // binding under the closing key (docs/replicas.md#sessions-across-replicas).
-    if (inp.binding.preimage.key_thumbprint !== signer)
-      throw new Error(
-        `session ${sessionId}: its binding names key ${inp.binding.preimage.key_thumbprint}, the closing key is ${signer}`,
-      );
-    return unsignedClaim(summary, inp, prev);
   }
 
   /**
@@ -353,19 +294,17 @@ async function storedClaim(
 const SUMMARY_PAGE = 25;
 
 /**
- * Adds the chain's entries after `summary`'s last one to it, a page of {@link SUMMARY_PAGE}
- * per query, and each entry's writer (key thumbprint of its `replica`) to `writers`.
+ * Feeds the issuer the chain's entries after its last one, a page of {@link SUMMARY_PAGE} per
+ * query, each with its writer (key thumbprint of its `replica`).
  */
 async function summarizePages(
   db: pg.Pool | pg.ClientBase,
   chainId: string,
-  summary: ChainSummary,
-  writers: Set<string>,
+  issuer: ClaimIssuer,
 ): Promise<void> {
   for (;;) {
-    const page = await claimPage(db, chainId, summary.lastSequence, SUMMARY_PAGE);
-    summary.add(page);
-    for (const e of page) if (e.writer !== null) writers.add(e.writer);
+    const page = await claimPage(db, chainId, issuer.lastSequence, SUMMARY_PAGE);
+    issuer.add(page);
     if (page.length < SUMMARY_PAGE) return;
   }
 }

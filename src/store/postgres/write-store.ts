@@ -1,8 +1,8 @@
 /**
- * The call path's write commands (store/writes.ts) on PostgreSQL: each command is one fenced
+ * The call path's write commands (store/port.ts) on PostgreSQL: each command is one fenced
  * transaction (./transaction.ts) on the replica's pool, with the same meaning as
  * `executeWrite` on SQLite — the same refusal builders (`admissionRefusal`,
- * `admissionRefusalEntry`), the same order of admission checks (execution/registry.ts
+ * `admissionRefusalEntry`), the same order of admission checks (store/executions.ts
  * classifyExisting), the same entry builder (audit/next-entry.ts), the same fault seam
  * (`terminal_commit`). Written as its own async sequence because the SQLite one runs
  * synchronously inside `BEGIN IMMEDIATE` (each command one savepoint of the group commit's
@@ -13,15 +13,9 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import type { MicroClock } from '../../audit/clock.js';
 import type { EntryInput } from '../../audit/next-entry.js';
-import type { AttemptStart } from '../../call/attempts.js';
 import { maybeFail } from '../faults.js';
-import {
-  admissionRefusal,
-  admissionRefusalEntry,
-  type WriteCommand,
-  type WriteResults,
-  type WriteStore,
-} from '../writes.js';
+import type { AttemptStart, CallStore, WriteCommand, WriteResults } from '../port.js';
+import { admissionRefusal, admissionRefusalEntry } from '../writes.js';
 import { beginAttempt, endAttempt } from './attempts.js';
 import { appendEntry } from './chain.js';
 import { admitExecution, finishExecution } from './executions.js';
@@ -32,7 +26,11 @@ import { fencedTransaction, savepoint } from './transaction.js';
 type Results = WriteResults[WriteCommand['kind']];
 
 /** One replica's writes on the shared PostgreSQL, fenced by its lease. */
-export class PostgresWriteStore implements WriteStore {
+export class PostgresWriteStore implements CallStore {
+  /** Writes sent and not yet settled ({@link closeAttempts} waits for them). */
+  private readonly inflight = new Set<Promise<unknown>>();
+  private closed = false;
+
   constructor(
     private readonly pool: pg.Pool,
     /** The replica's lease (./leases.ts): checked first in every transaction. */
@@ -44,13 +42,29 @@ export class PostgresWriteStore implements WriteStore {
    * Executes one command in its own transaction.
    * @returns (resolves) the command's result once committed.
    * @throws (rejects) LeaseLostError (LEASE_LOST) when the lease is no longer live; what the
-   *   command's checks throw (an attempt already ended, a row not in flight); pg errors — in
-   *   every case nothing of the command is written.
+   *   command's checks throw (an attempt already ended, a row not in flight); an attempt or
+   *   admission after {@link closeAttempts}; pg errors — in every case nothing of the command
+   *   is written.
    */
   write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]> {
-    return fencedTransaction(this.pool, this.fence, (client) => this.execute(client, cmd)) as Promise<
-      WriteResults[C['kind']]
-    >;
+    if (this.closed && (cmd.kind === 'attempt' || cmd.kind === 'admission'))
+      return Promise.reject(new Error('the gateway is shutting down: no new attempt'));
+    const p = fencedTransaction(this.pool, this.fence, (client) => this.execute(client, cmd));
+    this.inflight.add(p);
+    const settled = () => void this.inflight.delete(p);
+    p.then(settled, settled);
+    return p as Promise<WriteResults[C['kind']]>;
+  }
+
+  /** No attempt after this; resolves once every write sent before it has settled. */
+  async closeAttempts(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.inflight]);
+  }
+
+  /** Answered by the terminal write itself (it refuses an attempt already ended): true here. */
+  attemptOpen(): boolean {
+    return true;
   }
 
   private async execute(client: pg.PoolClient, cmd: WriteCommand): Promise<Results> {

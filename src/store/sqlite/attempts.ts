@@ -4,73 +4,14 @@
  * committed, naming the method, the upstream and the session the call runs in. The row is
  * deleted in the transaction that appends the call's terminal entry, so a row that is still
  * there after the process stopped is exactly a call that may have run upstream without a
- * record; recovery (recovery.ts) gives each one its terminal entry.
+ * record; recovery (call/recovery.ts) gives each one its terminal entry.
  *
  * Generic on purpose: keyed by call_id with the MCP method, not by tools/call members, so the
  * relayed data-carrying methods use the same log. Never synthesizes an execution_id.
  */
-import type { Db } from '../store/db.js';
-import { inImmediate } from '../store/db.js';
-
-/** What an attempt records before the upstream is invoked. */
-export interface AttemptStart {
-  callId: string;
-  /** The MCP method forwarded, e.g. `tools/call`. */
-  method: string;
-  /** server_identity of the upstream invoked. */
-  upstream: string;
-  agentId: string;
-  sessionId: string;
-  /** The agent's execution_id, or null. */
-  executionId: string | null;
-  toolName: string | null;
-  /** `sha256:` of JCS of the request, as the terminal entry would carry it, or null. */
-  requestPayloadHash: string | null;
-  workflowId: string | null;
-}
-
-/** A stored attempt (a row of `call_attempts`). */
-export interface AttemptRow {
-  call_id: string;
-  method: string;
-  upstream: string;
-  agent_id: string;
-  session_id: string;
-  execution_id: string | null;
-  tool_name: string | null;
-  request_payload_hash: string | null;
-  workflow_id: string | null;
-  owner: string;
-  started_at: string;
-}
-
-/**
- * The columns of a `call_attempts` row, in the order of {@link attemptRowValues}: the one
- * mapping of an {@link AttemptStart} to its row, for both engines (store/postgres/attempts.ts).
- */
-export const ATTEMPT_COLUMNS =
-  'call_id, method, upstream, agent_id, session_id, execution_id, tool_name, request_payload_hash, workflow_id, owner, started_at';
-
-/**
- * The values of the row recording `a`, in {@link ATTEMPT_COLUMNS} order.
- * @param owner the instance (SQLite) or replica (PostgreSQL) that made the attempt.
- * @param startedAt ISO 8601 UTC, when the row is written.
- */
-export function attemptRowValues(a: AttemptStart, owner: string, startedAt: string): (string | null)[] {
-  return [
-    a.callId,
-    a.method,
-    a.upstream,
-    a.agentId,
-    a.sessionId,
-    a.executionId,
-    a.toolName,
-    a.requestPayloadHash,
-    a.workflowId,
-    owner,
-    startedAt,
-  ];
-}
+import { ATTEMPT_COLUMNS, attemptRowValues } from '../attempt-row.js';
+import { type Db, inImmediate } from '../db.js';
+import type { AttemptRow, AttemptStart } from '../port.js';
 
 export class AttemptLog {
   private readonly insertStmt;

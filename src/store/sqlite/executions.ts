@@ -3,62 +3,13 @@
  * `in_flight` with an immutable action binding before the upstream is invoked, moved to a
  * terminal state (`completed`, `not_attempted`, `outcome_unknown`) in the same transaction
  * as the call's terminal audit entry. Terminal rows refuse reuse forever. Start-up recovery of
- * rows left in flight is src/call/recovery.ts.
+ * rows left in flight is src/call/recovery.ts. SQLite's registry; PostgreSQL's is
+ * store/postgres/executions.ts.
  */
 
-import { type Db, inImmediate } from '../store/db.js';
-import { bindingsEqual } from './binding.js';
-
-export type ExecutionState = 'in_flight' | 'completed' | 'not_attempted' | 'outcome_unknown';
-export type TerminalState = Exclude<ExecutionState, 'in_flight'>;
-
-/** A registry row. */
-export interface ExecutionRow {
-  agent_id: string;
-  execution_id: string;
-  binding: string;
-  state: ExecutionState;
-  call_id: string;
-  session_id: string;
-  tool_name: string;
-  owner: string;
-  created_at: string;
-  updated_at: string;
-  terminal_entry_hash: string | null;
-}
-
-/** What admission reserves under (agent_id, execution_id), in both engines (store/postgres/executions.ts). */
-export interface Reservation {
-  agentId: string;
-  executionId: string;
-  /** The action binding (./binding.ts), immutable once reserved. */
-  binding: string;
-  callId: string;
-  sessionId: string;
-  toolName: string;
-}
-
-/** Result of admission: only `admitted` may reach the upstream. */
-export type Admission =
-  | { kind: 'admitted' }
-  | {
-      kind: 'EXECUTION_COLLISION' | 'EXECUTION_IN_FLIGHT' | 'EXECUTION_REPLAY_REFUSED';
-      existing: ExecutionRow;
-    };
-
-/**
- * Why an admission that found `existing` under its key is refused (docs/spec/execution.md#admission),
- * the one order of checks both engines use: a different binding is a collision whatever the
- * state (checked first); then in_flight; then any terminal state is a replay.
- */
-export function classifyExisting(
-  existing: ExecutionRow,
-  binding: string,
-): Exclude<Admission, { kind: 'admitted' }> {
-  if (!bindingsEqual(existing.binding, binding)) return { kind: 'EXECUTION_COLLISION', existing };
-  if (existing.state === 'in_flight') return { kind: 'EXECUTION_IN_FLIGHT', existing };
-  return { kind: 'EXECUTION_REPLAY_REFUSED', existing };
-}
+import { type Db, inImmediate } from '../db.js';
+import { classifyExisting } from '../executions.js';
+import type { Admission, ExecutionRow, ExecutionState, Reservation, TerminalState } from '../port.js';
 
 export class ExecutionRegistry {
   private readonly getStmt;

@@ -1,0 +1,275 @@
+/**
+ * The storage port: what the domain (call path, relay, sessions, claims, execution registry,
+ * operator actions) asks of durable storage, in the domain's words, and the records it reads
+ * back. Both engines implement it — SQLite (store/sqlite/) and PostgreSQL (store/postgres/) —
+ * and nothing above this file knows which one runs. Engine-specific needs (a replica's lease
+ * and fencing, SQLite's instance lock and store worker) stay in the adapter or appear here as
+ * one narrow capability ({@link StorageCapabilities}).
+ *
+ * Every type here is plain JSON-cloneable data (the SQLite adapter may send it to its store
+ * worker): no statement, no connection, no SQL.
+ */
+import type { ErrorCode } from '@cmcp/verify/errors/index';
+import type { Claim } from '@cmcp/verify/format/claim';
+import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { ReplicaMember } from '@cmcp/verify/format/replica';
+import type { ClaimPageEntry } from '../audit/chain.js';
+import type { EntryInput } from '../audit/next-entry.js';
+
+/** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
+export type Answer<T> = T | Promise<T>;
+
+/** A session row. */
+export interface SessionRow {
+  session_id: string;
+  agent_id: string;
+  is_default: number;
+  status: 'open' | 'closed';
+  created_at: string;
+  created_ms: number;
+  closed_at: string | null;
+  chain_root: string;
+  key_thumbprint: string;
+  call_count: number;
+  binding_json: string;
+  /** instance_id of the gateway that opened the session. */
+  owner: string;
+  /**
+   * PostgreSQL: the session's `session_sensitivity` level (0 without a row), read with the row
+   * (call/sensitivity.ts). Absent on SQLite, whose level call/sensitivity.ts reads itself.
+   */
+  sensitivity_level?: number;
+}
+
+/** A claim's stored text as a route sends it: its length and its pieces, read as they are asked for. */
+export interface ClaimTextPieces {
+  textBytes: number;
+  pieces: Iterable<Buffer>;
+}
+
+/** The newest claim of the database (the next one's claim_sequence and prev_claim_hash follow it). */
+export interface ClaimTip {
+  claim_sequence: number;
+  claim_hash: string;
+}
+
+/** An entry as a close's summary reads it: what the claim needs, and the entry's writer. */
+export interface ChainPageEntry extends ClaimPageEntry {
+  /** Key thumbprint of the entry's `replica` (its writer), or null when it names none. */
+  writer: string | null;
+}
+
+/** A signed claim with its canonical text (UTF-8 JCS) and its hash, as it is stored. */
+export interface IssuedClaim {
+  claim: Claim;
+  canonical: Buffer;
+  claimHash: string;
+}
+
+/**
+ * How a close's claim is made, supplied by the domain (claim/): the adapter feeds it the
+ * session chain's entries in sequence order, a page at a time, then asks it for the signed
+ * claim inside the transaction that closes the session. The adapter stores the text it gets.
+ */
+export interface ClaimIssuer {
+  /** sequence_number of the last entry added; -1 before any. */
+  readonly lastSequence: number;
+  /** Adds the chain's next entries (after {@link lastSequence}). */
+  add(page: readonly ChainPageEntry[]): void;
+  /**
+   * The claim for the locked session row, after `prev` in the claim chain.
+   * @param members the replica members of the given writers (a claim written by several).
+   * @throws (rejects) when no claim that would verify can be made: nothing is stored.
+   */
+  issue(
+    row: SessionRow,
+    prev: ClaimTip | undefined,
+    members: (writers: readonly string[]) => Promise<ReplicaMember[]>,
+  ): Promise<IssuedClaim>;
+}
+
+/** How a forwarded call ended: its execution's terminal state and its entry's disposition. */
+export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
+
+/** What an attempt records before the upstream is invoked (docs/spec/execution.md#attempts). */
+export interface AttemptStart {
+  callId: string;
+  /** The MCP method forwarded, e.g. `tools/call`. */
+  method: string;
+  /** server_identity of the upstream invoked. */
+  upstream: string;
+  agentId: string;
+  sessionId: string;
+  /** The agent's execution_id, or null. */
+  executionId: string | null;
+  toolName: string | null;
+  /** `sha256:` of JCS of the request, as the terminal entry would carry it, or null. */
+  requestPayloadHash: string | null;
+  workflowId: string | null;
+}
+
+/** A stored attempt (a row of `call_attempts`). */
+export interface AttemptRow {
+  call_id: string;
+  method: string;
+  upstream: string;
+  agent_id: string;
+  session_id: string;
+  execution_id: string | null;
+  tool_name: string | null;
+  request_payload_hash: string | null;
+  workflow_id: string | null;
+  owner: string;
+  started_at: string;
+}
+
+export type ExecutionState = 'in_flight' | 'completed' | 'not_attempted' | 'outcome_unknown';
+export type TerminalState = Exclude<ExecutionState, 'in_flight'>;
+
+/** An execution registry row (docs/spec/execution.md). */
+export interface ExecutionRow {
+  agent_id: string;
+  execution_id: string;
+  binding: string;
+  state: ExecutionState;
+  call_id: string;
+  session_id: string;
+  tool_name: string;
+  owner: string;
+  created_at: string;
+  updated_at: string;
+  terminal_entry_hash: string | null;
+}
+
+/** What admission reserves under (agent_id, execution_id). */
+export interface Reservation {
+  agentId: string;
+  executionId: string;
+  /** The action binding (execution/binding.ts), immutable once reserved. */
+  binding: string;
+  callId: string;
+  sessionId: string;
+  toolName: string;
+}
+
+/** Result of admission: only `admitted` may reach the upstream. */
+export type Admission =
+  | { kind: 'admitted' }
+  | {
+      kind: 'EXECUTION_COLLISION' | 'EXECUTION_IN_FLIGHT' | 'EXECUTION_REPLAY_REFUSED';
+      existing: ExecutionRow;
+    };
+
+/** The execution a forwarded call moves to its terminal state. */
+export interface ExecutionKey {
+  agentId: string;
+  executionId: string;
+  callId: string;
+}
+
+/** A refusal recorded as a call's terminal entry. */
+export interface Refusal {
+  code: ErrorCode;
+  message: string;
+  /** Members this refusal adds to the terminal entry (e.g. `detail`, `server_identity`). */
+  entry?: Partial<EntryInput>;
+  /** Members added to the JSON-RPC `error.data`. */
+  data?: Record<string, unknown>;
+}
+
+/**
+ * The call path's durable writes: each command commits atomically on its own, in the order it
+ * was sent, and is answered only once durable.
+ */
+export type WriteCommand =
+  /**
+   * Record a call's attempt before its upstream is invoked (docs/spec/execution.md#attempts),
+   * and raise the session's durable sensitivity to `raiseSensitivity` (an index into
+   * SENSITIVITY_LEVELS; null: already as high) in the same transaction.
+   */
+  | { kind: 'attempt'; attempt: AttemptStart; raiseSensitivity: number | null }
+  /**
+   * Admit an execution_id with its binding and the call's attempt, or classify the existing row
+   * and record the refusal (`refusalEntry` completed with the refusal) in the same transaction.
+   */
+  | {
+      kind: 'admission';
+      admission: Reservation;
+      attempt: AttemptStart;
+      /** As the `attempt` command's, raised only when admitted. */
+      raiseSensitivity: number | null;
+      refusalEntry: EntryInput;
+    }
+  /** A forwarded call's terminal entry, its registry transition, its session count, its attempt's end. */
+  | {
+      kind: 'terminal';
+      sessionId: string;
+      entry: EntryInput;
+      disposition: Disposition;
+      execution: ExecutionKey | null;
+    }
+  /** A refusal as a call's terminal entry (session chain and count, or the gateway chain). */
+  | { kind: 'refusal'; sessionId: string | null; entry: EntryInput };
+
+export type AdmissionResult =
+  | { kind: 'admitted' }
+  | { kind: 'refused'; refusal: Refusal; entry: AuditEntry }
+  | { kind: 'refusal-not-recorded'; refusal: Refusal; message: string };
+
+/** What each command answers. */
+export interface WriteResults {
+  attempt: null;
+  admission: AdmissionResult;
+  terminal: AuditEntry;
+  refusal: AuditEntry;
+}
+
+/** Where the call path sends its writes (the one write path of call/orchestrator.ts). */
+export interface WriteStore {
+  /**
+   * @returns (resolves) the command's result once it is durable.
+   * @throws (rejects) what the write threw; CmcpError STORE_QUEUE_FULL when the store's
+   *   queue is full (nothing written); a busy error ({@link isStoreBusy}) when another process
+   *   held the write lock for the whole busy timeout.
+   */
+  write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]>;
+}
+
+/** The call path's side of the port: its writes and the attempt log's end of life. */
+export interface CallStore extends WriteStore {
+  /**
+   * No new attempt after this (a shutdown past its drain time). Resolves once every command
+   * sent before it is durable or failed, so the recovery that follows sees every attempt.
+   */
+  closeAttempts(): Promise<void>;
+  /**
+   * Whether the call's attempt has not ended yet (a late terminal entry is written only then).
+   * Engines that cannot answer without a round trip answer true (the write itself refuses an
+   * ended attempt).
+   */
+  attemptOpen(callId: string): boolean;
+}
+
+/** The read-only execution view (`GET /executions/:id`). */
+export interface ExecutionReads {
+  get(agentId: string, executionId: string): Answer<ExecutionRow | undefined>;
+}
+
+/**
+ * What every engine's storage offers a runtime besides the port itself: its name and one way
+ * to let go of it (the lock or lease, every connection). What only one engine needs (SQLite's
+ * instance lock and store worker, a replica's pool and lease) stays on that adapter's storage.
+ */
+export interface StorageCapabilities {
+  readonly engine: 'sqlite' | 'postgres';
+  /** Releases the lock or lease the adapter holds and closes its connections; idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Whether a write failed because another process held the store's write lock for the whole
+ * wait (SQLite's SQLITE_BUSY): nothing of it was done, and trying again later may succeed.
+ */
+export function isStoreBusy(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'SQLITE_BUSY';
+}

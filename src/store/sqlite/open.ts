@@ -1,0 +1,83 @@
+/**
+ * The SQLite storage of one gateway, opened in its start-up order: the database (migrated), the
+ * WAL's checkpoints (store/wal.ts), the instance lock (store/instance-lock.ts) before anything
+ * destructive, and the store worker when the config asks for it (store/write-client.ts).
+ */
+import type { Logger } from 'pino';
+import type { AuditChain } from '../../audit/chain.js';
+import type { StoreConfig } from '../../config/store.js';
+import { type Db, openGatewayDatabase, writesSettled } from '../db.js';
+import { acquireInstance, type InstanceLock } from '../instance-lock.js';
+import type { StorageCapabilities } from '../port.js';
+import { startCheckpoints } from '../wal.js';
+import { type StoreWorker, startStoreWorker } from '../write-client.js';
+import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
+
+/** The settings SQLite storage reads from the gateway config. */
+export interface SqliteSettings {
+  /** The database file. */
+  database: string;
+  instance_id: string;
+  store: StoreConfig;
+}
+
+/** An open SQLite store and what only this engine has. */
+export interface SqliteStorage extends StorageCapabilities {
+  readonly engine: 'sqlite';
+  readonly db: Db;
+  /** The instance lock this process holds (who it took over from, if anyone). */
+  readonly instance: InstanceLock;
+  /** The store worker, or null: the call path writes on the event loop. */
+  readonly worker: StoreWorker | null;
+  /** The call path's port over this database (`chain`: the runtime's own chain object). */
+  callStore(chain: AuditChain): SqliteCallStore;
+}
+
+/**
+ * Opens the gateway's SQLite storage; on a failure what was opened is closed again.
+ * @throws InstanceBusyError when the instance runs elsewhere; DatabaseUnavailableError or
+ *   SchemaTooNewError from the database's opening (store/db.ts).
+ */
+export function openSqliteStorage(cfg: SqliteSettings, log: Logger): SqliteStorage {
+  const db = openGatewayDatabase(cfg.database);
+  // The WAL stays bounded: journal_size_limit and a PASSIVE checkpoint on a schedule.
+  const checkpoints = startCheckpoints(db);
+  let instance: InstanceLock;
+  try {
+    // Before anything destructive (recovery, stale-session close, measurement extend): a second
+    // start of a running instance stops here.
+    instance = acquireInstance(db, cfg.instance_id);
+  } catch (e) {
+    void checkpoints.stop().finally(() => db.close());
+    throw e;
+  }
+  if (instance.tookOverFrom)
+    log.warn(
+      { previous: instance.tookOverFrom },
+      'taking over the instance from a process that stopped without closing',
+    );
+  const worker = startStoreWorker(cfg.store, cfg.database, cfg.instance_id);
+  if (worker)
+    log.info(
+      { max_queued_writes: cfg.store.max_queued_writes },
+      'store worker: the call path writes in a worker thread',
+    );
+  let closed: Promise<void> | null = null;
+  return {
+    engine: 'sqlite',
+    db,
+    instance,
+    worker,
+    callStore: (chain) => sqliteCallStore(db, cfg.instance_id, chain, worker),
+    close() {
+      closed ??= (async () => {
+        instance.release();
+        await checkpoints.stop(); // its connection closed first: the WAL is gone when close resolves
+        await worker?.close();
+        await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
+        db.close();
+      })();
+      return closed;
+    },
+  };
+}
