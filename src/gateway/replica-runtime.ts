@@ -16,24 +16,19 @@ import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
-import { CallOrchestrator } from '../call/orchestrator.js';
 import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
-import { catalogLoadEntry, catalogToolList, watchCatalog } from '../catalog/startup.js';
+import { catalogLoadEntry, watchCatalog } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
 import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
-import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, policyLoadEntry, policyState, tokenAttributeNames } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { callLink } from '../relay/calls.js';
-import { notificationLimits } from '../relay/notification-budget.js';
-import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { DEFAULT_BATCH_LIMIT } from '../session/binding-batcher.js';
 import { ReplicaSessionService } from '../session/replica-service.js';
@@ -54,25 +49,13 @@ import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
-import { edgeLimits } from './agent/limits.js';
-import { ClientSessions } from './agent/mcp/client-sessions.js';
-import { McpEndpoint } from './agent/mcp/endpoint.js';
-import { InflightRequests } from './agent/mcp/inflight.js';
-import { OAuthVerifier } from './agent/oauth/verifier.js';
-import { buildApp } from './app.js';
-import { Authenticator } from './edge/credentials.js';
+import { composeApp, composeServing } from './compose.js';
 import { allowedHosts, hostCheck } from './edge/host-check.js';
 import { paceGc } from './gc-pacing.js';
 import { postgresWriteProbe, Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
 import { LeaseGate, startReplicaLease } from './lifecycle/lease-gate.js';
-import {
-  type GatewayChainSink,
-  gatewayRefusals,
-  gatewayStartEntry,
-  recordClientSession,
-  warnExposure,
-} from './lifecycle/records.js';
+import { type GatewayChainSink, gatewayStartEntry, warnExposure } from './lifecycle/records.js';
 import { assertReplicaConfig, refuseConsole, replicaGauges } from './lifecycle/replica-unavailable.js';
 import { postgresBlocks } from './operator/blocks.js';
 import { BLOCK_READ_MS, OperatorControls } from './operator/controls.js';
@@ -268,46 +251,18 @@ async function startServing(
       defaultMaxAgeS: cfg.sessions.default_max_age_s,
     },
   );
-  const engine = () => policy?.engine ?? null;
-  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-  const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
-  const calls = new CallOrchestrator(
-    c.storage.callStore(lease.fence),
+  const serving = composeServing(cfg, {
+    store: c.storage.callStore(lease.fence),
     sessions,
     upstreams,
-    new SessionSensitivity(null, null, upstreams, catalog),
+    sensitivity: new SessionSensitivity(null, null, upstreams, catalog),
+    catalog,
+    policy,
+    chain,
+    relayEntries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
+    metrics,
+    tracing: c.tracing,
     log,
-    { policy: engine, catalog, agentAttributes },
-    callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
-  );
-  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
-  const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
-  const clientSessions = new ClientSessions({
-    idleMs: cfg.sessions.client_idle_s * 1000,
-    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
-  });
-  const relay = new Relay({
-    pool: upstreams,
-    entries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
-    sessions,
-    log,
-    policy: engine,
-    agentAttributes,
-    maxSensitivity: (id, row) => calls.sensitivity.max(id, row),
-    listTools,
-    pageSize: cfg.limits.list_page_size,
-    notificationLimits: notificationLimits(cfg.limits),
-    onNotificationDropped: (agentId, detail) =>
-      refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
-    ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
-  });
-  relay.attach(clientSessions);
-  const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools } : {}),
-    ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
-    methods: relay.methods,
-    capabilities: () => relay.capabilities(),
-    callLink: (req) => callLink(relay, req),
   });
   const { relist, operator } = await startControls(cfg, c, {
     sessions,
@@ -317,7 +272,7 @@ async function startServing(
     measurer,
     chain,
   });
-  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist, operator };
+  return { measurer, sessions, ...serving, relist, operator };
 }
 
 /**
@@ -371,42 +326,23 @@ type Serving = Awaited<ReturnType<typeof startServing>>;
 
 /** The HTTP app (not yet listening) behind the lease gate, with the console refused. */
 function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain): FastifyInstance {
-  const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
-  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
-  const { agentLimits, connections } = edgeLimits(cfg);
-  const app = buildApp({
-    server: {
-      logger: c.log,
-      maxRequestBytes: cfg.limits.max_request_bytes,
-      refusals: s.refusals,
-      connections,
-      allowedHosts: allowedHosts(cfg.listen),
+  const app = composeApp(cfg, s, {
+    log: c.log,
+    drain,
+    readiness: new Readiness(
+      postgresWriteProbe(c.pool, cfg.instance_id),
+      c.upstreams,
+      c.provider,
       drain,
-    },
-    auth,
-    health: {
-      readiness: new Readiness(
-        postgresWriteProbe(c.pool, cfg.instance_id),
-        c.upstreams,
-        c.provider,
-        drain,
-        c.gate,
-        { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
-      ),
-    },
-    agent: {
-      ...(oauth ? { oauth } : {}),
-      limits: agentLimits,
-      mcp: { mcp: s.mcp, clientSessions: s.clientSessions, inflight: new InflightRequests() },
-      rest: {
-        sessions: s.sessions,
-        executions: s.sessions.executions(),
-        sessionAgent: (id) => s.sessions.agentOf(id),
-      },
-    },
-    operator: { operator: s.operator, ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}) },
+      c.gate,
+      { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
+    ),
+    sessions: s.sessions,
+    executions: s.sessions.executions(),
+    sessionAgent: (id) => s.sessions.agentOf(id),
+    operator: s.operator,
+    metrics: c.metrics,
   });
-  if (oauth) app.addHook('onClose', () => oauth.close());
   c.gate.attach(app);
   refuseConsole(app);
   return app;

@@ -11,18 +11,16 @@ import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
-import { CallOrchestrator } from '../call/orchestrator.js';
 import { CallRecovery } from '../call/recovery.js';
 import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
-import { catalogToolList, startCatalog } from '../catalog/startup.js';
+import { startCatalog } from '../catalog/startup.js';
 import { removeUnlinkedClaimParts } from '../claim/parts.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
 import { GatewayMeasurer } from '../measure/record.js';
 import { countBindingFailures } from '../metrics/bindings.js';
-import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
 import { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
@@ -34,10 +32,8 @@ import {
   tokenAttributeNames,
 } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { callLink } from '../relay/calls.js';
 import { sqliteRelayEntries } from '../relay/evidence.js';
-import { notificationLimits } from '../relay/notification-budget.js';
-import { Relay } from '../relay/relay.js';
+import type { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
 import type { Db } from '../store/db.js';
@@ -51,23 +47,14 @@ import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
 import { startTracing, type Tracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
-import { edgeLimits } from './agent/limits.js';
-import { ClientSessions } from './agent/mcp/client-sessions.js';
-import { McpEndpoint } from './agent/mcp/endpoint.js';
-import { InflightRequests } from './agent/mcp/inflight.js';
-import { OAuthVerifier } from './agent/oauth/verifier.js';
-import { buildApp } from './app.js';
-import { Authenticator } from './edge/credentials.js';
+import type { ClientSessions } from './agent/mcp/client-sessions.js';
+import type { McpEndpoint } from './agent/mcp/endpoint.js';
+import { composeApp, composeServing } from './compose.js';
 import { allowedHosts, hostCheck } from './edge/host-check.js';
 import { paceGc } from './gc-pacing.js';
 import { Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
-import {
-  gatewayRefusals,
-  recordClientSession,
-  recordGatewayStart,
-  warnExposure,
-} from './lifecycle/records.js';
+import { recordGatewayStart, warnExposure } from './lifecycle/records.js';
 import { gracefulShutdown, type ShutdownReport } from './lifecycle/shutdown.js';
 import { sqliteBlocks } from './operator/blocks.js';
 import { OperatorControls } from './operator/controls.js';
@@ -269,89 +256,39 @@ function buildHttp(
   obs: Observers,
 ) {
   const { db, chain, sessions, upstreams, executions, log } = core;
-  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-  const calls = new CallOrchestrator(
-    obs.callStore,
+  const serving = composeServing(cfg, {
+    store: obs.callStore,
     sessions,
     upstreams,
-    new SessionSensitivity(db, chain, upstreams, catalog),
-    log,
-    {
-      policy: () => policy?.engine ?? null,
-      catalog,
-      agentAttributes: (id) => agentAttrs.get(id) ?? {},
-    },
-    callTelemetry(obs.metrics, obs.tracing.enabled ? obs.tracing.tracer : null),
-  );
-  const refusals = gatewayRefusals(
+    sensitivity: new SessionSensitivity(db, chain, upstreams, catalog),
+    catalog,
+    policy,
     chain,
+    relayEntries: sqliteRelayEntries(chain, sessions),
+    metrics: obs.metrics,
+    tracing: obs.tracing,
     log,
-    obs.metrics ? (code) => obs.metrics?.refused(code) : undefined,
-  );
-  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
-  const relay = new Relay({
-    pool: upstreams,
-    entries: sqliteRelayEntries(chain, sessions),
+  });
+  const app = composeApp(cfg, serving, {
+    log,
+    drain: obs.drain,
+    readiness: obs.readiness,
     sessions,
-    log,
-    policy: () => policy?.engine ?? null,
-    agentAttributes: (id) => agentAttrs.get(id) ?? {},
-    maxSensitivity: (id) => calls.sensitivity.max(id),
-    listTools,
-    pageSize: cfg.limits.list_page_size,
-    notificationLimits: notificationLimits(cfg.limits),
-    onNotificationDropped: (agentId, detail) =>
-      refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
-    ...(obs.metrics ? { onRefusal: (code: string) => obs.metrics?.refused(code) } : {}),
-  });
-  // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
-  const clientSessions = new ClientSessions({
-    idleMs: cfg.sessions.client_idle_s * 1000,
-    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
-  });
-  const inflight = new InflightRequests();
-  relay.attach(clientSessions);
-  const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools } : {}),
-    ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
-    methods: relay.methods,
-    capabilities: () => relay.capabilities(),
-    callLink: (req) => callLink(relay, req),
-  });
-  const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
-  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
-  const { agentLimits, connections } = edgeLimits(cfg);
-  const app = buildApp({
-    server: {
-      logger: log,
-      maxRequestBytes: cfg.limits.max_request_bytes,
-      refusals,
-      connections,
-      allowedHosts: allowedHosts(cfg.listen),
-      drain: obs.drain,
-    },
-    auth,
-    health: { readiness: obs.readiness },
-    agent: {
-      ...(oauth ? { oauth } : {}),
-      onTokenAgent: (id) => operator.noteAgent(id),
-      limits: agentLimits,
-      mcp: { mcp, clientSessions, inflight },
-      rest: { sessions, executions, sessionAgent: (id) => readSession(db, id)?.agent_id ?? null },
-    },
-    // /metrics on the main listener (operator token) unless metrics.listen names a listener of its own.
-    operator: { operator, ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}) },
-    console: {
+    executions,
+    sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
+    operator,
+    metrics: obs.metrics,
+    onTokenAgent: (id) => operator.noteAgent(id),
+    console: (auth, recordAuthFailure) => ({
       auth,
       read: new ConsoleReadModel(db, chain, operator, operator.agentIds()),
       block: (op, agent, reason) => operator.blockAgent(op, agent, reason ? { reason } : {}),
       unblock: (op, agent) => operator.unblockAgent(op, agent),
       secureCookie: !isLoopback(cfg.listen.host),
-      recordAuthFailure: (route) => refusals.authFailures.record(route),
-    },
+      recordAuthFailure,
+    }),
   });
-  if (oauth) app.addHook('onClose', () => oauth.close());
-  return { app, refusals, calls, relay, mcp, clientSessions };
+  return { app, ...serving };
 }
 
 /**
