@@ -2,15 +2,15 @@
  * testing/long-session.ts's long session on a replica serving from PostgreSQL: opened through
  * the replica, its chain filled with the same tool_call entries, each named and signed by the
  * replica as its writer (docs/spec/audit-entries.md#writers), as the replica's own calls write
- * them. The entries are built by the one shared builder (audit/next-entry.ts) and written 64 to
+ * them. The entries are built by the one shared builder (store/entries/next-entry.ts) and written 64 to
  * a fenced transaction, several rows per statement, so that 10,000 fill in seconds: the close
  * or the export is what is measured, not the fill.
  */
 import { signEntryWriter } from '@cmcp/verify/format/replica';
-import { formatMicros, systemMicroClock } from '../src/audit/clock.js';
-import { ENTRY_COLUMNS, entryRowValues } from '../src/audit/entry-row.js';
-import { buildNextEntry, type ChainTip } from '../src/audit/next-entry.js';
 import type { ReplicaGateway } from '../src/gateway/replica-runtime.js';
+import { formatMicros, systemMicroClock } from '../src/store/entries/clock.js';
+import { ENTRY_COLUMNS, entryRowValues } from '../src/store/entries/entry-row.js';
+import { buildNextEntry, type ChainTip } from '../src/store/entries/next-entry.js';
 import { lockChainTip } from '../src/store/postgres/chain.js';
 import { fencedTransaction } from '../src/store/postgres/transaction.js';
 import { type LongSessionAgent, longSessionEntry, openLongSession } from './long-session.js';

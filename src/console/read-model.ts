@@ -104,7 +104,7 @@ export class ConsoleReadModel {
   refusals(size: BucketSize, now = Date.now()): { buckets: RefusalBucket[]; codes: string[] } {
     const { ms, span } = BUCKETS[size];
     const first = Math.floor(now / ms) * ms - (span - 1) * ms;
-    // The chain's timestamps carry microseconds (audit/clock.ts); compare in the same format.
+    // The chain's timestamps carry microseconds (store/entries/clock.ts); compare in the same format.
     const since = `${new Date(first).toISOString().slice(0, 23)}000Z`;
     const buckets = new Map<number, Record<string, number>>();
     const codes = new Set<string>();

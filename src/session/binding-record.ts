@@ -11,8 +11,8 @@ import { bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/format/
 import { b64u } from '@cmcp/verify/format/canonical';
 import type { EvidenceJson } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
-import type { EntryInput } from '../audit/next-entry.js';
 import type { SessionBindingRecord } from '../claim/build.js';
+import type { EntryInput } from '../store/entries/next-entry.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 import type { BindingBatcher } from './binding-batcher.js';
 import type { SessionFacts } from './types.js';

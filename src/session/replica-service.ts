@@ -15,10 +15,10 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type pg from 'pg';
 import type { ClaimTextPieces } from '../claim/parts.js';
+import type { SessionStore } from '../store/port.js';
 import { chainBundleJson } from '../store/postgres/chain.js';
 import { getExecution } from '../store/postgres/executions.js';
 import { openDefaultSession, openSessionCount } from '../store/postgres/reads.js';
-import type { PostgresSessionStore } from '../store/postgres/session-store.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from './ports.js';
 import type { ReplicaSessions } from './replica-sessions.js';
 import type { SessionCreated, SessionLimits, SessionRow } from './types.js';
@@ -39,7 +39,7 @@ export class ReplicaSessionService implements AgentSessions, RelaySessionReads {
 
   constructor(
     private readonly pool: pg.Pool,
-    private readonly store: PostgresSessionStore,
+    private readonly store: SessionStore,
     private readonly sessions: ReplicaSessions,
     private readonly limits: SessionLimits,
   ) {}

@@ -19,7 +19,7 @@ import type { Claim } from '@cmcp/verify/format/claim';
 import type { Logger } from 'pino';
 import type { ClaimTextPieces } from '../claim/parts.js';
 import { replicaClaimIssuer } from '../claim/replica-issuer.js';
-import type { PostgresSessionStore } from '../store/postgres/session-store.js';
+import type { SessionStore } from '../store/port.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
@@ -32,7 +32,7 @@ export class ReplicaSessions {
   readonly binder: BindingBatcher;
 
   constructor(
-    private readonly store: PostgresSessionStore,
+    private readonly store: SessionStore,
     /** This replica's gateway key (made at its start). */
     private readonly key: GatewayKey,
     private readonly provider: AttestationProvider,

@@ -6,7 +6,7 @@
  * (store/postgres/sealing.ts) — so the entry a relying party sees does not depend on which one
  * wrote it.
  */
-import type { EntryInput } from '../audit/next-entry.js';
+import type { EntryInput } from './entries/next-entry.js';
 import type { AttemptRow, ExecutionRow } from './port.js';
 
 /**

@@ -13,8 +13,8 @@ import type { ErrorCode } from '@cmcp/verify/errors/index';
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type { ReplicaMember } from '@cmcp/verify/format/replica';
-import type { ClaimPageEntry } from '../audit/chain.js';
-import type { EntryInput } from '../audit/next-entry.js';
+import type { ClaimPageEntry } from './entries/entry-row.js';
+import type { EntryInput } from './entries/next-entry.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;
@@ -86,6 +86,52 @@ export interface ClaimIssuer {
     prev: ClaimTip | undefined,
     members: (writers: readonly string[]) => Promise<ReplicaMember[]>,
   ): Promise<IssuedClaim>;
+}
+
+/** What opens a session (SessionService.create's row and genesis entry). */
+export interface OpenSession {
+  sessionId: string;
+  agentId: string;
+  isDefault: boolean;
+  /** The attestation provider's name (the genesis entry's detail). */
+  provider: string;
+  /** base64url RFC 7638 thumbprint of the opening replica's gateway key. */
+  keyThumbprint: string;
+}
+
+/** A close's outcome: the claim it issued, or the one another close had stored. */
+export interface ClosedSession {
+  claim: Claim;
+  /** The stored canonical text (UTF-8 JCS). */
+  canonical: Buffer;
+  /** False when the session was already closed and `claim` is the stored one. */
+  issued: boolean;
+}
+
+/**
+ * The sessions' side of the port: a session's genesis, binding, close with its claim, and the
+ * reads a session is served from. PostgreSQL's (store/postgres/session-store.ts) serves a
+ * replica's session service; the SQLite session service still runs its own statements.
+ */
+export interface SessionStore {
+  /** Who writes: the replica and, when its entries name one, its writer key. */
+  readonly fence: { replicaId: string; writer?: { keyThumbprint: string } | undefined };
+  /** claim_sequence of the newest claim, or null before the first. */
+  newestClaimSequence(): Promise<number | null>;
+  /** The genesis entry and the open row, together. @returns the genesis entry. */
+  openSession(o: OpenSession): Promise<AuditEntry>;
+  /** The binding's entry and its record on the row, together. @throws when the session is not open. */
+  recordBinding(sessionId: string, entry: EntryInput, record: object): Promise<AuditEntry>;
+  /** Entries appended to one chain in one transaction, in order. */
+  appendEntries(chainId: string, entries: readonly EntryInput[]): Promise<AuditEntry[]>;
+  /** The close entry, the status and the claim `issuer` makes, together; a closed session answers its stored claim. */
+  closeSession(sessionId: string, reason: string, issuer: ClaimIssuer): Promise<ClosedSession>;
+  /** A session row as committed (with its sensitivity level), or undefined. */
+  session(sessionId: string): Promise<SessionRow | undefined>;
+  /** A closed session's stored claim with its canonical text, or undefined. */
+  claim(sessionId: string): Promise<{ claim: Claim; canonical: Buffer } | undefined>;
+  /** A closed session's stored claim text as stored, not parsed, or undefined. */
+  claimCanonical(sessionId: string): Promise<ClaimTextPieces | undefined>;
 }
 
 /** How a forwarded call ended: its execution's terminal state and its entry's disposition. */

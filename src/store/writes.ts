@@ -11,7 +11,7 @@
  * no connection, no SQL.
  */
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import type { EntryInput } from '../audit/next-entry.js';
+import type { EntryInput } from './entries/next-entry.js';
 import { maybeFail } from './faults.js';
 import type {
   Admission,

@@ -3,7 +3,7 @@
  * locks the chain's `chain_tips` row FOR UPDATE, which serialises every writer of that chain
  * across replicas (under READ COMMITTED a lock that waited reads the row's newest committed
  * version, PostgreSQL 15 docs §13.2.1), builds the entry with the one shared builder
- * (audit/next-entry.ts), writes it and moves the tip in the same transaction. Appends to
+ * (store/entries/next-entry.ts), writes it and moves the tip in the same transaction. Appends to
  * different chains run in parallel. The schema's unique keys (chain_id, sequence_number),
  * (chain_id, prev_entry_hash) and entry_hash stay the last line: a bug here fails the
  * transaction (23505), it never forks the chain.
@@ -11,10 +11,16 @@
 import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
 import { signEntryWriter } from '@cmcp/verify/format/replica';
 import type pg from 'pg';
-import { type ClaimPageRow, claimPageEntry } from '../../audit/chain.js';
-import { formatMicros, type MicroClock, systemMicroClock } from '../../audit/clock.js';
-import { chainBundleOf, ENTRY_COLUMNS, entryRowValues, storedEntry } from '../../audit/entry-row.js';
-import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../../audit/next-entry.js';
+import { formatMicros, type MicroClock, systemMicroClock } from '../entries/clock.js';
+import {
+  type ClaimPageRow,
+  chainBundleOf,
+  claimPageEntry,
+  ENTRY_COLUMNS,
+  entryRowValues,
+  storedEntry,
+} from '../entries/entry-row.js';
+import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../entries/next-entry.js';
 import type { ChainPageEntry } from '../port.js';
 import { copyTextOut, VERBATIM_CSV } from './copy-text.js';
 

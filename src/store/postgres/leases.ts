@@ -15,7 +15,7 @@ import type { KeyObject } from 'node:crypto';
 import { CmcpError } from '@cmcp/verify/errors/index';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type pg from 'pg';
-import type { EntryWriter } from '../../audit/next-entry.js';
+import type { EntryWriter } from '../entries/next-entry.js';
 import { InstanceBusyError } from '../instance-lock.js';
 
 /** The database's clock as epoch milliseconds (BIGINT). */

@@ -8,7 +8,7 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
-import type { EntryInput } from '../../audit/chain.js';
+import type { EntryInput } from '../entries/next-entry.js';
 import { appendEntry, lockChainTip } from './chain.js';
 import type { Fence } from './leases.js';
 import { fencedTransaction } from './transaction.js';

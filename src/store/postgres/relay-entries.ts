@@ -8,7 +8,7 @@
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
-import type { EntryInput } from '../../audit/next-entry.js';
+import type { EntryInput } from '../entries/next-entry.js';
 import { appendEntry } from './chain.js';
 import type { Fence } from './leases.js';
 import { lockLiveChain } from './sessions.js';

@@ -8,7 +8,7 @@ import type { AuditEntry } from '@cmcp/verify/format/entry';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { ReplicaMember } from '@cmcp/verify/format/replica';
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
+import type { MicroClock } from '../entries/clock.js';
 import { appendEntry } from './chain.js';
 import type { Fence } from './leases.js';
 import { fencedTransaction } from './transaction.js';

@@ -9,7 +9,7 @@
  * key), sealing its own open work first when nobody did; without, it is restarted under a new token.
  */
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
+import type { MicroClock } from '../entries/clock.js';
 import {
   type AcquiredLease,
   acquireLease,

@@ -12,8 +12,8 @@
  * that the sealed lease still carries the sealing token.
  */
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
-import type { EntryInput } from '../../audit/next-entry.js';
+import type { MicroClock } from '../entries/clock.js';
+import type { EntryInput } from '../entries/next-entry.js';
 import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
 import type { AttemptRow, ExecutionRow } from '../port.js';
 import { endAttempt, openAttempts } from './attempts.js';

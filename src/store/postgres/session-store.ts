@@ -15,9 +15,17 @@
 import type { Claim } from '@cmcp/verify/format/claim';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
-import type { EntryInput } from '../../audit/next-entry.js';
-import type { ClaimIssuer, ClaimTextPieces, ClaimTip, SessionRow } from '../port.js';
+import type { MicroClock } from '../entries/clock.js';
+import type { EntryInput } from '../entries/next-entry.js';
+import type {
+  ClaimIssuer,
+  ClaimTextPieces,
+  ClaimTip,
+  ClosedSession,
+  OpenSession,
+  SessionRow,
+  SessionStore,
+} from '../port.js';
 import { appendEntry, claimPage } from './chain.js';
 import { copyRowIn, copyTextOut, VERBATIM_CSV } from './copy-text.js';
 import type { Fence } from './leases.js';
@@ -30,26 +38,6 @@ import { fencedTransaction } from './transaction.js';
  * one is the first eight bytes of SHA-256("cmcp.claim-chain"), read as a signed integer.
  */
 const CLAIM_CHAIN_LOCK = '-1992177045506200045';
-
-/** What opens a session (SessionService.create's row and genesis entry). */
-export interface OpenSession {
-  sessionId: string;
-  agentId: string;
-  isDefault: boolean;
-  /** The attestation provider's name (the genesis entry's detail). */
-  provider: string;
-  /** base64url RFC 7638 thumbprint of the opening replica's gateway key. */
-  keyThumbprint: string;
-}
-
-/** A close's outcome: the claim it issued, or the one another close had stored. */
-export interface ClosedSession {
-  claim: Claim;
-  /** The stored canonical text (UTF-8 JCS). */
-  canonical: Buffer;
-  /** False when the session was already closed and `claim` is the stored one. */
-  issued: boolean;
-}
 
 type RowText = Omit<SessionRow, 'is_default' | 'created_ms' | 'call_count' | 'sensitivity_level'> & {
   is_default: string;
@@ -70,7 +58,7 @@ function sessionRow(r: RowText): SessionRow {
 }
 
 /** One replica's session writes and reads on the shared PostgreSQL. */
-export class PostgresSessionStore {
+export class PostgresSessionStore implements SessionStore {
   constructor(
     private readonly pool: pg.Pool,
     /** The replica's lease: checked first in every write transaction. */

@@ -3,7 +3,7 @@
  * transaction (./transaction.ts) on the replica's pool, with the same meaning as
  * `executeWrite` on SQLite — the same refusal builders (`admissionRefusal`,
  * `admissionRefusalEntry`), the same order of admission checks (store/executions.ts
- * classifyExisting), the same entry builder (audit/next-entry.ts), the same fault seam
+ * classifyExisting), the same entry builder (store/entries/next-entry.ts), the same fault seam
  * (`terminal_commit`). Written as its own async sequence because the SQLite one runs
  * synchronously inside `BEGIN IMMEDIATE` (each command one savepoint of the group commit's
  * transaction, never yielding the loop), while here every statement is a round trip: one
@@ -11,8 +11,8 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
-import type { MicroClock } from '../../audit/clock.js';
-import type { EntryInput } from '../../audit/next-entry.js';
+import type { MicroClock } from '../entries/clock.js';
+import type { EntryInput } from '../entries/next-entry.js';
 import { maybeFail } from '../faults.js';
 import type { AttemptStart, CallStore, WriteCommand, WriteResults } from '../port.js';
 import { admissionRefusal, admissionRefusalEntry } from '../writes.js';

@@ -3,10 +3,11 @@
  * on the event loop's connection through its group commit, or in the store worker when one is
  * running (store/write-client.ts) — the adapter's choice, the same commands either way.
  */
-import type { AuditChain } from '../../audit/chain.js';
+
 import type { Db } from '../db.js';
 import type { CallStore, WriteCommand, WriteResults, WriteStore } from '../port.js';
 import { inProcessWrites } from '../write-client.js';
+import type { AuditChain } from './chain.js';
 import { type SqliteWriteContext, sqliteWriteContext } from './writes.js';
 
 /** What the store worker adds to a write store: closing its own attempt log in its queue. */

@@ -4,7 +4,6 @@
  * destructive, and the store worker when the config asks for it (store/write-client.ts).
  */
 import type { Logger } from 'pino';
-import type { AuditChain } from '../../audit/chain.js';
 import type { StoreConfig } from '../../config/store.js';
 import { type Db, openGatewayDatabase, writesSettled } from '../db.js';
 import { acquireInstance, type InstanceLock } from '../instance-lock.js';
@@ -12,6 +11,7 @@ import type { StorageCapabilities } from '../port.js';
 import { startCheckpoints } from '../wal.js';
 import { type StoreWorker, startStoreWorker } from '../write-client.js';
 import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
+import type { AuditChain } from './chain.js';
 
 /** The settings SQLite storage reads from the gateway config. */
 export interface SqliteSettings {

@@ -3,11 +3,12 @@
  * one connection that {@link executeWrite} runs a command over — the store worker's
  * (store/write-worker.ts) own connection, or any other that owns its writes the same way.
  */
-import { AuditChain } from '../../audit/chain.js';
+
 import { type Db, immediate } from '../db.js';
 import { prepared } from '../statements.js';
 import type { WriteContext } from '../writes.js';
 import { AttemptLog } from './attempts.js';
+import { AuditChain } from './chain.js';
 import { ExecutionRegistry } from './executions.js';
 
 /** A SQLite connection's write context, with its concrete log and registry. */

@@ -1,5 +1,5 @@
 /**
- * An entry's `audit_entries` row, for both engines (./chain.ts on SQLite,
+ * An entry's `audit_entries` row, for both engines (store/sqlite/chain.ts on SQLite,
  * store/postgres/chain.ts): the indexed columns beside the exact canonical text
  * (docs/spec/audit-entries.md), and what is read back from that text. The chain is verified
  * from the stored text alone; the other columns are for lookups and the unique keys.
@@ -52,5 +52,55 @@ export function chainBundleOf(
         ? { canonical: r.canonical, entry_hash: r.entry_hash, writer_signature: r.writer_signature }
         : { canonical: r.canonical, entry_hash: r.entry_hash },
     ),
+  };
+}
+
+/** What a claim reads of an entry (AuditChain.claimPage). */
+export type ClaimPageEntry = Pick<
+  AuditEntry,
+  | 'sequence_number'
+  | 'entry_type'
+  | 'entry_hash'
+  | 'timestamp_utc'
+  | 'tool_name'
+  | 'policy_decision'
+  | 'policy_rule_matched'
+  | 'disposition'
+  | 'error_code'
+>;
+
+/** A row of a claim page's query (the same columns on SQLite and PostgreSQL). */
+export interface ClaimPageRow {
+  sequence_number: number;
+  entry_type: string;
+  entry_hash: string;
+  timestamp_utc: string;
+  /** The stored text when it holds a `\u` escape (then parsed whole), else null. */
+  escaped: string | null;
+  tool_name: string | null;
+  policy_decision: string | null;
+  /** JSON text of the array, or null. */
+  rules: string | null;
+  disposition: string | null;
+  error_code: string | null;
+}
+
+/**
+ * A claim page's row as the entry it stands for: the extracted fields, or, when the stored text
+ * holds a `\u` escape, the whole text parsed (then every field of the entry is there).
+ * @throws SyntaxError when a stored text or its rules are not JSON (a damaged row).
+ */
+export function claimPageEntry(r: ClaimPageRow): ClaimPageEntry {
+  if (r.escaped !== null) return { ...(JSON.parse(r.escaped) as AuditEntryBody), entry_hash: r.entry_hash };
+  return {
+    sequence_number: r.sequence_number,
+    entry_type: r.entry_type,
+    entry_hash: r.entry_hash,
+    timestamp_utc: r.timestamp_utc,
+    tool_name: r.tool_name,
+    policy_decision: r.policy_decision,
+    policy_rule_matched: r.rules === null ? null : (JSON.parse(r.rules) as string[]),
+    disposition: r.disposition,
+    error_code: r.error_code,
   };
 }

@@ -43,7 +43,7 @@ export interface PreparedEntry {
  * The entry that follows `tip` in `chainId` (sequence 0 after `genesis` when `tip` is
  * undefined), stamped `nowUtc` or the tip's timestamp when the clock is behind it (timestamps
  * never decrease, C-CHAIN-2), with its JCS text (RFC 8785) and SHA-256 entry hash.
- * @param nowUtc RFC 3339 UTC with microseconds (audit/clock.ts formatMicros).
+ * @param nowUtc RFC 3339 UTC with microseconds (store/entries/clock.ts formatMicros).
  * @param replica the writing replica (PostgreSQL replicas only), hashed with the body.
  * @throws CanonicalJsonError if a field holds a value JCS cannot carry.
  */
