@@ -21,9 +21,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { CallOrchestrator } from '../src/call/orchestrator.js';
 import { ClientSessions } from '../src/gateway/agent/mcp/client-sessions.js';
-import { McpEndpoint, type MethodHandler } from '../src/gateway/agent/mcp/endpoint.js';
+import { McpEndpoint } from '../src/gateway/agent/mcp/endpoint.js';
 import { InflightRequests } from '../src/gateway/agent/mcp/inflight.js';
 import { agentMcpPlugin } from '../src/gateway/agent/mcp/plugin.js';
+import type { MethodHandler } from '../src/relay/channel.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 
 const anyResult = z.object({}).passthrough();

@@ -6,13 +6,12 @@
  */
 import type { Logger } from 'pino';
 import type { Sensitivity } from '../catalog/catalog.js';
-import type { ClientSessionEvents } from '../gateway/agent/mcp/channel.js';
-import type { MethodHandler } from '../gateway/agent/mcp/endpoint.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { RelaySessionReads } from '../session/ports.js';
 import type { SessionRow } from '../session/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { mergedCapabilities } from './capabilities.js';
+import type { ClientSessionEvents, MethodHandler } from './channel.js';
 import { CursorCodec } from './cursor.js';
 import { type RelayEntrySink, RelayRecorder } from './evidence.js';
 import { Federation } from './federation.js';

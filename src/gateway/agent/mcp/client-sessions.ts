@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { ClientMessage, ClientSessionEvents } from './channel.js';
+import type { ClientMessage, ClientSessionEvents } from '../../../relay/channel.js';
 import { openEventStream, writeEvent, writeKeepAlive } from './stream-channel.js';
 
 /** One client session. */

@@ -8,10 +8,16 @@
 import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallOrchestrator } from '../../../call/orchestrator.js';
 import type { Caller, CallLink } from '../../../call/types.js';
+import {
+  type ClientChannel,
+  type JsonRpcId,
+  jsonChannel,
+  type MethodHandler,
+  type MethodRequest,
+} from '../../../relay/channel.js';
 import type { ToolDefinition, UpstreamPool } from '../../../upstream/pool.js';
 import { JSONRPC_REQUEST_MEMBERS, unknownMembers } from '../../edge/bodies.js';
 import { jsonRpcError } from '../../edge/replies.js';
-import { type ClientChannel, jsonChannel } from './channel.js';
 
 /** What `tools/list` shows (docs/spec/policy.md); default: the live tools. */
 export interface McpControls {
@@ -31,35 +37,12 @@ export interface McpControls {
   callLink?: (request: MethodRequest) => CallLink;
 }
 
-/** One request whose envelope and protocol version were accepted, as a method handler sees it. */
-export interface MethodRequest {
-  caller: Caller;
-  id: JsonRpcId;
-  method: string;
-  params: Record<string, unknown> | undefined;
-  /** True for a stateless 2026-07-28 request. */
-  stateless: boolean;
-  /** The channel to the client of this request (notifications, server-to-client requests, abort). */
-  channel: ClientChannel;
-  /** process.hrtime.bigint() when the request arrived. */
-  startedAt: bigint;
-}
-
-/** Serves one method: its JSON-RPC result, or a JSON-RPC error object. */
-export type MethodHandler = (
-  request: MethodRequest,
-) => Promise<
-  { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } }
->;
-
 /** Protocol revisions answered by `initialize` (newest first). */
 export const HANDSHAKE_VERSIONS = ['2025-11-25', '2025-06-18'] as const;
 /** Stateless protocol revisions (no handshake; `_meta` on every request). */
 export const STATELESS_VERSIONS = ['2026-07-28'] as const;
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
 const META_CAPS = 'io.modelcontextprotocol/clientCapabilities';
-
-export type JsonRpcId = string | number;
 
 /** What the HTTP layer sends back. `body: null` means 202 with no body. */
 export interface RpcReply {

@@ -8,11 +8,11 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { type ClientChannel, jsonChannel } from '../../../relay/channel.js';
 import type { RefusalSink } from '../../edge/refusals.js';
 import { jsonRpcError, readableId, sendRpcError } from '../../edge/replies.js';
 import type { AgentLimits } from '../limits.js';
 import { clientSessionRefusal } from '../limits.js';
-import { type ClientChannel, jsonChannel } from './channel.js';
 import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { McpEndpoint } from './endpoint.js';
 import type { InflightRequests } from './inflight.js';

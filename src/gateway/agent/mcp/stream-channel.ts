@@ -22,7 +22,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { CmcpError } from '@cmcp/verify/errors/index';
-import type { ClientChannel, ClientMessage } from './channel.js';
+import type { ClientChannel, ClientMessage } from '../../../relay/channel.js';
 import type { InflightRequests } from './inflight.js';
 
 export class StreamChannel implements ClientChannel {

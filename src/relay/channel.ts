@@ -1,6 +1,7 @@
 /**
  * The client side of one inbound MCP request, as the code that serves it sees it
- * (docs/spec/mcp.md#inbound). The HTTP edge builds one per request: on an SSE response it can
+ * (docs/spec/mcp.md#inbound), and the request a method handler serves. The relay and the call
+ * path own these shapes; the HTTP edge (gateway/agent/mcp/) implements them. The HTTP edge builds one per request: on an SSE response it can
  * carry notifications and server-to-client requests before the result; on a JSON response it
  * carries only the result. Method handlers (tools/call, the relayed methods) use it to pass the
  * upstream's progress, log messages and server-to-client requests back to the client, and learn
@@ -8,6 +9,7 @@
  */
 
 import { CmcpError } from '@cmcp/verify/errors/index';
+import type { Caller } from '../call/types.js';
 
 /** A JSON-RPC notification or request as it travels to the client (no `jsonrpc`, no `id`). */
 export interface ClientMessage {
@@ -85,3 +87,27 @@ export interface ClientSessionEvents {
   /** The client capabilities the session's `initialize` declared (undefined: none, or no such session). */
   capabilities(clientSessionId: string): Record<string, unknown> | undefined;
 }
+
+/** A JSON-RPC request id as cmcp accepts it (a string or a safe integer). */
+export type JsonRpcId = string | number;
+
+/** One request whose envelope and protocol version were accepted, as a method handler sees it. */
+export interface MethodRequest {
+  caller: Caller;
+  id: JsonRpcId;
+  method: string;
+  params: Record<string, unknown> | undefined;
+  /** True for a stateless 2026-07-28 request. */
+  stateless: boolean;
+  /** The channel to the client of this request (notifications, server-to-client requests, abort). */
+  channel: ClientChannel;
+  /** process.hrtime.bigint() when the request arrived. */
+  startedAt: bigint;
+}
+
+/** Serves one method: its JSON-RPC result, or a JSON-RPC error object. */
+export type MethodHandler = (
+  request: MethodRequest,
+) => Promise<
+  { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } }
+>;
