@@ -14,17 +14,26 @@ import type { CatalogGuard } from '../catalog/guard.js';
 import { catalogToolList } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { ConsoleDeps } from '../console/plugin.js';
+import { GatewayMeasurer } from '../measure/record.js';
+import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
-import type { GatewayMetrics } from '../metrics/registry.js';
+import { startMetricsListener } from '../metrics/plugin.js';
+import { GatewayMetrics } from '../metrics/registry.js';
 import type { PolicyState } from '../policy/state.js';
 import { callLink } from '../relay/calls.js';
 import type { RelayEntrySink } from '../relay/evidence.js';
 import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
+import type { SessionFacts } from '../session/types.js';
+import type { Db } from '../store/db.js';
 import type { CallStore } from '../store/port.js';
+import { selectProvider } from '../tee/detect.js';
+import type { AttestationProvider } from '../tee/provider.js';
+import { assertTierReached } from '../tee/tier.js';
 import type { Tracing } from '../tracing/index.js';
-import type { UpstreamPool } from '../upstream/pool.js';
+import { startTracing } from '../tracing/index.js';
+import { UpstreamPool } from '../upstream/pool.js';
 import { edgeLimits } from './agent/limits.js';
 import { ClientSessions } from './agent/mcp/client-sessions.js';
 import { McpEndpoint } from './agent/mcp/endpoint.js';
@@ -33,12 +42,84 @@ import { OAuthVerifier } from './agent/oauth/verifier.js';
 import type { AgentRestOptions } from './agent/rest/plugin.js';
 import { buildApp } from './app.js';
 import { Authenticator } from './edge/credentials.js';
-import { allowedHosts } from './edge/host-check.js';
+import { allowedHosts, hostCheck } from './edge/host-check.js';
 import type { GatewayRefusals } from './edge/refusals.js';
 import type { Readiness } from './health/readiness.js';
 import type { Drain } from './lifecycle/drain.js';
 import { type GatewayChainSink, gatewayRefusals, recordClientSession } from './lifecycle/records.js';
 import type { OperatorApi } from './operator/plugin.js';
+
+/**
+ * The attestation provider (configured or auto-detected; `minimum_tier` refuses here,
+ * docs/spec/attestation.md#selection-and-tiers), tracing, metrics and the upstreams, in that
+ * order; each one's closer goes onto `opened`.
+ * @param metricsDb SQLite's connection and file for the metrics' gauges; null on PostgreSQL.
+ * @throws AttestationStartError; upstream or tool-name-clash errors.
+ */
+export async function startCommon(
+  cfg: GatewayConfig,
+  log: Logger,
+  opened: (() => unknown)[],
+  metricsDb: { db: Db; dbPath: string } | null,
+) {
+  const selection = await selectProvider(cfg.attestation, cfg.instance_id);
+  const provider = selection.provider;
+  opened.push(() => provider.close());
+  log.info(selection.detail, 'attestation provider selected');
+  const tracing = startTracing(cfg.tracing);
+  opened.push(() => tracing.shutdown());
+  const metrics = cfg.metrics.enabled
+    ? new GatewayMetrics({
+        db: metricsDb?.db ?? null,
+        dbPath: metricsDb?.dbPath ?? '',
+        upstreams: cfg.upstreams.map((u) => u.name),
+      })
+    : null;
+  if (metrics) countBindingFailures(provider, metrics);
+  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
+  opened.push(() => upstreams.close());
+  await upstreams.start();
+  return { selection, provider, tracing, metrics, upstreams };
+}
+
+/**
+ * The gateway measurement (docs/spec/measurement.md) of what runs now, in every session's
+ * binding, taken again after every reload; `minimum_tier` must be reached, not only configured
+ * (src/tee/tier.ts).
+ * @throws AttestationStartError when the provider does not reach the required tier.
+ */
+export async function measureGateway(
+  cfg: GatewayConfig,
+  provider: AttestationProvider,
+  chain: GatewayChainSink,
+  facts: SessionFacts,
+  log: Logger,
+): Promise<GatewayMeasurer> {
+  const measurer = new GatewayMeasurer(provider, chain, facts, log);
+  const started = await measurer.start({
+    policyBundleHash: facts.policyBundleHash,
+    catalogHash: facts.catalogHash,
+    config: cfg,
+  });
+  assertTierReached(cfg.attestation, provider, started);
+  return measurer;
+}
+
+/**
+ * The separate metrics listener when `metrics.listen` names one (else null), with the same
+ * DNS-rebinding protection as the main listener and its refusals in the same record.
+ * @throws a busy port.
+ */
+export function startMetrics(
+  cfg: GatewayConfig,
+  metrics: GatewayMetrics | null,
+  refusals: GatewayRefusals,
+): Promise<{ url: string; close(): Promise<void> } | null> {
+  const listen = cfg.metrics.listen;
+  if (!metrics || !listen) return Promise.resolve(null);
+  const check = hostCheck(allowedHosts(listen), (route) => refusals.hostRefusals.record(route));
+  return startMetricsListener(metrics, listen.host, listen.port, check);
+}
 
 /** What the serving parts are built over. */
 export interface ServingInputs {

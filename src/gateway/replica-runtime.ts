@@ -21,10 +21,7 @@ import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
 import { catalogLoadEntry, watchCatalog } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
-import { GatewayMeasurer } from '../measure/record.js';
-import { countBindingFailures } from '../metrics/bindings.js';
-import { startMetricsListener } from '../metrics/plugin.js';
-import { GatewayMetrics } from '../metrics/registry.js';
+import type { GatewayMeasurer } from '../measure/record.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, policyLoadEntry, policyState, tokenAttributeNames } from '../policy/startup.js';
@@ -43,14 +40,11 @@ import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { PostgresSessionStore } from '../store/postgres/session-store.js';
 import { isConnectionLoss } from '../store/postgres/transaction.js';
-import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
-import { startTracing } from '../tracing/index.js';
-import { UpstreamPool } from '../upstream/pool.js';
+import { requiredBindingTier } from '../tee/tier.js';
+import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
-import { composeApp, composeServing } from './compose.js';
-import { allowedHosts, hostCheck } from './edge/host-check.js';
+import { composeApp, composeServing, measureGateway, startCommon, startMetrics } from './compose.js';
 import { paceGc } from './gc-pacing.js';
 import { postgresWriteProbe, Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
@@ -142,22 +136,8 @@ async function startCore(
   });
   opened.push(() => lease.stop());
   maybeDie('lease_acquired');
-  const selection = await selectProvider(cfg.attestation, cfg.instance_id);
-  const provider = selection.provider;
-  opened.push(() => provider.close());
-  log.info(selection.detail, 'attestation provider selected');
-  const tracing = startTracing(cfg.tracing);
-  opened.push(() => tracing.shutdown());
-  const metrics = cfg.metrics.enabled
-    ? new GatewayMetrics({ db: null, dbPath: '', upstreams: cfg.upstreams.map((u) => u.name) })
-    : null;
-  if (metrics) {
-    replicaGauges(metrics, pool);
-    countBindingFailures(provider, metrics);
-  }
-  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
-  opened.push(() => upstreams.close());
-  await upstreams.start();
+  const { selection, provider, tracing, metrics, upstreams } = await startCommon(cfg, log, opened, null);
+  if (metrics) replicaGauges(metrics, pool);
   return { storage, pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
 }
 
@@ -221,13 +201,7 @@ async function startServing(
     enforcementMode: policy?.mode ?? 'none',
   };
   // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
-  const measurer = new GatewayMeasurer(provider, chain, facts, log);
-  const started = await measurer.start({
-    policyBundleHash: facts.policyBundleHash,
-    catalogHash: facts.catalogHash,
-    config: cfg,
-  });
-  assertTierReached(cfg.attestation, provider, started);
+  const measurer = await measureGateway(cfg, provider, chain, facts, log);
   maybeDie('measured');
   // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
   // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
@@ -424,17 +398,7 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
     await serving.measurer.listening(cfg.instance_id);
     const { metrics, upstreams, provider } = core;
-    const metricsListener =
-      metrics && cfg.metrics.listen
-        ? await startMetricsListener(
-            metrics,
-            cfg.metrics.listen.host,
-            cfg.metrics.listen.port,
-            hostCheck(allowedHosts(cfg.metrics.listen), (route) =>
-              serving.refusals.hostRefusals.record(route),
-            ),
-          )
-        : null;
+    const metricsListener = await startMetrics(cfg, metrics, serving.refusals);
     log.info(
       { url, provider: provider.name, tools: upstreams.listTools().length, replica: cfg.instance_id },
       'cmcp gateway replica listening (PostgreSQL)',

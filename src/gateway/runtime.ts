@@ -19,10 +19,7 @@ import { startCatalog } from '../catalog/startup.js';
 import { removeUnlinkedClaimParts } from '../claim/parts.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
-import { GatewayMeasurer } from '../measure/record.js';
-import { countBindingFailures } from '../metrics/bindings.js';
-import { startMetricsListener } from '../metrics/plugin.js';
-import { GatewayMetrics } from '../metrics/registry.js';
+import type { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import {
@@ -41,16 +38,15 @@ import type { CallStore } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage } from '../store/sqlite/open.js';
-import { recordSelection, selectProvider } from '../tee/detect.js';
+import { recordSelection } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
-import { startTracing, type Tracing } from '../tracing/index.js';
-import { UpstreamPool } from '../upstream/pool.js';
+import { requiredBindingTier } from '../tee/tier.js';
+import type { Tracing } from '../tracing/index.js';
+import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import type { ClientSessions } from './agent/mcp/client-sessions.js';
 import type { McpEndpoint } from './agent/mcp/endpoint.js';
-import { composeApp, composeServing } from './compose.js';
-import { allowedHosts, hostCheck } from './edge/host-check.js';
+import { composeApp, composeServing, measureGateway, startCommon, startMetrics } from './compose.js';
 import { paceGc } from './gc-pacing.js';
 import { Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
@@ -232,15 +228,7 @@ async function startControls(
       'resumed the last reloaded policy',
     );
   }
-  // Gateway measurement (docs/spec/measurement.md) of what runs now, taken again after every reload.
-  const measurer = new GatewayMeasurer(provider, chain, facts, log);
-  const started = await measurer.start({
-    policyBundleHash: facts.policyBundleHash,
-    catalogHash: facts.catalogHash,
-    config: cfg,
-  });
-  // minimum_tier must be reached, not only configured (src/tee/tier.ts).
-  assertTierReached(cfg.attestation, provider, started);
+  const measurer = await measureGateway(cfg, provider, chain, facts, log);
   reloads.onReload((bundle) => measurer.reload(bundle));
 
   return { catalog, policy, facts, sessions, operator, measurer, recovery, staleClosed };
@@ -311,20 +299,10 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     const callStore = storage.callStore(chain);
     const executions = callStore.local.executions;
     const key = newGatewayKey();
-    // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
-    const selection = await selectProvider(cfg.attestation, cfg.instance_id);
-    const provider = selection.provider;
-    opened.push(() => provider.close());
-    log.info(selection.detail, 'attestation provider selected');
-    const tracing = startTracing(cfg.tracing);
-    opened.push(() => tracing.shutdown());
-    const metrics = cfg.metrics.enabled
-      ? new GatewayMetrics({ db, dbPath: cfg.database, upstreams: cfg.upstreams.map((u) => u.name) })
-      : null;
-    if (metrics) countBindingFailures(provider, metrics);
-    const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
-    opened.push(() => upstreams.close());
-    await upstreams.start();
+    const { selection, provider, tracing, metrics, upstreams } = await startCommon(cfg, log, opened, {
+      db,
+      dbPath: cfg.database,
+    });
     recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
@@ -364,16 +342,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
     const extended = measurer.listening(cfg.instance_id);
     extended.catch(() => undefined); // awaited below; observed here should a later step fail first
     await staleClosed;
-    const metricsListener =
-      metrics && cfg.metrics.listen
-        ? await startMetricsListener(
-            metrics,
-            cfg.metrics.listen.host,
-            cfg.metrics.listen.port,
-            // DNS-rebinding protection as on the main listener; refusals in the same record.
-            hostCheck(allowedHosts(cfg.metrics.listen), (route) => refusals.hostRefusals.record(route)),
-          )
-        : null;
+    const metricsListener = await startMetrics(cfg, metrics, refusals);
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =
       catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0

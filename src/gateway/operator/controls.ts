@@ -18,6 +18,7 @@
 import { CmcpError, clip } from '@cmcp/verify/errors/index';
 import type { Logger } from 'pino';
 import type { CatalogGuard } from '../../catalog/guard.js';
+import type { PolicyBundle } from '../../policy/bundle.js';
 import type { PolicyState } from '../../policy/state.js';
 import type { SessionFacts } from '../../session/types.js';
 import type { OperatorApi } from './plugin.js';
@@ -69,6 +70,29 @@ export interface PolicyReloads {
   reload(operatorId: string, body: unknown): Promise<Record<string, unknown>>;
   /** Reads reloads recorded by other replicas (a replica only). */
   read?(): Promise<void>;
+}
+
+/**
+ * The answer to an accepted reload, on either engine: the installed and the previous bundle,
+ * the gateway measurement the next session binds (taken again by a reload hook, if any), the
+ * `policy_reload` entry and the sessions closed.
+ */
+export function reloadAnswer(
+  next: PolicyBundle,
+  previous: PolicyBundle,
+  facts: SessionFacts,
+  entryHash: string,
+  closed: unknown[],
+): Record<string, unknown> {
+  return {
+    bundle_hash: next.hash,
+    version: next.manifest.version,
+    previous_bundle_hash: previous.hash,
+    previous_version: previous.manifest.version,
+    gateway_measurement: facts.gatewayMeasurement,
+    entry_hash: entryHash,
+    sessions_closed: closed,
+  };
 }
 
 export interface OperatorDeps {

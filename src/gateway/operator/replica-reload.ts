@@ -31,6 +31,7 @@ import {
   sessionsBoundToOtherPolicy,
 } from '../../store/postgres/policy-reloads.js';
 import { type GatewayChainSink, refuseReload } from '../lifecycle/records.js';
+import { reloadAnswer } from './controls.js';
 
 /** Sessions whose bound policy hash is remembered; past this the oldest is forgotten (read again). */
 const MAX_REMEMBERED = 10_000;
@@ -186,15 +187,7 @@ export class ReplicaReloads {
       { operator_id: operatorId, bundle_hash: next.hash, sessions_closed: closed.length },
       'policy reloaded',
     );
-    return {
-      bundle_hash: next.hash,
-      version: next.manifest.version,
-      previous_bundle_hash: previous.hash,
-      previous_version: previous.manifest.version,
-      gateway_measurement: this.d.facts.gatewayMeasurement,
-      entry_hash: entry.entry_hash,
-      sessions_closed: closed,
-    };
+    return reloadAnswer(next, previous, this.d.facts, entry.entry_hash, closed);
   }
 
   private refuse(operatorId: string, e: ReloadRefusedError): Promise<never> {

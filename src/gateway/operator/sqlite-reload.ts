@@ -19,7 +19,7 @@ import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../p
 import type { SessionFacts, SessionService } from '../../session/service.js';
 import { immediateAsync } from '../../store/db.js';
 import { refuseReload } from '../lifecycle/records.js';
-import type { PolicyReloads } from './controls.js';
+import { type PolicyReloads, reloadAnswer } from './controls.js';
 
 export class SqliteReloads implements PolicyReloads {
   private readonly reloadHooks: ((bundle: PolicyBundle) => void)[] = [];
@@ -120,15 +120,6 @@ export class SqliteReloads implements PolicyReloads {
       },
       'policy reloaded',
     );
-    return {
-      bundle_hash: next.hash,
-      version: next.manifest.version,
-      previous_bundle_hash: previous.hash,
-      previous_version: previous.manifest.version,
-      // The gateway measurement the next session binds (re-measured by a reload hook, if any).
-      gateway_measurement: this.facts.gatewayMeasurement,
-      entry_hash: entry.entry_hash,
-      sessions_closed: closed,
-    };
+    return reloadAnswer(next, previous, this.facts, entry.entry_hash, closed);
   }
 }
