@@ -15,7 +15,7 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { toolCallBinding } from '../src/execution/binding.js';
-import type { AttemptStart } from '../src/store/port.js';
+import type { AdmissionResult, AttemptStart, WriteCommand } from '../src/store/port.js';
 import { openAttempts } from '../src/store/postgres/attempts.js';
 import { appendEntry } from '../src/store/postgres/chain.js';
 import { acquireLease, checkFence, renewLease } from '../src/store/postgres/leases.js';
@@ -23,7 +23,6 @@ import { RESTART_REASON, ReplicaLease } from '../src/store/postgres/replica-leas
 import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { fencedTransaction, openReplicaPool, replicaTimeouts } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
-import type { AdmissionResult, WriteCommand } from '../src/store/writes.js';
 import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { hasPostgres } from './harness/postgres.js';
 import {
@@ -334,6 +333,64 @@ describe.each(engines)('the storage contract on %s', (name, make) => {
       expect((await engine.bundle('s-term', 's-term')).entries).toHaveLength(1);
       expect(await engine.callCount('s-term')).toBe(1);
       expect(await engine.openAttempts()).not.toContain(a.callId);
+    },
+    60_000,
+  );
+
+  it.skipIf(skip)(
+    'an agent block is recorded once whichever writer records it; every writer reads the same blocks and unblocks',
+    async () => {
+      const all = () =>
+        Promise.all(
+          engine.replicas.map((r) =>
+            r.operator.recordAgentBlock('agent_blocked', 'agent-op', { reason: 'x' }),
+          ),
+        );
+      const first = await all();
+      expect(first.filter((x) => x !== null)).toHaveLength(1);
+      expect(await engine.replicas[1]?.operator.recordAgentBlock('agent_blocked', 'agent-op', {})).toBeNull();
+      const unblocked = await engine.replicas[2]?.operator.recordAgentBlock(
+        'agent_unblocked',
+        'agent-op',
+        {},
+      );
+      expect(unblocked).not.toBeNull();
+      expect(
+        await engine.replicas[0]?.operator.recordAgentBlock('agent_unblocked', 'agent-op', {}),
+      ).toBeNull();
+      for (const r of engine.replicas) {
+        const events = (await r.operator.blockEventsSince(-1)).filter((e) => e.agentId === 'agent-op');
+        expect(events.map((e) => e.type)).toEqual(['agent_blocked', 'agent_unblocked']);
+        expect(events[1]?.sequence).toBe(unblocked?.sequence);
+        expect(await r.operator.blockEventsSince(unblocked?.sequence as number)).toEqual([]);
+      }
+      await engine.addSession('s-op', 'agent-op');
+      expect(await engine.replicas[1]?.operator.openSessionsOf('agent-op')).toEqual(['s-op']);
+      expect(await engine.replicas[2]?.operator.agentHasSessions('agent-op')).toBe(true);
+      expect(await engine.replicas[2]?.operator.agentHasSessions('agent-none')).toBe(false);
+      expect(verified(await engine.bundle(GATEWAY_CHAIN_ID, null))).toEqual([]);
+    },
+    60_000,
+  );
+
+  it.skipIf(skip)(
+    'a policy reload is recorded only when its version is newer than every recorded one',
+    async () => {
+      const reload = (version: number) => ({
+        entry_type: 'policy_reload',
+        detail: { version, bundle_files: { 'policy.cedar': `sha256:${version}` } },
+      });
+      const r2 = await Promise.all(engine.replicas.map((r) => r.operator.recordReload(reload(2), 2)));
+      expect(r2.filter((x) => x !== null)).toHaveLength(1);
+      expect(await engine.replicas[1]?.operator.recordReload(reload(1), 1)).toBeNull();
+      const r3 = await engine.replicas[2]?.operator.recordReload(reload(3), 3);
+      expect(r3).not.toBeNull();
+      for (const r of engine.replicas) {
+        const all = await r.operator.reloadsSince(-1);
+        expect(all.map((x) => x.detail.version)).toEqual([2, 3]);
+        expect(all[1]?.sequence).toBe(r3?.sequence);
+      }
+      expect(verified(await engine.bundle(GATEWAY_CHAIN_ID, null))).toEqual([]);
     },
     60_000,
   );

@@ -38,7 +38,6 @@ import { openPostgresStorage, type PostgresStorage } from '../store/postgres/ope
 import { appendRelayEntry } from '../store/postgres/relay-entries.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
-import { PostgresSessionStore } from '../store/postgres/session-store.js';
 import { isConnectionLoss } from '../store/postgres/transaction.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { requiredBindingTier } from '../tee/tier.js';
@@ -154,7 +153,7 @@ async function startServing(
   catalogFile: ReturnType<typeof loadCatalog>,
 ) {
   const { pool, lease, provider, upstreams, metrics, log } = c;
-  const store = new PostgresSessionStore(pool, lease.fence);
+  const store = c.storage.sessionStore(lease.fence);
   const chain: GatewayChainSink = {
     appendAwaited: async (chainId: string, input: EntryInput) =>
       (await store.appendEntries(chainId, [input]))[0] as Awaited<

@@ -7,12 +7,10 @@
  * path itself (call/orchestrator.ts) awaits `resolve` as it always has.
  */
 import type { Readable } from 'node:stream';
-import type { ClaimTextPieces } from '../claim/parts.js';
-import type { ExecutionRow } from '../store/port.js';
+import type { Answer, ClaimTextPieces, ExecutionReads } from '../store/port.js';
 import type { SessionCreated, SessionRow } from './types.js';
 
-/** A value now (SQLite) or later (PostgreSQL). */
-export type Answer<T> = T | Promise<T>;
+export type { Answer, ExecutionReads };
 
 /** The session a `tools/call` (or a relayed request) runs in. */
 export interface CallSessions {
@@ -45,9 +43,4 @@ export interface AgentSessions extends CallSessions {
   claimText(agentId: string, sessionId: string): Answer<Buffer | ClaimTextPieces>;
   /** The session's audit bundle as JSON text. @throws CmcpError UNKNOWN_SESSION. */
   bundle(agentId: string, sessionId: string): Answer<Readable>;
-}
-
-/** The read-only execution view (`GET /executions/:id`). */
-export interface ExecutionReads {
-  get(agentId: string, executionId: string): Answer<ExecutionRow | undefined>;
 }

@@ -2,7 +2,7 @@
  * The terminal entry of a call that may have run upstream without one
  * (docs/spec/execution.md#recovery, docs/spec/audit-entries.md#terminal-entries): a `tool_call`
  * entry, `outcome_unknown` with CALL_INTERRUPTED. One builder for both engines — start-up and
- * shutdown recovery on SQLite (call/recovery.ts) and a replica's sealing on PostgreSQL
+ * shutdown recovery on SQLite (store/sqlite/recovery.ts) and a replica's sealing on PostgreSQL
  * (store/postgres/sealing.ts) — so the entry a relying party sees does not depend on which one
  * wrote it.
  */

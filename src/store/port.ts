@@ -134,6 +134,65 @@ export interface SessionStore {
   claimCanonical(sessionId: string): Promise<ClaimTextPieces | undefined>;
 }
 
+export type BlockEntryType = 'agent_blocked' | 'agent_unblocked';
+
+/** One block or unblock in the gateway chain. */
+export interface BlockEvent {
+  /** The entry's sequence_number in the gateway chain. */
+  sequence: number;
+  type: BlockEntryType;
+  agentId: string;
+}
+
+/** One recorded reload: its gateway-chain sequence and its entry's detail. */
+export interface RecordedReload {
+  sequence: number;
+  detail: { version?: number; bundle_files?: Record<string, string>; signature?: string } & Record<
+    string,
+    unknown
+  >;
+}
+
+/** A gateway-chain entry an operator record appended: its hash and sequence_number. */
+export interface RecordedEntry {
+  entry_hash: string;
+  sequence: number;
+}
+
+/**
+ * The operators' side of the port (docs/spec/policy.md#operator-controls): agent blocks and
+ * policy reloads are entries of the gateway chain, the one record of who is blocked and which
+ * policy runs; each is checked against the newest such entry and appended in one transaction,
+ * so two writers cannot both record the same change. SQLite: store/sqlite/operator-records.ts;
+ * PostgreSQL: store/postgres/operator-records.ts.
+ */
+export interface OperatorRecords {
+  /** The block and unblock entries after `afterSequence` (-1: all), in order. */
+  blockEventsSince(afterSequence: number): Promise<BlockEvent[]>;
+  /**
+   * Records a block or an unblock of `agentId` unless its newest such entry already says so.
+   * @returns the entry, or null when nothing changed.
+   */
+  recordAgentBlock(
+    type: BlockEntryType,
+    agentId: string,
+    detail: Record<string, unknown>,
+  ): Promise<RecordedEntry | null>;
+  /** Open sessions of `agentId`, oldest first. */
+  openSessionsOf(agentId: string): Promise<string[]>;
+  /** Whether `agentId` ever opened a session (a token agent operators may block). */
+  agentHasSessions(agentId: string): Promise<boolean>;
+  /** The `policy_reload` entries after `afterSequence` (-1: all), in order. */
+  reloadsSince(afterSequence: number): Promise<RecordedReload[]>;
+  /**
+   * Appends `entry` (a `policy_reload`) unless a reload of `version` or higher is recorded.
+   * @returns the entry, or null (not newer).
+   */
+  recordReload(entry: EntryInput, version: number): Promise<RecordedEntry | null>;
+  /** Open sessions whose recorded binding names another policy bundle (unrecorded bindings left out). */
+  sessionsBoundToOtherPolicy(bundleHash: string): Promise<{ session_id: string; agent_id: string }[]>;
+}
+
 /** How a forwarded call ended: its execution's terminal state and its entry's disposition. */
 export type Disposition = 'completed' | 'not_attempted' | 'outcome_unknown';
 

@@ -14,20 +14,24 @@ import pg from 'pg';
 import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
 import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
-import type { CallStore, ExecutionRow } from '../../src/store/port.js';
+import type { CallStore, ExecutionRow, OperatorRecords } from '../../src/store/port.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
+import { postgresOperatorRecords } from '../../src/store/postgres/operator-records.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
 import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
 import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
+import { sqliteOperatorRecords } from '../../src/store/sqlite/operator-records.js';
 import { createDatabase, type PostgresInstance } from '../../testing/postgres.js';
 
 /** One writer of the shared database. */
 export interface Replica {
   id: string;
   writes: CallStore;
+  /** The operators' records (blocks, reloads) through the same port. */
+  operator: OperatorRecords;
   /** One entry appended to `chainId` in its own transaction. */
   append(chainId: string, input: EntryInput): Promise<AuditEntry>;
 }
@@ -65,6 +69,7 @@ export function sqliteEngine(): Engine {
       return {
         id: `replica-${i}`,
         writes: sqliteCallStore(db, `replica-${i}`, chain, null),
+        operator: sqliteOperatorRecords(db, chain),
         append: (chainId, input) => chain.appendAwaited(chainId, input),
       };
     }),
@@ -134,6 +139,7 @@ export async function postgresEngine(
       pool,
       fence,
       writes: new PostgresWriteStore(pool, fence),
+      operator: postgresOperatorRecords(pool, fence),
       append: (chainId, input) => fencedTransaction(pool, fence, (cl) => appendEntry(cl, chainId, input)),
     });
   }

@@ -8,8 +8,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { PendingTerminals } from '../../call/pending-terminals.js';
-import type { CallRecovery, Recovered } from '../../call/recovery.js';
 import type { SessionService } from '../../session/service.js';
+import type { CallRecovery, Recovered } from '../../store/sqlite/recovery.js';
 import type { Drain } from './drain.js';
 
 /** What a shutdown did. */

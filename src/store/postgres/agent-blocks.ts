@@ -9,19 +9,12 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
+import type { BlockEntryType, BlockEvent } from '../port.js';
 import { appendEntry, lockChainTip } from './chain.js';
 import type { Fence } from './leases.js';
 import { fencedTransaction } from './transaction.js';
 
-export type BlockEntryType = 'agent_blocked' | 'agent_unblocked';
-
-/** One block or unblock in the gateway chain. */
-export interface BlockEvent {
-  /** The entry's sequence_number in the gateway chain. */
-  sequence: number;
-  type: BlockEntryType;
-  agentId: string;
-}
+export type { BlockEntryType, BlockEvent } from '../port.js';
 
 /**
  * The gateway chain's block and unblock entries after `afterSequence` (-1: all), in order.

@@ -8,8 +8,10 @@ import type pg from 'pg';
 import type { ReplicasConfig } from '../../config/replicas.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../migrations/index.js';
 import { migratePostgres } from '../migrations/postgres.js';
-import type { StorageCapabilities } from '../port.js';
+import type { OperatorRecords, SessionStore, StorageCapabilities } from '../port.js';
 import type { Fence } from './leases.js';
+import { postgresOperatorRecords } from './operator-records.js';
+import { PostgresSessionStore } from './session-store.js';
 import { openReplicaPool } from './transaction.js';
 import { PostgresWriteStore } from './write-store.js';
 
@@ -31,6 +33,10 @@ export interface PostgresStorage extends StorageCapabilities {
   migrate(): Promise<void>;
   /** The call path's port, every write fenced by the replica's lease. */
   callStore(fence: Fence): PostgresWriteStore;
+  /** Sessions, their bindings and claims, written under the lease. */
+  sessionStore(fence: Fence): SessionStore;
+  /** Agent blocks and policy reloads in the gateway chain, written under the lease. */
+  operatorRecords(fence: Fence): OperatorRecords;
 }
 
 /** Opens the pool (no connection is made until the first query). */
@@ -58,6 +64,8 @@ export function openPostgresStorage(cfg: PostgresSettings): PostgresStorage {
       }
     },
     callStore: (fence) => new PostgresWriteStore(pool, fence),
+    sessionStore: (fence) => new PostgresSessionStore(pool, fence),
+    operatorRecords: (fence) => postgresOperatorRecords(pool, fence),
     close() {
       closed ??= pool.end();
       return closed;

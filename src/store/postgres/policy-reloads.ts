@@ -9,18 +9,12 @@
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type pg from 'pg';
 import type { EntryInput } from '../entries/next-entry.js';
+import type { RecordedReload } from '../port.js';
 import { appendEntry, lockChainTip } from './chain.js';
 import type { Fence } from './leases.js';
 import { fencedTransaction } from './transaction.js';
 
-/** One recorded reload: its gateway-chain sequence and its entry's detail. */
-export interface RecordedReload {
-  sequence: number;
-  detail: { version?: number; bundle_files?: Record<string, string>; signature?: string } & Record<
-    string,
-    unknown
-  >;
-}
+export type { RecordedReload } from '../port.js';
 
 /** The gateway chain's `policy_reload` entries after `afterSequence` (-1: all), in order. Reads only. */
 export async function reloadsSince(db: pg.Pool, afterSequence: number): Promise<RecordedReload[]> {

@@ -1,6 +1,6 @@
 /**
  * Sealing a replica's unfinished work (docs/replicas.md#leases-and-fencing-tokens, as start-up
- * recovery does on one host, call/recovery.ts and docs/spec/execution.md#recovery): each open
+ * recovery does on one host, store/sqlite/recovery.ts and docs/spec/execution.md#recovery): each open
  * attempt of the replica gets exactly one terminal `tool_call` entry, `outcome_unknown` with
  * CALL_INTERRUPTED, in the session chain it ran in (the gateway chain, naming the session, when
  * the session was closed), with its registry row moved and its attempt ended in the same

@@ -4,7 +4,7 @@
  * committed, naming the method, the upstream and the session the call runs in. The row is
  * deleted in the transaction that appends the call's terminal entry, so a row that is still
  * there after the process stopped is exactly a call that may have run upstream without a
- * record; recovery (call/recovery.ts) gives each one its terminal entry.
+ * record; recovery (./recovery.ts) gives each one its terminal entry.
  *
  * Generic on purpose: keyed by call_id with the MCP method, not by tools/call members, so the
  * relayed data-carrying methods use the same log. Never synthesizes an execution_id.

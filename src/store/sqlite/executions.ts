@@ -3,7 +3,7 @@
  * `in_flight` with an immutable action binding before the upstream is invoked, moved to a
  * terminal state (`completed`, `not_attempted`, `outcome_unknown`) in the same transaction
  * as the call's terminal audit entry. Terminal rows refuse reuse forever. Start-up recovery of
- * rows left in flight is src/call/recovery.ts. SQLite's registry; PostgreSQL's is
+ * rows left in flight is ./recovery.ts. SQLite's registry; PostgreSQL's is
  * store/postgres/executions.ts.
  */
 

@@ -7,11 +7,12 @@ import type { Logger } from 'pino';
 import type { StoreConfig } from '../../config/store.js';
 import { type Db, openGatewayDatabase, writesSettled } from '../db.js';
 import { acquireInstance, type InstanceLock } from '../instance-lock.js';
-import type { StorageCapabilities } from '../port.js';
+import type { OperatorRecords, StorageCapabilities } from '../port.js';
 import { startCheckpoints } from '../wal.js';
 import { type StoreWorker, startStoreWorker } from '../write-client.js';
 import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
 import type { AuditChain } from './chain.js';
+import { sqliteOperatorRecords } from './operator-records.js';
 
 /** The settings SQLite storage reads from the gateway config. */
 export interface SqliteSettings {
@@ -31,6 +32,8 @@ export interface SqliteStorage extends StorageCapabilities {
   readonly worker: StoreWorker | null;
   /** The call path's port over this database (`chain`: the runtime's own chain object). */
   callStore(chain: AuditChain): SqliteCallStore;
+  /** Agent blocks and policy reloads in the gateway chain, through the same chain object. */
+  operatorRecords(chain: AuditChain): OperatorRecords;
 }
 
 /**
@@ -69,6 +72,7 @@ export function openSqliteStorage(cfg: SqliteSettings, log: Logger): SqliteStora
     instance,
     worker,
     callStore: (chain) => sqliteCallStore(db, cfg.instance_id, chain, worker),
+    operatorRecords: (chain) => sqliteOperatorRecords(db, chain),
     close() {
       closed ??= (async () => {
         instance.release();

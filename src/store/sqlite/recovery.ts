@@ -6,19 +6,17 @@
  * (so that session's claim counts it) — or in the gateway chain, naming the session, when the
  * session was closed meanwhile (audit-entries.md#terminal-entries). The entry, the session's
  * call count, the execution row's terminal state and the attempt's end commit in one
- * IMMEDIATE transaction per attempt.
+ * IMMEDIATE transaction per attempt. SQLite's; a replica's counterpart is
+ * store/postgres/sealing.ts.
  */
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
-import { type Db, immediate, immediateAsync } from '../store/db.js';
-import {
-  interruptedAttemptEntry,
-  interruptedExecutionEntry,
-  reservedByAttempt,
-} from '../store/interrupted.js';
-import type { AttemptRow, ExecutionRow } from '../store/port.js';
-import type { AttemptLog } from '../store/sqlite/attempts.js';
-import type { ExecutionRegistry } from '../store/sqlite/executions.js';
+import { type Db, immediate, immediateAsync } from '../db.js';
+import type { EntryInput } from '../entries/next-entry.js';
+import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
+import type { AttemptRow, ExecutionRow } from '../port.js';
+import type { AttemptLog } from './attempts.js';
+import type { AuditChain } from './chain.js';
+import type { ExecutionRegistry } from './executions.js';
 
 /** What recovery needs of the sessions: where an entry may go, and the claim's call count. */
 export interface SessionCounter {
