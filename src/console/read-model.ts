@@ -12,11 +12,16 @@ import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import type { AuditChain } from '../audit/chain.js';
 import { storedClaim } from '../claim/build.js';
-import type { OperatorApi } from '../gateway/operator/plugin.js';
 import { listSessions, readSession, type SessionRow } from '../session/service.js';
 import type { Db } from '../store/db.js';
 import type { ExecutionRow } from '../store/port.js';
 import { listExecutions } from '../store/sqlite/executions.js';
+
+/** What the console reads of the operator controls (gateway/operator/controls.ts implements it). */
+export interface ConsoleOperator {
+  status(): Record<string, unknown>;
+  isBlocked(agentId: string): boolean;
+}
 
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;
@@ -52,7 +57,7 @@ export class ConsoleReadModel {
   constructor(
     private readonly db: Db,
     private readonly chain: AuditChain,
-    private readonly operator: OperatorApi,
+    private readonly operator: ConsoleOperator,
     /** Agent ids an operator may block (configured agents, plus `dev` in dev mode). */
     readonly agents: readonly string[],
   ) {}
