@@ -50,7 +50,7 @@ import { Drain } from './lifecycle/drain.js';
 import { LeaseGate, startReplicaLease } from './lifecycle/lease-gate.js';
 import { type GatewayChainSink, gatewayStartEntry, warnExposure } from './lifecycle/records.js';
 import { assertReplicaConfig, refuseConsole, replicaGauges } from './lifecycle/replica-unavailable.js';
-import { postgresBlocks } from './operator/blocks.js';
+import { blockLedger, closeEachOpen } from './operator/blocks.js';
 import { BLOCK_READ_MS, OperatorControls } from './operator/controls.js';
 import { ReplicaReloads } from './operator/replica-reload.js';
 import { newGatewayKey } from './runtime.js';
@@ -265,6 +265,7 @@ async function startControls(
   },
 ) {
   const { pool, lease, upstreams, log } = c;
+  const records = c.storage.operatorRecords(lease.fence);
   // Periodic re-list for drift checks (catches definitions changed without a notification).
   const relist =
     p.catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
@@ -283,7 +284,13 @@ async function startControls(
   });
   if (p.policy) p.sessions.checkUsable((row) => reloads.usable(row));
   const operator = new OperatorControls({
-    blocks: postgresBlocks(pool, lease.fence, p.sessions),
+    blocks: blockLedger(records, {
+      closeOpenOf: closeEachOpen(records, (agentId, sid) =>
+        p.sessions.closeAwaited(agentId, sid, 'agent_blocked'),
+      ),
+      knownBySessions: true,
+      replicaId: lease.fence.replicaId,
+    }),
     reloads,
     facts: p.facts,
     policy: p.policy,

@@ -33,7 +33,7 @@ import type { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, readSession, type SessionFacts, SessionService } from '../session/service.js';
 import type { Db } from '../store/db.js';
-import type { CallStore } from '../store/port.js';
+import type { CallStore, OperatorRecords } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage } from '../store/sqlite/open.js';
@@ -52,7 +52,7 @@ import { Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
 import { recordGatewayStart, warnExposure } from './lifecycle/records.js';
 import { gracefulShutdown, type ShutdownReport } from './lifecycle/shutdown.js';
-import { sqliteBlocks } from './operator/blocks.js';
+import { blockLedger } from './operator/blocks.js';
 import { OperatorControls } from './operator/controls.js';
 import { SqliteReloads } from './operator/sqlite-reload.js';
 
@@ -115,6 +115,8 @@ interface Core {
   provider: AttestationProvider;
   upstreams: UpstreamPool;
   executions: ExecutionRegistry;
+  /** The operators' side of the storage port (agent blocks). */
+  operatorRecords: OperatorRecords;
   log: Logger;
 }
 
@@ -210,7 +212,10 @@ async function startControls(
       knownAgents.add(r.agent_id);
   const reloads = new SqliteReloads(chain, sessions, facts, policy, log);
   const operator = new OperatorControls({
-    blocks: sqliteBlocks(chain, sessions),
+    blocks: blockLedger(core.operatorRecords, {
+      closeOpenOf: (agentId) => sessions.closeOpenInBatches(agentId, 'agent_blocked'),
+      knownBySessions: false,
+    }),
     reloads,
     facts,
     policy,
@@ -237,7 +242,7 @@ async function startControls(
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
 function buildHttp(
   cfg: GatewayConfig,
-  core: Omit<Core, 'key' | 'provider'> & { sessions: SessionService },
+  core: Omit<Core, 'key' | 'provider' | 'operatorRecords'> & { sessions: SessionService },
   catalog: CatalogGuard | null,
   policy: PolicyState | null,
   operator: OperatorControls,
@@ -316,6 +321,7 @@ export async function startGateway(cfg: GatewayConfig, logger?: Logger): Promise
         provider,
         upstreams,
         executions,
+        operatorRecords: storage.operatorRecords(chain),
         log,
       });
     const drain = new Drain();

@@ -21,17 +21,11 @@ import type { CatalogGuard } from '../../catalog/guard.js';
 import type { PolicyBundle } from '../../policy/bundle.js';
 import type { PolicyState } from '../../policy/state.js';
 import type { SessionFacts } from '../../session/types.js';
+import type { BlockEntryType, BlockEvent } from '../../store/port.js';
 import type { OperatorApi } from './plugin.js';
 
 /** How often a replica reads the gateway chain's new block entries and reloads (ms). */
 export const BLOCK_READ_MS = 1000;
-
-/** One `agent_blocked` / `agent_unblocked` entry of the gateway chain. */
-export interface BlockEvent {
-  agentId: string;
-  type: 'agent_blocked' | 'agent_unblocked';
-  sequence: number;
-}
 
 /** A session closed by a block, as the operator's answer names it. */
 export interface ClosedSession {
@@ -40,21 +34,20 @@ export interface ClosedSession {
   claim_sequence: number;
 }
 
-/** Where an engine records and reads agent blocks (blocks.ts: SQLite and PostgreSQL). */
+/** Where agent blocks are recorded and read (blocks.ts, over the storage port). */
 export interface BlockLedger {
   /** The block entries after `sequence` (-1: all), in chain order. */
   since(sequence: number): Promise<BlockEvent[]>;
   /**
-   * Records `type` for `agentId` unless the agent is already in that state; `apply` is told the
-   * new entry's sequence before the engine's write lock is released, where the engine holds one.
-   * @param already the in-memory state, for an engine that decides by it under its lock.
+   * Records `type` for `agentId` unless the agent's newest such entry already says so; `apply`
+   * is told the new entry's sequence.
    * @returns the entry's hash and sequence, or null when nothing was recorded.
    */
   record(
-    type: BlockEvent['type'],
+    type: BlockEntryType,
     agentId: string,
     detail: Record<string, unknown>,
-    state: { already: () => boolean; apply: (sequence: number) => void },
+    apply: (sequence: number) => void,
   ): Promise<{ entry_hash: string; sequence: number } | null>;
   /** Closes every open session of `agentId` with a claim (reason `agent_blocked`). */
   closeOpenOf(agentId: string): Promise<ClosedSession[]>;
@@ -210,12 +203,9 @@ export class OperatorControls implements OperatorApi {
   }
 
   /** Records `type` and applies it here at once. */
-  private record(type: BlockEvent['type'], agentId: string, detail: Record<string, unknown>) {
+  private record(type: BlockEntryType, agentId: string, detail: Record<string, unknown>) {
     const blocked = type === 'agent_blocked';
-    return this.d.blocks.record(type, agentId, detail, {
-      already: () => this.isBlocked(agentId) === blocked,
-      apply: (sequence) => this.apply(agentId, blocked, sequence),
-    });
+    return this.d.blocks.record(type, agentId, detail, (sequence) => this.apply(agentId, blocked, sequence));
   }
 
   async blockAgent(operatorId: string, agentId: string, body: unknown): Promise<Record<string, unknown>> {
