@@ -264,7 +264,7 @@ async function startControls(
     chain: GatewayChainSink;
   },
 ) {
-  const { pool, lease, upstreams, log } = c;
+  const { lease, upstreams, log } = c;
   const records = c.storage.operatorRecords(lease.fence);
   // Periodic re-list for drift checks (catches definitions changed without a notification).
   const relist =
@@ -273,8 +273,7 @@ async function startControls(
       : null;
   relist?.unref();
   const reloads = new ReplicaReloads({
-    pool,
-    fence: lease.fence,
+    records,
     policy: p.policy,
     facts: p.facts,
     sessions: p.sessions,

@@ -6,8 +6,8 @@
  * - `POST /operator/policy/reload` on any replica checks the signed bundle as on SQLite
  *   (policy/state.ts; refusals recorded as `policy_reload_refused`), records `policy_reload`
  *   with the bundle's files only when its version is higher than the newest recorded one
- *   (store/postgres/policy-reloads.ts), installs it, measures the gateway again and closes every
- *   open session bound to another bundle, whichever replica opened it (reason `policy_reload`).
+ *   (through the storage port's OperatorRecords), installs it, measures the gateway again and
+ *   closes every open session bound to another bundle, whichever replica opened it (reason `policy_reload`).
  * - Every replica reads the chain's new `policy_reload` entries with its block reads (every
  *   BLOCK_READ_MS, and before it serves), re-checks the newest one's signature against the
  *   pinned key and installs it when newer: within that interval plus one read.
@@ -17,19 +17,13 @@
  *   SESSION_CLOSED, a default one replaced).
  */
 import { fromB64u } from '@cmcp/verify/format/canonical';
-import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { PolicyBundle } from '../../policy/bundle.js';
 import { reloadDetail } from '../../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
 import type { ReplicaSessionService } from '../../session/replica-service.js';
 import type { SessionFacts, SessionRow } from '../../session/types.js';
-import type { Fence } from '../../store/postgres/leases.js';
-import {
-  recordReload,
-  reloadsSince,
-  sessionsBoundToOtherPolicy,
-} from '../../store/postgres/policy-reloads.js';
+import type { OperatorRecords } from '../../store/port.js';
 import { type GatewayChainSink, refuseReload } from '../lifecycle/records.js';
 import { reloadAnswer } from './controls.js';
 
@@ -37,8 +31,8 @@ import { reloadAnswer } from './controls.js';
 const MAX_REMEMBERED = 10_000;
 
 export interface ReplicaReloadDeps {
-  pool: pg.Pool;
-  fence: Fence;
+  /** The gateway chain's reload entries, through the storage port (fenced by the replica's lease). */
+  records: OperatorRecords;
   /** The running policy, or null: none configured (a reload is refused `no_policy_key`). */
   policy: PolicyState | null;
   facts: SessionFacts;
@@ -65,7 +59,7 @@ export class ReplicaReloads {
     if (!policy) return Promise.resolve();
     this.reading ??= (async () => {
       try {
-        const reloads = await reloadsSince(this.d.pool, this.readSequence);
+        const reloads = await this.d.records.reloadsSince(this.readSequence);
         const newest = reloads.at(-1);
         if (!newest) return;
         this.readSequence = newest.sequence;
@@ -139,7 +133,7 @@ export class ReplicaReloads {
   /** Closes every open session bound to another bundle than the running one. */
   private async closeStale(reason: string): Promise<Closed[]> {
     const closed: Closed[] = [];
-    for (const s of await sessionsBoundToOtherPolicy(this.d.pool, this.d.facts.policyBundleHash ?? '')) {
+    for (const s of await this.d.records.sessionsBoundToOtherPolicy(this.d.facts.policyBundleHash ?? '')) {
       const claim = await this.d.sessions.closeAwaited(s.agent_id, s.session_id, reason);
       closed.push({ ...s, claim_sequence: claim.claim_sequence });
     }
@@ -166,9 +160,7 @@ export class ReplicaReloads {
       throw e;
     }
     const previous = policy.engine.bundle;
-    const entry = await recordReload(
-      this.d.pool,
-      this.d.fence,
+    const entry = await this.d.records.recordReload(
       {
         entry_type: 'policy_reload',
         detail: reloadDetail(next, previous, { operatorId, enforcementMode: policy.mode, signature, files }),
