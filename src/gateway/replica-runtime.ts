@@ -7,9 +7,8 @@
  * serving any session, default sessions too), the call path over the replica's fenced write
  * commands, the relay, and the HTTP app behind the lease gate.
  * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
- * (lifecycle/replica-unavailable.ts). runtime.ts composes the SQLite gateway; cli/start.ts picks one.
- * One file over 500 lines, read top to bottom in start-up order, until the two compositions
- * are one.
+ * (lifecycle/replica-unavailable.ts). The steps both engines take are compose.ts's; this file
+ * holds the replica's own, runtime.ts the SQLite gateway's; cli/start.ts picks one.
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { FastifyInstance } from 'fastify';

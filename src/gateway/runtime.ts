@@ -3,8 +3,9 @@
  * lock, attestation provider, upstreams, catalog and policy, recovery, sessions, operator
  * controls, measurement, call path and HTTP app. Each module records its own start-up entries
  * in the gateway chain (gateway_start, attestation_provider, catalog_load, policy_load,
- * recovered calls, gateway_measurement) before the listener opens. One file over 500 lines,
- * read top to bottom in start-up order, until the SQLite and PostgreSQL compositions are one.
+ * recovered calls, gateway_measurement) before the listener opens. The steps a replica takes
+ * too (provider and upstreams, measurement, call path, relay, MCP layer, HTTP app) are
+ * compose.ts's; this file holds SQLite's own, read top to bottom in start-up order.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
