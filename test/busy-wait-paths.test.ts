@@ -8,8 +8,8 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClientChannel } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
+import type { ClientChannel } from '../src/relay/channel.js';
 import { openReadOnlyDatabase } from '../src/store/db.js';
 import { measureStall, type Stall, showStall } from '../testing/stall.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';

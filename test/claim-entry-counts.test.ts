@@ -12,8 +12,8 @@ import { runVerify } from '@cmcp/verify/cli/claim';
 import { ed25519PublicJwk } from '@cmcp/verify/format/binding';
 import { type Claim, signClaim } from '@cmcp/verify/format/claim';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClientChannel } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
+import type { ClientChannel } from '../src/relay/channel.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { rest, startInProcess, writeConfig } from './harness/gateway.js';
 

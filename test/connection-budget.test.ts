@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { addressKey } from '../src/gateway/connection-limits.js';
+import { addressKey } from '../src/gateway/edge/connections.js';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {

@@ -15,7 +15,7 @@ import { mountSmallFs, type SmallFs, smallFsUnavailable } from './harness/small-
 const unavailable = smallFsUnavailable();
 if (unavailable) console.warn(`disk-full tests skipped: ${unavailable}`);
 
-/** /readyz answers the same report for 1 s (src/gateway/readiness.ts): wait past it after a change. */
+/** /readyz answers the same report for 1 s (src/gateway/health/readiness.ts): wait past it after a change. */
 const nextReport = () => new Promise((r) => setTimeout(r, 1100));
 
 async function readyz(url: string) {

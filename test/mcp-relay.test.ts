@@ -18,8 +18,8 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ClientChannel, ClientMessage } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
+import type { ClientChannel, ClientMessage } from '../src/relay/channel.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { everythingUpstream, REPO_ROOT, rest, startInProcess, writeConfig } from './harness/gateway.js';

@@ -20,10 +20,11 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { CallOrchestrator } from '../src/call/orchestrator.js';
-import { McpEndpoint, type MethodHandler } from '../src/gateway/mcp.js';
-import { registerMcpRoutes } from '../src/gateway/routes/mcp-routes.js';
-import { ClientSessions } from '../src/gateway/stream/client-sessions.js';
-import { InflightRequests } from '../src/gateway/stream/inflight.js';
+import { ClientSessions } from '../src/gateway/agent/mcp/client-sessions.js';
+import { McpEndpoint } from '../src/gateway/agent/mcp/endpoint.js';
+import { InflightRequests } from '../src/gateway/agent/mcp/inflight.js';
+import { agentMcpPlugin } from '../src/gateway/agent/mcp/plugin.js';
+import type { MethodHandler } from '../src/relay/channel.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 
 const anyResult = z.object({}).passthrough();
@@ -114,7 +115,7 @@ beforeAll(async () => {
   const mcp = new McpEndpoint({} as CallOrchestrator, new UpstreamPool([], log), () => undefined, {
     methods,
   });
-  registerMcpRoutes(app, { mcp, clientSessions: sessions, inflight });
+  await app.register(agentMcpPlugin, { mcp, clientSessions: sessions, inflight });
   url = `${await app.listen({ host: '127.0.0.1', port: 0 })}/mcp`;
 });
 

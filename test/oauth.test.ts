@@ -290,7 +290,7 @@ describe('oauth configuration', () => {
   });
 
   it('fails closed when the JWKS cannot be fetched or its server is not the pinned CA’s', async () => {
-    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { OAuthVerifier } = await import('../src/gateway/agent/oauth/verifier.js');
     const { parseConfig } = await import('../src/config/index.js');
     const jwksPort = (jwksServer.address() as { port: number }).port;
     const other = await makeTlsPki(mkdtempSync(join(tmpdir(), 'cmcp-oauth-other-')), 'another CA');
@@ -316,7 +316,7 @@ describe('oauth configuration', () => {
   });
 
   it('a JWKS file is used as given (no fetch)', async () => {
-    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { OAuthVerifier } = await import('../src/gateway/agent/oauth/verifier.js');
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-oauth-file-'));
     const file = join(dir, 'jwks.json');
     const { writeFileSync } = await import('node:fs');
@@ -339,7 +339,7 @@ describe('oauth configuration', () => {
   });
 
   it('a JWKS body over jwks_max_bytes is refused without being read whole (fails closed)', async () => {
-    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { OAuthVerifier } = await import('../src/gateway/agent/oauth/verifier.js');
     const { parseConfig } = await import('../src/config/index.js');
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-oauth-big-'));
     const pki = await makeTlsPki(dir);
@@ -387,7 +387,7 @@ describe('oauth configuration', () => {
   }, 60_000);
 
   it('a failing JWKS server is fetched with a backoff, not once per token', async () => {
-    const { OAuthVerifier } = await import('../src/gateway/oauth/index.js');
+    const { OAuthVerifier } = await import('../src/gateway/agent/oauth/verifier.js');
     const { parseConfig } = await import('../src/config/index.js');
     const dir = mkdtempSync(join(tmpdir(), 'cmcp-oauth-down-'));
     const pki = await makeTlsPki(dir);

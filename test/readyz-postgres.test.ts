@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHECK_DEADLINE_MS, postgresWriteProbe, Readiness } from '../src/gateway/readiness.js';
+import { CHECK_DEADLINE_MS, postgresWriteProbe, Readiness } from '../src/gateway/health/readiness.js';
 import { migratePostgres } from '../src/store/migrations/postgres.js';
 import { openReplicaPool } from '../src/store/postgres/transaction.js';
 import { SoftwareProvider } from '../src/tee/provider.js';

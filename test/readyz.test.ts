@@ -12,7 +12,7 @@ import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
-/** /readyz answers the same report for 1 s (src/gateway/readiness.ts): wait past it after a change. */
+/** /readyz answers the same report for 1 s (src/gateway/health/readiness.ts): wait past it after a change. */
 const nextReport = () => new Promise((r) => setTimeout(r, 1100));
 
 async function get(url: string, path: string) {

@@ -12,8 +12,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotCatalog } from '../src/catalog/catalog.js';
-import { jsonChannel } from '../src/gateway/client-channel.js';
 import type { Gateway } from '../src/gateway/runtime.js';
+import { jsonChannel } from '../src/relay/channel.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { REPO_ROOT, startInProcess, writeConfig } from './harness/gateway.js';
 

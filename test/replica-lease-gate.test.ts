@@ -1,5 +1,5 @@
 /**
- * A replica's lease at the HTTP edge (src/gateway/lease-gate.ts) on a real throw-away PostgreSQL
+ * A replica's lease at the HTTP edge (src/gateway/lifecycle/lease-gate.ts) on a real throw-away PostgreSQL
  * (testing/postgres.ts): while the lease is live requests are admitted and readiness reports the
  * lease; once another holder of the same instance_id took the expired lease over, the replica's
  * next renewal finds it lost, its writes fail their fence (LEASE_LOST, nothing written), every
@@ -14,8 +14,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPLICA_DEFAULTS, replicasSchema } from '../src/config/replicas.js';
-import { LeaseGate, startReplicaLease } from '../src/gateway/lease-gate.js';
-import { Readiness } from '../src/gateway/readiness.js';
+import { Readiness } from '../src/gateway/health/readiness.js';
+import { LeaseGate, startReplicaLease } from '../src/gateway/lifecycle/lease-gate.js';
 import { type Db, openDatabase } from '../src/store/db.js';
 import { migratePostgres } from '../src/store/migrations/postgres.js';
 import { chainEntries } from '../src/store/postgres/chain.js';

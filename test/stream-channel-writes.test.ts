@@ -1,5 +1,5 @@
 /**
- * src/gateway/stream/stream-channel.ts on a real HTTP server and client on 127.0.0.1: what one
+ * src/gateway/agent/mcp/stream-channel.ts on a real HTTP server and client on 127.0.0.1: what one
  * turn of the loop writes goes out together once the turn's promise jobs have run (the head,
  * the notifications and a result reached through promise jobs: one write, as on the JSON
  * path), and a notification whose result comes in a later turn is sent at the end of its own
@@ -8,8 +8,8 @@
 import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InflightRequests } from '../src/gateway/stream/inflight.js';
-import { StreamChannel } from '../src/gateway/stream/stream-channel.js';
+import { InflightRequests } from '../src/gateway/agent/mcp/inflight.js';
+import { StreamChannel } from '../src/gateway/agent/mcp/stream-channel.js';
 
 let server: Server | undefined;
 afterEach(async () => {

@@ -21,7 +21,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { ConfigError, type GatewayConfig, loadConfig } from '../config/index.js';
-import { assertReplicaConfig } from '../gateway/replica-unavailable.js';
+import { assertReplicaConfig } from '../gateway/lifecycle/replica-unavailable.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { liveHolder } from '../store/instance-lock.js';
 import { isPostgresUrl, LATEST_SCHEMA_VERSION, redactPostgresUrl } from '../store/migrations/index.js';

@@ -1,6 +1,6 @@
 /**
  * `cmcp start --config FILE`: validate the config, start the gateway, stop gracefully on SIGINT/SIGTERM
- * (src/gateway/shutdown.ts: drain, record what did not drain, close sessions with claims, exit 0).
+ * (src/gateway/lifecycle/shutdown.ts: drain, record what did not drain, close sessions with claims, exit 0).
  * `--check` validates and reaches everything without starting (src/cli/check.ts).
  *
  * Exit codes: 2 invalid config; 3 attestation refused start-up (ATTESTATION_UNAVAILABLE,

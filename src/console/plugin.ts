@@ -17,15 +17,15 @@ import { CmcpError } from '@cmcp/verify/errors/index';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator } from '../gateway/auth.js';
 import { CONSOLE_COOKIE, CONSOLE_PATH, type ConsoleLogin, ConsoleLogins, csrfMatches } from './login.js';
 import type { BucketSize, ConsoleReadModel } from './read-model.js';
 import * as v from './views.js';
 
 export interface ConsoleDeps {
-  auth: Authenticator;
+  /** Operator tokens: the operator id a bearer header names, or null (gateway/edge/credentials.ts). */
+  auth: { operator(header: string | undefined): string | null };
   read: ConsoleReadModel;
-  /** Block and unblock, as the operator API does them (gateway/operator.ts). */
+  /** Block and unblock, as the operator API does them (gateway/operator/controls.ts). */
   block(operatorId: string, agentId: string, reason: string | null): unknown;
   unblock(operatorId: string, agentId: string): unknown;
   /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */

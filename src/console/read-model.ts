@@ -11,13 +11,18 @@ import type { VerificationReport } from '@cmcp/verify/result';
 import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
 import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
 import type { AuditChain } from '../audit/chain.js';
-import type { OperatorApi } from '../gateway/routes/operator.js';
 import type { SessionRow } from '../session/types.js';
 import type { Db } from '../store/db.js';
 import type { ExecutionRow } from '../store/port.js';
 import { storedClaim } from '../store/sqlite/claim-text.js';
 import { listExecutions } from '../store/sqlite/executions.js';
 import { listSessions, readSession } from '../store/sqlite/session-store.js';
+
+/** What the console reads of the operator controls (gateway/operator/controls.ts implements it). */
+export interface ConsoleOperator {
+  status(): Record<string, unknown>;
+  isBlocked(agentId: string): boolean;
+}
 
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;
@@ -53,7 +58,7 @@ export class ConsoleReadModel {
   constructor(
     private readonly db: Db,
     private readonly chain: AuditChain,
-    private readonly operator: OperatorApi,
+    private readonly operator: ConsoleOperator,
     /** Agent ids an operator may block (configured agents, plus `dev` in dev mode). */
     readonly agents: readonly string[],
   ) {}

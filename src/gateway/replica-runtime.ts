@@ -7,33 +7,24 @@
  * serving any session, default sessions too), the call path over the replica's fenced write
  * commands, the relay, and the HTTP app behind the lease gate.
  * What a replica does not serve yet is refused with POSTGRES_FEATURE_UNAVAILABLE
- * (replica-unavailable.ts). runtime.ts composes the SQLite gateway; cli/start.ts picks one.
- * One file over 500 lines, read top to bottom in start-up order, until the two compositions
- * are one.
+ * (lifecycle/replica-unavailable.ts). The steps both engines take are compose.ts's; this file
+ * holds the replica's own, runtime.ts the SQLite gateway's; cli/start.ts picks one.
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import pino, { type Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
-import { CallOrchestrator } from '../call/orchestrator.js';
 import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import { CatalogGuard } from '../catalog/guard.js';
-import { catalogLoadEntry, catalogToolList, watchCatalog } from '../catalog/startup.js';
+import { catalogLoadEntry, watchCatalog } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
-import { GatewayMeasurer } from '../measure/record.js';
-import { countBindingFailures } from '../metrics/bindings.js';
-import { callTelemetry } from '../metrics/call-telemetry.js';
-import { startMetricsListener } from '../metrics/plugin.js';
-import { GatewayMetrics } from '../metrics/registry.js';
+import type { GatewayMeasurer } from '../measure/record.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import { configuredEntities, policyLoadEntry, policyState, tokenAttributeNames } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { callLink } from '../relay/calls.js';
-import { notificationLimits } from '../relay/notification-budget.js';
-import { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { attestReplica } from '../session/replica-start.js';
 import { SessionService } from '../session/service.js';
@@ -47,29 +38,20 @@ import { recordReplicaStart } from '../store/postgres/replica-evidence.js';
 import type { ReplicaLease } from '../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { isConnectionLoss } from '../store/postgres/transaction.js';
-import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
-import { startTracing } from '../tracing/index.js';
-import { UpstreamPool } from '../upstream/pool.js';
+import { requiredBindingTier } from '../tee/tier.js';
+import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
-import { edgeLimits } from './agent-limits.js';
-import { buildApp } from './app.js';
-import { Authenticator } from './auth.js';
-import { Drain } from './drain.js';
-import { warnExposure } from './exposure.js';
-import { allowedHosts, hostCheck } from './host-check.js';
-import { LeaseGate, startReplicaLease } from './lease-gate.js';
-import { McpEndpoint } from './mcp.js';
-import { OAuthVerifier } from './oauth/index.js';
-import { postgresWriteProbe, Readiness } from './readiness.js';
-import { type GatewayChainSink, gatewayRefusals, gatewayStartEntry, recordClientSession } from './records.js';
-import { ReplicaOperator } from './replica-operator.js';
-import { ReplicaReloads } from './replica-reload.js';
-import { assertReplicaConfig, refuseConsole, replicaGauges } from './replica-unavailable.js';
+import { composeApp, composeServing, measureGateway, startCommon, startMetrics } from './compose.js';
+import { postgresWriteProbe, Readiness } from './health/readiness.js';
+import { Drain } from './lifecycle/drain.js';
+import { LeaseGate, startReplicaLease } from './lifecycle/lease-gate.js';
+import { type GatewayChainSink, gatewayStartEntry, warnExposure } from './lifecycle/records.js';
+import { assertReplicaConfig, refuseConsole, replicaGauges } from './lifecycle/replica-unavailable.js';
+import { blockLedger, closeEachOpen } from './operator/blocks.js';
+import { BLOCK_READ_MS, OperatorControls } from './operator/controls.js';
+import { ReplicaReloads } from './operator/replica-reload.js';
 import { newGatewayKey } from './runtime.js';
-import { ClientSessions } from './stream/client-sessions.js';
-import { InflightRequests } from './stream/inflight.js';
 
 /** A running replica. */
 export interface ReplicaGateway {
@@ -151,22 +133,8 @@ async function startCore(
   });
   opened.push(() => lease.stop());
   maybeDie('lease_acquired');
-  const selection = await selectProvider(cfg.attestation, cfg.instance_id);
-  const provider = selection.provider;
-  opened.push(() => provider.close());
-  log.info(selection.detail, 'attestation provider selected');
-  const tracing = startTracing(cfg.tracing);
-  opened.push(() => tracing.shutdown());
-  const metrics = cfg.metrics.enabled
-    ? new GatewayMetrics({ db: null, dbPath: '', upstreams: cfg.upstreams.map((u) => u.name) })
-    : null;
-  if (metrics) {
-    replicaGauges(metrics, pool);
-    countBindingFailures(provider, metrics);
-  }
-  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
-  opened.push(() => upstreams.close());
-  await upstreams.start();
+  const { selection, provider, tracing, metrics, upstreams } = await startCommon(cfg, log, opened, null);
+  if (metrics) replicaGauges(metrics, pool);
   return { storage, pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
 }
 
@@ -230,13 +198,7 @@ async function startServing(
     enforcementMode: policy?.mode ?? 'none',
   };
   // The replica's own measurement (docs/spec/measurement.md), in its sessions' bindings.
-  const measurer = new GatewayMeasurer(provider, chain, facts, log);
-  const started = await measurer.start({
-    policyBundleHash: facts.policyBundleHash,
-    catalogHash: facts.catalogHash,
-    config: cfg,
-  });
-  assertTierReached(cfg.attestation, provider, started);
+  const measurer = await measureGateway(cfg, provider, chain, facts, log);
   maybeDie('measured');
   // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
   // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
@@ -257,46 +219,18 @@ async function startServing(
     },
     requiredTier: requiredBindingTier(cfg.attestation),
   });
-  const engine = () => policy?.engine ?? null;
-  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-  const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
-  const calls = new CallOrchestrator(
-    c.storage.callStore(lease.fence),
+  const serving = composeServing(cfg, {
+    store: c.storage.callStore(lease.fence),
     sessions,
     upstreams,
-    new SessionSensitivity(null, null, upstreams, catalog),
+    sensitivity: new SessionSensitivity(null, null, upstreams, catalog),
+    catalog,
+    policy,
+    chain,
+    relayEntries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
+    metrics,
+    tracing: c.tracing,
     log,
-    { policy: engine, catalog, agentAttributes },
-    callTelemetry(metrics, c.tracing.enabled ? c.tracing.tracer : null),
-  );
-  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
-  const refusals = gatewayRefusals(chain, log, metrics ? (code) => metrics.refused(code) : undefined);
-  const clientSessions = new ClientSessions({
-    idleMs: cfg.sessions.client_idle_s * 1000,
-    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
-  });
-  const relay = new Relay({
-    pool: upstreams,
-    entries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
-    sessions,
-    log,
-    policy: engine,
-    agentAttributes,
-    maxSensitivity: (id, row) => calls.sensitivity.max(id, row),
-    listTools,
-    pageSize: cfg.limits.list_page_size,
-    notificationLimits: notificationLimits(cfg.limits),
-    onNotificationDropped: (agentId, detail) =>
-      refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
-    ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
-  });
-  relay.attach(clientSessions);
-  const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools } : {}),
-    ...(metrics ? { onMethod: (m: string) => metrics.request(m) } : {}),
-    methods: relay.methods,
-    capabilities: () => relay.capabilities(),
-    callLink: (req) => callLink(relay, req),
   });
   const { relist, operator } = await startControls(cfg, c, {
     sessions,
@@ -306,7 +240,7 @@ async function startServing(
     measurer,
     chain,
   });
-  return { measurer, sessions, refusals, clientSessions, relay, mcp, relist, operator };
+  return { measurer, sessions, ...serving, relist, operator };
 }
 
 /**
@@ -325,7 +259,8 @@ async function startControls(
     chain: GatewayChainSink;
   },
 ) {
-  const { pool, lease, upstreams, log } = c;
+  const { lease, upstreams, log } = c;
+  const records = c.storage.operatorRecords(lease.fence);
   // Periodic re-list for drift checks (catches definitions changed without a notification).
   const relist =
     p.catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
@@ -333,8 +268,7 @@ async function startControls(
       : null;
   relist?.unref();
   const reloads = new ReplicaReloads({
-    pool,
-    fence: lease.fence,
+    records,
     policy: p.policy,
     facts: p.facts,
     sessions: p.sessions,
@@ -343,18 +277,22 @@ async function startControls(
     log,
   });
   if (p.policy) p.sessions.checkUsable((row) => reloads.usable(row));
-  const operator = new ReplicaOperator({
-    pool,
-    fence: lease.fence,
-    sessions: p.sessions,
+  const operator = new OperatorControls({
+    blocks: blockLedger(records, {
+      closeOpenOf: closeEachOpen(records, (agentId, sid) =>
+        p.sessions.closeAwaited(agentId, sid, 'agent_blocked'),
+      ),
+      knownBySessions: true,
+      replicaId: lease.fence.replicaId,
+    }),
+    reloads,
     facts: p.facts,
     policy: p.policy,
     catalog: p.catalog,
     knownAgents: new Set([...cfg.agents.map((a) => a.agent_id), ...(cfg.dev_mode ? ['dev'] : [])]),
-    reloads,
     log,
   });
-  await operator.start();
+  await operator.start(BLOCK_READ_MS);
   return { relist, operator };
 }
 
@@ -362,19 +300,9 @@ type Serving = Awaited<ReturnType<typeof startServing>>;
 
 /** The HTTP app (not yet listening) behind the lease gate, with the console refused. */
 function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain): FastifyInstance {
-  const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
-  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
-  const app = buildApp({
-    logger: c.log,
-    auth,
-    operator: s.operator,
-    recordRefusal: s.refusals.refused,
-    mcp: s.mcp,
-    sessions: s.sessions,
-    executions: { get: (agentId, executionId) => getExecution(c.pool, agentId, executionId) },
-    maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure: (route) => s.refusals.authFailures.record(route),
-    ...(c.metrics && !cfg.metrics.listen ? { metrics: c.metrics } : {}),
+  const app = composeApp(cfg, s, {
+    log: c.log,
+    drain,
     readiness: new Readiness(
       postgresWriteProbe(c.pool, cfg.instance_id),
       c.upstreams,
@@ -383,16 +311,12 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
       c.gate,
       { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
     ),
-    drain,
-    ...(oauth ? { oauth } : {}),
+    sessions: s.sessions,
+    executions: { get: (agentId, executionId) => getExecution(c.pool, agentId, executionId) },
     sessionAgent: (id) => s.sessions.agentOf(id),
-    ...edgeLimits(cfg),
-    clientSessions: s.clientSessions,
-    inflight: new InflightRequests(),
-    allowedHosts: allowedHosts(cfg.listen),
-    recordHostRefusal: (route) => s.refusals.hostRefusals.record(route),
+    operator: s.operator,
+    metrics: c.metrics,
   });
-  if (oauth) app.addHook('onClose', () => oauth.close());
   c.gate.attach(app);
   refuseConsole(app);
   return app;
@@ -473,17 +397,7 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
     await serving.measurer.listening(cfg.instance_id);
     const { metrics, upstreams, provider } = core;
-    const metricsListener =
-      metrics && cfg.metrics.listen
-        ? await startMetricsListener(
-            metrics,
-            cfg.metrics.listen.host,
-            cfg.metrics.listen.port,
-            hostCheck(allowedHosts(cfg.metrics.listen), (route) =>
-              serving.refusals.hostRefusals.record(route),
-            ),
-          )
-        : null;
+    const metricsListener = await startMetrics(cfg, metrics, serving.refusals);
     log.info(
       { url, provider: provider.name, tools: upstreams.listTools().length, replica: cfg.instance_id },
       'cmcp gateway replica listening (PostgreSQL)',

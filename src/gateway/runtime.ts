@@ -3,26 +3,22 @@
  * lock, attestation provider, upstreams, catalog and policy, recovery, sessions, operator
  * controls, measurement, call path and HTTP app. Each module records its own start-up entries
  * in the gateway chain (gateway_start, attestation_provider, catalog_load, policy_load,
- * recovered calls, gateway_measurement) before the listener opens. One file over 500 lines,
- * read top to bottom in start-up order, until the SQLite and PostgreSQL compositions are one.
+ * recovered calls, gateway_measurement) before the listener opens. The steps a replica takes
+ * too (provider and upstreams, measurement, call path, relay, MCP layer, HTTP app) are
+ * compose.ts's; this file holds SQLite's own, read top to bottom in start-up order.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';
-import { CallOrchestrator } from '../call/orchestrator.js';
 import { SessionSensitivity } from '../call/sensitivity.js';
 import { loadCatalogFile } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
-import { catalogToolList, startCatalog } from '../catalog/startup.js';
+import { startCatalog } from '../catalog/startup.js';
 import { type GatewayConfig, isLoopback } from '../config/index.js';
 import { ConsoleReadModel } from '../console/read-model.js';
-import { GatewayMeasurer } from '../measure/record.js';
-import { countBindingFailures } from '../metrics/bindings.js';
-import { callTelemetry } from '../metrics/call-telemetry.js';
-import { startMetricsListener } from '../metrics/plugin.js';
-import { GatewayMetrics } from '../metrics/registry.js';
+import type { GatewayMetrics } from '../metrics/registry.js';
 import { loadBundleDir } from '../policy/bundle.js';
 import { parsePolicyPublicKey } from '../policy/signature.js';
 import {
@@ -32,40 +28,34 @@ import {
   tokenAttributeNames,
 } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { callLink } from '../relay/calls.js';
 import { sqliteRelayEntries } from '../relay/evidence.js';
-import { notificationLimits } from '../relay/notification-budget.js';
-import { Relay } from '../relay/relay.js';
+import type { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import type { Db } from '../store/db.js';
-import type { CallStore } from '../store/port.js';
+import type { CallStore, OperatorRecords } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
 import { removeUnlinkedClaimParts } from '../store/sqlite/claim-text.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage, type SqliteStorageOptions } from '../store/sqlite/open.js';
 import { CallRecovery } from '../store/sqlite/recovery.js';
 import { readSession, type SqliteSessionStore } from '../store/sqlite/session-store.js';
-import { recordSelection, selectProvider } from '../tee/detect.js';
+import { recordSelection } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
-import { assertTierReached, requiredBindingTier } from '../tee/tier.js';
-import { startTracing, type Tracing } from '../tracing/index.js';
-import { UpstreamPool } from '../upstream/pool.js';
+import { requiredBindingTier } from '../tee/tier.js';
+import type { Tracing } from '../tracing/index.js';
+import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
-import { edgeLimits } from './agent-limits.js';
-import { buildApp } from './app.js';
-import { Authenticator } from './auth.js';
-import { Drain } from './drain.js';
-import { warnExposure } from './exposure.js';
-import { allowedHosts, hostCheck } from './host-check.js';
-import { McpEndpoint } from './mcp.js';
-import { OAuthVerifier } from './oauth/index.js';
-import { OperatorControls } from './operator.js';
-import { Readiness } from './readiness.js';
-import { gatewayRefusals, recordClientSession, recordGatewayStart } from './records.js';
-import { gracefulShutdown, type ShutdownReport } from './shutdown.js';
-import { ClientSessions } from './stream/client-sessions.js';
-import { InflightRequests } from './stream/inflight.js';
+import type { ClientSessions } from './agent/mcp/client-sessions.js';
+import type { McpEndpoint } from './agent/mcp/endpoint.js';
+import { composeApp, composeServing, measureGateway, startCommon, startMetrics } from './compose.js';
+import { Readiness } from './health/readiness.js';
+import { Drain } from './lifecycle/drain.js';
+import { recordGatewayStart, warnExposure } from './lifecycle/records.js';
+import { gracefulShutdown, type ShutdownReport } from './lifecycle/shutdown.js';
+import { blockLedger } from './operator/blocks.js';
+import { OperatorControls } from './operator/controls.js';
+import { SqliteReloads } from './operator/sqlite-reload.js';
 
 export interface Gateway {
   app: FastifyInstance;
@@ -128,6 +118,8 @@ interface Core {
   provider: AttestationProvider;
   upstreams: UpstreamPool;
   executions: ExecutionRegistry;
+  /** The operators' side of the storage port (agent blocks). */
+  operatorRecords: OperatorRecords;
   log: Logger;
 }
 
@@ -223,8 +215,21 @@ async function startControls(
   if (cfg.oauth)
     for (const r of db.prepare<[], { agent_id: string }>('SELECT DISTINCT agent_id FROM sessions').all())
       knownAgents.add(r.agent_id);
-  const operator = new OperatorControls(chain, sessions, facts, policy, catalog, knownAgents, log);
-  const resumed = operator.resumeReloaded();
+  const reloads = new SqliteReloads(chain, sessions, facts, policy, log);
+  const operator = new OperatorControls({
+    blocks: blockLedger(core.operatorRecords, {
+      closeOpenOf: (agentId) => sessions.closeOpenInBatches(agentId, 'agent_blocked'),
+      knownBySessions: false,
+    }),
+    reloads,
+    facts,
+    policy,
+    catalog,
+    knownAgents,
+    log,
+  });
+  await operator.start();
+  const resumed = reloads.resumeReloaded();
   if (resumed && policy) {
     facts.policyBundleHash = resumed.hash;
     recordResumedPolicy(chain, resumed, policy);
@@ -233,16 +238,8 @@ async function startControls(
       'resumed the last reloaded policy',
     );
   }
-  // Gateway measurement (docs/spec/measurement.md) of what runs now, taken again after every reload.
-  const measurer = new GatewayMeasurer(provider, chain, facts, log);
-  const started = await measurer.start({
-    policyBundleHash: facts.policyBundleHash,
-    catalogHash: facts.catalogHash,
-    config: cfg,
-  });
-  // minimum_tier must be reached, not only configured (src/tee/tier.ts).
-  assertTierReached(cfg.attestation, provider, started);
-  operator.onReload((bundle) => measurer.reload(bundle));
+  const measurer = await measureGateway(cfg, provider, chain, facts, log);
+  reloads.onReload((bundle) => measurer.reload(bundle));
 
   return { catalog, policy, facts, sessions, operator, measurer, recovery, staleClosed };
 }
@@ -250,98 +247,46 @@ async function startControls(
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
 function buildHttp(
   cfg: GatewayConfig,
-  core: Omit<Core, 'key' | 'provider'> & { sessions: SessionService },
+  core: Omit<Core, 'key' | 'provider' | 'operatorRecords'> & { sessions: SessionService },
   catalog: CatalogGuard | null,
   policy: PolicyState | null,
   operator: OperatorControls,
   obs: Observers,
 ) {
   const { db, chain, sessions, upstreams, executions, log } = core;
-  const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
-  const calls = new CallOrchestrator(
-    obs.callStore,
+  const serving = composeServing(cfg, {
+    store: obs.callStore,
     sessions,
     upstreams,
-    new SessionSensitivity(db, chain, upstreams, catalog),
-    log,
-    {
-      policy: () => policy?.engine ?? null,
-      catalog,
-      agentAttributes: (id) => agentAttrs.get(id) ?? {},
-    },
-    callTelemetry(obs.metrics, obs.tracing.enabled ? obs.tracing.tracer : null),
-  );
-  const refusals = gatewayRefusals(
+    sensitivity: new SessionSensitivity(db, chain, upstreams, catalog),
+    catalog,
+    policy,
     chain,
+    relayEntries: sqliteRelayEntries(chain, core.sessionStore),
+    metrics: obs.metrics,
+    tracing: obs.tracing,
     log,
-    obs.metrics ? (code) => obs.metrics?.refused(code) : undefined,
-  );
-  const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
-  const relay = new Relay({
-    pool: upstreams,
-    entries: sqliteRelayEntries(chain, core.sessionStore),
-    sessions,
+  });
+  const app = composeApp(cfg, serving, {
     log,
-    policy: () => policy?.engine ?? null,
-    agentAttributes: (id) => agentAttrs.get(id) ?? {},
-    maxSensitivity: (id) => calls.sensitivity.max(id),
-    listTools,
-    pageSize: cfg.limits.list_page_size,
-    notificationLimits: notificationLimits(cfg.limits),
-    onNotificationDropped: (agentId, detail) =>
-      refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
-    ...(obs.metrics ? { onRefusal: (code: string) => obs.metrics?.refused(code) } : {}),
-  });
-  // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
-  const clientSessions = new ClientSessions({
-    idleMs: cfg.sessions.client_idle_s * 1000,
-    onOpen: (s, clientInfo) => recordClientSession(chain, s, clientInfo, log),
-  });
-  const inflight = new InflightRequests();
-  relay.attach(clientSessions);
-  const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
-    ...(catalog ? { listTools } : {}),
-    ...(obs.metrics ? { onMethod: (m: string) => obs.metrics?.request(m) } : {}),
-    methods: relay.methods,
-    capabilities: () => relay.capabilities(),
-    callLink: (req) => callLink(relay, req),
-  });
-  const auth = new Authenticator(cfg.agents, cfg.dev_mode, cfg.operators);
-  const oauth = cfg.oauth ? new OAuthVerifier(cfg.oauth) : null;
-  const recordAuthFailure = (route: string) => refusals.authFailures.record(route);
-  const app = buildApp({
-    logger: log,
-    auth,
-    operator,
-    recordRefusal: refusals.refused,
-    mcp,
+    drain: obs.drain,
+    readiness: obs.readiness,
     sessions,
     executions,
-    maxRequestBytes: cfg.limits.max_request_bytes,
-    recordAuthFailure,
-    console: {
+    sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
+    operator,
+    metrics: obs.metrics,
+    onTokenAgent: (id) => operator.noteAgent(id),
+    console: (auth, recordAuthFailure) => ({
       auth,
       read: new ConsoleReadModel(db, chain, operator, operator.agentIds()),
       block: (op, agent, reason) => operator.blockAgent(op, agent, reason ? { reason } : {}),
       unblock: (op, agent) => operator.unblockAgent(op, agent),
       secureCookie: !isLoopback(cfg.listen.host),
       recordAuthFailure,
-    },
-    // On the main listener (operator token) unless metrics.listen names a listener of its own.
-    ...(obs.metrics && !cfg.metrics.listen ? { metrics: obs.metrics } : {}),
-    readiness: obs.readiness,
-    drain: obs.drain,
-    ...(oauth ? { oauth } : {}),
-    sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
-    onTokenAgent: (id) => operator.noteAgent(id),
-    ...edgeLimits(cfg),
-    clientSessions,
-    inflight,
-    allowedHosts: allowedHosts(cfg.listen),
-    recordHostRefusal: (route) => refusals.hostRefusals.record(route),
+    }),
   });
-  if (oauth) app.addHook('onClose', () => oauth.close());
-  return { app, refusals, calls, relay, mcp, clientSessions };
+  return { app, ...serving };
 }
 
 /**
@@ -369,20 +314,10 @@ export async function startGateway(
     const sessionStore = storage.sessionStore(chain);
     const executions = callStore.local.executions;
     const key = newGatewayKey();
-    // Attestation provider (docs/spec/attestation.md#selection-and-tiers): configured or auto-detected; minimum_tier refuses here.
-    const selection = await selectProvider(cfg.attestation, cfg.instance_id);
-    const provider = selection.provider;
-    opened.push(() => provider.close());
-    log.info(selection.detail, 'attestation provider selected');
-    const tracing = startTracing(cfg.tracing);
-    opened.push(() => tracing.shutdown());
-    const metrics = cfg.metrics.enabled
-      ? new GatewayMetrics({ db, dbPath: cfg.database, upstreams: cfg.upstreams.map((u) => u.name) })
-      : null;
-    if (metrics) countBindingFailures(provider, metrics);
-    const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
-    opened.push(() => upstreams.close());
-    await upstreams.start();
+    const { selection, provider, tracing, metrics, upstreams } = await startCommon(cfg, log, opened, {
+      db,
+      dbPath: cfg.database,
+    });
     recordGatewayStart(chain, cfg, key, provider, upstreams.listTools().length);
     recordSelection(chain, selection);
     recordAvailability(upstreams, chain, log);
@@ -397,6 +332,7 @@ export async function startGateway(
         provider,
         upstreams,
         executions,
+        operatorRecords: storage.operatorRecords(chain),
         log,
       });
     const drain = new Drain();
@@ -423,16 +359,7 @@ export async function startGateway(
     const extended = measurer.listening(cfg.instance_id);
     extended.catch(() => undefined); // awaited below; observed here should a later step fail first
     await staleClosed;
-    const metricsListener =
-      metrics && cfg.metrics.listen
-        ? await startMetricsListener(
-            metrics,
-            cfg.metrics.listen.host,
-            cfg.metrics.listen.port,
-            // DNS-rebinding protection as on the main listener; refusals in the same record.
-            hostCheck(allowedHosts(cfg.metrics.listen), (route) => refusals.hostRefusals.record(route)),
-          )
-        : null;
+    const metricsListener = await startMetrics(cfg, metrics, refusals);
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =
       catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0

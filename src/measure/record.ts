@@ -26,7 +26,7 @@ export class GatewayMeasurer {
 
   constructor(
     private readonly provider: AttestationProvider,
-    /** The gateway chain: AuditChain on SQLite, a replica's store on PostgreSQL (gateway/records.ts). */
+    /** The gateway chain: AuditChain on SQLite, a replica's store on PostgreSQL (gateway/lifecycle/records.ts). */
     private readonly chain: Pick<AuditChain, 'appendAwaited'>,
     /** `gatewayMeasurement` is updated here: sessions bound from now on name the new digest. */
     private readonly facts: SessionFacts,

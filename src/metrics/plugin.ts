@@ -2,7 +2,7 @@
  * `GET /metrics` (Prometheus text exposition): a fastify plugin for the main listener (behind
  * the operator authentication hook) and, when `metrics.listen` is configured, a listener of
  * its own that serves only /metrics, without authentication (loopback unless allowed), behind
- * the same Host/Origin check as the main listener (gateway/host-check.ts, passed in as `guard`).
+ * the same Host/Origin check as the main listener (gateway/edge/host-check.ts, passed in as `guard`).
  */
 import Fastify, { type FastifyInstance, type onRequestHookHandler } from 'fastify';
 import type { GatewayMetrics } from './registry.js';
@@ -20,7 +20,7 @@ export function metricsRoutes(metrics: GatewayMetrics, guard?: onRequestHookHand
 
 /**
  * Starts the separate metrics listener.
- * @param hostCheck the DNS-rebinding check (gateway/host-check.ts hostCheck), run on every
+ * @param hostCheck the DNS-rebinding check (gateway/edge/host-check.ts hostCheck), run on every
  *   request before the route.
  * @returns its `http://host:port` and how to close it. @throws a busy port.
  */

@@ -154,7 +154,7 @@ export class GatewayMetrics {
 
   /**
    * One request refused with `code` (`cmcp_refusals_total`): a tools/call's or a relayed
-   * request's refusal, or one through the aggregated refusal record (gateway/auth-failures.ts).
+   * request's refusal, or one through the aggregated refusal record (gateway/edge/refusals.ts).
    */
   refused(code: string): void {
     this.refusals.inc({ code: Object.hasOwn(ERRORS, code) ? code : 'INTERNAL_ERROR' });

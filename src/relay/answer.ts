@@ -1,6 +1,6 @@
 /** The answer of a relayed method's handler, and errors from the one registry. */
 import { ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { MethodHandler } from '../gateway/mcp.js';
+import type { MethodHandler } from './channel.js';
 
 export type Answer = Awaited<ReturnType<MethodHandler>>;
 

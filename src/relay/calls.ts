@@ -8,7 +8,7 @@
  * task id the upstream returns is remembered for src/relay/tasks.ts.
  */
 import type { CallLink } from '../call/types.js';
-import type { MethodRequest } from '../gateway/mcp.js';
+import type { MethodRequest } from './channel.js';
 import { progressRelay, progressToken } from './progress.js';
 import type { Relay } from './relay.js';
 

@@ -8,11 +8,11 @@
 import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { AuditEntry } from '@cmcp/verify/format/entry';
 import { EVIDENCE_META_KEY, evidenceOf } from '../call/respond.js';
-import type { MethodRequest } from '../gateway/mcp.js';
 import type { ActionId } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
 import type { CallOutcome } from '../upstream/pool.js';
 import { type Answer, registryError } from './answer.js';
+import type { MethodRequest } from './channel.js';
 import type { EvidencedMethod, RelayDisposition } from './evidence.js';
 import type { Route } from './federation.js';
 import { decideRelay, maxSensitivityOf, type RelayResourceSpec, type RelayVerdict } from './policy.js';

@@ -4,9 +4,10 @@
  * `logging/setLevel`, which goes to every upstream offering logging on the client session's
  * own connections (opened for it; src/relay/sessions.ts).
  */
-import type { MethodHandler, MethodRequest } from '../gateway/mcp.js';
+
 import type { ActionId } from '../policy/vocabulary.js';
 import { type Answer, registryError } from './answer.js';
+import type { MethodHandler, MethodRequest } from './channel.js';
 import { CursorError, pageOf } from './cursor.js';
 import { type EvidencedSpec, relayEvidenced } from './evidenced.js';
 import { LISTS, type ListKind } from './federation.js';

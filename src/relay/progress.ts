@@ -6,7 +6,7 @@
  * the gateway, not the gateway's request upstream, so they stay here too.
  */
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
-import type { ClientChannel, ClientMessage } from '../gateway/client-channel.js';
+import type { ClientChannel, ClientMessage } from './channel.js';
 
 /** The `_meta` forwarded upstream: the client's, without its progress token and protocol members. */
 export function upstreamMeta(meta: unknown): Record<string, unknown> | undefined {

@@ -1,18 +1,17 @@
 /**
  * The relayed MCP methods (docs/spec/mcp.md#relayed-methods), composed: federation and cursor,
  * the client sessions' upstream connections, policy and evidence. `methods` is the handler
- * map the MCP layer dispatches to (src/gateway/mcp.ts `McpControls.methods`); `capabilities`
+ * map the MCP layer dispatches to (src/gateway/agent/mcp/endpoint.ts `McpControls.methods`); `capabilities`
  * is what `initialize` and `server/discover` advertise.
  */
 import type { Logger } from 'pino';
 import type { Sensitivity } from '../catalog/catalog.js';
-import type { ClientSessionEvents } from '../gateway/client-channel.js';
-import type { MethodHandler } from '../gateway/mcp.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { RelaySessionReads } from '../session/ports.js';
 import type { SessionRow } from '../session/types.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import { mergedCapabilities } from './capabilities.js';
+import type { ClientSessionEvents, MethodHandler } from './channel.js';
 import { CursorCodec } from './cursor.js';
 import { type RelayEntrySink, RelayRecorder } from './evidence.js';
 import { Federation } from './federation.js';

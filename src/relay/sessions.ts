@@ -38,8 +38,8 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import type { ClientChannel, ClientMessage, ClientSessionEvents } from '../gateway/client-channel.js';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
+import type { ClientChannel, ClientMessage, ClientSessionEvents } from './channel.js';
 import type { ConnectionFor } from './federation.js';
 import type { DropReason, NotificationBudget } from './notification-budget.js';
 

@@ -10,9 +10,10 @@
  * one terminal `task_result` entry with digests only; its policy decision is the one made at
  * the `tools/call` that created the task (`inherited`).
  */
-import type { MethodHandler, MethodRequest } from '../gateway/mcp.js';
+
 import { listAllPages } from '../upstream/request.js';
 import { type Answer, registryError } from './answer.js';
+import type { MethodHandler, MethodRequest } from './channel.js';
 import type { EvidencedSpec } from './evidenced.js';
 import type { Relay } from './relay.js';
 

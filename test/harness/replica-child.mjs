@@ -7,7 +7,7 @@
  * `terminal ok` or `terminal <error code>` and `gate live|lost`. Killed or stopped by the test.
  */
 import pino from 'pino';
-import { LeaseGate, startReplicaLease } from '../../dist/src/gateway/lease-gate.js';
+import { LeaseGate, startReplicaLease } from '../../dist/src/gateway/lifecycle/lease-gate.js';
 import { PostgresSessionStore } from '../../dist/src/store/postgres/session-store.js';
 import { openReplicaPool } from '../../dist/src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../dist/src/store/postgres/write-store.js';

@@ -1,0 +1,183 @@
+/**
+ * The gateway's client sessions (MCP Streamable HTTP "Session Management"): a handshake-era
+ * client's `initialize` gets an `Mcp-Session-Id`; later requests carrying it are served in that
+ * session (its negotiated protocol version remembered), an unknown or expired id is answered
+ * 404, `DELETE /mcp` ends it, and `GET /mcp` opens its standalone SSE stream for notifications
+ * that belong to no request (`list_changed`, `resources/updated`). A client session is
+ * transport state, never an evidence scope (that is the gateway session, docs/spec/mcp.md).
+ * Sessions belong to the agent that opened them: for anyone else an id is unknown.
+ */
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import type { ClientMessage, ClientSessionEvents } from '../../../relay/channel.js';
+import { openEventStream, writeEvent, writeKeepAlive } from './stream-channel.js';
+
+/** One client session. */
+export interface ClientSession {
+  readonly id: string;
+  readonly agentId: string;
+  /** The protocol revision `initialize` negotiated. */
+  readonly protocolVersion: string;
+  /** The client capabilities `initialize` declared (what the relay may ask this client). */
+  readonly capabilities?: Record<string, unknown>;
+  /** Date.now() of its last request. */
+  lastSeen: number;
+  /** The open standalone `GET /mcp` stream, if any. */
+  stream: ServerResponse | null;
+  readonly ended: (() => void)[];
+}
+
+export interface ClientSessionOptions {
+  /** A session unused this long ends (milliseconds). */
+  idleMs: number;
+  /** At most this many sessions per agent; opening one more ends the least recently used. */
+  maxPerAgent?: number;
+  /** Keep-alive comment interval on standalone streams (milliseconds). */
+  keepAliveMs?: number;
+  /** Told of every session opened (recorded as `client_session_open`). */
+  onOpen?: (s: ClientSession, clientInfo: unknown) => void;
+}
+
+export class ClientSessions implements ClientSessionEvents {
+  private readonly sessions = new Map<string, ClientSession>();
+  private readonly sweep: NodeJS.Timeout;
+  private readonly keepAlive: NodeJS.Timeout;
+
+  constructor(private readonly o: ClientSessionOptions) {
+    this.sweep = setInterval(() => this.expire(), Math.max(250, Math.min(o.idleMs / 4, 60_000)));
+    this.sweep.unref();
+    this.keepAlive = setInterval(() => {
+      for (const s of this.sessions.values()) if (s.stream) writeKeepAlive(s.stream);
+    }, o.keepAliveMs ?? 15_000);
+    this.keepAlive.unref();
+  }
+
+  /**
+   * Opens a session for `agentId` after a successful `initialize`.
+   * @param capabilities the client capabilities `initialize` declared (`params.capabilities`).
+   * @returns the session, with its `Mcp-Session-Id`.
+   */
+  open(
+    agentId: string,
+    protocolVersion: string,
+    clientInfo?: unknown,
+    capabilities?: Record<string, unknown>,
+  ): ClientSession {
+    const mine = [...this.sessions.values()].filter((s) => s.agentId === agentId);
+    if (mine.length >= (this.o.maxPerAgent ?? 256)) {
+      mine.sort((a, b) => a.lastSeen - b.lastSeen);
+      if (mine[0]) this.end(mine[0].id);
+    }
+    const s: ClientSession = {
+      id: randomUUID(),
+      agentId,
+      protocolVersion,
+      ...(capabilities ? { capabilities } : {}),
+      lastSeen: Date.now(),
+      stream: null,
+      ended: [],
+    };
+    this.sessions.set(s.id, s);
+    this.o.onOpen?.(s, clientInfo);
+    return s;
+  }
+
+  /** The agent's live session with this id (its use noted), or null: unknown, expired, ended or another agent's. */
+  get(id: string, agentId: string): ClientSession | null {
+    const s = this.sessions.get(id);
+    if (!s || s.agentId !== agentId) return null;
+    if (!s.stream && Date.now() - s.lastSeen > this.o.idleMs) {
+      this.end(id);
+      return null;
+    }
+    s.lastSeen = Date.now();
+    return s;
+  }
+
+  /**
+   * The agent a live session belongs to, or null (unknown, ended): for recording another
+   * agent's probe of it. Its use is not noted.
+   */
+  ownerOf(id: string): string | null {
+    return this.sessions.get(id)?.agentId ?? null;
+  }
+
+  /**
+   * Attaches the standalone stream of `GET /mcp`. @returns false when one is already open
+   * (MCP: at most one standalone stream; answered 409).
+   */
+  attach(s: ClientSession, raw: ServerResponse): boolean {
+    if (s.stream && !s.stream.destroyed && !s.stream.writableEnded) return false;
+    s.stream = raw;
+    openEventStream(raw, { 'mcp-session-id': s.id });
+    raw.on('close', () => {
+      if (s.stream === raw) s.stream = null;
+    });
+    return true;
+  }
+
+  /** {@inheritDoc ClientSessionEvents.notify} */
+  notify(clientSessionId: string, message: ClientMessage): boolean {
+    const stream = this.sessions.get(clientSessionId)?.stream;
+    if (!stream) return false;
+    return writeEvent(stream, { jsonrpc: '2.0', ...message });
+  }
+
+  /** {@inheritDoc ClientSessionEvents.notifyAll} */
+  notifyAll(message: ClientMessage, to: (clientSessionId: string, agentId: string) => boolean): void {
+    for (const s of this.sessions.values())
+      if (s.stream && to(s.id, s.agentId)) writeEvent(s.stream, { jsonrpc: '2.0', ...message });
+  }
+
+  /**
+   * {@inheritDoc ClientSessionEvents.onEnd} An id that is not (or no longer) a live session has
+   * already ended: `callback` runs at once (in a microtask), so nothing is kept for it.
+   */
+  onEnd(clientSessionId: string, callback: () => void): void {
+    const s = this.sessions.get(clientSessionId);
+    if (s) s.ended.push(callback);
+    else queueMicrotask(callback);
+  }
+
+  /** {@inheritDoc ClientSessionEvents.idleMs} */
+  get idleMs(): number {
+    return this.o.idleMs;
+  }
+
+  /** {@inheritDoc ClientSessionEvents.capabilities} */
+  capabilities(clientSessionId: string): Record<string, unknown> | undefined {
+    return this.sessions.get(clientSessionId)?.capabilities;
+  }
+
+  /** Ends a session (DELETE /mcp, expiry, eviction, shutdown): its stream closes, onEnd callbacks run. */
+  end(id: string): boolean {
+    const s = this.sessions.get(id);
+    if (!s) return false;
+    this.sessions.delete(id);
+    if (s.stream && !s.stream.writableEnded) s.stream.end();
+    for (const cb of s.ended.splice(0)) {
+      try {
+        cb();
+      } catch {
+        // one listener's fault does not keep the others from running
+      }
+    }
+    return true;
+  }
+
+  private expire(): void {
+    const now = Date.now();
+    for (const s of [...this.sessions.values()]) {
+      // A client listening on its standalone stream is not idle.
+      if (s.stream) s.lastSeen = now;
+      else if (now - s.lastSeen > this.o.idleMs) this.end(s.id);
+    }
+  }
+
+  /** Ends every session and stops the timers (gateway shutdown). */
+  close(): void {
+    clearInterval(this.sweep);
+    clearInterval(this.keepAlive);
+    for (const id of [...this.sessions.keys()]) this.end(id);
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Signed policy reloads on replicas (docs/replicas.md#serving-as-a-replica): every replica runs
+ * the newest accepted bundle, and no call is decided by another bundle than the one its
+ * session's binding names.
+ *
+ * - `POST /operator/policy/reload` on any replica checks the signed bundle as on SQLite
+ *   (policy/state.ts; refusals recorded as `policy_reload_refused`), records `policy_reload`
+ *   with the bundle's files only when its version is higher than the newest recorded one
+ *   (through the storage port's OperatorRecords), installs it, measures the gateway again and
+ *   closes every open session bound to another bundle, whichever replica opened it (reason `policy_reload`).
+ * - Every replica reads the chain's new `policy_reload` entries with its block reads (every
+ *   BLOCK_READ_MS, and before it serves), re-checks the newest one's signature against the
+ *   pinned key and installs it when newer: within that interval plus one read.
+ * - Until a replica has read a reload it decides with the bundle it runs; a session bound to
+ *   another bundle than the running one is not used: the replica first reads the recorded
+ *   reloads, and a session still bound to another bundle is closed (a named one refused
+ *   SESSION_CLOSED, a default one replaced).
+ */
+import { fromB64u } from '@cmcp/verify/format/canonical';
+import type { Logger } from 'pino';
+import type { PolicyBundle } from '../../policy/bundle.js';
+import { reloadDetail } from '../../policy/startup.js';
+import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
+import type { SessionService } from '../../session/service.js';
+import type { SessionFacts, SessionRow } from '../../session/types.js';
+import type { OperatorRecords } from '../../store/port.js';
+import { type GatewayChainSink, refuseReload } from '../lifecycle/records.js';
+import { reloadAnswer } from './controls.js';
+
+/** Sessions whose bound policy hash is remembered; past this the oldest is forgotten (read again). */
+const MAX_REMEMBERED = 10_000;
+
+export interface ReplicaReloadDeps {
+  /** The gateway chain's reload entries, through the storage port (fenced by the replica's lease). */
+  records: OperatorRecords;
+  /** The running policy, or null: none configured (a reload is refused `no_policy_key`). */
+  policy: PolicyState | null;
+  facts: SessionFacts;
+  sessions: SessionService;
+  chain: GatewayChainSink;
+  /** Run after a bundle is installed (the replica's measurement taken again). */
+  onInstall: (bundle: PolicyBundle) => void;
+  log: Logger;
+}
+
+type Closed = { session_id: string; agent_id: string; claim_sequence: number };
+
+export class ReplicaReloads {
+  private readSequence = -1;
+  private reading: Promise<void> | null = null;
+  /** Session id → the policy bundle hash its recorded binding names. */
+  private readonly bound = new Map<string, string | null>();
+
+  constructor(private readonly d: ReplicaReloadDeps) {}
+
+  /** The recorded reloads since the last read; installs the newest when newer (one read at a time). */
+  read(): Promise<void> {
+    const policy = this.d.policy;
+    if (!policy) return Promise.resolve();
+    this.reading ??= (async () => {
+      try {
+        const reloads = await this.d.records.reloadsSince(this.readSequence);
+        const newest = reloads.at(-1);
+        if (!newest) return;
+        this.readSequence = newest.sequence;
+        const running = policy.engine.bundle.manifest.version;
+        if (typeof newest.detail.version !== 'number' || newest.detail.version <= running) return;
+        const bundle = this.verified(policy, newest.detail, running);
+        if (!bundle) return;
+        this.install(policy, bundle);
+        this.d.log.info(
+          { bundle_hash: bundle.hash, version: bundle.manifest.version },
+          'installed a policy reload recorded by a replica',
+        );
+        // Sessions this replica opened before it read the reload are bound to the old bundle.
+        this.closeStale('policy_reload').catch((e) =>
+          this.d.log.warn({ err: (e as Error).message }, 'could not close sessions of the previous policy'),
+        );
+      } finally {
+        this.reading = null;
+      }
+    })();
+    return this.reading;
+  }
+
+  /** A recorded reload's bundle, its signature checked again under the pinned key, or null. */
+  private verified(
+    policy: PolicyState,
+    detail: { bundle_files?: Record<string, string>; signature?: string },
+    running: number,
+  ) {
+    try {
+      const files = new Map(
+        Object.entries(detail.bundle_files ?? {}).map(([k, v]) => [k, fromB64u(v)] as const),
+      );
+      return policy.check(files, detail.signature, running);
+    } catch (e) {
+      const why = e instanceof ReloadRefusedError ? e.reason : (e as Error).message;
+      this.d.log.error({ reason: why }, 'a recorded policy reload does not verify here; not installed');
+      return null;
+    }
+  }
+
+  private install(policy: PolicyState, bundle: PolicyBundle): void {
+    policy.install(bundle);
+    this.d.facts.policyBundleHash = bundle.hash;
+    try {
+      this.d.onInstall(bundle);
+    } catch (e) {
+      this.d.log.error({ err: (e as Error).message }, 'policy reload hook failed');
+    }
+  }
+
+  /**
+   * Whether a call may run in `row` on this replica: its binding names the running bundle
+   * (after reading the recorded reloads when it does not). Never throws for the session.
+   */
+  async usable(row: SessionRow): Promise<boolean> {
+    if (!this.d.policy) return true;
+    let hash = this.bound.get(row.session_id);
+    if (hash === undefined) {
+      hash = boundPolicyHash(row);
+      if (row.binding_json !== '{}') {
+        if (this.bound.size >= MAX_REMEMBERED) this.bound.delete(this.bound.keys().next().value as string);
+        this.bound.set(row.session_id, hash);
+      }
+    }
+    if (hash === this.d.facts.policyBundleHash) return true;
+    await this.read();
+    return hash === this.d.facts.policyBundleHash;
+  }
+
+  /** Closes every open session bound to another bundle than the running one. */
+  private async closeStale(reason: string): Promise<Closed[]> {
+    const closed: Closed[] = [];
+    for (const s of await this.d.records.sessionsBoundToOtherPolicy(this.d.facts.policyBundleHash ?? '')) {
+      const claim = await this.d.sessions.closeAwaited(s.agent_id, s.session_id, reason);
+      closed.push({ ...s, claim_sequence: claim.claim_sequence });
+    }
+    return closed;
+  }
+
+  /** `POST /operator/policy/reload` (module doc). @throws CmcpError POLICY_RELOAD_REFUSED; pg errors. */
+  async reload(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
+    const policy = this.d.policy;
+    if (!policy)
+      return this.refuse(
+        operatorId,
+        new ReloadRefusedError('no_policy_key', 'no policy is configured; reloads are disabled'),
+      );
+    let next: PolicyBundle;
+    let signature: string | undefined;
+    let files: Map<string, Buffer>;
+    try {
+      await this.read(); // the newest recorded bundle is the one a reload must be newer than
+      ({ files, signature } = decodeReloadFiles(body));
+      next = policy.check(files, signature, policy.engine.bundle.manifest.version);
+    } catch (e) {
+      if (e instanceof ReloadRefusedError) return this.refuse(operatorId, e);
+      throw e;
+    }
+    const previous = policy.engine.bundle;
+    const entry = await this.d.records.recordReload(
+      {
+        entry_type: 'policy_reload',
+        detail: reloadDetail(next, previous, { operatorId, enforcementMode: policy.mode, signature, files }),
+      },
+      next.manifest.version,
+    );
+    if (!entry)
+      return this.refuse(
+        operatorId,
+        new ReloadRefusedError('not_newer', 'another reload was recorded meanwhile', [], next.hash),
+      );
+    // A read meanwhile may have installed an older recorded bundle; this one is the newest.
+    if (next.manifest.version > policy.engine.bundle.manifest.version) this.install(policy, next);
+    const closed = await this.closeStale('policy_reload');
+    this.d.log.info(
+      { operator_id: operatorId, bundle_hash: next.hash, sessions_closed: closed.length },
+      'policy reloaded',
+    );
+    return reloadAnswer(next, previous, this.d.facts, entry.entry_hash, closed);
+  }
+
+  private refuse(operatorId: string, e: ReloadRefusedError): Promise<never> {
+    return refuseReload(this.d.chain, this.d.log, operatorId, e);
+  }
+}
+
+/** The policy bundle hash a session's recorded binding names (null: none, or not recorded). */
+function boundPolicyHash(row: SessionRow): string | null {
+  try {
+    const b = JSON.parse(row.binding_json) as { preimage?: { policy_bundle_hash?: string | null } };
+    return b.preimage?.policy_bundle_hash ?? null;
+  } catch {
+    return null;
+  }
+}
