@@ -1,7 +1,24 @@
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 const verifySrc = fileURLToPath(new URL('./packages/verify/src/', import.meta.url));
+/** The package's entry points (package.json `exports`), each mapped to its TypeScript source. */
+const verifyExports = (
+  JSON.parse(readFileSync(new URL('./packages/verify/package.json', import.meta.url), 'utf8')) as {
+    exports: Record<string, string | { default: string }>;
+  }
+).exports;
+const verifyAliases = Object.entries(verifyExports).flatMap(([sub, target]) =>
+  typeof target === 'string'
+    ? []
+    : [
+        {
+          find: new RegExp(`^@cmcp/verify${sub.slice(1).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`),
+          replacement: `${verifySrc}${target.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts')}`,
+        },
+      ],
+);
 
 const STORE_WORKER_SUITES = [
   'test/gateway-mcp.test.ts',
@@ -16,10 +33,8 @@ const STORE_WORKER_SUITES = [
 export default defineConfig({
   resolve: {
     // Tests run the workspace package from its TypeScript source, so they never see a stale dist/.
-    alias: [
-      { find: /^@cmcp\/verify$/, replacement: `${verifySrc}index.ts` },
-      { find: /^@cmcp\/verify\/(.*)$/, replacement: `${verifySrc}$1.ts` },
-    ],
+    // Only the entry points are aliased: a deep import fails here as it does for a user.
+    alias: verifyAliases,
   },
   test: {
     // swtpm, SQLite files and real MCP servers are slow to start on 2 cores.

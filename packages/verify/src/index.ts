@@ -1,9 +1,14 @@
 /**
  * @cmcp/verify — the relying party's library: verifies cmcp claims and audit bundles, and raw
  * TPM 2.0, SEV-SNP and TDX evidence, offline, trusting only the pinned roots it is given.
- * Everything the browser entry offers (./browser.ts), plus the Node-only file loaders. Deeper
- * modules are reachable as subpaths (`@cmcp/verify/format/canonical`,
- * `@cmcp/verify/abi/tpm/attest`, `@cmcp/verify/tpm/index`, …).
+ * Everything the browser entry offers (./browser.ts), plus the Node-only file loaders.
+ *
+ * The package's other entry points (package.json `exports`; nothing else is importable):
+ * - `@cmcp/verify/formats`: canonical JSON, audit entries, claims, bindings, replicas, Merkle;
+ * - `@cmcp/verify/abi`: the hardware byte layouts (TPM 2.0, SEV-SNP, TDX, Azure HCL, event logs);
+ * - `@cmcp/verify/errors`: `CmcpError`, the verifier's error codes and the registry API;
+ * - `@cmcp/verify/cli`: the `cmcp-verify` commands, to embed in another commander program.
  */
 export * from './browser.js';
+export { EMPTY_TRUST_STORE, PolicyFileError } from './trust.js';
 export { defaultAttestationDir, loadReferenceValues, loadTrustStore } from './trust-files.js';
