@@ -15,13 +15,19 @@ import { createPublicKey } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/verify/evidence';
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { VerificationReport } from '@cmcp/verify/result';
-import { TPM_ALG } from '@cmcp/verify/tpm/index';
-import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
-import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
+import type { VerificationReport } from '@cmcp/verify';
+import {
+  defaultAttestationDir,
+  loadTrustStore,
+  parseReferenceValues,
+  type TrustStore,
+  verifyClaim,
+  verifySnpEvidence,
+  verifyTdxEvidence,
+  verifyTpmEvidence,
+} from '@cmcp/verify';
+import { TPM_ALG } from '@cmcp/verify/abi';
+import type { Claim } from '@cmcp/verify/formats';
 import { certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
 import { REPO_ROOT } from './load/profile.js';
 

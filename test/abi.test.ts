@@ -4,16 +4,23 @@
  * layer and the verifier share, and the one AK attribute rule both sides apply.
  */
 import { createHash, generateKeyPairSync } from 'node:crypto';
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { ByteReader, ByteWriter } from '@cmcp/verify/abi/reader';
-import { buildCertTable, parseCertTable, SNP_CERT_GUIDS } from '@cmcp/verify/abi/snp/certtable';
-import { parsePcrSelection, pcrSelectionSha256 } from '@cmcp/verify/abi/tpm/pcr';
-import { akAttributeProblem, parseTpmtPublic } from '@cmcp/verify/abi/tpm/public';
-import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
-import { verifyTpmQuote } from '@cmcp/verify/tpm/index';
+import {
+  AbiError,
+  akAttributeProblem,
+  ByteReader,
+  ByteWriter,
+  buildCertTable,
+  parseCertTable,
+  parsePcrSelection,
+  parseTpmtPublic,
+  pcrSelectionSha256,
+  SNP_CERT_GUIDS,
+} from '@cmcp/verify/abi';
+import { CmcpError, ERRORS } from '@cmcp/verify/errors';
 import { describe, expect, it } from 'vitest';
 import { akAttributeProblem as nativeAkAttributeProblem, parsePublic } from '../native/tpm/index.js';
 import { parseCertTable as nativeParseCertTable, SnpError } from '../native/tsm/snp.js';
+import { verifyTpmQuote } from '../packages/verify/src/tpm/index.js';
 import { AK_ATTRS, akNames, ENDORSEMENT_QN, eccAkPublic, softQuote } from '../testing/evidence.js';
 
 const TPMA_SENSITIVE_DATA_ORIGIN = 0x20;

@@ -11,9 +11,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runVerify } from '@cmcp/verify/cli/claim';
-import { fromB64u } from '@cmcp/verify/format/canonical';
-import type { Claim } from '@cmcp/verify/format/claim';
+import { runVerify } from '@cmcp/verify/cli';
+import type { Claim } from '@cmcp/verify/formats';
+import { fromB64u } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePublic, publicKeyOf, Tpm } from '../native/tpm/index.js';
 import {

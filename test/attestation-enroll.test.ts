@@ -9,7 +9,7 @@ import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fromB64u } from '@cmcp/verify/format/canonical';
+import { fromB64u } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import {

@@ -7,8 +7,8 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { fromB64u } from '@cmcp/verify/format/canonical';
+import { verifyClaim } from '@cmcp/verify';
+import { fromB64u } from '@cmcp/verify/formats';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tsmReport } from '../native/tsm/configfs.js';
 import {

@@ -7,8 +7,7 @@
  * reaches the whole batch, and evidence of another measurement fails MEASUREMENT_CHANGED.
  */
 import { randomBytes } from 'node:crypto';
-import { merkleLeafHash, rootFromAuditPath } from '@cmcp/verify/crypto/merkle';
-import { batchDigest, reportData } from '@cmcp/verify/format/binding';
+import { batchDigest, merkleLeafHash, reportData, rootFromAuditPath } from '@cmcp/verify/formats';
 import { describe, expect, it } from 'vitest';
 import { type BatchedBinding, BindingBatcher } from '../src/session/binding-batcher.js';
 import { type AttestationProvider, BindingError, type BoundEvidence } from '../src/tee/provider.js';

@@ -6,7 +6,7 @@
  * under {@link STALL_BOUND_MS} — a blocking wait would stall for about HOLD_MS — and the path
  * completes once the lock is released, with its record written.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import type { ClientChannel } from '../src/relay/channel.js';

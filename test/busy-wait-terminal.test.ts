@@ -6,7 +6,7 @@
  * recorded, AUDIT_WRITE_FAILED when nothing of them could be written), never INTERNAL_ERROR.
  */
 import { once } from 'node:events';
-import { verifyBundle } from '@cmcp/verify/bundle';
+import { verifyBundle } from '@cmcp/verify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';

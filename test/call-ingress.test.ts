@@ -3,7 +3,7 @@
  * request or refusal, with its scope (gateway chain before a session can be named, session
  * chain after) and what was read before it.
  */
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { jcsDigest } from '@cmcp/verify/formats';
 import { describe, expect, it } from 'vitest';
 import { readCallParams } from '../src/call/ingress.js';
 

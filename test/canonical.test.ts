@@ -1,8 +1,13 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { CanonicalJsonError, canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
-import { type AuditEntryBody, hashEntryBody } from '@cmcp/verify/format/entry';
+import { verifyBundle } from '@cmcp/verify';
+import {
+  type AuditEntryBody,
+  CanonicalJsonError,
+  canonicalJson,
+  hashEntryBody,
+  sha256Hex,
+} from '@cmcp/verify/formats';
 import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

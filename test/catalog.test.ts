@@ -9,8 +9,8 @@ import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { verifyClaim } from '@cmcp/verify/claim';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+import { verifyClaim } from '@cmcp/verify';
+import type { AuditEntry } from '@cmcp/verify/formats';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {

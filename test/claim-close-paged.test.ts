@@ -10,9 +10,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
-import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
+import { verifyBundle } from '@cmcp/verify';
+import { type Claim, canonicalJson, sha256Hex, verifyClaimSignature } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
 import { ChainSummary } from '../src/claim/build.js';

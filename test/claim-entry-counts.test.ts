@@ -6,11 +6,9 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { runVerify } from '@cmcp/verify/cli/claim';
-import { ed25519PublicJwk } from '@cmcp/verify/format/binding';
-import { type Claim, signClaim } from '@cmcp/verify/format/claim';
+import { verifyBundle, verifyClaim } from '@cmcp/verify';
+import { runVerify } from '@cmcp/verify/cli';
+import { type Claim, ed25519PublicJwk, signClaim } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import type { ClientChannel } from '../src/relay/channel.js';

@@ -7,8 +7,7 @@
  * A real child gateway (built dist/), a real SQLite file, a real SIGKILL.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
-import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
+import { type Claim, canonicalJson, sha256Hex, verifyClaimSignature } from '@cmcp/verify/formats';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
 import { type Db, immediate, openDatabase } from '../src/store/db.js';

@@ -8,8 +8,7 @@
  * reported.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { ed25519PublicJwk, jcsDigest, jwkThumbprint } from '@cmcp/verify/formats';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../src/session/service.js';

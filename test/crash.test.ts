@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { jcsDigest } from '@cmcp/verify/formats';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCrashRun, checkCrashSnapshot } from '../testing/crash/check.js';

@@ -3,7 +3,7 @@
  * and unauthenticated requests are recorded at a bounded rate.
  */
 
-import { verifyClaim } from '@cmcp/verify/claim';
+import { verifyClaim } from '@cmcp/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';

@@ -409,7 +409,7 @@ describe('default session rotation', () => {
 
 describe('closing a session while a call runs', () => {
   it('the claim stays valid: the late terminal entry goes to the gateway chain, naming the session', async () => {
-    const { verifyClaim } = await import('@cmcp/verify/claim');
+    const { verifyClaim } = await import('@cmcp/verify');
     const s = await rest(gw.url, 'alice-token', 'POST', '/sessions', {});
     const sid = s.body.session_id;
     const pending = call('alice-token', 1, 'counter.hold', { ms: 400 }, { session_id: sid });

@@ -8,9 +8,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
+import { verifyClaim } from '@cmcp/verify';
+import type { AuditBundle, Claim } from '@cmcp/verify/formats';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSwtpm } from '../testing/vitest-swtpm.js';

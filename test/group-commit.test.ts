@@ -7,8 +7,8 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { verifyBundle } from '@cmcp/verify';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
 import {

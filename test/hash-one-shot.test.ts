@@ -4,8 +4,8 @@
  * input — a string as its UTF-8 bytes (a lone surrogate as U+FFFD, as Buffer.from does).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { digest, digestUtf8, sha256hex } from '@cmcp/verify/crypto/hash';
 import { describe, expect, it } from 'vitest';
+import { digest, digestUtf8, sha256hex } from '../packages/verify/src/crypto/hash.js';
 
 const STRINGS = [
   '',

@@ -7,10 +7,9 @@
 
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { runVerify } from '@cmcp/verify/cli/claim';
-import { canonicalJson, jcsDigest, sha256Hex } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { verifyBundle } from '@cmcp/verify';
+import { runVerify } from '@cmcp/verify/cli';
+import { canonicalJson, GATEWAY_CHAIN_ID, jcsDigest, sha256Hex } from '@cmcp/verify/formats';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {

@@ -5,10 +5,9 @@
  * capability advertised only when an upstream offers it, and `tasks/result` evidenced with a
  * terminal `task_result` entry (digests only). The SDK Client in front, over HTTP.
  */
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
-import type { Claim } from '@cmcp/verify/format/claim';
+import { verifyBundle, verifyClaim } from '@cmcp/verify';
+import type { Claim } from '@cmcp/verify/formats';
+import { jcsDigest } from '@cmcp/verify/formats';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';

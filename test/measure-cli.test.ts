@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { loadReferenceValues } from '@cmcp/verify/trust-files';
+import { loadReferenceValues } from '@cmcp/verify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cleanup, REPO_ROOT, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 

@@ -6,14 +6,15 @@
  */
 import {
   auditPathLength,
+  batchDigest,
+  canonicalJson,
   MerkleError,
   MerkleTree,
   merkleLeafHash,
   merkleNodeHash,
   rootFromAuditPath,
-} from '@cmcp/verify/crypto/merkle';
-import { batchDigest } from '@cmcp/verify/format/binding';
-import { canonicalJson, sha256 } from '@cmcp/verify/format/canonical';
+  sha256,
+} from '@cmcp/verify/formats';
 import { describe, expect, it } from 'vitest';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');

@@ -7,7 +7,7 @@
  * refusal record; the gateway keeps answering meanwhile.
  */
 import { createServer, type Server } from 'node:http';
-import { verifyBundle } from '@cmcp/verify/bundle';
+import { verifyBundle } from '@cmcp/verify';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';

@@ -12,8 +12,7 @@
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
+import { defaultAttestationDir, loadTrustStore, verifyClaim } from '@cmcp/verify';
 import pino from 'pino';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

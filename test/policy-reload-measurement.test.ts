@@ -10,10 +10,10 @@
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
-import type { Claim, MeasurementJson } from '@cmcp/verify/format/claim';
-import type { VerificationReport } from '@cmcp/verify/result';
+import type { VerificationReport } from '@cmcp/verify';
+import { verifyClaim } from '@cmcp/verify';
+import type { Claim, MeasurementJson } from '@cmcp/verify/formats';
+import { b64u, fromB64u } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { measurementDigest, pcrExtend } from '../src/measure/index.js';

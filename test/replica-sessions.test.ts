@@ -6,9 +6,8 @@
  * verifier's challenge; a closed session's claim is the same through every replica.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
-import { sha256Hex } from '@cmcp/verify/format/canonical';
+import { verifyClaim } from '@cmcp/verify';
+import { ed25519PublicJwk, jwkThumbprint, sha256Hex } from '@cmcp/verify/formats';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimTextBytes } from '../src/claim/parts.js';

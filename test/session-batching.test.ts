@@ -10,14 +10,20 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { runVerify } from '@cmcp/verify/cli/claim';
-import { merkleLeafHash } from '@cmcp/verify/crypto/merkle';
-import { batchDigest, bindingDigest, reportData } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { type Claim, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
-import type { VerificationReport } from '@cmcp/verify/result';
+import type { VerificationReport } from '@cmcp/verify';
+import { verifyClaim } from '@cmcp/verify';
+import { runVerify } from '@cmcp/verify/cli';
+import type { AuditBundle } from '@cmcp/verify/formats';
+import {
+  b64u,
+  batchDigest,
+  bindingDigest,
+  type Claim,
+  merkleLeafHash,
+  reportData,
+  signClaim,
+  type UnsignedClaim,
+} from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Tpm, TpmError } from '../native/tpm/index.js';
 import type { Gateway } from '../src/gateway/runtime.js';

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditEntry } from '@cmcp/verify/formats';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';
 import { SessionSensitivity } from '../src/call/sensitivity.js';

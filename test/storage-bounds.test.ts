@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyBundle } from '@cmcp/verify/bundle';
+import { verifyBundle } from '@cmcp/verify';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AuditChain } from '../src/audit/chain.js';

@@ -10,8 +10,8 @@
  * not a live one's.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { verifyBundle } from '@cmcp/verify';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { toolCallBinding } from '../src/execution/binding.js';

@@ -7,16 +7,16 @@
  * issue one claim; a replica whose lease is lost writes nothing (LEASE_LOST).
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { verifyClaim } from '@cmcp/verify/claim';
+import { verifyClaim } from '@cmcp/verify';
 import {
   bindingDigest,
   ed25519PublicJwk,
+  GATEWAY_CHAIN_ID,
   jwkThumbprint,
   reportData,
   type SessionBindingPreimage,
-} from '@cmcp/verify/format/binding';
-import { sha256Hex } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+  sha256Hex,
+} from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimInputs, SessionBindingRecord } from '../src/claim/build.js';
 import { claimIssuer } from '../src/claim/issuer.js';

@@ -6,11 +6,10 @@
  * gateway serving and the claim signed-only.
  */
 
-import { verifyClaim } from '@cmcp/verify/claim';
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
-import { type Claim, signClaim } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
-import type { VerificationReport } from '@cmcp/verify/result';
+import type { VerificationReport } from '@cmcp/verify';
+import { verifyClaim } from '@cmcp/verify';
+import type { AuditBundle } from '@cmcp/verify/formats';
+import { b64u, type Claim, fromB64u, signClaim } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';

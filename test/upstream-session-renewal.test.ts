@@ -8,7 +8,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import pino from 'pino';

@@ -6,15 +6,19 @@
  */
 import 'reflect-metadata';
 import { readFileSync } from 'node:fs';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { verifySnpEvidence, verifyTdxEvidence } from '@cmcp/verify/evidence';
-import { renderText } from '@cmcp/verify/render';
-import type { CheckResult } from '@cmcp/verify/result';
-import { parseTdxQuote } from '@cmcp/verify/tdx/index';
-import { parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
-import { type Cert, certsFromBytes, issuedBy, parseCert, pemBlocks } from '@cmcp/verify/x509';
+import type { CheckResult } from '@cmcp/verify';
+import {
+  loadTrustStore,
+  parseTrustStore,
+  renderText,
+  type TrustStore,
+  verifyClaim,
+  verifySnpEvidence,
+  verifyTdxEvidence,
+} from '@cmcp/verify';
+import { parseTdxQuote } from '@cmcp/verify/abi';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { type Cert, certsFromBytes, issuedBy, parseCert, pemBlocks } from '../packages/verify/src/x509.js';
 import { type AkPki, claimWithAkChain, makeAkPki } from '../testing/ak-pki.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

@@ -10,10 +10,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runVerifyEvidence } from '@cmcp/verify/cli/evidence';
-import { type RawAzureEvidence, verifyAzureCvmEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult, VerificationReport } from '@cmcp/verify/result';
-import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
+import type { CheckResult, VerificationReport } from '@cmcp/verify';
+import {
+  parseReferenceValues,
+  parseTrustStore,
+  type RawAzureEvidence,
+  verifyAzureCvmEvidence,
+} from '@cmcp/verify';
+import { runVerifyEvidence } from '@cmcp/verify/cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   hclAk,

@@ -6,13 +6,10 @@
  * missing `azure_hcl` and a raw `--ak` of another key are refused, each with its own code.
  */
 import { createHash, createPublicKey, randomUUID } from 'node:crypto';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { verifyAzureCvmEvidence } from '@cmcp/verify/evidence';
-import { tpmQualifyingData } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { VerificationReport } from '@cmcp/verify/result';
-import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
+import type { VerificationReport } from '@cmcp/verify';
+import { parseReferenceValues, parseTrustStore, verifyAzureCvmEvidence, verifyClaim } from '@cmcp/verify';
+import type { Claim } from '@cmcp/verify/formats';
+import { b64u, tpmQualifyingData } from '@cmcp/verify/formats';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   hclReport,

@@ -7,18 +7,17 @@
  */
 import { createHash, createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { parseTdReportStruct } from '@cmcp/verify/abi/tdx/tdreport';
+import type { CheckResult } from '@cmcp/verify';
+import { EMPTY_TRUST_STORE } from '@cmcp/verify';
+import { AbiError, parseTdReportStruct } from '@cmcp/verify/abi';
+import { describe, expect, it } from 'vitest';
 import {
   parseHclChecks,
   parseHclReport,
   parseHclRuntimeData,
   verifyAzureHcl,
-} from '@cmcp/verify/azure/index';
-import type { CheckResult } from '@cmcp/verify/result';
-import { TPM_ALG, verifyTpmQuote } from '@cmcp/verify/tpm/index';
-import { EMPTY_TRUST_STORE } from '@cmcp/verify/trust';
-import { describe, expect, it } from 'vitest';
+} from '../packages/verify/src/azure/index.js';
+import { TPM_ALG, verifyTpmQuote } from '../packages/verify/src/tpm/index.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const read = (f: string) => readFileSync(vectorPath('azure-hcl', f));

@@ -9,9 +9,9 @@
 import * as node from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as shim from '@cmcp/verify/crypto/browser/node-crypto';
-import { certsFromBytes } from '@cmcp/verify/x509';
 import { describe, expect, it } from 'vitest';
+import * as shim from '../packages/verify/src/crypto/browser/node-crypto.js';
+import { certsFromBytes } from '../packages/verify/src/x509.js';
 import { hasVectors, VECTORS_DIR } from './harness/vectors.js';
 
 const data = node.randomBytes(300);

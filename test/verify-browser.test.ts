@@ -19,12 +19,17 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { verifySnpEvidence } from '@cmcp/verify/evidence';
-import type { Claim } from '@cmcp/verify/format/claim';
-import { renderText } from '@cmcp/verify/render';
-import { computeVerdict, type VerificationReport } from '@cmcp/verify/result';
-import { parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
+import {
+  computeVerdict,
+  parseReferenceValues,
+  parseTrustStore,
+  renderText,
+  type TrustStore,
+  type VerificationReport,
+  verifyClaim,
+  verifySnpEvidence,
+} from '@cmcp/verify';
+import type { Claim } from '@cmcp/verify/formats';
 import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildBrowser, nodeBuiltinBlockers } from '../packages/verify/scripts/build-browser.mjs';

@@ -9,18 +9,20 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { parseCcelLog, parseCcelTable } from '@cmcp/verify/abi/eventlog/ccel';
-import { parseCel } from '@cmcp/verify/abi/eventlog/cel';
-import { replayCel, verifyCel } from '@cmcp/verify/cel';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
-import { parseEventLog } from '@cmcp/verify/eventlog';
-import { verifyTdxEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult } from '@cmcp/verify/result';
-import { replayCcel, verifyCcel } from '@cmcp/verify/tdx/ccel';
-import { parseTdxQuote } from '@cmcp/verify/tdx/index';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
+import type { CheckResult } from '@cmcp/verify';
+import { loadTrustStore, verifyTdxEvidence } from '@cmcp/verify';
+import {
+  AbiError,
+  parseCcelLog,
+  parseCcelTable,
+  parseCel,
+  parseEventLog,
+  parseTdxQuote,
+} from '@cmcp/verify/abi';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli';
 import { afterAll, describe, expect, it } from 'vitest';
+import { replayCel, verifyCel } from '../packages/verify/src/cel.js';
+import { replayCcel, verifyCcel } from '../packages/verify/src/tdx/ccel.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const T = ['tdx', 'ccel-cos-113'];

@@ -9,10 +9,16 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { type Claim, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
-import { type AuditBundle, type AuditEntryBody, hashEntryBody } from '@cmcp/verify/format/entry';
+import { verifyClaim } from '@cmcp/verify';
+import {
+  type AuditBundle,
+  type AuditEntryBody,
+  b64u,
+  type Claim,
+  hashEntryBody,
+  signClaim,
+  type UnsignedClaim,
+} from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindSession } from '../testing/evidence.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';

@@ -7,21 +7,26 @@ import { createHash, generateKeyPairSync, type KeyObject, randomUUID } from 'nod
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { registerVerifyCommand, runVerify } from '@cmcp/verify/cli/claim';
-import { VerifyInputError } from '@cmcp/verify/cli/input';
-import { CmcpError, ERRORS } from '@cmcp/verify/errors/index';
-import { bindingDigest, jwkThumbprint, reportData, tpmQualifyingData } from '@cmcp/verify/format/binding';
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
-import { type Claim, claimHash, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
+import type { VerificationReport } from '@cmcp/verify';
+import { renderJson, renderText, verifyClaim } from '@cmcp/verify';
+import { registerVerifyCommand, runVerify, VerifyInputError } from '@cmcp/verify/cli';
+import { CmcpError, ERRORS } from '@cmcp/verify/errors';
 import {
   type AuditBundle,
   type AuditEntryBody,
   type BundleEntry,
+  b64u,
+  bindingDigest,
+  type Claim,
+  claimHash,
+  fromB64u,
   hashEntryBody,
-} from '@cmcp/verify/format/entry';
-import { renderJson, renderText } from '@cmcp/verify/render';
-import type { VerificationReport } from '@cmcp/verify/result';
+  jwkThumbprint,
+  reportData,
+  signClaim,
+  tpmQualifyingData,
+  type UnsignedClaim,
+} from '@cmcp/verify/formats';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import {

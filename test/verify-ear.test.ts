@@ -12,20 +12,24 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { claimValue, earAppraisals, earClaimsSet, earTargetOf, TRUST_CLAIMS, tierOf } from '@cmcp/verify/ear';
-import { parseEarKey, signEar } from '@cmcp/verify/ear-jwt';
-import { tpmQualifyingData } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { Claim, MeasurementJson } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
-import { recomputeMeasurement } from '@cmcp/verify/measurement';
-import type { VerificationReport } from '@cmcp/verify/result';
-import { check } from '@cmcp/verify/result';
-import { parseReferenceValues } from '@cmcp/verify/trust';
+import type { VerificationReport } from '@cmcp/verify';
+import { parseReferenceValues, verifyClaim } from '@cmcp/verify';
+import type { AuditBundle, Claim, MeasurementJson } from '@cmcp/verify/formats';
+import { b64u, tpmQualifyingData } from '@cmcp/verify/formats';
 import { calculateJwkThumbprint, decodeProtectedHeader, importJWK, type JWK, jwtVerify } from 'jose';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import {
+  claimValue,
+  earAppraisals,
+  earClaimsSet,
+  earTargetOf,
+  TRUST_CLAIMS,
+  tierOf,
+} from '../packages/verify/src/ear.js';
+import { parseEarKey, signEar } from '../packages/verify/src/ear-jwt.js';
+import { recomputeMeasurement } from '../packages/verify/src/measurement.js';
+import { check } from '../packages/verify/src/result.js';
 import {
   bindSession,
   bundleOf,

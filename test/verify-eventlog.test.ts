@@ -8,11 +8,16 @@ import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AbiError as EventLogError } from '@cmcp/verify/abi/errors';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
-import { parseEventLog, replayEventLog, summarizeEventLog, verifyEventLog } from '@cmcp/verify/eventlog';
-import { type PcrValue, TPM_ALG } from '@cmcp/verify/tpm/index';
+import { AbiError as EventLogError } from '@cmcp/verify/abi';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli';
 import { afterAll, describe, expect, it } from 'vitest';
+import {
+  parseEventLog,
+  replayEventLog,
+  summarizeEventLog,
+  verifyEventLog,
+} from '../packages/verify/src/eventlog.js';
+import { type PcrValue, TPM_ALG } from '../packages/verify/src/tpm/index.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const DIR = ['tpm', 'eventlogs'];

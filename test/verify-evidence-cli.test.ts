@@ -5,17 +5,22 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runVerify } from '@cmcp/verify/cli/claim';
+import {
+  defaultAttestationDir,
+  loadReferenceValues,
+  loadTrustStore,
+  parseReferenceValues,
+  parseTrustStore,
+} from '@cmcp/verify';
 import {
   registerVerifyEvidenceCommand,
+  runVerify,
   runVerifyEvidence,
   type VerifyEvidenceCliOptions,
-} from '@cmcp/verify/cli/evidence';
-import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
-import { defaultAttestationDir, loadReferenceValues, loadTrustStore } from '@cmcp/verify/trust-files';
-import { certsFromBytes } from '@cmcp/verify/x509';
+} from '@cmcp/verify/cli';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { certsFromBytes } from '../packages/verify/src/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-verify-evidence-'));

@@ -8,7 +8,7 @@ import { createHash, createPublicKey } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli';
 import { afterAll, describe, expect, it } from 'vitest';
 import { softQuote, softTpm } from '../testing/evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';

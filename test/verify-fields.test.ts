@@ -5,16 +5,20 @@
  * is unverified however the log replays.
  */
 import { readFileSync } from 'node:fs';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { verifySnpEvidence, verifyTdxEvidence, verifyTpmEvidence } from '@cmcp/verify/evidence';
-import { renderJson, renderText } from '@cmcp/verify/render';
-import type { EvidenceField, VerificationReport } from '@cmcp/verify/result';
-import { parseSnpReport } from '@cmcp/verify/snp/index';
-import { parseTdxQuote } from '@cmcp/verify/tdx/index';
-import { TPM_ALG } from '@cmcp/verify/tpm/index';
-import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
+import {
+  loadTrustStore,
+  parseReferenceValues,
+  renderJson,
+  renderText,
+  type TrustStore,
+  verifyClaim,
+  verifySnpEvidence,
+  verifyTdxEvidence,
+  verifyTpmEvidence,
+} from '@cmcp/verify';
+import { parseSnpReport, parseTdxQuote, TPM_ALG } from '@cmcp/verify/abi';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { EvidenceField, VerificationReport } from '../packages/verify/src/result.js';
 import { type AkPki, certDer, claimWithAkChain, makeAkPki, pinnedAkRoot } from '../testing/ak-pki.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

@@ -6,11 +6,16 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { verifyAkCertChain } from '@cmcp/verify/akcert';
-import { parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
-import { type Cert, certsFromBytes, issuedBy, parseCert, validateChain } from '@cmcp/verify/x509';
+import { loadTrustStore, parseTrustStore, type TrustStore } from '@cmcp/verify';
 import { describe, expect, it } from 'vitest';
+import { verifyAkCertChain } from '../packages/verify/src/akcert.js';
+import {
+  type Cert,
+  certsFromBytes,
+  issuedBy,
+  parseCert,
+  validateChain,
+} from '../packages/verify/src/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const ATT = new URL('../packages/verify/attestation/', import.meta.url).pathname;

@@ -9,15 +9,12 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { tpmQualifyingData } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { Claim, MeasurementJson } from '@cmcp/verify/format/claim';
-import { hashEntryBody } from '@cmcp/verify/format/entry';
-import { recomputeMeasurement } from '@cmcp/verify/measurement';
-import type { VerificationReport } from '@cmcp/verify/result';
-import { PolicyFileError, parseReferenceValues } from '@cmcp/verify/trust';
+import type { VerificationReport } from '@cmcp/verify';
+import { PolicyFileError, parseReferenceValues, verifyClaim } from '@cmcp/verify';
+import type { Claim, MeasurementJson } from '@cmcp/verify/formats';
+import { b64u, hashEntryBody, tpmQualifyingData } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recomputeMeasurement } from '../packages/verify/src/measurement.js';
 import { measurementDigest } from '../src/measure/index.js';
 import {
   bindSession,

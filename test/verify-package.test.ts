@@ -25,8 +25,8 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { verifyClaim } from '@cmcp/verify/claim';
-import type { VerificationReport } from '@cmcp/verify/result';
+import type { VerificationReport } from '@cmcp/verify';
+import { verifyClaim } from '@cmcp/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from './harness/gateway.js';
 import { tpmBoundClaim } from './harness/gateway-claim.js';

@@ -16,12 +16,14 @@
  */
 import { createPublicKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { parseHclReport, verifyAzureHcl } from '@cmcp/verify/azure/index';
-import type { CheckResult } from '@cmcp/verify/result';
-import { verifySnpReport } from '@cmcp/verify/snp/index';
-import { type TdxCollateral, verifyTdxCollateral } from '@cmcp/verify/tdx/collateral';
-import { checkCrl, parseCrl } from '@cmcp/verify/tdx/crl';
-import { parseTdxQuote, verifyTdxQuote } from '@cmcp/verify/tdx/index';
+import type { CheckResult } from '@cmcp/verify';
+import { EMPTY_TRUST_STORE, loadTrustStore, parseReferenceValues } from '@cmcp/verify';
+import { describe, expect, it } from 'vitest';
+import { parseHclReport, verifyAzureHcl } from '../packages/verify/src/azure/index.js';
+import { verifySnpReport } from '../packages/verify/src/snp/index.js';
+import { type TdxCollateral, verifyTdxCollateral } from '../packages/verify/src/tdx/collateral.js';
+import { checkCrl, parseCrl } from '../packages/verify/src/tdx/crl.js';
+import { parseTdxQuote, verifyTdxQuote } from '../packages/verify/src/tdx/index.js';
 import {
   type PcrValue,
   parseSerializedPcrs,
@@ -29,11 +31,15 @@ import {
   splitPcrValues,
   TPM_ALG,
   verifyTpmQuote,
-} from '@cmcp/verify/tpm/index';
-import { EMPTY_TRUST_STORE, parseReferenceValues } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
-import { type Cert, certsFromBytes, issuedBy, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
-import { describe, expect, it } from 'vitest';
+} from '../packages/verify/src/tpm/index.js';
+import {
+  type Cert,
+  certsFromBytes,
+  issuedBy,
+  parseCert,
+  pemBlocks,
+  validateChain,
+} from '../packages/verify/src/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const N = Number(process.env.CMCP_PROPERTY_N ?? 10_000);

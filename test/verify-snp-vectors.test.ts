@@ -4,8 +4,9 @@
  * vector folder and the expectation. Fixed clock: 2026-11-30 (all certificates valid).
  */
 import { readFileSync } from 'node:fs';
-import { verifySnpEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult, VerificationReport } from '@cmcp/verify/result';
+import type { CheckResult, VerificationReport } from '@cmcp/verify';
+import { loadTrustStore, parseReferenceValues, type TrustStore, verifySnpEvidence } from '@cmcp/verify';
+import { describe, expect, it } from 'vitest';
 import {
   decodeSnpTcb,
   parseSnpReport,
@@ -14,11 +15,8 @@ import {
   SNP_REPORT_SIZE,
   type SnpInput,
   verifySnpReport,
-} from '@cmcp/verify/snp/index';
-import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
-import { certsFromBytes, issuedBy, validateChain } from '@cmcp/verify/x509';
-import { describe, expect, it } from 'vitest';
+} from '../packages/verify/src/snp/index.js';
+import { certsFromBytes, issuedBy, validateChain } from '../packages/verify/src/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const AT = new Date('2026-11-30T00:00:00Z');

@@ -4,11 +4,10 @@
  * with a CSP-ID and is refused without one.
  */
 import { readFileSync } from 'node:fs';
-import { verifySnpEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult } from '@cmcp/verify/result';
-import { parseReferenceValues, parseTrustStore } from '@cmcp/verify/trust';
-import { parseCert } from '@cmcp/verify/x509';
+import type { CheckResult } from '@cmcp/verify';
+import { parseReferenceValues, parseTrustStore, verifySnpEvidence } from '@cmcp/verify';
 import { describe, expect, it } from 'vitest';
+import { parseCert } from '../packages/verify/src/x509.js';
 import { vlekEvidence } from '../testing/snp-vlek.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

@@ -6,11 +6,9 @@
  */
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { verifySnpEvidence, verifyTdxEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult } from '@cmcp/verify/result';
-import { parseTdxQuote } from '@cmcp/verify/tdx/index';
-import type { TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
+import type { CheckResult, TrustStore } from '@cmcp/verify';
+import { loadTrustStore, verifySnpEvidence, verifyTdxEvidence } from '@cmcp/verify';
+import { parseTdxQuote } from '@cmcp/verify/abi';
 import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

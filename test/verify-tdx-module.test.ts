@@ -10,7 +10,10 @@
 import 'reflect-metadata';
 import { createPrivateKey, sign as nodeSign, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { CheckResult } from '@cmcp/verify/result';
+import type { CheckResult } from '@cmcp/verify';
+import { loadTrustStore, parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify';
+import * as px from '@peculiar/x509';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   evaluateTdxTcb,
   matchTdxModule,
@@ -18,13 +21,9 @@ import {
   type TdxPlatformTcb,
   topLevelMembers,
   verifyTdxCollateral,
-} from '@cmcp/verify/tdx/collateral';
-import { parseTdxQuote, pckExtension, verifyTdxQuote } from '@cmcp/verify/tdx/index';
-import { parseReferenceValues, parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
-import { type Cert, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
-import * as px from '@peculiar/x509';
-import { beforeAll, describe, expect, it } from 'vitest';
+} from '../packages/verify/src/tdx/collateral.js';
+import { parseTdxQuote, pckExtension, verifyTdxQuote } from '../packages/verify/src/tdx/index.js';
+import { type Cert, parseCert, pemBlocks, validateChain } from '../packages/verify/src/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 px.cryptoProvider.set(webcrypto as unknown as Parameters<typeof px.cryptoProvider.set>[0]);

@@ -4,10 +4,8 @@
  * report says the TCB status was not appraised.
  */
 import { readFileSync } from 'node:fs';
-import { verifyTdxEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult } from '@cmcp/verify/result';
-import { parseTrustStore, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
+import type { CheckResult } from '@cmcp/verify';
+import { loadTrustStore, parseTrustStore, type TrustStore, verifyTdxEvidence } from '@cmcp/verify';
 import { describe, expect, it } from 'vitest';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

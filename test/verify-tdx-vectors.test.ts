@@ -5,14 +5,21 @@
  */
 import { verify as cryptoVerify, generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { verifyTdxEvidence } from '@cmcp/verify/evidence';
-import type { CheckResult } from '@cmcp/verify/result';
-import { type TdxCollateral, topLevelMembers, verifyTdxCollateral } from '@cmcp/verify/tdx/collateral';
-import { parseTdxQuote, pckExtension, type TdxInput, verifyTdxQuote } from '@cmcp/verify/tdx/index';
-import { parseReferenceValues, type TrustStore } from '@cmcp/verify/trust';
-import { loadTrustStore } from '@cmcp/verify/trust-files';
-import { certsFromBytes, parseCert, pemBlocks, validateChain } from '@cmcp/verify/x509';
+import type { CheckResult } from '@cmcp/verify';
+import { loadTrustStore, parseReferenceValues, type TrustStore, verifyTdxEvidence } from '@cmcp/verify';
 import { describe, expect, it } from 'vitest';
+import {
+  type TdxCollateral,
+  topLevelMembers,
+  verifyTdxCollateral,
+} from '../packages/verify/src/tdx/collateral.js';
+import {
+  parseTdxQuote,
+  pckExtension,
+  type TdxInput,
+  verifyTdxQuote,
+} from '../packages/verify/src/tdx/index.js';
+import { certsFromBytes, parseCert, pemBlocks, validateChain } from '../packages/verify/src/x509.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 
 const AT = new Date('2023-07-01T01:00:00Z');

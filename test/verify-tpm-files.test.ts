@@ -11,10 +11,15 @@ import { createPublicKey } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli/evidence';
-import { verifyTpmEvidence } from '@cmcp/verify/evidence';
-import { parseSerializedPcrs, parseTpmsAttest, splitPcrValues, TPM_ALG } from '@cmcp/verify/tpm/index';
+import { verifyTpmEvidence } from '@cmcp/verify';
+import { runVerifyEvidence, type VerifyEvidenceCliOptions } from '@cmcp/verify/cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  parseSerializedPcrs,
+  parseTpmsAttest,
+  splitPcrValues,
+  TPM_ALG,
+} from '../packages/verify/src/tpm/index.js';
 import { allocateAllBanks, readTool, type ToolsQuote, toolsQuote } from '../testing/tpm2-tools.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
 

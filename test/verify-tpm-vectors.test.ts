@@ -13,7 +13,8 @@ import {
   X509Certificate,
 } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { CheckResult } from '@cmcp/verify/result';
+import type { CheckResult } from '@cmcp/verify';
+import { describe, expect, it } from 'vitest';
 import {
   computePcrDigest,
   type PcrValue,
@@ -26,8 +27,7 @@ import {
   unwrapTpm2bAttest,
   verifyTpmQuote,
   verifyTpmSignature,
-} from '@cmcp/verify/tpm/index';
-import { describe, expect, it } from 'vitest';
+} from '../packages/verify/src/tpm/index.js';
 import { AK_ATTRS, eccAkPublic, selectBytes, tpm2b, u16, u32 } from '../testing/evidence.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

@@ -7,10 +7,9 @@
  */
 import 'reflect-metadata';
 import { createHash, KeyObject, randomUUID, webcrypto } from 'node:crypto';
-import { tpmQualifyingData } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { TrustStore } from '@cmcp/verify/trust';
+import type { TrustStore } from '@cmcp/verify';
+import type { Claim } from '@cmcp/verify/formats';
+import { b64u, tpmQualifyingData } from '@cmcp/verify/formats';
 import * as px from '@peculiar/x509';
 import {
   akNames,

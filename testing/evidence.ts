@@ -7,20 +7,21 @@
  */
 import { createHash, generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
 import {
-  bindingDigest,
-  ed25519PublicJwk,
-  jwkThumbprint,
-  reportData,
-  type SessionBindingPreimage,
-} from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { CLAIM_PROFILE, type Claim, signClaim, type UnsignedClaim } from '@cmcp/verify/format/claim';
-import {
   type AuditBundle,
   type AuditEntryBody,
   type BundleEntry,
+  b64u,
+  bindingDigest,
+  CLAIM_PROFILE,
+  type Claim,
+  ed25519PublicJwk,
   hashEntryBody,
-} from '@cmcp/verify/format/entry';
+  jwkThumbprint,
+  reportData,
+  type SessionBindingPreimage,
+  signClaim,
+  type UnsignedClaim,
+} from '@cmcp/verify/formats';
 
 // ---------- TPM wire encoders ----------
 

@@ -8,7 +8,7 @@
 
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { sha256Hex } from '@cmcp/verify/format/canonical';
+import { sha256Hex } from '@cmcp/verify/formats';
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { immediate } from '../src/store/db.js';

@@ -3,7 +3,7 @@
  * error registry (`@cmcp/verify/errors`, ATTESTATION_ERRORS); `rc` is the raw TSS2_RC when the
  * failure came from tpm2-tss or the TPM, else null.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '@cmcp/verify/errors';
 
 /** Stable machine codes carried by {@link TpmError}. */
 export type TpmErrorCode =

@@ -4,7 +4,7 @@
  * 0x81000003 is the AK whose public key the report's runtime data names (HCLAkPub). Only NV
  * access and the AK's parent lookup are here; parsing is the verifier's abi.
  */
-import { HCL_REPORT_NV_INDEX } from '@cmcp/verify/abi/azure/hcl';
+import { HCL_REPORT_NV_INDEX } from '@cmcp/verify/abi';
 import type { EkAlgorithm } from './ek.js';
 import { hierarchyQualifiedName, qualifiedNameOf } from './public.js';
 import type { Tpm } from './tpm.js';

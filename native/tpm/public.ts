@@ -6,12 +6,11 @@
  * computed (Part 1 §16).
  */
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { parseTpmtPublic } from '@cmcp/verify/abi/tpm/public';
+import { AbiError, parseTpmtPublic } from '@cmcp/verify/abi';
 import { TpmError } from './errors.js';
 import { WireWriter } from './wire.js';
 
-export { akAttributeProblem } from '@cmcp/verify/abi/tpm/public';
+export { akAttributeProblem } from '@cmcp/verify/abi';
 
 export const TPM2_ALG_SHA384 = 0x000c;
 export const TPM2_ALG_AES = 0x0006;

@@ -4,26 +4,24 @@
  * decoders of ESYS outputs that turn a layout error into TpmError TPM_BAD_RESPONSE. C struct
  * layouts are never mirrored: tpm2-tss MU functions convert between wire format and its structs.
  */
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { ByteWriter } from '@cmcp/verify/abi/reader';
-import { parseTpmsAttest, type TpmsAttestQuote } from '@cmcp/verify/abi/tpm/attest';
 import {
+  AbiError,
+  parseDigestList as abiDigestList,
+  parseNvPublic as abiNvPublic,
+  parsePcrSelection as abiPcrSelection,
+  ByteWriter,
+  parseTpmsAttest,
   TPM_ALG,
   TPM_ECC_CURVE,
   TPM_GENERATED_VALUE,
   TPM_ST_ATTEST_QUOTE,
-} from '@cmcp/verify/abi/tpm/constants';
-import {
-  parseDigestList as abiDigestList,
-  parseNvPublic as abiNvPublic,
-  parsePcrSelection as abiPcrSelection,
+  type TpmsAttestQuote,
   type TpmsNvPublic,
   unwrapTpm2b,
-} from '@cmcp/verify/abi/tpm/pcr';
+} from '@cmcp/verify/abi';
 import { TpmError } from './errors.js';
 
-export { pcrSelectionSha256 } from '@cmcp/verify/abi/tpm/pcr';
-export { TPMA_OBJECT } from '@cmcp/verify/abi/tpm/public';
+export { pcrSelectionSha256, TPMA_OBJECT } from '@cmcp/verify/abi';
 
 /** Algorithm and constant identifiers, TPM 2.0 Part 2 §6 (TPM_ALG_ID, TPM_ECC_CURVE, TPM_ST). */
 export const TPM2_ALG_RSA = TPM_ALG.RSA;

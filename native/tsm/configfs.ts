@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '@cmcp/verify/errors';
 
 /** Default configfs-tsm report directory. */
 export const TSM_REPORT_ROOT = '/sys/kernel/config/tsm/report';

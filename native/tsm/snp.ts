@@ -6,15 +6,16 @@
  * configfs-tsm is missing.
  */
 import { closeSync, openSync } from 'node:fs';
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { parseCertTable as abiParseCertTable, type SnpCertEntry } from '@cmcp/verify/abi/snp/certtable';
 import {
+  AbiError,
+  parseCertTable as abiParseCertTable,
   parseMsgReportRsp,
   parseSnpReport,
   SNP_REPORT_DATA_OFFSET,
   SNP_REPORT_SIZE,
-} from '@cmcp/verify/abi/snp/report';
-import { CmcpError } from '@cmcp/verify/errors/index';
+  type SnpCertEntry,
+} from '@cmcp/verify/abi';
+import { CmcpError } from '@cmcp/verify/errors';
 import koffi from 'koffi';
 
 export {
@@ -23,7 +24,7 @@ export {
   SNP_CERT_GUIDS,
   type SnpCertEntry,
   type SnpCertKind,
-} from '@cmcp/verify/abi/snp/certtable';
+} from '@cmcp/verify/abi';
 export { SNP_REPORT_DATA_OFFSET, SNP_REPORT_SIZE };
 
 type SnpErrorCode =

@@ -5,11 +5,10 @@
  * 520 → 0x238), v5 a body descriptor (type u16, size u32) at 48 and the body at 54. The
  * signature is checked by the verifier, not here.
  */
-import { AbiError } from '@cmcp/verify/abi/errors';
-import { parseTdxQuoteHead, TD_REPORT_DATA_OFFSET } from '@cmcp/verify/abi/tdx/quote';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { AbiError, parseTdxQuoteHead, TD_REPORT_DATA_OFFSET } from '@cmcp/verify/abi';
+import { CmcpError } from '@cmcp/verify/errors';
 
-export { TDX_TEE_TYPE } from '@cmcp/verify/abi/tdx/quote';
+export { TDX_TEE_TYPE } from '@cmcp/verify/abi';
 
 /** A quote of the wrong shape; `code` is registered (ABI_ERRORS). */
 export class TdxError extends CmcpError {

@@ -5,9 +5,10 @@
  * trustworthy definition is never evaluated. Each gate passes with what the next one needs, or
  * refuses; none writes anything.
  */
-import { clip } from '@cmcp/verify/errors/index';
+
 import type { EntryInput } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
+import { clip } from '../errors/index.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { SessionRow } from '../session/service.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';

@@ -8,8 +8,9 @@
  * - `session`: the session can be resolved but the rest is wrong (execution_id, values JCS
  *   cannot carry, name, arguments, action_timestamp): recorded in the session's chain.
  */
-import { clip } from '@cmcp/verify/errors/index';
-import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '@cmcp/verify/format/canonical';
+
+import { assertCanonicalizable, CanonicalJsonError, jcsDigest } from '@cmcp/verify/formats';
+import { clip } from '../errors/index.js';
 import { checkExecutionId } from '../execution/ingress.js';
 import type { CallRequest, Refusal } from './types.js';
 

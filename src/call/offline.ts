@@ -2,7 +2,7 @@
  * The refusal of a call whose upstream has not been reachable since start-up:
  * UPSTREAM_OFFLINE, with the upstream and the last reason, as the call's terminal entry.
  */
-import { clip } from '@cmcp/verify/errors/index';
+import { clip } from '../errors/index.js';
 import type { Unavailable } from '../upstream/availability.js';
 import type { Refusal } from './types.js';
 

@@ -9,9 +9,10 @@
  * sealing replica's outcome_unknown) is dropped. A crash meanwhile leaves the attempt open:
  * start-up recovery seals it, as before.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+
+import type { AuditEntry } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
+import { CmcpError } from '../errors/index.js';
 
 /** How many failed terminals are kept at most; past it a call is left to recovery (logged). */
 export const MAX_PENDING_TERMINALS = 10_000;

@@ -3,8 +3,9 @@
  * committed terminal entry (docs/spec/mcp.md#inbound). Codes and messages come from the error registry; the
  * one exception is an upstream's own JSON-RPC error, relayed as it came (UPSTREAM_RPC_ERROR).
  */
-import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+
+import type { AuditEntry } from '@cmcp/verify/formats';
+import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { Forwarded } from './forward.js';
 import type { CallEvidence, CallResponse, Refusal } from './types.js';
 

@@ -18,9 +18,9 @@
  *   does not change it but any member does.
  */
 import { readFileSync } from 'node:fs';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { jcsDigest } from '@cmcp/verify/formats';
 import { z } from 'zod';
+import { CmcpError } from '../errors/index.js';
 import { toolNameFault } from './tool-name.js';
 
 /** Sensitivity levels, lowest first (`unclassified` = not set by a reviewer). */

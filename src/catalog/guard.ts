@@ -7,7 +7,7 @@
  * definition matches its pin again the block is lifted and `catalog_drift_cleared` recorded.
  */
 
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import { type Catalog, type CatalogTool, definitionHash } from './catalog.js';

@@ -3,7 +3,7 @@
  * `catalog_load` in the gateway chain with its hash (which goes into every session binding and
  * claim), and compared with the upstreams' tools from first contact on.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';

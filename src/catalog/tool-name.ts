@@ -11,7 +11,7 @@
  * format characters and separators let a name read as another one to a person (Trojan Source,
  * CVE-2021-42574); SEP-986 tool names hold none of them.
  */
-import { assertCanonicalizable } from '@cmcp/verify/format/canonical';
+import { assertCanonicalizable } from '@cmcp/verify/formats';
 
 const CONTROL = /\p{Cc}/u;
 /** Unicode Cf (format: zero-width, bidi controls, BOM) and Zl/Zp (U+2028, U+2029). */

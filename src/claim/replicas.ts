@@ -4,9 +4,8 @@
  * evidence, the verifier's challenge), and `replicas`, every writer's start-up evidence. A
  * chain with one writer (every single gateway's, on SQLite) keeps its `/1` claim unchanged.
  */
-import type { UnsignedClaim } from '@cmcp/verify/format/claim';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
-import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/format/replica';
+import type { AuditEntry, UnsignedClaim } from '@cmcp/verify/formats';
+import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/formats';
 import type { SessionRow } from '../session/types.js';
 import type { SessionBindingRecord } from './build.js';
 

@@ -10,7 +10,7 @@
  */
 import { createHash, type KeyObject } from 'node:crypto';
 import { setTimeout } from 'node:timers/promises';
-import type { UnsignedClaim } from '@cmcp/verify/format/claim';
+import type { UnsignedClaim } from '@cmcp/verify/formats';
 import { claimPieces, type SignedClaim, withSignature } from './build.js';
 import { COPY_SLICE_BYTES, signOnThread, startSignThread } from './sign-thread.js';
 

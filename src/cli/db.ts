@@ -10,11 +10,11 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import Database from 'better-sqlite3';
 import type { Command } from 'commander';
 import pg from 'pg';
 import { ConfigError, loadConfig } from '../config/index.js';
+import { CmcpError } from '../errors/index.js';
 import { openDatabase } from '../store/db.js';
 import {
   DatabaseUnavailableError,

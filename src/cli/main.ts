@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-import { registerVerifyCommand } from '@cmcp/verify/cli/claim';
-import { registerVerifyEvidenceCommand } from '@cmcp/verify/cli/evidence';
+import { registerVerifyCommand, registerVerifyEvidenceCommand } from '@cmcp/verify/cli';
 /**
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
  * `verify` exits 1 when the verdict is `invalid`, or when the claim is neither

@@ -4,9 +4,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { CmcpError } from '../errors/index.js';
 import { attestationSchema, resolveAttestationPaths } from './attestation.js';
 import { oauthSchema, resolveOAuthPaths } from './oauth.js';
 import { replicasSchema } from './replicas.js';

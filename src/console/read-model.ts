@@ -5,11 +5,16 @@
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.
  */
-import { verifyClaim } from '@cmcp/verify/claim';
-import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import type { VerificationReport } from '@cmcp/verify/result';
-import { EMPTY_TRUST_STORE, type TrustStore } from '@cmcp/verify/trust';
-import { defaultAttestationDir, loadTrustStore } from '@cmcp/verify/trust-files';
+
+import type { VerificationReport } from '@cmcp/verify';
+import {
+  defaultAttestationDir,
+  EMPTY_TRUST_STORE,
+  loadTrustStore,
+  type TrustStore,
+  verifyClaim,
+} from '@cmcp/verify';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { AuditChain } from '../audit/chain.js';
 import type { SessionRow } from '../session/types.js';
 import type { Db } from '../store/db.js';

@@ -5,8 +5,9 @@
  * page body Eta itself rendered. No page carries script; block and unblock are plain forms
  * with the login's CSRF token. Links are built here with each segment percent-encoded.
  */
-import type { AuditEntry } from '@cmcp/verify/format/entry';
-import type { VerificationReport } from '@cmcp/verify/result';
+
+import type { VerificationReport } from '@cmcp/verify';
+import type { AuditEntry } from '@cmcp/verify/formats';
 import { Eta } from 'eta';
 import type { SessionRow } from '../session/service.js';
 import type { ExecutionRow } from '../store/port.js';

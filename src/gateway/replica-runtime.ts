@@ -10,7 +10,7 @@
  * (lifecycle/replica-unavailable.ts). The steps both engines take are compose.ts's; this file
  * holds the replica's own, runtime.ts the SQLite gateway's; cli/start.ts picks one.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import pino, { type Logger } from 'pino';

@@ -8,7 +8,7 @@
  * compose.ts's; this file holds SQLite's own, read top to bottom in start-up order.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
+import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/formats';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { AuditChain } from '../audit/chain.js';

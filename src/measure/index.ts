@@ -23,8 +23,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { canonicalJson } from '@cmcp/verify/format/canonical';
-import type { MeasurementJson } from '@cmcp/verify/format/claim';
+import type { MeasurementJson } from '@cmcp/verify/formats';
+import { canonicalJson } from '@cmcp/verify/formats';
 
 export const MEASUREMENT_VERSION = 1;
 

@@ -14,8 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { PcrEventJson } from '@cmcp/verify/format/claim';
+import type { PcrEventJson } from '@cmcp/verify/formats';
+import { b64u } from '@cmcp/verify/formats';
 import { pcrExtend } from './index.js';
 
 /** One line of the log file: the event a claim carries, and what the extender saw. */

@@ -5,7 +5,7 @@
  * `gateway_measurement` in the gateway chain — with `attestation_binding_failed` when the
  * provider could not carry it yet (it retries at the next session binding).
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { PolicyBundle } from '../policy/bundle.js';

@@ -5,8 +5,8 @@
  * registry (@cmcp/verify/errors). Metric names and meanings: docs/operations.md.
  */
 import { statSync } from 'node:fs';
-import { ERRORS } from '@cmcp/verify/errors/index';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { ERRORS } from '../errors/index.js';
 import type { Db } from '../store/db.js';
 
 /** MCP methods counted by name; anything else is counted as `other`. */

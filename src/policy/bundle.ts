@@ -21,8 +21,8 @@
 import { lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { canonicalJson, jcsDigest, sha256Tagged } from '@cmcp/verify/format/canonical';
+import { canonicalJson, jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
+import { CmcpError } from '../errors/index.js';
 
 /** `manifest.json` of a bundle. */
 export interface PolicyManifest {

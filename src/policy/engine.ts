@@ -51,8 +51,8 @@
  */
 import { createHash } from 'node:crypto';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import { type Sensitivity, sensitivityLevel } from '../catalog/catalog.js';
+import { CmcpError } from '../errors/index.js';
 import { ActionPolicySets } from './action-sets.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { entityMisfit, GENERIC_MISFIT, locateMisfit } from './misfit.js';

@@ -9,7 +9,7 @@
  * JSON Schema type maps to one Cedar type across all tools; others are left out, and a policy
  * cannot read what the schema does not declare).
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../errors/index.js';
 import {
   ACTIONS,
   type ActionId,

@@ -17,8 +17,8 @@ import {
   generateKeyPairSync,
   type KeyObject,
 } from 'node:crypto';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { canonicalJson, fromB64u } from '@cmcp/verify/format/canonical';
+import { canonicalJson, fromB64u } from '@cmcp/verify/formats';
+import { CmcpError } from '../errors/index.js';
 
 /** Thrown for an unusable key. */
 export class PolicyKeyError extends CmcpError {

@@ -6,8 +6,7 @@
 
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { GatewayConfig } from '../config/index.js';

@@ -8,8 +8,8 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { fromB64u } from '@cmcp/verify/format/canonical';
+import { fromB64u } from '@cmcp/verify/formats';
+import { CmcpError } from '../errors/index.js';
 import { bundleDigests, loadBundleFromFiles, type PolicyBundle, PolicyBundleError } from './bundle.js';
 import { checkEntities, checkTokenAttributes, type EnforcementMode, PolicyEngine } from './engine.js';
 import { verifyBundleSignature } from './signature.js';

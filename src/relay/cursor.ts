@@ -7,7 +7,7 @@
  * gateway process, or is older than its lifetime is refused with INVALID_PARAMS (-32602).
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../errors/index.js';
 
 /** How long a cursor stays valid, ms. */
 export const CURSOR_LIFETIME_MS = 10 * 60 * 1000;

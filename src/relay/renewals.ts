@@ -3,7 +3,7 @@
  * because the upstream no longer knew it (HTTP 404: it expired it, or it restarted):
  * `upstream_session_renewed` with the upstream and why (docs/spec/audit-entries.md).
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { UpstreamPool } from '../upstream/pool.js';

@@ -6,8 +6,9 @@
  * `relay_elicitation`, `relay_roots`) and ends in one terminal entry (`sampling_relay`, …).
  * A refusal reaches the upstream as a JSON-RPC error.
  */
-import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CmcpError, ERRORS, type ErrorCode } from '../errors/index.js';
 import type { ActionId } from '../policy/vocabulary.js';
 import type { RelaySessionReads } from '../session/ports.js';
 import type { RelayRecorder } from './evidence.js';

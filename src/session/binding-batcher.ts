@@ -6,13 +6,14 @@
  * one, no timer), so batching never delays a lone session; under load, everything that
  * arrived during one quote goes into the next (at most `maxBatch` per quote).
  */
-import { MerkleTree, merkleLeafHash } from '@cmcp/verify/crypto/merkle';
 import {
   BATCH_MAX_TREE_SIZE,
   batchDigest,
+  MerkleTree,
+  merkleLeafHash,
   reportData,
   type SessionBatchJson,
-} from '@cmcp/verify/format/binding';
+} from '@cmcp/verify/formats';
 import { type AttestationProvider, BindingError, type BoundEvidence } from '../tee/provider.js';
 
 /** Sessions per quote unless configured otherwise. */

@@ -2,8 +2,7 @@
  * The binding section a session's claim carries (docs/spec/binding.md), from the record stored
  * at the session's creation and the key that signs the claim now.
  */
-import { bindingDigest, reportData, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
+import { b64u, bindingDigest, reportData, type SessionBindingPreimage } from '@cmcp/verify/formats';
 import type { ClaimInputs, SessionBindingRecord } from '../claim/build.js';
 import type { GatewayKey, SessionFacts, SessionRow } from './types.js';
 

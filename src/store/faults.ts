@@ -6,7 +6,7 @@
  * - `die_at:<step>` SIGKILLs the process itself when a replica's start-up reaches `<step>`
  *   ({@link StartStep}): a crash at a known point of the start, without racing its log.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../errors/index.js';
 
 export type FaultPoint = 'terminal_commit';
 

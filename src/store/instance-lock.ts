@@ -9,7 +9,7 @@
  * {@link STALE_AFTER_MS} (another host, or a hung process).
  */
 import { hostname } from 'node:os';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../errors/index.js';
 import { type Db, immediate } from './db.js';
 
 /** A heartbeat older than this frees the lock, milliseconds. */

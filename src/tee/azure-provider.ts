@@ -12,11 +12,9 @@
  * refused (HCL_AK_MISMATCH), never quoted with: the report would vouch for another key.
  */
 import { createPublicKey, type KeyObject, X509Certificate } from 'node:crypto';
-import { parseHclReport } from '@cmcp/verify/abi/azure/hcl';
-import { parseHclRuntimeData } from '@cmcp/verify/abi/azure/runtime-data';
-import { parseTdxQuoteHead } from '@cmcp/verify/abi/tdx/quote';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { AzureHclEvidenceJson } from '@cmcp/verify/format/claim';
+import { parseHclReport, parseHclRuntimeData, parseTdxQuoteHead } from '@cmcp/verify/abi';
+import type { AzureHclEvidenceJson } from '@cmcp/verify/formats';
+import { b64u } from '@cmcp/verify/formats';
 import {
   HCL_AK_HANDLE,
   parentQualifiedNameOf,

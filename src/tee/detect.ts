@@ -7,12 +7,12 @@
  */
 
 import { existsSync, readFileSync } from 'node:fs';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { hasHclReport, Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
 import type { AuditChain } from '../audit/chain.js';
 import type { AttestationConfig } from '../config/index.js';
+import { CmcpError } from '../errors/index.js';
 import { AzureCvmProvider } from './azure-provider.js';
 import { type AttestationProvider, type AttestationTier, SoftwareProvider, TIER_RANK } from './provider.js';
 import { TpmProvider } from './tpm-provider.js';

@@ -16,8 +16,7 @@
  */
 import { randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
+import { b64u, fromB64u } from '@cmcp/verify/formats';
 import { z } from 'zod';
 import {
   type AkAlgorithm,
@@ -35,6 +34,7 @@ import {
   type TpmEk,
   TpmError,
 } from '../../native/tpm/index.js';
+import { CmcpError } from '../errors/index.js';
 import { type AkCa, chainToRoots, issueAkCertificate, OID_TCG_KP_EK_CERTIFICATE, trimDer } from './x509.js';
 
 /** Why enrollment refused (code TPM_ENROLLMENT_REFUSED); `reason` is a stable upper-snake word. */

@@ -5,14 +5,14 @@
  * is absent (and with `minimum_tier`, the session is refused: src/tee/tier.ts).
  */
 
-import { CmcpError } from '@cmcp/verify/errors/index';
 import type {
   AzureHclEvidenceJson,
   MeasurementJson,
   SevSnpEvidenceJson,
   TdxEvidenceJson,
   TpmEvidenceJson,
-} from '@cmcp/verify/format/claim';
+} from '@cmcp/verify/formats';
+import { CmcpError } from '../errors/index.js';
 import type { GatewayMeasurement } from '../measure/index.js';
 
 /** Why a binding could not be made (code ATTESTATION_BINDING_FAILED); `reason` is a stable upper-snake word. */

@@ -26,9 +26,8 @@
  */
 
 import { X509Certificate } from 'node:crypto';
-import { tpmQualifyingData } from '@cmcp/verify/format/binding';
-import { b64u, fromB64u } from '@cmcp/verify/format/canonical';
-import type { MeasurementJson } from '@cmcp/verify/format/claim';
+import type { MeasurementJson } from '@cmcp/verify/formats';
+import { b64u, fromB64u, tpmQualifyingData } from '@cmcp/verify/formats';
 import {
   type AkAlgorithm,
   flushInstanceLeftovers,

@@ -6,8 +6,8 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { MeasurementJson, SevSnpEvidenceJson } from '@cmcp/verify/format/claim';
+import type { MeasurementJson, SevSnpEvidenceJson } from '@cmcp/verify/formats';
+import { b64u } from '@cmcp/verify/formats';
 import { TSM_REPORT_ROOT, TsmError, tsmReport } from '../../native/tsm/configfs.js';
 import { checkSnpReport, parseCertTable, SnpError, snpReportViaIoctl } from '../../native/tsm/snp.js';
 import { checkTdxQuote, TdxError } from '../../native/tsm/tdx.js';

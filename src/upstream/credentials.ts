@@ -15,10 +15,10 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { checkServerIdentity, type PeerCertificate } from 'node:tls';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import type { SecretSource, StdioEnvConfig } from '../config/upstream-credentials.js';
+import { CmcpError } from '../errors/index.js';
 import { registerPem, registerSecret } from './redact.js';
 
 /** What the Streamable HTTP transport of one upstream needs. */

@@ -4,9 +4,10 @@
  * stripped, configured environment values and secret-looking variables redacted); an HTTP
  * upstream names its URL and the cause (connection refused, DNS, TLS, HTTP status).
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+
 import type { UpstreamConfig } from '../config/index.js';
 import { envValues } from '../config/upstream-credentials.js';
+import { CmcpError } from '../errors/index.js';
 import { knownSecrets } from './credentials.js';
 import { SECRET_NAME, secretRedactor } from './redact.js';
 

@@ -9,9 +9,9 @@
  */
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
+import { CmcpError } from '../errors/index.js';
 import { type CallContext, ResultTooLargeError } from './result-cap.js';
 
 /** Why a body was not a JSON-RPC 2.0 message (JSON-RPC 2.0 §4–5). */

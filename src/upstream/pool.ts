@@ -3,11 +3,11 @@
  * availability, and the merged tool list under gateway names with the routes back to them.
  */
 
-import { CmcpError } from '@cmcp/verify/errors/index';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Logger } from 'pino';
 import { toolNameFault } from '../catalog/tool-name.js';
 import type { UpstreamConfig } from '../config/index.js';
+import { CmcpError } from '../errors/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { UpstreamStartError } from './diagnose.js';
 import type { CallOutcome, RequestOptions, UpstreamHooks } from './request.js';

@@ -3,7 +3,7 @@
  * `upstream_unavailable` (not reached at start-up, with the reason) and `upstream_available`
  * (brought in after a retry).
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { UpstreamPool } from './pool.js';

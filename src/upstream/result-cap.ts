@@ -4,7 +4,7 @@
  * POST's response body at the cap), the stdio watcher and ./answers.ts.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../errors/index.js';
 
 /** Default result cap (C-MCP-4): 2 MiB. */
 export const DEFAULT_MAX_RESULT_BYTES = 2 * 1024 * 1024;

@@ -7,8 +7,7 @@
  */
 
 import type { ChildProcess } from 'node:child_process';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { CanonicalJsonError, canonicalJson } from '@cmcp/verify/format/canonical';
+import { CanonicalJsonError, canonicalJson } from '@cmcp/verify/formats';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -18,6 +17,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
 import { envValues } from '../config/upstream-credentials.js';
+import { CmcpError } from '../errors/index.js';
 import { type AnswerWatch, watchAnswers } from './answers.js';
 import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';

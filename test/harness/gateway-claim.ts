@@ -3,8 +3,7 @@
  * fresh swtpm (ECC P-256 AK, PCRs 0,1,2,7 + the measurement PCR), one session with one call to a
  * counting upstream, closed. The claim verifies as hardware-unanchored (no AK certificate chain).
  */
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { AuditBundle } from '@cmcp/verify/format/entry';
+import type { AuditBundle, Claim } from '@cmcp/verify/formats';
 import type { Gateway } from '../../src/gateway/runtime.js';
 import { startSwtpm } from '../../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from '../fixtures/counting-server.js';

@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import pg from 'pg';
 import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
 import { type Db, openDatabase } from '../../src/store/db.js';

@@ -31,9 +31,8 @@
  * closed.
  */
 import { createHash } from 'node:crypto';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { verifyClaim } from '@cmcp/verify/claim';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
+import { verifyBundle, verifyClaim } from '@cmcp/verify';
+import { jcsDigest } from '@cmcp/verify/formats';
 import type { Answered } from './load.js';
 import { type CrashSnapshot, readSqliteSnapshot } from './snapshot.js';
 import type { WorkArgs } from './upstream.js';

@@ -4,7 +4,7 @@
  * is refused with GATEWAY_SHUTTING_DOWN (503; a JSON-RPC error on /mcp), and the shutdown waits
  * for the requests already admitted, up to the drain time.
  */
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditEntry } from '@cmcp/verify/formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { evidenceOf } from '../../call/respond.js';
 import type { RefusalSink } from '../edge/refusals.js';

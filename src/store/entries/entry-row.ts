@@ -4,7 +4,7 @@
  * (docs/spec/audit-entries.md), and what is read back from that text. The chain is verified
  * from the stored text alone; the other columns are for lookups and the unique keys.
  */
-import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
+import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/formats';
 import type { PreparedEntry } from './next-entry.js';
 
 /** The columns of an `audit_entries` row, in the order of {@link entryRowValues}. */

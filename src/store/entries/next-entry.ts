@@ -7,8 +7,8 @@
  * of an entry keeps one owner.
  */
 import { type KeyObject, randomUUID } from 'node:crypto';
-import { type AuditEntryBody, hashEntryBody } from '@cmcp/verify/format/entry';
-import type { EntryReplica } from '@cmcp/verify/format/replica';
+import type { EntryReplica } from '@cmcp/verify/formats';
+import { type AuditEntryBody, hashEntryBody } from '@cmcp/verify/formats';
 
 /** Fields a caller supplies; everything else is filled in (null when not given). */
 export type EntryInput = Pick<AuditEntryBody, 'entry_type'> & Partial<Omit<AuditEntryBody, 'entry_type'>>;

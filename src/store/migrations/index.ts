@@ -5,7 +5,7 @@
  * migration is applied in one transaction; a database whose version is newer than
  * {@link LATEST_SCHEMA_VERSION} is refused, never written.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../../errors/index.js';
 
 /** The schema version this code writes and reads. */
 export const LATEST_SCHEMA_VERSION = 6;

@@ -7,7 +7,7 @@
  * agent's newest such entry and appended in one fenced transaction holding the gateway chain's
  * tip lock, so two replicas cannot both record the same block.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { BlockEntryType, BlockEvent } from '../port.js';
 import { appendEntry, lockChainTip } from './chain.js';

@@ -8,8 +8,8 @@
  * (chain_id, prev_entry_hash) and entry_hash stay the last line: a bug here fails the
  * transaction (23505), it never forks the chain.
  */
-import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/format/entry';
-import { signEntryWriter } from '@cmcp/verify/format/replica';
+import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/formats';
+import { signEntryWriter } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import { formatMicros, type MicroClock, systemMicroClock } from '../entries/clock.js';
 import {

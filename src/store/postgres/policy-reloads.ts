@@ -6,7 +6,7 @@
  * its running bundle's; a reload is appended only when its version is higher than the newest
  * recorded one, checked under the gateway chain's tip lock in one fenced transaction.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { EntryInput } from '../entries/next-entry.js';
 import type { RecordedReload } from '../port.js';

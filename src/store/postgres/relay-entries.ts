@@ -5,8 +5,8 @@
  * (sessions.ts lockLiveChain), so a close committed by another replica cannot slip between.
  * Relayed entries do not count as tool calls (the session's call count is not raised).
  */
-import type { AuditEntry } from '@cmcp/verify/format/entry';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import type { AuditEntry } from '@cmcp/verify/formats';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { EntryInput } from '../entries/next-entry.js';
 import { appendEntry } from './chain.js';

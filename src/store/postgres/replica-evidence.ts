@@ -4,9 +4,8 @@
  * `/2` claim lists for this replica (docs/spec/claims.md#replicas) — written together in one
  * fenced transaction, and read back by key thumbprint when a close lists its chain's writers.
  */
-import type { AuditEntry } from '@cmcp/verify/format/entry';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
-import type { ReplicaMember } from '@cmcp/verify/format/replica';
+import type { AuditEntry, ReplicaMember } from '@cmcp/verify/formats';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { MicroClock } from '../entries/clock.js';
 import { appendEntry } from './chain.js';

@@ -5,7 +5,7 @@
  * committed by another replica cannot slip between the status read and the append, and two
  * terminals of one session queue on the row instead of deadlocking on a shared lock's upgrade.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 
 /**

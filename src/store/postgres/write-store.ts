@@ -9,7 +9,7 @@
  * transaction, never yielding the loop), while here every statement is a round trip: one
  * sequence over a context that may answer later would make every SQLite command await.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { MicroClock } from '../entries/clock.js';
 import type { EntryInput } from '../entries/next-entry.js';
