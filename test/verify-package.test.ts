@@ -180,7 +180,7 @@ describe('@cmcp/verify packed and installed alone', () => {
       [
         '--input-type=module',
         '-e',
-        "import('@cmcp/verify/trust-files').then((m) => process.stdout.write(String(m.defaultAttestationDir())))",
+        "import('@cmcp/verify').then((m) => process.stdout.write(String(m.defaultAttestationDir())))",
       ],
       prefix,
     );
@@ -188,6 +188,42 @@ describe('@cmcp/verify packed and installed alone', () => {
     expect(realpathSync(r.stdout)).toBe(
       realpathSync(join(prefix, 'node_modules', '@cmcp', 'verify', 'attestation')),
     );
+  });
+
+  it('is importable only through its entry points: every other module of dist/ is refused', async () => {
+    const exportsField = (
+      JSON.parse(readFileSync(join(PKG, 'package.json'), 'utf8')) as { exports: Record<string, unknown> }
+    ).exports;
+    const entries = Object.keys(exportsField)
+      .filter((k) => k !== './package.json')
+      .map((k) => `@cmcp/verify${k.slice(1)}`);
+    expect(entries).toEqual([
+      '@cmcp/verify',
+      ...['formats', 'abi', 'errors', 'cli'].map((e) => `@cmcp/verify/${e}`),
+    ]);
+    const modules = packed.files.map((f) => f.path).filter((p) => p.startsWith('dist/') && p.endsWith('.js'));
+    expect(modules.length).toBeGreaterThan(80);
+    // Each module by its old subpath (`@cmcp/verify/abi/tpm/public`) and by its file path.
+    const deep = modules.flatMap((p) => [
+      `@cmcp/verify/${p.slice('dist/'.length, -'.js'.length)}`,
+      `@cmcp/verify/${p}`,
+    ]);
+    const probe = `
+      const out = { entries: {}, deep: {} };
+      for (const s of ${JSON.stringify(entries)}) out.entries[s] = Object.keys(await import(s)).length;
+      for (const s of ${JSON.stringify(deep)}) {
+        try { import.meta.resolve(s); out.deep[s] = 'resolved'; } catch (e) { out.deep[s] = e.code; }
+      }
+      process.stdout.write(JSON.stringify(out));`;
+    const r = await run(process.execPath, ['--input-type=module', '-e', probe], prefix);
+    expect(r.stderr).toBe('');
+    const out = JSON.parse(r.stdout) as { entries: Record<string, number>; deep: Record<string, string> };
+    for (const e of entries) expect(out.entries[e], e).toBeGreaterThan(0);
+    const refused = Object.entries(out.deep).filter(([, code]) => code === 'ERR_PACKAGE_PATH_NOT_EXPORTED');
+    expect(Object.entries(out.deep).filter(([, code]) => code !== 'ERR_PACKAGE_PATH_NOT_EXPORTED')).toEqual(
+      [],
+    );
+    expect(refused.map(([s]) => s)).toContain('@cmcp/verify/abi');
   });
 
   it('cmcp-verify claim: the gateway claim with its bundle is hardware-unanchored, as the repository verifier says', async () => {

@@ -13,14 +13,14 @@
  */
 
 export * as azure from './azure/index.js';
+export * from './azure/index.js';
 export * from './errors.js';
 export * as eventlog from './eventlog/index.js';
-export * from './reader.js';
-export * from './azure/index.js';
 export * from './eventlog/index.js';
+export * from './reader.js';
 export * from './snp/index.js';
-export * from './tdx/index.js';
-export * from './tpm/index.js';
 export * as snp from './snp/index.js';
+export * from './tdx/index.js';
 export * as tdx from './tdx/index.js';
+export * from './tpm/index.js';
 export * as tpm from './tpm/index.js';

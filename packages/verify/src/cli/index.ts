@@ -7,5 +7,9 @@
  * - {@link VerifyInputError}: unreadable or oversized input (exit code 2).
  */
 export { registerVerifyCommand, runVerify, type VerifyCliOptions } from './claim.js';
-export { registerVerifyEvidenceCommand, runVerifyEvidence, type VerifyEvidenceCliOptions } from './evidence.js';
+export {
+  registerVerifyEvidenceCommand,
+  runVerifyEvidence,
+  type VerifyEvidenceCliOptions,
+} from './evidence.js';
 export { VerifyInputError } from './input.js';
