@@ -16,11 +16,11 @@ import {
   pcrSelectionSha256,
   SNP_CERT_GUIDS,
 } from '@cmcp/verify/abi';
-import { CmcpError, ERRORS } from '@cmcp/verify/errors';
 import { describe, expect, it } from 'vitest';
 import { akAttributeProblem as nativeAkAttributeProblem, parsePublic } from '../native/tpm/index.js';
 import { parseCertTable as nativeParseCertTable, SnpError } from '../native/tsm/snp.js';
 import { verifyTpmQuote } from '../packages/verify/src/tpm/index.js';
+import { CmcpError, ERRORS } from '../src/errors/index.js';
 import { AK_ATTRS, akNames, ENDORSEMENT_QN, eccAkPublic, softQuote } from '../testing/evidence.js';
 
 const TPMA_SENSITIVE_DATA_ORIGIN = 0x20;

@@ -5,11 +5,11 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { CmcpError, ERRORS } from '@cmcp/verify/errors';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { errorsMarkdown } from '../packages/verify/src/errors/markdown.js';
 import { reasonsMarkdown } from '../packages/verify/src/reasons-markdown.js';
+import { CmcpError, ERRORS } from '../src/errors/index.js';
+import { errorsMarkdown } from '../src/errors/markdown.js';
 
 const ROOT = join(import.meta.dirname, '..');
 

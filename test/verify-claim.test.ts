@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import type { VerificationReport } from '@cmcp/verify';
 import { renderJson, renderText, verifyClaim } from '@cmcp/verify';
 import { registerVerifyCommand, runVerify, VerifyInputError } from '@cmcp/verify/cli';
-import { CmcpError, ERRORS } from '@cmcp/verify/errors';
 import {
   type AuditBundle,
   type AuditEntryBody,
@@ -29,6 +28,7 @@ import {
 } from '@cmcp/verify/formats';
 import { Command } from 'commander';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { CmcpError, ERRORS } from '../src/errors/index.js';
 import {
   bindSession,
   bundleOf,

@@ -1,9 +1,9 @@
 /**
  * Errors raised by the native TPM layer. `code` is a stable machine code registered in the
- * error registry (`@cmcp/verify/errors`, ATTESTATION_ERRORS); `rc` is the raw TSS2_RC when the
+ * error registry (native/errors.ts, NATIVE_ERRORS); `rc` is the raw TSS2_RC when the
  * failure came from tpm2-tss or the TPM, else null.
  */
-import { CmcpError } from '@cmcp/verify/errors';
+import { CmcpError } from '../errors.js';
 
 /** Stable machine codes carried by {@link TpmError}. */
 export type TpmErrorCode =

@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CmcpError } from '@cmcp/verify/errors';
+import { CmcpError } from '../errors.js';
 
 /** Default configfs-tsm report directory. */
 export const TSM_REPORT_ROOT = '/sys/kernel/config/tsm/report';
@@ -39,7 +39,7 @@ export type TsmErrorCode =
   /** Nothing happened within the timeout. */
   | 'TSM_TIMEOUT';
 
-/** A configfs-tsm failure; `code` is registered (ATTESTATION_ERRORS). */
+/** A configfs-tsm failure; `code` is registered (NATIVE_ERRORS). */
 export class TsmError extends CmcpError {
   declare readonly code: TsmErrorCode;
 

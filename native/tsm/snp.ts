@@ -15,8 +15,8 @@ import {
   SNP_REPORT_SIZE,
   type SnpCertEntry,
 } from '@cmcp/verify/abi';
-import { CmcpError } from '@cmcp/verify/errors';
 import koffi from 'koffi';
+import { CmcpError } from '../errors.js';
 
 export {
   buildCertTable,
@@ -33,7 +33,7 @@ type SnpErrorCode =
   | 'SEV_GUEST_IOCTL_FAILED'
   | 'SEV_GUEST_ABSENT';
 
-/** A failure of the SEV-SNP guest side; `code` is registered (ATTESTATION_ERRORS / ABI_ERRORS). */
+/** A failure of the SEV-SNP guest side; `code` is registered (NATIVE_ERRORS / ABI_ERRORS). */
 export class SnpError extends CmcpError {
   declare readonly code: SnpErrorCode;
 

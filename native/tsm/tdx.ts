@@ -6,7 +6,7 @@
  * signature is checked by the verifier, not here.
  */
 import { AbiError, parseTdxQuoteHead, TD_REPORT_DATA_OFFSET } from '@cmcp/verify/abi';
-import { CmcpError } from '@cmcp/verify/errors';
+import { CmcpError } from '../errors.js';
 
 export { TDX_TEE_TYPE } from '@cmcp/verify/abi';
 

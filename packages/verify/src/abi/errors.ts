@@ -4,7 +4,7 @@
  * `*_parse` check reports; `structure`, `field` and `offset` say where parsing stopped.
  */
 
-import type { ABI_ERRORS } from '../errors/evidence.js';
+import type { ABI_ERRORS } from '../errors/codes.js';
 import { CmcpError } from '../errors/index.js';
 
 /** A registered byte-layout parse error code (e.g. TPM_ATTEST_TRUNCATED, SNP_REPORT_MALFORMED). */

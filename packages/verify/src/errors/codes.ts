@@ -1,14 +1,14 @@
 /**
- * Registered error codes of the verifier package and of the native attestation layer (part of
- * the one registry, {@link ERRORS} in ./index.ts, which spreads these tables in).
+ * The error codes @cmcp/verify owns (registered by ./index.ts; the gateway and native/ register
+ * their own next to them):
  *
  * - Byte-layout parse errors ({@link AbiError}, packages/verify/src/abi/errors.ts): the code is
  *   also the reason code a failed `*_parse` check reports (REASON_CODES in result.ts).
  * - Certificates, collateral and policy files of the verifier.
- * - The native TPM (tpm2-tss) and configfs-tsm / sev-guest layers used by the gateway.
+ * - Batched bindings' inclusion proofs, canonical JSON, and the `cmcp-verify` command line.
  *
- * JSON-RPC codes: -32080..-32084 for evidence the caller supplied (-32084: a batched binding's proof), -32090..-32093 for the
- * gateway's own attestation hardware.
+ * JSON-RPC codes: -32080..-32084 for evidence the caller supplied (-32084: a batched binding's
+ * proof); -32602 for input the verifier refuses.
  */
 import type { ErrorSpec } from './spec.js';
 
@@ -159,31 +159,43 @@ export const BINDING_BATCH_ERRORS = {
   },
 } as const satisfies Record<string, ErrorSpec>;
 
-const hw = (http: number, rpc: number, summary: string): ErrorSpec => ({ http, rpc, summary });
+/** Canonical JSON, and the command line's input and keys (`cmcp-verify`, embedded as `cmcp verify`). */
+export const VERIFIER_ERRORS = {
+  CANONICAL_JSON_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      "A value cannot be canonicalised under cmcp's JCS profile (RFC 8785): a lone surrogate, a non-finite number, an integer beyond ±(2^53−1), or nesting deeper than 128.",
+  },
+  VERIFY_INPUT_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary: '`cmcp verify` / `verify-evidence`: an unreadable file or a bad flag (exit code 2).',
+  },
+  VERIFY_KEY_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      "`cmcp verify --key`: not an Ed25519 public JWK file or RFC 7638 thumbprint — a claim file (its cnf.jwk is whichever key signed it) or a JWK with private members is refused; pin the gateway's key from a trusted source (exit code 2).",
+  },
+  EAR_KEY_REQUIRED: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      '`cmcp verify --format ear`: no `--ear-key` was given to sign the attestation result (exit code 2).',
+  },
+  EAR_KEY_INVALID: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      '`cmcp verify --ear-key`: not a private P-256, P-384 or Ed25519 key in PEM or JWK (exit code 2).',
+  },
+} as const satisfies Record<string, ErrorSpec>;
 
-/** The gateway's own attestation hardware (native/). */
-export const ATTESTATION_ERRORS = {
-  TSS_LIBRARY_MISSING: hw(503, -32090, 'The libtss2-* shared libraries could not be loaded.'),
-  TCTI_INIT_FAILED: hw(503, -32090, 'Tss2_TctiLdr_Initialize failed: bad TCTI string or nothing listening.'),
-  TPM_UNREACHABLE: hw(503, -32090, 'The TCTI layer failed mid-session (TPM gone, socket closed, I/O error).'),
-  TPM_RC: hw(500, -32090, 'The TPM or a tpm2-tss layer returned a non-success TSS2_RC.'),
-  TPM_BAD_INPUT: hw(400, -32090, 'The TPM layer refused its input before talking to the TPM.'),
-  TPM_CLOSED: hw(500, -32090, 'The TPM connection or key was closed or flushed.'),
-  PCR_CHANGED: hw(503, -32090, 'PCR values kept changing between TPM2_PCR_Read and TPM2_Quote.'),
-  TPM_BAD_RESPONSE: hw(500, -32090, 'The TPM answered with something inconsistent with the request.'),
-  TPM_BUSY: hw(
-    500,
-    -32090,
-    'An ESYS context was used while an asynchronous TPM command was in flight on it (a caller did not serialise).',
-  ),
-  TSM_ABSENT: hw(503, -32091, 'No configfs-tsm report directory (no TSM provider loaded).'),
-  TSM_ENTRY_FAILED: hw(500, -32091, 'mkdir of the configfs-tsm report entry failed.'),
-  TSM_WRITE_REFUSED: hw(500, -32091, 'The kernel refused the configfs-tsm inblob write.'),
-  TSM_READ_FAILED: hw(500, -32091, 'Reading a configfs-tsm attribute failed, or the report was empty.'),
-  TSM_GENERATION_CHANGED: hw(503, -32091, 'Another writer raced the configfs-tsm report entry.'),
-  TSM_PROVIDER_MISMATCH: hw(500, -32091, 'The configfs-tsm provider is not the one asked for.'),
-  TSM_TIMEOUT: hw(503, -32091, 'The configfs-tsm report did not appear within the timeout.'),
-  CERT_TABLE_MALFORMED: hw(500, -32092, 'The SEV-SNP certificate table from the host does not parse.'),
-  SEV_GUEST_IOCTL_FAILED: hw(500, -32092, 'An SNP_GET_REPORT / SNP_GET_EXT_REPORT ioctl failed.'),
-  SEV_GUEST_ABSENT: hw(503, -32092, 'The /dev/sev-guest device cannot be opened.'),
+/** Every code @cmcp/verify owns. */
+export const VERIFY_ERRORS = {
+  ...VERIFIER_ERRORS,
+  ...ABI_ERRORS,
+  ...VERIFY_INPUT_ERRORS,
+  ...BINDING_BATCH_ERRORS,
 } as const satisfies Record<string, ErrorSpec>;
