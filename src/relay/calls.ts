@@ -9,11 +9,11 @@
  */
 import type { CallLink } from '../call/types.js';
 import type { MethodRequest } from './channel.js';
+import type { RelayParts } from './parts.js';
 import { progressRelay, progressToken } from './progress.js';
-import type { Relay } from './relay.js';
 
 /** The link of one tools/call request. */
-export function callLink(relay: Relay, req: MethodRequest): CallLink {
+export function callLink(relay: RelayParts, req: MethodRequest): CallLink {
   return {
     async forward(route, args, sessionId) {
       const onprogress = progressRelay(

@@ -15,9 +15,9 @@ import { type Answer, registryError } from './answer.js';
 import type { MethodRequest } from './channel.js';
 import type { EvidencedMethod, RelayDisposition } from './evidence.js';
 import type { Route } from './federation.js';
+import type { RelayParts } from './parts.js';
 import { decideRelay, maxSensitivityOf, type RelayResourceSpec, type RelayVerdict } from './policy.js';
 import { progressRelay, progressToken } from './progress.js';
-import type { Relay } from './relay.js';
 import type { ConnectionNeed } from './sessions.js';
 
 /** What a method contributes: its target, route, forwarded params and Cedar request. */
@@ -65,7 +65,11 @@ function withEvidence(result: Record<string, unknown>, e: AuditEntry): Record<st
 }
 
 /** Runs one evidenced request (module doc). Never throws for caller or upstream faults. */
-export async function relayEvidenced(relay: Relay, req: MethodRequest, s: EvidencedSpec): Promise<Answer> {
+export async function relayEvidenced(
+  relay: RelayParts,
+  req: MethodRequest,
+  s: EvidencedSpec,
+): Promise<Answer> {
   const { caller, params, startedAt } = req;
   const method = req.method as EvidencedMethod;
   const cmcp = params?._cmcp as { session_id?: unknown } | undefined;

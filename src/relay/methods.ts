@@ -11,8 +11,8 @@ import type { MethodHandler, MethodRequest } from './channel.js';
 import { CursorError, pageOf } from './cursor.js';
 import { type EvidencedSpec, relayEvidenced } from './evidenced.js';
 import { LISTS, type ListKind } from './federation.js';
+import type { RelayParts } from './parts.js';
 import { upstreamMeta } from './progress.js';
-import type { Relay } from './relay.js';
 import { taskHandlers, taskResultSpec } from './tasks.js';
 
 function str(v: unknown): string | null {
@@ -27,7 +27,7 @@ export function upstreamParams(params: Record<string, unknown> | undefined): Rec
 }
 
 function paged(
-  relay: Relay,
+  relay: RelayParts,
   pageSize: number,
   all: Record<string, unknown>[],
   key: string,
@@ -42,7 +42,7 @@ function paged(
   }
 }
 
-function listHandler(relay: Relay, kind: ListKind, pageSize: number): MethodHandler {
+function listHandler(relay: RelayParts, kind: ListKind, pageSize: number): MethodHandler {
   return async (req) => {
     const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel);
     return paged(relay, pageSize, await relay.federation.merged(kind, conn), kind.key, req);
@@ -50,7 +50,7 @@ function listHandler(relay: Relay, kind: ListKind, pageSize: number): MethodHand
 }
 
 /** Where each evidenced method goes, its Cedar action and resource. */
-function specs(relay: Relay): Record<string, (req: MethodRequest) => Promise<EvidencedSpec | Answer>> {
+function specs(relay: RelayParts): Record<string, (req: MethodRequest) => Promise<EvidencedSpec | Answer>> {
   const conn = (req: MethodRequest) => relay.sessions.connectionFor(req.caller.agentId, req.channel);
   const resource = (action: ActionId) => async (req: MethodRequest) => {
     const uri = str(req.params?.uri);
@@ -127,7 +127,7 @@ function specs(relay: Relay): Record<string, (req: MethodRequest) => Promise<Evi
 const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
 
 /** Every relayed method's handler, keyed by JSON-RPC method. */
-export function relayHandlers(relay: Relay, pageSize: number): ReadonlyMap<string, MethodHandler> {
+export function relayHandlers(relay: RelayParts, pageSize: number): ReadonlyMap<string, MethodHandler> {
   const m = new Map<string, MethodHandler>();
   for (const kind of Object.values(LISTS)) m.set(kind.method, listHandler(relay, kind, pageSize));
   m.set('tools/list', async (req) => paged(relay, pageSize, relay.deps.listTools(), 'tools', req));

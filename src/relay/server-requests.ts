@@ -12,8 +12,8 @@ import { CmcpError, ERRORS, type ErrorCode } from '../errors/index.js';
 import type { ActionId } from '../policy/vocabulary.js';
 import type { RelaySessionReads } from '../session/ports.js';
 import type { RelayRecorder } from './evidence.js';
+import type { RelayDeps } from './parts.js';
 import { decideRelay, maxSensitivityOf } from './policy.js';
-import type { RelayDeps } from './relay.js';
 import type { ServerRequestMethod, ServerRequestRelay } from './sessions.js';
 
 const ACTIONS: Record<ServerRequestMethod, ActionId> = {

@@ -15,40 +15,7 @@ import { listAllPages } from '../upstream/request.js';
 import { type Answer, registryError } from './answer.js';
 import type { MethodHandler, MethodRequest } from './channel.js';
 import type { EvidencedSpec } from './evidenced.js';
-import type { Relay } from './relay.js';
-
-/** Task routes kept at most (the oldest forgotten first; its task then reads as unknown). */
-export const MAX_TASK_ROUTES = 10_000;
-
-/** Where one task lives and who created it. */
-export interface TaskRoute {
-  upstream: string;
-  agentId: string;
-}
-
-/** Task id → the upstream that created it (the id is the upstream's own). */
-export class TaskRoutes {
-  private readonly byId = new Map<string, TaskRoute>();
-
-  /** Remembers the task a task-augmented `tools/call` result names, if it names one. */
-  rememberFrom(result: Record<string, unknown>, route: TaskRoute): void {
-    const task = result.task as { taskId?: unknown } | undefined;
-    if (typeof task?.taskId !== 'string' || task.taskId === '') return;
-    this.byId.delete(task.taskId);
-    this.byId.set(task.taskId, route);
-    if (this.byId.size > MAX_TASK_ROUTES) {
-      const oldest = this.byId.keys().next().value;
-      if (oldest !== undefined) this.byId.delete(oldest);
-    }
-  }
-
-  /** The route of a task this agent created, or undefined (another agent's task is unknown too). */
-  route(taskId: unknown, agentId: string): TaskRoute | undefined {
-    if (typeof taskId !== 'string') return undefined;
-    const r = this.byId.get(taskId);
-    return r && r.agentId === agentId ? r : undefined;
-  }
-}
+import type { RelayParts } from './parts.js';
 
 const UNKNOWN_TASK = 'no task with this taskId was created through the gateway by this agent';
 
@@ -59,7 +26,7 @@ function forwarded(params: Record<string, unknown> | undefined): Record<string, 
 }
 
 /** `tasks/get` or `tasks/cancel`: relayed to the task's upstream, its answer as given. */
-function routed(relay: Relay): MethodHandler {
+function routed(relay: RelayParts): MethodHandler {
   return async (req) => {
     const r = relay.tasks.route(req.params?.taskId, req.caller.agentId);
     if (!r) return registryError('INVALID_PARAMS', UNKNOWN_TASK);
@@ -75,7 +42,7 @@ function routed(relay: Relay): MethodHandler {
 }
 
 /** `tasks/list`: this agent's tasks from every upstream offering tasks, in upstream order. */
-async function listed(relay: Relay, req: MethodRequest): Promise<Record<string, unknown>[] | Answer> {
+async function listed(relay: RelayParts, req: MethodRequest): Promise<Record<string, unknown>[] | Answer> {
   const conn = relay.sessions.connectionFor(req.caller.agentId, req.channel);
   const out: Record<string, unknown>[] = [];
   const names = await relay.federation.offering('tasks', conn);
@@ -97,7 +64,7 @@ async function listed(relay: Relay, req: MethodRequest): Promise<Record<string, 
 }
 
 /** The evidenced spec of `tasks/result` (src/relay/evidenced.ts). */
-export function taskResultSpec(relay: Relay, req: MethodRequest): EvidencedSpec | Answer {
+export function taskResultSpec(relay: RelayParts, req: MethodRequest): EvidencedSpec | Answer {
   const taskId = req.params?.taskId;
   if (typeof taskId !== 'string' || taskId === '')
     return registryError('INVALID_PARAMS', 'params.taskId must be a non-empty string');
@@ -115,7 +82,7 @@ export function taskResultSpec(relay: Relay, req: MethodRequest): EvidencedSpec 
 
 /** The handlers of `tasks/get`, `tasks/cancel` and `tasks/list` (`paged` applies the gateway cursor). */
 export function taskHandlers(
-  relay: Relay,
+  relay: RelayParts,
   paged: (all: Record<string, unknown>[], req: MethodRequest) => Answer,
 ): [string, MethodHandler][] {
   return [
