@@ -13,7 +13,7 @@ import { replicasSchema } from './replicas.js';
 
 export type { AttestationConfig } from './attestation.js';
 
-import { isPostgresUrl } from '../store/migrations/index.js';
+import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 

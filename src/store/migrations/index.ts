@@ -92,10 +92,7 @@ export class PostgresFeatureUnavailableError extends CmcpError {
   }
 }
 
-/** True when `database` names a PostgreSQL server (libpq URI, PostgreSQL 15 docs §34.1.1.2). */
-export function isPostgresUrl(database: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(database);
-}
+export { isPostgresUrl } from '../../config/database.js';
 
 /**
  * The URL with any password replaced by `***`, for messages and logs.
