@@ -9,14 +9,23 @@ import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../audit/chain.js';
 import type { PolicyBundle } from '../policy/bundle.js';
-import type { SessionFacts } from '../session/service.js';
-import type { AttestationProvider } from '../tee/provider.js';
 import {
   type GatewayMeasurement,
   type MeasurementInputs,
   measureGateway,
   remeasureGateway,
 } from './index.js';
+
+/**
+ * The part of an attestation provider the measurer drives (tee/provider.ts's
+ * `AttestationProvider` is one): declared here so measure/ stays below tee/ and session/.
+ */
+export type MeasuredProvider = {
+  readonly name: string;
+  start?(measurement: GatewayMeasurement | null): Promise<Record<string, unknown>>;
+  remeasure?(measurement: GatewayMeasurement): Promise<Record<string, unknown>>;
+  listening?(instance: string): Promise<Record<string, unknown>>;
+};
 
 export class GatewayMeasurer {
   private current: GatewayMeasurement | null = null;
@@ -25,11 +34,11 @@ export class GatewayMeasurer {
   private recording: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly provider: AttestationProvider,
+    private readonly provider: MeasuredProvider,
     /** The gateway chain: AuditChain on SQLite, a replica's store on PostgreSQL (gateway/lifecycle/records.ts). */
     private readonly chain: Pick<AuditChain, 'appendAwaited'>,
     /** `gatewayMeasurement` is updated here: sessions bound from now on name the new digest. */
-    private readonly facts: SessionFacts,
+    private readonly facts: { gatewayMeasurement: string | null },
     private readonly log: Logger,
   ) {}
 
