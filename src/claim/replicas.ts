@@ -6,7 +6,6 @@
  */
 import type { AuditEntry, UnsignedClaim } from '@cmcp/verify/formats';
 import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/formats';
-import type { SessionRow } from '../session/types.js';
 import type { SessionBindingRecord } from './build.js';
 
 /** The key thumbprints of the replicas that wrote `entries`, in order of their first entry. */
@@ -16,8 +15,11 @@ export function chainWriters(entries: readonly AuditEntry[]): string[] {
   return [...seen];
 }
 
-/** The binding record the opening replica stored on the session row, or undefined (never completed). */
-export function openingBinding(row: SessionRow): SessionBindingRecord | undefined {
+/**
+ * The binding record the opening replica stored on the session row (`binding_json` of
+ * session/types.ts `SessionRow`), or undefined (never completed).
+ */
+export function openingBinding(row: { binding_json: string }): SessionBindingRecord | undefined {
   const record = JSON.parse(row.binding_json) as Partial<SessionBindingRecord>;
   return record.preimage && record.evidence ? (record as SessionBindingRecord) : undefined;
 }
