@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs';
 import { jcsDigest } from '@cmcp/verify/formats';
 import { z } from 'zod';
 import { CmcpError } from '../errors/index.js';
-import { toolNameFault } from './tool-name.js';
+import { toolNameFault } from '../upstream/tool-name.js';
 
 /** Sensitivity levels, lowest first (`unclassified` = not set by a reviewer). */
 export const SENSITIVITY_LEVELS = ['unclassified', 'public', 'internal', 'confidential', 'secret'] as const;

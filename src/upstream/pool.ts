@@ -5,7 +5,7 @@
 
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Logger } from 'pino';
-import { toolNameFault } from '../catalog/tool-name.js';
+import { toolNameFault } from './tool-name.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
@@ -120,7 +120,7 @@ export class UpstreamPool {
     const routes = new Map<string, RoutedTool>();
     for (const u of this.upstreams.values()) {
       for (const t of u.tools) {
-        // A name the gateway cannot serve (catalog/tool-name.ts) is neither listed nor routed.
+        // A name the gateway cannot serve (./tool-name.ts) is neither listed nor routed.
         const unrecordable = toolNameFault(t.name);
         if (unrecordable) {
           const key = `${u.cfg.name}\u0000${t.name}`;
