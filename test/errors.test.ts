@@ -5,6 +5,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
+import { registerErrors, registeredErrors } from '@cmcp/verify/errors';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { reasonsMarkdown } from '../packages/verify/src/reasons-markdown.js';
@@ -29,6 +30,17 @@ describe('the error registry', () => {
       expect(Number.isInteger(spec.rpc) && spec.rpc < 0, code).toBe(true);
       expect(spec.summary.length, code).toBeGreaterThan(10);
     }
+  });
+
+  it('each package registers its own codes once, and no code has two owners', () => {
+    const owners = new Map(registeredErrors().map((e) => [e.code, e.owner]));
+    expect([...owners.keys()].sort()).toEqual(Object.keys(ERRORS).sort());
+    expect(owners.get('UNKNOWN_SESSION')).toBe('gateway');
+    expect(owners.get('TPM_RC')).toBe('native');
+    expect(owners.get('CANONICAL_JSON_INVALID')).toBe('@cmcp/verify');
+    expect(() => registerErrors('elsewhere', { UNKNOWN_SESSION: ERRORS.UNKNOWN_SESSION })).toThrow(
+      /UNKNOWN_SESSION is registered twice \(gateway, elsewhere\)/,
+    );
   });
 
   it('a CmcpError carries its registered statuses', () => {
