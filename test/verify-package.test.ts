@@ -223,7 +223,7 @@ describe('@cmcp/verify packed and installed alone', () => {
     expect(Object.entries(out.deep).filter(([, code]) => code !== 'ERR_PACKAGE_PATH_NOT_EXPORTED')).toEqual(
       [],
     );
-    expect(refused.map(([s]) => s)).toContain('@cmcp/verify/abi');
+    expect(refused.map(([s]) => s)).toContain('@cmcp/verify/abi/tpm/public');
   });
 
   it('cmcp-verify claim: the gateway claim with its bundle is hardware-unanchored, as the repository verifier says', async () => {
