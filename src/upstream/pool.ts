@@ -5,13 +5,13 @@
 
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Logger } from 'pino';
-import { toolNameFault } from './tool-name.js';
 import type { UpstreamConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { UpstreamStartError } from './diagnose.js';
 import type { CallOutcome, RequestOptions, UpstreamHooks } from './request.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
+import { toolNameFault } from './tool-name.js';
 import { type RoutedTool, type ToolDefinition, Upstream } from './upstream.js';
 
 export type { CallOutcome, RequestOptions, UpstreamHooks } from './request.js';
