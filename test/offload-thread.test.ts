@@ -3,7 +3,7 @@
  * requests only), a thread's error code carried to the caller, a stuck thread terminated with
  * its owed answers failed, and a clean stop that waits for the answers owed.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '@cmcp/verify/errors';
 import { describe, expect, it } from 'vitest';
 import { OffloadThread, ThreadFailed } from '../src/offload/thread.js';
 

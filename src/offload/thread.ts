@@ -22,7 +22,7 @@ import { existsSync } from 'node:fs';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../errors/index.js';
 
 /** How long {@link OffloadThread.close} waits for the thread to exit before terminating it, ms. */
 export const STOP_GRACE_MS = 2000;
