@@ -123,7 +123,7 @@ const SRC_LAYERS = [
   // audit/ builds the next entry of a hash chain and maps it to its row, for both engines.
   { layer: 'storage port', folders: ['store', 'store/migrations', 'audit'] },
   { layer: 'adapters', folders: ['store/sqlite', 'store/postgres'] },
-  { layer: 'foundation', folders: ['config', 'errors', 'tracing'] },
+  { layer: 'foundation', folders: ['config', 'errors', 'tracing', 'offload'] },
 ] as const;
 /** Indexes into SRC_LAYERS (0 is the edge). */
 const [CALL_PATH, DOMAIN, PORT, ADAPTERS] = [1, 2, 3, 4];

@@ -42,7 +42,12 @@ export interface ThreadOptions {
 }
 
 /** An owed answer failed because the thread erred, exited or was terminated as stuck. */
-export class ThreadFailed extends Error {}
+export class ThreadFailed extends CmcpError {
+  constructor(message: string) {
+    super('INTERNAL_ERROR', message);
+    this.name = 'ThreadFailed';
+  }
+}
 
 /** The thread's answer to one request (./serve.ts). */
 export type Answer = {
