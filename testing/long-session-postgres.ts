@@ -6,7 +6,7 @@
  * a fenced transaction, several rows per statement, so that 10,000 fill in seconds: the close
  * or the export is what is measured, not the fill.
  */
-import { signEntryWriter } from '@cmcp/verify/format/replica';
+import { signEntryWriter } from '@cmcp/verify/formats';
 import type { ReplicaGateway } from '../src/gateway/replica-runtime.js';
 import { formatMicros, systemMicroClock } from '../src/store/entries/clock.js';
 import { ENTRY_COLUMNS, entryRowValues } from '../src/store/entries/entry-row.js';

@@ -2,8 +2,9 @@
  * The forward stage of one `tools/call`: sends the admitted call upstream and classifies what
  * came back by its effect boundary (docs/spec/execution.md) into the terminal entry's members.
  */
-import type { ErrorCode } from '@cmcp/verify/errors/index';
-import { jcsDigest, sha256Tagged } from '@cmcp/verify/format/canonical';
+
+import { jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
+import type { ErrorCode } from '../errors/index.js';
 import type { Disposition } from '../store/port.js';
 import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import type { CallLink } from './types.js';

@@ -10,10 +10,10 @@ const TERMINAL_BUSY_TRIES = 6;
  * that reaches it ends in exactly one terminal `tool_call` entry (docs/spec/audit-entries.md).
  */
 import { randomUUID } from 'node:crypto';
-import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditEntry } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { EntryInput } from '../audit/chain.js';
+import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { CallSessions } from '../session/ports.js';
 import type { SessionRow } from '../session/service.js';
 import { type AttemptStart, type CallStore, isStoreBusy } from '../store/port.js';

@@ -6,8 +6,8 @@
  * rendered string, in constant time.
  */
 import { hash } from 'node:crypto';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { canonicalJson, sha256Hex } from '@cmcp/verify/format/canonical';
+import { canonicalJson, sha256Hex } from '@cmcp/verify/formats';
+import { CmcpError } from '../errors/index.js';
 
 export const EAB_DOMAIN = 'cmcp.execution-action-binding';
 

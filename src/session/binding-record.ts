@@ -5,12 +5,11 @@
  * records the outcome, as the session service (./service.ts) records it on either engine.
  */
 
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { EvidenceJson } from '@cmcp/verify/format/claim';
+import type { EvidenceJson } from '@cmcp/verify/formats';
+import { b64u, bindingDigest, type SessionBindingPreimage } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { SessionBindingRecord } from '../claim/build.js';
+import { CmcpError } from '../errors/index.js';
 import type { EntryInput } from '../store/entries/next-entry.js';
 import { type AttestationProvider, type AttestationTier, BindingError } from '../tee/provider.js';
 import type { BindingBatcher } from './binding-batcher.js';

@@ -4,7 +4,7 @@
  * sessions. The service that owns them is ./service.ts.
  */
 import type { KeyObject } from 'node:crypto';
-import type { Ed25519Jwk } from '@cmcp/verify/format/binding';
+import type { Ed25519Jwk } from '@cmcp/verify/formats';
 import type { SessionRow } from '../store/port.js';
 
 /** The gateway's in-memory signing identity (docs/spec/binding.md): never written to disk. */

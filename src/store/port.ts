@@ -9,10 +9,9 @@
  * Every type here is plain JSON-cloneable data (the SQLite adapter may send it to its store
  * worker): no statement, no connection, no SQL.
  */
-import type { ErrorCode } from '@cmcp/verify/errors/index';
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
-import type { ReplicaMember } from '@cmcp/verify/format/replica';
+
+import type { AuditEntry, Claim, ReplicaMember } from '@cmcp/verify/formats';
+import type { ErrorCode } from '../errors/index.js';
 import type { ClaimPageEntry } from './entries/entry-row.js';
 import type { ChainTip, EntryInput } from './entries/next-entry.js';
 

@@ -10,7 +10,7 @@
  * Engine-neutral on purpose: commands and results are plain JSON-cloneable data, no statement,
  * no connection, no SQL.
  */
-import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { EntryInput } from './entries/next-entry.js';
 import { maybeFail } from './faults.js';
 import type {

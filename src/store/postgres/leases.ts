@@ -12,9 +12,9 @@
  * that already passed the check, and every later check sees the new token.
  */
 import type { KeyObject } from 'node:crypto';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
+import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/formats';
 import type pg from 'pg';
+import { CmcpError } from '../../errors/index.js';
 import type { EntryWriter } from '../entries/next-entry.js';
 import { InstanceBusyError } from '../instance-lock.js';
 

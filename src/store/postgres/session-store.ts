@@ -12,8 +12,7 @@
  * Only the chain's summary is read before it, in pages: the chain is append-only, so what was
  * read is a prefix of what the transaction sees, and the rest is read inside it.
  */
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditEntry, Claim } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { MicroClock } from '../entries/clock.js';
 import type { EntryInput } from '../entries/next-entry.js';

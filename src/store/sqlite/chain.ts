@@ -4,7 +4,7 @@
  * entry with its exact canonical text; the UNIQUE constraints on (chain_id, sequence) and
  * (chain_id, prev_entry_hash) make a forked chain impossible even across processes.
  */
-import type { AuditBundle, AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import { type Db, immediate, immediateAsync, inImmediate } from '../db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from '../entries/clock.js';
 import {

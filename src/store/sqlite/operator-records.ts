@@ -3,7 +3,7 @@
  * reloads as gateway-chain entries, each checked against the newest such entry and appended in
  * one `BEGIN IMMEDIATE` transaction, waited for by awaiting (store/db.ts immediateAsync).
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { type Db, immediateAsync } from '../db.js';
 import type { BlockEntryType, BlockEvent, OperatorRecords, RecordedReload } from '../port.js';
 import { prepared } from '../statements.js';

@@ -9,7 +9,7 @@
  * IMMEDIATE transaction per attempt. SQLite's; a replica's counterpart is
  * store/postgres/sealing.ts.
  */
-import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { type Db, immediate, immediateAsync } from '../db.js';
 import type { EntryInput } from '../entries/next-entry.js';
 import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
