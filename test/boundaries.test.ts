@@ -140,31 +140,8 @@ const KNOWN_UPWARD: readonly string[] = [
   'src/session/replica-service.ts → src/store/postgres/chain.ts',
   'src/session/replica-service.ts → src/store/postgres/executions.ts',
   'src/session/replica-service.ts → src/store/postgres/reads.ts',
-  'src/session/replica-service.ts → src/store/postgres/session-store.ts',
-  'src/session/replica-sessions.ts → src/store/postgres/session-store.ts',
   'src/session/replica-start.ts → src/store/postgres/leases.ts',
   'src/session/replica-start.ts → src/store/postgres/replica-evidence.ts',
-  'src/store/postgres/attempts.ts → src/call/attempts.ts',
-  'src/store/postgres/executions.ts → src/execution/registry.ts',
-  'src/store/postgres/sealing.ts → src/call/attempts.ts',
-  'src/store/postgres/sealing.ts → src/call/interrupted.ts',
-  'src/store/postgres/sealing.ts → src/execution/registry.ts',
-  'src/store/postgres/session-store.ts → src/claim/build.ts',
-  'src/store/postgres/session-store.ts → src/claim/parts.ts',
-  'src/store/postgres/session-store.ts → src/claim/replicas.ts',
-  'src/store/postgres/session-store.ts → src/claim/sign.ts',
-  'src/store/postgres/session-store.ts → src/session/types.ts',
-  'src/store/postgres/write-store.ts → src/call/attempts.ts',
-  'src/store/sqlite-writes.ts → src/call/attempts.ts',
-  'src/store/sqlite-writes.ts → src/call/sensitivity.ts',
-  'src/store/sqlite-writes.ts → src/execution/registry.ts',
-  'src/store/writes.ts → src/call/attempts.ts',
-  'src/store/writes.ts → src/call/forward.ts',
-  'src/store/writes.ts → src/call/types.ts',
-  'src/store/writes.ts → src/execution/registry.ts',
-  // The SQLite hash chain sits in audit/ and reads store/db.ts, while both adapters build
-  // entries with audit/: a circle between audit/ and store/ until it moves into store/sqlite/.
-  'src/audit/chain.ts → src/store/db.ts',
   // The gateway's plugins: the relay takes the MCP method and client channel contracts from
   // the edge (they belong below it, with the relay), the console takes the operator's types
   // from gateway/, and the agent routes, limits and replies import each other in a circle.
