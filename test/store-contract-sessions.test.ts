@@ -6,10 +6,14 @@
  * close of a closed session, and the calls a session counts.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { verifyBundle } from '@cmcp/verify/bundle';
-import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/format/binding';
-import { sha256Hex } from '@cmcp/verify/format/canonical';
-import { type Claim, verifyClaimSignature } from '@cmcp/verify/format/claim';
+import { verifyBundle } from '@cmcp/verify';
+import {
+  type Claim,
+  ed25519PublicJwk,
+  jwkThumbprint,
+  sha256Hex,
+  verifyClaimSignature,
+} from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimIssuer } from '../src/claim/issuer.js';
 import { claimInputsFor } from '../src/session/claim-binding.js';

@@ -6,16 +6,15 @@
  * recorded at session creation.
  */
 import { type KeyObject, randomUUID } from 'node:crypto';
-import type { Ed25519Jwk, SessionBatchJson, SessionBindingPreimage } from '@cmcp/verify/format/binding';
-import { canonicalJson } from '@cmcp/verify/format/canonical';
+import type { AuditEntry, Ed25519Jwk, SessionBatchJson, SessionBindingPreimage } from '@cmcp/verify/formats';
 import {
   CLAIM_PROFILE,
   type Claim,
+  canonicalJson,
   type EvidenceJson,
   type TranscriptLine,
   type UnsignedClaim,
-} from '@cmcp/verify/format/claim';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+} from '@cmcp/verify/formats';
 import type { ChainTip } from '../store/entries/next-entry.js';
 import type { ChainPageEntry, ClaimTip, IssuedClaim } from '../store/port.js';
 

@@ -6,10 +6,8 @@
  * the opening binding and every writer's member, `/2` (docs/spec/claims.md#replicas).
  */
 import { sign as cryptoSign } from 'node:crypto';
-import { jwkThumbprint } from '@cmcp/verify/format/binding';
-import { sha256Hex } from '@cmcp/verify/format/canonical';
-import type { UnsignedClaim } from '@cmcp/verify/format/claim';
-import type { ReplicaMember } from '@cmcp/verify/format/replica';
+import type { ReplicaMember, UnsignedClaim } from '@cmcp/verify/formats';
+import { jwkThumbprint, sha256Hex } from '@cmcp/verify/formats';
 import type {
   ChainPageEntry,
   ClaimIssuer,

@@ -13,10 +13,10 @@
  * - Every answer has a Content-Security-Policy without script, `nosniff`, no framing, no caching.
  */
 
-import { CmcpError } from '@cmcp/verify/errors/index';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { CmcpError } from '../errors/index.js';
 import { CONSOLE_COOKIE, CONSOLE_PATH, type ConsoleLogin, ConsoleLogins, csrfMatches } from './login.js';
 import type { BucketSize, ConsoleReadModel } from './read-model.js';
 import * as v from './views.js';

@@ -1,5 +1,5 @@
 /** The answer of a relayed method's handler, and errors from the one registry. */
-import { ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+import { ERRORS, type ErrorCode } from '../errors/index.js';
 import type { MethodHandler } from './channel.js';
 
 export type Answer = Awaited<ReturnType<MethodHandler>>;

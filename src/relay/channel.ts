@@ -8,8 +8,8 @@
  * from `signal` that the client went away or cancelled.
  */
 
-import { CmcpError } from '@cmcp/verify/errors/index';
 import type { Caller } from '../call/types.js';
+import { CmcpError } from '../errors/index.js';
 
 /** A JSON-RPC notification or request as it travels to the client (no `jsonrpc`, no `id`). */
 export interface ClientMessage {

@@ -11,11 +11,10 @@
  * `entry_counts` counts them by type.
  */
 import { randomUUID } from 'node:crypto';
-import type { ErrorCode } from '@cmcp/verify/errors/index';
-import { jcsDigest } from '@cmcp/verify/format/canonical';
-import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { type AuditEntry, GATEWAY_CHAIN_ID, jcsDigest } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../audit/chain.js';
+import type { ErrorCode } from '../errors/index.js';
 import { immediateAsync } from '../store/db.js';
 
 /** Entry type of each evidenced method. */

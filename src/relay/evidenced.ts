@@ -5,9 +5,10 @@
  * that reaches it ends in exactly one terminal entry (src/relay/evidence.ts); data is answered
  * only after its entry is committed.
  */
-import { CmcpError, type ErrorCode } from '@cmcp/verify/errors/index';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+
+import type { AuditEntry } from '@cmcp/verify/formats';
 import { EVIDENCE_META_KEY, evidenceOf } from '../call/respond.js';
+import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { ActionId } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
 import type { CallOutcome } from '../upstream/pool.js';

@@ -7,14 +7,15 @@
  * replica writes. A failed bind is recorded as absent evidence with its reason, as a session's
  * is: the replica serves, and claims over its entries are signed-only.
  */
-import { reportData } from '@cmcp/verify/format/binding';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { EvidenceJson } from '@cmcp/verify/format/claim';
+
+import type { EvidenceJson } from '@cmcp/verify/formats';
 import {
+  b64u,
   type ReplicaBindingPreimage,
   type ReplicaMember,
   replicaBindingDigest,
-} from '@cmcp/verify/format/replica';
+  reportData,
+} from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import { type AttestationProvider, BindingError } from '../tee/provider.js';
 import type { GatewayKey, SessionFacts } from './types.js';

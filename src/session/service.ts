@@ -13,12 +13,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { b64u } from '@cmcp/verify/format/canonical';
-import type { Claim } from '@cmcp/verify/format/claim';
+import type { Claim } from '@cmcp/verify/formats';
+import { b64u } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import { claimIssuer } from '../claim/issuer.js';
 import { warmClaimSigning } from '../claim/sign.js';
+import { CmcpError } from '../errors/index.js';
 import { LoopSlice } from '../store/loop-slice.js';
 import type { Answer, ClaimTextPieces, SessionRef, SessionStore } from '../store/port.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';

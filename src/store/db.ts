@@ -4,8 +4,8 @@
  * registry/session change it records.
  */
 import { setTimeout } from 'node:timers/promises';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import Database from 'better-sqlite3';
+import { CmcpError } from '../errors/index.js';
 import { type Attempt, type CommitPrimitives, CommitQueue, MAX_PAUSE_MS } from './group-commit.js';
 import {
   DatabaseUnavailableError,

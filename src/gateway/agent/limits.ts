@@ -4,9 +4,10 @@
  * minute. Decided after authentication,
  * in memory; each refusal has its own code and goes to the aggregated refusal record.
  */
-import { ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayConfig } from '../../config/index.js';
+import { ERRORS, type ErrorCode } from '../../errors/index.js';
 import type { ConnectionLimitSettings } from '../edge/connections.js';
 import type { RefusalSink } from '../edge/refusals.js';
 import { isJsonRpc, jsonRpcError, readableId, sendError } from '../edge/replies.js';

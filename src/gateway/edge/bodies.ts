@@ -9,8 +9,9 @@
  *   so a typo'd `chalenge` is an error and not a session without a challenge. Used by the REST
  *   routes and by `/mcp` for the JSON-RPC request envelope.
  */
-import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
+
 import type { FastifyInstance } from 'fastify';
+import { CmcpError, clip, type ErrorCode } from '../../errors/index.js';
 /** The error the body parser raised (fastify's FST_ERR_CTP_*, or the strict UTF-8 parser's). */
 export type ParserError = Error & { statusCode?: number; code?: string; validation?: unknown };
 

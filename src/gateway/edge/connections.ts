@@ -10,8 +10,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ErrorCode } from '@cmcp/verify/errors/index';
 import type { FastifyInstance } from 'fastify';
+import type { ErrorCode } from '../../errors/index.js';
 import type { RefusalSink } from './refusals.js';
 
 export interface ConnectionLimitSettings {

@@ -5,7 +5,7 @@
  * ones of the same key in that window counted and written as one entry when the window closes.
  * So no one — with credentials or without, on any route — can grow the database at will.
  */
-import type { ErrorCode } from '../errors/index.js';
+import type { ErrorCode } from '../../errors/index.js';
 
 /**
  * Records one refused request in the gateway chain (aggregated, below): the agent (null when

@@ -3,8 +3,9 @@
  * "message", …}}` with the registry's HTTP status; JSON-RPC routes (`config.jsonRpc`) answer a
  * JSON-RPC error with `id: null` and `data.error_code`. Codes come only from the registry.
  */
-import { CmcpError, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
+
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CmcpError, ERRORS, type ErrorCode } from '../../errors/index.js';
 import { isStoreWriteFailure } from '../../store/db.js';
 import { classifyBodyError } from './bodies.js';
 import type { RefusalSink } from './refusals.js';

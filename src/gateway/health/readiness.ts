@@ -9,8 +9,8 @@
 
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { clip } from '@cmcp/verify/errors/index';
 import type pg from 'pg';
+import { clip } from '../../errors/index.js';
 import { type Db, immediateAsync } from '../../store/db.js';
 import type { AttestationProvider } from '../../tee/provider.js';
 import type { UpstreamPool } from '../../upstream/pool.js';

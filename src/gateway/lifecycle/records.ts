@@ -4,12 +4,12 @@
  * (the aggregated refusal record, edge/refusals.ts). Recording a refusal never fails the
  * request: a failed append is logged.
  */
-import { CmcpError, clip, type ErrorCode } from '@cmcp/verify/errors/index';
-import { b64u } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+
+import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain, EntryInput } from '../../audit/chain.js';
 import { type GatewayConfig, isLoopback } from '../../config/index.js';
+import { CmcpError, clip, type ErrorCode } from '../../errors/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
 import { activeFaults } from '../../store/faults.js';

@@ -4,11 +4,12 @@
  * answered otherwise: config sections at start-up and the console (the operator routes are
  * operator/'s: a policy reload is refused there). Also the metrics gauges a replica reads from PostgreSQL.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { Gauge } from 'prom-client';
 import type { GatewayConfig } from '../../config/index.js';
+import { CmcpError } from '../../errors/index.js';
 import type { GatewayMetrics } from '../../metrics/registry.js';
 import { executionStates, openSessionsTotal } from '../../store/postgres/reads.js';
 import { sendError } from '../edge/replies.js';

@@ -15,9 +15,10 @@
  * - `GET /operator/status` — running policy, catalog, drifted tools, blocked agents (and, on a
  *   replica, its id and read times).
  */
-import { CmcpError, clip } from '@cmcp/verify/errors/index';
+
 import type { Logger } from 'pino';
 import type { CatalogGuard } from '../../catalog/guard.js';
+import { CmcpError, clip } from '../../errors/index.js';
 import type { PolicyBundle } from '../../policy/bundle.js';
 import type { PolicyState } from '../../policy/state.js';
 import type { SessionFacts } from '../../session/types.js';

@@ -16,7 +16,7 @@
  *   reloads, and a session still bound to another bundle is closed (a named one refused
  *   SESSION_CLOSED, a default one replaced).
  */
-import { fromB64u } from '@cmcp/verify/format/canonical';
+import { fromB64u } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { PolicyBundle } from '../../policy/bundle.js';
 import { reloadDetail } from '../../policy/startup.js';

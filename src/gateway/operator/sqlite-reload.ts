@@ -9,8 +9,7 @@
  * again with it (measure/record.ts, hooked by runtime.ts). Refusals are recorded as
  * `policy_reload_refused`. A replica's reloads across replicas are replica-reload.ts.
  */
-import { fromB64u } from '@cmcp/verify/format/canonical';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/format/entry';
+import { fromB64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import type { AuditChain } from '../../audit/chain.js';
 import type { PolicyBundle } from '../../policy/bundle.js';

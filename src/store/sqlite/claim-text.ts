@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout } from 'node:timers/promises';
-import type { Claim } from '@cmcp/verify/format/claim';
+import type { Claim } from '@cmcp/verify/formats';
 import { type Db, immediateAsync } from '../db.js';
 import type { ClaimTextPieces, ClaimTip, IssuedClaim } from '../port.js';
 import { prepared } from '../statements.js';

@@ -17,8 +17,7 @@
  * build again. After {@link TRIES} such tries the close is one transaction signing on the loop.
  */
 import { setTimeout } from 'node:timers/promises';
-import type { Claim } from '@cmcp/verify/format/claim';
-import type { AuditEntry } from '@cmcp/verify/format/entry';
+import type { AuditEntry, Claim } from '@cmcp/verify/formats';
 import { type Db, immediate, immediateAsync } from '../db.js';
 import type { EntryInput } from '../entries/next-entry.js';
 import { LoopSlice } from '../loop-slice.js';

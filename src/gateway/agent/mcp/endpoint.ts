@@ -5,9 +5,9 @@
  * version and client capabilities in each request's `_meta`) are served by the same code.
  */
 
-import { clip, ERRORS, type ErrorCode } from '@cmcp/verify/errors/index';
 import type { CallOrchestrator } from '../../../call/orchestrator.js';
 import type { Caller, CallLink } from '../../../call/types.js';
+import { clip, ERRORS, type ErrorCode } from '../../../errors/index.js';
 import {
   type ClientChannel,
   type JsonRpcId,

@@ -6,7 +6,7 @@
  * is one — so no caller can cancel or answer another's request.
  */
 import { randomBytes } from 'node:crypto';
-import { CmcpError } from '../../errors/index.js';
+import { CmcpError } from '../../../errors/index.js';
 
 type JsonRpcId = string | number;
 

@@ -21,7 +21,7 @@
  * ~0.9 ms at p50 on a busy machine, for ~0.3 ms earlier notifications (A/B in one run).
  */
 import type { ServerResponse } from 'node:http';
-import { CmcpError } from '@cmcp/verify/errors/index';
+import { CmcpError } from '../../../errors/index.js';
 import type { ClientChannel, ClientMessage } from '../../../relay/channel.js';
 import type { InflightRequests } from './inflight.js';
 

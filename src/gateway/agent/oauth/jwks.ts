@@ -9,7 +9,6 @@
  * token while the issuer is down).
  */
 import { readFileSync } from 'node:fs';
-import { CmcpError } from '@cmcp/verify/errors/index';
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
@@ -19,6 +18,7 @@ import {
 } from 'jose';
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { OAuthConfig } from '../../../config/oauth.js';
+import { CmcpError } from '../../../errors/index.js';
 
 /**
  * A JWKS fetch that failed (or was not tried, backing off): the token that needed it is refused

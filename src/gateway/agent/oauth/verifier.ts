@@ -5,9 +5,10 @@
  * `exp` (required) and `nbf`/`iat` within the bounded clock skew. The configured claim becomes
  * the agent_id; the scopes and the configured claims become Cedar principal attributes.
  */
-import { CmcpError } from '@cmcp/verify/errors/index';
+
 import { errors, jwtVerify } from 'jose';
 import type { OAuthConfig } from '../../../config/oauth.js';
+import { CmcpError } from '../../../errors/index.js';
 import { JwksFetchFailed, type KeySource, keySource } from './jwks.js';
 
 /** Why a token was refused (logged and counted; never echoed with token content). */

@@ -5,10 +5,10 @@
  */
 import { Readable } from 'node:stream';
 import { setTimeout } from 'node:timers/promises';
-import { CmcpError } from '@cmcp/verify/errors/index';
-import { fromB64u } from '@cmcp/verify/format/canonical';
+import { fromB64u } from '@cmcp/verify/formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimTextPieces } from '../../../claim/parts.js';
+import { CmcpError } from '../../../errors/index.js';
 import type { AgentSessions, ExecutionReads } from '../../../session/ports.js';
 import { BODY_MEMBERS, strictBody } from '../../edge/bodies.js';
 import type { RefusalSink } from '../../edge/refusals.js';
