@@ -23,8 +23,6 @@
  *   talk to the port, and only the port and the edge's composition pick an engine.
  * - `src-no-folder-circles` / `src-no-file-circles`: no import circle between the folders of
  *   src/ (store/ with its adapters counted as one), nor between its files.
- * Arrows the storage-port and gateway-plugin work removes are listed once, in
- * {@link KNOWN_UPWARD}; the src/ rules pass over them and fail on anything new.
  *
  * Every rule is also run on a small synthetic tree that breaks it, so a checker that stopped
  * seeing violations would fail here.
@@ -128,54 +126,6 @@ const SRC_LAYERS = [
 /** Indexes into SRC_LAYERS (0 is the edge). */
 const [CALL_PATH, DOMAIN, PORT, ADAPTERS] = [1, 2, 3, 4];
 
-/**
- * Imports that break a src/ rule today and that the work on the storage port (store/, session/,
- * call/) and on the gateway's plugins (gateway/) removes, as "importer → imported". The src/
- * rules pass over these and over nothing else; an entry no longer in the code fails the last
- * test below, so the list only shrinks. Empty it when those branches are merged.
- */
-const KNOWN_UPWARD: readonly string[] = [
-  // The storage port: the stores import the call path, the execution registry, claims and
-  // sessions, and the replica's session service reaches into the PostgreSQL adapter.
-  'src/session/replica-service.ts → src/store/postgres/chain.ts',
-  'src/session/replica-service.ts → src/store/postgres/executions.ts',
-  'src/session/replica-service.ts → src/store/postgres/reads.ts',
-  'src/session/replica-start.ts → src/store/postgres/leases.ts',
-  'src/session/replica-start.ts → src/store/postgres/replica-evidence.ts',
-  // The gateway's plugins: the relay takes the MCP method and client channel contracts from
-  // the edge (they belong below it, with the relay), the console takes the operator's types
-  // from gateway/, and the agent routes, limits and replies import each other in a circle.
-  'src/relay/answer.ts → src/gateway/mcp.ts',
-  'src/relay/calls.ts → src/gateway/mcp.ts',
-  'src/relay/evidenced.ts → src/gateway/mcp.ts',
-  'src/relay/methods.ts → src/gateway/mcp.ts',
-  'src/relay/progress.ts → src/gateway/client-channel.ts',
-  'src/relay/relay.ts → src/gateway/client-channel.ts',
-  'src/relay/relay.ts → src/gateway/mcp.ts',
-  'src/relay/sessions.ts → src/gateway/client-channel.ts',
-  'src/relay/tasks.ts → src/gateway/mcp.ts',
-  'src/console/plugin.ts → src/gateway/auth.ts',
-  'src/console/read-model.ts → src/gateway/routes/operator.ts',
-  'src/gateway/agent-limits.ts → src/gateway/client-session-rate.ts',
-  'src/gateway/agent-limits.ts → src/gateway/connection-limits.ts',
-  'src/gateway/agent-limits.ts → src/gateway/replies.ts',
-  'src/gateway/agent-limits.ts → src/gateway/routes/agent.ts',
-  'src/gateway/client-session-rate.ts → src/gateway/replies.ts',
-  'src/gateway/client-session-rate.ts → src/gateway/routes/agent.ts',
-  'src/gateway/connection-limits.ts → src/gateway/routes/agent.ts',
-  'src/gateway/mcp.ts → src/gateway/replies.ts',
-  'src/gateway/replies.ts → src/gateway/routes/agent.ts',
-  'src/gateway/routes/agent.ts → src/gateway/agent-limits.ts',
-  'src/gateway/routes/agent.ts → src/gateway/mcp.ts',
-  'src/gateway/routes/agent.ts → src/gateway/replies.ts',
-  'src/gateway/routes/agent.ts → src/gateway/routes/mcp-routes.ts',
-  'src/gateway/routes/mcp-routes.ts → src/gateway/agent-limits.ts',
-  'src/gateway/routes/mcp-routes.ts → src/gateway/client-session-rate.ts',
-  'src/gateway/routes/mcp-routes.ts → src/gateway/mcp.ts',
-  'src/gateway/routes/mcp-routes.ts → src/gateway/replies.ts',
-  'src/gateway/routes/mcp-routes.ts → src/gateway/routes/agent.ts',
-];
-
 /** The folder of a src/ module as SRC_LAYERS names it (the longest listed prefix), or null. */
 function srcFolder(path: string): string | null {
   const rest = path.slice(SRC.length);
@@ -217,7 +167,7 @@ function circles(graph: Map<string, Set<string>>): Set<string>[] {
 }
 
 /** The violations of the src/ rules in `tree`, as "rule: importer → imported (why)". */
-function srcViolations(tree: Tree, known: readonly string[]): string[] {
+function srcViolations(tree: Tree): string[] {
   const out: string[] = [];
   const imports: [string, string][] = [];
   for (const [from, text] of tree.files) {
@@ -231,7 +181,7 @@ function srcViolations(tree: Tree, known: readonly string[]): string[] {
       const t = resolveImport(from, spec, tree.exists);
       if (t.kind !== 'file' || !t.path.startsWith(SRC)) continue;
       const dst = srcFolder(t.path);
-      if (dst === null || known.includes(`${from} → ${t.path}`)) continue;
+      if (dst === null) continue;
       imports.push([from, t.path]);
       const [a, b] = [layerOf(src), layerOf(dst)];
       const bad = (rule: string, why: string) => out.push(`${rule}: ${from} → ${t.path} (${why})`);
@@ -325,13 +275,12 @@ describe('import boundaries of src/', () => {
     const folders = new Set([...files.keys()].map((p) => srcFolder(p)));
     expect([...files.keys()].filter((p) => srcFolder(p) === null)).toEqual([]);
     for (const f of SRC_LAYERS.flatMap((l) => l.folders as readonly string[])) {
-      if (f === 'store/sqlite') continue; // the SQLite adapter's folder arrives with the storage port
       expect(folders, f).toContain(f);
     }
   });
 
-  it('src/ keeps every rule, but for the known arrows listed in KNOWN_UPWARD', () => {
-    expect(srcViolations({ files, exists: onDisk }, KNOWN_UPWARD)).toEqual([]);
+  it('src/ keeps every rule: no arrow up, no adapter above the port, no circle', () => {
+    expect(srcViolations({ files, exists: onDisk })).toEqual([]);
   });
 
   it('each src/ rule reports a synthetic tree that breaks it', () => {
@@ -349,7 +298,7 @@ describe('import boundaries of src/', () => {
       [`${SRC}newroom/f.ts`, "import { e } from '../claim/e.js';"],
     ]);
     const exists = (p: string) => synthetic.has(p);
-    const found = srcViolations({ files: synthetic, exists }, []);
+    const found = srcViolations({ files: synthetic, exists });
     const rules = (f: string) =>
       found.filter((v) => v.includes(` ${f} → `)).map((v) => v.slice(0, v.indexOf(':')));
     expect(rules(`${SRC}config/a.ts`)).toEqual(['src-layers']);
@@ -359,18 +308,5 @@ describe('import boundaries of src/', () => {
     expect(rules(`${SRC}session/d.ts`)).toEqual(['src-no-folder-circles', 'src-no-file-circles']);
     expect(rules(`${SRC}claim/e.ts`)).toEqual(['src-no-folder-circles', 'src-no-file-circles']);
     expect(rules(`${SRC}newroom/f.ts`)).toEqual(['src-layer-table']);
-    // A known arrow is passed over, and with it the circle it closes.
-    const known = srcViolations({ files: synthetic, exists }, [`${SRC}claim/e.ts → ${SRC}session/d.ts`]);
-    expect(known.filter((v) => v.includes('session/d.ts') || v.includes('claim/e.ts'))).toEqual([]);
-  });
-
-  it('every arrow in KNOWN_UPWARD is still in the code (the list only shrinks)', () => {
-    const present = new Set<string>();
-    for (const [from, text] of files)
-      for (const { fileName: spec } of ts.preProcessFile(text, true, true).importedFiles) {
-        const t = resolveImport(from, spec, onDisk);
-        if (t.kind === 'file') present.add(`${from} → ${t.path}`);
-      }
-    expect(KNOWN_UPWARD.filter((k) => !present.has(k))).toEqual([]);
   });
 });
