@@ -14,7 +14,7 @@ import type { Command } from 'commander';
 import pino from 'pino';
 import { CatalogError, loadCatalogFile, snapshotCatalog } from '../catalog/catalog.js';
 import { ConfigError, loadConfig } from '../config/index.js';
-import { UpstreamPool } from '../upstream/pool.js';
+import { listUpstreamToolsOnce } from '../upstream/pool.js';
 
 function die(code: number, msg: string): never {
   process.stderr.write(`cmcp catalog: ${msg.slice(0, 4000)}\n`);
@@ -38,15 +38,10 @@ export function registerCatalogCommand(program: Command): void {
         if (e instanceof ConfigError) die(2, e.message);
         throw e;
       }
-      const pool = new UpstreamPool(cfg.upstreams, pino({ level: 'silent' }));
-      try {
-        await pool.start();
-      } catch (e) {
-        await pool.close();
-        die(1, (e as Error).message);
-      }
-      const doc = snapshotCatalog(pool.toolLists(), o.description);
-      await pool.close();
+      const lists = await listUpstreamToolsOnce(cfg.upstreams, pino({ level: 'silent' })).catch((e: Error) =>
+        die(1, e.message),
+      );
+      const doc = snapshotCatalog(lists, o.description);
       const text = `${JSON.stringify(doc, null, 2)}\n`;
       if (o.out) {
         try {

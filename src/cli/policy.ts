@@ -31,7 +31,7 @@ import {
   toolArgumentsOf,
 } from '../policy/schema-generator.js';
 import { generatePolicyKey, PolicyKeyError, signBundleHash } from '../policy/signature.js';
-import { UpstreamPool } from '../upstream/pool.js';
+import { listUpstreamToolsOnce } from '../upstream/pool.js';
 
 function die(code: number, msg: string): never {
   process.stderr.write(`cmcp policy: ${msg.slice(0, 4000)}\n`);
@@ -72,15 +72,9 @@ async function initTools(cfg: GatewayConfig): Promise<{ tools: InitTool[]; sourc
       })),
     };
   }
-  const pool = new UpstreamPool(cfg.upstreams, pino({ level: 'silent' }));
-  try {
-    await pool.start();
-  } catch (e) {
-    await pool.close();
-    die(1, (e as Error).message);
-  }
-  const lists = pool.toolLists();
-  await pool.close();
+  const lists = await listUpstreamToolsOnce(cfg.upstreams, pino({ level: 'silent' })).catch((e: Error) =>
+    die(1, e.message),
+  );
   return {
     source: 'the tools the upstreams list now',
     tools: lists.flatMap((l) =>

@@ -75,17 +75,30 @@ export async function bindSession(
       { session_id: preimage.session_id, provider: provider.name, reason, err: message },
       'attestation binding failed; session continues without hardware binding',
     );
-    const measurement = measurementAtBind;
-    evidence = {
-      provider: provider.name,
-      status: 'absent',
-      reason,
-      report_data: b64u(rd),
-      tpm: null,
-      ...(measurement ? { measurement } : {}),
-    };
+    evidence = absentEvidence(provider.name, reason, rd, measurementAtBind);
   }
   return { preimage, batch: share.batch, evidence };
+}
+
+/**
+ * The evidence of a binding that failed (docs/spec/binding.md): status `absent`, the
+ * provider's reason, the REPORT_DATA that was asked for, and the gateway measurement's evidence
+ * when the provider has one.
+ */
+export function absentEvidence(
+  provider: string,
+  reason: string,
+  reportData: Uint8Array,
+  measurement: EvidenceJson['measurement'] | null,
+): EvidenceJson {
+  return {
+    provider,
+    status: 'absent',
+    reason,
+    report_data: b64u(reportData),
+    tpm: null,
+    ...(measurement ? { measurement } : {}),
+  };
 }
 
 /** The session chain's entry recording a binding's outcome. */

@@ -18,6 +18,7 @@ import {
 } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import { type AttestationProvider, BindingError } from '../tee/provider.js';
+import { absentEvidence } from './binding-record.js';
 import type { GatewayKey, SessionFacts } from './types.js';
 
 /** A replica's lease as its start-up evidence names it. */
@@ -73,15 +74,7 @@ export async function attestReplica(
       { replica_id: fence.replicaId, provider: provider.name, reason, err: (e as Error).message },
       'replica attestation failed; its entries are signed-only',
     );
-    const measurement = provider.measurementEvidence?.() ?? null;
-    evidence = {
-      provider: provider.name,
-      status: 'absent',
-      reason,
-      report_data: b64u(rd),
-      tpm: null,
-      ...(measurement ? { measurement } : {}),
-    };
+    evidence = absentEvidence(provider.name, reason, rd, provider.measurementEvidence?.() ?? null);
   }
   const member: ReplicaMember = {
     replica_id: fence.replicaId,

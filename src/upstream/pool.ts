@@ -273,3 +273,21 @@ export class UpstreamPool {
     await Promise.all([...this.upstreams.values()].map((u) => u.release()));
   }
 }
+
+/**
+ * Starts every configured upstream, reads each one's tool list, and closes them again (what
+ * `cmcp catalog snapshot` and `cmcp policy init` read).
+ * @throws (rejects) what starting an upstream throws, after closing what was started.
+ */
+export async function listUpstreamToolsOnce(
+  upstreams: ConstructorParameters<typeof UpstreamPool>[0],
+  log: ConstructorParameters<typeof UpstreamPool>[1],
+): Promise<{ server: string; tools: ToolDefinition[] }[]> {
+  const pool = new UpstreamPool(upstreams, log);
+  try {
+    await pool.start();
+    return pool.toolLists();
+  } finally {
+    await pool.close();
+  }
+}

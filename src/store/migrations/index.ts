@@ -10,34 +10,20 @@ import { CmcpError } from '../../errors/index.js';
 /** The schema version this code writes and reads. */
 export const LATEST_SCHEMA_VERSION = 6;
 
-/** Version 2's description, shared by both engines. */
-export const SESSION_SENSITIVITY_DESCRIPTION =
-  'session_sensitivity: the highest sensitivity each session attempted';
-
-/** Version 3's description, shared by both engines. */
-export const CLAIM_PARTS_DESCRIPTION =
-  "claim_parts, claim_part_links: a long claim's stored text in parts written before its closing transaction";
-
 /**
- * The replicas' version (docs/replicas.md), shared by both engines. Version 4, after claim_parts
- * (version 3).
+ * Each version's one-line description, in order from version 1, the same text in both engines
+ * (stored in `schema_version.description`).
  */
-export const REPLICA_LEASES_DESCRIPTION =
-  'chain_tips and replica_leases: per-chain tips and fenced replica leases';
-
-/**
- * The replicas' evidence (docs/replicas.md#replica-identity-in-entries), shared by both engines.
- * Version 5, after the leases (version 4).
- */
-export const REPLICA_EVIDENCE_DESCRIPTION =
-  "entry_writers and replica_evidence: each replica entry's writer signature, each replica's start-up evidence";
-
-/**
- * Readiness's write probe (src/gateway/readiness.ts), shared by both engines. Version 6, after
- * the replicas' evidence (version 5).
- */
-export const READINESS_PROBE_DESCRIPTION =
-  'readiness_probe: one row per writer that /readyz updates to show a write commits';
+const MIGRATION_DESCRIPTIONS: readonly string[] = [
+  'the schema as of cmcp 0.1.0 before versioning',
+  'session_sensitivity: the highest sensitivity each session attempted',
+  "claim_parts, claim_part_links: a long claim's stored text in parts written before its closing transaction",
+  // The replicas (docs/replicas.md).
+  'chain_tips and replica_leases: per-chain tips and fenced replica leases',
+  "entry_writers and replica_evidence: each replica entry's writer signature, each replica's start-up evidence",
+  // Readiness's write probe (src/gateway/health/readiness.ts).
+  'readiness_probe: one row per writer that /readyz updates to show a write commits',
+];
 
 /** One numbered migration of one engine. */
 export interface Migration {
@@ -109,18 +95,17 @@ export function redactPostgresUrl(url: string): string {
 }
 
 /**
- * Checks that an engine's list is 1, 2, … {@link LATEST_SCHEMA_VERSION} in order.
- * @throws Error (a programming error, at module load) otherwise.
+ * One engine's migrations: its DDL for each version, in order from version 1, with the shared
+ * descriptions.
+ * @throws Error when the engine's list is not one script per version up to
+ *   {@link LATEST_SCHEMA_VERSION} (a bug, caught at load).
  */
-export function checkedMigrations(engine: string, list: Migration[]): Migration[] {
-  list.forEach((m, i) => {
-    if (m.version !== i + 1) throw new Error(`${engine} migration ${i} has version ${m.version}`);
-  });
-  if (list.length !== LATEST_SCHEMA_VERSION)
+export function engineMigrations(engine: string, sqls: readonly string[]): Migration[] {
+  if (sqls.length !== LATEST_SCHEMA_VERSION || MIGRATION_DESCRIPTIONS.length !== LATEST_SCHEMA_VERSION)
     throw new Error(
-      `${engine} has ${list.length} migrations, LATEST_SCHEMA_VERSION is ${LATEST_SCHEMA_VERSION}`,
+      `${engine} has ${sqls.length} migrations, LATEST_SCHEMA_VERSION is ${LATEST_SCHEMA_VERSION}`,
     );
-  return list;
+  return sqls.map((sql, i) => ({ version: i + 1, description: MIGRATION_DESCRIPTIONS[i] as string, sql }));
 }
 
 /** Thrown when the database cannot be opened or reached. `code` is stable. */

@@ -8,16 +8,11 @@
  */
 import type Database from 'better-sqlite3';
 import {
-  CLAIM_PARTS_DESCRIPTION,
-  checkedMigrations,
+  engineMigrations,
   LATEST_SCHEMA_VERSION,
   type Migration,
   type MigrationReport,
-  READINESS_PROBE_DESCRIPTION,
-  REPLICA_EVIDENCE_DESCRIPTION,
-  REPLICA_LEASES_DESCRIPTION,
   SchemaTooNewError,
-  SESSION_SENSITIVITY_DESCRIPTION,
 } from './index.js';
 
 type Db = Database.Database;
@@ -195,13 +190,13 @@ CREATE TABLE readiness_probe (
 `;
 
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
-export const SQLITE_MIGRATIONS: Migration[] = checkedMigrations('sqlite', [
-  { version: 1, description: 'the schema as of cmcp 0.1.0 before versioning', sql: SCHEMA_V1 },
-  { version: 2, description: SESSION_SENSITIVITY_DESCRIPTION, sql: SCHEMA_V2 },
-  { version: 3, description: CLAIM_PARTS_DESCRIPTION, sql: SCHEMA_V3 },
-  { version: 4, description: REPLICA_LEASES_DESCRIPTION, sql: SCHEMA_REPLICAS },
-  { version: 5, description: REPLICA_EVIDENCE_DESCRIPTION, sql: SCHEMA_V5 },
-  { version: 6, description: READINESS_PROBE_DESCRIPTION, sql: SCHEMA_V6 },
+export const SQLITE_MIGRATIONS: Migration[] = engineMigrations('sqlite', [
+  SCHEMA_V1,
+  SCHEMA_V2,
+  SCHEMA_V3,
+  SCHEMA_REPLICAS,
+  SCHEMA_V5,
+  SCHEMA_V6,
 ]);
 
 const SCHEMA_VERSION_TABLE = `
