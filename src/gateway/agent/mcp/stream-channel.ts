@@ -9,16 +9,12 @@
  *
  * What is written in one turn of the loop goes out in one write: the socket is corked at the
  * first write and uncorked once the turn's promise jobs have run (a microtask that queues the
- * uncork as a tick: ticks queued from a microtask run after the microtask queue is empty), so
- * the head and the notifications one upstream read delivered reach the client as one segment,
- * not one per event, and notifications that came in the same read as the upstream's answer go
- * with the result and the stream's end: one write, as on the JSON path (the result's way from
- * the upstream's answer to `finish` is promise jobs only). A notification is never held past
- * the turn that wrote it. The uncork on the next tick instead ran before those promise jobs:
- * the notifications went in a write of their own, ~2 ms (strace) ahead of the result, and the
- * client woke twice per call (bench/relayed-progress.ts). Each write wakes the client; sending
- * those notifications ahead of the terminal audit entry took one write more and cost the call
- * ~0.9 ms at p50 on a busy machine, for ~0.3 ms earlier notifications (A/B in one run).
+ * uncork as a tick, which runs after the microtask queue is empty). So the head and the
+ * notifications of one upstream read reach the client as one segment, and notifications that
+ * came with the upstream's answer go out with the result and the stream's end, as on the JSON
+ * path. A notification is never held past the turn that wrote it. Each write wakes the client:
+ * an uncork on the next tick, or notifications sent ahead of the terminal audit entry, would
+ * cost each call a write and a wake-up more (bench/relayed-progress.ts measures it).
  */
 import type { ServerResponse } from 'node:http';
 import { CmcpError } from '../../../errors/index.js';
