@@ -9,7 +9,7 @@ export interface Caller {
   attributes?: Record<string, unknown>;
   /**
    * The call_id a `tools/call` of this request is recorded under, chosen by the HTTP edge so a
-   * shutdown's CALL_INTERRUPTED answer can name its entry (gateway/drain.ts); absent: a fresh one.
+   * shutdown's CALL_INTERRUPTED answer can name its entry (gateway/lifecycle/drain.ts); absent: a fresh one.
    */
   callId?: string;
 }

@@ -37,7 +37,7 @@ const upstreamCommon = {
    * true: the gateway refuses to start when this upstream cannot be reached. Absent/false: it is
    * marked unavailable (tools hidden, calls refused with UPSTREAM_OFFLINE), retried with backoff
    * and brought in when it answers (src/upstream/availability.ts). Only a required upstream
-   * that is down makes /readyz not ready (src/gateway/readiness.ts).
+   * that is down makes /readyz not ready (src/gateway/health/readiness.ts).
    */
   required: z.boolean().optional(),
   /**
@@ -216,7 +216,7 @@ export const configSchema = z
         /**
          * Host names (or IP literals, IPv6 in brackets; a port is allowed and ignored) that a
          * request's Host and Origin headers may name (DNS-rebinding protection,
-         * src/gateway/host-check.ts). Default: the listen address and the loopback names.
+         * src/gateway/edge/host-check.ts). Default: the listen address and the loopback names.
          */
         allowed_hosts: z.array(z.string().regex(HOST_NAME, HOST_NAME_MESSAGE)).min(1).optional(),
       })

@@ -24,7 +24,7 @@ const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 /** What the metrics read from the rest of the gateway at scrape time. */
 export interface MetricSources {
-  /** SQLite: the gauges' connection; null on PostgreSQL (gateway/replica-metrics.ts adds its gauges). */
+  /** SQLite: the gauges' connection; null on PostgreSQL (gateway/lifecycle/replica-unavailable.ts replicaGauges adds its gauges). */
   db: Db | null;
   /** SQLite database path (its `-wal` file is measured). */
   dbPath: string;

@@ -67,7 +67,7 @@ export class SchemaTooNewError extends CmcpError {
 
 /**
  * Thrown where a PostgreSQL database (or a replica on one) is given for something served on
- * SQLite only (gateway/replica-unavailable.ts lists what a replica refuses). `code` is stable.
+ * SQLite only (gateway/lifecycle/replica-unavailable.ts lists what a replica refuses). `code` is stable.
  */
 export class PostgresFeatureUnavailableError extends CmcpError {
   declare readonly code: 'POSTGRES_FEATURE_UNAVAILABLE';

@@ -179,7 +179,7 @@ CREATE TABLE replica_evidence (
 ) WITHOUT ROWID;
 `;
 
-// Readiness's write probe (src/gateway/readiness.ts): /readyz commits an update of its writer's
+// Readiness's write probe (src/gateway/health/readiness.ts): /readyz commits an update of its writer's
 // row, so "ready" means a write reached the disk just now (a full disk fails the WAL append).
 // Nothing else reads it.
 const SCHEMA_V6 = `
