@@ -28,7 +28,6 @@ import {
   tokenAttributeNames,
 } from '../policy/startup.js';
 import type { PolicyState } from '../policy/state.js';
-import { sqliteRelayEntries } from '../relay/evidence.js';
 import type { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
@@ -39,6 +38,7 @@ import { removeUnlinkedClaimParts } from '../store/sqlite/claim-text.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage, type SqliteStorageOptions } from '../store/sqlite/open.js';
 import { CallRecovery } from '../store/sqlite/recovery.js';
+import { sqliteRelayEntries } from '../store/sqlite/relay-entries.js';
 import { readSession, type SqliteSessionStore } from '../store/sqlite/session-store.js';
 import { recordSelection } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';

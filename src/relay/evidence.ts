@@ -11,11 +11,13 @@
  * `entry_counts` counts them by type.
  */
 import { randomUUID } from 'node:crypto';
-import { type AuditEntry, GATEWAY_CHAIN_ID, jcsDigest } from '@cmcp/verify/formats';
+import { type AuditEntry, jcsDigest } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
+import type { EntryInput } from '../audit/chain.js';
 import type { ErrorCode } from '../errors/index.js';
-import { immediateAsync } from '../store/db.js';
+import type { RelayEntrySink } from '../store/port.js';
+
+export type { RelayEntrySink } from '../store/port.js';
 
 /** Entry type of each evidenced method. */
 export const RELAY_ENTRY_TYPES = {
@@ -65,27 +67,6 @@ function digest(v: unknown, key: string, detail: Record<string, unknown>): strin
     detail[`${key}_error`] = (e as Error).message.slice(0, 200);
     return null;
   }
-}
-
-/**
- * Appends one relayed request's entry to its session's chain while the session is open, else to
- * the gateway chain, deciding which inside the write's own transaction.
- */
-export type RelayEntrySink = (sessionId: string | null, input: EntryInput) => Promise<AuditEntry>;
-
-/**
- * The SQLite sink: its own IMMEDIATE transaction, a write lock held by another process waited
- * for by awaiting (store/db.ts immediateAsync), up to the busy timeout.
- */
-export function sqliteRelayEntries(
-  chain: AuditChain,
-  sessions: { isOpen(sessionId: string): boolean },
-): RelayEntrySink {
-  return (sessionId, input) =>
-    immediateAsync(chain.db, () => {
-      const open = sessionId !== null && sessions.isOpen(sessionId);
-      return chain.append(open ? sessionId : GATEWAY_CHAIN_ID, input);
-    });
 }
 
 /** Appends the terminal entries of relayed requests. */

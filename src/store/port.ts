@@ -403,6 +403,13 @@ export interface CallStore extends WriteStore {
   attemptOpen(callId: string): boolean;
 }
 
+/**
+ * Appends a relayed MCP request's terminal entry (docs/spec/audit-entries.md#relayed-requests)
+ * to its session's chain while the session is open, else to the gateway chain, deciding which
+ * inside the write's own transaction. @returns (resolves) the committed entry.
+ */
+export type RelayEntrySink = (sessionId: string | null, input: EntryInput) => Promise<AuditEntry>;
+
 /** The read-only execution view (`GET /executions/:id`). */
 export interface ExecutionReads {
   get(agentId: string, executionId: string): Answer<ExecutionRow | undefined>;
