@@ -14,6 +14,7 @@ import { SessionSensitivity } from '../src/call/sensitivity.js';
 import type { Sensitivity } from '../src/catalog/catalog.js';
 import type { CatalogGuard } from '../src/catalog/guard.js';
 import { type Db, immediate, openDatabase } from '../src/store/db.js';
+import { sqliteSensitivityReads } from '../src/store/sqlite/sensitivity.js';
 import { storeSensitivity } from '../src/store/sqlite/writes.js';
 import type { RoutedTool, UpstreamPool } from '../src/upstream/pool.js';
 
@@ -46,7 +47,7 @@ class CountingChain extends AuditChain {
 function open(name: string): { db: Db; chain: CountingChain; rule: SessionSensitivity } {
   const db = openDatabase(join(dir, name));
   const chain = new CountingChain(db);
-  return { db, chain, rule: new SessionSensitivity(db, chain, upstreams, catalog) };
+  return { db, chain, rule: new SessionSensitivity(sqliteSensitivityReads(db, chain), upstreams, catalog) };
 }
 
 const storedLevel = (db: Db, sessionId: string) =>
@@ -87,7 +88,7 @@ describe('session sensitivity', () => {
     expect((db.prepare('SELECT total_changes() AS n').get() as { n: number }).n).toBe(changes.n);
     expect(storedLevel(db, 's2')).toEqual({ level: 3 });
     // A process that forgot the session: a lower call noted first does not hide the higher one.
-    const fresh = new SessionSensitivity(db, new AuditChain(db), upstreams, catalog);
+    const fresh = new SessionSensitivity(sqliteSensitivityReads(db, new AuditChain(db)), upstreams, catalog);
     fresh.note('s2', route('list'));
     expect(fresh.max('s2')).toBe('confidential');
     db.close();
@@ -110,7 +111,7 @@ describe('session sensitivity', () => {
     expect(chain.reads).toBe(1);
     attempted(db, rule, 's3', route('list'));
     expect(storedLevel(db, 's3')).toEqual({ level: 3 });
-    const after = new SessionSensitivity(db, chain, upstreams, catalog);
+    const after = new SessionSensitivity(sqliteSensitivityReads(db, chain), upstreams, catalog);
     expect(after.max('s3')).toBe('confidential');
     expect(chain.reads).toBe(1);
     db.close();

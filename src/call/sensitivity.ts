@@ -12,12 +12,10 @@
  * lose a level. Sessions that have no row yet (made before the table existed) are replayed
  * once, and get their row at their next attempt.
  */
-import type { AuditChain } from '../audit/chain.js';
 import { SENSITIVITY_LEVELS, type Sensitivity } from '../catalog/catalog.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { SessionRow } from '../session/types.js';
-import type { Db } from '../store/db.js';
-import { prepared } from '../store/statements.js';
+import type { SensitivityReads } from '../store/port.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 
 /** Sessions remembered; past this the oldest is forgotten (and read back on demand). */
@@ -31,8 +29,7 @@ export class SessionSensitivity {
 
   constructor(
     /** Null on a shared PostgreSQL, where the level comes with the session's row ({@link max}). */
-    private readonly db: Db | null,
-    private readonly chain: AuditChain | null,
+    private readonly reads: SensitivityReads | null,
     private readonly upstreams: UpstreamPool,
     private readonly catalog: CatalogGuard | null,
   ) {}
@@ -45,13 +42,13 @@ export class SessionSensitivity {
 
   /**
    * Highest sensitivity a session has forwarded so far; read back after a restart (module doc).
-   * On a replica (no SQLite connection) the level is the one read with the session's row
+   * On a replica (no {@link SensitivityReads}) the level is the one read with the session's row
    * (`row.sensitivity_level`, store/postgres/session-store.ts): whichever replica raised it,
    * the raise committed before its call reached the upstream, so a row read after that sees it.
    * @throws Error on a replica serving a catalog when no such row is given (fails closed).
    */
   max(sessionId: string, row?: Pick<SessionRow, 'sensitivity_level'>): Sensitivity {
-    if (!this.db) {
+    if (!this.reads) {
       if (!this.catalog) return 'unclassified';
       if (row?.sensitivity_level === undefined)
         throw new Error(`session ${sessionId}: its sensitivity is read with its row on PostgreSQL`);
@@ -59,12 +56,9 @@ export class SessionSensitivity {
     }
     let level = this.seen.get(sessionId);
     if (level === undefined) {
-      const row = prepared<[string], { level: number }>(
-        this.sqlite(),
-        'SELECT level FROM session_sensitivity WHERE session_id = ?',
-      ).get(sessionId);
-      if (row) this.stored.set(sessionId, row.level);
-      level = row ? row.level : this.replay(sessionId);
+      const stored = this.reads.storedLevel(sessionId);
+      if (stored !== undefined) this.stored.set(sessionId, stored);
+      level = stored ?? this.replay(this.reads, sessionId);
       this.remember(sessionId, level);
     }
     return SENSITIVITY_LEVELS[level] ?? 'unclassified';
@@ -103,22 +97,15 @@ export class SessionSensitivity {
   }
 
   /** The level from the session's chain: only for a session with no row (module doc). */
-  private replay(sessionId: string): number {
+  private replay(reads: SensitivityReads, sessionId: string): number {
     let level = 0;
-    if (!this.chain) throw new Error('a session sensitivity replay needs the SQLite chain');
-    for (const e of this.chain.entries(sessionId)) {
-      if (e.entry_type !== 'tool_call' || e.tool_name === null) continue;
+    for (const e of reads.toolCalls(sessionId)) {
+      if (e.tool_name === null) continue;
       if (e.disposition !== 'completed' && e.disposition !== 'outcome_unknown') continue;
       const l = SENSITIVITY_LEVELS.indexOf(this.of(this.upstreams.route(e.tool_name)));
       if (l > level) level = l;
     }
     return level;
-  }
-
-  /** @throws Error without a SQLite connection (a replica raises the row in its write commands). */
-  private sqlite(): Db {
-    if (!this.db) throw new Error('session sensitivity rows are read here from SQLite only');
-    return this.db;
   }
 
   private remember(sessionId: string, level: number): void {

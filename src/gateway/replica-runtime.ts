@@ -223,7 +223,7 @@ async function startServing(
     store: c.storage.callStore(lease.fence),
     sessions,
     upstreams,
-    sensitivity: new SessionSensitivity(null, null, upstreams, catalog),
+    sensitivity: new SessionSensitivity(null, upstreams, catalog),
     catalog,
     policy,
     chain,

@@ -39,6 +39,7 @@ import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage, type SqliteStorageOptions } from '../store/sqlite/open.js';
 import { CallRecovery } from '../store/sqlite/recovery.js';
 import { sqliteRelayEntries } from '../store/sqlite/relay-entries.js';
+import { sqliteSensitivityReads } from '../store/sqlite/sensitivity.js';
 import { readSession, type SqliteSessionStore } from '../store/sqlite/session-store.js';
 import { recordSelection } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -258,7 +259,7 @@ function buildHttp(
     store: obs.callStore,
     sessions,
     upstreams,
-    sensitivity: new SessionSensitivity(db, chain, upstreams, catalog),
+    sensitivity: new SessionSensitivity(sqliteSensitivityReads(db, chain), upstreams, catalog),
     catalog,
     policy,
     chain,

@@ -404,6 +404,19 @@ export interface CallStore extends WriteStore {
 }
 
 /**
+ * What a session's highest forwarded sensitivity is read back from after a restart
+ * (call/sensitivity.ts) where it is not read with the session's row: SQLite's
+ * `session_sensitivity` row, or, for a session older than that table, its chain's tool calls.
+ * Absent on PostgreSQL, whose session rows carry `sensitivity_level`.
+ */
+export interface SensitivityReads {
+  /** The level (index into the catalog's SENSITIVITY_LEVELS) the session's row holds, or undefined. */
+  storedLevel(sessionId: string): number | undefined;
+  /** The session chain's `tool_call` entries, in order (the replay of a session with no row). */
+  toolCalls(sessionId: string): Iterable<Pick<AuditEntry, 'tool_name' | 'disposition'>>;
+}
+
+/**
  * Appends a relayed MCP request's terminal entry (docs/spec/audit-entries.md#relayed-requests)
  * to its session's chain while the session is open, else to the gateway chain, deciding which
  * inside the write's own transaction. @returns (resolves) the committed entry.
