@@ -22,6 +22,7 @@ import { chainEntries } from '../src/store/postgres/chain.js';
 import type { ReplicaLease } from '../src/store/postgres/replica-lease.js';
 import { PostgresSessionStore } from '../src/store/postgres/session-store.js';
 import { openReplicaPool } from '../src/store/postgres/transaction.js';
+import { sqliteWriteProbe } from '../src/store/sqlite/write-probe.js';
 import { SoftwareProvider } from '../src/tee/provider.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
@@ -58,7 +59,13 @@ afterAll(async () => {
 
 /** A small app behind the gate: a JSON-RPC route, a REST route, and /readyz from a real Readiness. */
 async function app(gate: LeaseGate): Promise<{ app: FastifyInstance; readiness: Readiness }> {
-  const readiness = new Readiness(sqlite, new UpstreamPool([], log), new SoftwareProvider(), null, gate);
+  const readiness = new Readiness(
+    sqliteWriteProbe(sqlite, 'gateway'),
+    new UpstreamPool([], log),
+    new SoftwareProvider(),
+    null,
+    gate,
+  );
   const a = Fastify();
   gate.attach(a);
   a.post('/mcp', { config: { jsonRpc: true } }, async () => ({ jsonrpc: '2.0', id: 1, result: {} }));

@@ -43,7 +43,7 @@ import { requiredBindingTier } from '../tee/tier.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { composeApp, composeServing, measureGateway, startCommon, startMetrics } from './compose.js';
-import { postgresWriteProbe, Readiness } from './health/readiness.js';
+import { Readiness } from './health/readiness.js';
 import { Drain } from './lifecycle/drain.js';
 import { LeaseGate, startReplicaLease } from './lifecycle/lease-gate.js';
 import { type GatewayChainSink, gatewayStartEntry, warnExposure } from './lifecycle/records.js';
@@ -303,14 +303,9 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
   const app = composeApp(cfg, s, {
     log: c.log,
     drain,
-    readiness: new Readiness(
-      postgresWriteProbe(c.pool, cfg.instance_id),
-      c.upstreams,
-      c.provider,
-      drain,
-      c.gate,
-      { requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name) },
-    ),
+    readiness: new Readiness(c.storage.writeProbe(cfg.instance_id), c.upstreams, c.provider, drain, c.gate, {
+      requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name),
+    }),
     sessions: s.sessions,
     executions: { get: (agentId, executionId) => getExecution(c.pool, agentId, executionId) },
     sessionAgent: (id) => s.sessions.agentOf(id),

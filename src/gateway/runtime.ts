@@ -346,9 +346,8 @@ export async function startGateway(
       {
         metrics,
         tracing,
-        readiness: new Readiness(db, upstreams, provider, drain, null, {
+        readiness: new Readiness(storage.writeProbe(cfg.instance_id), upstreams, provider, drain, null, {
           requiredUpstreams: cfg.upstreams.filter((u) => u.required).map((u) => u.name),
-          writer: cfg.instance_id,
         }),
         drain,
         callStore,

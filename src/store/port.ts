@@ -435,6 +435,11 @@ export interface ExecutionReads {
  */
 export interface StorageCapabilities {
   readonly engine: 'sqlite' | 'postgres';
+  /**
+   * Readiness's database check (`GET /readyz`): a small write of `writer`'s probe row, null once
+   * it committed, else a short reason (a code, `timeout`, `read-only`, `ENOSPC`…). Never throws.
+   */
+  writeProbe(writer: string): () => Promise<string | null>;
   /** Releases the lock or lease the adapter holds and closes its connections; idempotent. */
   close(): Promise<void>;
 }

@@ -7,11 +7,7 @@
  * Reasons are short codes or summaries: no URLs, tokens or evidence.
  */
 
-import { statfs } from 'node:fs/promises';
-import { dirname } from 'node:path';
-import type pg from 'pg';
 import { clip } from '../../errors/index.js';
-import { type Db, immediateAsync } from '../../store/db.js';
 import type { AttestationProvider } from '../../tee/provider.js';
 import type { UpstreamPool } from '../../upstream/pool.js';
 
@@ -38,31 +34,10 @@ const ATTESTATION_PROBE_TTL_MS = 15_000;
 const REPORT_REUSE_MS = 1000;
 
 /**
- * How long the database probe waits for the write lock, ms: awaited (store/db.ts immediateAsync,
- * each try at most BUSY_STEP_MS of the event loop), so a probe never stalls the gateway.
- */
-const DB_PROBE_WAIT_MS = 250;
-
-/**
  * Every check's client-side deadline, ms: past it the check's reason is `timeout` (a stopped
  * database server, a hung TPM). Above the upstream ping's own 2 s.
  */
 export const CHECK_DEADLINE_MS = 3000;
-
-/**
- * Free space below which the SQLite database counts as full, bytes. The write probe alone can
- * pass on a full disk: once the WAL restarted after a checkpoint its small commit overwrites
- * frames the file already has, while a write that must grow the WAL or the database fails.
- */
-export const MIN_FREE_BYTES = 1024 * 1024;
-
-/** The write probe: its writer's row, written and committed (store/migrations, version 6). */
-const PROBE_UPSERT_SQLITE =
-  'INSERT INTO readiness_probe (writer, probed_at) VALUES (?, ?) ' +
-  'ON CONFLICT (writer) DO UPDATE SET probed_at = excluded.probed_at';
-const PROBE_UPSERT_POSTGRES =
-  'INSERT INTO readiness_probe (writer, probed_at) VALUES ($1, $2) ' +
-  'ON CONFLICT (writer) DO UPDATE SET probed_at = excluded.probed_at';
 
 /**
  * `p`'s outcome, or `timeout` once `ms` passed. A check still running from an earlier probe is
@@ -89,35 +64,6 @@ class Deadlined {
   }
 }
 
-/**
- * A replica's database check on PostgreSQL: its own row of `readiness_probe` upserted in one
- * autocommitted statement, cut by the client after `timeoutMs` (node-postgres `query_timeout`;
- * the pool drops a connection whose query failed). Null once the write committed, else the
- * SQLSTATE or the client's reason.
- * @param writer the replica's instance_id (each replica its own row: no lock between them).
- */
-export function postgresWriteProbe(
-  pool: pg.Pool,
-  writer: string,
-  timeoutMs = CHECK_DEADLINE_MS - 500,
-): () => Promise<string | null> {
-  return () =>
-    pool
-      .query({
-        text: PROBE_UPSERT_POSTGRES,
-        values: [writer, new Date().toISOString()],
-        query_timeout: timeoutMs,
-      } as pg.QueryConfig)
-      .then(
-        () => null,
-        (e) => {
-          const { code, message } = e as { code?: string; message?: string };
-          if (code) return code;
-          return /timeout/i.test(message ?? '') ? 'timeout' : 'unreachable';
-        },
-      );
-}
-
 /** `ATTESTATION_BINDING_FAILED: <reason>` (the BindingError's short reason, not its message). */
 function bindingReason(e: unknown): string {
   const { code, reason } = e as { code?: string; reason?: unknown };
@@ -129,7 +75,7 @@ export class Readiness {
   /** The last binding's outcome (a session's, a measurement's or a probe's) and when, ms. */
   private lastBind: { at: number; reason: string | null } | null = null;
   private last: { at: number; report: Promise<ReadinessReport> } | null = null;
-  private readonly databaseProbe = new Deadlined(() => this.databaseCheck());
+  private readonly databaseProbe = new Deadlined(() => this.writeProbe());
   private readonly upstreamProbe = new Deadlined(async () => {
     this.upstreamReasons = await this.upstreams.probe();
     return null;
@@ -139,8 +85,11 @@ export class Readiness {
   private readonly required: string[];
 
   constructor(
-    /** SQLite: the connection to probe; a replica on PostgreSQL: its own probe (null when writable). */
-    private readonly db: Db | (() => Promise<string | null>),
+    /**
+     * The storage's write probe (store/sqlite/write-probe.ts, store/postgres/write-probe.ts):
+     * null once a write committed, else why not.
+     */
+    private readonly writeProbe: () => Promise<string | null>,
     private readonly upstreams: UpstreamPool,
     private readonly provider: AttestationProvider,
     /** The shutdown gate: once it stops admitting, the gateway is not ready. */
@@ -150,12 +99,9 @@ export class Readiness {
     opts: {
       /** Names of the upstreams configured `required: true`; the others are optional. */
       requiredUpstreams?: Iterable<string>;
-      /** The SQLite probe row's writer (the gateway's instance_id). */
-      writer?: string;
     } = {},
   ) {
     this.required = [...(opts.requiredUpstreams ?? [])].sort();
-    this.writer = opts.writer ?? 'gateway';
     // Every real binding tells readiness how the provider is doing; a probe is needed only
     // when none happened lately.
     const bind = provider.bind.bind(provider);
@@ -188,8 +134,6 @@ export class Readiness {
     return this.lease ? { ...r, checks: { ...r.checks, lease: null } } : r;
   }
 
-  private readonly writer: string;
-
   private async run(): Promise<ReadinessReport> {
     const [pinged, attestation, database] = await Promise.all([
       this.upstreamProbe.check(CHECK_DEADLINE_MS),
@@ -207,38 +151,6 @@ export class Readiness {
       ready,
       checks: { database, upstreams, required_upstreams: this.required, attestation, shutdown: null },
     };
-  }
-
-  /**
-   * Writable: not opened read-only, at least {@link MIN_FREE_BYTES} free on the database's
-   * filesystem, and an update of the probe row commits (through the group
-   * commit, so it reaches the disk: a full disk fails its WAL append) after taking the write
-   * lock within {@link DB_PROBE_WAIT_MS}, waited for by awaiting. Runs at most once per reused
-   * report (REPORT_REUSE_MS): polling /readyz is never more than one small write a second.
-   */
-  private async databaseCheck(): Promise<string | null> {
-    if (typeof this.db === 'function') return this.db();
-    const db = this.db;
-    if (!db.open) return 'closed';
-    if (db.readonly) return 'read-only';
-    if (!db.memory) {
-      const fs = await statfs(dirname(db.name));
-      // root may write into the blocks reserved for it (ext4), others only into the available.
-      const free = (process.getuid?.() === 0 ? fs.bfree : fs.bavail) * fs.bsize;
-      if (free < MIN_FREE_BYTES) return 'ENOSPC';
-    }
-    try {
-      await immediateAsync(
-        db,
-        () => db.prepare(PROBE_UPSERT_SQLITE).run(this.writer, new Date().toISOString()),
-        DB_PROBE_WAIT_MS,
-      );
-      return null;
-    } catch (e) {
-      // SQLITE_BUSY: another connection held the write lock for the whole wait;
-      // SQLITE_FULL / SQLITE_IOERR_*: the disk refused the write.
-      return (e as { code?: string }).code ?? 'not writable';
-    }
   }
 
   /**

@@ -13,6 +13,7 @@ import type { Fence } from './leases.js';
 import { postgresOperatorRecords } from './operator-records.js';
 import { PostgresSessionStore } from './session-store.js';
 import { openReplicaPool } from './transaction.js';
+import { postgresWriteProbe } from './write-probe.js';
 import { PostgresWriteStore } from './write-store.js';
 
 /** The settings PostgreSQL storage reads from the gateway config. */
@@ -66,6 +67,7 @@ export function openPostgresStorage(cfg: PostgresSettings): PostgresStorage {
     callStore: (fence) => new PostgresWriteStore(pool, fence),
     sessionStore: (fence) => new PostgresSessionStore(pool, fence),
     operatorRecords: (fence) => postgresOperatorRecords(pool, fence),
+    writeProbe: (writer) => postgresWriteProbe(pool, writer),
     close() {
       closed ??= pool.end();
       return closed;

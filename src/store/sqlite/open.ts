@@ -14,6 +14,7 @@ import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
 import type { AuditChain } from './chain.js';
 import { sqliteOperatorRecords } from './operator-records.js';
 import { SqliteSessionStore } from './session-store.js';
+import { sqliteWriteProbe } from './write-probe.js';
 
 /** The settings SQLite storage reads from the gateway config. */
 export interface SqliteSettings {
@@ -95,6 +96,7 @@ export function openSqliteStorage(
     callStore: (chain) => sqliteCallStore(db, cfg.instance_id, chain, worker),
     operatorRecords: (chain) => sqliteOperatorRecords(db, chain),
     sessionStore: (chain) => new SqliteSessionStore(db, chain, cfg.instance_id),
+    writeProbe: (writer) => sqliteWriteProbe(db, writer),
     close() {
       closed ??= (async () => {
         instance.release();
