@@ -219,8 +219,9 @@ async function startServing(
     },
     requiredTier: requiredBindingTier(cfg.attestation),
   });
+  const callStore = c.storage.callStore(lease.fence);
   const serving = composeServing(cfg, {
-    store: c.storage.callStore(lease.fence),
+    store: callStore,
     sessions,
     upstreams,
     sensitivity: new SessionSensitivity(null, upstreams, catalog),
@@ -240,7 +241,7 @@ async function startServing(
     measurer,
     chain,
   });
-  return { measurer, sessions, ...serving, relist, operator };
+  return { measurer, sessions, callStore, ...serving, relist, operator };
 }
 
 /**
@@ -349,6 +350,10 @@ function stopping(
     drain.stop();
     const drained = await drain.idle(drainMs);
     let sealed = 0;
+    // No attempt begins after this, so the seal below sees every call that may reach an upstream.
+    await s.callStore
+      .closeAttempts()
+      .catch((e) => c.log.error({ err: (e as Error).message }, 'call attempts not closed'));
     try {
       // Calls still at an upstream after the drain: on the record before the lease is released.
       if (c.lease.live) sealed = (await recoverOwnWork(c.pool, c.lease.fence, STOPPED_REASON)).attempts;
