@@ -19,24 +19,9 @@ import { claimIssuer } from '../src/claim/issuer.js';
 import { claimInputsFor } from '../src/session/claim-binding.js';
 import type { GatewayKey, SessionRow } from '../src/session/types.js';
 import type { SessionStore } from '../src/store/port.js';
-import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
-import { hasPostgres } from './harness/postgres.js';
-import { type Engine, postgresEngine, type Replica, sqliteEngine } from './harness/store-engines.js';
+import { contractEngines, type Engine, type Replica } from './harness/store-engines.js';
 
-const withPostgres = hasPostgres();
-let server: PostgresInstance | null = null;
-let dbCount = 0;
-beforeAll(async () => {
-  if (withPostgres) server = await startPostgres();
-}, 60_000);
-afterAll(async () => {
-  await server?.stop();
-});
-
-const engines: [string, () => Promise<Engine>][] = [
-  ['sqlite', async () => sqliteEngine()],
-  ['postgres', () => postgresEngine(server as PostgresInstance, `contract_sessions_${++dbCount}`)],
-];
+const { withPostgres, engines } = contractEngines('contract_sessions');
 
 const FACTS = {
   gatewayMeasurement: null,

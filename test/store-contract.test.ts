@@ -23,30 +23,9 @@ import { RESTART_REASON, ReplicaLease } from '../src/store/postgres/replica-leas
 import { LEASE_EXPIRED_REASON, sealExpiredReplica } from '../src/store/postgres/sealing.js';
 import { fencedTransaction, openReplicaPool, replicaTimeouts } from '../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../src/store/postgres/write-store.js';
-import { type PostgresInstance, startPostgres } from '../testing/postgres.js';
-import { hasPostgres } from './harness/postgres.js';
-import {
-  type Engine,
-  type PgReplica,
-  postgresEngine,
-  type Replica,
-  sqliteEngine,
-} from './harness/store-engines.js';
+import { contractEngines, type Engine, type PgReplica, type Replica } from './harness/store-engines.js';
 
-const withPostgres = hasPostgres();
-let server: PostgresInstance | null = null;
-let dbCount = 0;
-beforeAll(async () => {
-  if (withPostgres) server = await startPostgres();
-}, 60_000);
-afterAll(async () => {
-  await server?.stop();
-});
-
-const engines: [string, () => Promise<Engine>][] = [
-  ['sqlite', async () => sqliteEngine()],
-  ['postgres', () => postgresEngine(server as PostgresInstance, `contract_${++dbCount}`)],
-];
+const { withPostgres, pgEngine, engines } = contractEngines('contract');
 
 function verified(bundle: unknown) {
   const report = verifyBundle(bundle);
@@ -424,7 +403,7 @@ describe.each(engines)('the storage contract on %s', (name, make) => {
 
 describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   it('a replica whose lease expired cannot write; a takeover under a new token fences the old one', async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+    const engine = await pgEngine({
       ttlMs: [60_000, 60_000, 1500],
     });
     try {
@@ -476,7 +455,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   }, 60_000);
 
   it('a takeover waits for a write transaction that passed the fence: that write commits before it, none after', async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+    const engine = await pgEngine({
       ttlMs: [60_000, 60_000, 1500],
     });
     try {
@@ -515,7 +494,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   }, 60_000);
 
   it('a paused replica cannot hold a chain: the server ends its idle transaction, another replica appends, the paused write never commits', async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
+    const engine = await pgEngine();
     // ttl 1.5 s (renewed every 0.5 s): the paused replica's pool cuts idle transactions after 300 ms, statements after 600 ms.
     const pool = openReplicaPool(engine.url, { leaseTtlMs: 1500, max: 2 });
     try {
@@ -550,7 +529,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   }, 60_000);
 
   it("a replica's statement waiting behind a paused replica's transaction outlasts the server's idle cut (same ttl): it appends, it is not cut with 57014", async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
+    const engine = await pgEngine();
     const ttl = 3000;
     const renew = ttl / 3; // the pools' default renewal period
     const cuts = replicaTimeouts(ttl);
@@ -607,7 +586,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   }, 60_000);
 
   it("an expired replica's open attempts and in-flight executions are sealed outcome_unknown in their sessions' chains by another replica; a live replica's are not", async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+    const engine = await pgEngine({
       ttlMs: [60_000, 2000, 2000],
     });
     try {
@@ -683,7 +662,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   }, 60_000);
 
   it('two replicas sweeping at once seal an expired replica once: one terminal entry per attempt and per in-flight row without one', async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`, {
+    const engine = await pgEngine({
       ttlMs: [60_000, 60_000, 2000],
     });
     try {
@@ -726,7 +705,7 @@ describe.skipIf(!withPostgres)('PostgreSQL leases: fencing and sealing', () => {
   }, 60_000);
 
   it('ReplicaLease: the heartbeat keeps a short lease live; a stalled one is lost (reported once) and swept by another; a restart after an unswept expiry recovers its own work', async () => {
-    const engine = await postgresEngine(server as PostgresInstance, `contract_${++dbCount}`);
+    const engine = await pgEngine();
     const pools: ReturnType<typeof openReplicaPool>[] = [];
     const pool = () => {
       const p = openReplicaPool(engine.url, { leaseTtlMs: 60_000, max: 3 });

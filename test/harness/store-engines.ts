@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
 import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
@@ -26,7 +27,8 @@ import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
 import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
 import { sqliteOperatorRecords } from '../../src/store/sqlite/operator-records.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/session-store.js';
-import { createDatabase, type PostgresInstance } from '../../testing/postgres.js';
+import { createDatabase, type PostgresInstance, startPostgres } from '../../testing/postgres.js';
+import { hasPostgres } from './postgres.js';
 
 /** One writer of the shared database. */
 export interface Replica {
@@ -178,4 +180,28 @@ export async function postgresEngine(
       await admin.end();
     },
   };
+}
+
+/**
+ * The engines a contract file runs on: registers a throw-away PostgreSQL server for the calling
+ * file (started in `beforeAll` where PostgreSQL is installed, stopped in `afterAll`); each
+ * `pgEngine()` is a fresh database `<prefix>_<n>` on it.
+ */
+export function contractEngines(prefix: string) {
+  const withPostgres = hasPostgres();
+  let server: PostgresInstance | null = null;
+  let count = 0;
+  beforeAll(async () => {
+    if (withPostgres) server = await startPostgres();
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+  const pgEngine = (opts?: PgEngineOptions) =>
+    postgresEngine(server as PostgresInstance, `${prefix}_${++count}`, opts);
+  const engines: [string, () => Promise<Engine>][] = [
+    ['sqlite', async () => sqliteEngine()],
+    ['postgres', () => pgEngine()],
+  ];
+  return { withPostgres, pgEngine, engines };
 }
