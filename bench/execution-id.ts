@@ -16,7 +16,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import pino from 'pino';
 import { parseConfig } from '../src/config/index.js';
-import { startGateway } from '../src/gateway/runtime.js';
+import { startGateway } from '../src/gateway/lifecycle/start.js';
 import { AttemptLog } from '../src/store/sqlite/attempts.js';
 import { AuditChain } from '../src/store/sqlite/chain.js';
 import {

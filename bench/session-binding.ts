@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pino from 'pino';
 import { Tpm as NativeTpm } from '../native/tpm/index.js';
-import { newGatewayKey } from '../src/gateway/runtime.js';
+import { newGatewayKey } from '../src/gateway/lifecycle/start.js';
 import { SessionService } from '../src/session/service.js';
 import { AuditChain } from '../src/store/sqlite/chain.js';
 import { openDatabase } from '../src/store/sqlite/db.js';

@@ -8,7 +8,7 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import type { ClientChannel } from '../src/relay/channel.js';
 import { openReadOnlyDatabase } from '../src/store/sqlite/db.js';
 import { measureStall, type Stall, showStall } from '../testing/stall.js';

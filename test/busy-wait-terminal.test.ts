@@ -10,7 +10,7 @@ import { verifyBundle } from '@cmcp/verify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { openReadOnlyDatabase } from '../src/store/sqlite/db.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rpc, type TestConfig, writeConfig } from './harness/gateway.js';

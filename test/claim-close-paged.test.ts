@@ -15,7 +15,7 @@ import { type Claim, canonicalJson, sha256Hex, verifyClaimSignature } from '@cmc
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChainSummary } from '../src/claim/build.js';
 import { claimIssuer } from '../src/claim/issuer.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { LoopSlice } from '../src/offload/loop-slice.js';
 import { claimInputsFor } from '../src/session/claim-binding.js';
 import { AuditChain } from '../src/store/sqlite/chain.js';

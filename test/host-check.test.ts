@@ -6,7 +6,7 @@
  */
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 /** fetch() will not send a forged Host header: node:http does. */

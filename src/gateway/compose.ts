@@ -1,6 +1,6 @@
 /**
  * The composition steps a gateway takes on either engine, once its storage, sessions, policy and
- * catalog are up (runtime.ts on SQLite, replica-runtime.ts on PostgreSQL): the call path, the
+ * catalog are up (lifecycle/start.ts, on either engine): the call path, the
  * refusal record, the relay, client sessions and the MCP layer over them ({@link composeServing}),
  * and the HTTP app of the edge's plugins ({@link composeApp}). What differs by engine comes in as
  * ports (store/port.ts `CallStore`, session/ports.ts, the relay's `RelayEntrySink`, the gateway

@@ -456,15 +456,6 @@ export interface GatewayChainSink {
   appendAwaited(chainId: string, input: EntryInput): Promise<AuditEntry>;
 }
 
-/**
- * Start-up records appended one at a time, each stored before the call returns, in the
- * caller's order (SQLite's chain; a replica gathers the same entries and appends them at once).
- * @throws what the adapter throws when the entry cannot be stored.
- */
-export interface GatewayChainRecorder {
-  append(chainId: string, input: EntryInput): AuditEntry;
-}
-
 /** Thrown when another live process holds the instance (its lock or lease). `code` is stable. */
 export class InstanceBusyError extends CmcpError {
   declare readonly code: 'INSTANCE_RUNNING';

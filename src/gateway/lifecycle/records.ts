@@ -12,7 +12,7 @@ import { CmcpError, clip, type ErrorCode } from '../../errors/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
 import { activeFaults } from '../../store/faults.js';
-import type { EntryInput, GatewayChainRecorder, GatewayChainSink } from '../../store/port.js';
+import type { EntryInput, GatewayChainSink } from '../../store/port.js';
 import type { AttestationProvider } from '../../tee/provider.js';
 import {
   AuthFailureRecorder,
@@ -20,17 +20,6 @@ import {
   RefusalAggregator,
   type RefusalSink,
 } from '../edge/refusals.js';
-
-/** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
-export function recordGatewayStart(
-  chain: GatewayChainRecorder,
-  cfg: GatewayConfig,
-  key: GatewayKey,
-  provider: AttestationProvider,
-  tools: number,
-): void {
-  chain.append(GATEWAY_CHAIN_ID, gatewayStartEntry(cfg, key, provider, tools));
-}
 
 /** The `gateway_start` entry's body (both engines: a replica appends it through its store). */
 export function gatewayStartEntry(

@@ -6,7 +6,7 @@
  * of silently falling back to an older configured bundle. Open sessions are closed with claims
  * (reason `policy_reload`): every session's claim covers decisions of exactly the policy its
  * binding names, and the next session binds the new hash and the gateway measurement taken
- * again with it (measure/record.ts, hooked by runtime.ts). Refusals are recorded as
+ * again with it (measure/record.ts, hooked by lifecycle/start.ts). Refusals are recorded as
  * `policy_reload_refused`. A replica's reloads across replicas are replica-reload.ts.
  */
 import { fromB64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
@@ -20,6 +20,31 @@ import { immediateAsync } from '../../store/sqlite/db.js';
 import { refuseReload } from '../lifecycle/records.js';
 import { type PolicyReloads, reloadAnswer } from './controls.js';
 
+/**
+ * Resumes the newest accepted reload recorded in the gateway chain when it is newer than the
+ * configured bundle and still verifies under the pinned key.
+ * @returns the resumed bundle (installed), or null (the configured bundle stays).
+ */
+export function resumeReloaded(chain: AuditChain, policy: PolicyState, log: Logger): PolicyBundle | null {
+  const last = chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['policy_reload']).at(-1);
+  const d = last?.detail as { bundle_files?: Record<string, string>; signature?: string } | undefined;
+  if (!d?.bundle_files) return null;
+  try {
+    const files = new Map(Object.entries(d.bundle_files).map(([k, v]) => [k, fromB64u(v)] as const));
+    const b = policy.check(files, d.signature, policy.engine.bundle.manifest.version);
+    policy.install(b);
+    return b;
+  } catch (e) {
+    const why = e instanceof ReloadRefusedError ? e.reason : 'error';
+    if (why !== 'not_newer')
+      log.warn(
+        { reason: why },
+        'the last reloaded policy bundle could not be resumed; using the configured bundle',
+      );
+    return null;
+  }
+}
+
 export class SqliteReloads implements PolicyReloads {
   private readonly reloadHooks: ((bundle: PolicyBundle) => void)[] = [];
 
@@ -30,32 +55,6 @@ export class SqliteReloads implements PolicyReloads {
     private readonly policy: PolicyState | null,
     private readonly log: Logger,
   ) {}
-
-  /**
-   * Resumes the newest accepted reload recorded in the gateway chain when it is newer than the
-   * configured bundle and still verifies under the pinned key.
-   * @returns the resumed bundle, or null (the configured bundle stays).
-   */
-  resumeReloaded(): PolicyBundle | null {
-    if (!this.policy) return null;
-    const last = this.chain.entriesOfTypes(GATEWAY_CHAIN_ID, ['policy_reload']).at(-1);
-    const d = last?.detail as { bundle_files?: Record<string, string>; signature?: string } | undefined;
-    if (!d?.bundle_files) return null;
-    try {
-      const files = new Map(Object.entries(d.bundle_files).map(([k, v]) => [k, fromB64u(v)] as const));
-      const b = this.policy.check(files, d.signature, this.policy.engine.bundle.manifest.version);
-      this.policy.install(b);
-      return b;
-    } catch (e) {
-      const why = e instanceof ReloadRefusedError ? e.reason : 'error';
-      if (why !== 'not_newer')
-        this.log.warn(
-          { reason: why },
-          'the last reloaded policy bundle could not be resumed; using the configured bundle',
-        );
-      return null;
-    }
-  }
 
   /**
    * Registers a hook run after an accepted reload is installed (and `facts.policyBundleHash`
