@@ -72,16 +72,19 @@ export interface Engine {
   /** Stores what {@link record} gathered (a replica: one batch) and resolves once it is durable. */
   recorded(): Promise<void>;
   /** Resumes a policy reload recorded by an earlier run before the gateway is measured (SQLite). */
-  resume(policy: PolicyState | null, facts: SessionFacts): void;
+  resume(policy: PolicyState | null, facts: SessionFacts): Promise<void>;
   /**
-   * Makes up for the previous run once the gateway is measured, before it serves: SQLite
-   * records its calls in flight and closes its sessions left open (settled once listening); a
-   * replica records its evidence, then seals its own calls and starts the sweep.
+   * Makes up for the previous run before the gateway is measured (SQLite: its calls in flight
+   * recorded, its sessions left open closing in batches, settled once listening; a replica
+   * seals its own work only in {@link attest}, once its key has evidence).
    */
-  recover(p: { sessions: SessionService; facts: SessionFacts; provider: AttestationProvider }): Promise<{
-    settled: Promise<void>;
-  }>;
-  /** The signed reloads (operator/reloads) over this engine's records. */
+  recover(sessions: SessionService): { settled: Promise<void> };
+  /**
+   * Once the gateway is measured, before it serves: a replica records its key's evidence, then
+   * seals its own calls left in flight and starts the sweep of expired leases; SQLite: nothing.
+   */
+  attest(p: { facts: SessionFacts; provider: AttestationProvider }): Promise<void>;
+  /** The signed reloads (operator/reloads.ts) over this engine's records. */
   reloads(i: ReloadInputs): PolicyReloads;
   /** How blocks close a blocked agent's sessions and who counts as known. */
   blocks(sessions: SessionService): BlockLedgerOptions;

@@ -45,7 +45,7 @@ export function gatewayStartEntry(
 /**
  * Records a refused policy reload (`policy_reload_refused`, in the gateway chain) and throws it
  * to the operator: one builder for the SQLite gateway (operator/controls.ts) and a replica
- * (operator/replica-reload.ts). A record that cannot be written is logged; the refusal still stands.
+ * (operator/reloads.ts). A record that cannot be written is logged; the refusal still stands.
  * @throws CmcpError POLICY_RELOAD_REFUSED, always (message and diagnostics clipped).
  */
 export async function refuseReload(

@@ -22,7 +22,7 @@ import type { ReplicaLease } from '../../store/postgres/replica-lease.js';
 import { recoverOwnWork } from '../../store/postgres/sealing.js';
 import { closeEachOpen } from '../operator/blocks.js';
 import { BLOCK_READ_MS } from '../operator/controls.js';
-import { ReplicaReloads } from '../operator/replica-reload.js';
+import { SignedReloads } from '../operator/reloads.js';
 import type { Engine } from './engine.js';
 import { LeaseGate, startReplicaLease } from './lease-gate.js';
 import { refuseConsole, replicaGauges } from './replica-unavailable.js';
@@ -82,8 +82,9 @@ export async function replicaEngine(
       await sessionStore.appendEntries(GATEWAY_CHAIN_ID, gathered.splice(0));
       maybeDie('start_recorded');
     },
-    resume: () => undefined,
-    async recover({ facts, provider }) {
+    resume: () => Promise.resolve(),
+    recover: () => ({ settled: Promise.resolve() }),
+    async attest({ facts, provider }) {
       // Its key and measurement in its own evidence, before it serves: what a /2 claim lists for
       // every replica that wrote into the chain (docs/spec/binding.md#replica-binding).
       await attestReplica((m) => recordReplicaStart(pool, fence, m), fence, key, provider, facts, log);
@@ -97,10 +98,9 @@ export async function replicaEngine(
           { ...lease.recovered },
           "recorded this replica's calls in flight in its previous run as outcome_unknown",
         );
-      return { settled: Promise.resolve() };
     },
     reloads(i) {
-      const reloads = new ReplicaReloads({ records: operatorRecords, log, ...i });
+      const reloads = new SignedReloads({ records: operatorRecords, log, ...i });
       if (i.policy) i.sessions.checkUsable((row) => reloads.usable(row));
       return reloads;
     },

@@ -18,7 +18,7 @@ import type { SqliteStorage } from '../../store/sqlite/open.js';
 import { CallRecovery } from '../../store/sqlite/recovery.js';
 import { sqliteRelayEntries } from '../../store/sqlite/relay-entries.js';
 import { sqliteSensitivityReads } from '../../store/sqlite/sensitivity.js';
-import { resumeReloaded, SqliteReloads } from '../operator/sqlite-reload.js';
+import { resumeRecordedReload, SignedReloads } from '../operator/reloads.js';
 import type { Engine } from './engine.js';
 
 /** The SQLite engine's parts and hooks, with its chain object and recovery (tests read them). */
@@ -32,13 +32,14 @@ export function sqliteEngine(
   const callStore = storage.callStore(chain);
   const sessionStore = storage.sessionStore(chain);
   const executions = callStore.local.executions;
+  const operatorRecords = storage.operatorRecords(chain);
   const recovery = new CallRecovery(db, chain, new AttemptLog(db, cfg.instance_id), executions, sessionStore);
   return {
     chain,
     recovery,
     sessionStore,
     callStore,
-    operatorRecords: storage.operatorRecords(chain),
+    operatorRecords,
     executions,
     sensitivityReads: sqliteSensitivityReads(db, chain),
     relayEntries: sqliteRelayEntries(chain, sessionStore),
@@ -47,8 +48,8 @@ export function sqliteEngine(
     observe: () => undefined,
     record: (entry) => void chain.append(GATEWAY_CHAIN_ID, entry),
     recorded: () => Promise.resolve(),
-    resume(policy, facts) {
-      const resumed = policy ? resumeReloaded(chain, policy, log) : null;
+    async resume(policy, facts) {
+      const resumed = policy ? await resumeRecordedReload(operatorRecords, policy, log) : null;
       if (!resumed || !policy) return;
       facts.policyBundleHash = resumed.hash;
       chain.append(GATEWAY_CHAIN_ID, resumedPolicyEntry(resumed, policy));
@@ -57,7 +58,7 @@ export function sqliteEngine(
         'resumed the last reloaded policy',
       );
     },
-    async recover({ sessions }) {
+    recover(sessions) {
       // Before stale sessions close, so each interrupted call lands in the session chain it ran
       // in: nothing forwarded by an earlier process stays without a terminal entry.
       const recovered = recovery.run(
@@ -79,10 +80,15 @@ export function sqliteEngine(
       });
       return { settled };
     },
+    attest: () => Promise.resolve(),
     reloads(i) {
-      const reloads = new SqliteReloads(chain, i.sessions, i.facts, i.policy, log);
-      reloads.onReload(i.onInstall);
-      return reloads;
+      return new SignedReloads({
+        records: operatorRecords,
+        log,
+        ...i,
+        // Every open session of this instance was bound to the previous bundle; closed in batches.
+        closeOpen: (reason) => i.sessions.closeOpenInBatches(null, reason),
+      });
     },
     blocks: (sessions) => ({
       closeOpenOf: (agentId) => sessions.closeOpenInBatches(agentId, 'agent_blocked'),

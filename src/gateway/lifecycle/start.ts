@@ -3,9 +3,10 @@
  * `postgres://` URL a replica; docs/replicas.md), in start-up order: the storage (SQLite under
  * its instance lock; PostgreSQL migrated, then the replica's lease), attestation provider,
  * upstreams, the start-up records (gateway_start, attestation_provider, catalog_load,
- * policy_load), the measurement, what the previous run left (engine.ts `recover`), sessions,
- * operator controls, the call path, relay and MCP layer, and the HTTP app. What differs by
- * engine is a narrow hook of engine.ts; everything else is written once here and in compose.ts.
+ * policy_load), sessions and what the previous run left (engine.ts `recover`), the measurement
+ * and a replica's evidence and own work (`attest`), operator controls, the call path, relay and
+ * MCP layer, and the HTTP app. What differs by engine is a narrow hook of engine.ts; everything
+ * else is written once here and in compose.ts.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/formats';
@@ -209,11 +210,7 @@ export async function startGateway(
       catalogHash: catalog?.hash ?? null,
       enforcementMode: policy?.mode ?? 'none',
     };
-    engine.resume(policy, facts);
-    warnExposure(cfg, log);
-    // The gateway measurement (docs/spec/measurement.md), in every session's binding.
-    const measurer = await measureGateway(cfg, provider, chain, facts, log);
-    maybeDie('measured');
+    await engine.resume(policy, facts);
     const sessions = new SessionService(engine.sessionStore, key, facts, provider, log, {
       limits: {
         defaultMaxCalls: cfg.sessions.default_max_calls,
@@ -221,8 +218,13 @@ export async function startGateway(
       },
       requiredTier: requiredBindingTier(cfg.attestation),
     });
-    const { settled } = await engine.recover({ sessions, facts, provider });
+    const { settled } = engine.recover(sessions);
     settled.catch(() => undefined); // awaited once listening; observed here should a later step fail first
+    warnExposure(cfg, log);
+    // The gateway measurement (docs/spec/measurement.md), in every session's binding.
+    const measurer = await measureGateway(cfg, provider, chain, facts, log);
+    maybeDie('measured');
+    await engine.attest({ facts, provider });
     // Signed reloads and agent blocks; those recorded before (by any writer) apply before serving.
     const reloads = engine.reloads({ sessions, facts, policy, chain, onInstall: (b) => measurer.reload(b) });
     const operator = new OperatorControls({
