@@ -21,8 +21,8 @@ import {
   anyClaimSchema,
   type ClaimEvidence,
   claimSchema,
+  claimSchemaFor,
   type ParsedClaim,
-  replicasClaimSchema,
 } from './claim-schema.js';
 import { type FieldSource, markFields } from './common/fields.js';
 import { type ClaimKindContext, tryB64u } from './common/kind.js';
@@ -343,7 +343,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
 
   const profile = (claim as { profile?: unknown } | null)?.profile;
   const v2 = profile === CLAIM_PROFILE_REPLICAS;
-  const shape = (v2 ? replicasClaimSchema : claimSchema).safeParse(claim);
+  const shape = claimSchemaFor(claim).safeParse(claim);
   if (!shape.success) {
     checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
     checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
@@ -358,7 +358,18 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim has the wrong profile'));
     return report();
   }
-  checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
+  if (c.tree_head && c.tree_head.size !== c.audit_chain.length) {
+    checks.push(
+      fail(
+        'claim.shape',
+        'TREE_HEAD_SIZE_MISMATCH',
+        `tree_head.size ${c.tree_head.size}, audit_chain.length ${c.audit_chain.length}`,
+      ),
+    );
+    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
+    return report();
+  }
+  checks.push(pass('claim.shape', `claim v${c.claim_version}, profile ${c.profile}`));
   checks.push(claimSignatureCheck(c, raw));
   if (v2) writers = replicaChecks(c, raw, opts, checks, anchors);
   const thumb = keyThumbprintCheck(c, checks, v2 ? bindingReplicaJwk(c) : c.cnf.jwk);
@@ -390,7 +401,8 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
       root: c.audit_chain.root,
       tip: c.audit_chain.tip,
       length: c.audit_chain.length,
-      transcript: c.transcript,
+      ...(c.transcript ? { transcript: c.transcript } : {}),
+      ...(c.tree_head ? { tree_head: c.tree_head } : {}),
       ...(c.entry_counts ? { counts: { entry_counts: c.entry_counts, counters: c.counters } } : {}),
     });
     checks.push(...bv.checks);
