@@ -5,16 +5,9 @@
  * A caller whose nodes live in a database asks the `…NodeIds` functions what to read first,
  * reads them in one query, then builds the proof from what it read.
  */
-import { merkleNodeHash } from '../crypto/merkle.js';
+import { merkleNodeHash, rootFromAuditPath, splitPoint as split } from '../crypto/merkle.js';
 import { TransparencyError } from './errors.js';
 import { checkTreeSize, subtreeNodeIds, subtreeRoot, type TreeNodeId, type TreeNodeReader } from './tree.js';
-
-/** The largest power of two strictly below n (n ≥ 2): RFC 9162 §2.1.1's k. */
-function split(n: number): number {
-  let k = 1;
-  while (k * 2 < n) k *= 2;
-  return k;
-}
 
 /** A half-open leaf range [lo, hi). */
 type Range = readonly [number, number];
@@ -131,24 +124,7 @@ export function rootFromInclusionProof(
   proof: readonly Uint8Array[],
 ): Buffer | null {
   checkInclusionArgs(index, size);
-  let fn = index;
-  let sn = size - 1;
-  let r: Buffer = Buffer.from(leafHash);
-  for (const p of proof) {
-    if (sn === 0) return null;
-    if (fn % 2 === 1 || fn === sn) {
-      r = merkleNodeHash(p, r);
-      while (fn % 2 === 0 && fn !== 0) {
-        fn = Math.floor(fn / 2);
-        sn = Math.floor(sn / 2);
-      }
-    } else {
-      r = merkleNodeHash(r, p);
-    }
-    fn = Math.floor(fn / 2);
-    sn = Math.floor(sn / 2);
-  }
-  return sn === 0 ? r : null;
+  return rootFromAuditPath(leafHash, index, size, proof);
 }
 
 /**
