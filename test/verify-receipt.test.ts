@@ -110,6 +110,10 @@ describe('a receipt', () => {
       sequence_number: 1,
     });
     expect(pending.fetch).toBe(`/sessions/${A.id}/receipts/c-1`);
+    // The gateway chain has no receipt route: a refusal recorded there names none.
+    const { inclusion: _i, ...pointer } = pending;
+    const inGatewayChain = buildReceipt({ ...pointer, chain_id: 'gateway' });
+    expect([inGatewayChain.fetch, inGatewayChain.inclusion]).toEqual([null, null]);
     const r = verifyReceipt(pending, { pinnedKeys: [A.s.jwk] });
     expect(reasonOf(r, 'receipt.proof')).toBe('RECEIPT_PENDING');
     expect(r.accepted).toBe(false);

@@ -5,7 +5,7 @@
  *
  * Checks, in order (ids stable): the claim's checks when a claim supplies the key, `gateway.key`,
  * `receipt.shape`, `receipt.entry` (the entry supplied hashes to `entry_hash` and names the same
- * chain, call and sequence number), `receipt.leaf_index` (= sequence_number), `receipt.proof`
+ * chain, session, call and sequence number), `receipt.leaf_index` (= sequence_number), `receipt.proof`
  * (present, or `absent` RECEIPT_PENDING), `receipt.checkpoint` (a C2SP signed note under a
  * gateway key), `receipt.session` (the checkpoint's origin names the receipt's chain),
  * `receipt.inclusion` (RFC 9162 §2.1.3.2 against the checkpoint's root), then
@@ -81,7 +81,7 @@ function entryCheck(r: ReceiptJson, entry: unknown): CheckResult {
   } catch {
     return fail('receipt.entry', 'RECEIPT_ENTRY_MISMATCH', 'the entry text is not JSON');
   }
-  for (const m of ['chain_id', 'call_id', 'sequence_number'] as const)
+  for (const m of ['chain_id', 'session_id', 'call_id', 'sequence_number'] as const)
     if (body[m] !== r[m])
       return fail(
         'receipt.entry',

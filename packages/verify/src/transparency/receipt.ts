@@ -79,8 +79,8 @@ export interface ReceiptInput {
 }
 
 /**
- * Builds a receipt. Without `inclusion` the receipt is pending: it names
- * {@link receiptPath} when the entry has a session and a call id, else `fetch` is null too.
+ * Builds a receipt. Without `inclusion` the receipt is pending: it names {@link receiptPath}
+ * when the entry is in its session's chain and has a call id, else `fetch` is null too.
  * @throws TransparencyError RECEIPT_MALFORMED for a bad hash, index or tree size.
  */
 export function buildReceipt(r: ReceiptInput): ReceiptJson {
@@ -105,9 +105,10 @@ export function buildReceipt(r: ReceiptInput): ReceiptJson {
           checkpoint: r.inclusion.checkpoint,
         }
       : null,
+    // Only a session chain's entries have a receipt route; the gateway chain's have none.
     fetch:
-      r.inclusion || r.session_id === null || r.call_id === null
+      r.inclusion || r.session_id !== r.chain_id || r.call_id === null
         ? null
-        : receiptPath(r.session_id, r.call_id),
+        : receiptPath(r.chain_id, r.call_id),
   };
 }
