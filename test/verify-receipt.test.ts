@@ -147,6 +147,14 @@ describe('checkpoints of one session', () => {
     expect(reasonOf(verifyCheckpoints(notes, { pinnedKeys: [A.s.jwk] }), 'checkpoint.consistency')).toBe(
       'CONSISTENCY_NOT_PROVEN',
     );
+    // Another session's answers for the same sizes say nothing about this one: not an accusation.
+    const foreign = [proof(B, 3, 6), proof(B, 6, 8)];
+    expect(
+      reasonOf(
+        verifyCheckpoints(notes, { pinnedKeys: [A.s.jwk], consistency: foreign }),
+        'checkpoint.consistency',
+      ),
+    ).toBe('CONSISTENCY_NOT_PROVEN');
     expect(
       reasonOf(
         verifyCheckpoints(notes, { pinnedKeys: [A.s.jwk], bundle: A.bundle }),

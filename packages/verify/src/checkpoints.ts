@@ -58,9 +58,9 @@ export function openCheckpoint(
   }
 }
 
-/** The consistency proof between two sizes among the answers given, if any. */
+/** The consistency proof between two sizes among the answers given (any JSON), if any. */
 function proofFor(proofs: readonly ConsistencyProofJson[], from: number, to: number): Buffer[] | null {
-  const p = proofs.find((x) => x.from === from && x.to === to);
+  const p = proofs.find((x) => x !== null && typeof x === 'object' && x.from === from && x.to === to);
   if (
     !p ||
     !Array.isArray(p.consistency_proof) ||
@@ -243,6 +243,14 @@ export function transparencyReport(
   };
 }
 
+/** The consistency answers of one session (answers of others prove nothing about it). */
+export function proofsOf(
+  answers: readonly ConsistencyProofJson[] | undefined,
+  chain: string,
+): ConsistencyProofJson[] {
+  return (answers ?? []).filter((a) => a !== null && typeof a === 'object' && a.session_id === chain);
+}
+
 /** Options of {@link verifyCheckpoints}. */
 export interface VerifyCheckpointsOptions extends GatewayKeySource {
   /** Answers of `GET /sessions/{id}/consistency` between the checkpoints' sizes. */
@@ -302,7 +310,7 @@ export function verifyCheckpoints(
   const sameSession = k.claimHead?.session_id === chain ? k.claimHead : undefined;
   if (sameSession) heads.push({ source: 'the claim', ...sameSession });
   const rootAt = opts.bundle === undefined ? undefined : bundleRoots(opts.bundle, checks);
-  checks.push(consistencyCheck(heads, opts.consistency ?? [], rootAt, sameSession?.size));
+  checks.push(consistencyCheck(heads, proofsOf(opts.consistency, chain), rootAt, sameSession?.size));
   return transparencyReport(k, checks, {
     pending: false,
     signedByPinned: pinnedOnly && notes.length > 0,

@@ -18,6 +18,7 @@ import {
   type GatewayKeys,
   gatewayKeys,
   openCheckpoint,
+  proofsOf,
   type SignedTreeHead,
   transparencyReport,
 } from './checkpoints.js';
@@ -241,7 +242,7 @@ export function verifyReceipt(receipt: unknown, opts: VerifyReceiptOptions): Ver
     checks.push(
       consistencyCheck(
         [mine, ...others],
-        opts.consistency ?? [],
+        proofsOf(opts.consistency, r.chain_id),
         undefined,
         k.claimHead?.session_id === r.chain_id ? k.claimHead.size : undefined,
       ),
