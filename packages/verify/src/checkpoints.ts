@@ -237,6 +237,7 @@ export function transparencyReport(
     verdict,
     signer: o.signedByPinned ? 'pinned-key' : (k.claimReport?.signer ?? 'self-asserted'),
     accepted: !failed && !o.pending && vouched,
+    ...(k.claimReport?.required ? { required: k.claimReport.required } : {}),
     checks,
     anchors_used: k.claimReport?.anchors_used ?? [],
     notes: [...(k.claimReport?.notes ?? []), ...o.notes],
