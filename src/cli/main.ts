@@ -1,5 +1,9 @@
 #!/usr/bin/env node
-import { registerVerifyCommand, registerVerifyEvidenceCommand } from '@cmcp/verify/cli';
+import {
+  registerTransparencyCommands,
+  registerVerifyCommand,
+  registerVerifyEvidenceCommand,
+} from '@cmcp/verify/cli';
 /**
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
  * `verify` exits 1 when the verdict is `invalid`, or when the claim is neither
@@ -32,9 +36,10 @@ program.configureHelp({
 
 registerStartCommand(program);
 registerConfigCommand(program);
-// The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence`).
+// The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence|receipt|consistency`).
 registerVerifyCommand(program, 'verify');
 registerVerifyEvidenceCommand(program, 'verify-evidence');
+registerTransparencyCommands(program, 'verify-receipt', 'verify-consistency');
 registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);

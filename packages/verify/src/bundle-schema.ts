@@ -61,6 +61,8 @@ export interface BundleExpectations {
   transcript?: readonly TranscriptLine[];
   /** The claim's entry counts by type and its tool-call counters, to re-derive from the entries. */
   counts?: ClaimCounts;
+  /** A claim version 2's tree head: the root is recomputed from the entries (adds `audit.tree_head`). */
+  tree_head?: { size: number; root: string };
 }
 
 /** What a claim counts (docs/spec/claims.md#entry-counts). */
@@ -85,7 +87,8 @@ export interface VerifiedEntry {
 export interface BundleVerification {
   /** Check ids: audit.bundle_shape, audit.entry_format, audit.entry_hashes, audit.chain_id,
    * audit.session, audit.sequence, audit.links, audit.timestamps, audit.root, audit.tip,
-   * audit.length, audit.transcript, audit.entry_types, audit.entry_counts. */
+   * audit.length, audit.tree_head (claim version 2), audit.transcript, audit.entry_types,
+   * audit.entry_counts. */
   checks: CheckResult[];
   notes: string[];
   execution_id_groups: ExecutionIdGroup[];
@@ -108,6 +111,7 @@ export const AUDIT_CHECK_IDS = [
   'audit.root',
   'audit.tip',
   'audit.length',
+  'audit.tree_head',
   'audit.transcript',
   'audit.entry_types',
   'audit.entry_counts',

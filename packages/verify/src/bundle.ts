@@ -34,6 +34,7 @@ import {
   type VerifiedEntry,
 } from './bundle-schema.js';
 import { executionIdGroups, transcriptCheck } from './bundle-transcript.js';
+import { treeHeadCheck } from './bundle-tree-head.js';
 import type { AuditEntryBody } from './format/entry.js';
 import { type CheckResult, fail, pass, quoteUntrusted } from './result.js';
 
@@ -55,7 +56,8 @@ export {
  * entry v1 and is its own JCS form. Chain: one chain_id; sequence numbers listed in order,
  * unique and contiguous from 0; prev_entry_hash is `"genesis"` at 0 and the predecessor's
  * entry_hash after; timestamps never decrease (in sequence order). Against `expect`: root =
- * entry 0 hash, tip = last entry hash, length = entry count, transcript lines = entries, entry
+ * entry 0 hash, tip = last entry hash, length = entry count, a claim version 2's tree head =
+ * the RFC 9162 root over the entries (./bundle-tree-head.ts), transcript lines = entries, entry
  * counts by type and tool-call counters = the entries' (./bundle-counts.ts).
  *
  * Never throws on bad input: every problem is a failed check with a reason code.
@@ -74,6 +76,7 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
     );
     for (const id of AUDIT_CHECK_IDS.slice(1)) {
       if (id === 'audit.agent' && expect.agent_id === undefined) continue;
+      if (id === 'audit.tree_head' && expect.tree_head === undefined) continue;
       checks.push(fail(id, 'BUNDLE_MALFORMED', 'the bundle did not parse'));
     }
     return { checks, notes, execution_id_groups: [], entries: [], entry_counts: {} };
@@ -123,6 +126,7 @@ export function verifyBundle(bundle: unknown, expect: BundleExpectations = {}): 
   c.rootMatches = expect.root !== undefined && c.entry0?.declared_hash === expect.root;
   rootCheck(c);
   tipLengthChecks(c);
+  treeHeadCheck(c);
   transcriptCheck(c);
   const bodies = sorted.map((e) => e.body);
   entryTypesCheck(bodies, checks);

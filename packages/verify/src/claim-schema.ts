@@ -1,11 +1,13 @@
 /**
- * The claim v1 shape as the verifier reads it (zod; packages/verify/src/format/claim.ts `Claim`
- * is the producer's type), in its two profiles: `/1` ({@link claimSchema}, exactly what
- * verifiers before replicas accept) and `/2` ({@link replicasClaimSchema}: the same members and
- * `replicas`, docs/spec/claims.md#replicas). Extra members are tolerated but signed.
+ * The claim shapes as the verifier reads them (zod; packages/verify/src/format/claim.ts `Claim`
+ * and `TreeHeadClaim` are the producer's types): version 1 in its two profiles, `/1`
+ * ({@link claimSchema}, exactly what verifiers before replicas accept) and `/2`
+ * ({@link replicasClaimSchema}: the same members and `replicas`, docs/spec/claims.md#replicas),
+ * and version 2 (tree head instead of transcript, docs/spec/claims.md#claim-version-2) in the
+ * same two profiles. Extra members are tolerated but signed.
  */
 import { z } from 'zod';
-import { CLAIM_PROFILE } from './format/claim.js';
+import { CLAIM_PROFILE, CLAIM_VERSION_TREE_HEAD } from './format/claim.js';
 import { CLAIM_PROFILE_REPLICAS } from './format/replica.js';
 
 const b64url = z.string().regex(/^[A-Za-z0-9_-]*$/, 'not unpadded base64url');
@@ -140,11 +142,55 @@ export const replicasClaimSchema = claimBodySchema.extend({
   replicas: z.array(replicaMemberSchema).min(1).max(256),
 });
 
-/** A claim of either profile ({@link anyClaimSchema}). */
-export const anyClaimSchema = z.union([claimSchema, replicasClaimSchema]);
+/**
+ * The members of a claim version 2 (docs/spec/claims.md#claim-version-2): no transcript, the
+ * session chain's final tree head, entry counts required.
+ */
+const treeHeadBodySchema = claimBodySchema.omit({ transcript: true }).extend({
+  claim_version: z.literal(CLAIM_VERSION_TREE_HEAD),
+  tree_head: z.object({ size: z.number().int().min(1), root: hex64 }),
+  entry_counts: z.record(z.string(), int0),
+});
 
-/** A claim that passed {@link claimSchema} or {@link replicasClaimSchema}. */
-export type ParsedClaim = z.infer<typeof claimBodySchema> & { replicas?: ParsedReplica[] };
+/** zod schema of a claim version 2, profile `/1`. */
+export const treeHeadClaimSchema = treeHeadBodySchema.extend({ profile: z.literal(CLAIM_PROFILE) });
+
+/** zod schema of a claim version 2, profile `/2` (replicas). */
+export const treeHeadReplicasClaimSchema = treeHeadBodySchema.extend({
+  profile: z.literal(CLAIM_PROFILE_REPLICAS),
+  replicas: replicasClaimSchema.shape.replicas,
+});
+
+/** A claim of either version and profile ({@link anyClaimSchema}). */
+export const anyClaimSchema = z.union([
+  claimSchema,
+  replicasClaimSchema,
+  treeHeadClaimSchema,
+  treeHeadReplicasClaimSchema,
+]);
+
+/**
+ * The schema a claim is read with, chosen by its `claim_version` and `profile` (so a parse error
+ * names the member that is wrong for that version, not a union's first miss).
+ */
+export function claimSchemaFor(claim: unknown): z.ZodType<ParsedClaim> {
+  const c = claim as { claim_version?: unknown; profile?: unknown } | null;
+  const replicas = c?.profile === CLAIM_PROFILE_REPLICAS;
+  if (c?.claim_version === CLAIM_VERSION_TREE_HEAD)
+    return (replicas ? treeHeadReplicasClaimSchema : treeHeadClaimSchema) as z.ZodType<ParsedClaim>;
+  return (replicas ? replicasClaimSchema : claimSchema) as z.ZodType<ParsedClaim>;
+}
+
+/**
+ * A claim that passed one of the schemas: version 1 carries `transcript`, version 2 `tree_head`
+ * (docs/spec/claims.md#claim-version-2).
+ */
+export type ParsedClaim = Omit<z.infer<typeof claimBodySchema>, 'claim_version' | 'transcript'> & {
+  claim_version: 1 | typeof CLAIM_VERSION_TREE_HEAD;
+  transcript?: z.infer<typeof claimBodySchema>['transcript'];
+  tree_head?: { size: number; root: string };
+  replicas?: ParsedReplica[];
+};
 /** A `replicas[]` member that passed {@link replicaMemberSchema}. */
 export type ParsedReplica = z.infer<typeof replicaMemberSchema>;
 /** The `evidence` member of a parsed claim. */

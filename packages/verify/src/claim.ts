@@ -4,8 +4,8 @@
  * (TPM quote: signature, nonce, AK, PCRs) → AK anchor → audit bundle.
  *
  * Imports only `packages/verify/src/format/*`, sibling verifier modules, node built-ins and npm libraries.
- * Over 500 lines: every check runs over one parsed claim in the order its report lists them; the
- * bundle's own checks live in ./bundle-checks.ts.
+ * Every check runs over one parsed claim in the order its report lists them; the hardware
+ * evidence's live in ./claim-evidence.ts, the bundle's in ./bundle-checks.ts.
  */
 import type { z } from 'zod';
 import { verifyBundle } from './bundle.js';
@@ -16,21 +16,15 @@ import {
   preimageChecks,
   reportDataCheck,
 } from './claim-binding.js';
+import { verifyEvidence } from './claim-evidence.js';
 import { bindingReplicaJwk, replicaChecks, weakerVerdict, writersCheck } from './claim-replicas.js';
-import {
-  anyClaimSchema,
-  type ClaimEvidence,
-  claimSchema,
-  type ParsedClaim,
-  replicasClaimSchema,
-} from './claim-schema.js';
+import { anyClaimSchema, claimSchema, claimSchemaFor, type ParsedClaim } from './claim-schema.js';
 import { type FieldSource, markFields } from './common/fields.js';
-import { type ClaimKindContext, tryB64u } from './common/kind.js';
+import { tryB64u } from './common/kind.js';
 import { jwkThumbprint } from './format/binding.js';
 import { b64u, CanonicalJsonError, canonicalJson, fromB64u } from './format/canonical.js';
 import { type Claim, claimHash, verifyClaimSignature } from './format/claim.js';
 import { CLAIM_PROFILE_REPLICAS } from './format/replica.js';
-import { evidenceKind } from './kinds.js';
 import { gatewayReferenceCheck, verifyMeasurement } from './measurement.js';
 import {
   type AnchorUsed,
@@ -39,8 +33,6 @@ import {
   check,
   computeVerdict,
   fail,
-  HARDWARE_ANCHOR_CHECK,
-  HARDWARE_BINDING_CHECK,
   HARDWARE_SIGNATURE_CHECK,
   intermediateAnchorNotes,
   pass,
@@ -50,7 +42,7 @@ import {
   type VerificationReport,
   verdictAtLeast,
 } from './result.js';
-import { EMPTY_TRUST_STORE, type ReferenceValues, type TrustStore } from './trust.js';
+import type { ReferenceValues, TrustStore } from './trust.js';
 
 export { claimSchema };
 
@@ -343,7 +335,7 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
 
   const profile = (claim as { profile?: unknown } | null)?.profile;
   const v2 = profile === CLAIM_PROFILE_REPLICAS;
-  const shape = (v2 ? replicasClaimSchema : claimSchema).safeParse(claim);
+  const shape = claimSchemaFor(claim).safeParse(claim);
   if (!shape.success) {
     checks.push(fail('claim.shape', 'CLAIM_MALFORMED', `claim does not parse: ${firstIssue(shape.error)}`));
     checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
@@ -358,7 +350,18 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim has the wrong profile'));
     return report();
   }
-  checks.push(pass('claim.shape', `claim v1, profile ${c.profile}`));
+  if (c.tree_head && c.tree_head.size !== c.audit_chain.length) {
+    checks.push(
+      fail(
+        'claim.shape',
+        'TREE_HEAD_SIZE_MISMATCH',
+        `tree_head.size ${c.tree_head.size}, audit_chain.length ${c.audit_chain.length}`,
+      ),
+    );
+    checks.push(fail('claim.signature', 'DEPENDENCY_FAILED', 'the claim did not parse'));
+    return report();
+  }
+  checks.push(pass('claim.shape', `claim v${c.claim_version}, profile ${c.profile}`));
   checks.push(claimSignatureCheck(c, raw));
   if (v2) writers = replicaChecks(c, raw, opts, checks, anchors);
   const thumb = keyThumbprintCheck(c, checks, v2 ? bindingReplicaJwk(c) : c.cnf.jwk);
@@ -390,7 +393,8 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
       root: c.audit_chain.root,
       tip: c.audit_chain.tip,
       length: c.audit_chain.length,
-      transcript: c.transcript,
+      ...(c.transcript ? { transcript: c.transcript } : {}),
+      ...(c.tree_head ? { tree_head: c.tree_head } : {}),
       ...(c.entry_counts ? { counts: { entry_counts: c.entry_counts, counters: c.counters } } : {}),
     });
     checks.push(...bv.checks);
@@ -402,115 +406,4 @@ export function verifyClaim(claim: unknown, opts: VerifyClaimOptions = {}): Veri
     return r;
   }
   return report();
-}
-
-/**
- * The claim's hardware evidence: `policy.tee_type` (when the reference values restrict TEE
- * types), `evidence.status`, then the checks of the kind registered for `evidence.provider`
- * (kinds.ts) with this claim's REPORT_DATA as the expected binding.
- */
-function verifyEvidence(
-  c: ParsedClaim,
-  expectedReportData: Buffer | null,
-  opts: VerifyClaimOptions,
-  checks: CheckResult[],
-  notes: string[],
-  anchors: AnchorUsed[],
-): FieldSource[] | undefined {
-  const ev = c.evidence;
-  const allowed = opts.referenceValues?.allowed_tee_types;
-  if (allowed && ev.status === 'bound') {
-    const tee = ev.provider;
-    checks.push(
-      (allowed as readonly string[]).includes(tee)
-        ? pass('policy.tee_type', `${tee} is an allowed TEE type`)
-        : fail(
-            'policy.tee_type',
-            'TEE_TYPE_NOT_ALLOWED',
-            `${quoteUntrusted(tee, 32)} is not one of ${allowed.join(', ')}`,
-          ),
-    );
-  }
-  if (ev.status === 'absent') {
-    absentEvidence(ev, opts, checks, notes);
-    return;
-  }
-  const kind = evidenceKind(ev.provider);
-  if (!kind?.inClaim(ev)) {
-    checks.push(
-      fail(
-        'evidence.status',
-        'EVIDENCE_INCOMPLETE',
-        `status "bound" but no evidence this verifier can check (provider ${quoteUntrusted(ev.provider, 32)}, tpm ${ev.tpm === null ? 'null' : 'present'})`,
-      ),
-    );
-    for (const id of [HARDWARE_SIGNATURE_CHECK, HARDWARE_BINDING_CHECK, HARDWARE_ANCHOR_CHECK]) {
-      checks.push(fail(id, 'DEPENDENCY_FAILED', 'no checkable evidence'));
-    }
-    return;
-  }
-  checks.push(pass('evidence.status', `provider ${ev.provider} reports the binding bound`));
-  const r = kind.fromClaim(ev, expectedReportData, {
-    trustStore: opts.trustStore ?? EMPTY_TRUST_STORE,
-    at: opts.now ?? new Date(),
-    ...(opts.referenceValues ? { referenceValues: opts.referenceValues } : {}),
-    ...(opts.requiredPcrs ? { requiredPcrs: opts.requiredPcrs } : {}),
-    ...previousTpmAttest(opts.previousClaim, c.binding.preimage.opened_after_claim),
-  });
-  checks.push(...r.checks);
-  anchors.push(...r.anchors);
-  notes.push(...r.notes);
-  return r.fields;
-}
-
-/**
- * The previous claim's TPM quote (TPMS_ATTEST), for `tpm.clock`; none when the previous claim
- * carries no TPM quote (then `tpm.clock` is not reported). Bytes that are not base64url are
- * passed as empty, which the clock check reports as not parsing. Its quote is known to be the
- * earlier one only when this session opened after the previous claim was issued
- * (`opened_after_claim` ≥ its claim_sequence, bound in this quote's preimage).
- */
-function previousTpmAttest(
-  previousClaim: unknown,
-  openedAfterClaim: number | null | undefined,
-): Pick<ClaimKindContext, 'previousTpmAttest' | 'previousTpmAttestOrder'> {
-  const prev = previousClaim as
-    | { evidence?: { tpm?: { attest?: unknown } | null }; claim_sequence?: unknown }
-    | null
-    | undefined;
-  const attest = prev?.evidence?.tpm?.attest;
-  if (typeof attest !== 'string') return {};
-  const seq = prev?.claim_sequence;
-  const earlier = typeof openedAfterClaim === 'number' && typeof seq === 'number' && seq <= openedAfterClaim;
-  return {
-    previousTpmAttest: tryB64u(attest) ?? Buffer.alloc(0),
-    previousTpmAttestOrder: earlier ? 'earlier' : 'close-order',
-  };
-}
-
-/** A claim that says its hardware binding is absent: the hardware checks are `absent`. */
-function absentEvidence(
-  ev: ClaimEvidence,
-  opts: VerifyClaimOptions,
-  checks: CheckResult[],
-  notes: string[],
-): void {
-  const why = `hardware binding absent: provider ${quoteUntrusted(ev.provider, 32)}, reason ${quoteUntrusted(ev.reason ?? 'none given', 64)}`;
-  checks.push(check('evidence.status', 'absent', 'EVIDENCE_ABSENT', why));
-  checks.push(check(HARDWARE_SIGNATURE_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-  checks.push(check(HARDWARE_BINDING_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-  checks.push(check(HARDWARE_ANCHOR_CHECK, 'absent', 'EVIDENCE_ABSENT', why));
-  if (opts.requiredPcrs) {
-    checks.push(
-      check(
-        'tpm.pcr_policy',
-        'absent',
-        'EVIDENCE_ABSENT',
-        `${why}: the required PCR selection is not attested`,
-      ),
-    );
-  }
-  notes.push(`${why}. The claim is signed by the gateway key only; it is not hardware evidence.`);
-  if (ev.tpm !== null)
-    notes.push('The claim carries TPM data although it states the binding is absent; it was ignored.');
 }

@@ -1,7 +1,9 @@
 /**
  * @cmcp/verify — the relying party's library: verifies cmcp claims and audit bundles, and raw
- * TPM 2.0, SEV-SNP and TDX evidence, offline, trusting only the pinned roots it is given.
- * Everything the browser entry offers (./browser.ts), plus the Node-only file loaders.
+ * TPM 2.0, SEV-SNP and TDX evidence, offline, trusting only the pinned roots it is given; and
+ * receipts and checkpoints of a session's tree (docs/spec/transparency.md).
+ * Everything the browser entry offers (./browser.ts), plus the Node-only file loaders and the
+ * receipt and checkpoint verifiers (their signed notes use node:crypto).
  *
  * The package's other entry points (package.json `exports`; nothing else is importable):
  * - `@cmcp/verify/formats`: canonical JSON, audit entries, claims, bindings, replicas, Merkle;
@@ -10,5 +12,13 @@
  * - `@cmcp/verify/cli`: the `cmcp-verify` commands, to embed in another commander program.
  */
 export * from './browser.js';
+export {
+  consistencyCheck,
+  type GatewayKeySource,
+  type SignedTreeHead,
+  type VerifyCheckpointsOptions,
+  verifyCheckpoints,
+} from './checkpoints.js';
+export { receiptSchema, type VerifyReceiptOptions, verifyReceipt } from './receipt.js';
 export { EMPTY_TRUST_STORE, PolicyFileError } from './trust.js';
 export { defaultAttestationDir, loadReferenceValues, loadTrustStore } from './trust-files.js';

@@ -243,6 +243,29 @@ export const REASON_CODES = {
   HCL_TD_REPORT_MISMATCH: 'the TD quote body is not the TD report inside the HCL report',
   HCL_EVIDENCE_MISMATCH:
     'the hardware evidence supplied is for the other variant (SNP certificates vs TD quote)',
+  // chain trees, checkpoints and receipts (docs/spec/transparency.md)
+  TREE_HEAD_SIZE_MISMATCH: 'a claim version 2 names a tree_head.size other than audit_chain.length',
+  TREE_HEAD_MISMATCH:
+    "the RFC 9162 root recomputed from the bundle's entries is not the claim's tree_head.root",
+  RECEIPT_MALFORMED: 'the receipt does not have the receipt shape (docs/spec/transparency.md#receipts)',
+  RECEIPT_PENDING:
+    'the receipt carries no inclusion proof yet: fetch the complete receipt from its fetch path',
+  RECEIPT_ENTRY_MISMATCH:
+    "the entry supplied does not hash to the receipt's entry_hash, or names another chain, call or sequence number (a tampered leaf)",
+  RECEIPT_LEAF_INDEX_MISMATCH: "the receipt's leaf_index is not its entry's sequence_number (a wrong index)",
+  RECEIPT_PROOF_MALFORMED:
+    "the inclusion proof has the wrong number of hashes for leaf_index and tree_size, or tree_size is not the checkpoint's size",
+  RECEIPT_ROOT_MISMATCH:
+    "the inclusion proof does not lead from the entry's leaf at leaf_index to the signed checkpoint's root (a wrong root, index, entry or proof)",
+  RECEIPT_SESSION_MISMATCH:
+    "the checkpoint's origin names another chain than the receipt, the entry or the claim (a proof from another session)",
+  CHECKPOINT_MALFORMED: 'a checkpoint is not a C2SP signed note whose text is a cmcp checkpoint',
+  CHECKPOINT_SIGNER_UNKNOWN:
+    'no signature on the checkpoint verifies under a gateway key the claim binds or the relying party pinned (signed by another key, or altered)',
+  CHECKPOINT_EQUIVOCATION:
+    'two signed tree heads of one session disagree: the same size with different roots, or a larger one that the consistency proof (or the entries) does not show extends a smaller one',
+  CONSISTENCY_NOT_PROVEN:
+    'no consistency proof or bundle was supplied for two checkpoints of different sizes',
   // gateway measurement (docs/spec/measurement.md)
   MEASUREMENT_MALFORMED: 'evidence.measurement does not have the measurement v1 shape',
   MEASUREMENT_INPUTS_MISMATCH: 'the digest recomputed from evidence.measurement.inputs is not its digest',

@@ -61,7 +61,7 @@ export interface VerifyCliOptions {
 }
 
 /** Reads a JSON file; records SHA-256 of its bytes under `digestAs` in `digests` when given. */
-async function readJson(
+export async function readJson(
   path: string,
   what: string,
   digests?: Record<string, Uint8Array>,
@@ -135,7 +135,7 @@ async function pinnedKey(value: string): Promise<string> {
 }
 
 /** Turns the command's options into verifier options (everything but the files to read). */
-function claimOptions(opts: VerifyCliOptions): VerifyClaimOptions {
+export function claimOptions(opts: VerifyCliOptions): VerifyClaimOptions {
   const vopts: VerifyClaimOptions = {};
   if (opts.challenge !== undefined) {
     if (!/^[A-Za-z0-9_-]+$/.test(opts.challenge) || opts.challenge.length % 4 === 1) {

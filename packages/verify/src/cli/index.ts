@@ -4,6 +4,8 @@
  * `cmcp-verify` bin itself is ./main.ts. Node-only (reads files).
  * - `claim`: {@link registerVerifyCommand}, {@link runVerify} (./claim.ts);
  * - `evidence`: {@link registerVerifyEvidenceCommand}, {@link runVerifyEvidence} (./evidence.ts);
+ * - `receipt`, `consistency`: {@link registerTransparencyCommands}, {@link runVerifyReceipt},
+ *   {@link runVerifyConsistency} (./transparency.ts);
  * - {@link VerifyInputError}: unreadable or oversized input (exit code 2).
  */
 export { registerVerifyCommand, runVerify, type VerifyCliOptions } from './claim.js';
@@ -13,3 +15,10 @@ export {
   type VerifyEvidenceCliOptions,
 } from './evidence.js';
 export { VerifyInputError } from './input.js';
+export {
+  type ConsistencyCliOptions,
+  type ReceiptCliOptions,
+  registerTransparencyCommands,
+  runVerifyConsistency,
+  runVerifyReceipt,
+} from './transparency.js';

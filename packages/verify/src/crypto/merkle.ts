@@ -30,8 +30,8 @@ export function merkleNodeHash(left: Uint8Array, right: Uint8Array): Buffer {
   return digest('sha256', NODE_PREFIX, left, right);
 }
 
-/** The largest power of two strictly below n (n ≥ 2): RFC 6962 §2.1's k. */
-function split(n: number): number {
+/** The largest power of two strictly below n (n ≥ 2): RFC 6962 §2.1's k, where MTH splits D[n]. */
+export function splitPoint(n: number): number {
   let k = 1;
   while (k * 2 < n) k *= 2;
   return k;
@@ -82,7 +82,7 @@ export class MerkleTree {
     let [lo, hi, m] = [0, this.size, index];
     // Walk down from the root; each step's sibling is prepended (the path is leaf end first).
     while (hi - lo > 1) {
-      const k = split(hi - lo);
+      const k = splitPoint(hi - lo);
       if (m < k) {
         path.unshift(this.subtree(lo + k, hi));
         hi = lo + k;
@@ -101,7 +101,7 @@ export class MerkleTree {
     const key = `${lo}:${hi}`;
     let h = this.memo.get(key);
     if (!h) {
-      const k = split(hi - lo);
+      const k = splitPoint(hi - lo);
       h = merkleNodeHash(this.subtree(lo, lo + k), this.subtree(lo + k, hi));
       this.memo.set(key, h);
     }
@@ -115,7 +115,7 @@ export function auditPathLength(index: number, size: number): number {
   checkIndex(index, size);
   let [n, m, len] = [size, index, 0];
   while (n > 1) {
-    const k = split(n);
+    const k = splitPoint(n);
     if (m < k) n = k;
     else {
       m -= k;
