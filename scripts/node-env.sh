@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (not run) by every entry point: picks the Node.js that cmcp runs on.
 #
 # cmcp needs Node.js 22.12+ (24 LTS preferred). A machine Node of 22 or newer is used as it is.
@@ -46,4 +47,4 @@ if command -v node >/dev/null 2>&1; then
   fi
   unset cmcp_node_prefix
 fi
-export CMCP_NODE_RUNTIME_DIR CMCP_NODE_PACKAGE_VERSION
+export CMCP_NODE_RUNTIME_DIR CMCP_NODE_PACKAGE_VERSION CMCP_NODE_PACKAGE_INTEGRITY
