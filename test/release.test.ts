@@ -202,3 +202,44 @@ describe('cmcp measure --release / cmcp verify --expect-release', () => {
     expect(notRelease.stderr).toMatch(/^cmcp measure: .*tar failed/);
   });
 });
+
+describe('Debian package of the artifact (deploy/debian/build-deb.sh)', () => {
+  it('is the same bytes twice; holds the artifact unchanged under /opt/cmcp, which measures as the artifact does', async () => {
+    const artifact = builds[0]?.artifact ?? '';
+    const debs = ['deb-a', 'deb-b'].map((name) => {
+      const out = join(work, name);
+      const deb = execFileSync('bash', [join(REPO_ROOT, 'deploy', 'debian', 'build-deb.sh'), artifact, out], {
+        encoding: 'utf8',
+        env: { ...cleanNpmEnv(), TMPDIR: tmpdir() },
+      }).trim();
+      return { deb, sha256: execFileSync('sha256sum', [deb], { encoding: 'utf8' }).split(' ')[0] };
+    });
+    expect(debs[1]?.sha256).toBe(debs[0]?.sha256);
+    const deb = debs[0]?.deb ?? '';
+    const field = (f: string) => execFileSync('dpkg-deb', ['-f', deb, f], { encoding: 'utf8' }).trim();
+    expect(field('Package')).toBe('cmcp');
+    expect(field('Version')).toBe(
+      `${JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version}-${commit.slice(0, 12)}`,
+    );
+    expect(field('Description')).toContain(builds[0]?.sha256);
+    const owners = execFileSync('dpkg-deb', ['--contents', deb], { encoding: 'utf8', maxBuffer: 64 << 20 })
+      .split('\n')
+      .filter((l) => l && !l.includes(' root/root '));
+    expect(owners.slice(0, 3)).toEqual([]);
+
+    const extracted = join(work, 'deb-root');
+    execFileSync('dpkg-deb', ['-x', deb, extracted]);
+    const dir = join(work, 'deb-config');
+    const config = exampleConfig(join(extracted, 'opt', 'cmcp'), dir, await freePort());
+    const bin = join(extracted, 'usr', 'bin', 'cmcp');
+    const fromDeb = await runInstalled(bin, ['measure', '--config', config, '--json'], dir);
+    expect(fromDeb.code, fromDeb.stderr).toBe(0);
+    const fromArtifact = await runInstalled(
+      bin,
+      ['measure', '--release', artifact, '--config', config, '--json'],
+      dir,
+    );
+    expect(fromArtifact.code, fromArtifact.stderr).toBe(0);
+    expect(JSON.parse(fromDeb.stdout).measurement).toEqual(JSON.parse(fromArtifact.stdout).measurement);
+  });
+});
