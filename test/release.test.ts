@@ -30,6 +30,8 @@ import {
 
 const run = promisify(execFile);
 const BUILD_TIMEOUT_MS = 25 * 60_000;
+// Each of the later tests unpacks the 75 MB artifact more than once and starts a gateway.
+const STEP_TIMEOUT_MS = 6 * 60_000;
 
 interface Built {
   dir: string;
@@ -143,103 +145,126 @@ describe('cmcp measure --release / cmcp verify --expect-release', () => {
     await tpm?.stop();
   });
 
-  it("the released gateway's claim carries the measurement the artifact predicts; --expect-release accepts it with that config only", async () => {
-    const artifact = builds[0]?.artifact ?? '';
-    const bin = join(root, 'bin', 'cmcp');
-    const dir = join(work, 'tpm');
-    const port = await freePort();
-    tpm = await startSwtpm();
-    const config = exampleConfig(root, dir, port, { provider: 'tpm', tcti: tpm.tcti, pcrs: [0, 1, 2, 7] });
-    const m = await runInstalled(bin, ['measure', '--release', artifact, '--config', config, '--json'], dir);
-    expect(m.code, m.stderr).toBe(0);
-    const measured = JSON.parse(m.stdout) as {
-      measurement: { digest: string };
-      release_artifact: { sha256: string };
-    };
-    expect(measured.release_artifact.sha256).toBe(`sha256:${builds[0]?.sha256}`);
-
-    const gw = await startInstalled(bin, config, port, dir);
-    let files: { claim: string; audit: string };
-    try {
-      files = await closedSessionFiles(gw.url, dir);
-    } finally {
-      expect(await gw.stop()).toBe(0);
-    }
-    expect(JSON.parse(readFileSync(files.claim, 'utf8')).gateway_measurement).toBe(
-      measured.measurement.digest,
-    );
-    const verify = (cfg: string) =>
-      runInstalled(
+  it(
+    "the released gateway's claim carries the measurement the artifact predicts; --expect-release accepts it with that config only",
+    async () => {
+      const artifact = builds[0]?.artifact ?? '';
+      const bin = join(root, 'bin', 'cmcp');
+      const dir = join(work, 'tpm');
+      const port = await freePort();
+      tpm = await startSwtpm();
+      const config = exampleConfig(root, dir, port, { provider: 'tpm', tcti: tpm.tcti, pcrs: [0, 1, 2, 7] });
+      const m = await runInstalled(
         bin,
-        ['verify', files.claim, '--audit', files.audit, '--expect-release', artifact, '--config', cfg].concat(
-          ['--require', 'hardware-unanchored', '--json'],
-        ),
+        ['measure', '--release', artifact, '--config', config, '--json'],
         dir,
       );
-    const ok = await verify(config);
-    expect(ok.code, ok.stdout + ok.stderr).toBe(0);
-    expect(status(JSON.parse(ok.stdout) as Report, 'measurement.reference')).toBe('pass');
+      expect(m.code, m.stderr).toBe(0);
+      const measured = JSON.parse(m.stdout) as {
+        measurement: { digest: string };
+        release_artifact: { sha256: string };
+      };
+      expect(measured.release_artifact.sha256).toBe(`sha256:${builds[0]?.sha256}`);
 
-    // The same release with another config (another instance_id) is another measurement.
-    const other = join(dir, 'other.yaml');
-    writeFileSync(
-      other,
-      stringify({ ...parse(readFileSync(config, 'utf8')), instance_id: 'another-gateway' }),
-    );
-    const refused = await verify(other);
-    expect(refused.code, refused.stdout + refused.stderr).toBe(1);
-    expect(status(JSON.parse(refused.stdout) as Report, 'measurement.reference')).toBe('fail');
+      const gw = await startInstalled(bin, config, port, dir);
+      let files: { claim: string; audit: string };
+      try {
+        files = await closedSessionFiles(gw.url, dir);
+      } finally {
+        expect(await gw.stop()).toBe(0);
+      }
+      expect(JSON.parse(readFileSync(files.claim, 'utf8')).gateway_measurement).toBe(
+        measured.measurement.digest,
+      );
+      const verify = (cfg: string) =>
+        runInstalled(
+          bin,
+          [
+            'verify',
+            files.claim,
+            '--audit',
+            files.audit,
+            '--expect-release',
+            artifact,
+            '--config',
+            cfg,
+          ].concat(['--require', 'hardware-unanchored', '--json']),
+          dir,
+        );
+      const ok = await verify(config);
+      expect(ok.code, ok.stdout + ok.stderr).toBe(0);
+      expect(status(JSON.parse(ok.stdout) as Report, 'measurement.reference')).toBe('pass');
 
-    const noConfig = await runInstalled(bin, ['verify', files.claim, '--expect-release', artifact], dir);
-    expect(noConfig.code).toBe(2);
-    expect(noConfig.stderr).toMatch(/--expect-release needs --config/);
-    const notRelease = await runInstalled(
-      bin,
-      ['measure', '--release', files.claim, '--config', config],
-      dir,
-    );
-    expect(notRelease.code).toBe(2);
-    expect(notRelease.stderr).toMatch(/^cmcp measure: .*tar failed/);
-  });
+      // The same release with another config (another instance_id) is another measurement.
+      const other = join(dir, 'other.yaml');
+      writeFileSync(
+        other,
+        stringify({ ...parse(readFileSync(config, 'utf8')), instance_id: 'another-gateway' }),
+      );
+      const refused = await verify(other);
+      expect(refused.code, refused.stdout + refused.stderr).toBe(1);
+      expect(status(JSON.parse(refused.stdout) as Report, 'measurement.reference')).toBe('fail');
+
+      const noConfig = await runInstalled(bin, ['verify', files.claim, '--expect-release', artifact], dir);
+      expect(noConfig.code).toBe(2);
+      expect(noConfig.stderr).toMatch(/--expect-release needs --config/);
+      const notRelease = await runInstalled(
+        bin,
+        ['measure', '--release', files.claim, '--config', config],
+        dir,
+      );
+      expect(notRelease.code).toBe(2);
+      expect(notRelease.stderr).toMatch(/^cmcp measure: .*tar failed/);
+    },
+    STEP_TIMEOUT_MS,
+  );
 });
 
 describe('Debian package of the artifact (deploy/debian/build-deb.sh)', () => {
-  it('is the same bytes twice; holds the artifact unchanged under /opt/cmcp, which measures as the artifact does', async () => {
-    const artifact = builds[0]?.artifact ?? '';
-    const debs = ['deb-a', 'deb-b'].map((name) => {
-      const out = join(work, name);
-      const deb = execFileSync('bash', [join(REPO_ROOT, 'deploy', 'debian', 'build-deb.sh'), artifact, out], {
-        encoding: 'utf8',
-        env: { ...cleanNpmEnv(), TMPDIR: tmpdir() },
-      }).trim();
-      return { deb, sha256: execFileSync('sha256sum', [deb], { encoding: 'utf8' }).split(' ')[0] };
-    });
-    expect(debs[1]?.sha256).toBe(debs[0]?.sha256);
-    const deb = debs[0]?.deb ?? '';
-    const field = (f: string) => execFileSync('dpkg-deb', ['-f', deb, f], { encoding: 'utf8' }).trim();
-    expect(field('Package')).toBe('cmcp');
-    expect(field('Version')).toBe(
-      `${JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version}-${commit.slice(0, 12)}`,
-    );
-    expect(field('Description')).toContain(builds[0]?.sha256);
-    const owners = execFileSync('dpkg-deb', ['--contents', deb], { encoding: 'utf8', maxBuffer: 64 << 20 })
-      .split('\n')
-      .filter((l) => l && !l.includes(' root/root '));
-    expect(owners.slice(0, 3)).toEqual([]);
+  it(
+    'is the same bytes twice; holds the artifact unchanged under /opt/cmcp, which measures as the artifact does',
+    async () => {
+      const artifact = builds[0]?.artifact ?? '';
+      const debs = ['deb-a', 'deb-b'].map((name) => {
+        const out = join(work, name);
+        const deb = execFileSync(
+          'bash',
+          [join(REPO_ROOT, 'deploy', 'debian', 'build-deb.sh'), artifact, out],
+          {
+            encoding: 'utf8',
+            env: { ...cleanNpmEnv(), TMPDIR: tmpdir() },
+          },
+        ).trim();
+        return { deb, sha256: execFileSync('sha256sum', [deb], { encoding: 'utf8' }).split(' ')[0] };
+      });
+      expect(debs[1]?.sha256).toBe(debs[0]?.sha256);
+      const deb = debs[0]?.deb ?? '';
+      const field = (f: string) => execFileSync('dpkg-deb', ['-f', deb, f], { encoding: 'utf8' }).trim();
+      expect(field('Package')).toBe('cmcp');
+      expect(field('Version')).toBe(
+        `${JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version}-${commit.slice(0, 12)}`,
+      );
+      expect(field('Description')).toContain(builds[0]?.sha256);
+      const owners = execFileSync('dpkg-deb', ['--contents', deb], { encoding: 'utf8', maxBuffer: 64 << 20 })
+        .split('\n')
+        .filter((l) => l && !l.includes(' root/root '));
+      expect(owners.slice(0, 3)).toEqual([]);
 
-    const extracted = join(work, 'deb-root');
-    execFileSync('dpkg-deb', ['-x', deb, extracted]);
-    const dir = join(work, 'deb-config');
-    const config = exampleConfig(join(extracted, 'opt', 'cmcp'), dir, await freePort());
-    const bin = join(extracted, 'usr', 'bin', 'cmcp');
-    const fromDeb = await runInstalled(bin, ['measure', '--config', config, '--json'], dir);
-    expect(fromDeb.code, fromDeb.stderr).toBe(0);
-    const fromArtifact = await runInstalled(
-      bin,
-      ['measure', '--release', artifact, '--config', config, '--json'],
-      dir,
-    );
-    expect(fromArtifact.code, fromArtifact.stderr).toBe(0);
-    expect(JSON.parse(fromDeb.stdout).measurement).toEqual(JSON.parse(fromArtifact.stdout).measurement);
-  });
+      const extracted = join(work, 'deb-root');
+      execFileSync('dpkg-deb', ['-x', deb, extracted]);
+      const dir = join(work, 'deb-config');
+      const config = exampleConfig(join(extracted, 'opt', 'cmcp'), dir, await freePort());
+      const bin = join(extracted, 'usr', 'bin', 'cmcp');
+      const fromDeb = await runInstalled(bin, ['measure', '--config', config, '--json'], dir);
+      expect(fromDeb.code, fromDeb.stderr).toBe(0);
+      const fromArtifact = await runInstalled(
+        bin,
+        ['measure', '--release', artifact, '--config', config, '--json'],
+        dir,
+      );
+      expect(fromArtifact.code, fromArtifact.stderr).toBe(0);
+      expect(JSON.parse(fromDeb.stdout).measurement).toEqual(JSON.parse(fromArtifact.stdout).measurement);
+    },
+    STEP_TIMEOUT_MS,
+  );
 });
