@@ -344,12 +344,14 @@ describe('OCI image definition (deploy/oci/Containerfile; read, not built)', () 
     expect(one('STOPSIGNAL')).toEqual(['SIGTERM']);
     expect(JSON.parse(one('ENTRYPOINT')[0] ?? '[]')).toEqual(['/opt/cmcp/bin/cmcp']);
     expect(JSON.parse(one('CMD')[0] ?? '[]')).toEqual(['start', '--config', '/etc/cmcp/cmcp.yaml']);
-    // The install stage puts the package where ENTRYPOINT and the example upstream expect it.
-    expect(all.find(([k, v]) => k === 'RUN' && v.includes('npm install -g'))?.[1]).toContain(
-      '--prefix /opt/cmcp',
+    // The release artifact is unpacked unchanged where ENTRYPOINT and the example upstream expect
+    // it; nothing is installed from npm.
+    expect(all.find(([k, v]) => k === 'RUN' && v.includes('tar -xzf'))?.[1]).toContain(
+      '-C /opt/cmcp --strip-components=1',
     );
+    expect(all.map(([, v]) => v).join('\n')).not.toMatch(/\bnpm\b/);
     const upstream = cfg.upstreams[0] as { args: string[] };
-    expect(upstream.args[0]?.startsWith('/opt/cmcp/lib/node_modules/cmcp/node_modules/')).toBe(true);
+    expect(upstream.args[0]?.startsWith('/opt/cmcp/node_modules/')).toBe(true);
     expect(cfg.attestation.minimum_tier).toBe('tee');
   });
 });
