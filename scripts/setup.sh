@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CMCP_ROOT="$(pwd)"
 
-purpose=test
+purpose="test"
 case "${1:-}" in
   --for) purpose="${2:-}" ;;
   --for=*) purpose="${1#--for=}" ;;
@@ -48,12 +48,12 @@ apt_install() {
 # The demo: swtpm and tpm2-tss for the TPM provider; a C++ toolchain and python3 for native
 # modules (better-sqlite3, koffi) when no prebuilt binary can be fetched.
 APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3)
-# The tests and benches besides: chromium for the in-browser verifier tests; systemd and
-# cloud-init to check deploy/; postgresql for the throw-away PostgreSQL 15 servers of the tests
+# The tests and benches besides: chromium for the in-browser verifier tests; systemd,
+# cloud-init and shellcheck to check deploy/; postgresql for the throw-away PostgreSQL 15 servers of the tests
 # (testing/postgres.ts: initdb and pg_ctl from /usr/lib/postgresql/15/bin; the package's own
 # cluster is not used); iproute2 for `ss`, which the relayed-progress bench reads TCP segment
 # counts from.
-if [ "$purpose" = test ]; then APT_PACKAGES+=(chromium systemd cloud-init postgresql iproute2); fi
+if [ "$purpose" = test ]; then APT_PACKAGES+=(chromium systemd cloud-init postgresql iproute2 shellcheck); fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,7 +8,7 @@
  * (CI) makes an absent tool a failure.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -178,10 +178,14 @@ function writeFile(doc: { write_files: { path: string; content: string }[] }, pa
 
 const cloudInitOk = hasTool('cloud-init');
 
-describe('cloud-init user data (Azure confidential VM, Google Confidential VM)', () => {
-  const files = { 'azure-cvm.yaml': 'tpm', 'gcp-confidential-vm.yaml': 'auto' } as const;
+describe('cloud-init user data (Azure confidential VM, Google Confidential VM, AWS SEV-SNP)', () => {
+  const files = {
+    'azure-cvm.yaml': 'tpm',
+    'gcp-confidential-vm.yaml': 'auto',
+    'aws-sev-snp.yaml': 'sev-snp',
+  } as const;
 
-  it.runIf(cloudInitOk)('cloud-init schema accepts both; a wrong key is refused', () => {
+  it.runIf(cloudInitOk)('cloud-init schema accepts each; a wrong key is refused', () => {
     for (const f of Object.keys(files)) {
       const r = sh('cloud-init', ['schema', '--config-file', join(DEPLOY, 'cloud-init', f)]);
       expect(r, f).toEqual({ code: 0, out: `Valid cloud-config: ${join(DEPLOY, 'cloud-init', f)}` });
@@ -190,8 +194,8 @@ describe('cloud-init user data (Azure confidential VM, Google Confidential VM)',
     writeFileSync(
       bad,
       readFileSync(join(DEPLOY, 'cloud-init', 'azure-cvm.yaml'), 'utf8').replace(
-        'package_update: true',
-        'package_update: often',
+        'write_files:',
+        'package_update: often\nwrite_files:',
       ),
     );
     const r = sh('cloud-init', ['schema', '--config-file', bad]);
@@ -211,7 +215,18 @@ describe('cloud-init user data (Azure confidential VM, Google Confidential VM)',
       expect(writeFile(doc, '/usr/local/sbin/cmcp-bootstrap'), f).toBe(bootstrap);
       expect(doc.runcmd).toEqual([['/usr/local/sbin/cmcp-bootstrap']]);
       expect(cfg.attestation.minimum_tier).toBe(provider === 'tpm' ? 'tpm' : 'tee');
+      // Nothing installed at boot but the pinned release: no package lists, no npm, no Node download.
+      expect(doc.packages, f).toBeUndefined();
+      expect(doc.package_update, f).toBeUndefined();
+      expect(writeFile(doc, '/etc/cmcp/release.env')).toMatch(/^CMCP_RELEASE_SHA256=REPLACE$/m);
     }
+    // Every download is checked against the pinned SHA-256 before it is unpacked.
+    const lines = bootstrap.split('\n').filter((l) => !l.trimStart().startsWith('#'));
+    expect(lines.join('\n')).not.toMatch(/\bnpm\b|nodejs\.org|apt-get/);
+    const fetch = lines.findIndex((l) => l.startsWith('curl '));
+    expect(lines.filter((l) => l.startsWith('curl ')).length).toBe(1);
+    expect(lines[fetch + 1]).toMatch(/^echo "\$\{CMCP_RELEASE_SHA256\} {2}.*" \| sha256sum -c -$/);
+    expect(lines.findIndex((l) => l.startsWith('tar '))).toBeGreaterThan(fetch + 1);
     for (const script of [join(DEPLOY, 'cloud-init', 'bootstrap.sh'), join(DEPLOY, 'install-service.sh')]) {
       expect(() => execFileSync('bash', ['-n', script])).not.toThrow();
     }
@@ -229,8 +244,53 @@ describe('cloud-init user data (Azure confidential VM, Google Confidential VM)',
     writeFileSync(join(dir, 'bootstrap.sh'), script);
     const r = sh('bash', [join(dir, 'bootstrap.sh')]);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/set NODE_VERSION in/);
+    expect(r.out).toMatch(/set CMCP_RELEASE_URL in/);
   });
+
+  it('the bootstrap refuses an artifact whose SHA-256 is not the pinned one, before unpacking anything', () => {
+    const dir = mkdtempSync(join(temp, 'boot-hash-'));
+    const artifact = join(dir, 'cmcp-release.tar.gz');
+    writeFileSync(artifact, 'not the release that was pinned');
+    const env = join(dir, 'release.env');
+    writeFileSync(
+      env,
+      `CMCP_RELEASE_URL=file://${artifact}\nCMCP_RELEASE_SHA256=${'a'.repeat(64)}\nCMCP_PROVIDER=tpm\n`,
+    );
+    const script = readFileSync(join(DEPLOY, 'cloud-init', 'bootstrap.sh'), 'utf8')
+      .replace('/etc/cmcp/release.env', env)
+      .replaceAll('/opt/cmcp', join(dir, 'opt'));
+    writeFileSync(join(dir, 'bootstrap.sh'), script);
+    const r = sh('bash', [join(dir, 'bootstrap.sh')]);
+    expect(r.code).not.toBe(0);
+    expect(r.out).toMatch(/FAILED/);
+    expect(existsSync(join(dir, 'opt'))).toBe(false);
+    writeFileSync(env, `CMCP_RELEASE_URL=file://${artifact}\nCMCP_RELEASE_SHA256=ABC\nCMCP_PROVIDER=tpm\n`);
+    expect(sh('bash', [join(dir, 'bootstrap.sh')]).out).toMatch(/must be 64 lowercase hex digits/);
+  });
+});
+
+const shellcheckOk = hasTool('shellcheck');
+
+describe('shell scripts of deploy/ and the release', () => {
+  it.runIf(shellcheckOk)(
+    'shellcheck finds nothing in them; a control with an unquoted expansion is reported',
+    () => {
+      const scripts = [
+        join(DEPLOY, 'install-service.sh'),
+        join(DEPLOY, 'cloud-init', 'bootstrap.sh'),
+        join(DEPLOY, 'debian', 'build-deb.sh'),
+        join(REPO_ROOT, 'scripts', 'release.sh'),
+        join(REPO_ROOT, 'scripts', 'node-env.sh'),
+        join(REPO_ROOT, 'scripts', 'with-node.sh'),
+        join(REPO_ROOT, 'bin', 'cmcp'),
+      ];
+      const r = sh('shellcheck', ['--external-sources', ...scripts]);
+      expect(r, r.out).toEqual({ code: 0, out: '' });
+      const bad = join(temp, 'bad.sh');
+      writeFileSync(bad, '#!/usr/bin/env bash\nrm -rf $1/x\n');
+      expect(sh('shellcheck', [bad]).out).toMatch(/SC2086/);
+    },
+  );
 });
 
 /** Instructions of a Containerfile: [KEYWORD, arguments] with `\` continuations joined. */
@@ -284,12 +344,14 @@ describe('OCI image definition (deploy/oci/Containerfile; read, not built)', () 
     expect(one('STOPSIGNAL')).toEqual(['SIGTERM']);
     expect(JSON.parse(one('ENTRYPOINT')[0] ?? '[]')).toEqual(['/opt/cmcp/bin/cmcp']);
     expect(JSON.parse(one('CMD')[0] ?? '[]')).toEqual(['start', '--config', '/etc/cmcp/cmcp.yaml']);
-    // The install stage puts the package where ENTRYPOINT and the example upstream expect it.
-    expect(all.find(([k, v]) => k === 'RUN' && v.includes('npm install -g'))?.[1]).toContain(
-      '--prefix /opt/cmcp',
+    // The release artifact is unpacked unchanged where ENTRYPOINT and the example upstream expect
+    // it; nothing is installed from npm.
+    expect(all.find(([k, v]) => k === 'RUN' && v.includes('tar -xzf'))?.[1]).toContain(
+      '-C /opt/cmcp --strip-components=1',
     );
+    expect(all.map(([, v]) => v).join('\n')).not.toMatch(/\bnpm\b/);
     const upstream = cfg.upstreams[0] as { args: string[] };
-    expect(upstream.args[0]?.startsWith('/opt/cmcp/lib/node_modules/cmcp/node_modules/')).toBe(true);
+    expect(upstream.args[0]?.startsWith('/opt/cmcp/node_modules/')).toBe(true);
     expect(cfg.attestation.minimum_tier).toBe('tee');
   });
 });

@@ -16,9 +16,10 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse, stringify } from 'yaml';
+import { parse } from 'yaml';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { freePort } from './harness/gateway.js';
+import { closedSessionFiles, exampleConfig } from './harness/installed-config.js';
 import {
   type InstalledPackage,
   installedEnv,
@@ -47,38 +48,6 @@ beforeAll(async () => {
 afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
-
-/**
- * The shipped examples/cmcp.example.yaml of the installed package, adapted as an operator
- * would: a temp database and workspace, the installed upstream servers, the installed policy
- * bundle and catalog, a free port; `attestation` replaced when given.
- */
-function exampleConfig(dir: string, port: number, attestation?: Record<string, unknown>): string {
-  const raw = parse(readFileSync(join(pkg.root, 'examples', 'cmcp.example.yaml'), 'utf8')) as Record<
-    string,
-    unknown
-  >;
-  mkdirSync(dir, { recursive: true });
-  const workspace = join(dir, 'workspace');
-  mkdirSync(join(workspace, 'outbox'), { recursive: true });
-  const mcp = join(pkg.root, 'node_modules', '@modelcontextprotocol');
-  const upstreams = raw.upstreams as { name: string; args: string[] }[];
-  for (const u of upstreams) {
-    if (u.name === 'fs') u.args = [join(mcp, 'server-filesystem', 'dist', 'index.js'), workspace];
-    else if (u.name === 'everything') u.args = [join(mcp, 'server-everything', 'dist', 'index.js'), 'stdio'];
-  }
-  raw.listen = { host: '127.0.0.1', port };
-  raw.database = join(dir, 'cmcp.db');
-  (raw.policy as Record<string, unknown>).bundle = join(pkg.root, 'examples', 'policy');
-  (raw.catalog as Record<string, unknown>).file = join(pkg.root, 'examples', 'catalog.json');
-  if (attestation) {
-    raw.attestation = attestation;
-    raw.dev_mode = false;
-  }
-  const file = join(dir, 'cmcp.yaml');
-  writeFileSync(file, stringify(raw));
-  return file;
-}
 
 describe('npm pack → npm install -g (docs/operations.md)', () => {
   it('installs on the machine as it is: where its Node is older than 22.12 (Debian 12 + Node 20), Node 24 LTS from npm goes into the same prefix first and the installed cmcp runs on it', async () => {
@@ -147,7 +116,7 @@ describe('npm pack → npm install -g (docs/operations.md)', () => {
     const dir = join(work, 'software');
     mkdirSync(dir);
     const port = await freePort();
-    const file = exampleConfig(dir, port);
+    const file = exampleConfig(pkg.root, dir, port);
     const gw = await startInstalled(pkg.bin, file, port, dir);
     try {
       const health = await fetch(`${gw.url}/healthz`);
@@ -180,33 +149,6 @@ describe('npm pack → npm install -g (docs/operations.md)', () => {
   });
 });
 
-/** Opens a session, makes one call, closes it; writes claim.json and audit.json into `dir`. */
-async function closedSessionFiles(url: string, dir: string): Promise<{ claim: string; audit: string }> {
-  const auth = { authorization: 'Bearer alice-token' };
-  const json = { ...auth, 'content-type': 'application/json' };
-  const s = await fetch(`${url}/sessions`, { method: 'POST', headers: json, body: '{}' });
-  expect(s.status).toBe(201);
-  const sid = ((await s.json()) as { session_id: string }).session_id;
-  const call = await fetch(`${url}/mcp`, {
-    method: 'POST',
-    headers: { ...json, accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: { name: 'everything.echo', arguments: { message: 'measured' }, _cmcp: { session_id: sid } },
-    }),
-  });
-  expect(call.status).toBe(200);
-  const closed = await fetch(`${url}/sessions/${sid}/close`, { method: 'POST', headers: auth });
-  expect(closed.status).toBe(200);
-  const claim = join(dir, 'claim.json');
-  writeFileSync(claim, await closed.text());
-  const audit = join(dir, 'audit.json');
-  writeFileSync(audit, await (await fetch(`${url}/sessions/${sid}/audit`, { headers: auth })).text());
-  return { claim, audit };
-}
-
 interface Report {
   verdict: string;
   checks: { id: string; status: string; reason_code: string }[];
@@ -230,7 +172,7 @@ describe('reference values for a release (docs/attestation.md#reference-values-f
     mkdirSync(dir);
     port = await freePort();
     tpm = await startSwtpm();
-    config = exampleConfig(dir, port, { provider: 'tpm', tcti: tpm.tcti, pcrs: [0, 1, 2, 7] });
+    config = exampleConfig(pkg.root, dir, port, { provider: 'tpm', tcti: tpm.tcti, pcrs: [0, 1, 2, 7] });
     // The relying party's side: the tarball alone, unpacked, measured with the config.
     const unpacked = join(dir, 'unpacked');
     mkdirSync(unpacked);

@@ -20,6 +20,7 @@ import { registerPolicyCommand } from './policy.js';
 import { registerStartCommand } from './start.js';
 import { registerTokenCommand } from './token.js';
 import { registerTpmCommand } from './tpm.js';
+import { addExpectRelease } from './verify-release.js';
 
 const program = new Command();
 program.name('cmcp').description('Confidential MCP gateway').version('0.1.0');
@@ -37,7 +38,8 @@ program.configureHelp({
 registerStartCommand(program);
 registerConfigCommand(program);
 // The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence|receipt|consistency`).
-registerVerifyCommand(program, 'verify');
+// `cmcp verify` adds --expect-release (a release artifact's measurement) to the relying party's command.
+addExpectRelease(registerVerifyCommand(program, 'verify'), 'cmcp verify');
 registerVerifyEvidenceCommand(program, 'verify-evidence');
 registerTransparencyCommands(program, 'verify-receipt', 'verify-consistency');
 registerExecutionsCommand(program);

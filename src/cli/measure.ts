@@ -1,11 +1,12 @@
 /**
- * `cmcp measure --config FILE [--package-root DIR] [--out FILE] [--no-pcr-pin] [--json]`: the
- * gateway measurement digest and the expected measurement-PCR value of an installed package (or
- * an unpacked release tarball) with a config, computed from the files alone; `--out` writes the
- * reference values a relying party passes to `cmcp verify --reference-values`.
+ * `cmcp measure --config FILE [--package-root DIR | --release ARTIFACT] [--out FILE] [--no-pcr-pin]
+ * [--json]`: the gateway measurement digest and the expected measurement-PCR value of an
+ * installed package (or an unpacked tarball, or a release artifact of scripts/release.sh) with a
+ * config, computed from the files alone; `--out` writes the reference values a relying party
+ * passes to `cmcp verify --reference-values`.
  *
  * Exit codes: 0 on success; 2 for an unreadable or invalid config, policy bundle or catalog, or
- * an unwritable output file (one line, no stack trace).
+ * an unwritable output file, or a release artifact that is not one (one line, no stack trace).
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -13,21 +14,46 @@ import type { Command } from 'commander';
 import { CatalogError } from '../catalog/catalog.js';
 import { ConfigError } from '../config/index.js';
 import { measureRelease, type ReleaseMeasurement, referenceValuesYaml } from '../measure/reference.js';
+import {
+  measureReleaseArtifact,
+  ReleaseArtifactError,
+  type ReleaseArtifactMeasurement,
+} from '../measure/release.js';
 import { PolicyBundleError } from '../policy/bundle.js';
 
 interface MeasureCliOptions {
   config: string;
   packageRoot?: string;
+  /** A release artifact (scripts/release.sh) to measure instead of an installed package. */
+  release?: string;
   out?: string;
   /** false with `--no-pcr-pin`. */
   pcrPin: boolean;
   json?: boolean;
 }
 
-function renderText(r: ReleaseMeasurement): string {
+/** The release artifact measured, when `r` came from `--release`. */
+function artifactOf(
+  r: ReleaseMeasurement | ReleaseArtifactMeasurement,
+): ReleaseArtifactMeasurement['artifact'] | null {
+  return 'artifact' in r ? (r as ReleaseArtifactMeasurement).artifact : null;
+}
+
+function renderText(r: ReleaseMeasurement | ReleaseArtifactMeasurement): string {
   const i = r.measurement.json.inputs;
+  const artifact = artifactOf(r);
   const rows: [string, string][] = [
     ['package', `${r.root}${r.release ? ` (${r.release})` : ''}`],
+    ...(artifact
+      ? ([
+          ['release artifact', artifact.sha256],
+          ['release commit', artifact.info.commit ?? 'unknown'],
+          [
+            'release runtime',
+            `node ${artifact.info.node ?? 'unknown'} (${artifact.info.platform ?? 'unknown'})`,
+          ],
+        ] as [string, string][])
+      : []),
     ['config', r.configFile],
     ['code', `${i.code} (${i.code_files} files)`],
     ['lockfile', i.lockfile ?? 'none'],
@@ -57,14 +83,24 @@ export function runMeasure(opts: MeasureCliOptions): number {
       return 2;
     }
   }
-  let r: ReleaseMeasurement;
+  if (opts.packageRoot !== undefined && opts.release !== undefined) {
+    process.stderr.write('cmcp measure: --package-root and --release name two packages: give one\n');
+    return 2;
+  }
+  let r: ReleaseMeasurement | ReleaseArtifactMeasurement;
   try {
-    r = measureRelease({
-      configFile: resolve(opts.config),
-      ...(opts.packageRoot ? { root: resolve(opts.packageRoot) } : {}),
-    });
+    const configFile = resolve(opts.config);
+    r =
+      opts.release !== undefined
+        ? measureReleaseArtifact({ artifact: opts.release, configFile })
+        : measureRelease({ configFile, ...(opts.packageRoot ? { root: resolve(opts.packageRoot) } : {}) });
   } catch (e) {
-    if (e instanceof ConfigError || e instanceof PolicyBundleError || e instanceof CatalogError) {
+    if (
+      e instanceof ConfigError ||
+      e instanceof PolicyBundleError ||
+      e instanceof CatalogError ||
+      e instanceof ReleaseArtifactError
+    ) {
       process.stderr.write(`cmcp measure: ${e.message}\n`);
       return 2;
     }
@@ -81,12 +117,14 @@ export function runMeasure(opts: MeasureCliOptions): number {
       return 2;
     }
   }
+  const artifact = artifactOf(r);
   if (opts.json) {
     process.stdout.write(
       `${JSON.stringify(
         {
           package_root: r.root,
           release: r.release,
+          ...(artifact ? { release_artifact: { sha256: artifact.sha256, ...artifact.info } } : {}),
           config: r.configFile,
           measurement: r.measurement.json,
           measurement_pcr: r.pcr,
@@ -112,6 +150,7 @@ export function registerMeasureCommand(program: Command): void {
       '--package-root <dir>',
       'package to measure (default: this installation; e.g. an unpacked tarball)',
     )
+    .option('--release <artifact>', 'release artifact (npm run release) to measure instead of a package')
     .option('--out <file>', 'write reference values YAML for `cmcp verify --reference-values`')
     .option(
       '--no-pcr-pin',

@@ -222,6 +222,12 @@ export const GATEWAY_ERRORS = {
     summary: 'No configured agent has this id.',
   },
   CONFIG_INVALID: { http: 500, rpc: -32603, summary: 'The configuration file failed validation.' },
+  RELEASE_ARTIFACT_INVALID: {
+    http: 400,
+    rpc: -32603,
+    summary:
+      'A release artifact (`cmcp measure --release`, `cmcp verify --expect-release`) is unreadable, not a gzip tar, holds an entry outside its one top folder, or is not a cmcp release (no RELEASE file, no dist/src/cli/main.js).',
+  },
   UPSTREAM_CREDENTIAL_UNAVAILABLE: {
     http: 500,
     rpc: -32603,
