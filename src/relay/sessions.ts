@@ -36,6 +36,7 @@ import {
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
+  TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
@@ -62,7 +63,14 @@ export type ServerRequestMethod = 'sampling/createMessage' | 'elicitation/create
 
 /** Relays one server-to-client request (src/relay/server-requests.ts); throws McpError to refuse. */
 export type ServerRequestRelay = (
-  origin: { upstream: string; clientSessionId: string; inflight: InFlight | null; agentId: string },
+  origin: {
+    upstream: string;
+    clientSessionId: string;
+    inflight: InFlight | null;
+    agentId: string;
+    /** Sends the request on the client session's standalone stream (no request of it in flight). */
+    standalone: (message: ClientMessage, signal: AbortSignal) => Promise<Record<string, unknown>>;
+  },
   method: ServerRequestMethod,
   params: Record<string, unknown>,
   signal: AbortSignal,
@@ -91,13 +99,16 @@ export interface ConnectionRefusal {
 /** The server-to-client capabilities a client may declare; its own connections declare the same. */
 const RELAYED_CAPABILITIES = ['sampling', 'elicitation', 'roots'] as const;
 
-/** The subset of a client's declared capabilities an own upstream connection declares for it. */
-function relayedCapabilities(declared: Record<string, unknown> | undefined): Record<string, unknown> {
+/**
+ * The subset of a client's declared capabilities an own upstream connection declares for it, as
+ * declared (elicitation's form and URL modes, roots' `listChanged`: the client's
+ * `notifications/roots/list_changed` is forwarded to its own connections).
+ */
+export function relayedCapabilities(declared: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of RELAYED_CAPABILITIES) {
     const v = declared?.[k];
-    // Roots list changes are not relayed, so an own connection never offers them.
-    if (typeof v === 'object' && v !== null) out[k] = k === 'roots' ? { listChanged: false } : v;
+    if (typeof v === 'object' && v !== null) out[k] = v;
   }
   return out;
 }
@@ -286,6 +297,29 @@ export class RelaySessions {
     return this.openOwn(csid, agentId, upstream, declared);
   }
 
+  /**
+   * Whether `channel`'s client session declared a capability its own connections relay
+   * (sampling, elicitation, roots): an upstream may then offer it tools it offers no other client.
+   */
+  relaysFor(channel: ClientChannel): boolean {
+    const csid = channel.clientSessionId;
+    if (csid === undefined) return false;
+    return Object.keys(relayedCapabilities(this.events?.capabilities(csid))).length > 0;
+  }
+
+  /**
+   * The client's `notifications/roots/list_changed`: told to every upstream the client session
+   * has a connection of its own to (the only ones that were told of its roots).
+   */
+  rootsChanged(agentId: string, clientSessionId: string): void {
+    const cs = this.clients.get(clientSessionId);
+    if (!cs || cs.agentId !== agentId) return;
+    for (const [name, conn] of cs.conns)
+      void conn.client?.sendRootsListChanged().catch((e: unknown) => {
+        this.log.debug({ upstream: name, err: (e as Error).message }, 'roots list change not delivered');
+      });
+  }
+
   /** Own connections open to `upstream` (all client sessions), for tests and metrics. */
   ownConnections(upstream: string): number {
     return this.perUpstream.get(upstream) ?? 0;
@@ -379,6 +413,14 @@ export class RelaySessions {
       const f = single();
       if (!(f?.channel.notify(message) ?? false)) this.notify(csid, message);
     });
+    // A task's status (2025-11-25 tasks) goes where its log messages would: the one request in
+    // flight, else the standalone stream (the task outlives the request that created it).
+    client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+      const message = { method: n.method, params: n.params as Record<string, unknown> };
+      if (!this.admit(csid, agentId(), upstream, message)) return;
+      const f = single();
+      if (!(f?.channel.notify(message) ?? false)) this.notify(csid, message);
+    });
     for (const schema of [
       ResourceUpdatedNotificationSchema,
       ResourceListChangedNotificationSchema,
@@ -402,7 +444,16 @@ export class RelaySessions {
       if (capabilities[capability] !== undefined)
         client.setRequestHandler(schema, (r, extra) =>
           this.relayRequest(
-            { upstream, clientSessionId: csid, inflight: single(), agentId: agentId() },
+            {
+              upstream,
+              clientSessionId: csid,
+              inflight: single(),
+              agentId: agentId(),
+              standalone: (message, signal) =>
+                this.events
+                  ? this.events.request(csid, message, { signal })
+                  : Promise.reject(new Error('no client sessions attached')),
+            },
             method,
             (r.params ?? {}) as Record<string, unknown>,
             extra.signal,

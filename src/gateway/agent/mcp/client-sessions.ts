@@ -9,7 +9,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { CmcpError } from '../../../errors/index.js';
 import type { ClientMessage, ClientSessionEvents } from '../../../relay/channel.js';
+import type { InflightRequests } from './inflight.js';
 import { openEventStream, writeEvent, writeKeepAlive } from './stream-channel.js';
 
 /** One client session. */
@@ -36,6 +38,8 @@ export interface ClientSessionOptions {
   keepAliveMs?: number;
   /** Told of every session opened (recorded as `client_session_open`). */
   onOpen?: (s: ClientSession, clientInfo: unknown) => void;
+  /** Where the answers to requests sent on standalone streams are awaited (absent: none are sent). */
+  inflight?: InflightRequests;
 }
 
 export class ClientSessions implements ClientSessionEvents {
@@ -127,6 +131,38 @@ export class ClientSessions implements ClientSessionEvents {
   notifyAll(message: ClientMessage, to: (clientSessionId: string, agentId: string) => boolean): void {
     for (const s of this.sessions.values())
       if (s.stream && to(s.id, s.agentId)) writeEvent(s.stream, { jsonrpc: '2.0', ...message });
+  }
+
+  /** {@inheritDoc ClientSessionEvents.request} */
+  request(
+    clientSessionId: string,
+    message: ClientMessage,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Record<string, unknown>> {
+    const s = this.sessions.get(clientSessionId);
+    const stream = s?.stream;
+    if (!s || !stream || !this.o.inflight || stream.writableEnded || stream.destroyed)
+      return Promise.reject(
+        new CmcpError('CLIENT_CHANNEL_UNAVAILABLE', 'the client session has no standalone stream open'),
+      );
+    const { id, answer, drop } = this.o.inflight.expect(s.agentId);
+    const gone = () => drop(new CmcpError('CLIENT_CHANNEL_UNAVAILABLE', 'the standalone stream closed'));
+    const onAbort = () => {
+      writeEvent(stream, {
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: { requestId: id, reason: 'request aborted' },
+      });
+      drop(new CmcpError('REQUEST_CANCELLED', 'the request was aborted'));
+    };
+    stream.once('close', gone);
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (options.signal?.aborted) onAbort();
+    else writeEvent(stream, { jsonrpc: '2.0', id, ...message });
+    return answer.finally(() => {
+      stream.off('close', gone);
+      options.signal?.removeEventListener('abort', onAbort);
+    });
   }
 
   /**
