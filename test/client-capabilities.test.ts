@@ -16,13 +16,21 @@ import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
   ListRootsRequestSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/runtime.js';
 import { everythingUpstream, REPO_ROOT, startInProcess, writeConfig } from './harness/gateway.js';
 
 const CAPABILITIES = { sampling: {}, elicitation: { form: {}, url: {} }, roots: { listChanged: true } };
-const EVERYTHING = join(REPO_ROOT, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
+const EVERYTHING = join(
+  REPO_ROOT,
+  'node_modules',
+  '@modelcontextprotocol',
+  'server-everything',
+  'dist',
+  'index.js',
+);
 
 /** What the test client was asked, and the roots it answers with. */
 interface Asked {
@@ -50,7 +58,9 @@ function capableClient(asked: Asked): Client {
 
 function entriesOfType(gw: Gateway, type: string) {
   const rows = gw.db
-    .prepare<[string], { chain_id: string }>('SELECT DISTINCT chain_id FROM audit_entries WHERE entry_type = ?')
+    .prepare<[string], { chain_id: string }>(
+      'SELECT DISTINCT chain_id FROM audit_entries WHERE entry_type = ?',
+    )
     .all(type);
   return rows.flatMap((r) => gw.chain.entries(r.chain_id).filter((e) => e.entry_type === type));
 }
@@ -78,7 +88,9 @@ describe('a client that declares sampling, elicitation and roots, through cmcp',
   beforeAll(async () => {
     gw = await startInProcess(await writeConfig({ upstreams: [everythingUpstream('everything')] }));
     direct = capableClient(directAsked);
-    await direct.connect(new StdioClientTransport({ command: process.execPath, args: [EVERYTHING, 'stdio'] }));
+    await direct.connect(
+      new StdioClientTransport({ command: process.execPath, args: [EVERYTHING, 'stdio'] }),
+    );
     through = capableClient(asked);
     await through.connect(
       new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
@@ -164,6 +176,45 @@ describe('a client that declares sampling, elicitation and roots, through cmcp',
       expect((r as { data?: unknown }).data).toMatchObject({ error_code: 'UNKNOWN_TOOL' });
     } finally {
       await plain.close();
+    }
+  });
+});
+
+describe('protocol versions', () => {
+  it('negotiates every version the SDK supports as asked, and records it', async () => {
+    const gw = await startInProcess(await writeConfig({ upstreams: [everythingUpstream('everything')] }));
+    try {
+      for (const version of SUPPORTED_PROTOCOL_VERSIONS) {
+        const res = await fetch(`${gw.url}/mcp`, {
+          method: 'POST',
+          headers: {
+            Authorization: 'Bearer alice-token',
+            'content-type': 'application/json',
+            accept: 'application/json',
+          },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'initialize',
+            params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'v', version: '1' } },
+          }),
+        });
+        const body = (await res.json()) as { result: { protocolVersion: string } };
+        expect(body.result.protocolVersion).toBe(version);
+        const sid = res.headers.get('mcp-session-id');
+        expect(sid).toBeTruthy();
+        await until(() =>
+          entriesOfType(gw, 'client_session_open').some(
+            (e) => (e.detail as Record<string, unknown>).client_session_id === sid,
+          ),
+        );
+        const open = entriesOfType(gw, 'client_session_open').find(
+          (e) => (e.detail as Record<string, unknown>).client_session_id === sid,
+        );
+        expect((open?.detail as Record<string, unknown>).protocol_version).toBe(version);
+      }
+    } finally {
+      await gw.close();
     }
   });
 });

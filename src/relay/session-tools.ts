@@ -11,8 +11,8 @@
  * With a catalog, the catalog's list is shown and calls route as the catalog pins them.
  */
 import type { ToolDefinition } from '../upstream/pool.js';
-import type { RoutedTool, Upstream } from '../upstream/upstream.js';
 import { toolNameFault } from '../upstream/tool-name.js';
+import type { RoutedTool, Upstream } from '../upstream/upstream.js';
 import type { MethodRequest } from './channel.js';
 import type { RelayParts } from './parts.js';
 
@@ -81,7 +81,8 @@ export async function sessionRoute(
     const conn = ownConnection(relay, req, name);
     if (!conn) continue;
     const toolName = prefix ? exposedName.slice(prefix.length + 1) : exposedName;
-    const find = (tools: ToolDefinition[]) => tools.find((t) => t.name === toolName && !toolNameFault(t.name));
+    const find = (tools: ToolDefinition[]) =>
+      tools.find((t) => t.name === toolName && !toolNameFault(t.name));
     // The list of the last tools/list, else listed again (a new connection, a changed list).
     const definition = find(conn.tools) ?? find((await ownTools(relay, name, conn)) ?? []);
     if (definition) return { exposedName, upstream: name, toolName, definition };

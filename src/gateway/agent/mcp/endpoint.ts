@@ -43,7 +43,13 @@ export interface McpControls {
  * Protocol revisions answered by `initialize` (newest first): every revision the official SDK
  * negotiates; a client asking for one of them gets it.
  */
-export const HANDSHAKE_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07'] as const;
+export const HANDSHAKE_VERSIONS = [
+  '2025-11-25',
+  '2025-06-18',
+  '2025-03-26',
+  '2024-11-05',
+  '2024-10-07',
+] as const;
 /** Stateless protocol revisions (no handshake; `_meta` on every request). */
 export const STATELESS_VERSIONS = ['2026-07-28'] as const;
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
