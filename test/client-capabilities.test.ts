@@ -211,7 +211,7 @@ describe('protocol versions', () => {
         const open = entriesOfType(gw, 'client_session_open').find(
           (e) => (e.detail as Record<string, unknown>).client_session_id === sid,
         );
-        expect((open?.detail as Record<string, unknown>).protocol_version).toBe(version);
+        expect(open?.detail).toMatchObject({ protocol_version: version });
       }
     } finally {
       await gw.close();
