@@ -190,6 +190,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     idleMs: cfg.sessions.client_idle_s * 1000,
     onOpen: (s, clientInfo) => recordClientSession(i.chain, s, clientInfo, log),
     inflight,
+    streams: cfg.streams,
   });
   relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {

@@ -7,7 +7,7 @@
  * the same SDK client talks to the scenario's server itself (the control).
  *
  * What the client does is what the scenario asks of a client: it initializes (declaring
- * elicitation with defaults applied, SEP-1034), lists the tools, and calls the scenario's tool
+ * elicitation with defaults applied, SEP-1034, in the elicitation scenarios), lists the tools, and calls the scenario's tool
  * (`add_numbers` with 5 and 3, `test_reconnection`, `test_client_elicitation_defaults`; in any
  * other scenario the first tool listed, with no arguments). An elicitation is accepted with no
  * content of its own, so the defaults are what the server receives. Exit status 0 when every
@@ -49,11 +49,14 @@ async function gatewayFor(upstreamUrl: string, dir: string) {
 
 /** Runs one scenario's client steps against `url`. @throws what a step threw. */
 export async function driveScenario(url: string, scenario: string): Promise<void> {
+  // Elicitation only where the scenario asks for it: a client that declares it gets an upstream
+  // connection of its own through cmcp (a second initialize the scenario would count).
+  const elicits = scenario.startsWith('elicitation-');
   const client = new Client(
     { name: 'cmcp-conformance-client', version: '1.0.0' },
-    { capabilities: { elicitation: { form: { applyDefaults: true } } } },
+    elicits ? { capabilities: { elicitation: { form: { applyDefaults: true } } } } : {},
   );
-  client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: {} }));
+  if (elicits) client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: {} }));
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
   try {
     const { tools } = await client.listTools();
@@ -70,7 +73,9 @@ async function main(): Promise<number> {
   const url = process.argv.at(-1);
   const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
   if (!url || !/^https?:/.test(url)) {
-    console.error('usage: client-driver [--direct] <server url> (MCP_CONFORMANCE_SCENARIO names the scenario)');
+    console.error(
+      'usage: client-driver [--direct] <server url> (MCP_CONFORMANCE_SCENARIO names the scenario)',
+    );
     return 2;
   }
   if (process.argv.includes('--direct')) return driveScenario(url, scenario).then(() => 0);

@@ -241,7 +241,11 @@ function print(r: ConformanceReport): void {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const only = process.argv.includes('--server') ? 'server' : process.argv.includes('--client') ? 'client' : null;
+  const only = process.argv.includes('--server')
+    ? 'server'
+    : process.argv.includes('--client')
+      ? 'client'
+      : null;
   const r = await runConformance({ server: only !== 'client', client: only !== 'server' });
   if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
   else print(r);
