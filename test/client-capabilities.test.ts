@@ -159,6 +159,62 @@ describe('a client that declares sampling, elicitation and roots, through cmcp',
     for (const e of entriesOfType(gw, 'roots_relay')) expect(e.disposition).toBe('completed');
   });
 
+  it('a stateless 2026-07-28 request carries its declared capabilities upstream', async () => {
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { sampling: {}, roots: {} },
+    };
+    const post = (body: Record<string, unknown>, accept = 'application/json') =>
+      fetch(`${gw.url}/mcp`, {
+        method: 'POST',
+        headers: { Authorization: 'Bearer alice-token', 'content-type': 'application/json', accept },
+        body: JSON.stringify({ jsonrpc: '2.0', ...body }),
+      });
+    const listed = (await (await post({ id: 1, method: 'tools/list', params: { _meta: meta } })).json()) as {
+      result: { tools: { name: string }[] };
+    };
+    const names = listed.result.tools.map((t) => t.name);
+    expect(names).toContain('everything.trigger-sampling-request');
+    expect(names).not.toContain('everything.trigger-elicitation-request');
+    // The call's sampling request reaches this request's stream; the answer POSTed goes back up.
+    const res = await post(
+      {
+        id: 2,
+        method: 'tools/call',
+        params: { name: 'everything.trigger-sampling-request', arguments: { prompt: 'p' }, _meta: meta },
+      },
+      'application/json, text/event-stream',
+    );
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let buf = '';
+    let result: unknown;
+    while (result === undefined) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+        const data = buf
+          .slice(0, i)
+          .split('\n')
+          .filter((l) => l.startsWith('data:'))
+          .map((l) => l.slice(5).trim())
+          .join('');
+        buf = buf.slice(i + 2);
+        if (!data) continue;
+        const m = JSON.parse(data) as { id?: unknown; method?: string; result?: unknown };
+        if (m.method === 'sampling/createMessage')
+          await post({
+            id: m.id,
+            result: { role: 'assistant', content: { type: 'text', text: 'stateless answer' }, model: 'm' },
+          });
+        else if (m.id === 2) result = m.result;
+      }
+    }
+    expect(JSON.stringify(result)).toContain('stateless answer');
+  });
+
   it('a client that declares nothing still sees only what the shared connection offers', async () => {
     const plain = new Client({ name: 'plain', version: '1.0.0' });
     await plain.connect(

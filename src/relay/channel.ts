@@ -41,6 +41,11 @@ export interface ClientChannel {
   readonly clientSessionId?: string;
   /** The protocol revision the client session's `initialize` negotiated (absent without a session). */
   readonly protocolVersion?: string;
+  /**
+   * The client capabilities a stateless 2026-07-28 request declared in its `_meta` (set by the
+   * MCP layer; absent for a request in a client session, whose `initialize` declared them).
+   */
+  declaredCapabilities?: Record<string, unknown>;
 }
 
 /**

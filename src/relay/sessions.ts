@@ -41,6 +41,7 @@ import {
 import type { Logger } from 'pino';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
 import type { ClientChannel, ClientMessage, ClientSessionEvents } from './channel.js';
+import { ownerOf, relayedCapabilities, STATELESS_KEY } from './connection-owner.js';
 import type { ConnectionFor } from './federation.js';
 import type { DropReason, NotificationBudget } from './notification-budget.js';
 
@@ -94,23 +95,6 @@ export type ConnectionNeed = 'list' | 'call' | 'state';
 /** Why a request could not have an upstream connection of its own. */
 export interface ConnectionRefusal {
   refused: { code: 'UPSTREAM_CLIENT_CONNECTIONS_FULL'; message: string; upstream: string };
-}
-
-/** The server-to-client capabilities a client may declare; its own connections declare the same. */
-const RELAYED_CAPABILITIES = ['sampling', 'elicitation', 'roots'] as const;
-
-/**
- * The subset of a client's declared capabilities an own upstream connection declares for it, as
- * declared (elicitation's form and URL modes, roots' `listChanged`: the client's
- * `notifications/roots/list_changed` is forwarded to its own connections).
- */
-export function relayedCapabilities(declared: Record<string, unknown> | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of RELAYED_CAPABILITIES) {
-    const v = declared?.[k];
-    if (typeof v === 'object' && v !== null) out[k] = v;
-  }
-  return out;
 }
 
 /**
@@ -245,7 +229,7 @@ export class RelaySessions {
    * one, else the shared one. Never opens a connection.
    */
   connectionFor(agentId: string, channel: ClientChannel): ConnectionFor {
-    const csid = channel.clientSessionId;
+    const csid = ownerOf(agentId, channel)?.key;
     if (csid === undefined) return (name) => this.pool.shared(name);
     return (name) => {
       const cs = this.clients.get(csid);
@@ -267,7 +251,8 @@ export class RelaySessions {
     upstream: string,
     need: ConnectionNeed,
   ): Upstream | undefined | ConnectionRefusal {
-    const csid = channel.clientSessionId;
+    const owner = ownerOf(agentId, channel);
+    const csid = owner?.key;
     const shared = this.pool.shared(upstream);
     if (csid === undefined || !shared) return shared;
     const cs = this.clients.get(csid);
@@ -275,9 +260,11 @@ export class RelaySessions {
     if (cs && cs.agentId !== agentId) return undefined;
     const own = cs?.conns.get(upstream);
     if (own) return this.used(own);
-    const declared = this.events?.capabilities(csid);
+    const declared = owner?.stateless ? channel.declaredCapabilities : this.events?.capabilities(csid);
+    // A stateless request sets no upstream state: only a call that may ask its client gets its own.
     const wantsOwn =
-      need === 'state' || (need === 'call' && Object.keys(relayedCapabilities(declared)).length > 0);
+      (need === 'state' && !owner?.stateless) ||
+      (need === 'call' && Object.keys(relayedCapabilities(declared)).length > 0);
     if (!wantsOwn) return shared;
     const cap = shared.cfg.max_client_connections ?? DEFAULT_MAX_CLIENT_CONNECTIONS[shared.cfg.transport];
     const open = this.perUpstream.get(upstream) ?? 0;
@@ -303,8 +290,8 @@ export class RelaySessions {
    */
   relaysFor(channel: ClientChannel): boolean {
     const csid = channel.clientSessionId;
-    if (csid === undefined) return false;
-    return Object.keys(relayedCapabilities(this.events?.capabilities(csid))).length > 0;
+    const declared = csid === undefined ? channel.declaredCapabilities : this.events?.capabilities(csid);
+    return Object.keys(relayedCapabilities(declared)).length > 0;
   }
 
   /**
@@ -355,7 +342,8 @@ export class RelaySessions {
     if (!cs) {
       cs = { agentId, conns: new Map() };
       this.clients.set(csid, cs);
-      this.events?.onEnd(csid, () => void this.end(csid));
+      // Stateless requests' connections end only when idle (no session ends them).
+      if (!csid.startsWith(STATELESS_KEY)) this.events?.onEnd(csid, () => void this.end(csid));
     }
     const capabilities = relayedCapabilities(declared);
     const listChanged = { method: 'notifications/tools/list_changed' };

@@ -33,6 +33,8 @@ export class StreamChannel implements ClientChannel {
   readonly streaming = true;
   /** Set by the HTTP layer from the client session. */
   protocolVersion?: string;
+  /** Set by the MCP layer for a stateless request. */
+  declaredCapabilities?: Record<string, unknown>;
   private readonly ctl = new AbortController();
   /** Server-to-client requests of this channel still waiting (rejected when the client goes). */
   private readonly waiting = new Set<(e: Error) => void>();
