@@ -212,11 +212,10 @@ export class McpEndpoint {
     const capabilities = async () =>
       this.controls.capabilities ? await this.controls.capabilities() : { tools: { listChanged: false } };
     // A stateless request's capabilities travel with it (its upstream connection declares them).
-    if (stateless)
-      channel.declaredCapabilities = (params?._meta as Record<string, unknown>)[META_CAPS] as Record<
-        string,
-        unknown
-      >;
+    if (stateless) {
+      const meta = (params?._meta ?? {}) as Record<string, unknown>;
+      channel.declaredCapabilities = meta[META_CAPS] as Record<string, unknown>;
+    }
     const request: MethodRequest = { caller, id, method, params, stateless, channel, startedAt };
     switch (method) {
       case 'initialize': {
