@@ -194,6 +194,41 @@ describe('resumable streams of cmcp', () => {
     expect(again.res.statusCode).toBe(204);
   }, 30_000);
 
+  it('the standalone stream, broken off, is resumed with what was sent meanwhile', async () => {
+    const sid = await initialize(url);
+    const post = async (id: number, method: string, params: Record<string, unknown>) => {
+      const r = await exchange(
+        url,
+        'POST',
+        { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25', accept: 'application/json' },
+        { jsonrpc: '2.0', id, method, params },
+      );
+      await r.ended;
+    };
+    // A log level and simulated logging on the session's own connection: a log message every 5 s,
+    // with no request in flight, goes to the standalone stream.
+    await post(10, 'logging/setLevel', { level: 'debug' });
+    const standalone = await exchange(url, 'GET', { accept: 'text/event-stream', 'mcp-session-id': sid });
+    await until(() => standalone.events.length >= 1);
+    const primed = standalone.events[0]?.id as string;
+    expect(primed).toMatch(/-1$/);
+    await post(11, 'tools/call', { name: 'everything.toggle-simulated-logging', arguments: {} });
+    standalone.kill();
+    // A log message comes while no standalone stream is open: it is kept for the replay.
+    await new Promise((r) => setTimeout(r, 6000));
+    const resumed = await exchange(url, 'GET', {
+      accept: 'text/event-stream',
+      'mcp-session-id': sid,
+      'last-event-id': primed,
+    });
+    expect(resumed.res.statusCode).toBe(200);
+    await until(() => resumed.events.some((e) => e.data.includes('notifications/message')));
+    const ids = resumed.events.map((e) => seq(e.id));
+    expect(ids[0]).toBe(2);
+    expect(ids).toEqual(ids.map((_, i) => 2 + i));
+    resumed.kill();
+  }, 30_000);
+
   it('refuses what no longer fits the buffer, and an unknown stream, with STREAM_REPLAY_UNAVAILABLE', async () => {
     const sid = await initialize(url);
     for (const lastEventId of ['AAAAAAAAAAAA-1', 'not-an-id']) {

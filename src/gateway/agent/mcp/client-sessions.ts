@@ -117,11 +117,18 @@ export class ClientSessions implements ClientSessionEvents {
   }
 
   /**
-   * Attaches the standalone stream of `GET /mcp`. @returns false when one is already open
-   * (MCP: at most one standalone stream; answered 409).
+   * Attaches the standalone stream of `GET /mcp`; with `replayed` (a resumption, ./replay.ts)
+   * those events are written first and the stream replaces an open one.
+   * @returns false when one is already open and this is no resumption (MCP: at most one
+   *   standalone stream; answered 409).
    */
   attach(s: ClientSession, raw: ServerResponse, replayed?: string[]): boolean {
-    if (s.stream && !s.stream.destroyed && !s.stream.writableEnded) return false;
+    if (s.stream && !s.stream.destroyed && !s.stream.writableEnded) {
+      // A client resuming its standalone stream has lost the old one, whether or not the
+      // gateway noticed yet: the resumed one replaces it.
+      if (!replayed) return false;
+      s.stream.destroy();
+    }
     s.stream = raw;
     openEventStream(raw, { 'mcp-session-id': s.id });
     if (replayed) for (const frame of replayed) raw.write(frame);
