@@ -10,7 +10,11 @@ import type { Claim } from '@cmcp/verify/formats';
 import { jcsDigest } from '@cmcp/verify/formats';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  TaskStatusNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
@@ -150,6 +154,31 @@ describe('tasks through the gateway', () => {
     const r = verifyClaim(claim, { bundle });
     expect(r.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(r.checks.find((c) => c.id === 'audit.entry_counts')?.status).toBe('pass');
+  });
+});
+
+describe('task status', () => {
+  it("relays the upstream's notifications/tasks/status to the client session", async () => {
+    const up = await startTasksServer('s');
+    const gw = await startInProcess(
+      await writeConfig({ upstreams: [{ name: 's', transport: 'http', url: up.url }] }),
+    );
+    const client = await sdkClient(gw.url);
+    const statuses: { taskId: string; status: string }[] = [];
+    client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+      statuses.push({ taskId: n.params.taskId, status: n.params.status });
+    });
+    try {
+      const created = await taskCall(client, 's.s-status', {});
+      const end = Date.now() + 10_000;
+      while (!statuses.some((s) => s.status === 'completed') && Date.now() < end)
+        await new Promise((r) => setTimeout(r, 25));
+      expect(statuses).toContainEqual({ taskId: created.task.taskId, status: 'completed' });
+    } finally {
+      await client.close();
+      await gw.close();
+      await up.close();
+    }
   });
 });
 

@@ -28,6 +28,9 @@ import type { SessionSensitivity } from './sensitivity.js';
 import { type CallTelemetry, NO_TELEMETRY } from './telemetry.js';
 import type { Caller, CallLink, CallResponse, Refusal } from './types.js';
 
+/** Refusals of the route gate a client's own upstream connection may still answer. */
+const UNROUTED: ReadonlySet<string> = new Set(['UNKNOWN_TOOL', 'TOOL_NOT_IN_CATALOG']);
+
 function latencyUs(startedAt: bigint): number {
   return Number((process.hrtime.bigint() - startedAt) / 1000n);
 }
@@ -164,7 +167,12 @@ export class CallOrchestrator {
     if (ingress.kind === 'refused') return refuse(ingress.refusal);
     const req = ingress.request;
 
-    const routed = this.gates.route(req.toolName);
+    let routed = this.gates.route(req.toolName);
+    // A tool only the client's own upstream connection offers (gated on its capabilities).
+    if (!routed.ok && UNROUTED.has(routed.refusal.code)) {
+      const own = await link?.route?.(req.toolName);
+      if (own) routed = { ok: true, value: own };
+    }
     if (!routed.ok) return refuse(routed.refusal);
     const route = routed.value;
     entry.server_identity = route.upstream;

@@ -25,6 +25,11 @@ export interface CallLink {
     args: Record<string, unknown> | undefined,
     sessionId: string,
   ): Promise<CallOutcome>;
+  /**
+   * The route of a tool only this client's own upstream connection offers (an upstream's tools
+   * gated on the client's capabilities), or undefined; absent: none.
+   */
+  route?(exposedName: string): Promise<RoutedTool | undefined>;
 }
 
 /** A `tools/call` whose params passed ingress: everything later stages read. */

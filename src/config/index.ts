@@ -15,6 +15,7 @@ export type { AttestationConfig } from './attestation.js';
 
 import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
+import { streamsSchema } from './streams.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
@@ -276,6 +277,7 @@ export const configSchema = z
     replicas: replicasSchema,
     // ---- limits ----
     limits: limits.prefault({}),
+    streams: streamsSchema.prefault({}),
     // ---- telemetry ----
     metrics: metrics.default({ enabled: true, allow_remote: false }),
     tracing: tracing.default({ enabled: false, service_name: 'cmcp-gateway' }),

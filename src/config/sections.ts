@@ -70,6 +70,8 @@ export const CONFIG_CONCERNS: readonly ConfigConcern[] = [
     title: 'limits',
     sections: {
       limits: 'Sizes, per-agent rates and per-connection timeouts; each refusal has its own error code.',
+      streams:
+        'Resumable SSE streams to clients: retry delay, the replay buffer per stream, the resume grace.',
     },
   },
   {

@@ -93,6 +93,12 @@ export const GATEWAY_ERRORS = {
     summary:
       'A server-to-client request could not reach the client (it accepts only application/json, or it disconnected).',
   },
+  STREAM_REPLAY_UNAVAILABLE: {
+    http: 409,
+    rpc: -32046,
+    summary:
+      'A Last-Event-ID names an unknown or ended stream, or events that no longer fit its replay buffer: what was missed cannot be replayed.',
+  },
   CLIENT_RPC_ERROR: {
     http: 502,
     rpc: -32041,

@@ -146,6 +146,8 @@ export interface Serving {
   relay: Relay;
   clientSessions: ClientSessions;
   mcp: McpEndpoint;
+  /** Server-to-client requests waiting for the client's answer (request and standalone streams). */
+  inflight: InflightRequests;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -174,16 +176,21 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     agentAttributes,
     maxSensitivity: (id, row) => calls.sensitivity.max(id, row),
     listTools,
+    catalogued: catalog !== null,
     pageSize: cfg.limits.list_page_size,
     notificationLimits: notificationLimits(cfg.limits),
     onNotificationDropped: (agentId, detail) =>
       refusals.refused(agentId, 'UPSTREAM_NOTIFICATIONS_LIMITED', { route: 'notification', ...detail }),
     ...(metrics ? { onRefusal: (code: string) => metrics.refused(code) } : {}),
   });
+  // Server-to-client requests awaiting the client's POSTed answer, on any stream.
+  const inflight = new InflightRequests();
   // The ClientSessionEvents the relayed methods notify on (standalone streams, session ends).
   const clientSessions = new ClientSessions({
     idleMs: cfg.sessions.client_idle_s * 1000,
     onOpen: (s, clientInfo) => recordClientSession(i.chain, s, clientInfo, log),
+    inflight,
+    streams: cfg.streams,
   });
   relay.attach(clientSessions);
   const mcp = new McpEndpoint(calls, upstreams, refusals.refused, {
@@ -192,8 +199,12 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     methods: relay.methods,
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
+    onNotification: (caller, method, channel) => {
+      if (method === 'notifications/roots/list_changed' && channel.clientSessionId !== undefined)
+        relay.sessions.rootsChanged(caller.agentId, channel.clientSessionId);
+    },
   });
-  return { calls, refusals, relay, clientSessions, mcp };
+  return { calls, refusals, relay, clientSessions, mcp, inflight };
 }
 
 /** What the HTTP app is built over, beyond the serving parts. */
@@ -232,7 +243,7 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       ...(oauth ? { oauth } : {}),
       ...(i.onTokenAgent ? { onTokenAgent: i.onTokenAgent } : {}),
       limits: agentLimits,
-      mcp: { mcp: s.mcp, clientSessions: s.clientSessions, inflight: new InflightRequests() },
+      mcp: { mcp: s.mcp, clientSessions: s.clientSessions, inflight: s.inflight },
       rest: {
         sessions: i.sessions,
         executions: i.executions,

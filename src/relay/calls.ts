@@ -11,10 +11,12 @@ import type { CallLink } from '../call/types.js';
 import type { MethodRequest } from './channel.js';
 import type { RelayParts } from './parts.js';
 import { progressRelay, progressToken } from './progress.js';
+import { sessionRoute } from './session-tools.js';
 
 /** The link of one tools/call request. */
 export function callLink(relay: RelayParts, req: MethodRequest): CallLink {
   return {
+    route: (exposedName) => sessionRoute(relay, req, exposedName),
     async forward(route, args, sessionId) {
       const onprogress = progressRelay(
         progressToken(req.params),

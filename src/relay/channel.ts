@@ -41,6 +41,11 @@ export interface ClientChannel {
   readonly clientSessionId?: string;
   /** The protocol revision the client session's `initialize` negotiated (absent without a session). */
   readonly protocolVersion?: string;
+  /**
+   * The client capabilities a stateless 2026-07-28 request declared in its `_meta` (set by the
+   * MCP layer; absent for a request in a client session, whose `initialize` declared them).
+   */
+  declaredCapabilities?: Record<string, unknown>;
 }
 
 /**
@@ -86,6 +91,19 @@ export interface ClientSessionEvents {
   readonly idleMs: number;
   /** The client capabilities the session's `initialize` declared (undefined: none, or no such session). */
   capabilities(clientSessionId: string): Record<string, unknown> | undefined;
+  /**
+   * Sends a server-to-client request that belongs to no client request (an upstream's
+   * `roots/list` after `initialized`) on the client session's standalone stream, and resolves
+   * with the client's `result` (MCP Streamable HTTP: the server may send requests on the `GET`
+   * stream).
+   * @throws CmcpError `CLIENT_CHANNEL_UNAVAILABLE` when the session has no standalone stream open
+   *   or it closes before the answer; a client JSON-RPC error rejects with its code and message.
+   */
+  request(
+    clientSessionId: string,
+    message: ClientMessage,
+    options?: { signal?: AbortSignal },
+  ): Promise<Record<string, unknown>>;
 }
 
 /** A JSON-RPC request id as cmcp accepts it (a string or a safe integer). */

@@ -13,6 +13,7 @@ import { type EvidencedSpec, relayEvidenced } from './evidenced.js';
 import { LISTS, type ListKind } from './federation.js';
 import type { RelayParts } from './parts.js';
 import { upstreamMeta } from './progress.js';
+import { sessionTools } from './session-tools.js';
 import { taskHandlers, taskResultSpec } from './tasks.js';
 
 function str(v: unknown): string | null {
@@ -130,7 +131,7 @@ const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', '
 export function relayHandlers(relay: RelayParts, pageSize: number): ReadonlyMap<string, MethodHandler> {
   const m = new Map<string, MethodHandler>();
   for (const kind of Object.values(LISTS)) m.set(kind.method, listHandler(relay, kind, pageSize));
-  m.set('tools/list', async (req) => paged(relay, pageSize, relay.deps.listTools(), 'tools', req));
+  m.set('tools/list', async (req) => paged(relay, pageSize, await sessionTools(relay, req), 'tools', req));
   for (const [method, spec] of Object.entries(specs(relay)))
     m.set(method, async (req) => {
       const s = await spec(req);

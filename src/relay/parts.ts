@@ -36,6 +36,8 @@ export interface RelayDeps {
   maxSensitivity?: (sessionId: string, row?: SessionRow) => Sensitivity;
   /** The tools agents see (the catalog's when one is configured). */
   listTools: () => ToolDefinition[];
+  /** True when a catalog decides the tools (a session's own connections then add none). */
+  catalogued?: boolean;
   pageSize?: number;
   /** Told the code of every relayed request refused (cmcp_refusals_total). */
   onRefusal?: (code: string) => void;

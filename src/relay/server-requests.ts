@@ -4,7 +4,11 @@
  * relayed back up (docs/spec/mcp.md#server-to-client-requests). Sampling sends conversation
  * content to the client's model, so each relay is decided by Cedar (`relay_sampling`,
  * `relay_elicitation`, `relay_roots`) and ends in one terminal entry (`sampling_relay`, …).
- * A refusal reaches the upstream as a JSON-RPC error.
+ * A refusal reaches the upstream as a JSON-RPC error. A request that belongs to no client request
+ * (no single request of the client session in flight on that connection) is refused, except
+ * `roots/list`, which an upstream may ask at any time (filesystem servers ask after
+ * `initialized` and on every `notifications/roots/list_changed`): it goes on the client
+ * session's standalone stream and is recorded in the gateway chain.
  */
 
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -37,12 +41,12 @@ export function serverRequestRelay(
       await recorder.record({ ...base, disposition: 'refused', errorCode: code, policy, detail });
       throw new McpError(ERRORS[code].rpc, message, { error_code: code });
     };
-    if (!origin.inflight)
+    const f = origin.inflight;
+    if (!f && method !== 'roots/list')
       await refuse(
         'CLIENT_CHANNEL_UNAVAILABLE',
         'no single client request of this session is in flight on this upstream',
       );
-    const f = origin.inflight as NonNullable<typeof origin.inflight>;
     const row = sessionId ? await sessions.get(agentId, sessionId) : undefined;
     const verdict = decideRelay(deps.policy(), {
       agentId,
@@ -58,10 +62,9 @@ export function serverRequestRelay(
       });
     let result: Record<string, unknown>;
     try {
-      result = await f.channel.request(
-        { method, params },
-        { signal: AbortSignal.any([signal, f.channel.signal]) },
-      );
+      result = f
+        ? await f.channel.request({ method, params }, { signal: AbortSignal.any([signal, f.channel.signal]) })
+        : await origin.standalone({ method, params }, signal);
     } catch (e) {
       const unavailable = e instanceof CmcpError && e.code === 'CLIENT_CHANNEL_UNAVAILABLE';
       const code = unavailable ? 'CLIENT_CHANNEL_UNAVAILABLE' : 'CLIENT_RPC_ERROR';

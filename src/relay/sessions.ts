@@ -36,10 +36,12 @@ import {
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
+  TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
 import type { ClientChannel, ClientMessage, ClientSessionEvents } from './channel.js';
+import { ownerOf, relayedCapabilities, STATELESS_KEY } from './connection-owner.js';
 import type { ConnectionFor } from './federation.js';
 import type { DropReason, NotificationBudget } from './notification-budget.js';
 
@@ -62,7 +64,14 @@ export type ServerRequestMethod = 'sampling/createMessage' | 'elicitation/create
 
 /** Relays one server-to-client request (src/relay/server-requests.ts); throws McpError to refuse. */
 export type ServerRequestRelay = (
-  origin: { upstream: string; clientSessionId: string; inflight: InFlight | null; agentId: string },
+  origin: {
+    upstream: string;
+    clientSessionId: string;
+    inflight: InFlight | null;
+    agentId: string;
+    /** Sends the request on the client session's standalone stream (no request of it in flight). */
+    standalone: (message: ClientMessage, signal: AbortSignal) => Promise<Record<string, unknown>>;
+  },
   method: ServerRequestMethod,
   params: Record<string, unknown>,
   signal: AbortSignal,
@@ -86,20 +95,6 @@ export type ConnectionNeed = 'list' | 'call' | 'state';
 /** Why a request could not have an upstream connection of its own. */
 export interface ConnectionRefusal {
   refused: { code: 'UPSTREAM_CLIENT_CONNECTIONS_FULL'; message: string; upstream: string };
-}
-
-/** The server-to-client capabilities a client may declare; its own connections declare the same. */
-const RELAYED_CAPABILITIES = ['sampling', 'elicitation', 'roots'] as const;
-
-/** The subset of a client's declared capabilities an own upstream connection declares for it. */
-function relayedCapabilities(declared: Record<string, unknown> | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of RELAYED_CAPABILITIES) {
-    const v = declared?.[k];
-    // Roots list changes are not relayed, so an own connection never offers them.
-    if (typeof v === 'object' && v !== null) out[k] = k === 'roots' ? { listChanged: false } : v;
-  }
-  return out;
 }
 
 /**
@@ -234,7 +229,7 @@ export class RelaySessions {
    * one, else the shared one. Never opens a connection.
    */
   connectionFor(agentId: string, channel: ClientChannel): ConnectionFor {
-    const csid = channel.clientSessionId;
+    const csid = ownerOf(agentId, channel)?.key;
     if (csid === undefined) return (name) => this.pool.shared(name);
     return (name) => {
       const cs = this.clients.get(csid);
@@ -256,7 +251,8 @@ export class RelaySessions {
     upstream: string,
     need: ConnectionNeed,
   ): Upstream | undefined | ConnectionRefusal {
-    const csid = channel.clientSessionId;
+    const owner = ownerOf(agentId, channel);
+    const csid = owner?.key;
     const shared = this.pool.shared(upstream);
     if (csid === undefined || !shared) return shared;
     const cs = this.clients.get(csid);
@@ -264,9 +260,11 @@ export class RelaySessions {
     if (cs && cs.agentId !== agentId) return undefined;
     const own = cs?.conns.get(upstream);
     if (own) return this.used(own);
-    const declared = this.events?.capabilities(csid);
+    const declared = owner?.stateless ? channel.declaredCapabilities : this.events?.capabilities(csid);
+    // A stateless request sets no upstream state: only a call that may ask its client gets its own.
     const wantsOwn =
-      need === 'state' || (need === 'call' && Object.keys(relayedCapabilities(declared)).length > 0);
+      (need === 'state' && !owner?.stateless) ||
+      (need === 'call' && Object.keys(relayedCapabilities(declared)).length > 0);
     if (!wantsOwn) return shared;
     const cap = shared.cfg.max_client_connections ?? DEFAULT_MAX_CLIENT_CONNECTIONS[shared.cfg.transport];
     const open = this.perUpstream.get(upstream) ?? 0;
@@ -284,6 +282,29 @@ export class RelaySessions {
       };
     }
     return this.openOwn(csid, agentId, upstream, declared);
+  }
+
+  /**
+   * Whether `channel`'s client session declared a capability its own connections relay
+   * (sampling, elicitation, roots): an upstream may then offer it tools it offers no other client.
+   */
+  relaysFor(channel: ClientChannel): boolean {
+    const csid = channel.clientSessionId;
+    const declared = csid === undefined ? channel.declaredCapabilities : this.events?.capabilities(csid);
+    return Object.keys(relayedCapabilities(declared)).length > 0;
+  }
+
+  /**
+   * The client's `notifications/roots/list_changed`: told to every upstream the client session
+   * has a connection of its own to (the only ones that were told of its roots).
+   */
+  rootsChanged(agentId: string, clientSessionId: string): void {
+    const cs = this.clients.get(clientSessionId);
+    if (!cs || cs.agentId !== agentId) return;
+    for (const [name, conn] of cs.conns)
+      void conn.client?.sendRootsListChanged().catch((e: unknown) => {
+        this.log.debug({ upstream: name, err: (e as Error).message }, 'roots list change not delivered');
+      });
   }
 
   /** Own connections open to `upstream` (all client sessions), for tests and metrics. */
@@ -321,7 +342,8 @@ export class RelaySessions {
     if (!cs) {
       cs = { agentId, conns: new Map() };
       this.clients.set(csid, cs);
-      this.events?.onEnd(csid, () => void this.end(csid));
+      // Stateless requests' connections end only when idle (no session ends them).
+      if (!csid.startsWith(STATELESS_KEY)) this.events?.onEnd(csid, () => void this.end(csid));
     }
     const capabilities = relayedCapabilities(declared);
     const listChanged = { method: 'notifications/tools/list_changed' };
@@ -379,6 +401,14 @@ export class RelaySessions {
       const f = single();
       if (!(f?.channel.notify(message) ?? false)) this.notify(csid, message);
     });
+    // A task's status (2025-11-25 tasks) goes where its log messages would: the one request in
+    // flight, else the standalone stream (the task outlives the request that created it).
+    client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+      const message = { method: n.method, params: n.params as Record<string, unknown> };
+      if (!this.admit(csid, agentId(), upstream, message)) return;
+      const f = single();
+      if (!(f?.channel.notify(message) ?? false)) this.notify(csid, message);
+    });
     for (const schema of [
       ResourceUpdatedNotificationSchema,
       ResourceListChangedNotificationSchema,
@@ -402,7 +432,16 @@ export class RelaySessions {
       if (capabilities[capability] !== undefined)
         client.setRequestHandler(schema, (r, extra) =>
           this.relayRequest(
-            { upstream, clientSessionId: csid, inflight: single(), agentId: agentId() },
+            {
+              upstream,
+              clientSessionId: csid,
+              inflight: single(),
+              agentId: agentId(),
+              standalone: (message, signal) =>
+                this.events
+                  ? this.events.request(csid, message, { signal })
+                  : Promise.reject(new Error('no client sessions attached')),
+            },
             method,
             (r.params ?? {}) as Record<string, unknown>,
             extra.signal,

@@ -15,8 +15,8 @@
  * stdio); each event of the GET stream is bounded alike (its sum is not: it carries many
  * messages over time), and one past the cap closes that stream, which is opened again. Added: `close` ends the upstream session (DELETE), and an
  * event stream that ends before its request's response fails that call at once (the gateway
- * does not resume POST streams: no event ids are kept for them), where the SDK waited for the
- * timeout. HTTP failures are the SDK's `StreamableHTTPError` (status in `code`), which
+ * resumes it with GET and `Last-Event-ID` when the upstream gave it an event id, SEP-1699,
+ * ./stream-resume.ts; without one, none can come), where the SDK waited for the timeout. HTTP failures are the SDK's `StreamableHTTPError` (status in `code`), which
  * ./request.ts classifies.
  */
 import { STATUS_CODES } from 'node:http';
@@ -35,6 +35,7 @@ import {
   readWhole,
 } from './event-stream.js';
 import { type CallContext, callContext } from './result-cap.js';
+import { RESUME_DEFAULT_DELAY_MS, resumeStream } from './stream-resume.js';
 
 /** What one HTTP upstream's transport is built with (src/upstream/credentials.ts gives the first two). */
 export interface HttpTransportOptions {
@@ -193,16 +194,42 @@ export class UpstreamHttpTransport implements Transport {
   }
 
   /**
-   * One POST's event stream, to its end. When it ends without the response to its request,
-   * none will come on it (no resumption): the call fails now, `outcome_unknown`.
+   * One POST's event stream, to its end. When it ends without the response to its request, it
+   * is resumed from its last event id (./stream-resume.ts); without one, or when resuming
+   * fails, the call fails now, `outcome_unknown`.
    */
   private async readPostStream(body: Readable, id: string | number, cap: BodyCap): Promise<void> {
     let answered = false;
-    const sink = this.sink((m) => {
+    let last: string | undefined;
+    let reading = body;
+    const seen = (m: JSONRPCMessage) => {
       if (!('method' in m) && (m as { id?: unknown }).id === id) answered = true;
+    };
+    const sink = this.sink(seen, (eventId) => {
+      last = eventId;
     });
     const how = await readEventStream(body, sink, cap);
     if (how.end === 'capped' || this.running?.signal.aborted) return;
+    if (!answered && last !== undefined) {
+      const resumed = await resumeStream({
+        lastEventId: last,
+        delayMs: () => this.retryMs ?? RESUME_DEFAULT_DELAY_MS,
+        done: () => answered || !!this.running?.signal.aborted || !!cap.ctx?.stop?.signal.aborted,
+        reopen: (lastEventId) => this.reopenStream(lastEventId),
+        read: (next, onEventId) => {
+          reading = next;
+          // A resumed stream has served its purpose once the response came on it.
+          const resumedSink = this.sink((m) => {
+            seen(m);
+            if (answered) queueMicrotask(() => reading.destroy());
+          }, onEventId);
+          return readEventStream(next, resumedSink, cap);
+        },
+      });
+      if (resumed.end !== 'failed') return;
+      cap.ctx?.fail?.(resumed.reason);
+      return;
+    }
     if (how.end === 'broken') {
       cap.ctx?.fail?.(`connection lost: ${errorCode(how.error)}`);
       this.onerror?.(new Error(`SSE stream disconnected: ${String(how.error)}`));
@@ -222,6 +249,15 @@ export class UpstreamHttpTransport implements Transport {
       },
       ...(ids ? { eventId: ids } : {}),
     };
+  }
+
+  /** `GET` with `Last-Event-ID` resuming a POST's stream: its body, or the refusal's status. */
+  private async reopenStream(lastEventId: string): Promise<Readable | string> {
+    const res = await this.exchange('GET', { accept: 'text/event-stream', 'last-event-id': lastEventId });
+    if (res.statusCode >= 200 && res.statusCode <= 299 && mediaType(res) === 'text/event-stream')
+      return res.body;
+    await res.body.dump().catch(() => undefined);
+    return `HTTP ${res.statusCode}`;
   }
 
   /** Opens the standalone GET stream (attempt `tries` of a reopening run); failures go to onerror. */

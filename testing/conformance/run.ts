@@ -7,7 +7,14 @@
  * in expected.ts (each with the reason it does not yet pass): a listed one that
  * fails is reported, not fatal; a listed one that passes is an error too (the list is stale).
  *
- * Exit status: 0 when all of that holds, 1 otherwise. `--json` prints the comparison as JSON.
+ * Beside them the client scenarios (./client-suite.ts): the SDK client alone against each
+ * scenario's server, then cmcp as the client under test (the SDK client through a gateway whose
+ * upstream is the scenario's server). Each scenario the SDK client passes alone must pass
+ * through cmcp with the same check counts, except those in expected.ts; one the SDK client
+ * fails alone (the driver performs no OAuth) is reported, not fatal.
+ *
+ * Exit status: 0 when all of that holds, 1 otherwise. `--json` prints the comparison as JSON;
+ * `--server` or `--client` runs one side only.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -18,7 +25,8 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { parseConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/lifecycle/start.js';
-import { EXPECTED_THROUGH_GATEWAY } from './expected.js';
+import { clientScenarios, runClientSuite } from './client-suite.js';
+import { EXPECTED_CLIENT_THROUGH_GATEWAY, EXPECTED_THROUGH_GATEWAY } from './expected.js';
 import { startFixtureServer } from './fixture-server.js';
 
 /** Passed and failed checks of one scenario (WARNING and INFO checks are not counted, as the runner does). */
@@ -35,6 +43,13 @@ export interface ConformanceReport {
   problems: string[];
   /** Expected-through-gateway scenarios that still differ (with the recorded reason). */
   waiting: { scenario: string; reason: string; gateway: ScenarioCounts | null }[];
+  /** The client scenarios: the SDK client alone, and through cmcp (absent when not run). */
+  client?: {
+    direct: Record<string, ScenarioCounts>;
+    gateway: Record<string, ScenarioCounts>;
+    /** Scenarios the SDK client fails alone (not compared). */
+    controlFails: string[];
+  };
 }
 
 const require = createRequire(import.meta.url);
@@ -102,10 +117,64 @@ function same(a: ScenarioCounts | undefined, b: ScenarioCounts | undefined): boo
   return !!a && !!b && a.passed === b.passed && a.failed === b.failed;
 }
 
-/** Runs both suites and compares them. */
-export async function runConformance(): Promise<ConformanceReport> {
-  const expected = EXPECTED_THROUGH_GATEWAY;
+/** Compares the client scenarios: problems and waiting go into the report's lists. */
+function compareClient(
+  direct: Record<string, ScenarioCounts>,
+  gateway: Record<string, ScenarioCounts>,
+  problems: string[],
+  waiting: ConformanceReport['waiting'],
+): string[] {
+  const controlFails: string[] = [];
+  for (const [name, d] of Object.entries(direct)) {
+    if (d.failed > 0 || d.passed === 0) {
+      controlFails.push(name);
+      continue;
+    }
+    const g = gateway[name];
+    const reason = EXPECTED_CLIENT_THROUGH_GATEWAY[name];
+    if (same(d, g)) {
+      if (reason !== undefined) problems.push(`client ${name}: passes through cmcp now; update expected.ts`);
+    } else if (reason !== undefined) waiting.push({ scenario: `client ${name}`, reason, gateway: g ?? null });
+    else
+      problems.push(
+        `client ${name}: SDK client ${d.passed} passed/${d.failed} failed, cmcp ${g ? `${g.passed} passed/${g.failed} failed` : 'not run'}`,
+      );
+  }
+  return controlFails;
+}
+
+/** Runs the client scenarios both ways and compares them into `r`. */
+async function runClientSide(r: ConformanceReport, dir: string): Promise<void> {
+  const { bin } = runnerEntry();
+  const scenarios = await clientScenarios(bin);
+  const direct = await runClientSuite(bin, scenarios, join(dir, 'client-direct'), true);
+  const gateway = await runClientSuite(bin, scenarios, join(dir, 'client-gateway'), false);
+  const controlFails = compareClient(direct, gateway, r.problems, r.waiting);
+  r.client = { direct, gateway, controlFails };
+}
+
+/**
+ * Runs the suites and compares them.
+ * @param sides which suites to run (default both).
+ */
+export async function runConformance(
+  sides: { server?: boolean; client?: boolean } = { server: true, client: true },
+): Promise<ConformanceReport> {
   const dir = mkdtempSync(join(tmpdir(), 'cmcp-conformance-'));
+  try {
+    const r: ConformanceReport = sides.server
+      ? await runServerSide(dir)
+      : { version: runnerEntry().version, direct: {}, gateway: {}, problems: [], waiting: [] };
+    if (sides.client) await runClientSide(r, dir);
+    return r;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Runs the server suite directly and through a gateway, and compares them. */
+async function runServerSide(dir: string): Promise<ConformanceReport> {
+  const expected = EXPECTED_THROUGH_GATEWAY;
   const fixture = await startFixtureServer();
   try {
     const direct = await runSuite(fixture.url, join(dir, 'direct'));
@@ -141,7 +210,6 @@ export async function runConformance(): Promise<ConformanceReport> {
     return { version: runnerEntry().version, direct, gateway, problems, waiting };
   } finally {
     await fixture.close();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -154,6 +222,16 @@ function print(r: ConformanceReport): void {
       `${mark} ${name.padEnd(32)} direct ${d.passed}/${d.passed + d.failed}  gateway ${g ? `${g.passed}/${g.passed + g.failed}` : '-'}`,
     );
   }
+  if (r.client) {
+    console.log('client scenarios: the SDK client alone vs cmcp as the client');
+    for (const [name, d] of Object.entries(r.client.direct)) {
+      const g = r.client.gateway[name];
+      const mark = r.client.controlFails.includes(name) ? 'control' : same(d, g) ? 'ok     ' : 'FAIL   ';
+      console.log(
+        `${mark} ${name.padEnd(44)} SDK ${d.passed}/${d.passed + d.failed}  cmcp ${g ? `${g.passed}/${g.passed + g.failed}` : '-'}`,
+      );
+    }
+  }
   for (const w of r.waiting) console.log(`waiting: ${w.scenario}: ${w.reason}`);
   for (const p of r.problems) console.log(`problem: ${p}`);
   const ok = Object.entries(r.direct).filter(([n, d]) => same(d, r.gateway[n])).length;
@@ -163,7 +241,12 @@ function print(r: ConformanceReport): void {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const r = await runConformance();
+  const only = process.argv.includes('--server')
+    ? 'server'
+    : process.argv.includes('--client')
+      ? 'client'
+      : null;
+  const r = await runConformance({ server: only !== 'client', client: only !== 'server' });
   if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
   else print(r);
   process.exit(r.problems.length === 0 ? 0 : 1);

@@ -9,8 +9,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { CmcpError } from '../../../errors/index.js';
 import type { ClientMessage, ClientSessionEvents } from '../../../relay/channel.js';
-import { openEventStream, writeEvent, writeKeepAlive } from './stream-channel.js';
+import type { InflightRequests } from './inflight.js';
+import { type ReplayLimits, type ReplayStream, ReplayStreams, resumableRevision } from './replay.js';
+import { eventFrame, openEventStream, writeKeepAlive } from './stream-channel.js';
 
 /** One client session. */
 export interface ClientSession {
@@ -25,6 +28,10 @@ export interface ClientSession {
   /** The open standalone `GET /mcp` stream, if any. */
   stream: ServerResponse | null;
   readonly ended: (() => void)[];
+  /** Its resumable streams (./replay.ts), when it negotiated 2025-11-25 or later; else null. */
+  readonly replays: ReplayStreams | null;
+  /** The ids and replay buffer of its standalone stream, once one opened (resumable sessions). */
+  standalone: ReplayStream | null;
 }
 
 export interface ClientSessionOptions {
@@ -36,6 +43,10 @@ export interface ClientSessionOptions {
   keepAliveMs?: number;
   /** Told of every session opened (recorded as `client_session_open`). */
   onOpen?: (s: ClientSession, clientInfo: unknown) => void;
+  /** Where the answers to requests sent on standalone streams are awaited (absent: none are sent). */
+  inflight?: InflightRequests;
+  /** Resumable streams (the `streams` config section); absent: events carry no ids. */
+  streams?: ReplayLimits;
 }
 
 export class ClientSessions implements ClientSessionEvents {
@@ -76,6 +87,9 @@ export class ClientSessions implements ClientSessionEvents {
       lastSeen: Date.now(),
       stream: null,
       ended: [],
+      replays:
+        this.o.streams && resumableRevision(protocolVersion) ? new ReplayStreams(this.o.streams) : null,
+      standalone: null,
     };
     this.sessions.set(s.id, s);
     this.o.onOpen?.(s, clientInfo);
@@ -103,30 +117,91 @@ export class ClientSessions implements ClientSessionEvents {
   }
 
   /**
-   * Attaches the standalone stream of `GET /mcp`. @returns false when one is already open
-   * (MCP: at most one standalone stream; answered 409).
+   * Attaches the standalone stream of `GET /mcp`; with `replayed` (a resumption, ./replay.ts)
+   * those events are written first and the stream replaces an open one.
+   * @returns false when one is already open and this is no resumption (MCP: at most one
+   *   standalone stream; answered 409).
    */
-  attach(s: ClientSession, raw: ServerResponse): boolean {
-    if (s.stream && !s.stream.destroyed && !s.stream.writableEnded) return false;
+  attach(s: ClientSession, raw: ServerResponse, replayed?: string[]): boolean {
+    if (s.stream && !s.stream.destroyed && !s.stream.writableEnded) {
+      // A client resuming its standalone stream has lost the old one, whether or not the
+      // gateway noticed yet: the resumed one replaces it.
+      if (!replayed) return false;
+      s.stream.destroy();
+    }
     s.stream = raw;
     openEventStream(raw, { 'mcp-session-id': s.id });
+    if (replayed) for (const frame of replayed) raw.write(frame);
+    else if (s.replays) {
+      s.standalone = s.replays.open();
+      raw.write(s.standalone.priming());
+    }
     raw.on('close', () => {
       if (s.stream === raw) s.stream = null;
     });
     return true;
   }
 
+  /**
+   * Writes one message on the session's standalone stream (with an id, kept for replay, in a
+   * resumable session). With `keep`, a notification finds its place in the replay buffer even
+   * while the resumable stream is broken off (the client gets it when it resumes).
+   * @returns false when it was neither written nor kept.
+   */
+  private write(s: ClientSession, message: Record<string, unknown>, keep = false): boolean {
+    const raw = s.stream;
+    if (!raw || raw.writableEnded || raw.destroyed) {
+      if (!keep || !s.standalone) return false;
+      s.standalone.frame(message);
+      return true;
+    }
+    raw.write(s.standalone ? s.standalone.frame(message) : eventFrame(message));
+    return true;
+  }
+
   /** {@inheritDoc ClientSessionEvents.notify} */
   notify(clientSessionId: string, message: ClientMessage): boolean {
-    const stream = this.sessions.get(clientSessionId)?.stream;
-    if (!stream) return false;
-    return writeEvent(stream, { jsonrpc: '2.0', ...message });
+    const s = this.sessions.get(clientSessionId);
+    return s ? this.write(s, { jsonrpc: '2.0', ...message }, true) : false;
   }
 
   /** {@inheritDoc ClientSessionEvents.notifyAll} */
   notifyAll(message: ClientMessage, to: (clientSessionId: string, agentId: string) => boolean): void {
     for (const s of this.sessions.values())
-      if (s.stream && to(s.id, s.agentId)) writeEvent(s.stream, { jsonrpc: '2.0', ...message });
+      if ((s.stream || s.standalone) && to(s.id, s.agentId))
+        this.write(s, { jsonrpc: '2.0', ...message }, true);
+  }
+
+  /** {@inheritDoc ClientSessionEvents.request} */
+  request(
+    clientSessionId: string,
+    message: ClientMessage,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Record<string, unknown>> {
+    const s = this.sessions.get(clientSessionId);
+    const stream = s?.stream;
+    if (!s || !stream || !this.o.inflight || stream.writableEnded || stream.destroyed)
+      return Promise.reject(
+        new CmcpError('CLIENT_CHANNEL_UNAVAILABLE', 'the client session has no standalone stream open'),
+      );
+    const { id, answer, drop } = this.o.inflight.expect(s.agentId);
+    const gone = () => drop(new CmcpError('CLIENT_CHANNEL_UNAVAILABLE', 'the standalone stream closed'));
+    const onAbort = () => {
+      this.write(s, {
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: { requestId: id, reason: 'request aborted' },
+      });
+      drop(new CmcpError('REQUEST_CANCELLED', 'the request was aborted'));
+    };
+    stream.once('close', gone);
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (options.signal?.aborted) onAbort();
+    else this.write(s, { jsonrpc: '2.0', id, ...message });
+    return answer.finally(() => {
+      stream.off('close', gone);
+      options.signal?.removeEventListener('abort', onAbort);
+    });
   }
 
   /**

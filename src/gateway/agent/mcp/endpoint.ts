@@ -35,10 +35,21 @@ export interface McpControls {
   capabilities?: () => Promise<Record<string, unknown>>;
   /** How a tools/call reaches its upstream for this client (src/relay/calls.ts). */
   callLink?: (request: MethodRequest) => CallLink;
+  /** Told every notification a client sends (`notifications/roots/list_changed` is relayed). */
+  onNotification?: (caller: Caller, method: string, channel: ClientChannel) => void;
 }
 
-/** Protocol revisions answered by `initialize` (newest first). */
-export const HANDSHAKE_VERSIONS = ['2025-11-25', '2025-06-18'] as const;
+/**
+ * Protocol revisions answered by `initialize` (newest first): every revision the official SDK
+ * negotiates; a client asking for one of them gets it.
+ */
+export const HANDSHAKE_VERSIONS = [
+  '2025-11-25',
+  '2025-06-18',
+  '2025-03-26',
+  '2024-11-05',
+  '2024-10-07',
+] as const;
 /** Stateless protocol revisions (no handshake; `_meta` on every request). */
 export const STATELESS_VERSIONS = ['2026-07-28'] as const;
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
@@ -93,7 +104,10 @@ export class McpEndpoint {
     channel: ClientChannel = jsonChannel(),
   ): Promise<RpcReply> {
     const env = this.envelope(caller, body);
-    if ('reply' in env) return env.reply;
+    if ('reply' in env) {
+      if (env.notification !== undefined) this.controls.onNotification?.(caller, env.notification, channel);
+      return env.reply;
+    }
     const { msg, id, method } = env;
     this.controls.onMethod?.(method);
     // A tools/call refused here still ends in its one terminal tool_call entry (docs/spec/audit-entries.md).
@@ -139,7 +153,9 @@ export class McpEndpoint {
   private envelope(
     caller: Caller,
     body: unknown,
-  ): { reply: RpcReply } | { msg: Record<string, unknown>; id: JsonRpcId; method: string } {
+  ):
+    | { reply: RpcReply; notification?: string }
+    | { msg: Record<string, unknown>; id: JsonRpcId; method: string } {
     const { agentId } = caller;
     if (Array.isArray(body)) {
       this.recordRefusal(agentId, 'BATCH_NOT_SUPPORTED', { items: body.length });
@@ -166,7 +182,7 @@ export class McpEndpoint {
       return { reply: rpcError(id, 'INVALID_REQUEST', 'jsonrpc must be "2.0" and method a string', 400) };
     }
     // A notification: accepted, never answered (JSON-RPC 2.0 §4.1).
-    if (!hasId) return { reply: { status: 202, body: null } };
+    if (!hasId) return { reply: { status: 202, body: null }, notification: msg.method };
     if (caller.blocked && msg.method !== 'tools/call') {
       // tools/call goes on to the call path, which records its terminal tool_call refusal.
       this.recordRefusal(agentId, 'AGENT_BLOCKED', { method: clip(msg.method, 64) });
@@ -195,6 +211,11 @@ export class McpEndpoint {
     });
     const capabilities = async () =>
       this.controls.capabilities ? await this.controls.capabilities() : { tools: { listChanged: false } };
+    // A stateless request's capabilities travel with it (its upstream connection declares them).
+    if (stateless) {
+      const meta = (params?._meta ?? {}) as Record<string, unknown>;
+      channel.declaredCapabilities = meta[META_CAPS] as Record<string, unknown>;
+    }
     const request: MethodRequest = { caller, id, method, params, stateless, channel, startedAt };
     switch (method) {
       case 'initialize': {
@@ -288,7 +309,7 @@ function negotiate(
   if (
     headerVersion !== undefined &&
     method !== 'initialize' &&
-    !([...HANDSHAKE_VERSIONS, '2025-03-26'] as string[]).includes(headerVersion)
+    !(HANDSHAKE_VERSIONS as readonly string[]).includes(headerVersion)
   )
     return {
       refused: {

@@ -16,7 +16,7 @@ import { clientSessionRefusal } from '../limits.js';
 import type { ClientSession, ClientSessions } from './client-sessions.js';
 import type { McpEndpoint } from './endpoint.js';
 import type { InflightRequests } from './inflight.js';
-import { StreamChannel } from './stream-channel.js';
+import { openEventStream, StreamChannel } from './stream-channel.js';
 
 /** What the agent MCP plugin needs. */
 export interface AgentMcpOptions {
@@ -113,8 +113,15 @@ function channelFor(
     // from an SDK server. Without a session (stateless requests, curl, scripts) the stream opens
     // only when something must reach the client before the result.
     const eager = !accept.json || session !== null;
-    const stream = new StreamChannel(reply.raw, d.inflight, req.agentId, headers, session?.id, eager, () =>
-      reply.hijack(),
+    const stream = new StreamChannel(
+      reply.raw,
+      d.inflight,
+      req.agentId,
+      headers,
+      session?.id,
+      eager,
+      () => reply.hijack(),
+      session?.replays ?? null,
     );
     if (session) stream.protocolVersion = session.protocolVersion;
     return { channel: stream, stream, ctl: stream.controller };
@@ -197,6 +204,9 @@ async function getMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyRep
   if (header(req, 'mcp-session-id') === undefined) return reply.code(405).header('Allow', 'POST').send();
   const s = sessionOf(d, req, reply);
   if ('refused' in s || !s.session) return reply;
+  const lastEventId = header(req, 'last-event-id');
+  if (lastEventId !== undefined && s.session.replays)
+    return resumeStream(d, req, reply, s.session, lastEventId);
   reply.hijack();
   if (!d.clientSessions.attach(s.session, reply.raw)) {
     reply.raw.writeHead(409, { 'content-type': 'application/json' });
@@ -206,6 +216,47 @@ async function getMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyRep
       ),
     );
   }
+  return reply;
+}
+
+/**
+ * `GET /mcp` with `Last-Event-ID` (./replay.ts): the events of that stream after the id, then
+ * the stream itself when it still runs (the standalone stream, or a request not yet answered);
+ * 204 when an ended stream has nothing more; 409 `STREAM_REPLAY_UNAVAILABLE` when what was
+ * missed is no longer kept.
+ */
+function resumeStream(
+  d: AgentMcpOptions,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  session: ClientSession,
+  lastEventId: string,
+) {
+  const r = session.replays?.resume(lastEventId);
+  if (!r || 'gap' in r) {
+    const why = r && 'gap' in r ? r.gap : 'this session keeps no streams';
+    d.recordRefusal?.(req.agentId, 'STREAM_REPLAY_UNAVAILABLE', { route: 'GET /mcp' });
+    return sendRpcError(reply, 'STREAM_REPLAY_UNAVAILABLE', `cannot resume from Last-Event-ID: ${why}`, 409);
+  }
+  const { stream, frames } = r;
+  if (stream === session.standalone) {
+    reply.hijack();
+    if (!d.clientSessions.attach(session, reply.raw, frames)) {
+      reply.raw.writeHead(409, { 'content-type': 'application/json' });
+      reply.raw.end(
+        JSON.stringify(
+          jsonRpcError(null, 'INVALID_REQUEST', 'this client session already has its standalone stream open'),
+        ),
+      );
+    }
+    return reply;
+  }
+  if (stream.ended && frames.length === 0) return reply.code(204).send();
+  reply.hijack();
+  openEventStream(reply.raw, { 'mcp-session-id': session.id });
+  for (const frame of frames) reply.raw.write(frame);
+  if (stream.ended) reply.raw.end();
+  else stream.onResume?.(reply.raw);
   return reply;
 }
 

@@ -15,16 +15,26 @@
  * path. A notification is never held past the turn that wrote it. Each write wakes the client:
  * an uncork on the next tick, or notifications sent ahead of the terminal audit entry, would
  * cost each call a write and a wake-up more (bench/relayed-progress.ts measures it).
+ *
+ * In a client session that negotiated 2025-11-25 or later the stream is resumable
+ * (./replay.ts): it opens with a priming event, every event carries an id and is kept for
+ * replay, and when the connection breaks off before the response the request waits
+ * `streams.resume_grace_ms` for the client to resume it (`GET` with `Last-Event-ID`) before it
+ * is cancelled as by a disconnect; its events meanwhile are kept, and go out on the resumed
+ * response.
  */
 import type { ServerResponse } from 'node:http';
 import { CmcpError } from '../../../errors/index.js';
 import type { ClientChannel, ClientMessage } from '../../../relay/channel.js';
 import type { InflightRequests } from './inflight.js';
+import type { ReplayStream, ReplayStreams } from './replay.js';
 
 export class StreamChannel implements ClientChannel {
   readonly streaming = true;
   /** Set by the HTTP layer from the client session. */
   protocolVersion?: string;
+  /** Set by the MCP layer for a stateless request. */
+  declaredCapabilities?: Record<string, unknown>;
   private readonly ctl = new AbortController();
   /** Server-to-client requests of this channel still waiting (rejected when the client goes). */
   private readonly waiting = new Set<(e: Error) => void>();
@@ -33,9 +43,15 @@ export class StreamChannel implements ClientChannel {
    * after it: the socket may already serve the connection's next response.
    */
   private corked = false;
+  /** The response events go to: the POST's, or the one a client resumed the stream on. */
+  private raw: ServerResponse;
+  /** This stream's ids and replay buffer, once it opened in a resumable client session. */
+  private replay: ReplayStream | null = null;
+  /** Set while a broken-off stream waits for its client to resume it. */
+  private grace: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly raw: ServerResponse,
+    raw: ServerResponse,
     private readonly inflight: InflightRequests,
     private readonly agentId: string,
     /** Response headers (e.g. `Mcp-Session-Id`) written with the stream's head. */
@@ -45,14 +61,41 @@ export class StreamChannel implements ClientChannel {
     private readonly eager: boolean,
     /** Called once, just before the stream's head is written (the HTTP layer lets go of the reply). */
     private readonly onOpen: () => void,
+    /** The client session's resumable streams (null: events carry no ids, a disconnect cancels at once). */
+    private readonly replays: ReplayStreams | null = null,
   ) {
+    this.raw = raw;
+    this.watch(raw);
+  }
+
+  /** A response that closes before the answer: the request is cancelled, or waits to be resumed. */
+  private watch(raw: ServerResponse): void {
     raw.on('close', () => {
-      if (raw.writableFinished) return;
-      // The client went away before the answer: abort the request and what waits on it.
-      const gone = new CmcpError('REQUEST_CANCELLED', 'the client disconnected');
-      if (!this.ctl.signal.aborted) this.ctl.abort(gone);
-      for (const reject of this.waiting) reject(gone);
+      if (raw.writableFinished || raw !== this.raw || this.replay?.ended) return;
+      const graceMs = this.replays?.limits.resume_grace_ms ?? 0;
+      if (this.replay && graceMs > 0) {
+        this.grace = setTimeout(() => this.gone(), graceMs);
+        this.grace.unref();
+        return;
+      }
+      this.gone();
     });
+  }
+
+  /** The client went away before the answer: abort the request and what waits on it. */
+  private gone(): void {
+    const gone = new CmcpError('REQUEST_CANCELLED', 'the client disconnected');
+    if (!this.ctl.signal.aborted) this.ctl.abort(gone);
+    for (const reject of this.waiting) reject(gone);
+  }
+
+  /** The client resumed this stream on `raw` (`GET` with `Last-Event-ID`; the replay is written). */
+  private resumed(raw: ServerResponse): void {
+    clearTimeout(this.grace);
+    this.grace = undefined;
+    this.corked = false;
+    this.raw = raw;
+    this.watch(raw);
   }
 
   /** The controller whose abort `notifications/cancelled` and a disconnect trigger. */
@@ -89,13 +132,25 @@ export class StreamChannel implements ClientChannel {
     if (this.raw.headersSent) return;
     this.onOpen();
     openEventStream(this.raw, this.headers);
+    if (this.replays) {
+      this.replay = this.replays.open();
+      this.replay.onResume = (raw) => this.resumed(raw);
+      this.raw.write(this.replay.priming());
+    }
   }
 
-  /** Writes one message as one SSE event (coalesced with the tick's other writes). */
+  /**
+   * Writes one message as one SSE event (coalesced with the tick's other writes). While a
+   * resumable stream waits to be resumed the event is kept for the replay.
+   */
   private send(message: Record<string, unknown>): boolean {
-    if (!this.usable()) return false;
+    if (!this.usable()) {
+      if (!this.grace || !this.replay) return false;
+      this.replay.frame(message);
+      return true;
+    }
     this.start();
-    this.raw.write(eventFrame(message));
+    this.raw.write(this.replay ? this.replay.frame(message) : eventFrame(message));
     return true;
   }
 
@@ -144,11 +199,18 @@ export class StreamChannel implements ClientChannel {
   finish(body: Record<string, unknown> | null, status = 200): boolean {
     if (status !== 200 && !this.raw.headersSent) return false;
     if (!this.open && !(this.eager && body !== null)) return false;
+    clearTimeout(this.grace);
     if (this.usable()) {
       this.start();
+      const frame = body === null ? null : this.replay ? this.replay.frame(body) : eventFrame(body);
+      if (this.replay) this.replay.ended = true;
       // end() with the last event: it and the stream's end go in one write.
-      if (body !== null) this.raw.end(eventFrame(body));
+      if (frame !== null) this.raw.end(frame);
       else this.raw.end();
+    } else if (this.replay) {
+      // Broken off and not yet resumed: the response waits in the replay buffer.
+      if (body !== null) this.replay.frame(body);
+      this.replay.ended = true;
     }
     return true;
   }
