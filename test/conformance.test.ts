@@ -26,7 +26,7 @@ describe('MCP conformance (server suite)', () => {
 
 describe('MCP conformance (client scenarios)', () => {
   it('every scenario the SDK client passes alone passes with cmcp as the client, same counts', {
-    timeout: 900_000,
+    timeout: 1_500_000,
   }, async () => {
     const r = await runConformance({ client: true });
     expect(Object.keys(r.client?.direct ?? {}).length).toBeGreaterThanOrEqual(20);
