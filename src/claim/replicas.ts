@@ -8,13 +8,6 @@ import type { AuditEntry, UnsignedClaim } from '@cmcp/verify/formats';
 import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/formats';
 import type { SessionBindingRecord } from './build.js';
 
-/** The key thumbprints of the replicas that wrote `entries`, in order of their first entry. */
-export function chainWriters(entries: readonly AuditEntry[]): string[] {
-  const seen = new Set<string>();
-  for (const e of entries) if (e.replica) seen.add(e.replica.key_thumbprint);
-  return [...seen];
-}
-
 /**
  * The binding record the opening replica stored on the session row (`binding_json` of
  * session/types.ts `SessionRow`), or undefined (never completed).

@@ -258,8 +258,3 @@ export function loadBundleFromFiles(files: Map<string, Buffer>): PolicyBundle {
 export function loadBundleDir(dir: string): PolicyBundle {
   return loadBundleFromFiles(readBundleDir(dir));
 }
-
-/** The canonical text whose hash is the bundle hash (for documentation and tests). */
-export function bundleHashPreimage(files: Map<string, Buffer>): string {
-  return canonicalJson(bundleDigests(files).files);
-}

@@ -288,8 +288,3 @@ function tpmFailure(e: unknown, what: string, reason?: string): EnrollmentError 
     );
   return new EnrollmentError(reason ?? 'ENROLLMENT_FAILED', `${what}: ${(e as Error).message}`);
 }
-
-/** The AK certificate chain of a record as DER buffers (leaf first). */
-export function recordChain(record: EnrollmentRecord): Buffer[] {
-  return record.ak_cert_chain.map((c) => fromB64u(c));
-}
