@@ -171,6 +171,17 @@ CREATE TABLE readiness_probe (
 );
 `;
 
+// The audit export's position (store/postgres/audit-feed.ts): the writing transaction's id and
+// a serial. Replicas commit concurrently, so a serial alone is not commit order; entries are read
+// only from transactions older than every transaction still running (pg_snapshot_xmin), in
+// (feed_xid, feed_serial) order, so an entry can never commit behind a position already read.
+// Existing rows take the migration's transaction id and serials in chain order.
+const SCHEMA_V7 = `
+ALTER TABLE audit_entries ADD COLUMN feed_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+ALTER TABLE audit_entries ADD COLUMN feed_serial BIGINT GENERATED ALWAYS AS IDENTITY;
+CREATE INDEX audit_entries_feed ON audit_entries (feed_xid, feed_serial);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = engineMigrations('postgres', [
   SCHEMA_V1,
@@ -179,6 +190,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = engineMigrations('postgres', [
   SCHEMA_REPLICAS,
   SCHEMA_V5,
   SCHEMA_V6,
+  SCHEMA_V7,
 ]);
 
 const SCHEMA_VERSION_TABLE = `
