@@ -7,6 +7,7 @@ import { registerVerifyCommand, registerVerifyEvidenceCommand } from '@cmcp/veri
  * `start` (and `start --check`, for the same config) exits 3 when attestation refuses start-up.
  */
 import { Command, Help, type Option } from 'commander';
+import { registerAuditCommand } from './audit.js';
 import { registerCatalogCommand } from './catalog.js';
 import { registerConfigCommand } from './config.js';
 import { registerDbCommand } from './db.js';
@@ -42,5 +43,6 @@ registerCatalogCommand(program);
 registerTokenCommand(program);
 registerMeasureCommand(program);
 registerDbCommand(program);
+registerAuditCommand(program);
 
 await program.parseAsync(process.argv);

@@ -454,7 +454,7 @@ export function isStoreBusy(e: unknown): boolean {
 
 /** One stored audit entry as the export feed reads it (docs/audit-export.md). */
 export interface FeedEntry {
-  /** Where the feed resumes after this entry: opaque to readers ({@link AuditFeed.after}). */
+  /** Where the feed resumes after this entry ({@link AuditFeed.after}): its entry_hash. */
   cursor: string;
   chain_id: string;
   sequence_number: number;
@@ -474,8 +474,8 @@ export interface AuditFeed {
   /**
    * Up to `limit` entries after `cursor` (null: from the first entry), oldest first; empty when
    * none is committed yet.
-   * @throws (rejects) CmcpError AUDIT_CURSOR_UNKNOWN when `cursor` is malformed or names no
-   *   stored entry with the hash it carries.
+   * @throws (rejects) CmcpError AUDIT_CURSOR_UNKNOWN when `cursor` is not an entry_hash of
+   *   this database.
    */
   after(cursor: string | null, limit: number): Promise<FeedEntry[]>;
 }

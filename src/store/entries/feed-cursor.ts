@@ -1,35 +1,21 @@
 /**
- * The audit export cursor (docs/audit-export.md#cursor): an engine's position of an entry and
- * that entry's hash, `<position>/<entry_hash>`. The hash lets a resume check that the position
- * still names the entry the reader kept (not another database's, nor a rewritten one).
+ * The audit export cursor (docs/audit-export.md#cursor): the entry_hash of the last entry a
+ * reader kept. Each engine finds that entry's position itself, so a cursor stays good across a
+ * restart, a backup and its restore, and names nothing in another database.
  */
 import { CmcpError } from '@cmcp/verify/errors';
 
-/** A cursor taken apart: the engine's position text and the entry hash it must name. */
-export interface FeedCursor {
-  position: string;
-  entryHash: string;
-}
-
-/** `<position>/<entry_hash>`. */
-export function formatFeedCursor(position: string, entryHash: string): string {
-  return `${position}/${entryHash}`;
-}
-
 /**
- * Parses a cursor whose position must match `positionPattern` (the engine's form).
- * @throws CmcpError AUDIT_CURSOR_UNKNOWN when it does not.
+ * Checks a cursor's form (64 lowercase hex digits).
+ * @throws CmcpError AUDIT_CURSOR_UNKNOWN when it is not one.
  */
-export function parseFeedCursor(cursor: string, positionPattern: RegExp): FeedCursor {
-  const slash = cursor.indexOf('/');
-  const position = slash < 0 ? '' : cursor.slice(0, slash);
-  const entryHash = slash < 0 ? '' : cursor.slice(slash + 1);
-  if (!positionPattern.test(position) || !/^[0-9a-f]{64}$/.test(entryHash))
-    throw new CmcpError('AUDIT_CURSOR_UNKNOWN', 'the audit cursor is not one this database wrote');
-  return { position, entryHash };
+export function parseFeedCursor(cursor: string): string {
+  if (!/^[0-9a-f]{64}$/.test(cursor))
+    throw new CmcpError('AUDIT_CURSOR_UNKNOWN', 'an audit cursor is the entry_hash of an exported entry');
+  return cursor;
 }
 
-/** The error for a well-formed cursor whose position holds no entry with its hash. */
+/** The error for a well-formed cursor that names no entry of this database. */
 export function unknownCursor(): CmcpError {
   return new CmcpError(
     'AUDIT_CURSOR_UNKNOWN',
