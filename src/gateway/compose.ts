@@ -27,7 +27,7 @@ import { Relay } from '../relay/relay.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
 import type { SessionFacts } from '../session/types.js';
 import type { Db } from '../store/db.js';
-import type { CallStore } from '../store/port.js';
+import type { AuditFeed, CallStore } from '../store/port.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached } from '../tee/tier.js';
@@ -205,6 +205,8 @@ export interface AppInputs {
   executions: ExecutionReads;
   sessionAgent: AgentRestOptions['sessionAgent'];
   operator: OperatorApi;
+  /** The audit export feed (`GET /operator/audit`). */
+  audit: AuditFeed;
   metrics: GatewayMetrics | null;
   /** Told every agent a JWT access token authenticated (absent: not told). */
   onTokenAgent?: (agentId: string) => void;
@@ -240,7 +242,11 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       },
     },
     // /metrics on the main listener (operator token) unless metrics.listen names a listener of its own.
-    operator: { operator: i.operator, ...(i.metrics && !cfg.metrics.listen ? { metrics: i.metrics } : {}) },
+    operator: {
+      operator: i.operator,
+      audit: i.audit,
+      ...(i.metrics && !cfg.metrics.listen ? { metrics: i.metrics } : {}),
+    },
     ...(i.console ? { console: i.console(auth, (route) => s.refusals.authFailures.record(route)) } : {}),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());

@@ -31,6 +31,7 @@ import { SessionService } from '../session/service.js';
 import type { SessionFacts } from '../session/types.js';
 import { maybeDie } from '../store/faults.js';
 import { DatabaseUnavailableError, redactPostgresUrl } from '../store/migrations/index.js';
+import { postgresAuditFeed } from '../store/postgres/audit-feed.js';
 import { getExecution } from '../store/postgres/executions.js';
 import { openPostgresStorage, type PostgresStorage } from '../store/postgres/open.js';
 import { appendRelayEntry } from '../store/postgres/relay-entries.js';
@@ -311,6 +312,7 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
     executions: { get: (agentId, executionId) => getExecution(c.pool, agentId, executionId) },
     sessionAgent: (id) => s.sessions.agentOf(id),
     operator: s.operator,
+    audit: postgresAuditFeed(c.pool),
     metrics: c.metrics,
   });
   c.gate.attach(app);

@@ -34,6 +34,7 @@ import { type GatewayKey, type SessionFacts, SessionService } from '../session/s
 import type { Db } from '../store/db.js';
 import type { CallStore, OperatorRecords } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
+import { sqliteAuditFeed } from '../store/sqlite/audit-feed.js';
 import { removeUnlinkedClaimParts } from '../store/sqlite/claim-text.js';
 import type { ExecutionRegistry } from '../store/sqlite/executions.js';
 import { openSqliteStorage, type SqliteStorageOptions } from '../store/sqlite/open.js';
@@ -276,6 +277,7 @@ function buildHttp(
     executions,
     sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
     operator,
+    audit: sqliteAuditFeed(db),
     metrics: obs.metrics,
     onTokenAgent: (id) => operator.noteAgent(id),
     console: (auth, recordAuthFailure) => ({
