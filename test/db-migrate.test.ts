@@ -328,7 +328,11 @@ describe.skipIf(!hasPostgres())('PostgreSQL', () => {
     expect(feedEra?.columns.map((x) => x.split(' ').slice(0, 2).join(' '))).toEqual(['era bigint']);
     const entries = pgShape.audit_entries as (typeof pgShape)[string];
     const feed = (list: string[]) => list.filter((x) => x.includes('feed_'));
-    expect(feed(entries.columns).map((x) => x.split(' ')[0])).toEqual(['feed_era', 'feed_xid', 'feed_serial']);
+    expect(feed(entries.columns).map((x) => x.split(' ')[0])).toEqual([
+      'feed_era',
+      'feed_xid',
+      'feed_serial',
+    ]);
     expect(feed(entries.indexes)).toEqual(['audit_entries_feed(feed_era,feed_xid,feed_serial)']);
     pgShape.audit_entries = {
       ...entries,

@@ -28,7 +28,9 @@ interface Body {
 }
 
 /** Checks every chain of `entries` (in any order within a chain). */
-export async function verifyChains(entries: AsyncIterable<readonly ChainedText[]>): Promise<ChainsReport> {
+export async function verifyChains(
+  entries: AsyncIterable<readonly ChainedText[]> | Iterable<readonly ChainedText[]>,
+): Promise<ChainsReport> {
   const chains = new Map<string, { length: number; tip: string }>();
   const waiting = new Map<string, Map<number, { hash: string; prev: string }>>();
   const problems: string[] = [];
