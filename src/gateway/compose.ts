@@ -6,6 +6,8 @@
  * ports (store/port.ts `CallStore`, session/ports.ts, the relay's `RelayEntrySink`, the gateway
  * chain's `GatewayChainSink`).
  */
+
+import type { Tracer } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { CallOrchestrator } from '../call/orchestrator.js';
@@ -76,7 +78,12 @@ export async function startCommon(
       })
     : null;
   if (metrics) countBindingFailures(provider, metrics);
-  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
+  const upstreams = new UpstreamPool(
+    cfg.upstreams,
+    log,
+    cfg.limits.max_result_bytes,
+    tracing.enabled ? tracing.tracer : undefined,
+  );
   opened.push(() => upstreams.close());
   await upstreams.start();
   return { selection, provider, tracing, metrics, upstreams };
@@ -146,6 +153,8 @@ export interface Serving {
   relay: Relay;
   clientSessions: ClientSessions;
   mcp: McpEndpoint;
+  /** The tracer of the agents' requests' SERVER spans (null: tracing off). */
+  tracer: Tracer | null;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -193,7 +202,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
   });
-  return { calls, refusals, relay, clientSessions, mcp };
+  return { calls, refusals, relay, clientSessions, mcp, tracer: i.tracing.enabled ? i.tracing.tracer : null };
 }
 
 /** What the HTTP app is built over, beyond the serving parts. */
@@ -234,7 +243,12 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       ...(oauth ? { oauth } : {}),
       ...(i.onTokenAgent ? { onTokenAgent: i.onTokenAgent } : {}),
       limits: agentLimits,
-      mcp: { mcp: s.mcp, clientSessions: s.clientSessions, inflight: new InflightRequests() },
+      mcp: {
+        mcp: s.mcp,
+        clientSessions: s.clientSessions,
+        inflight: new InflightRequests(),
+        ...(s.tracer ? { tracer: s.tracer } : {}),
+      },
       rest: {
         sessions: i.sessions,
         executions: i.executions,
