@@ -17,6 +17,7 @@ import { catalogToolList } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { ConsoleDeps } from '../console/plugin.js';
 import { GatewayMeasurer } from '../measure/record.js';
+import { countedWrites } from '../metrics/audit-writes.js';
 import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
@@ -86,6 +87,10 @@ export async function startCommon(
   );
   opened.push(() => upstreams.close());
   await upstreams.start();
+  if (metrics) {
+    metrics.upstreamHealth((name) => upstreams.availability.get(name) === null);
+    metrics.knowTools((name) => upstreams.listTools().some((t) => t.name === name));
+  }
   return { selection, provider, tracing, metrics, upstreams };
 }
 
@@ -164,7 +169,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
   const calls = new CallOrchestrator(
-    i.store,
+    metrics ? countedWrites(i.store, metrics) : i.store,
     i.sessions,
     upstreams,
     i.sensitivity,

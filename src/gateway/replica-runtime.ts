@@ -135,7 +135,10 @@ async function startCore(
   opened.push(() => lease.stop());
   maybeDie('lease_acquired');
   const { selection, provider, tracing, metrics, upstreams } = await startCommon(cfg, log, opened, null);
-  if (metrics) replicaGauges(metrics, pool);
+  if (metrics) {
+    replicaGauges(metrics, pool);
+    metrics.leaseState(() => gate.live);
+  }
   return { storage, pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
 }
 
