@@ -15,7 +15,6 @@ import pg from 'pg';
 import { resumeExportFile } from '../audit/export-file.js';
 import { EXPORT_FORMATS, type ExportFormat, feedPages, formatLine } from '../audit/export-lines.js';
 import { CmcpError } from '../errors/index.js';
-import { openReadOnlyDatabase } from '../store/db.js';
 import {
   DatabaseUnavailableError,
   isPostgresUrl,
@@ -28,6 +27,7 @@ import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import type { AuditFeed } from '../store/port.js';
 import { postgresAuditFeed } from '../store/postgres/audit-feed.js';
 import { sqliteAuditFeed } from '../store/sqlite/audit-feed.js';
+import { openReadOnlyDatabase } from '../store/sqlite/db.js';
 
 /** The schema version that gives PostgreSQL's entries their feed position. */
 const FEED_SCHEMA_VERSION = 7;

@@ -21,12 +21,12 @@ import pg from 'pg';
 import { feedPages } from '../audit/export-lines.js';
 import { type ChainsReport, verifyChains } from '../audit/verify-chains.js';
 import { CmcpError } from '../errors/index.js';
-import { openReadOnlyDatabase } from '../store/db.js';
 import { DatabaseUnavailableError, isPostgresUrl, redactPostgresUrl } from '../store/migrations/index.js';
 import { postgresSchemaVersion } from '../store/migrations/postgres.js';
 import type { AuditFeed } from '../store/port.js';
 import { postgresAuditFeed } from '../store/postgres/audit-feed.js';
 import { sqliteAuditFeed } from '../store/sqlite/audit-feed.js';
+import { openReadOnlyDatabase } from '../store/sqlite/db.js';
 
 /** Every chain of `feed`, read in pages. */
 function checkFeed(feed: AuditFeed): Promise<ChainsReport> {

@@ -5,9 +5,10 @@
  * entry_hash) is found by the unique index on entry_hash, so its rowid is never trusted from
  * outside.
  */
-import type { Db } from '../db.js';
+
 import { parseFeedCursor, unknownCursor } from '../entries/feed-cursor.js';
 import type { AuditFeed, FeedEntry } from '../port.js';
+import type { Db } from './db.js';
 
 /** The feed over `db` (the gateway's connection, or a read-only one of `cmcp audit export`). */
 export function sqliteAuditFeed(db: Db): AuditFeed {
