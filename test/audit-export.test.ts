@@ -39,7 +39,7 @@ function lines(file: string): Record<string, unknown>[] {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-async function until(what: () => boolean, ms = 20_000): Promise<void> {
+async function until(what: () => boolean, ms = 90_000): Promise<void> {
   const end = Date.now() + ms;
   while (!what()) {
     if (Date.now() > end) throw new Error('timed out');
@@ -88,22 +88,22 @@ describe('cmcp audit export to a file sink on SQLite', () => {
       }
     };
     let exporter = follow(database, sink);
-    await write(150, 0);
-    await until(() => existsSync(sink) && lines(sink).length >= 100);
+    await write(60, 0);
+    await until(() => existsSync(sink) && lines(sink).length >= 40);
     exporter.kill('SIGKILL');
     await exited(exporter);
     // A crash in the middle of a write leaves a torn last line, which the restart cuts off.
     appendFileSync(sink, '{"cursor":"00');
-    const writing = write(150, 150);
+    const writing = write(90, 60);
     exporter = follow(database, sink);
     await writing;
-    await until(() => lines(sink).length >= 300);
+    await until(() => lines(sink).length >= 150);
     exporter.kill('SIGTERM');
     expect(await exited(exporter)).toBe(0);
 
     const got = lines(sink);
-    expect(got).toHaveLength(300);
-    expect(new Set(got.map((l) => l.entry_hash)).size).toBe(300);
+    expect(got).toHaveLength(150);
+    expect(new Set(got.map((l) => l.entry_hash)).size).toBe(150);
     const fromFile = await verifyChains([got as { entry_hash: string; canonical: string }[]]);
     expect(fromFile.problems).toEqual([]);
     const stored = db
@@ -122,7 +122,7 @@ describe('cmcp audit export to a file sink on SQLite', () => {
       '--database',
       database,
       '--after',
-      String(got[249]?.cursor),
+      String(got[99]?.cursor),
       '--format',
       'ocsf',
     );
@@ -137,14 +137,14 @@ describe('cmcp audit export to a file sink on SQLite', () => {
       type_uid: 600399,
       status_id: 1,
       actor: { user: { uid: 'agent-1' } },
-      metadata: { uid: got[250]?.entry_hash, product: { name: 'cmcp' } },
-      unmapped: { cmcp: { entry_hash: got[250]?.entry_hash } },
+      metadata: { uid: got[100]?.entry_hash, product: { name: 'cmcp' } },
+      unmapped: { cmcp: { entry_hash: got[100]?.entry_hash } },
     });
     const unknown = cmcp('audit', 'export', '--database', database, '--after', 'f'.repeat(64));
     expect(unknown.code).toBe(2);
     expect(unknown.err).toMatch(/AUDIT_CURSOR_UNKNOWN/);
     db.close();
-  }, 60_000);
+  }, 180_000);
 
   it('backs up while entries are written, restores, and finds a tampered entry', async () => {
     const database = join(dir, 'live.db');
@@ -192,7 +192,7 @@ describe('cmcp audit export to a file sink on SQLite', () => {
     const v = cmcp('db', 'verify', '--database', restored);
     expect(v.code).toBe(1);
     expect(v.out).toMatch(/problem: entry [0-9a-f]{64}: the hash of its canonical text differs/);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('cmcp audit export, backup and restore on PostgreSQL', () => {
