@@ -52,8 +52,8 @@ APT_PACKAGES=(swtpm swtpm-tools tpm2-tools libtss2-dev g++ make python3)
 # cloud-init and shellcheck to check deploy/; postgresql for the throw-away PostgreSQL 15 servers of the tests
 # (testing/postgres.ts: initdb and pg_ctl from /usr/lib/postgresql/15/bin; the package's own
 # cluster is not used); iproute2 for `ss`, which the relayed-progress bench reads TCP segment
-# counts from.
-if [ "$purpose" = test ]; then APT_PACKAGES+=(chromium systemd cloud-init postgresql iproute2 shellcheck); fi
+# counts from; prometheus for `promtool check metrics` (test/metrics.test.ts).
+if [ "$purpose" = test ]; then APT_PACKAGES+=(chromium systemd cloud-init postgresql iproute2 shellcheck prometheus); fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -119,7 +119,8 @@ const SRC_LAYERS = [
     layer: 'domain',
     folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'measure', 'upstream'],
   },
-  { layer: 'storage port', folders: ['store', 'store/migrations'] },
+  // audit/ exports the storage port's audit feed as lines and checks its chains, for both engines.
+  { layer: 'storage port', folders: ['store', 'store/migrations', 'audit'] },
   { layer: 'adapters', folders: ['store/sqlite', 'store/postgres'] },
   { layer: 'foundation', folders: ['config', 'errors', 'tracing', 'offload'] },
 ] as const;

@@ -3,6 +3,7 @@
  * Streamable HTTP upstream (counting-server) and real SQLite: the counters move with real
  * calls, the route is behind the operator token, and the separate listener serves it alone.
  */
+import { spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/lifecycle/start.js';
@@ -151,6 +152,38 @@ describe('metrics on the main listener (operator token)', () => {
     expect(t1).not.toContain('secret-argument-value-1234');
     expect(t1).not.toContain('alice-token');
     expect(t1).not.toContain('no_such_tool');
+  });
+
+  it('counts calls by tool with a bounded label, audit writes, upstream health; promtool finds nothing', async () => {
+    const before = (await scrape(gw.url)).text;
+    const ok = await call(gw.url, 11, 'counting.record', { a: 1 });
+    expect(ok.body.result).toBeDefined();
+    // A name no upstream lists is counted as "other", never as a label of its own.
+    const bad = await call(gw.url, 12, 'counting.made-up-tool-name-9', {});
+    expect(bad.body.error).toBeDefined();
+    const after = (await scrape(gw.url)).text;
+    const diff = (name: string, labels: Record<string, string> = {}) =>
+      sample(after, name, labels) - sample(before, name, labels);
+    expect(diff('cmcp_tool_calls_total', { tool: 'counting.record', disposition: 'completed' })).toBe(1);
+    expect(diff('cmcp_tool_calls_total', { tool: 'other', disposition: 'refused' })).toBe(1);
+    expect(after).not.toContain('made-up-tool-name-9');
+    // Every write the two calls sent is durable: the queue is empty, each write timed by kind.
+    expect(sample(after, 'cmcp_audit_write_queue_depth')).toBe(0);
+    expect(diff('cmcp_audit_write_duration_seconds_count', { kind: 'terminal' })).toBe(1);
+    expect(diff('cmcp_audit_write_duration_seconds_count', { kind: 'refusal' })).toBe(1);
+    expect(diff('cmcp_audit_write_duration_seconds_count', { kind: 'attempt' })).toBe(1);
+    expect(sample(after, 'cmcp_upstream_up', { upstream: 'counting' })).toBe(1);
+    // cmcp's own families: prom-client's default process metrics carry names promtool lints
+    // (e.g. nodejs_active_handles_total, a gauge with a _total suffix); those are not cmcp's.
+    const own = after
+      .split('\n')
+      .filter((l) => /^(# (HELP|TYPE) )?cmcp_/.test(l))
+      .join('\n');
+    expect(own).toContain('# TYPE cmcp_tool_calls_total counter');
+    const promtool = spawnSync('promtool', ['check', 'metrics'], { input: `${own}\n`, encoding: 'utf8' });
+    if (promtool.error) throw new Error('promtool is not installed (Debian package prometheus)');
+    expect(promtool.stdout + promtool.stderr).toBe('');
+    expect(promtool.status).toBe(0);
   });
 
   it('counts every refusal by code, whether or not the aggregated record writes an entry for it', async () => {

@@ -74,7 +74,10 @@ export class CallOrchestrator {
    */
   async call(caller: Caller, rawParams: unknown, startedAt: bigint, link?: CallLink): Promise<CallResponse> {
     const callId = caller.callId ?? randomUUID();
-    return this.telemetry.call(() => this.guarded(caller, rawParams, startedAt, callId, link));
+    const name = (rawParams as { name?: unknown } | null | undefined)?.name;
+    return this.telemetry.call(typeof name === 'string' ? name : null, () =>
+      this.guarded(caller, rawParams, startedAt, callId, link),
+    );
   }
 
   private async guarded(

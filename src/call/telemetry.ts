@@ -8,8 +8,11 @@
 export type CallStage = 'policy' | 'admission' | 'upstream' | 'commit';
 
 export interface CallTelemetry {
-  /** Runs one whole tools/call (its root span). */
-  call<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Runs one whole tools/call (its root span).
+   * @param tool the tool name the agent asked for (counted only when it names a known tool).
+   */
+  call<T>(tool: string | null, fn: () => Promise<T>): Promise<T>;
   /** Runs one stage (a child span; upstream and commit are timed). */
   stage<T>(stage: CallStage, upstream: string | null, fn: () => T): T;
   /**
@@ -22,7 +25,7 @@ export interface CallTelemetry {
 
 /** No metrics, no traces. */
 export const NO_TELEMETRY: CallTelemetry = {
-  call: (fn) => fn(),
+  call: (_tool, fn) => fn(),
   stage: (_s, _u, fn) => fn(),
   ended: () => undefined,
 };

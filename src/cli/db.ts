@@ -26,6 +26,7 @@ import {
 import { migratePostgres, postgresSchemaVersion } from '../store/migrations/postgres.js';
 import { SQLITE_MIGRATIONS, sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { openDatabase } from '../store/sqlite/db.js';
+import { registerBackupCommands } from './db-backup.js';
 
 interface Target {
   engine: 'sqlite' | 'postgres';
@@ -180,6 +181,7 @@ export function registerDbCommand(program: Command): void {
         : migrateText(t, r);
     }),
   );
+  registerBackupCommands(cmd);
   common(cmd.command('status').description('print the schema version (writes nothing)')).action(
     (o: DbOptions) =>
       guarded(async () => {

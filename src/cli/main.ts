@@ -11,6 +11,7 @@ import {
  * `start` (and `start --check`, for the same config) exits 3 when attestation refuses start-up.
  */
 import { Command, Help, type Option } from 'commander';
+import { registerAuditCommand } from './audit.js';
 import { registerCatalogCommand } from './catalog.js';
 import { registerConfigCommand } from './config.js';
 import { registerDbCommand } from './db.js';
@@ -49,5 +50,6 @@ registerCatalogCommand(program);
 registerTokenCommand(program);
 registerMeasureCommand(program);
 registerDbCommand(program);
+registerAuditCommand(program);
 
 await program.parseAsync(process.argv);

@@ -137,6 +137,12 @@ export const GATEWAY_ERRORS = {
     rpc: -32040,
     summary: 'The terminal audit entry could not be committed; the outcome is not recorded.',
   },
+  AUDIT_CURSOR_UNKNOWN: {
+    http: 400,
+    rpc: -32602,
+    summary:
+      'An audit export cursor is malformed, or names no stored entry (another database, or one restored from an older backup): the export does not guess where to resume.',
+  },
   EXECUTION_ID_INVALID: {
     http: 400,
     rpc: -32050,

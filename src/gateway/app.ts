@@ -58,7 +58,7 @@ export interface GatewayEdge {
   /** The agent plugin; credentials, the kill switch and the refusal record come from above. */
   agent: Omit<AgentOptions, 'auth' | 'isBlocked' | 'recordAuthFailure' | 'recordRefusal'>;
   /** The operator controls and the metrics served on this listener (either may be absent). */
-  operator: Pick<OperatorOptions, 'operator' | 'metrics'>;
+  operator: Pick<OperatorOptions, 'operator' | 'metrics' | 'audit'>;
   /** The operator console, served under /operator/ui with its own login. */
   console?: ConsoleDeps;
 }

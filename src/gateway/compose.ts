@@ -6,6 +6,8 @@
  * ports (store/port.ts `CallStore`, session/ports.ts, the relay's `RelayEntrySink`, the gateway
  * chain's `GatewayChainSink`).
  */
+
+import type { Tracer } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { CallOrchestrator } from '../call/orchestrator.js';
@@ -15,6 +17,7 @@ import { catalogToolList } from '../catalog/startup.js';
 import type { GatewayConfig } from '../config/index.js';
 import type { ConsoleDeps } from '../console/plugin.js';
 import { GatewayMeasurer } from '../measure/record.js';
+import { countedWrites } from '../metrics/audit-writes.js';
 import { countBindingFailures } from '../metrics/bindings.js';
 import { callTelemetry } from '../metrics/call-telemetry.js';
 import { startMetricsListener } from '../metrics/plugin.js';
@@ -26,7 +29,7 @@ import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
 import type { SessionFacts } from '../session/types.js';
-import type { CallStore, GatewayChainSink } from '../store/port.js';
+import type { AuditFeed, CallStore, GatewayChainSink } from '../store/port.js';
 import type { Db } from '../store/sqlite/db.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -76,9 +79,18 @@ export async function startCommon(
       })
     : null;
   if (metrics) countBindingFailures(provider, metrics);
-  const upstreams = new UpstreamPool(cfg.upstreams, log, cfg.limits.max_result_bytes);
+  const upstreams = new UpstreamPool(
+    cfg.upstreams,
+    log,
+    cfg.limits.max_result_bytes,
+    tracing.enabled ? tracing.tracer : undefined,
+  );
   opened.push(() => upstreams.close());
   await upstreams.start();
+  if (metrics) {
+    metrics.upstreamHealth((name) => upstreams.availability.get(name) === null);
+    metrics.knowTools((name) => upstreams.listTools().some((t) => t.name === name));
+  }
   return { selection, provider, tracing, metrics, upstreams };
 }
 
@@ -148,6 +160,8 @@ export interface Serving {
   mcp: McpEndpoint;
   /** Server-to-client requests waiting for the client's answer (request and standalone streams). */
   inflight: InflightRequests;
+  /** The tracer of the agents' requests' SERVER spans (null: tracing off). */
+  tracer: Tracer | null;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -157,7 +171,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
   const calls = new CallOrchestrator(
-    i.store,
+    metrics ? countedWrites(i.store, metrics) : i.store,
     i.sessions,
     upstreams,
     i.sensitivity,
@@ -204,7 +218,15 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
         relay.sessions.rootsChanged(caller.agentId, channel.clientSessionId);
     },
   });
-  return { calls, refusals, relay, clientSessions, mcp, inflight };
+  return {
+    calls,
+    refusals,
+    relay,
+    clientSessions,
+    mcp,
+    inflight,
+    tracer: i.tracing.enabled ? i.tracing.tracer : null,
+  };
 }
 
 /** What the HTTP app is built over, beyond the serving parts. */
@@ -216,6 +238,8 @@ export interface AppInputs {
   executions: ExecutionReads;
   sessionAgent: AgentRestOptions['sessionAgent'];
   operator: OperatorApi;
+  /** The audit export feed (`GET /operator/audit`). */
+  audit: AuditFeed;
   metrics: GatewayMetrics | null;
   /** Told every agent a JWT access token authenticated (absent: not told). */
   onTokenAgent?: (agentId: string) => void;
@@ -243,7 +267,12 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       ...(oauth ? { oauth } : {}),
       ...(i.onTokenAgent ? { onTokenAgent: i.onTokenAgent } : {}),
       limits: agentLimits,
-      mcp: { mcp: s.mcp, clientSessions: s.clientSessions, inflight: s.inflight },
+      mcp: {
+        mcp: s.mcp,
+        clientSessions: s.clientSessions,
+        inflight: s.inflight,
+        ...(s.tracer ? { tracer: s.tracer } : {}),
+      },
       rest: {
         sessions: i.sessions,
         executions: i.executions,
@@ -251,7 +280,11 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       },
     },
     // /metrics on the main listener (operator token) unless metrics.listen names a listener of its own.
-    operator: { operator: i.operator, ...(i.metrics && !cfg.metrics.listen ? { metrics: i.metrics } : {}) },
+    operator: {
+      operator: i.operator,
+      audit: i.audit,
+      ...(i.metrics && !cfg.metrics.listen ? { metrics: i.metrics } : {}),
+    },
     ...(i.console ? { console: i.console(auth, (route) => s.refusals.authFailures.record(route)) } : {}),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());

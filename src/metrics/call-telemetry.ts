@@ -3,10 +3,14 @@
  * a `cmcp.tools_call` span per call with `cmcp.policy`, `cmcp.admission`, `cmcp.upstream` and
  * `cmcp.commit` children, and the counters and histograms of src/metrics/registry.ts.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { context, createContextKey, type Span, type Tracer } from '@opentelemetry/api';
 import type { CallStage, CallTelemetry } from '../call/telemetry.js';
 import { inSpan } from '../tracing/index.js';
 import type { GatewayMetrics } from './registry.js';
+
+/** The tool each call in flight asked for, read back when it ends (`cmcp_tool_calls_total`). */
+const CALL_TOOL = new AsyncLocalStorage<string | null>();
 
 /** The call's root span, so that its outcome lands there and not on the stage span then active. */
 const CALL_SPAN = createContextKey('cmcp.tools_call');
@@ -34,16 +38,18 @@ export function callTelemetry(metrics: GatewayMetrics | null, tracer: Tracer | n
   };
   if (!tracer)
     return {
-      call: (fn) => fn(),
+      call: (tool, fn) => (metrics ? CALL_TOOL.run(tool, fn) : fn()),
       stage: timed,
       ended(upstream, disposition, errorCode, startedAt) {
-        metrics?.callEnded(upstream, disposition, errorCode, secondsSince(startedAt));
+        metrics?.callEnded(upstream, disposition, errorCode, secondsSince(startedAt), CALL_TOOL.getStore());
       },
     };
   return {
-    call: (fn) =>
-      inSpan(tracer, 'cmcp.tools_call', (span) =>
-        context.with(context.active().setValue(CALL_SPAN, span), fn),
+    call: (tool, fn) =>
+      CALL_TOOL.run(tool, () =>
+        inSpan(tracer, 'cmcp.tools_call', (span) =>
+          context.with(context.active().setValue(CALL_SPAN, span), fn),
+        ),
       ),
     stage<T>(stage: CallStage, upstream: string | null, fn: () => T): T {
       return inSpan(tracer, `cmcp.${stage}`, (span) => {
@@ -58,7 +64,7 @@ export function callTelemetry(metrics: GatewayMetrics | null, tracer: Tracer | n
         ...(upstream ? { 'cmcp.upstream': upstream } : {}),
         ...(errorCode ? { 'cmcp.error_code': errorCode } : {}),
       });
-      metrics?.callEnded(upstream, disposition, errorCode, secondsSince(startedAt));
+      metrics?.callEnded(upstream, disposition, errorCode, secondsSince(startedAt), CALL_TOOL.getStore());
     },
   };
 }

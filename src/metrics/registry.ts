@@ -17,7 +17,22 @@ const METHODS = new Set([
   'ping',
   'tools/list',
   'tools/call',
+  'resources/list',
+  'resources/read',
+  'resources/templates/list',
+  'resources/subscribe',
+  'resources/unsubscribe',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
 ]);
+
+/** Most distinct `tool` label values; tools past it, and names no upstream lists, are `other`. */
+export const MAX_TOOL_LABELS = 200;
+
+/** The kinds of the call path's audit writes (store/port.ts WriteCommand). */
+export type AuditWriteKind = 'attempt' | 'admission' | 'terminal' | 'refusal';
 
 /** Seconds buckets from 1 ms to 30 s. */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -43,6 +58,13 @@ export class GatewayMetrics {
   private readonly callSeconds: Histogram<'disposition'>;
   private readonly upstreamSeconds: Histogram<'upstream'>;
   private readonly commitSeconds: Histogram;
+  private readonly toolCalls: Counter<'tool' | 'disposition'>;
+  private readonly writeSeconds: Histogram<'kind'>;
+  private readonly writesQueued: Gauge;
+  /** Tool names given a label of their own so far (at most {@link MAX_TOOL_LABELS}). */
+  private readonly toolLabels = new Set<string>();
+  /** Whether a tool name is one an upstream (or the catalog) lists; none until told. */
+  private knownTool: (name: string) => boolean = () => false;
 
   constructor(src: MetricSources) {
     const registers = [this.registry];
@@ -92,7 +114,77 @@ export class GatewayMetrics {
       buckets: BUCKETS,
       registers,
     });
+    this.toolCalls = new Counter({
+      name: 'cmcp_tool_calls_total',
+      help: `Terminal outcomes of tools/call by tool and disposition; a name no upstream lists, and tools past the first ${MAX_TOOL_LABELS}, count as "other"`,
+      labelNames: ['tool', 'disposition'],
+      registers,
+    });
+    this.writeSeconds = new Histogram({
+      name: 'cmcp_audit_write_duration_seconds',
+      help: "The call path's audit writes, from sending to durable, by kind (attempt, admission, terminal, refusal)",
+      labelNames: ['kind'],
+      buckets: BUCKETS,
+      registers,
+    });
+    this.writesQueued = new Gauge({
+      name: 'cmcp_audit_write_queue_depth',
+      help: "The call path's audit writes sent and not yet durable (queued or committing)",
+      registers,
+    });
     if (src.db) this.scrapeGauges(src.db, src.dbPath, registers);
+  }
+
+  /** Tells the metrics which tool names are real (the `tool` label's bound). */
+  knowTools(known: (name: string) => boolean): void {
+    this.knownTool = known;
+  }
+
+  private toolLabel(tool: string | null | undefined): string {
+    if (!tool) return 'none';
+    if (this.toolLabels.has(tool)) return tool;
+    if (this.toolLabels.size >= MAX_TOOL_LABELS || !this.knownTool(tool)) return 'other';
+    this.toolLabels.add(tool);
+    return tool;
+  }
+
+  /** One audit write was sent (`cmcp_audit_write_queue_depth` up); call the answer when it settles. */
+  auditWriteSent(kind: AuditWriteKind): () => void {
+    const t0 = process.hrtime.bigint();
+    this.writesQueued.inc();
+    return () => {
+      this.writesQueued.dec();
+      this.writeSeconds.observe({ kind }, Number(process.hrtime.bigint() - t0) / 1e9);
+    };
+  }
+
+  /** `cmcp_upstream_up{upstream}`: 1 while `up(name)` says so at scrape time, else 0. */
+  upstreamHealth(up: (name: string) => boolean): void {
+    const names = [...this.upstreams];
+    new Gauge({
+      name: 'cmcp_upstream_up',
+      help: 'Whether each configured upstream is reachable (1) or marked unavailable and being retried (0)',
+      labelNames: ['upstream'],
+      registers: [this.registry],
+      collect() {
+        for (const n of names) this.set({ upstream: n }, up(n) ? 1 : 0);
+      },
+    });
+  }
+
+  /** `cmcp_replica_lease{state}`: 1 for the replica's lease state now (`live` or `lost`), 0 for the other. */
+  leaseState(live: () => boolean): void {
+    new Gauge({
+      name: 'cmcp_replica_lease',
+      help: "This replica's lease: live (serving) or lost (admitting nothing until regained)",
+      labelNames: ['state'],
+      registers: [this.registry],
+      collect() {
+        const l = live();
+        this.set({ state: 'live' }, l ? 1 : 0);
+        this.set({ state: 'lost' }, l ? 0 : 1);
+      },
+    });
   }
 
   /** Gauges read from the database and the file system at scrape time. */
@@ -146,8 +238,15 @@ export class GatewayMetrics {
    * One tools/call ended. `disposition` is the terminal entry's (`refused`, `completed`,
    * `not_attempted`, `outcome_unknown`) or `not_recorded`; `seconds` since receipt.
    */
-  callEnded(upstream: string | null, disposition: string, errorCode: string | null, seconds: number): void {
+  callEnded(
+    upstream: string | null,
+    disposition: string,
+    errorCode: string | null,
+    seconds: number,
+    tool?: string | null,
+  ): void {
     this.calls.inc({ method: 'tools/call', upstream: this.upstreamLabel(upstream), disposition });
+    this.toolCalls.inc({ tool: this.toolLabel(tool), disposition });
     this.callSeconds.observe({ disposition }, seconds);
     if (disposition === 'refused' && errorCode) this.refused(errorCode);
   }

@@ -27,6 +27,7 @@
  * lane of its client and upstream, or for progress the request's own bucket; list changes and
  * resource updates over it are coalesced and delivered later rather than dropped.
  */
+
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   CreateMessageRequestSchema,
@@ -39,6 +40,7 @@ import {
   TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { detached } from '../tracing/mcp-spans.js';
 import type { Upstream, UpstreamPool } from '../upstream/pool.js';
 import type { ClientChannel, ClientMessage, ClientSessionEvents } from './channel.js';
 import { ownerOf, relayedCapabilities, STATELESS_KEY } from './connection-owner.js';
@@ -185,7 +187,10 @@ export class RelaySessions {
     this.pool.onSharedClient((upstream, client) => this.wireShared(client, upstream));
     // Own connections unused for the client idle time close, even in a live client session.
     if (this.sweep) clearInterval(this.sweep);
-    this.sweep = setInterval(() => this.closeIdle(), Math.max(250, Math.min(events.idleMs / 4, 60_000)));
+    this.sweep = setInterval(
+      detached(() => this.closeIdle()),
+      Math.max(250, Math.min(events.idleMs / 4, 60_000)),
+    );
     this.sweep.unref();
   }
 

@@ -472,3 +472,5 @@ export class InstanceBusyError extends CmcpError {
 export function isStoreBusy(e: unknown): boolean {
   return typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'SQLITE_BUSY';
 }
+
+export type { AuditFeed, FeedEntry } from './feed.js';

@@ -5,7 +5,9 @@
  * when it is brought in (its tools listed, the catalog told as at first contact). Upstreams with
  * `required: true` keep the refuse-to-start behaviour instead.
  */
+
 import type { Logger } from 'pino';
+import { detached } from '../tracing/mcp-spans.js';
 
 /** Retry delays: first after {@link BACKOFF_FIRST_MS}, doubling up to {@link BACKOFF_MAX_MS}. */
 export const BACKOFF_FIRST_MS = 500;
@@ -85,7 +87,10 @@ export class AvailabilityTracker {
   private schedule(name: string): void {
     const d = this.down.get(name);
     if (!d || this.closed) return;
-    d.timer = setTimeout(() => void this.attempt(name), backoffDelay(d.attempts));
+    d.timer = setTimeout(
+      detached(() => void this.attempt(name)),
+      backoffDelay(d.attempts),
+    );
     d.timer.unref();
   }
 

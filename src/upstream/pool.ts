@@ -4,6 +4,7 @@
  */
 
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Tracer } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { UpstreamConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
@@ -56,6 +57,8 @@ export class UpstreamPool {
     configs: UpstreamConfig[],
     private readonly log: Logger,
     private readonly maxResultBytes = DEFAULT_MAX_RESULT_BYTES,
+    /** CLIENT spans of every request sent upstream (absent: tracing off). */
+    private readonly tracer?: Tracer,
   ) {
     for (const c of configs) {
       this.upstreams.set(
@@ -63,6 +66,7 @@ export class UpstreamPool {
         new Upstream(c, log, () => void this.refresh(c.name, 'list_changed'), maxResultBytes, {
           onRenewed: (name, why) => this.renewed?.(name, why),
           onClient: (client) => this.sharedClient?.(c.name, client),
+          ...(tracer ? { tracer } : {}),
         }),
       );
     }
@@ -232,6 +236,7 @@ export class UpstreamPool {
     if (!u) return undefined;
     return new Upstream(u.cfg, this.log, onListChanged, this.maxResultBytes, {
       ...hooks,
+      ...(this.tracer ? { tracer: this.tracer } : {}),
       onRenewed: (n, why) => {
         hooks.onRenewed?.(n, why);
         this.renewed?.(n, why);

@@ -3,6 +3,7 @@
  * the upstream sent is `answered` whatever its code; the SDK's own timeout and closed
  * connection are `maybe_sent`; a connection never made is `not_sent`.
  */
+
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
@@ -11,6 +12,7 @@ import {
   ErrorCode as McpErrorCode,
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
+import type { Tracer } from '@opentelemetry/api';
 import type { CallContext } from './result-cap.js';
 import { upstreamRpcMessage } from './rpc-message.js';
 
@@ -30,6 +32,8 @@ export interface UpstreamHooks {
   onClient?: (client: Client) => void;
   /** Told when the upstream's session expired (HTTP 404) and a new one was initialised. */
   onRenewed?: (upstream: string, failure: string) => void;
+  /** CLIENT spans of the requests sent upstream (absent: tracing off). */
+  tracer?: Tracer;
 }
 
 /** Upstream listings stop after this many pages with an error, never with a silent cut. */

@@ -18,6 +18,7 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config/index.js';
 import { envValues } from '../config/upstream-credentials.js';
 import { CmcpError } from '../errors/index.js';
+import { clientSpan, detached } from '../tracing/mcp-spans.js';
 import { type AnswerWatch, watchAnswers } from './answers.js';
 import { type UpstreamCredentials, upstreamCredentials } from './credentials.js';
 import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdioStart } from './diagnose.js';
@@ -145,7 +146,9 @@ export class Upstream {
   connect(): Promise<Client> {
     if (this.client) return Promise.resolve(this.client);
     if (this.connecting) return this.connecting;
-    this.connecting = (async () => {
+    // The connection outlives the request that opens it: its streams, timers and renewals
+    // carry no request's trace context.
+    this.connecting = detached(async () => {
       const client = new Client(
         { name: 'cmcp-gateway', version: '0.1.0' },
         { capabilities: this.hooks.capabilities ?? {} },
@@ -260,6 +263,22 @@ export class Upstream {
     method: string,
     params: Record<string, unknown>,
     opts: RequestOptions = {},
+  ): Promise<CallOutcome> {
+    const tracer = this.hooks.tracer;
+    if (!tracer) return this.requestOnce(method, params, opts);
+    const transport = this.cfg.transport === 'stdio' ? 'pipe' : 'tcp';
+    return clientSpan(
+      tracer,
+      { method, params, upstream: this.cfg.name, transport },
+      () => this.requestOnce(method, params, opts),
+      outcomeFailure,
+    );
+  }
+
+  private async requestOnce(
+    method: string,
+    params: Record<string, unknown>,
+    opts: RequestOptions,
   ): Promise<CallOutcome> {
     const first = await this.attempt(method, params, opts);
     if (!('expired' in first)) return first;
@@ -416,4 +435,12 @@ class UpstreamDiedError extends CmcpError {
     super('UPSTREAM_FAILED', message);
     this.name = 'UpstreamDiedError';
   }
+}
+
+/** How an upstream's answer fails its CLIENT span: an error answer, an over-cap result, no answer. */
+function outcomeFailure(o: CallOutcome): { errorType: string; rpcCode?: number } | null {
+  if ('rpcError' in o) return { errorType: String(o.rpcError.code), rpcCode: o.rpcError.code };
+  if ('tooLarge' in o) return { errorType: 'RESULT_TOO_LARGE' };
+  if ('failure' in o) return { errorType: o.boundary };
+  return o.result.isError === true ? { errorType: 'tool_error' } : null;
 }

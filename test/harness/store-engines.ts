@@ -13,7 +13,14 @@ import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
-import type { CallStore, ExecutionRow, OperatorRecords, SessionStore } from '../../src/store/port.js';
+import type {
+  AuditFeed,
+  CallStore,
+  ExecutionRow,
+  OperatorRecords,
+  SessionStore,
+} from '../../src/store/port.js';
+import { postgresAuditFeed } from '../../src/store/postgres/audit-feed.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
@@ -21,6 +28,7 @@ import { postgresOperatorRecords } from '../../src/store/postgres/operator-recor
 import { PostgresSessionStore } from '../../src/store/postgres/session-store.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
+import { sqliteAuditFeed } from '../../src/store/sqlite/audit-feed.js';
 import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
 import { AuditChain, type EntryInput } from '../../src/store/sqlite/chain.js';
 import { type Db, openDatabase } from '../../src/store/sqlite/db.js';
@@ -50,6 +58,8 @@ export interface Engine {
   /** The same bundle as the gateway's audit route sends it: JSON text in pages of `pageSize`. */
   bundleJson(chainId: string, sessionId: string | null, pageSize: number): AsyncIterable<string | Buffer>;
   execution(agentId: string, executionId: string): Promise<ExecutionRow | undefined>;
+  /** The audit export feed over committed entries (store/port.ts AuditFeed). */
+  feed: AuditFeed;
   /** The call_ids of every open attempt. */
   openAttempts(): Promise<string[]>;
   /** A session row (status open), as SessionService writes it, without its genesis entry. */
@@ -84,6 +94,7 @@ export function sqliteEngine(): Engine {
     bundleJson: (chainId, sessionId, pageSize) =>
       new AuditChain(reader).bundleJson(chainId, sessionId, pageSize),
     execution: async (a, x) => new ExecutionRegistry(reader, 'reader').get(a, x),
+    feed: sqliteAuditFeed(reader),
     openAttempts: async () =>
       reader
         .prepare<[], { call_id: string }>('SELECT call_id FROM call_attempts ORDER BY call_id')
@@ -159,6 +170,7 @@ export async function postgresEngine(
     bundle: (chainId, sessionId) => chainBundle(admin, chainId, sessionId),
     bundleJson: (chainId, sessionId, pageSize) => chainBundleJson(admin, chainId, sessionId, pageSize),
     execution: (a, x) => getExecution(admin, a, x),
+    feed: postgresAuditFeed(admin),
     openAttempts: async () =>
       (await admin.query<{ call_id: string }>('SELECT call_id FROM call_attempts ORDER BY call_id')).rows.map(
         (r) => r.call_id,

@@ -17,6 +17,7 @@ import type { ExecutionReads } from '../../session/ports.js';
 import type { SessionService } from '../../session/service.js';
 import type { SessionFacts } from '../../session/types.js';
 import type {
+  AuditFeed,
   CallStore,
   EntryInput,
   GatewayChainSink,
@@ -84,6 +85,8 @@ export interface Engine {
    * seals its own calls left in flight and starts the sweep of expired leases; SQLite: nothing.
    */
   attest(p: { facts: SessionFacts; provider: AttestationProvider }): Promise<void>;
+  /** Every committed audit entry once, in commit order, from a cursor (`GET /operator/audit`). */
+  auditFeed: AuditFeed;
   /** The signed reloads (operator/reloads.ts) over this engine's records. */
   reloads(i: ReloadInputs): PolicyReloads;
   /** How blocks close a blocked agent's sessions and who counts as known. */

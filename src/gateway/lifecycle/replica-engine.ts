@@ -14,6 +14,7 @@ import { attestReplica } from '../../session/replica-start.js';
 import type { GatewayKey } from '../../session/service.js';
 import { maybeDie } from '../../store/faults.js';
 import type { EntryInput, GatewayChainSink } from '../../store/port.js';
+import { postgresAuditFeed } from '../../store/postgres/audit-feed.js';
 import { getExecution } from '../../store/postgres/executions.js';
 import type { PostgresStorage } from '../../store/postgres/open.js';
 import { appendRelayEntry } from '../../store/postgres/relay-entries.js';
@@ -76,7 +77,11 @@ export async function replicaEngine(
     sensitivityReads: null,
     relayEntries: (sessionId, input) => appendRelayEntry(pool, fence, sessionId, input),
     metricsDb: null,
-    observe: (metrics) => replicaGauges(metrics, pool),
+    observe: (metrics) => {
+      replicaGauges(metrics, pool);
+      metrics.leaseState(() => gate.live);
+    },
+    auditFeed: postgresAuditFeed(pool),
     record: (entry) => void gathered.push(entry),
     async recorded() {
       await sessionStore.appendEntries(GATEWAY_CHAIN_ID, gathered.splice(0));

@@ -12,6 +12,7 @@ import { isLoopback } from '../../config/index.js';
 import { ConsoleReadModel } from '../../console/read-model.js';
 import { resumedPolicyEntry } from '../../policy/startup.js';
 import { AttemptLog } from '../../store/sqlite/attempts.js';
+import { sqliteAuditFeed } from '../../store/sqlite/audit-feed.js';
 import { AuditChain } from '../../store/sqlite/chain.js';
 import { removeUnlinkedClaimParts } from '../../store/sqlite/claim-text.js';
 import type { SqliteStorage } from '../../store/sqlite/open.js';
@@ -46,6 +47,7 @@ export function sqliteEngine(
     gate: null,
     metricsDb: { db, dbPath: cfg.database },
     observe: () => undefined,
+    auditFeed: sqliteAuditFeed(db),
     record: (entry) => void chain.append(GATEWAY_CHAIN_ID, entry),
     recorded: () => Promise.resolve(),
     async resume(policy, facts) {

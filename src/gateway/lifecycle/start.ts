@@ -265,6 +265,7 @@ export async function startGateway(
       executions: engine.executions,
       sessionAgent: (id) => sessions.agentOf(id),
       operator,
+      audit: engine.auditFeed,
       metrics,
       ...engine.edge(operator),
     });

@@ -5,8 +5,10 @@
  * the prefix's not-found handler), so `/%6Fperator/…` is authenticated as an operator request.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { EXPORT_FORMATS, type ExportFormat, formatLine } from '../../audit/export-lines.js';
 import { metricsRoutes } from '../../metrics/plugin.js';
 import type { GatewayMetrics } from '../../metrics/registry.js';
+import type { AuditFeed } from '../../store/port.js';
 import { BODY_MEMBERS, strictBody, strictOrNull } from '../edge/bodies.js';
 import type { Authenticator } from '../edge/credentials.js';
 import type { RefusalSink } from '../edge/refusals.js';
@@ -38,6 +40,8 @@ export interface OperatorOptions {
   recordRefusal: RefusalSink;
   /** Served at /metrics behind the operator hook (absent: metrics off, or on a listener of their own). */
   metrics?: GatewayMetrics;
+  /** The audit export feed served at `GET /operator/audit` (absent: not served). */
+  audit?: AuditFeed;
 }
 
 /** The operator authentication hook (also guards /metrics); an agent credential is named in the refusal record. */
@@ -67,6 +71,23 @@ function operatorRoutes(d: OperatorOptions) {
   return async (app: FastifyInstance) => {
     app.addHook('onRequest', operatorAuth(d));
     app.setNotFoundHandler((_req, reply) => sendError(reply, 'NOT_FOUND', 'not found'));
+    const feed = d.audit;
+    // One page of the export (docs/audit-export.md#the-operator-route): JSON lines after the
+    // `after` cursor; the cursor to ask with next is in a header (the given one when empty).
+    if (feed)
+      app.get<{ Querystring: { after?: string; limit?: string; format?: ExportFormat } }>(
+        '/audit',
+        { schema: auditSchema },
+        async (req, reply) => {
+          const { after, limit = '500', format = 'cmcp' } = req.query;
+          const page = await feed.after(after ?? null, Number(limit));
+          const next = page[page.length - 1]?.cursor ?? after;
+          if (next) reply.header('cmcp-audit-cursor', next);
+          return reply
+            .type('application/x-ndjson; charset=utf-8')
+            .send(page.map((f) => `${formatLine(f, format)}\n`).join(''));
+        },
+      );
     const op = d.operator;
     if (!op) return;
     app.get('/status', { schema: operatorStatusSchema }, async () => op.status());
@@ -107,6 +128,20 @@ export async function operatorPlugin(app: FastifyInstance, d: OperatorOptions): 
 }
 
 /** Schemas of the operator routes (/operator/…), built as edge/schemas.ts says. */
+export const auditSchema = {
+  querystring: {
+    type: 'object',
+    properties: {
+      after: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+      // Query strings are not coerced (app.ts): a decimal from 1 to 1000.
+      limit: { type: 'string', pattern: '^([1-9][0-9]{0,2}|1000)$' },
+      format: { type: 'string', enum: [...EXPORT_FORMATS] },
+    },
+    additionalProperties: false,
+  },
+  response: { ...errors },
+} as const;
+
 export const operatorStatusSchema = {
   response: { 200: open('running policy, catalog, drifted tools and blocked agents'), ...errors },
 } as const;

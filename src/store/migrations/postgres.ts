@@ -171,6 +171,21 @@ CREATE TABLE readiness_probe (
 );
 `;
 
+// The audit export's position (store/postgres/audit-feed.ts): an era, the writing transaction's
+// id and a serial. Replicas commit concurrently, so no serial is commit order; entries are read
+// only from transactions older than every transaction still running (pg_snapshot_xmin), so no
+// entry can commit behind a position already read. A restore (`cmcp db restore`) moves to the
+// next era: the restored entries keep their order, and whatever the new server writes, whose
+// transaction ids start low again, follows them. Existing rows take the migration's transaction.
+const SCHEMA_V7 = `
+CREATE TABLE audit_feed_era (era BIGINT NOT NULL);
+INSERT INTO audit_feed_era VALUES (0);
+ALTER TABLE audit_entries ADD COLUMN feed_era BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE audit_entries ADD COLUMN feed_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+ALTER TABLE audit_entries ADD COLUMN feed_serial BIGINT GENERATED ALWAYS AS IDENTITY;
+CREATE INDEX audit_entries_feed ON audit_entries (feed_era, feed_xid, feed_serial);
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = engineMigrations('postgres', [
   SCHEMA_V1,
@@ -179,6 +194,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = engineMigrations('postgres', [
   SCHEMA_REPLICAS,
   SCHEMA_V5,
   SCHEMA_V6,
+  SCHEMA_V7,
 ]);
 
 const SCHEMA_VERSION_TABLE = `

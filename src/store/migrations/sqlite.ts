@@ -190,6 +190,10 @@ CREATE TABLE readiness_probe (
 `;
 
 /** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
+// The audit export's position (store/sqlite/audit-feed.ts) is audit_entries' rowid: one writer
+// at a time appends, rows are never deleted, so rowids grow in commit order. Nothing to add.
+const SCHEMA_V7 = `SELECT 1;`;
+
 export const SQLITE_MIGRATIONS: Migration[] = engineMigrations('sqlite', [
   SCHEMA_V1,
   SCHEMA_V2,
@@ -197,6 +201,7 @@ export const SQLITE_MIGRATIONS: Migration[] = engineMigrations('sqlite', [
   SCHEMA_REPLICAS,
   SCHEMA_V5,
   SCHEMA_V6,
+  SCHEMA_V7,
 ]);
 
 const SCHEMA_VERSION_TABLE = `

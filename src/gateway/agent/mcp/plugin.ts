@@ -6,9 +6,12 @@
  * `DELETE` ends a client session. Registered inside the agent plugin (agent/plugin.ts): every request
  * here passed the Host check and the agent authentication hook.
  */
+
 import { createHash, randomUUID } from 'node:crypto';
+import type { Tracer } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ClientChannel, jsonChannel } from '../../../relay/channel.js';
+import { serverSpan } from '../../../tracing/mcp-spans.js';
 import type { RefusalSink } from '../../edge/refusals.js';
 import { jsonRpcError, readableId, sendRpcError } from '../../edge/replies.js';
 import type { AgentLimits } from '../limits.js';
@@ -26,6 +29,8 @@ export interface AgentMcpOptions {
   /** Per-agent limits: the rate of client sessions opened (agent/limits.ts). */
   limits?: Pick<AgentLimits, 'clientSessions'>;
   recordRefusal?: RefusalSink;
+  /** SERVER spans of the agents' requests (absent: tracing off). */
+  tracer?: Tracer;
 }
 
 /**
@@ -164,7 +169,16 @@ async function postMcp(d: AgentMcpOptions, req: FastifyRequest, reply: FastifyRe
   };
   let r: Awaited<ReturnType<McpEndpoint['handle']>>;
   try {
-    r = await d.mcp.handle(caller, body, hv, req.startedAt, channel);
+    const handle = () => d.mcp.handle(caller, body, hv, req.startedAt, channel);
+    const method = body?.method;
+    r =
+      d.tracer && typeof method === 'string'
+        ? await serverSpan(
+            d.tracer,
+            { method, id: body?.id, params: body?.params, headers: req.headers, transport: 'tcp' },
+            handle,
+          )
+        : await handle();
   } catch (e) {
     req.log.error({ err: (e as Error).message }, 'MCP request fault');
     r = { status: 200, body: jsonRpcError(id, 'INTERNAL_ERROR', 'internal error') };
