@@ -6,8 +6,8 @@
  * `gateway.reference` check decides; a `--reference-values` file is kept, and if it lists other
  * gateway measurements the release's must be among them.
  *
- * Exit codes as `cmcp verify`; 2 also for `--expect-release` without `--config`, an artifact that
- * is not a cmcp release, or a config that does not load.
+ * Exit codes as `cmcp verify`; 2 also for `--expect-release` without `--config` (or `--config`
+ * alone), an artifact that is not a cmcp release, or a config that does not load.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -53,7 +53,10 @@ async function runExpectRelease(
     process.stderr.write(`${label}: ${msg}\n`);
     return 2;
   };
-  if (opts.expectRelease === undefined) return runVerify(claimPath, opts, undefined, label);
+  if (opts.expectRelease === undefined) {
+    if (opts.config !== undefined) return fail('--config is read only with --expect-release');
+    return runVerify(claimPath, opts, undefined, label);
+  }
   if (opts.config === undefined)
     return fail('--expect-release needs --config: the measurement covers the config the gateway runs with');
   const dir = mkdtempSync(join(tmpdir(), 'cmcp-expect-release-'));
