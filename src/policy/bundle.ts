@@ -21,7 +21,7 @@
 import { lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { canonicalJson, jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
+import { jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
 import { CmcpError } from '../errors/index.js';
 
 /** `manifest.json` of a bundle. */

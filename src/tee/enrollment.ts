@@ -16,7 +16,7 @@
  */
 import { randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { b64u, fromB64u } from '@cmcp/verify/formats';
+import { b64u } from '@cmcp/verify/formats';
 import { z } from 'zod';
 import {
   type AkAlgorithm,
