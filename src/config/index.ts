@@ -17,6 +17,9 @@ import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
+/** Default checkpoint window (`sessions.checkpoint_window_ms`): tens of ms, one signature per session per window. */
+export const DEFAULT_CHECKPOINT_WINDOW_MS = 25;
+
 const hex64 = z
   .string()
   .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex characters (SHA-256 of the token)');
@@ -261,8 +264,19 @@ export const configSchema = z
          * connections (stdio processes); its id then gets 404.
          */
         client_idle_s: z.number().int().min(1).default(300),
+        /**
+         * Milliseconds a session's grown Merkle tree waits before its checkpoint is signed: at
+         * most one signature per session per window, however many calls end in it
+         * (docs/spec/receipts.md). A receipt asked for waits at most this long for its checkpoint.
+         */
+        checkpoint_window_ms: z.number().int().min(1).max(10_000).default(DEFAULT_CHECKPOINT_WINDOW_MS),
       })
-      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 300 }),
+      .default({
+        default_max_calls: 1000,
+        default_max_age_s: 3600,
+        client_idle_s: 300,
+        checkpoint_window_ms: DEFAULT_CHECKPOINT_WINDOW_MS,
+      }),
     // ---- store ----
     /**
      * SQLite database path (relative paths are relative to the config file), or a postgres://

@@ -24,10 +24,17 @@ import { callLink } from '../relay/calls.js';
 import type { RelayEntrySink } from '../relay/evidence.js';
 import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
+import {
+  CheckpointSigner,
+  checkpointedRelayEntries,
+  checkpointedWrites,
+  gatewayNoteSigner,
+} from '../session/checkpoints.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
-import type { SessionFacts } from '../session/types.js';
+import { ReceiptService } from '../session/receipts.js';
+import type { GatewayKey, SessionFacts } from '../session/types.js';
 import type { Db } from '../store/db.js';
-import type { CallStore } from '../store/port.js';
+import type { CallStore, TreeStore } from '../store/port.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached } from '../tee/tier.js';
@@ -134,6 +141,10 @@ export interface ServingInputs {
   chain: GatewayChainSink;
   /** Where relayed requests' entries go. */
   relayEntries: RelayEntrySink;
+  /** The chains' trees and signed checkpoints (receipts, consistency proofs). */
+  trees: TreeStore;
+  /** This process's gateway key: it signs the checkpoints. */
+  key: GatewayKey;
   metrics: GatewayMetrics | null;
   tracing: Tracing;
   log: Logger;
@@ -146,6 +157,9 @@ export interface Serving {
   relay: Relay;
   clientSessions: ClientSessions;
   mcp: McpEndpoint;
+  /** Signs the session chains' checkpoints, batched per window. */
+  checkpoints: CheckpointSigner;
+  receipts: ReceiptService;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -154,8 +168,17 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
   const policy = () => i.policy?.engine ?? null;
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
+  const checkpoints = new CheckpointSigner(
+    i.trees,
+    gatewayNoteSigner(i.key),
+    cfg.sessions.checkpoint_window_ms,
+    log,
+  );
+  const receipts = new ReceiptService(i.trees, checkpoints, (agentId, sessionId) =>
+    i.sessions.get(agentId, sessionId),
+  );
   const calls = new CallOrchestrator(
-    i.store,
+    checkpointedWrites(i.store, checkpoints),
     i.sessions,
     upstreams,
     i.sensitivity,
@@ -167,7 +190,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const relay = new Relay({
     pool: upstreams,
-    entries: i.relayEntries,
+    entries: checkpointedRelayEntries(i.relayEntries, checkpoints),
     sessions: i.sessions,
     log,
     policy,
@@ -193,7 +216,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
   });
-  return { calls, refusals, relay, clientSessions, mcp };
+  return { calls, refusals, relay, clientSessions, mcp, checkpoints, receipts };
 }
 
 /** What the HTTP app is built over, beyond the serving parts. */
@@ -236,6 +259,7 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       rest: {
         sessions: i.sessions,
         executions: i.executions,
+        receipts: s.receipts,
         ...(i.sessionAgent ? { sessionAgent: i.sessionAgent } : {}),
       },
     },
