@@ -118,8 +118,7 @@ const SRC_LAYERS = [
     layer: 'domain',
     folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'measure', 'upstream'],
   },
-  // audit/ builds the next entry of a hash chain and maps it to its row, for both engines.
-  { layer: 'storage port', folders: ['store', 'store/migrations', 'audit'] },
+  { layer: 'storage port', folders: ['store', 'store/migrations'] },
   { layer: 'adapters', folders: ['store/sqlite', 'store/postgres'] },
   { layer: 'foundation', folders: ['config', 'errors', 'tracing', 'offload'] },
 ] as const;

@@ -11,7 +11,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
-import { openReadOnlyDatabase } from '../src/store/db.js';
+import { openReadOnlyDatabase } from '../src/store/sqlite/db.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rpc, type TestConfig, writeConfig } from './harness/gateway.js';
 import { holdLock } from './harness/lock-holder.js';

@@ -107,8 +107,8 @@ describe('a dev-mode gateway (no token needed)', () => {
     expect(before.length).toBeGreaterThanOrEqual(1);
     expect(before[0]?.detail).toMatchObject({ count: 1 });
     await gw.close(); // flushes the open window
-    const { openDatabase } = await import('../src/store/db.js');
-    const { AuditChain } = await import('../src/audit/chain.js');
+    const { openDatabase } = await import('../src/store/sqlite/db.js');
+    const { AuditChain } = await import('../src/store/sqlite/chain.js');
     const db = openDatabase(cfg.dbPath);
     const after = new AuditChain(db).entries('gateway').filter((e) => e.error_code === 'HOST_NOT_ALLOWED');
     db.close();

@@ -5,8 +5,8 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';
+import type { EntryInput, GatewayChainRecorder, GatewayChainSink } from '../store/port.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import type { Catalog } from './catalog.js';
 import { CatalogGuard } from './guard.js';
@@ -26,7 +26,7 @@ export function startCatalog(
   loaded: LoadedCatalog,
   cfg: NonNullable<GatewayConfig['catalog']>,
   upstreamNames: string[],
-  chain: AuditChain,
+  chain: GatewayChainRecorder & GatewayChainSink,
   upstreams: UpstreamPool,
   log: Logger,
 ): CatalogGuard {

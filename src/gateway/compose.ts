@@ -33,8 +33,8 @@ import {
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
 import { ReceiptService } from '../session/receipts.js';
 import type { GatewayKey, SessionFacts } from '../session/types.js';
-import type { Db } from '../store/db.js';
-import type { CallStore, TreeStore } from '../store/port.js';
+import type { CallStore, GatewayChainSink, TreeStore } from '../store/port.js';
+import type { Db } from '../store/sqlite/db.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached } from '../tee/tier.js';
@@ -53,7 +53,7 @@ import { allowedHosts, hostCheck } from './edge/host-check.js';
 import type { GatewayRefusals } from './edge/refusals.js';
 import type { Readiness } from './health/readiness.js';
 import type { Drain } from './lifecycle/drain.js';
-import { type GatewayChainSink, gatewayRefusals, recordClientSession } from './lifecycle/records.js';
+import { gatewayRefusals, recordClientSession } from './lifecycle/records.js';
 import type { OperatorApi } from './operator/plugin.js';
 
 /**

@@ -7,9 +7,9 @@
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
-import type { AuditChain } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { GatewayConfig } from '../config/index.js';
+import type { GatewayChainRecorder } from '../store/port.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 import {
@@ -113,7 +113,7 @@ export function startPolicy(
   signingKey: KeyObject | null,
   cfg: NonNullable<GatewayConfig['policy']>,
   requiredEntities: () => cedar.EntityJson[],
-  chain: AuditChain,
+  chain: GatewayChainRecorder,
   tokenAttributes: readonly string[] = [],
 ): PolicyState {
   const state = policyState(bundle, signingKey, cfg, requiredEntities, tokenAttributes);
@@ -167,7 +167,11 @@ export function policyLoadEntry(
 }
 
 /** Records `policy_load` (source `reload_resumed`) for a reload resumed from the gateway chain. */
-export function recordResumedPolicy(chain: AuditChain, bundle: PolicyBundle, state: PolicyState): void {
+export function recordResumedPolicy(
+  chain: GatewayChainRecorder,
+  bundle: PolicyBundle,
+  state: PolicyState,
+): void {
   chain.append(GATEWAY_CHAIN_ID, {
     entry_type: 'policy_load',
     detail: { ...bundleDetail(bundle), source: 'reload_resumed', enforcement_mode: state.mode },

@@ -10,9 +10,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { hasHclReport, Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
-import type { AuditChain } from '../audit/chain.js';
 import type { AttestationConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
+import type { GatewayChainRecorder } from '../store/port.js';
 import { AzureCvmProvider } from './azure-provider.js';
 import { type AttestationProvider, type AttestationTier, SoftwareProvider, TIER_RANK } from './provider.js';
 import { TpmProvider } from './tpm-provider.js';
@@ -190,7 +190,7 @@ async function autoDetect(
 }
 
 /** Records the selection as `attestation_provider` in the gateway chain (start-up). */
-export function recordSelection(chain: AuditChain, selection: ProviderSelection): void {
+export function recordSelection(chain: GatewayChainRecorder, selection: ProviderSelection): void {
   chain.append(GATEWAY_CHAIN_ID, { entry_type: 'attestation_provider', detail: selection.detail });
 }
 

@@ -7,12 +7,12 @@
 
 import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../../audit/chain.js';
 import { type GatewayConfig, isLoopback } from '../../config/index.js';
 import { CmcpError, clip, type ErrorCode } from '../../errors/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
 import { activeFaults } from '../../store/faults.js';
+import type { EntryInput, GatewayChainRecorder, GatewayChainSink } from '../../store/port.js';
 import type { AttestationProvider } from '../../tee/provider.js';
 import {
   AuthFailureRecorder,
@@ -23,7 +23,7 @@ import {
 
 /** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
 export function recordGatewayStart(
-  chain: AuditChain,
+  chain: GatewayChainRecorder,
   cfg: GatewayConfig,
   key: GatewayKey,
   provider: AttestationProvider,
@@ -52,9 +52,6 @@ export function gatewayStartEntry(
     },
   };
 }
-
-/** Where the gateway chain's own records go: AuditChain on SQLite, a replica's store on PostgreSQL. */
-export type GatewayChainSink = Pick<AuditChain, 'appendAwaited'>;
 
 /**
  * Records a refused policy reload (`policy_reload_refused`, in the gateway chain) and throws it

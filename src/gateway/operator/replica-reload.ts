@@ -23,8 +23,8 @@ import { reloadDetail } from '../../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
 import type { SessionService } from '../../session/service.js';
 import type { SessionFacts, SessionRow } from '../../session/types.js';
-import type { OperatorRecords } from '../../store/port.js';
-import { type GatewayChainSink, refuseReload } from '../lifecycle/records.js';
+import type { GatewayChainSink, OperatorRecords } from '../../store/port.js';
+import { refuseReload } from '../lifecycle/records.js';
 import { reloadAnswer } from './controls.js';
 
 /** Sessions whose bound policy hash is remembered; past this the oldest is forgotten (read again). */

@@ -11,12 +11,12 @@
  */
 import { fromB64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../../audit/chain.js';
 import type { PolicyBundle } from '../../policy/bundle.js';
 import { reloadDetail } from '../../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
 import type { SessionFacts, SessionService } from '../../session/service.js';
-import { immediateAsync } from '../../store/db.js';
+import type { AuditChain } from '../../store/sqlite/chain.js';
+import { immediateAsync } from '../../store/sqlite/db.js';
 import { refuseReload } from '../lifecycle/records.js';
 import { type PolicyReloads, reloadAnswer } from './controls.js';
 
@@ -67,7 +67,7 @@ export class SqliteReloads implements PolicyReloads {
   }
 
   async reload(operatorId: string, body: unknown): Promise<Record<string, unknown>> {
-    // Every record here waits for a write lock held by another process by awaiting (store/db.ts
+    // Every record here waits for a write lock held by another process by awaiting (store/sqlite/db.ts
     // immediateAsync); past the busy timeout it fails as the blocking append did.
     const refuse = (e: ReloadRefusedError) => refuseReload(this.chain, this.log, operatorId, e);
     if (!this.policy) {
