@@ -4,12 +4,12 @@
  * one exception is an upstream's own JSON-RPC error, relayed as it came (UPSTREAM_RPC_ERROR).
  */
 
-import { type AuditEntry, buildReceipt } from '@cmcp/verify/formats';
+import { type AuditEntry, buildReceipt, EVIDENCE_META_KEY } from '@cmcp/verify/formats';
 import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { Forwarded } from './forward.js';
 import type { CallEvidence, CallResponse, Refusal } from './types.js';
 
-export { EVIDENCE_META_KEY } from '@cmcp/verify/formats';
+export { EVIDENCE_META_KEY };
 
 /**
  * The receipt of a committed entry (docs/spec/transparency.md#receipts) as an answer carries it:

@@ -229,6 +229,8 @@ async function startServing(
     policy,
     chain,
     relayEntries: (sessionId, input) => appendRelayEntry(pool, lease.fence, sessionId, input),
+    trees: c.storage.trees,
+    key: c.key,
     metrics,
     tracing: c.tracing,
     log,

@@ -30,7 +30,7 @@ import type { PolicyState } from '../policy/state.js';
 import type { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
-import type { CallStore, OperatorRecords } from '../store/port.js';
+import type { CallStore, OperatorRecords, TreeStore } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
 import { AuditChain } from '../store/sqlite/chain.js';
 import { removeUnlinkedClaimParts } from '../store/sqlite/claim-text.js';
@@ -248,7 +248,7 @@ async function startControls(
 /** The call path, the MCP layer and the HTTP app over them (not yet listening). */
 function buildHttp(
   cfg: GatewayConfig,
-  core: Omit<Core, 'key' | 'provider' | 'operatorRecords'> & { sessions: SessionService },
+  core: Omit<Core, 'provider' | 'operatorRecords'> & { sessions: SessionService; trees: TreeStore },
   catalog: CatalogGuard | null,
   policy: PolicyState | null,
   operator: OperatorControls,
@@ -264,6 +264,8 @@ function buildHttp(
     policy,
     chain,
     relayEntries: sqliteRelayEntries(chain, core.sessionStore),
+    trees: core.trees,
+    key: core.key,
     metrics: obs.metrics,
     tracing: obs.tracing,
     log,
@@ -339,7 +341,7 @@ export async function startGateway(
     const drain = new Drain();
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
-      { db, chain, sessionStore, sessions, upstreams, executions, log },
+      { db, chain, sessionStore, sessions, upstreams, executions, log, key, trees: storage.trees },
       catalog,
       policy,
       operator,

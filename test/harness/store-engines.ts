@@ -13,13 +13,14 @@ import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
-import type { CallStore, ExecutionRow, OperatorRecords, SessionStore } from '../../src/store/port.js';
+import type { CallStore, ExecutionRow, OperatorRecords, SessionStore, TreeStore } from '../../src/store/port.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
 import { postgresOperatorRecords } from '../../src/store/postgres/operator-records.js';
 import { PostgresSessionStore } from '../../src/store/postgres/session-store.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
+import { PostgresTreeStore } from '../../src/store/postgres/tree.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
 import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
 import { AuditChain, type EntryInput } from '../../src/store/sqlite/chain.js';
@@ -27,6 +28,7 @@ import { type Db, openDatabase } from '../../src/store/sqlite/db.js';
 import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
 import { sqliteOperatorRecords } from '../../src/store/sqlite/operator-records.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/session-store.js';
+import { SqliteTreeStore } from '../../src/store/sqlite/tree.js';
 import { createDatabase, type PostgresInstance, startPostgres } from '../../testing/postgres.js';
 import { hasPostgres } from './postgres.js';
 
@@ -40,6 +42,8 @@ export interface Replica {
   sessions: SessionStore;
   /** One entry appended to `chainId` in its own transaction. */
   append(chainId: string, input: EntryInput): Promise<AuditEntry>;
+  /** The chains' trees and checkpoints, read and written through this replica's connection. */
+  trees: TreeStore;
 }
 
 /** A database with three replicas writing into it. */
@@ -78,6 +82,7 @@ export function sqliteEngine(): Engine {
         operator: sqliteOperatorRecords(db, chain),
         sessions: new SqliteSessionStore(db, chain, `replica-${i}`),
         append: (chainId, input) => chain.appendAwaited(chainId, input),
+        trees: new SqliteTreeStore(db),
       };
     }),
     bundle: async (chainId, sessionId) => new AuditChain(reader).bundle(chainId, sessionId),
@@ -149,6 +154,7 @@ export async function postgresEngine(
       operator: postgresOperatorRecords(pool, fence),
       sessions: new PostgresSessionStore(pool, fence),
       append: (chainId, input) => fencedTransaction(pool, fence, (cl) => appendEntry(cl, chainId, input)),
+      trees: new PostgresTreeStore(pool),
     });
   }
   return {

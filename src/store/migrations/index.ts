@@ -8,7 +8,7 @@
 import { CmcpError } from '../../errors/index.js';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 6;
+export const LATEST_SCHEMA_VERSION = 7;
 
 /**
  * Each version's one-line description, in order from version 1, the same text in both engines
@@ -23,6 +23,8 @@ const MIGRATION_DESCRIPTIONS: readonly string[] = [
   "entry_writers and replica_evidence: each replica entry's writer signature, each replica's start-up evidence",
   // Readiness's write probe (src/gateway/health/readiness.ts).
   'readiness_probe: one row per writer that /readyz updates to show a write commits',
+  // The chains' Merkle trees (docs/spec/transparency.md).
+  "chain trees: each chain's tree frontier on its tip row, tree_nodes, checkpoints, audit_entries.call_id",
 ];
 
 /** One numbered migration of one engine. */

@@ -14,6 +14,7 @@ import { postgresOperatorRecords } from './operator-records.js';
 import { PostgresSessionStore } from './session-store.js';
 import { openReplicaPool } from './transaction.js';
 import { postgresWriteProbe } from './write-probe.js';
+import { PostgresTreeStore } from './tree.js';
 import { PostgresWriteStore } from './write-store.js';
 
 /** The settings PostgreSQL storage reads from the gateway config. */
@@ -51,6 +52,7 @@ export function openPostgresStorage(cfg: PostgresSettings): PostgresStorage {
   return {
     engine: 'postgres',
     pool,
+    trees: new PostgresTreeStore(pool),
     async migrate() {
       let client: pg.PoolClient;
       try {

@@ -31,16 +31,16 @@ export async function rebuildFrontier(client: pg.ClientBase, chainId: string): P
   for (const row of r.rows) for (const n of f.appendEntryHash(row.entry_hash)) if (n.level > 0) nodes.push(n);
   await client.query(
     `INSERT INTO tree_nodes (chain_id, level, node_index, hash)
-     SELECT $1, l, i, h FROM unnest($2::int[], $3::bigint[], $4::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING`,
+     SELECT $1, l, i, h FROM unnest($2::bigint[], $3::bigint[], $4::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING`,
     [chainId, ...nodeColumns(nodes)],
   );
   return f;
 }
 
 /** The columns of `nodes` above the leaves, as `unnest` takes them: levels, indexes, hashes. */
-export function nodeColumns(nodes: readonly TreeNode[]): [number[], string[], Buffer[]] {
+export function nodeColumns(nodes: readonly TreeNode[]): [string[], string[], Buffer[]] {
   const above = nodes.filter((n) => n.level > 0);
-  return [above.map((n) => n.level), above.map((n) => String(n.index)), above.map((n) => n.hash)];
+  return [above.map((n) => String(n.level)), above.map((n) => String(n.index)), above.map((n) => n.hash)];
 }
 
 interface CheckpointRow {
@@ -51,7 +51,8 @@ interface CheckpointRow {
   signed_at: string;
 }
 
-const CHECKPOINT_COLUMNS = 'chain_id, tree_size::text AS tree_size, root_hash, note, signed_at';
+// Read as text (BIGINT); sorted by the stored number, not the text (`c.tree_size`).
+const CHECKPOINT_COLUMNS = 'c.chain_id, c.tree_size::text AS tree_size, c.root_hash, c.note, c.signed_at';
 
 function checkpointOf(r: CheckpointRow | undefined): StoredCheckpoint | undefined {
   return r && { ...r, tree_size: Number(r.tree_size) };
@@ -92,16 +93,16 @@ export class PostgresTreeStore implements TreeStore {
          WHERE chain_id = $1 AND sequence_number = ANY($2::bigint[])`,
         [chainId, leaves],
       ),
-      this.pool.query<{ level: number; node_index: string; hash: Buffer }>(
-        `SELECT n.level, n.node_index::text, n.hash FROM tree_nodes n
-         JOIN unnest($2::int[], $3::bigint[]) AS w(l, i) ON n.level = w.l AND n.node_index = w.i
+      this.pool.query<{ level: string; node_index: string; hash: Buffer }>(
+        `SELECT n.level::text, n.node_index::text, n.hash FROM tree_nodes n
+         JOIN unnest($2::bigint[], $3::bigint[]) AS w(l, i) ON n.level = w.l AND n.node_index = w.i
          WHERE n.chain_id = $1`,
-        [chainId, inner.map((id) => id.level), inner.map((id) => String(id.index))],
+        [chainId, inner.map((id) => String(id.level)), inner.map((id) => String(id.index))],
       ),
     ]);
     return [
       ...l.rows.map((r) => ({ level: 0, index: Number(r.sequence_number), hash: entryLeafHash(r.entry_hash) })),
-      ...n.rows.map((r) => ({ level: r.level, index: Number(r.node_index), hash: r.hash })),
+      ...n.rows.map((r) => ({ level: Number(r.level), index: Number(r.node_index), hash: r.hash })),
     ];
   }
 
@@ -116,8 +117,8 @@ export class PostgresTreeStore implements TreeStore {
 
   async checkpointCovering(chainId: string, leafIndex: number): Promise<StoredCheckpoint | undefined> {
     const r = await this.pool.query<CheckpointRow>(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE chain_id = $1 AND tree_size > $2
-       ORDER BY tree_size LIMIT 1`,
+      `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.chain_id = $1 AND c.tree_size > $2
+       ORDER BY c.tree_size LIMIT 1`,
       [chainId, leafIndex],
     );
     return checkpointOf(r.rows[0]);
@@ -125,7 +126,7 @@ export class PostgresTreeStore implements TreeStore {
 
   async checkpointOfSize(chainId: string, size: number): Promise<StoredCheckpoint | undefined> {
     const r = await this.pool.query<CheckpointRow>(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE chain_id = $1 AND tree_size = $2`,
+      `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.chain_id = $1 AND c.tree_size = $2`,
       [chainId, size],
     );
     return checkpointOf(r.rows[0]);
@@ -133,7 +134,7 @@ export class PostgresTreeStore implements TreeStore {
 
   async checkpoints(chainId: string): Promise<StoredCheckpoint[]> {
     const r = await this.pool.query<CheckpointRow>(
-      `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE chain_id = $1 ORDER BY tree_size`,
+      `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints c WHERE c.chain_id = $1 ORDER BY c.tree_size`,
       [chainId],
     );
     return r.rows.map((row) => checkpointOf(row) as StoredCheckpoint);

@@ -4,6 +4,7 @@
  * destructive, and the store worker when the config asks for it (store/sqlite/write-client.ts).
  */
 import type { Logger } from 'pino';
+import { SqliteTreeStore } from './tree.js';
 import type { StoreConfig } from '../../config/store.js';
 import type { OperatorRecords, StorageCapabilities } from '../port.js';
 import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
@@ -93,6 +94,7 @@ export function openSqliteStorage(
     db,
     instance,
     worker,
+    trees: new SqliteTreeStore(db),
     callStore: (chain) => sqliteCallStore(db, cfg.instance_id, chain, worker),
     operatorRecords: (chain) => sqliteOperatorRecords(db, chain),
     sessionStore: (chain) => new SqliteSessionStore(db, chain, cfg.instance_id),
