@@ -153,7 +153,9 @@ describe('SQLite', () => {
     ).toEqual(
       // Version 7's column of audit_entries (ALTER TABLE … ADD COLUMN appends it to the text).
       textsBefore.map((t) =>
-        t.name === 'audit_entries' ? { ...t, sql: t.sql?.replace(/canonical .*NOT NULL,/, '$& call_id TEXT,') ?? null } : t,
+        t.name === 'audit_entries'
+          ? { ...t, sql: t.sql?.replace(/canonical .*NOT NULL,/, '$& call_id TEXT,') ?? null }
+          : t,
       ),
     );
     const sessionId = (before.claims as { session_id: string }[])[0]?.session_id ?? '';

@@ -12,8 +12,8 @@ import {
   entryLeafHash,
   inclusionProof,
   inclusionProofNodeIds,
-  treeRoot,
   type TreeNodeId,
+  treeRoot,
   verifyConsistency,
   verifyInclusion,
 } from '@cmcp/verify/formats';
@@ -75,14 +75,16 @@ describe.each(engines)('the trees of the storage contract on %s', (name, make) =
         const proof = inclusionProof(index, leaves.length, read);
         expect(verifyInclusion(leaves[index] as Buffer, index, leaves.length, proof, root)).toBe(true);
         // Another leaf at that place does not verify.
-        expect(verifyInclusion(leaves[(index + 1) % leaves.length] as Buffer, index, leaves.length, proof, root)).toBe(
-          false,
-        );
+        expect(
+          verifyInclusion(leaves[(index + 1) % leaves.length] as Buffer, index, leaves.length, proof, root),
+        ).toBe(false);
       }
       for (const from of [1, 2, 3, 8, 13, 32, 44, 45]) {
         const read = await reader(r.trees, chainId, consistencyProofNodeIds(from, leaves.length));
         const proof = consistencyProof(from, leaves.length, read);
-        expect(verifyConsistency(from, leaves.length, proof, treeRoot(leaves.slice(0, from)), root)).toBe(true);
+        expect(verifyConsistency(from, leaves.length, proof, treeRoot(leaves.slice(0, from)), root)).toBe(
+          true,
+        );
       }
     }
   });

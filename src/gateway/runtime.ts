@@ -29,6 +29,7 @@ import {
 import type { PolicyState } from '../policy/state.js';
 import type { Relay } from '../relay/relay.js';
 import { recordRenewals } from '../relay/renewals.js';
+import type { CheckpointSigner } from '../session/checkpoints.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../session/service.js';
 import type { CallStore, OperatorRecords, TreeStore } from '../store/port.js';
 import { AttemptLog } from '../store/sqlite/attempts.js';
@@ -76,6 +77,8 @@ export interface Gateway {
   relay: Relay;
   /** The MCP layer behind `POST /mcp` (the HTTP edge hands it each request and its channel). */
   mcp: McpEndpoint;
+  /** Signs the session chains' checkpoints, batched per window (session/checkpoints.ts). */
+  checkpoints: CheckpointSigner;
   /** `http://host:port` once listening. */
   url: string;
   /** The separate metrics listener's `http://host:port` (metrics.listen), else null. */
@@ -339,7 +342,7 @@ export async function startGateway(
         log,
       });
     const drain = new Drain();
-    const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
+    const { app, refusals, calls, relay, mcp, clientSessions, checkpoints } = buildHttp(
       cfg,
       { db, chain, sessionStore, sessions, upstreams, executions, log, key, trees: storage.trees },
       catalog,
@@ -413,6 +416,7 @@ export async function startGateway(
       operator,
       relay,
       mcp,
+      checkpoints,
       url,
       metricsUrl: metricsListener?.url ?? null,
       clientSessions,

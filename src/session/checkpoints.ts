@@ -90,7 +90,8 @@ export class CheckpointSigner {
   async stop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    await (this.running = this.running.then(() => this.flush()));
+    this.running = this.running.then(() => this.flush());
+    await this.running;
     this.stopped = true;
     for (const list of this.waiting.values())
       for (const w of list) w.reject(new Error('the checkpoint signer is stopped'));
@@ -119,7 +120,8 @@ export class CheckpointSigner {
     const head = await this.store.treeHead(chainId);
     if (!head) return undefined;
     const known = this.signedSize.get(chainId);
-    if (known !== undefined && known >= head.size) return this.store.checkpointCovering(chainId, head.size - 1);
+    if (known !== undefined && known >= head.size)
+      return this.store.checkpointCovering(chainId, head.size - 1);
     const signedAt = new Date().toISOString();
     const cp: StoredCheckpoint = {
       chain_id: chainId,

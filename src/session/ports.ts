@@ -6,8 +6,8 @@
  * path itself (call/orchestrator.ts) awaits `resolve` as it always has.
  */
 import type { Readable } from 'node:stream';
-import type { Answer, ClaimTextPieces, ExecutionReads } from '../store/port.js';
 import type { ConsistencyProofJson, ReceiptJson } from '@cmcp/verify/formats';
+import type { Answer, ClaimTextPieces, ExecutionReads } from '../store/port.js';
 import type { SessionCreated, SessionRow } from './types.js';
 
 export type { Answer, ExecutionReads };

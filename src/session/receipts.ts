@@ -50,7 +50,11 @@ export class ReceiptService {
       call_id: callId,
       entry_hash: entry.entry_hash,
       sequence_number: index,
-      inclusion: { tree_size: cp.tree_size, proof: inclusionProof(index, cp.tree_size, read), checkpoint: cp.note },
+      inclusion: {
+        tree_size: cp.tree_size,
+        proof: inclusionProof(index, cp.tree_size, read),
+        checkpoint: cp.note,
+      },
     });
   }
 
@@ -69,7 +73,15 @@ export class ReceiptService {
     await this.owned(agentId, sessionId);
     const newest = (await this.store.checkpoints(sessionId)).at(-1)?.tree_size ?? 0;
     const upTo = to ?? newest;
-    if (!(Number.isSafeInteger(from) && Number.isSafeInteger(upTo) && from >= 0 && from <= upTo && upTo <= newest))
+    if (
+      !(
+        Number.isSafeInteger(from) &&
+        Number.isSafeInteger(upTo) &&
+        from >= 0 &&
+        from <= upTo &&
+        upTo <= newest
+      )
+    )
       throw new CmcpError(
         'INVALID_PARAMS',
         `from and to must be tree sizes with 0 ≤ from ≤ to ≤ ${newest} (the newest signed checkpoint)`,

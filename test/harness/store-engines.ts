@@ -13,7 +13,13 @@ import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
-import type { CallStore, ExecutionRow, OperatorRecords, SessionStore, TreeStore } from '../../src/store/port.js';
+import type {
+  CallStore,
+  ExecutionRow,
+  OperatorRecords,
+  SessionStore,
+  TreeStore,
+} from '../../src/store/port.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
 import { getExecution } from '../../src/store/postgres/executions.js';
 import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';

@@ -60,7 +60,9 @@ async function lockChainTree(
   if (!row) throw new Error(`chain ${chainId}: tip row missing`);
   const seq = Number(row.tip_sequence);
   const tip =
-    seq < 0 ? undefined : { sequence_number: seq, entry_hash: row.tip_hash, timestamp_utc: row.tip_timestamp };
+    seq < 0
+      ? undefined
+      : { sequence_number: seq, entry_hash: row.tip_hash, timestamp_utc: row.tip_timestamp };
   let frontier = row.tree_frontier ? MerkleFrontier.fromBytes(row.tree_frontier) : undefined;
   if (frontier?.size !== seq + 1) frontier = await rebuildFrontier(client, chainId);
   return { tip, frontier };
@@ -100,7 +102,14 @@ export async function appendEntry(
     `WITH n AS (INSERT INTO tree_nodes (chain_id, level, node_index, hash)
        SELECT $1, l, i, h FROM unnest($6::bigint[], $7::bigint[], $8::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING)
      UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4, tree_frontier = $5 WHERE chain_id = $1`,
-    [chainId, body.sequence_number, entry_hash, body.timestamp_utc, frontier.toBytes(), ...nodeColumns(nodes)],
+    [
+      chainId,
+      body.sequence_number,
+      entry_hash,
+      body.timestamp_utc,
+      frontier.toBytes(),
+      ...nodeColumns(nodes),
+    ],
   );
   return { ...body, entry_hash };
 }

@@ -13,8 +13,8 @@ import type { Fence } from './leases.js';
 import { postgresOperatorRecords } from './operator-records.js';
 import { PostgresSessionStore } from './session-store.js';
 import { openReplicaPool } from './transaction.js';
-import { postgresWriteProbe } from './write-probe.js';
 import { PostgresTreeStore } from './tree.js';
+import { postgresWriteProbe } from './write-probe.js';
 import { PostgresWriteStore } from './write-store.js';
 
 /** The settings PostgreSQL storage reads from the gateway config. */

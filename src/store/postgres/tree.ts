@@ -6,16 +6,9 @@
  * statement that moves the tip (no extra round trip). Leaves are read from `audit_entries`.
  * Signed checkpoints are `checkpoints` rows (store/port.ts TreeStore).
  */
-import {
-  entryLeafHash,
-  MerkleFrontier,
-  type TreeNode,
-  type TreeNodeId,
-} from '@cmcp/verify/formats';
+import { entryLeafHash, MerkleFrontier, type TreeNode, type TreeNodeId } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import type { StoredCheckpoint, TreeHead, TreeStore } from '../port.js';
-
-type Queryable = pg.Pool | pg.ClientBase;
 
 /**
  * The frontier of a chain whose tip row holds none (a chain written before trees were kept):
@@ -69,7 +62,9 @@ export class PostgresTreeStore implements TreeStore {
     );
     const row = r.rows[0];
     if (!row || Number(row.tip_sequence) < 0) return undefined;
-    const f = row.tree_frontier ? MerkleFrontier.fromBytes(row.tree_frontier) : await this.frontierOf(chainId);
+    const f = row.tree_frontier
+      ? MerkleFrontier.fromBytes(row.tree_frontier)
+      : await this.frontierOf(chainId);
     return { size: f.size, root: f.root().toString('hex') };
   }
 
@@ -101,7 +96,11 @@ export class PostgresTreeStore implements TreeStore {
       ),
     ]);
     return [
-      ...l.rows.map((r) => ({ level: 0, index: Number(r.sequence_number), hash: entryLeafHash(r.entry_hash) })),
+      ...l.rows.map((r) => ({
+        level: 0,
+        index: Number(r.sequence_number),
+        hash: entryLeafHash(r.entry_hash),
+      })),
       ...n.rows.map((r) => ({ level: Number(r.level), index: Number(r.node_index), hash: r.hash })),
     ];
   }

@@ -38,7 +38,9 @@ export class AuditChain {
     this.tipStmt = db.prepare<[string], ChainTip>(
       'SELECT sequence_number, entry_hash, timestamp_utc FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number DESC LIMIT 1',
     );
-    this.insertStmt = db.prepare(`INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)`);
+    this.insertStmt = db.prepare(
+      `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+    );
     this.chainStmt = db.prepare<[string], { canonical: string; entry_hash: string }>(
       'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number',
     );
@@ -122,7 +124,13 @@ export class AuditChain {
 
   private write(entry: PreparedEntry): AuditEntry {
     this.insertStmt.run(...entryRowValues(entry));
-    appendToTree(this.db, entry.body.chain_id, entry.body.sequence_number, entry.entry_hash, entry.body.timestamp_utc);
+    appendToTree(
+      this.db,
+      entry.body.chain_id,
+      entry.body.sequence_number,
+      entry.entry_hash,
+      entry.body.timestamp_utc,
+    );
     return { ...entry.body, entry_hash: entry.entry_hash };
   }
 

@@ -4,7 +4,6 @@
  * destructive, and the store worker when the config asks for it (store/sqlite/write-client.ts).
  */
 import type { Logger } from 'pino';
-import { SqliteTreeStore } from './tree.js';
 import type { StoreConfig } from '../../config/store.js';
 import type { OperatorRecords, StorageCapabilities } from '../port.js';
 import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
@@ -13,6 +12,7 @@ import { type Db, openGatewayDatabase, setGroupCommit, writesSettled } from './d
 import { acquireInstance, type InstanceLock } from './instance-lock.js';
 import { sqliteOperatorRecords } from './operator-records.js';
 import { SqliteSessionStore } from './session-store.js';
+import { SqliteTreeStore } from './tree.js';
 import { startCheckpoints } from './wal.js';
 import { type StoreWorker, startStoreWorker } from './write-client.js';
 import { sqliteWriteProbe } from './write-probe.js';

@@ -7,12 +7,7 @@
  * A chain whose tip row holds no frontier, or one of another size (written before trees were
  * kept), has its frontier and nodes rebuilt from its entries at its next append.
  */
-import {
-  entryLeafHash,
-  MerkleFrontier,
-  type TreeNode,
-  type TreeNodeId,
-} from '@cmcp/verify/formats';
+import { entryLeafHash, MerkleFrontier, type TreeNode, type TreeNodeId } from '@cmcp/verify/formats';
 import type { StoredCheckpoint, TreeHead, TreeStore } from '../port.js';
 import type { Db } from './db.js';
 import { prepared } from './statements.js';

@@ -150,12 +150,17 @@ export async function agentRestPlugin(app: FastifyInstance, d: AgentRestOptions)
         d.receipts.receipt(req.agentId, req.params.id, req.params.call_id),
       ),
   );
-  app.get<{ Params: { id: string }; Querystring: { from: number; to?: number } }>(
+  app.get<{ Params: { id: string }; Querystring: { from: string; to?: string } }>(
     '/sessions/:id/consistency',
     { schema: consistencySchema },
     async (req) =>
       ownSession(d, req, req.params.id, () =>
-        d.receipts.consistency(req.agentId, req.params.id, req.query.from, req.query.to),
+        d.receipts.consistency(
+          req.agentId,
+          req.params.id,
+          Number(req.query.from),
+          req.query.to === undefined ? undefined : Number(req.query.to),
+        ),
       ),
   );
 
@@ -225,17 +230,22 @@ export const receiptSchema = {
     required: ['id', 'call_id'],
   },
   response: {
-    200: open('a receipt (docs/spec/transparency.md#receipts): the entry, a signed checkpoint, the inclusion proof'),
+    200: open(
+      'a receipt (docs/spec/transparency.md#receipts): the entry, a signed checkpoint, the inclusion proof',
+    ),
     ...errors,
   },
 } as const;
+
+const treeSize = { type: 'string', pattern: '^(0|[1-9][0-9]{0,14})$' } as const;
 
 /** `GET /sessions/:id/consistency?from=&to=`: RFC 9162 consistency proof between two checkpoints. */
 export const consistencySchema = {
   params: idParams,
   querystring: {
     type: 'object',
-    properties: { from: { type: 'integer', minimum: 0 }, to: { type: 'integer', minimum: 0 } },
+    // Tree sizes in decimal (query strings are not coerced: app.ts).
+    properties: { from: treeSize, to: treeSize },
     required: ['from'],
     additionalProperties: false,
   },
