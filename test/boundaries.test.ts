@@ -6,7 +6,8 @@
  *   package (src/, native/, testing/, test/, bench/, demo/), and of npm packages only those its
  *   package.json depends on, never a native or server module (koffi, better-sqlite3, fastify,
  *   pino, pg) — what an install of the package alone must resolve.
- * - `verify-foundations`: abi/, crypto/, format/ and errors/ import only each other — nothing
+ * - `verify-foundations`: abi/, crypto/, format/, errors/ and transparency/ (the chain trees,
+ *   checkpoints and receipts format/ exports) import only each other — nothing
  *   from the verifier or the CLI (crypto/ is the one place hashing and signature checks live;
  *   the formats hash and sign through it).
  * - `verify-cli-is-a-shell`: no module outside cli/ imports cli/ (the verifier is a library; the
@@ -38,7 +39,7 @@ const VERIFY = 'packages/verify/src/';
 const NATIVE = 'native/';
 /** Native or server modules that must never reach the relying party's package. */
 const FORBIDDEN_PACKAGES = ['koffi', 'better-sqlite3', 'fastify', 'pino', 'pg'];
-const FOUNDATIONS = ['abi/', 'crypto/', 'format/', 'errors/'];
+const FOUNDATIONS = ['abi/', 'crypto/', 'format/', 'errors/', 'transparency/'];
 const PLATFORMS = ['tpm/', 'snp/', 'tdx/'];
 
 /** Where one import specifier leads. */

@@ -192,10 +192,45 @@ export const VERIFIER_ERRORS = {
   },
 } as const satisfies Record<string, ErrorSpec>;
 
+/**
+ * Transparency formats (docs/spec/transparency.md): a chain's Merkle tree state, its proofs,
+ * signed notes, checkpoints and receipts that do not parse or do not fit. Verification failures
+ * of well-formed input are reason codes of the verifier's checks (result.ts), not these.
+ */
+const tlog = (summary: string): ErrorSpec => ({ http: 400, rpc: -32085, summary });
+
+/** Codes of packages/verify/src/transparency/ (TransparencyError). */
+export const TRANSPARENCY_ERRORS = {
+  TREE_LEAF_MALFORMED: tlog(
+    'A tree leaf is not an entry_hash of 64 lowercase hex (or a leaf hash of 32 bytes).',
+  ),
+  TREE_SIZE_INVALID: tlog(
+    'A tree size, leaf index or proof bound is not a whole number ≥ 0 within 2^53 − 1.',
+  ),
+  TREE_STATE_MALFORMED: tlog(
+    'A serialised tree frontier does not have one 32-byte hash per set bit of its size.',
+  ),
+  TREE_NODE_MISSING: tlog('A proof needs a perfect subtree node the reader does not have.'),
+  PROOF_RANGE_INVALID: tlog(
+    'A proof was asked for a leaf index not below the tree size, or between sizes whose first exceeds the second.',
+  ),
+  NOTE_MALFORMED: tlog(
+    'A signed note (C2SP signed-note) does not parse: control characters, no blank line before the signatures, or a bad signature line.',
+  ),
+  NOTE_KEY_INVALID: tlog(
+    'A note verifier key (name+hex key ID+base64 type‖key) does not parse, is not Ed25519 (type 0x01) or its key ID is not the one its name and key give.',
+  ),
+  CHECKPOINT_MALFORMED: tlog(
+    'A checkpoint note text (C2SP tlog-checkpoint) is not origin, decimal size and base64 32-byte root lines, or its origin is not a cmcp chain.',
+  ),
+  RECEIPT_MALFORMED: tlog('A receipt (docs/spec/transparency.md#receipts) does not have the receipt shape.'),
+} as const satisfies Record<string, ErrorSpec>;
+
 /** Every code @cmcp/verify owns. */
 export const VERIFY_ERRORS = {
   ...VERIFIER_ERRORS,
   ...ABI_ERRORS,
   ...VERIFY_INPUT_ERRORS,
   ...BINDING_BATCH_ERRORS,
+  ...TRANSPARENCY_ERRORS,
 } as const satisfies Record<string, ErrorSpec>;

@@ -16,6 +16,7 @@ import type { ErrorSpec } from './spec.js';
 export {
   ABI_ERRORS,
   BINDING_BATCH_ERRORS,
+  TRANSPARENCY_ERRORS,
   VERIFIER_ERRORS,
   VERIFY_ERRORS,
   VERIFY_INPUT_ERRORS,

@@ -198,10 +198,41 @@ export interface Claim {
 
 export type UnsignedClaim = Omit<Claim, 'signature'>;
 
-/** Signs an unsigned claim with the gateway's Ed25519 key (RFC 8032). */
-export function signClaim(unsigned: UnsignedClaim, key: KeyObject): Claim {
+/** `claim_version` of claims that commit to the chain's tree head (docs/spec/claims.md#claim-version-2). */
+export const CLAIM_VERSION_TREE_HEAD = 2;
+
+/**
+ * The session chain's final tree head: RFC 9162 MTH over every entry's leaf, session_close
+ * included (docs/spec/transparency.md#the-tree). `size` equals `audit_chain.length`.
+ */
+export interface TreeHeadJson {
+  size: number;
+  /** Lowercase hex of the 32-byte root. */
+  root: string;
+}
+
+/**
+ * A claim of version 2 (docs/spec/claims.md#claim-version-2): every v1 member but `transcript`,
+ * which the audit bundle carries (checked against `tree_head`), and `tree_head`. Its size does
+ * not grow with the session. `entry_counts` is required. Profiles keep their v1 meaning.
+ */
+export interface TreeHeadClaim extends Omit<Claim, 'claim_version' | 'transcript' | 'entry_counts'> {
+  claim_version: typeof CLAIM_VERSION_TREE_HEAD;
+  tree_head: TreeHeadJson;
+  entry_counts: Record<string, number>;
+}
+
+export type UnsignedTreeHeadClaim = Omit<TreeHeadClaim, 'signature'>;
+
+/** A claim of either version. */
+export type AnyClaim = Claim | TreeHeadClaim;
+
+/** Signs an unsigned claim (either version) with the gateway's Ed25519 key (RFC 8032). */
+export function signClaim(unsigned: UnsignedClaim, key: KeyObject): Claim;
+export function signClaim(unsigned: UnsignedTreeHeadClaim, key: KeyObject): TreeHeadClaim;
+export function signClaim(unsigned: UnsignedClaim | UnsignedTreeHeadClaim, key: KeyObject): AnyClaim {
   const sig = cryptoSign(null, Buffer.from(canonicalJson(unsigned), 'utf8'), key);
-  return { ...unsigned, signature: sig.toString('base64url') };
+  return { ...unsigned, signature: sig.toString('base64url') } as AnyClaim;
 }
 
 /**
@@ -209,13 +240,13 @@ export function signClaim(unsigned: UnsignedClaim, key: KeyObject): Claim {
  * @returns true when valid; false when the signature does not verify.
  * @throws when the claim is not shaped well enough to check (caller reports a fail).
  */
-export function verifyClaimSignature(claim: Claim): boolean {
+export function verifyClaimSignature(claim: AnyClaim): boolean {
   const { signature, ...unsigned } = claim;
   const key = jwkPublicKey({ ...claim.cnf.jwk });
   return verifyWithKey(null, Buffer.from(canonicalJson(unsigned), 'utf8'), key, fromB64u(signature));
 }
 
 /** Bare hex SHA-256 of a claim's canonical text (used for `prev_claim_hash`). */
-export function claimHash(claim: Claim): string {
+export function claimHash(claim: AnyClaim): string {
   return sha256Hex(canonicalJson(claim));
 }

@@ -6,10 +6,13 @@
  * - TRACE claims, their signature and evidence shapes (./claim.ts, docs/spec/claims.md);
  * - the session binding into hardware evidence (./binding.ts, docs/spec/binding.md);
  * - replica identity in entries and claims (./replica.ts);
- * - the RFC 6962 Merkle tree of batched bindings (crypto/merkle.ts).
+ * - the RFC 6962 Merkle tree of batched bindings (crypto/merkle.ts);
+ * - chain trees, proofs, checkpoints, signed notes and receipts (../transparency/,
+ *   docs/spec/transparency.md).
  * Nothing here reads files or talks to hardware.
  */
 export * from '../crypto/merkle.js';
+export * from '../transparency/index.js';
 export * from './binding.js';
 export * from './canonical.js';
 export * from './claim.js';
