@@ -112,7 +112,7 @@ describe('a crash between a claim text’s parts and its closing transaction', (
     expect(chain.filter((e) => e.entry_type === 'session_close')).toHaveLength(1);
     expect(claim.audit_chain.length).toBe(chain.length);
     expect(claim.audit_chain.tip).toBe(chain.at(-1)?.entry_hash);
-    expect(claim.transcript).toHaveLength(ENTRIES);
+    expect(claim.counters.tool_calls).toBe(ENTRIES);
     const stored = storedClaimText(db, sid)?.toString('utf8');
     expect(stored).toBe(claimText);
     expect(stored).toBe(canonicalJson(claim));

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { VerificationReport } from '@cmcp/verify';
-import type { AuditBundle, Claim } from '@cmcp/verify/formats';
+import type { AuditBundle, AnyClaim as Claim } from '@cmcp/verify/formats';
 import { canonicalJson, ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/formats';
 import pg from 'pg';
 import pino from 'pino';

@@ -10,7 +10,7 @@
  * worker): no statement, no connection, no SQL.
  */
 
-import type { AuditEntry, Claim, ReplicaMember, TreeNode, TreeNodeId } from '@cmcp/verify/formats';
+import type { AnyClaim, AuditEntry, ReplicaMember, TreeNode, TreeNodeId } from '@cmcp/verify/formats';
 import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { ClaimPageEntry } from './entries/entry-row.js';
 import type { ChainTip, EntryInput } from './entries/next-entry.js';
@@ -62,7 +62,7 @@ export interface ChainPageEntry extends ClaimPageEntry {
 
 /** A signed claim with its canonical text (UTF-8 JCS) and its hash, as it is stored. */
 export interface IssuedClaim {
-  claim: Claim;
+  claim: AnyClaim;
   canonical: Buffer;
   claimHash: string;
 }
@@ -116,7 +116,7 @@ export interface OpenSession {
 
 /** A close's outcome: the claim it issued, or the one another close had stored. */
 export interface ClosedSession {
-  claim: Claim;
+  claim: AnyClaim;
   /** The stored canonical text (UTF-8 JCS). */
   canonical: Buffer;
   /** False when the session was already closed and `claim` is the stored one. */
@@ -165,7 +165,7 @@ export interface SessionStore {
   /** A session row as committed (PostgreSQL: with its sensitivity level), or undefined. */
   session(sessionId: string): Answer<SessionRow | undefined>;
   /** A closed session's stored claim with its canonical text, or undefined. */
-  claim(sessionId: string): Answer<{ claim: Claim; canonical: Buffer } | undefined>;
+  claim(sessionId: string): Answer<{ claim: AnyClaim; canonical: Buffer } | undefined>;
   /** A closed session's stored claim text as stored, not parsed, or undefined. */
   claimCanonical(sessionId: string): Answer<ClaimTextPieces | undefined>;
   /** The newest open default session of `agentId`, or undefined. */
