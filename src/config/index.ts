@@ -10,15 +10,13 @@ import { CmcpError } from '../errors/index.js';
 import { attestationSchema, resolveAttestationPaths } from './attestation.js';
 import { oauthSchema, resolveOAuthPaths } from './oauth.js';
 import { replicasSchema } from './replicas.js';
+import { sessionsSchema } from './sessions.js';
 
 export type { AttestationConfig } from './attestation.js';
 
 import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
-
-/** Default checkpoint window (`sessions.checkpoint_window_ms`): tens of ms, one signature per session per window. */
-export const DEFAULT_CHECKPOINT_WINDOW_MS = 25;
 
 const hex64 = z
   .string()
@@ -253,30 +251,7 @@ export const configSchema = z
     // ---- attestation ----
     attestation: attestationSchema,
     // ---- sessions ----
-    sessions: z
-      .strictObject({
-        /** A default (implicit) session is closed with a claim after this many calls. */
-        default_max_calls: z.number().int().min(1).default(1000),
-        /** …or after this many seconds. */
-        default_max_age_s: z.number().int().min(1).default(3600),
-        /**
-         * A client session (`Mcp-Session-Id`) unused this many seconds ends, with its own upstream
-         * connections (stdio processes); its id then gets 404.
-         */
-        client_idle_s: z.number().int().min(1).default(300),
-        /**
-         * Milliseconds a session's grown Merkle tree waits before its checkpoint is signed: at
-         * most one signature per session per window, however many calls end in it
-         * (docs/spec/receipts.md). A receipt asked for waits at most this long for its checkpoint.
-         */
-        checkpoint_window_ms: z.number().int().min(1).max(10_000).default(DEFAULT_CHECKPOINT_WINDOW_MS),
-      })
-      .default({
-        default_max_calls: 1000,
-        default_max_age_s: 3600,
-        client_idle_s: 300,
-        checkpoint_window_ms: DEFAULT_CHECKPOINT_WINDOW_MS,
-      }),
+    sessions: sessionsSchema,
     // ---- store ----
     /**
      * SQLite database path (relative paths are relative to the config file), or a postgres://

@@ -10,12 +10,14 @@
  * worker): no statement, no connection, no SQL.
  */
 
-import type { AnyClaim, AuditEntry, ReplicaMember, TreeNode, TreeNodeId } from '@cmcp/verify/formats';
+import type { AnyClaim, AuditEntry, ReplicaMember } from '@cmcp/verify/formats';
 import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { ClaimPageEntry } from './entries/entry-row.js';
 import type { ChainTip, EntryInput } from './entries/next-entry.js';
+import type { TreeStore } from './tree-port.js';
 
 export type { ChainTip, EntryInput } from './entries/next-entry.js';
+export type { CallEntry, StoredCheckpoint, TreeHead, TreeStore } from './tree-port.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;
@@ -388,60 +390,6 @@ export interface WriteStore {
    *   held the write lock for the whole busy timeout.
    */
   write<C extends WriteCommand>(cmd: C): Promise<WriteResults[C['kind']]>;
-}
-
-/** A tree head: the size of a chain's Merkle tree and its root (lowercase hex of 32 bytes). */
-export interface TreeHead {
-  size: number;
-  root: string;
-}
-
-/** A signed checkpoint of a chain's tree as stored (docs/spec/transparency.md#checkpoints). */
-export interface StoredCheckpoint {
-  chain_id: string;
-  tree_size: number;
-  /** The tree's root at that size, lowercase hex. */
-  root_hash: string;
-  /** The C2SP signed note, exactly as signed. */
-  note: string;
-  /** RFC 3339 UTC: when it was signed. */
-  signed_at: string;
-}
-
-/** A call's entry as a receipt reads it. */
-export interface CallEntry {
-  canonical: string;
-  entry_hash: string;
-  sequence_number: number;
-}
-
-/**
- * Every chain is also an RFC 9162 Merkle tree (docs/spec/transparency.md#the-tree) whose
- * frontier and perfect subtree nodes each append stores in its own transaction; this is what
- * checkpoints, receipts and proofs read of it, and where signed checkpoints are kept.
- * SQLite: store/sqlite/tree.ts; PostgreSQL: store/postgres/tree.ts.
- */
-export interface TreeStore {
-  /** The chain's tree head as committed, or undefined for an empty chain. */
-  treeHead(chainId: string): Promise<TreeHead | undefined>;
-  /**
-   * The stored perfect subtree nodes `ids` of the chain (level 0: the entries' leaf hashes);
-   * a node not stored (a chain written before trees were kept, not appended to since) is left out.
-   */
-  treeNodes(chainId: string, ids: readonly TreeNodeId[]): Promise<TreeNode[]>;
-  /**
-   * Stores `cp` unless a checkpoint of that chain and size is stored already.
-   * @returns the checkpoint stored for that size (`cp`, or the one stored before it).
-   */
-  recordCheckpoint(cp: StoredCheckpoint): Promise<StoredCheckpoint>;
-  /** The smallest stored checkpoint whose tree holds leaf `leafIndex`, or undefined. */
-  checkpointCovering(chainId: string, leafIndex: number): Promise<StoredCheckpoint | undefined>;
-  /** The stored checkpoint of that size, or undefined. */
-  checkpointOfSize(chainId: string, size: number): Promise<StoredCheckpoint | undefined>;
-  /** The chain's stored checkpoints, smallest first. */
-  checkpoints(chainId: string): Promise<StoredCheckpoint[]>;
-  /** The newest entry of the chain recorded under `callId`, or undefined. */
-  callEntry(chainId: string, callId: string): Promise<CallEntry | undefined>;
 }
 
 /** The call path's side of the port: its writes and the attempt log's end of life. */
