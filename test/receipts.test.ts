@@ -107,7 +107,7 @@ async function complete(pending: ReceiptJson): Promise<ReceiptJson> {
   expect(pending).toMatchObject({ receipt_version: 1, inclusion: null, leaf_index: pending.sequence_number });
   expect(pending.fetch).toBe(`/sessions/${pending.session_id}/receipts/${pending.call_id}`);
   const r = await rest(gw.url, 'alice-token', 'GET', pending.fetch as string);
-  expect(r.status).toBe(200);
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
   const full = r.body as ReceiptJson;
   expect(full).toMatchObject({
     chain_id: pending.chain_id,

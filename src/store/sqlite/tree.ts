@@ -9,7 +9,7 @@
  */
 import { entryLeafHash, MerkleFrontier, type TreeNode, type TreeNodeId } from '@cmcp/verify/formats';
 import type { StoredCheckpoint, TreeHead, TreeStore } from '../port.js';
-import type { Db } from './db.js';
+import { type Db, immediateAsync } from './db.js';
 import { prepared } from './statements.js';
 
 /** The frontier row of a chain, or undefined. */
@@ -104,11 +104,14 @@ export class SqliteTreeStore implements TreeStore {
     return out;
   }
 
+  /** @throws (rejects) SQLITE_BUSY once the busy timeout has passed (the write lock waited for by awaiting). */
   async recordCheckpoint(cp: StoredCheckpoint): Promise<StoredCheckpoint> {
-    prepared(
-      this.db,
-      'INSERT OR IGNORE INTO checkpoints (chain_id, tree_size, root_hash, note, signed_at) VALUES (?,?,?,?,?)',
-    ).run(cp.chain_id, cp.tree_size, cp.root_hash, cp.note, cp.signed_at);
+    await immediateAsync(this.db, () =>
+      prepared(
+        this.db,
+        'INSERT OR IGNORE INTO checkpoints (chain_id, tree_size, root_hash, note, signed_at) VALUES (?,?,?,?,?)',
+      ).run(cp.chain_id, cp.tree_size, cp.root_hash, cp.note, cp.signed_at),
+    );
     return (await this.checkpointOfSize(cp.chain_id, cp.tree_size)) ?? cp;
   }
 
