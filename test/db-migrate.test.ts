@@ -125,7 +125,11 @@ describe('SQLite', () => {
     expect(db.prepare('SELECT version FROM schema_version ORDER BY version').all()[0]).toEqual({
       version: 1,
     });
-    expect(allRows(db)).toEqual(before);
+    // Version 7 adds audit_entries.call_id, each entry's own call_id read from its text.
+    const after = allRows(db);
+    const entries = after.audit_entries as { call_id: string | null; canonical: string }[];
+    for (const e of entries) expect(e.call_id).toBe(JSON.parse(e.canonical).call_id);
+    expect({ ...after, audit_entries: entries.map(({ call_id: _, ...rest }) => rest) }).toEqual(before);
     expect(db.prepare('SELECT count(*) AS n FROM session_sensitivity').get()).toEqual({ n: 0 });
     // The tables are the ones that code made, text for text; only schema_version and the tables
     // of later versions are new.
@@ -135,11 +139,25 @@ describe('SQLite', () => {
           !t.name.startsWith('schema_version') &&
           !t.name.startsWith('session_sensitivity') &&
           !t.name.includes('claim_part') && // its tables and their indexes (sqlite_autoindex_claim_part…)
-          !['chain_tips', 'replica_leases', 'entry_writers', 'replica_evidence', 'readiness_probe'].includes(
-            t.name,
-          ),
+          ![
+            'chain_tips',
+            'replica_leases',
+            'entry_writers',
+            'replica_evidence',
+            'readiness_probe',
+            'tree_nodes',
+            'checkpoints',
+            'audit_entries_call',
+          ].includes(t.name),
       ),
-    ).toEqual(textsBefore);
+    ).toEqual(
+      // Version 7's column of audit_entries (ALTER TABLE … ADD COLUMN appends it to the text).
+      textsBefore.map((t) =>
+        t.name === 'audit_entries'
+          ? { ...t, sql: t.sql?.replace(/canonical .*NOT NULL,/, '$& call_id TEXT,') ?? null }
+          : t,
+      ),
+    );
     const sessionId = (before.claims as { session_id: string }[])[0]?.session_id ?? '';
     const report = verifyBundle(new AuditChain(db).bundle(sessionId, sessionId));
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import { rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import { rest, rpc, startInProcess, type TestConfig, toolCalls, writeConfig } from './harness/gateway.js';
 import { mountSmallFs, type SmallFs, smallFsUnavailable } from './harness/small-fs.js';
 
 const unavailable = smallFsUnavailable();
@@ -140,7 +140,9 @@ describe.skipIf(unavailable !== null)('after a full disk, the gateway heals', ()
     const claim = await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
     expect(claim.status).toBe(200);
     expect(
-      claim.body.transcript.filter((e: { tool_name: string }) => e.tool_name === 'c.hold'),
+      (await toolCalls(gw.url, 'alice-token', sid)).filter(
+        (e: { tool_name: string }) => e.tool_name === 'c.hold',
+      ),
     ).toMatchObject([
       { disposition: 'completed' },
       { disposition: 'refused', error_code: 'EXECUTION_REPLAY_REFUSED' },

@@ -286,7 +286,7 @@ describe('claims and bundles', () => {
     const claim = await rest(gw.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
     expect(claim.status).toBe(200);
     expect(JSON.stringify(claim.body)).not.toContain(x);
-    expect(claim.body.transcript).toHaveLength(2);
+    expect(claim.body.counters.tool_calls).toBe(2);
     const bundle = await rest(gw.url, 'alice-token', 'GET', `/sessions/${sid}/audit`);
     const withX = bundle.body.entries.filter(
       (e: { canonical: string }) => JSON.parse(e.canonical).execution_id === x,

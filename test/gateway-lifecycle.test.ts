@@ -6,7 +6,15 @@
 import { verifyClaim } from '@cmcp/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
-import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
+import {
+  cleanup,
+  rest,
+  rpc,
+  startInProcess,
+  type TestConfig,
+  toolCalls,
+  writeConfig,
+} from './harness/gateway.js';
 
 let up: CountingServer;
 let cfg: TestConfig;
@@ -154,7 +162,7 @@ describe('one live process per instance', () => {
       expect(r.body.result.content[0].text).toBe('released');
       const claim = await rest(a.url, 'alice-token', 'POST', `/sessions/${sid}/close`);
       expect(claim.status).toBe(200);
-      expect(claim.body.transcript.at(-1)).toMatchObject({ disposition: 'completed' });
+      expect((await toolCalls(a.url, 'alice-token', sid)).at(-1)).toMatchObject({ disposition: 'completed' });
     } finally {
       await a.stop();
       cleanup(c3.dir);

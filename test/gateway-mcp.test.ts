@@ -285,7 +285,7 @@ describe('sessions', () => {
       ['refused', 'INVALID_PARAMS'],
       ['completed', null],
     ]);
-    expect(closed.body.transcript).toHaveLength(4);
+    expect(closed.body.counters.tool_calls).toBe(4);
     expect(closed.body.audit_chain.length).toBe(rows.length);
     expect(JSON.stringify(closed.body)).not.toContain('9007199254740993');
   });
@@ -390,7 +390,7 @@ describe('default session rotation', () => {
       expect(s2).not.toBe(s1);
       const claim = await rest(g2.url, 'alice-token', 'GET', `/sessions/${s1}/claim`);
       expect(claim.status).toBe(200);
-      expect(claim.body.transcript).toHaveLength(2);
+      expect(claim.body.counters.tool_calls).toBe(2);
       const closeEntry = g2.chain.entries(s1).at(-1);
       expect(closeEntry?.entry_type).toBe('session_close');
       expect(closeEntry?.detail?.reason).toBe('rotated');

@@ -24,6 +24,7 @@ import {
   rpc,
   startInProcess,
   type TestConfig,
+  toolCalls,
   writeConfig,
 } from './harness/gateway.js';
 
@@ -177,10 +178,11 @@ describe('enforcing (the example bundle)', () => {
       ['fs.write_file', 'deny', [], 'POLICY_ATTRIBUTE_INVALID'],
       ['fs.write_file', 'deny', [], 'POLICY_ATTRIBUTE_INVALID'],
     ]);
-    expect(claim.transcript.map((l: { policy_rule_matched: unknown }) => l.policy_rule_matched)).toEqual(
+    const transcript = await toolCalls(gw.url, 'alice-token', session);
+    expect(transcript.map((l: { policy_rule_matched: unknown }) => l.policy_rule_matched)).toEqual(
       calls.map((e) => e.policy_rule_matched),
     );
-    expect(claim.transcript[3]).toMatchObject({ policy_decision: 'deny', disposition: 'refused' });
+    expect(transcript[3]).toMatchObject({ policy_decision: 'deny', disposition: 'refused' });
     expect(claim.policy_bundle_hash).toBe(hashBundleDir(BUNDLE));
     expect(claim.binding.preimage.policy_bundle_hash).toBe(hashBundleDir(BUNDLE));
     expect(claim.enforcement_mode).toBe('enforcing');
@@ -188,13 +190,20 @@ describe('enforcing (the example bundle)', () => {
     const report = verifyClaim(claim, { bundle, expectedPolicyHash: hashBundleDir(BUNDLE) });
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(report.checks.find((c) => c.id === 'claim.policy_hash')?.status).toBe('pass');
-    expect(report.checks.find((c) => c.id === 'audit.transcript')?.status).toBe('pass');
+    expect(report.checks.find((c) => c.id === 'audit.tree_head')?.status).toBe('pass');
     const wrong = verifyClaim(claim, { bundle, expectedPolicyHash: `sha256:${'0'.repeat(64)}` });
     expect(wrong.verdict).toBe('invalid');
     expect(wrong.checks.find((c) => c.id === 'claim.policy_hash')?.reason_code).toBe('POLICY_HASH_MISMATCH');
     // The verifier compares matched policy ids line by line.
-    const forged = structuredClone(claim.transcript);
-    forged[0].policy_rule_matched = ['some-other-policy'];
+    const forged = transcript.map((e) => ({
+      sequence_number: e.sequence_number,
+      tool_name: e.tool_name,
+      policy_decision: e.policy_decision,
+      policy_rule_matched: e.policy_rule_matched,
+      disposition: e.disposition,
+      error_code: e.error_code,
+    }));
+    (forged[0] as { policy_rule_matched: unknown }).policy_rule_matched = ['some-other-policy'];
     const v = verifyBundle(bundle, { transcript: forged });
     expect(v.checks.find((c) => c.id === 'audit.transcript')?.reason_code).toBe('TRANSCRIPT_MISMATCH');
   });
@@ -221,7 +230,9 @@ describe('advisory and silent modes', () => {
       });
       const claim = (await rest(gw.url, 'alice-token', 'POST', `/sessions/${ev.session_id}/close`)).body;
       expect(claim.enforcement_mode).toBe('advisory');
-      expect(claim.transcript.at(-1)).toMatchObject({ policy_decision: 'advisory_deny' });
+      expect((await toolCalls(gw.url, 'alice-token', ev.session_id)).at(-1)).toMatchObject({
+        policy_decision: 'advisory_deny',
+      });
     } finally {
       await gw.close();
       cleanup(cfg.dir);

@@ -16,12 +16,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { VerificationReport } from '@cmcp/verify';
-import type { AuditBundle, Claim } from '@cmcp/verify/formats';
+import type { AuditBundle, AnyClaim as Claim } from '@cmcp/verify/formats';
 import { canonicalJson, ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/formats';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimSchema, verifyClaim } from '../packages/verify/src/claim.js';
+import { verifyClaim } from '../packages/verify/src/claim.js';
+import { treeHeadClaimSchema } from '../packages/verify/src/claim-schema.js';
 import { attestReplica } from '../src/session/replica-start.js';
 import { SessionService } from '../src/session/service.js';
 import type { GatewayKey } from '../src/session/types.js';
@@ -317,7 +318,7 @@ describe.skipIf(!withPostgres)("replicas' evidence", () => {
   });
 
   it('a /2 claim is refused by the /1 shape, and a /2 claim relabelled /1 fails CLAIM_PROFILE_MISMATCH', () => {
-    const one = claimSchema.safeParse(multi.claim);
+    const one = treeHeadClaimSchema.safeParse(multi.claim);
     expect(one.success).toBe(false);
     expect(one.error?.issues[0]?.path).toEqual(['profile']);
     const relabelled = resigned(multi.claim, rep(2).key, (c) => {

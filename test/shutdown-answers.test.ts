@@ -101,12 +101,17 @@ describe('answers at shutdown', () => {
       expect(a.error.data).toMatchObject({ error_code: 'CALL_INTERRUPTED', disposition: 'outcome_unknown' });
       const e = rows.find((r) => r.call_id === a.error.data.call_id);
       expect(e, `the entry of call ${x}`).toBeDefined();
+      // The entry's receipt (docs/spec/transparency.md#receipts), pending its checkpoint.
       expect(a.error.data.evidence).toEqual({
+        receipt_version: 1,
         call_id: e.call_id,
         session_id: s.session_id,
         chain_id: s.session_id,
         entry_hash: e.entry_hash,
         sequence_number: e.sequence_number,
+        leaf_index: e.sequence_number,
+        inclusion: null,
+        fetch: `/sessions/${s.session_id}/receipts/${e.call_id}`,
       });
     }
     expect(answers[1].error.data).toMatchObject({

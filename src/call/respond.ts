@@ -4,22 +4,28 @@
  * one exception is an upstream's own JSON-RPC error, relayed as it came (UPSTREAM_RPC_ERROR).
  */
 
-import type { AuditEntry } from '@cmcp/verify/formats';
+import { type AuditEntry, buildReceipt, EVIDENCE_META_KEY } from '@cmcp/verify/formats';
 import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { Forwarded } from './forward.js';
 import type { CallEvidence, CallResponse, Refusal } from './types.js';
 
-export const EVIDENCE_META_KEY = 'dev.cmcp/evidence';
+export { EVIDENCE_META_KEY };
 
-/** The evidence members of a terminal entry (docs/spec/mcp.md#inbound). */
+/**
+ * The receipt of a committed entry (docs/spec/transparency.md#receipts) as an answer carries it:
+ * its place in its chain's tree and, for a session chain's entry, where to fetch the inclusion
+ * proof once the window's checkpoint is signed (the answer does not wait for it).
+ */
 export function evidenceOf(e: AuditEntry): CallEvidence {
-  return {
-    call_id: e.call_id as string,
+  const receipt = buildReceipt({
+    chain_id: e.chain_id,
     session_id: e.session_id,
+    call_id: e.call_id,
     entry_hash: e.entry_hash,
     sequence_number: e.sequence_number,
-    chain_id: e.chain_id,
-  };
+  });
+  // The gateway chain's checkpoints are not signed: nothing to fetch for its entries.
+  return e.chain_id === e.session_id ? receipt : { ...receipt, fetch: null };
 }
 
 function registered(code: ErrorCode, message: string, data: Record<string, unknown>): CallResponse {

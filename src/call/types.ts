@@ -1,3 +1,4 @@
+import type { ReceiptJson } from '@cmcp/verify/formats';
 import type { CallOutcome, RoutedTool } from '../upstream/pool.js';
 
 /** Who is calling, as the HTTP edge decided it once for this request. */
@@ -50,13 +51,7 @@ export interface CallRequest {
 export type { Refusal } from '../store/port.js';
 
 /** Evidence returned in `result._meta["dev.cmcp/evidence"]` and in error data (docs/spec/mcp.md#inbound). */
-export interface CallEvidence {
-  call_id: string;
-  session_id: string | null;
-  entry_hash: string;
-  sequence_number: number;
-  chain_id: string;
-}
+export type CallEvidence = ReceiptJson;
 
 /** A JSON-RPC error produced by the call path (the MCP layer wraps it in a response). */
 export interface CallError {

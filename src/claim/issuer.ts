@@ -5,9 +5,8 @@
  * single gateway's) gets a `/1` claim; a chain several replicas wrote gets the same claim with
  * the opening binding and every writer's member, `/2` (docs/spec/claims.md#replicas).
  */
-import { sign as cryptoSign } from 'node:crypto';
-import type { ReplicaMember, UnsignedClaim } from '@cmcp/verify/formats';
-import { jwkThumbprint, sha256Hex } from '@cmcp/verify/formats';
+import type { ReplicaMember, UnsignedTreeHeadClaim } from '@cmcp/verify/formats';
+import { jwkThumbprint } from '@cmcp/verify/formats';
 import type {
   ChainPageEntry,
   ClaimIssuer,
@@ -16,9 +15,8 @@ import type {
   IssuedClaim,
   SessionRow,
 } from '../store/port.js';
-import { ChainSummary, type ClaimInputs, claimBytes, unsignedClaim, withSignature } from './build.js';
+import { ChainSummary, type ClaimInputs, signedClaim, unsignedClaim } from './build.js';
 import { openingBinding, replicasClaim } from './replicas.js';
-import { signClaimOffLoop } from './sign.js';
 
 /** The closing writer: its id and the key thumbprint its entries are written under. */
 export interface ClosingReplica {
@@ -58,19 +56,13 @@ export function claimIssuer(inputs: (row: SessionRow) => ClaimInputs, closing: C
               await members([...writers]),
             )
           : singleWriterClaim(row, summary, inp, prev, closingEntry);
-      // Ed25519 over the claim's JCS, as @cmcp/verify/format/claim signClaim signs (docs/spec/claims.md).
-      return signClaimOffLoop(unsigned, summary.transcriptBytes(), inp.key);
+      return signedClaim(unsigned, inp.key);
     },
     issueNow(row, prev): IssuedClaim {
       if (writers.size > 1)
         throw new Error(`session ${row.session_id}: a claim of several writers is issued by issue()`);
       const inp = inputs(row);
-      const unsigned = singleWriterClaim(row, summary, inp, prev, undefined);
-      const transcript = summary.transcriptBytes();
-      const signature = cryptoSign(null, claimBytes(unsigned, transcript), inp.key);
-      const claim = withSignature(unsigned, signature);
-      const canonical = claimBytes(claim, transcript);
-      return { claim, canonical, claimHash: sha256Hex(canonical) };
+      return signedClaim(singleWriterClaim(row, summary, inp, prev, undefined), inp.key);
     },
   };
 }
@@ -101,7 +93,7 @@ function singleWriterClaim(
   inp: ClaimInputs,
   prev: ClaimTip | undefined,
   closingEntry: ClosingEntry | undefined,
-): UnsignedClaim {
+): UnsignedTreeHeadClaim {
   const signer = jwkThumbprint(inp.jwk).toString('base64url');
   if (inp.binding.preimage.key_thumbprint !== signer)
     throw new Error(

@@ -4,7 +4,7 @@
  * evidence, the verifier's challenge), and `replicas`, every writer's start-up evidence. A
  * chain with one writer (every single gateway's, on SQLite) keeps its `/1` claim unchanged.
  */
-import type { UnsignedClaim } from '@cmcp/verify/formats';
+import type { AuditEntry, UnsignedClaim, UnsignedTreeHeadClaim } from '@cmcp/verify/formats';
 import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/formats';
 import type { SessionBindingRecord } from './build.js';
 
@@ -22,6 +22,9 @@ export function openingBinding(row: { binding_json: string }): SessionBindingRec
  * @param members the writers' recorded members (store/postgres/replica-evidence.ts); a writer
  *   without one is not listed, and a verifier names its entries (ENTRY_WRITER_NOT_ATTESTED).
  */
-export function replicasClaim(base: UnsignedClaim, members: readonly ReplicaMember[]): UnsignedClaim {
+export function replicasClaim(
+  base: UnsignedTreeHeadClaim,
+  members: readonly ReplicaMember[],
+): UnsignedTreeHeadClaim {
   return { ...base, profile: CLAIM_PROFILE_REPLICAS, replicas: [...members] };
 }

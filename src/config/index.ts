@@ -10,6 +10,7 @@ import { CmcpError } from '../errors/index.js';
 import { attestationSchema, resolveAttestationPaths } from './attestation.js';
 import { oauthSchema, resolveOAuthPaths } from './oauth.js';
 import { replicasSchema } from './replicas.js';
+import { sessionsSchema } from './sessions.js';
 
 export type { AttestationConfig } from './attestation.js';
 
@@ -251,19 +252,7 @@ export const configSchema = z
     // ---- attestation ----
     attestation: attestationSchema,
     // ---- sessions ----
-    sessions: z
-      .strictObject({
-        /** A default (implicit) session is closed with a claim after this many calls. */
-        default_max_calls: z.number().int().min(1).default(1000),
-        /** …or after this many seconds. */
-        default_max_age_s: z.number().int().min(1).default(3600),
-        /**
-         * A client session (`Mcp-Session-Id`) unused this many seconds ends, with its own upstream
-         * connections (stdio processes); its id then gets 404.
-         */
-        client_idle_s: z.number().int().min(1).default(300),
-      })
-      .default({ default_max_calls: 1000, default_max_age_s: 3600, client_idle_s: 300 }),
+    sessions: sessionsSchema,
     // ---- store ----
     /**
      * SQLite database path (relative paths are relative to the config file), or a postgres://

@@ -54,7 +54,8 @@ export const CONFIG_CONCERNS: readonly ConfigConcern[] = [
   {
     title: 'sessions',
     sections: {
-      sessions: 'When default sessions close with a claim, and when idle client sessions end.',
+      sessions:
+        'When default sessions close with a claim, when idle client sessions end, and how often session checkpoints are signed.',
     },
   },
   {

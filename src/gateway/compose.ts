@@ -27,9 +27,16 @@ import { callLink } from '../relay/calls.js';
 import type { RelayEntrySink } from '../relay/evidence.js';
 import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
+import {
+  CheckpointSigner,
+  checkpointedRelayEntries,
+  checkpointedWrites,
+  gatewayNoteSigner,
+} from '../session/checkpoints.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
-import type { SessionFacts } from '../session/types.js';
-import type { AuditFeed, CallStore, GatewayChainSink } from '../store/port.js';
+import { ReceiptService } from '../session/receipts.js';
+import type { GatewayKey, SessionFacts } from '../session/types.js';
+import type { AuditFeed, CallStore, GatewayChainSink, TreeStore } from '../store/port.js';
 import type { Db } from '../store/sqlite/db.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
@@ -146,6 +153,10 @@ export interface ServingInputs {
   chain: GatewayChainSink;
   /** Where relayed requests' entries go. */
   relayEntries: RelayEntrySink;
+  /** The chains' trees and signed checkpoints (receipts, consistency proofs). */
+  trees: TreeStore;
+  /** This process's gateway key: it signs the checkpoints. */
+  key: GatewayKey;
   metrics: GatewayMetrics | null;
   tracing: Tracing;
   log: Logger;
@@ -162,6 +173,9 @@ export interface Serving {
   inflight: InflightRequests;
   /** The tracer of the agents' requests' SERVER spans (null: tracing off). */
   tracer: Tracer | null;
+  /** Signs the session chains' checkpoints, batched per window. */
+  checkpoints: CheckpointSigner;
+  receipts: ReceiptService;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -170,8 +184,17 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
   const policy = () => i.policy?.engine ?? null;
   const agentAttrs = new Map(cfg.agents.map((a) => [a.agent_id, a.attributes as Record<string, unknown>]));
   const agentAttributes = (id: string) => agentAttrs.get(id) ?? {};
+  const checkpoints = new CheckpointSigner(
+    i.trees,
+    gatewayNoteSigner(i.key),
+    cfg.sessions.checkpoint_window_ms,
+    log,
+  );
+  const receipts = new ReceiptService(i.trees, checkpoints, (agentId, sessionId) =>
+    i.sessions.get(agentId, sessionId),
+  );
   const calls = new CallOrchestrator(
-    metrics ? countedWrites(i.store, metrics) : i.store,
+    checkpointedWrites(metrics ? countedWrites(i.store, metrics) : i.store, checkpoints),
     i.sessions,
     upstreams,
     i.sensitivity,
@@ -183,7 +206,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
   const listTools = catalog ? () => catalogToolList(catalog, upstreams) : () => upstreams.listTools();
   const relay = new Relay({
     pool: upstreams,
-    entries: i.relayEntries,
+    entries: checkpointedRelayEntries(i.relayEntries, checkpoints),
     sessions: i.sessions,
     log,
     policy,
@@ -226,6 +249,8 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     mcp,
     inflight,
     tracer: i.tracing.enabled ? i.tracing.tracer : null,
+    checkpoints,
+    receipts,
   };
 }
 
@@ -276,6 +301,7 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       rest: {
         sessions: i.sessions,
         executions: i.executions,
+        receipts: s.receipts,
         ...(i.sessionAgent ? { sessionAgent: i.sessionAgent } : {}),
       },
     },

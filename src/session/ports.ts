@@ -6,6 +6,7 @@
  * path itself (call/orchestrator.ts) awaits `resolve` as it always has.
  */
 import type { Readable } from 'node:stream';
+import type { ConsistencyProofJson, ReceiptJson } from '@cmcp/verify/formats';
 import type { Answer, ClaimTextPieces, ExecutionReads } from '../store/port.js';
 import type { SessionCreated, SessionRow } from './types.js';
 
@@ -42,4 +43,23 @@ export interface AgentSessions extends CallSessions {
   claimText(agentId: string, sessionId: string): Answer<Buffer | ClaimTextPieces>;
   /** The session's audit bundle as JSON text. @throws CmcpError UNKNOWN_SESSION. */
   bundle(agentId: string, sessionId: string): Answer<Readable>;
+}
+
+/** What the receipt routes ask (`GET /sessions/{id}/receipts/{call_id}`, `…/consistency`): ./receipts.ts. */
+export interface ReceiptReads {
+  /**
+   * The complete receipt of a recorded call of the agent's session (an unknown call: UNKNOWN_SESSION).
+   * @throws (rejects) CmcpError UNKNOWN_SESSION.
+   */
+  receipt(agentId: string, sessionId: string, callId: string): Promise<ReceiptJson>;
+  /**
+   * The consistency proof between two tree sizes of the agent's session (`to` absent: the newest
+   * signed checkpoint's size). @throws (rejects) CmcpError UNKNOWN_SESSION | INVALID_PARAMS.
+   */
+  consistency(
+    agentId: string,
+    sessionId: string,
+    from: number,
+    to: number | undefined,
+  ): Promise<ConsistencyProofJson>;
 }

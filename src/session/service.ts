@@ -13,11 +13,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { Claim } from '@cmcp/verify/formats';
+import type { AnyClaim as Claim } from '@cmcp/verify/formats';
 import { b64u } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
 import { claimIssuer } from '../claim/issuer.js';
-import { warmClaimSigning } from '../claim/sign.js';
 import { CmcpError } from '../errors/index.js';
 import { LoopSlice } from '../offload/loop-slice.js';
 import type { Answer, ClaimTextPieces, SessionRef, SessionStore } from '../store/port.js';
@@ -99,7 +98,6 @@ export class SessionService implements AgentSessions, RelaySessionReads {
     this.limits = opts.limits;
     this.requiredTier = opts.requiredTier ?? null;
     this.binder = new BindingBatcher(provider, key.thumbprint, opts.batchLimit ?? DEFAULT_BATCH_LIMIT);
-    warmClaimSigning(); // the thread closes sign on (claim/sign.ts)
   }
 
   /** Sets the check of {@link usable} (a replica's reloads are made after its sessions). */

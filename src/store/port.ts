@@ -10,12 +10,14 @@
  * worker): no statement, no connection, no SQL.
  */
 
-import type { AuditEntry, Claim, ReplicaMember } from '@cmcp/verify/formats';
+import type { AnyClaim, AuditEntry, ReplicaMember } from '@cmcp/verify/formats';
 import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { ClaimPageEntry } from './entries/entry-row.js';
 import type { ChainTip, EntryInput } from './entries/next-entry.js';
+import type { TreeStore } from './tree-port.js';
 
 export type { ChainTip, EntryInput } from './entries/next-entry.js';
+export type { CallEntry, StoredCheckpoint, TreeHead, TreeStore } from './tree-port.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;
@@ -62,7 +64,7 @@ export interface ChainPageEntry extends ClaimPageEntry {
 
 /** A signed claim with its canonical text (UTF-8 JCS) and its hash, as it is stored. */
 export interface IssuedClaim {
-  claim: Claim;
+  claim: AnyClaim;
   canonical: Buffer;
   claimHash: string;
 }
@@ -116,7 +118,7 @@ export interface OpenSession {
 
 /** A close's outcome: the claim it issued, or the one another close had stored. */
 export interface ClosedSession {
-  claim: Claim;
+  claim: AnyClaim;
   /** The stored canonical text (UTF-8 JCS). */
   canonical: Buffer;
   /** False when the session was already closed and `claim` is the stored one. */
@@ -165,7 +167,7 @@ export interface SessionStore {
   /** A session row as committed (PostgreSQL: with its sensitivity level), or undefined. */
   session(sessionId: string): Answer<SessionRow | undefined>;
   /** A closed session's stored claim with its canonical text, or undefined. */
-  claim(sessionId: string): Answer<{ claim: Claim; canonical: Buffer } | undefined>;
+  claim(sessionId: string): Answer<{ claim: AnyClaim; canonical: Buffer } | undefined>;
   /** A closed session's stored claim text as stored, not parsed, or undefined. */
   claimCanonical(sessionId: string): Answer<ClaimTextPieces | undefined>;
   /** The newest open default session of `agentId`, or undefined. */
@@ -437,6 +439,8 @@ export interface ExecutionReads {
  */
 export interface StorageCapabilities {
   readonly engine: 'sqlite' | 'postgres';
+  /** The chains' trees and their signed checkpoints. */
+  readonly trees: TreeStore;
   /**
    * Readiness's database check (`GET /readyz`): a small write of `writer`'s probe row, null once
    * it committed, else a short reason (a code, `timeout`, `read-only`, `ENOSPC`…). Never throws.

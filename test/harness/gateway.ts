@@ -228,3 +228,19 @@ export async function rest(
   // biome-ignore lint/suspicious/noExplicitAny: responses are arbitrary JSON that tests assert field by field
   return { status: r.status, body: text ? (JSON.parse(text) as any) : null };
 }
+
+/**
+ * A closed or open session's tool calls as its bundle records them (`GET /sessions/{id}/audit`),
+ * in order: what a claim's transcript said before claim version 2 moved it to the bundle.
+ */
+export async function toolCalls(
+  baseUrl: string,
+  token: string,
+  sessionId: string,
+  // biome-ignore lint/suspicious/noExplicitAny: entries are arbitrary JSON that tests assert field by field
+): Promise<any[]> {
+  const bundle = (await rest(baseUrl, token, 'GET', `/sessions/${sessionId}/audit`)).body;
+  return (bundle.entries as { canonical: string }[])
+    .map((e) => JSON.parse(e.canonical))
+    .filter((e) => e.entry_type === 'tool_call');
+}

@@ -19,6 +19,7 @@ import type {
   ExecutionRow,
   OperatorRecords,
   SessionStore,
+  TreeStore,
 } from '../../src/store/port.js';
 import { postgresAuditFeed } from '../../src/store/postgres/audit-feed.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
@@ -27,6 +28,7 @@ import { acquireLease, type Fence } from '../../src/store/postgres/leases.js';
 import { postgresOperatorRecords } from '../../src/store/postgres/operator-records.js';
 import { PostgresSessionStore } from '../../src/store/postgres/session-store.js';
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
+import { PostgresTreeStore } from '../../src/store/postgres/tree.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
 import { sqliteAuditFeed } from '../../src/store/sqlite/audit-feed.js';
 import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
@@ -35,6 +37,7 @@ import { type Db, openDatabase } from '../../src/store/sqlite/db.js';
 import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
 import { sqliteOperatorRecords } from '../../src/store/sqlite/operator-records.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/session-store.js';
+import { SqliteTreeStore } from '../../src/store/sqlite/tree.js';
 import { createDatabase, type PostgresInstance, startPostgres } from '../../testing/postgres.js';
 import { hasPostgres } from './postgres.js';
 
@@ -48,6 +51,8 @@ export interface Replica {
   sessions: SessionStore;
   /** One entry appended to `chainId` in its own transaction. */
   append(chainId: string, input: EntryInput): Promise<AuditEntry>;
+  /** The chains' trees and checkpoints, read and written through this replica's connection. */
+  trees: TreeStore;
 }
 
 /** A database with three replicas writing into it. */
@@ -88,6 +93,7 @@ export function sqliteEngine(): Engine {
         operator: sqliteOperatorRecords(db, chain),
         sessions: new SqliteSessionStore(db, chain, `replica-${i}`),
         append: (chainId, input) => chain.appendAwaited(chainId, input),
+        trees: new SqliteTreeStore(db),
       };
     }),
     bundle: async (chainId, sessionId) => new AuditChain(reader).bundle(chainId, sessionId),
@@ -160,6 +166,7 @@ export async function postgresEngine(
       operator: postgresOperatorRecords(pool, fence),
       sessions: new PostgresSessionStore(pool, fence),
       append: (chainId, input) => fencedTransaction(pool, fence, (cl) => appendEntry(cl, chainId, input)),
+      trees: new PostgresTreeStore(pool),
     });
   }
   return {

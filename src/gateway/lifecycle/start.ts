@@ -29,6 +29,7 @@ import {
 import type { PolicyState } from '../../policy/state.js';
 import type { Relay } from '../../relay/relay.js';
 import { recordRenewals } from '../../relay/renewals.js';
+import type { CheckpointSigner } from '../../session/checkpoints.js';
 import type { ExecutionReads } from '../../session/ports.js';
 import { type GatewayKey, type SessionFacts, SessionService } from '../../session/service.js';
 import { maybeDie } from '../../store/faults.js';
@@ -82,6 +83,8 @@ export interface Gateway {
   metricsUrl: string | null;
   /** Client sessions (`Mcp-Session-Id`) of the HTTP edge. */
   clientSessions: ClientSessions;
+  /** Signs the session chains' checkpoints, batched per window (session/checkpoints.ts). */
+  checkpoints: CheckpointSigner;
   /** SQLite's connection (tests and tools). @throws Error on PostgreSQL. */
   readonly db: Db;
   /** SQLite's chain object (tests and tools). @throws Error on PostgreSQL. */
@@ -250,6 +253,8 @@ export async function startGateway(
       policy,
       chain,
       relayEntries: engine.relayEntries,
+      trees: storage.trees,
+      key,
       metrics,
       tracing,
       log,
@@ -338,6 +343,7 @@ export async function startGateway(
       url,
       metricsUrl: metricsListener?.url ?? null,
       clientSessions,
+      checkpoints: serving.checkpoints,
       get db() {
         return sqlite?.db ?? notOnThisEngine('db');
       },

@@ -9,7 +9,7 @@ import type { PreparedEntry } from './next-entry.js';
 
 /** The columns of an `audit_entries` row, in the order of {@link entryRowValues}. */
 export const ENTRY_COLUMNS =
-  'chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id, execution_id, agent_id, timestamp_utc, canonical';
+  'chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id, execution_id, agent_id, timestamp_utc, canonical, call_id';
 
 /** The values of the row storing `entry`, in {@link ENTRY_COLUMNS} order. */
 export function entryRowValues({ body, canonical, entry_hash }: PreparedEntry): (string | number | null)[] {
@@ -24,6 +24,7 @@ export function entryRowValues({ body, canonical, entry_hash }: PreparedEntry): 
     body.agent_id,
     body.timestamp_utc,
     canonical,
+    body.call_id,
   ];
 }
 

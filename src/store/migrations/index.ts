@@ -25,6 +25,8 @@ const MIGRATION_DESCRIPTIONS: readonly string[] = [
   'readiness_probe: one row per writer that /readyz updates to show a write commits',
   // The audit export feed (src/store/sqlite/audit-feed.ts, src/store/postgres/audit-feed.ts).
   'audit_entries feed position: the commit order the audit export reads entries in',
+  // The chains' Merkle trees (docs/spec/transparency.md).
+  "chain trees: each chain's tree frontier on its tip row, tree_nodes, checkpoints, audit_entries.call_id",
 ];
 
 /** One numbered migration of one engine. */

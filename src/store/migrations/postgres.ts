@@ -186,6 +186,30 @@ ALTER TABLE audit_entries ADD COLUMN feed_serial BIGINT GENERATED ALWAYS AS IDEN
 CREATE INDEX audit_entries_feed ON audit_entries (feed_era, feed_xid, feed_serial);
 `;
 
+// See ./sqlite.ts version 8. The frontier moves with the tip in the statement that moves it
+// (store/postgres/chain.ts). A key of json (not jsonb) reads a text jsonb would refuse (\u0000).
+const SCHEMA_V8 = `
+ALTER TABLE chain_tips ADD COLUMN tree_frontier BYTEA;
+CREATE TABLE tree_nodes (
+  chain_id   ${T} NOT NULL,
+  level      BIGINT NOT NULL,
+  node_index BIGINT NOT NULL,
+  hash       BYTEA NOT NULL,
+  PRIMARY KEY (chain_id, level, node_index)
+);
+CREATE TABLE checkpoints (
+  chain_id  ${T} NOT NULL,
+  tree_size BIGINT NOT NULL,
+  root_hash ${T} NOT NULL,
+  note      ${T} NOT NULL,
+  signed_at ${T} NOT NULL,
+  PRIMARY KEY (chain_id, tree_size)
+);
+ALTER TABLE audit_entries ADD COLUMN call_id ${T};
+UPDATE audit_entries SET call_id = canonical::json->>'call_id';
+CREATE INDEX audit_entries_call ON audit_entries(chain_id, call_id) WHERE call_id IS NOT NULL;
+`;
+
 /** PostgreSQL's migrations, in order (the same versions and descriptions as ./sqlite.ts). */
 export const POSTGRES_MIGRATIONS: Migration[] = engineMigrations('postgres', [
   SCHEMA_V1,
@@ -195,6 +219,7 @@ export const POSTGRES_MIGRATIONS: Migration[] = engineMigrations('postgres', [
   SCHEMA_V5,
   SCHEMA_V6,
   SCHEMA_V7,
+  SCHEMA_V8,
 ]);
 
 const SCHEMA_VERSION_TABLE = `

@@ -120,7 +120,8 @@ CREATE TABLE session_sensitivity (
 // The replicas' tables (docs/replicas.md), the same in both engines. Only the PostgreSQL store
 // (store/postgres/) maintains them: a chain's tip row, locked by every append to that chain, and
 // one fenced lease per replica. A SQLite gateway is one writer on one file (the write lock is the
-// serialisation, store/sqlite/instance-lock.ts the lease), so here they stay empty.
+// serialisation, store/sqlite/instance-lock.ts the lease), so replica_leases stays empty here;
+// from version 8 each append moves its chain's tip row, which carries the chain's tree.
 const SCHEMA_REPLICAS = `
 CREATE TABLE chain_tips (
   chain_id      TEXT PRIMARY KEY,
@@ -189,11 +190,37 @@ CREATE TABLE readiness_probe (
 ) WITHOUT ROWID;
 `;
 
-/** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 // The audit export's position (store/sqlite/audit-feed.ts) is audit_entries' rowid: one writer
 // at a time appends, rows are never deleted, so rowids grow in commit order. Nothing to add.
 const SCHEMA_V7 = `SELECT 1;`;
 
+// Every chain is also a Merkle tree (docs/spec/transparency.md#the-tree), kept by each append
+// (store/sqlite/tree.ts): the frontier on the chain's tip row (which SQLite now keeps too), the
+// perfect subtree nodes above the leaves, the signed checkpoints, and each entry's call_id for a
+// receipt's lookup. A chain older than this version has its tree built at its next append.
+const SCHEMA_V8 = `
+ALTER TABLE chain_tips ADD COLUMN tree_frontier BLOB; -- MerkleFrontier.toBytes(); NULL: not kept yet
+CREATE TABLE tree_nodes (
+  chain_id   TEXT    NOT NULL,
+  level      INTEGER NOT NULL,  -- ≥ 1: the subtree of 2^level leaves
+  node_index INTEGER NOT NULL,  -- leaves [node_index·2^level, (node_index+1)·2^level)
+  hash       BLOB    NOT NULL,  -- its 32-byte RFC 9162 hash
+  PRIMARY KEY (chain_id, level, node_index)
+) WITHOUT ROWID;
+CREATE TABLE checkpoints (
+  chain_id  TEXT    NOT NULL,
+  tree_size INTEGER NOT NULL,
+  root_hash TEXT    NOT NULL,   -- lowercase hex
+  note      TEXT    NOT NULL,   -- the C2SP signed note, as signed
+  signed_at TEXT    NOT NULL,
+  PRIMARY KEY (chain_id, tree_size)
+) WITHOUT ROWID;
+ALTER TABLE audit_entries ADD COLUMN call_id TEXT;
+UPDATE audit_entries SET call_id = json_extract(canonical, '$.call_id');
+CREATE INDEX audit_entries_call ON audit_entries(chain_id, call_id) WHERE call_id IS NOT NULL;
+`;
+
+/** SQLite's migrations, in order (the same versions and descriptions as ./postgres.ts). */
 export const SQLITE_MIGRATIONS: Migration[] = engineMigrations('sqlite', [
   SCHEMA_V1,
   SCHEMA_V2,
@@ -202,6 +229,7 @@ export const SQLITE_MIGRATIONS: Migration[] = engineMigrations('sqlite', [
   SCHEMA_V5,
   SCHEMA_V6,
   SCHEMA_V7,
+  SCHEMA_V8,
 ]);
 
 const SCHEMA_VERSION_TABLE = `

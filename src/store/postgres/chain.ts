@@ -9,7 +9,7 @@
  * transaction (23505), it never forks the chain.
  */
 import type { AuditBundle, AuditEntry, AuditEntryBody } from '@cmcp/verify/formats';
-import { signEntryWriter } from '@cmcp/verify/formats';
+import { MerkleFrontier, signEntryWriter } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import { formatMicros, type MicroClock, systemMicroClock } from '../entries/clock.js';
 import {
@@ -23,28 +23,49 @@ import {
 import { buildNextEntry, type ChainTip, type EntryInput, type EntryWriter } from '../entries/next-entry.js';
 import type { ChainPageEntry } from '../port.js';
 import { copyTextOut, VERBATIM_CSV } from './copy-text.js';
+import { nodeColumns, rebuildFrontier } from './tree.js';
 
 /**
  * Locks `chainId`'s tip row (made for an empty chain: sequence -1, `genesis`) and returns the
  * tip, undefined for an empty chain. Inside the caller's transaction; the lock holds to its end.
  */
 export async function lockChainTip(client: pg.ClientBase, chainId: string): Promise<ChainTip | undefined> {
+  return (await lockChainTree(client, chainId)).tip;
+}
+
+/**
+ * {@link lockChainTip} with the chain's tree frontier (docs/spec/transparency.md#the-tree),
+ * rebuilt from the chain's entries when its row holds none (a chain older than trees).
+ */
+async function lockChainTree(
+  client: pg.ClientBase,
+  chainId: string,
+): Promise<{ tip: ChainTip | undefined; frontier: MerkleFrontier }> {
   // A first append to a new chain inserts the row; a concurrent one waits on that insert.
   await client.query(
     `INSERT INTO chain_tips (chain_id, tip_sequence, tip_hash, tip_timestamp) VALUES ($1, -1, 'genesis', '')
      ON CONFLICT (chain_id) DO NOTHING`,
     [chainId],
   );
-  const r = await client.query<{ tip_sequence: string; tip_hash: string; tip_timestamp: string }>(
-    'SELECT tip_sequence::text, tip_hash, tip_timestamp FROM chain_tips WHERE chain_id = $1 FOR UPDATE',
+  const r = await client.query<{
+    tip_sequence: string;
+    tip_hash: string;
+    tip_timestamp: string;
+    tree_frontier: Buffer | null;
+  }>(
+    'SELECT tip_sequence::text, tip_hash, tip_timestamp, tree_frontier FROM chain_tips WHERE chain_id = $1 FOR UPDATE',
     [chainId],
   );
   const row = r.rows[0];
   if (!row) throw new Error(`chain ${chainId}: tip row missing`);
   const seq = Number(row.tip_sequence);
-  return seq < 0
-    ? undefined
-    : { sequence_number: seq, entry_hash: row.tip_hash, timestamp_utc: row.tip_timestamp };
+  const tip =
+    seq < 0
+      ? undefined
+      : { sequence_number: seq, entry_hash: row.tip_hash, timestamp_utc: row.tip_timestamp };
+  let frontier = row.tree_frontier ? MerkleFrontier.fromBytes(row.tree_frontier) : undefined;
+  if (frontier?.size !== seq + 1) frontier = await rebuildFrontier(client, chainId);
+  return { tip, frontier };
 }
 
 /**
@@ -62,22 +83,33 @@ export async function appendEntry(
   clock: MicroClock = systemMicroClock,
   writer?: EntryWriter,
 ): Promise<AuditEntry> {
-  const tip = await lockChainTip(client, chainId);
+  const { tip, frontier } = await lockChainTree(client, chainId);
   const replica = writer ? { replica_id: writer.replicaId, key_thumbprint: writer.keyThumbprint } : undefined;
   const entry = buildNextEntry(chainId, input, tip, formatMicros(clock()), replica);
   const { body, entry_hash } = entry;
-  const insert = `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`;
+  const insert = `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`;
   if (writer)
     // The entry and its writer's signature in one statement (a writable CTE): no extra round trip.
     await client.query(
       `WITH e AS (${insert} RETURNING entry_hash)
-       INSERT INTO entry_writers (entry_hash, replica_id, writer_signature) SELECT entry_hash, $11, $12 FROM e`,
+       INSERT INTO entry_writers (entry_hash, replica_id, writer_signature) SELECT entry_hash, $12, $13 FROM e`,
       [...entryRowValues(entry), writer.replicaId, signEntryWriter(entry_hash, writer.key)],
     );
   else await client.query(insert, entryRowValues(entry));
+  // The tip, the tree's frontier and the nodes this append completed, in one statement.
+  const nodes = frontier.appendEntryHash(entry_hash);
   await client.query(
-    'UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4 WHERE chain_id = $1',
-    [chainId, body.sequence_number, entry_hash, body.timestamp_utc],
+    `WITH n AS (INSERT INTO tree_nodes (chain_id, level, node_index, hash)
+       SELECT $1, l, i, h FROM unnest($6::bigint[], $7::bigint[], $8::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING)
+     UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4, tree_frontier = $5 WHERE chain_id = $1`,
+    [
+      chainId,
+      body.sequence_number,
+      entry_hash,
+      body.timestamp_utc,
+      frontier.toBytes(),
+      ...nodeColumns(nodes),
+    ],
   );
   return { ...body, entry_hash };
 }

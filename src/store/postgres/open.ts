@@ -13,6 +13,7 @@ import type { Fence } from './leases.js';
 import { postgresOperatorRecords } from './operator-records.js';
 import { PostgresSessionStore } from './session-store.js';
 import { openReplicaPool } from './transaction.js';
+import { PostgresTreeStore } from './tree.js';
 import { postgresWriteProbe } from './write-probe.js';
 import { PostgresWriteStore } from './write-store.js';
 
@@ -51,6 +52,7 @@ export function openPostgresStorage(cfg: PostgresSettings): PostgresStorage {
   return {
     engine: 'postgres',
     pool,
+    trees: new PostgresTreeStore(pool),
     async migrate() {
       let client: pg.PoolClient;
       try {

@@ -17,6 +17,7 @@ import {
 } from '../entries/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type PreparedEntry } from '../entries/next-entry.js';
 import { type Db, immediate, immediateAsync, inImmediate } from './db.js';
+import { appendToTree } from './tree.js';
 
 export type { ClaimPageEntry, ClaimPageRow } from '../entries/entry-row.js';
 export { claimPageEntry } from '../entries/entry-row.js';
@@ -37,7 +38,9 @@ export class AuditChain {
     this.tipStmt = db.prepare<[string], ChainTip>(
       'SELECT sequence_number, entry_hash, timestamp_utc FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number DESC LIMIT 1',
     );
-    this.insertStmt = db.prepare(`INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)`);
+    this.insertStmt = db.prepare(
+      `INSERT INTO audit_entries (${ENTRY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
+    );
     this.chainStmt = db.prepare<[string], { canonical: string; entry_hash: string }>(
       'SELECT canonical, entry_hash FROM audit_entries WHERE chain_id = ? ORDER BY sequence_number',
     );
@@ -121,6 +124,13 @@ export class AuditChain {
 
   private write(entry: PreparedEntry): AuditEntry {
     this.insertStmt.run(...entryRowValues(entry));
+    appendToTree(
+      this.db,
+      entry.body.chain_id,
+      entry.body.sequence_number,
+      entry.entry_hash,
+      entry.body.timestamp_utc,
+    );
     return { ...entry.body, entry_hash: entry.entry_hash };
   }
 

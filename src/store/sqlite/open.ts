@@ -12,6 +12,7 @@ import { type Db, openGatewayDatabase, setGroupCommit, writesSettled } from './d
 import { acquireInstance, type InstanceLock } from './instance-lock.js';
 import { sqliteOperatorRecords } from './operator-records.js';
 import { SqliteSessionStore } from './session-store.js';
+import { SqliteTreeStore } from './tree.js';
 import { startCheckpoints } from './wal.js';
 import { type StoreWorker, startStoreWorker } from './write-client.js';
 import { sqliteWriteProbe } from './write-probe.js';
@@ -93,6 +94,7 @@ export function openSqliteStorage(
     db,
     instance,
     worker,
+    trees: new SqliteTreeStore(db),
     callStore: (chain) => sqliteCallStore(db, cfg.instance_id, chain, worker),
     operatorRecords: (chain) => sqliteOperatorRecords(db, chain),
     sessionStore: (chain) => new SqliteSessionStore(db, chain, cfg.instance_id),

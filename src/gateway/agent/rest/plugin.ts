@@ -9,7 +9,7 @@ import { fromB64u } from '@cmcp/verify/formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimTextPieces } from '../../../claim/parts.js';
 import { CmcpError } from '../../../errors/index.js';
-import type { AgentSessions, ExecutionReads } from '../../../session/ports.js';
+import type { AgentSessions, ExecutionReads, ReceiptReads } from '../../../session/ports.js';
 import { BODY_MEMBERS, strictBody } from '../../edge/bodies.js';
 import type { RefusalSink } from '../../edge/refusals.js';
 import { sendError } from '../../edge/replies.js';
@@ -20,6 +20,8 @@ import type { AgentLimits } from '../limits.js';
 export interface AgentRestOptions {
   sessions: AgentSessions;
   executions: ExecutionReads;
+  /** A call's receipt and consistency proofs between checkpoints (docs/spec/transparency.md). */
+  receipts: ReceiptReads;
   /** The agent a session belongs to, whatever the caller (null: no such session). */
   sessionAgent?: (sessionId: string) => string | null | Promise<string | null>;
   /** Per-agent limits: the open-session bound of `POST /sessions`. */
@@ -139,6 +141,29 @@ export async function agentRestPlugin(app: FastifyInstance, d: AgentRestOptions)
       .send(await ownSession(d, req, req.params.id, () => d.sessions.bundle(req.agentId, req.params.id))),
   );
 
+  // A call's receipt: its entry, the checkpoint covering it and the inclusion proof (docs/spec/transparency.md).
+  app.get<{ Params: { id: string; call_id: string } }>(
+    '/sessions/:id/receipts/:call_id',
+    { schema: receiptSchema },
+    async (req) =>
+      ownSession(d, req, req.params.id, () =>
+        d.receipts.receipt(req.agentId, req.params.id, req.params.call_id),
+      ),
+  );
+  app.get<{ Params: { id: string }; Querystring: { from: string; to?: string } }>(
+    '/sessions/:id/consistency',
+    { schema: consistencySchema },
+    async (req) =>
+      ownSession(d, req, req.params.id, () =>
+        d.receipts.consistency(
+          req.agentId,
+          req.params.id,
+          Number(req.query.from),
+          req.query.to === undefined ? undefined : Number(req.query.to),
+        ),
+      ),
+  );
+
   // Read-only view of an execution for the agent that owns it (docs/spec/execution.md). Never invokes anything.
   app.get<{ Params: { id: string } }>('/executions/:id', { schema: executionSchema }, async (req) => {
     const row = await d.executions.get(req.agentId, req.params.id);
@@ -193,6 +218,39 @@ export const bundleSchema = {
   params: idParams,
   response: {
     200: open('an audit bundle (docs/spec/audit-entries.md): verifiers re-hash its canonical texts'),
+    ...errors,
+  },
+} as const;
+
+/** `GET /sessions/:id/receipts/:call_id`: a call's receipt (docs/spec/transparency.md#receipts). */
+export const receiptSchema = {
+  params: {
+    type: 'object',
+    properties: { id: str, call_id: str },
+    required: ['id', 'call_id'],
+  },
+  response: {
+    200: open(
+      'a receipt (docs/spec/transparency.md#receipts): the entry, a signed checkpoint, the inclusion proof',
+    ),
+    ...errors,
+  },
+} as const;
+
+const treeSize = { type: 'string', pattern: '^(0|[1-9][0-9]{0,14})$' } as const;
+
+/** `GET /sessions/:id/consistency?from=&to=`: RFC 9162 consistency proof between two checkpoints. */
+export const consistencySchema = {
+  params: idParams,
+  querystring: {
+    type: 'object',
+    // Tree sizes in decimal (query strings are not coerced: app.ts).
+    properties: { from: treeSize, to: treeSize },
+    required: ['from'],
+    additionalProperties: false,
+  },
+  response: {
+    200: open('the RFC 9162 consistency proof between two tree sizes and the checkpoint of the larger'),
     ...errors,
   },
 } as const;
