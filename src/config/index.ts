@@ -16,6 +16,7 @@ export type { AttestationConfig } from './attestation.js';
 import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
+import { upstreamOAuth } from './upstream-oauth.js';
 
 const hex64 = z
   .string()
@@ -67,6 +68,7 @@ const httpUpstream = z.strictObject({
   headers: upstreamHeaders,
   /** Pinned CA or server certificate, client certificate. */
   tls: upstreamTls,
+  oauth: upstreamOAuth, // OAuth 2.1 client of a protected upstream (./upstream-oauth.ts)
 });
 
 // ---- attestation (docs/spec/attestation.md; docs/attestation.md) ----

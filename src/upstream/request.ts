@@ -11,6 +11,7 @@ import {
   ErrorCode as McpErrorCode,
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
+import { authorizationErrorOf, UpstreamAuthorizationRequiredError } from './oauth/errors.js';
 import type { CallContext } from './result-cap.js';
 import { upstreamRpcMessage } from './rpc-message.js';
 
@@ -93,7 +94,23 @@ export type CallOutcome =
   | { boundary: 'answered'; rpcError: { code: number; message: string; data?: unknown } }
   /** The upstream answered with more than the result cap; the read stopped at the cap. */
   | { boundary: 'answered'; tooLarge: { capBytes: number } }
-  | { boundary: 'not_sent' | 'maybe_sent'; failure: string };
+  | {
+      boundary: 'not_sent' | 'maybe_sent';
+      failure: string;
+      /** UPSTREAM_AUTHORIZATION_REQUIRED: where the operator must go to authorize. */
+      authorizationUrl?: string;
+    };
+
+/**
+ * The outcome of a request the gateway could not authorize (./oauth/): never sent, its
+ * `failure` the error code; undefined for any other error.
+ */
+export function authorizationOutcome(e: unknown): CallOutcome | undefined {
+  const a = authorizationErrorOf(e);
+  if (!a) return undefined;
+  const url = a instanceof UpstreamAuthorizationRequiredError ? a.authorizationUrl : undefined;
+  return { boundary: 'not_sent', failure: a.code, ...(url ? { authorizationUrl: url } : {}) };
+}
 
 /** Errors whose cause shows that no connection was ever made, so nothing was sent. */
 const NOT_SENT_CODES = new Set([
@@ -130,6 +147,8 @@ export function sessionExpired(e: unknown): boolean {
  * upstream's JSON-RPC error from the SDK's own -32000/-32001.
  */
 export function classifyFailure(e: unknown, ctx: CallContext, capBytes: number): CallOutcome {
+  const unauthorized = authorizationOutcome(e);
+  if (unauthorized) return unauthorized;
   // This call's own response was cut at the cap: the upstream did answer (completed), too
   // large. A call whose connection was cut for another call's response never got an answer.
   if (ctx.overflowed) return { boundary: 'answered', tooLarge: { capBytes } };
