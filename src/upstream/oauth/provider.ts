@@ -96,10 +96,7 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     return {
       client_name: this.cfg.client_name,
       redirect_uris: this.cfg.redirect_uri ? [this.cfg.redirect_uri] : [],
-      grant_types:
-        this.cfg.grant === 'authorization_code'
-          ? ['authorization_code', 'refresh_token']
-          : ['client_credentials'],
+      grant_types: [this.cfg.grant],
       response_types: this.cfg.grant === 'authorization_code' ? ['code'] : [],
       ...(method ? { token_endpoint_auth_method: method } : {}),
       ...(method === 'private_key_jwt' ? { jwks: { keys: [this.publicJwk()] } } : {}),
