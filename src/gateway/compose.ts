@@ -48,6 +48,7 @@ import type { Readiness } from './health/readiness.js';
 import type { Drain } from './lifecycle/drain.js';
 import { type GatewayChainSink, gatewayRefusals, recordClientSession } from './lifecycle/records.js';
 import type { OperatorApi } from './operator/plugin.js';
+import { upstreamOAuthPlugin } from './upstream-oauth/plugin.js';
 
 /**
  * The attestation provider (configured or auto-detected; `minimum_tier` refuses here,
@@ -146,6 +147,8 @@ export interface Serving {
   relay: Relay;
   clientSessions: ClientSessions;
   mcp: McpEndpoint;
+  /** The upstreams (the OAuth callback brings one in once authorized). */
+  upstreams: UpstreamPool;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -193,7 +196,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
   });
-  return { calls, refusals, relay, clientSessions, mcp };
+  return { calls, refusals, relay, clientSessions, mcp, upstreams };
 }
 
 /** What the HTTP app is built over, beyond the serving parts. */
@@ -244,5 +247,6 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
     ...(i.console ? { console: i.console(auth, (route) => s.refusals.authFailures.record(route)) } : {}),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
+  app.register(upstreamOAuthPlugin, { upstreams: s.upstreams });
   return app;
 }

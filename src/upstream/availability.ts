@@ -122,6 +122,18 @@ export class AvailabilityTracker {
     void this.attempt(name);
   }
 
+  /**
+   * Tries an upstream that waits for a user now (its authorization was just completed), and
+   * says whether it is available afterwards.
+   */
+  async retryNow(name: string): Promise<boolean> {
+    const d = this.down.get(name);
+    if (!d) return true;
+    if (!d.needsUser || d.trying || this.closed) return false;
+    await this.attempt(name);
+    return !this.down.has(name);
+  }
+
   private schedule(name: string): void {
     const d = this.down.get(name);
     // An upstream waiting for a user is never retried on a timer (only on demand, nudge).

@@ -159,9 +159,23 @@ export class UpstreamAuthorizer {
     await this.acquire(undefined, 'expiry');
   }
 
-  private async acquire(resourceMetadataUrl: URL | undefined, why: string): Promise<void> {
+  /**
+   * Completes an authorization a user granted: `state` must be that of the pending request
+   * (single use); the code is exchanged with its PKCE verifier (the SDK's `auth()`).
+   * @returns false when `state` is not this upstream's pending one.
+   * @throws UpstreamAuthorizationFailedError when the exchange fails.
+   */
+  async complete(state: string, code: string): Promise<boolean> {
+    const p = this.provider;
+    if (!p?.takeState(state)) return false;
+    await this.once(() => this.acquire(undefined, 'authorization_code', code));
+    return true;
+  }
+
+  private async acquire(resourceMetadataUrl: URL | undefined, why: string, code?: string): Promise<void> {
     const p = this.provider as GatewayOAuthProvider;
-    p.invalidateCredentials('tokens');
+    // An interactive client keeps its tokens: the SDK refreshes them before asking a user again.
+    if (!p.redirectUrl) p.invalidateCredentials('tokens');
     let result: 'AUTHORIZED' | 'REDIRECT';
     try {
       const scope = p.scope();
@@ -169,6 +183,7 @@ export class UpstreamAuthorizer {
         serverUrl: this.serverUrl,
         ...(resourceMetadataUrl ? { resourceMetadataUrl } : {}),
         ...(scope ? { scope } : {}),
+        ...(code !== undefined ? { authorizationCode: code } : {}),
       });
     } catch (e) {
       // Discovery is done again next time: the server may have moved.

@@ -23,6 +23,8 @@ export {
 type HttpUpstreamConfig = Extract<UpstreamConfig, { transport: 'http' }>;
 
 const BY_CONFIG = new WeakMap<HttpUpstreamConfig, UpstreamAuthorizer>();
+/** The authorizers of interactive upstreams, which may await a callback. */
+const INTERACTIVE = new Set<UpstreamAuthorizer>();
 
 /** @throws CmcpError UPSTREAM_CREDENTIAL_UNAVAILABLE naming the variable or file (never a value). */
 function readRef(upstream: string, what: string, ref: SecretRef): string {
@@ -73,6 +75,19 @@ export function authorizerFor(cfg: HttpUpstreamConfig): UpstreamAuthorizer {
     const provider = cfg.oauth ? new GatewayOAuthProvider(cfg.oauth, readSecrets(cfg)) : undefined;
     a = new UpstreamAuthorizer(cfg.name, new URL(cfg.url), provider);
     BY_CONFIG.set(cfg, a);
+    if (cfg.oauth?.grant === 'authorization_code') INTERACTIVE.add(a);
   }
   return a;
+}
+
+/**
+ * The redirect back from an authorization server (the upstream's `redirect_uri`, served by the
+ * gateway): finds the upstream whose pending authorization request has this `state` and
+ * exchanges the code (RFC 6749 §4.1.2, PKCE RFC 7636).
+ * @returns the upstream's name, or undefined when no pending request has this `state`.
+ * @throws UpstreamAuthorizationFailedError when the code exchange fails.
+ */
+export async function completeAuthorization(state: string, code: string): Promise<string | undefined> {
+  for (const a of INTERACTIVE) if (await a.complete(state, code)) return a.upstream;
+  return undefined;
 }

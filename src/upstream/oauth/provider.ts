@@ -11,7 +11,7 @@
  * `scope` of the challenge, else the resource metadata's `scopes_supported`, else the configured
  * `scopes`.
  */
-import { createPublicKey } from 'node:crypto';
+import { createPublicKey, randomBytes, timingSafeEqual } from 'node:crypto';
 import type {
   AddClientAuthentication,
   OAuthClientProvider,
@@ -45,6 +45,7 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
   private held: HeldTokens | undefined;
   private discovery: OAuthDiscoveryState | undefined;
   private verifier: string | undefined;
+  private pendingState: string | undefined;
   readonly addClientAuthentication?: AddClientAuthentication;
 
   constructor(
@@ -149,6 +150,21 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
 
   redirectToAuthorization(url: URL): void {
     this.authorizationUrl = url;
+  }
+
+  /** A new `state` for an authorization request (256 random bits), kept until its callback. */
+  state(): string {
+    this.pendingState = randomBytes(32).toString('base64url');
+    return this.pendingState;
+  }
+
+  /** Whether `state` is that of the authorization request awaiting its callback (single use). */
+  takeState(state: string): boolean {
+    const want = this.pendingState;
+    if (want === undefined || want.length !== state.length) return false;
+    if (!timingSafeEqual(Buffer.from(want), Buffer.from(state))) return false;
+    this.pendingState = undefined;
+    return true;
   }
 
   saveCodeVerifier(v: string): void {
