@@ -25,6 +25,11 @@ export interface Failure {
    * timer; a call naming it is refused with UPSTREAM_AUTHORIZATION_REQUIRED and tries it once.
    */
   needsUser?: { authorizationUrl?: string };
+  /**
+   * The gateway could not get a token the upstream accepts (./oauth/): not retried on a timer
+   * either (a refused client or scope does not heal by itself); a call naming it tries it once.
+   */
+  authorizationFailed?: boolean;
 }
 
 /** Why an upstream is unavailable. */
@@ -42,6 +47,11 @@ export type AvailabilityListener = (
 
 /** An upstream that needs a user is tried again at most this often, on demand (ms). */
 export const USER_RETRY_MIN_MS = 5_000;
+
+/** Whether an upstream is tried again only when a call names it (never on a timer). */
+function onDemand(f: Failure | undefined): boolean {
+  return !!f && (f.needsUser !== undefined || f.authorizationFailed === true);
+}
 
 /** The record event of a failure: an upstream waiting for a user is not reported down. */
 function eventOf(f: Failure): 'upstream_unavailable' | 'upstream_authorization_required' {
@@ -118,7 +128,8 @@ export class AvailabilityTracker {
    */
   nudge(name: string): void {
     const d = this.down.get(name);
-    if (!d?.needsUser || d.trying || Date.now() - d.triedAt < USER_RETRY_MIN_MS || this.closed) return;
+    if (!onDemand(d) || d?.trying || Date.now() - (d?.triedAt ?? 0) < USER_RETRY_MIN_MS || this.closed)
+      return;
     void this.attempt(name);
   }
 
@@ -136,8 +147,8 @@ export class AvailabilityTracker {
 
   private schedule(name: string): void {
     const d = this.down.get(name);
-    // An upstream waiting for a user is never retried on a timer (only on demand, nudge).
-    if (!d || this.closed || d.needsUser) return;
+    // An upstream waiting for a user or a working authorization is never retried on a timer (only on demand, nudge).
+    if (!d || this.closed || onDemand(d)) return;
     d.timer = setTimeout(() => void this.attempt(name), backoffDelay(d.attempts));
     d.timer.unref();
   }
@@ -167,6 +178,8 @@ export class AvailabilityTracker {
     d.summary = r.summary;
     if (r.needsUser) d.needsUser = r.needsUser;
     else delete d.needsUser;
+    if (r.authorizationFailed) d.authorizationFailed = true;
+    else delete d.authorizationFailed;
     if (changed) this.listener?.(eventOf(r), { ...detailOf(name, r), phase: 'retry' });
     this.log.debug({ upstream: name, reason: r.reason, attempts: d.attempts }, 'upstream still unavailable');
     this.schedule(name);
@@ -183,6 +196,7 @@ export class AvailabilityTracker {
           since: d.since,
           attempts: d.attempts,
           ...(d.needsUser ? { needsUser: d.needsUser } : {}),
+          ...(d.authorizationFailed ? { authorizationFailed: true } : {}),
         }
       : null;
   }

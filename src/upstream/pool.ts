@@ -28,7 +28,7 @@ function failureOf(e: unknown): Failure {
       summary: 'authorization required',
       needsUser: { authorizationUrl: a.authorizationUrl },
     };
-  if (a) return { reason: a.message, summary: 'authorization failed' };
+  if (a) return { reason: a.message, summary: 'authorization failed', authorizationFailed: true };
   return { reason, summary: e instanceof UpstreamStartError ? e.summary : 'not reachable' };
 }
 

@@ -11,7 +11,11 @@ import {
   ErrorCode as McpErrorCode,
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
-import { authorizationErrorOf, UpstreamAuthorizationRequiredError } from './oauth/errors.js';
+import {
+  authorizationErrorOf,
+  UpstreamAuthorizationFailedError,
+  UpstreamAuthorizationRequiredError,
+} from './oauth/errors.js';
 import type { CallContext } from './result-cap.js';
 import { upstreamRpcMessage } from './rpc-message.js';
 
@@ -47,6 +51,16 @@ function listFailure(o: CallOutcome): string {
   return 'answer over the result cap';
 }
 
+/** The authorization error a listing failed with (kept typed: availability tells it apart), or undefined. */
+function authorizationError(method: string, o: CallOutcome): Error | undefined {
+  if (!('failure' in o)) return undefined;
+  if (o.failure === 'UPSTREAM_AUTHORIZATION_REQUIRED')
+    return new UpstreamAuthorizationRequiredError(`${method}: ${o.failure}`, o.authorizationUrl);
+  if (o.failure === 'UPSTREAM_AUTHORIZATION_FAILED')
+    return new UpstreamAuthorizationFailedError(`${method}: ${o.failure}`);
+  return undefined;
+}
+
 /**
  * Every page of one upstream list (`tools/list`, `resources/list`, `resources/templates/list`,
  * `prompts/list`): follows `nextCursor` until the upstream stops. Nothing is cut short: past
@@ -66,7 +80,7 @@ export async function listAllPages(
   for (let page = 0; ; page++) {
     if (page >= MAX_LIST_PAGES) throw new Error(`${method}: more than ${MAX_LIST_PAGES} pages`);
     const o = await sender.request(method, cursor ? { cursor } : {}, opts);
-    if (!('result' in o)) throw new Error(`${method}: ${listFailure(o)}`);
+    if (!('result' in o)) throw authorizationError(method, o) ?? new Error(`${method}: ${listFailure(o)}`);
     const items = o.result[key];
     if (!Array.isArray(items)) throw new Error(`${method}: the result has no ${key} array`);
     for (const it of items)

@@ -122,7 +122,7 @@ export async function startProtectedUpstream(
     jwks: {
       keys: [{ ...signing.privateKey.export({ format: 'jwk' }), kid: 'as-1', alg: 'RS256', use: 'sig' }],
     },
-    scopes: ['mcp:read', 'mcp:write'],
+    scopes: ['mcp:read', 'mcp:write', 'offline_access'],
     ttl: { ClientCredentials: o.tokenTtlSeconds ?? 600 },
     features: {
       devInteractions: { enabled: false },

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
 import { parseConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/runtime.js';
@@ -56,15 +56,21 @@ function oauthSection(kind: ClientKind, callback: string): Record<string, unknow
   };
 }
 
-/** The authorization URL of a call refused with UPSTREAM_AUTHORIZATION_REQUIRED, or undefined. */
-async function refusedFor(client: Client, tool: string): Promise<string | undefined> {
+/** The operator opens the URL; the authorization server sends them back to the gateway's callback. */
+async function authorizeAt(url: string): Promise<void> {
+  const r = await fetch(await approve(url));
+  if (!r.ok) throw new Error(`the gateway's callback answered ${r.status}: ${await r.text()}`);
+}
+
+/** Calls a tool; the authorization URL when the call is refused for one. */
+async function callAuthorizing(client: Client, tool: string): Promise<CallToolResult | string> {
   try {
-    await client.callTool({ name: tool, arguments: {} });
-    return undefined;
+    return (await client.callTool({ name: tool, arguments: {} })) as CallToolResult;
   } catch (e) {
     const data = e instanceof McpError ? (e.data as Record<string, unknown> | undefined) : undefined;
-    if (data?.error_code !== 'UPSTREAM_AUTHORIZATION_REQUIRED') throw e;
-    return typeof data.authorization_url === 'string' ? data.authorization_url : undefined;
+    if (data?.error_code === 'UPSTREAM_AUTHORIZATION_REQUIRED' && typeof data.authorization_url === 'string')
+      return data.authorization_url;
+    throw e;
   }
 }
 
@@ -99,17 +105,21 @@ async function main(): Promise<void> {
     // The upstream's tools are listed once it is authorized (client credentials: at start-up).
     let tools = await client.listTools();
     if (!tools.tools.some((t) => t.name.startsWith('scenario.'))) {
-      const url = await refusedFor(client, 'scenario.test-tool');
-      if (!url) throw new Error('the upstream is neither listed nor waiting for an authorization');
-      // The operator opens the URL; the authorization server sends them back to the gateway.
-      const back = await approve(url);
-      const r = await fetch(back);
-      if (!r.ok) throw new Error(`the gateway's callback answered ${r.status}: ${await r.text()}`);
+      const url = await callAuthorizing(client, 'scenario.test-tool');
+      if (typeof url !== 'string')
+        throw new Error('the upstream is neither listed nor waiting for an authorization');
+      await authorizeAt(url);
       tools = await client.listTools();
     }
     const first = tools.tools.find((t) => t.name.startsWith('scenario.'));
     if (!first) throw new Error('the upstream offers no tools through the gateway');
-    const result = await client.callTool({ name: first.name, arguments: {} });
+    // A call that needs more (step-up) is refused with a new URL: authorized again, then retried.
+    let result = await callAuthorizing(client, first.name);
+    for (let i = 0; i < 2 && typeof result === 'string'; i++) {
+      await authorizeAt(result);
+      result = await callAuthorizing(client, first.name);
+    }
+    if (typeof result === 'string') throw new Error('the upstream keeps asking for an authorization');
     if (result.isError) throw new Error(`the call failed: ${JSON.stringify(result.content).slice(0, 300)}`);
     await client.close();
   } finally {

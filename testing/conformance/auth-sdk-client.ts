@@ -101,19 +101,39 @@ async function main(): Promise<void> {
     await client.connect(transport);
     return { client, transport };
   };
+  /** The code the user's approval gave, once (undefined: none, or not an interactive flow). */
+  const takeCode = (e: unknown): string | undefined => {
+    if (!(e instanceof UnauthorizedError) || !(provider instanceof ApprovingProvider)) return undefined;
+    const code = provider.code;
+    provider.code = undefined;
+    return code;
+  };
   let c: Awaited<ReturnType<typeof connect>>;
   try {
     c = await connect();
   } catch (e) {
-    if (!(e instanceof UnauthorizedError) || !(provider instanceof ApprovingProvider) || !provider.code)
-      throw e;
+    const code = takeCode(e);
+    if (!code) throw e;
     const transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
-    await transport.finishAuth(provider.code);
+    await transport.finishAuth(code);
     c = await connect();
   }
-  const tools = await c.client.listTools();
+  // A request refused after connecting (authorization needed later, or step-up): the user
+  // approves, the code is exchanged and the request sent again, twice at most.
+  const authorizing = async <T>(f: () => Promise<T>): Promise<T> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await f();
+      } catch (e) {
+        const code = i < 2 ? takeCode(e) : undefined;
+        if (!code) throw e;
+        await c.transport.finishAuth(code);
+      }
+    }
+  };
+  const tools = await authorizing(() => c.client.listTools());
   const first = tools.tools[0];
-  if (first) await c.client.callTool({ name: first.name, arguments: {} });
+  if (first) await authorizing(() => c.client.callTool({ name: first.name, arguments: {} }));
   await c.client.close();
 }
 

@@ -37,6 +37,9 @@ export type OAuthListener = (e: OAuthEvent) => void;
 /** Events kept for the first listener. */
 const BACKLOG = 32;
 
+/** After a failed acquisition, challenges within this time fail at once with the same error, ms. */
+const FAILED_QUIET_MS = 5_000;
+
 /** A token this close to its expiry is refreshed (or acquired anew) before use, ms. */
 const EXPIRY_MARGIN_MS = 30_000;
 
@@ -50,6 +53,7 @@ function reasonOf(e: unknown): string {
 export class UpstreamAuthorizer {
   private readonly listeners = new Set<OAuthListener>();
   private readonly backlog: OAuthEvent[] = [];
+  private lastFailure: { at: number; error: UpstreamAuthorizationFailedError } | undefined;
   /** One acquisition at a time; concurrent challenges wait for it. */
   private pending: Promise<void> | null = null;
 
@@ -107,6 +111,8 @@ export class UpstreamAuthorizer {
     );
     const p = this.provider;
     if (!p) throw await this.userNeeded(params.resourceMetadataUrl);
+    // An acquisition that just failed is not tried again at once (every connection would ask).
+    if (this.lastFailure && Date.now() - this.lastFailure.at < FAILED_QUIET_MS) throw this.lastFailure.error;
     // Another request already replaced the token this one was challenged with.
     const now = p.tokens();
     if (sent !== undefined && now && `Bearer ${now.access_token}` !== sent) return;
@@ -188,8 +194,11 @@ export class UpstreamAuthorizer {
     } catch (e) {
       // Discovery is done again next time: the server may have moved.
       p.invalidateCredentials('discovery');
-      throw this.failed(`cannot obtain an access token: ${reasonOf(e)}`, { step: why });
+      const error = this.failed(`cannot obtain an access token: ${reasonOf(e)}`, { step: why });
+      this.lastFailure = { at: Date.now(), error };
+      throw error;
     }
+    this.lastFailure = undefined;
     if (result === 'REDIRECT') {
       const url = p.authorizationUrl?.href;
       this.emit('authorization_required', { authorization_url: url ?? null });

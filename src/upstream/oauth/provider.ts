@@ -97,7 +97,9 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     return {
       client_name: this.cfg.client_name,
       redirect_uris: this.cfg.redirect_uri ? [this.cfg.redirect_uri] : [],
-      grant_types: [this.cfg.grant],
+      // An interactive client asks for refresh tokens: the user is not asked again at expiry.
+      grant_types:
+        this.cfg.grant === 'authorization_code' ? ['authorization_code', 'refresh_token'] : [this.cfg.grant],
       response_types: this.cfg.grant === 'authorization_code' ? ['code'] : [],
       ...(method ? { token_endpoint_auth_method: method } : {}),
       ...(method === 'private_key_jwt' ? { jwks: { keys: [this.publicJwk()] } } : {}),
