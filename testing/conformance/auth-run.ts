@@ -31,6 +31,19 @@ export interface AuthReport {
 
 const require = createRequire(import.meta.url);
 const HERE = dirname(fileURLToPath(import.meta.url));
+/** The compiled client programs (run from the sources, as under vitest: the build's). */
+const PROGRAMS = HERE.split(/[\\/]/).includes('dist')
+  ? HERE
+  : join(HERE, '..', '..', 'dist', 'testing', 'conformance');
+
+/**
+ * Scenarios where cmcp's counts differ from the SDK client's while both pass every check, with
+ * the reason; one that comes out the same is reported (the list is stale).
+ */
+export const EXPECTED_DIFFERENT: Record<string, string> = {
+  'auth/scope-retry-limit':
+    'cmcp does not ask a user again for a scope the upstream already refused (one authorization request, not a loop); the SDK client asks again, up to three times; both pass every check',
+};
 
 function runner(): { bin: string; version: string } {
   const pkgPath = require.resolve('@modelcontextprotocol/conformance/package.json');
@@ -59,7 +72,7 @@ function findChecks(dir: string): string | undefined {
 
 /** Runs one scenario with one client program; its check counts. */
 async function runOne(scenario: string, program: string, outDir: string): Promise<Counts> {
-  const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(join(HERE, program))}`;
+  const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(join(PROGRAMS, program))}`;
   const exit = await new Promise<number | null>((resolve) => {
     const child = spawn(
       process.execPath,
@@ -106,7 +119,13 @@ export async function runAuthConformance(only: string[] = []): Promise<AuthRepor
       const s = sdk[name] as Counts;
       const c = cmcp[name] as Counts;
       const sdkPasses = s.failed === 0 && s.passed > 0;
-      if (sdkPasses && (c.passed !== s.passed || c.failed !== s.failed))
+      const same = c.passed === s.passed && c.failed === s.failed;
+      const expected = EXPECTED_DIFFERENT[name];
+      if (expected !== undefined && same)
+        problems.push(`${name}: same counts now; remove it from EXPECTED_DIFFERENT`);
+      else if (expected !== undefined && (c.failed > 0 || c.passed === 0))
+        problems.push(`${name}: cmcp fails ${c.failed} checks (expected to differ only in counts)`);
+      else if (sdkPasses && !same && expected === undefined)
         problems.push(
           `${name}: SDK ${s.passed} passed/${s.failed} failed, cmcp ${c.passed} passed/${c.failed} failed`,
         );
