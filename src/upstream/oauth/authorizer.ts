@@ -110,7 +110,7 @@ export class UpstreamAuthorizer {
       new Response(null, { status, headers: wwwAuthenticate ? { 'www-authenticate': wwwAuthenticate } : {} }),
     );
     const p = this.provider;
-    if (!p) throw await this.userNeeded(params.resourceMetadataUrl);
+    if (!p) throw await this.userNeeded(status, params.resourceMetadataUrl);
     // An acquisition that just failed is not tried again at once (every connection would ask).
     if (this.lastFailure && Date.now() - this.lastFailure.at < FAILED_QUIET_MS) throw this.lastFailure.error;
     // Another request already replaced the token this one was challenged with.
@@ -212,7 +212,10 @@ export class UpstreamAuthorizer {
   }
 
   /** No `oauth` configured: only a person can authorize; the URL is the authorization server's. */
-  private async userNeeded(resourceMetadataUrl: URL | undefined): Promise<UpstreamAuthorizationError> {
+  private async userNeeded(
+    status: number,
+    resourceMetadataUrl: URL | undefined,
+  ): Promise<UpstreamAuthorizationError> {
     let url: string | undefined;
     try {
       const prm = await discoverOAuthProtectedResourceMetadata(this.serverUrl, {
@@ -224,7 +227,7 @@ export class UpstreamAuthorizer {
     }
     this.emit('authorization_required', { authorization_url: url ?? null, oauth_configured: false });
     return new UpstreamAuthorizationRequiredError(
-      `upstream ${this.upstream} requires OAuth authorization and has no upstreams[].oauth configured`,
+      `upstream ${this.upstream} answered HTTP ${status} and has no upstreams[].oauth configured: it needs an authorization the gateway cannot perform`,
       url,
     );
   }
