@@ -181,11 +181,32 @@ describe('an upstream that needs a user', () => {
         (e) => e.entry_type === 'upstream_authorization_required' && e.server_identity === 'plain',
       ),
     ).toBe(true);
-    // Without a retry timer the upstream is asked only when a call names it (at most every 5 s).
+    // Without a retry timer the upstream is asked only when a call names it (at most every 5 s):
+    // once the tries those calls started are over, nothing asks it.
+    await sleep(1_000);
     const unauthorized = up.challenges.unauthorized;
     await sleep(2_500);
     expect(up.challenges.unauthorized).toBe(unauthorized);
     const probe = await gw.upstreams.probe();
     expect(probe.plain).toMatch(/authorization required/);
   });
+});
+
+describe('the authorization callback', () => {
+  it('accepts only the pending state, once; a code the authorization server refuses is UPSTREAM_AUTHORIZATION_FAILED', async () => {
+    const cb = (q: string) => fetch(`${gw.url}/oauth/upstream/callback?${q}`);
+    const unknown = await cb('state=not-a-pending-state&code=abc');
+    expect(unknown.status).toBe(400);
+    expect((await unknown.json()).error.error_code).toBe('INVALID_REQUEST');
+    await sleep(5_100); // past the on-demand retry spacing: the call asks again and gets a fresh request
+    const url = new URL((await call('user.read', 40)).body.error.data.authorization_url);
+    const state = url.searchParams.get('state') as string;
+    expect(state.length).toBeGreaterThanOrEqual(43);
+    const refused = await cb(`state=${encodeURIComponent(state)}&code=forged-code`);
+    expect(refused.status).toBe(502);
+    const body = await refused.json();
+    expect(body.error.error_code).toBe('UPSTREAM_AUTHORIZATION_FAILED');
+    const again = await cb(`state=${encodeURIComponent(state)}&code=forged-code`);
+    expect(again.status).toBe(400);
+  }, 30_000);
 });

@@ -40,6 +40,9 @@ const BACKLOG = 32;
 /** After a failed acquisition, challenges within this time fail at once with the same error, ms. */
 const FAILED_QUIET_MS = 5_000;
 
+/** An authorization request waits this long for its callback before a new one is made, ms. */
+const PENDING_USER_MS = 10 * 60_000;
+
 /** A token this close to its expiry is refreshed (or acquired anew) before use, ms. */
 const EXPIRY_MARGIN_MS = 30_000;
 
@@ -54,6 +57,8 @@ export class UpstreamAuthorizer {
   private readonly listeners = new Set<OAuthListener>();
   private readonly backlog: OAuthEvent[] = [];
   private lastFailure: { at: number; error: UpstreamAuthorizationFailedError } | undefined;
+  /** The authorization request the operator was given, until its callback (or it is stale). */
+  private waitingForUser: { at: number; error: UpstreamAuthorizationRequiredError } | undefined;
   /** One acquisition at a time; concurrent challenges wait for it. */
   private pending: Promise<void> | null = null;
 
@@ -180,6 +185,11 @@ export class UpstreamAuthorizer {
 
   private async acquire(resourceMetadataUrl: URL | undefined, why: string, code?: string): Promise<void> {
     const p = this.provider as GatewayOAuthProvider;
+    // The authorization request shown to the operator stays valid while it waits: a new one
+    // would replace its state and PKCE verifier.
+    const waiting = this.waitingForUser;
+    if (code === undefined && waiting && Date.now() - waiting.at < PENDING_USER_MS) throw waiting.error;
+    this.waitingForUser = undefined;
     // An interactive client keeps its tokens: the SDK refreshes them before asking a user again.
     if (!p.redirectUrl) p.invalidateCredentials('tokens');
     let result: 'AUTHORIZED' | 'REDIRECT';
@@ -202,10 +212,12 @@ export class UpstreamAuthorizer {
     if (result === 'REDIRECT') {
       const url = p.authorizationUrl?.href;
       this.emit('authorization_required', { authorization_url: url ?? null });
-      throw new UpstreamAuthorizationRequiredError(
+      const error = new UpstreamAuthorizationRequiredError(
         `upstream ${this.upstream} needs a user's authorization; the operator must visit the authorization URL`,
         url,
       );
+      this.waitingForUser = { at: Date.now(), error };
+      throw error;
     }
     const d = p.discoveryState();
     this.emit('token_acquired', { ...this.describe(p.tokens(), d?.authorizationServerUrl), trigger: why });
