@@ -192,19 +192,23 @@ describe('an upstream that needs a user', () => {
   });
 });
 
+type ErrorBody = { error: { error_code: string } };
+
 describe('the authorization callback', () => {
   it('accepts only the pending state, once; a code the authorization server refuses is UPSTREAM_AUTHORIZATION_FAILED', async () => {
     const cb = (q: string) => fetch(`${gw.url}/oauth/upstream/callback?${q}`);
     const unknown = await cb('state=not-a-pending-state&code=abc');
     expect(unknown.status).toBe(400);
-    expect((await unknown.json()).error.error_code).toBe('INVALID_REQUEST');
-    await sleep(5_100); // past the on-demand retry spacing: the call asks again and gets a fresh request
+    expect(((await unknown.json()) as ErrorBody).error.error_code).toBe('INVALID_REQUEST');
+    // Past the on-demand retry spacing: the call tries the upstream again, and the URL it
+    // names is still the pending request's (not replaced by that try).
+    await sleep(5_100);
     const url = new URL((await call('user.read', 40)).body.error.data.authorization_url);
     const state = url.searchParams.get('state') as string;
     expect(state.length).toBeGreaterThanOrEqual(43);
     const refused = await cb(`state=${encodeURIComponent(state)}&code=forged-code`);
     expect(refused.status).toBe(502);
-    const body = await refused.json();
+    const body = (await refused.json()) as ErrorBody;
     expect(body.error.error_code).toBe('UPSTREAM_AUTHORIZATION_FAILED');
     const again = await cb(`state=${encodeURIComponent(state)}&code=forged-code`);
     expect(again.status).toBe(400);
