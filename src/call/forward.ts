@@ -25,6 +25,12 @@ export interface Forwarded {
 /** The failures upstream/request.ts classifyFailure gives a request the client cancelled. */
 const CANCELLED: ReadonlySet<string> = new Set(['REQUEST_CANCELLED', 'cancelled']);
 
+/** The failures upstream/request.ts authorizationOutcome gives a request that could not be authorized. */
+const AUTHORIZATION: ReadonlySet<string> = new Set([
+  'UPSTREAM_AUTHORIZATION_REQUIRED',
+  'UPSTREAM_AUTHORIZATION_FAILED',
+]);
+
 /** Terminal state of an allowed call, from its effect boundary (docs/spec/execution.md). */
 export function disposition(o: CallOutcome): Disposition {
   if (o.boundary === 'answered') return 'completed';
@@ -67,6 +73,11 @@ export async function forward(
     // The client session could not have the connection of its own the call needs (relay/sessions.ts).
     errorCode = 'UPSTREAM_CLIENT_CONNECTIONS_FULL';
     detail.failure = outcome.failure;
+  } else if (AUTHORIZATION.has(outcome.failure)) {
+    // The gateway could not authorize the request to a protected upstream (upstream/oauth/).
+    errorCode = outcome.failure as ErrorCode;
+    detail.failure = outcome.failure;
+    if (outcome.authorizationUrl) detail.authorization_url = outcome.authorizationUrl;
   } else {
     errorCode = outcome.boundary === 'not_sent' ? 'UPSTREAM_UNAVAILABLE' : 'UPSTREAM_FAILED';
     detail.failure = outcome.failure;

@@ -13,6 +13,23 @@ import type { Refusal } from './types.js';
  */
 export function offlineRefusal(name: string, offline: Unavailable): Refusal {
   const summary = clip(offline.summary, 120);
+  if (offline.authorizationFailed)
+    return {
+      code: 'UPSTREAM_AUTHORIZATION_FAILED',
+      message: `tool ${clip(name, 80)}: upstream ${offline.upstream}: the gateway could not get an access token it accepts; tried again when called`,
+      entry: { server_identity: offline.upstream, detail: { cause: summary } },
+      data: { upstream: offline.upstream, since: offline.since },
+    };
+  // Waiting for a user's authorization is not being down: the operator is told where to go.
+  if (offline.needsUser) {
+    const url = offline.needsUser.authorizationUrl ?? null;
+    return {
+      code: 'UPSTREAM_AUTHORIZATION_REQUIRED',
+      message: `tool ${clip(name, 80)}: upstream ${offline.upstream} needs a user's authorization the gateway cannot perform${url ? `; an operator must visit ${url}` : ''}`,
+      entry: { server_identity: offline.upstream, detail: { authorization_url: url, cause: summary } },
+      data: { upstream: offline.upstream, authorization_url: url },
+    };
+  }
   return {
     code: 'UPSTREAM_OFFLINE',
     message: `tool ${clip(name, 80)}: upstream ${offline.upstream} is unavailable (${summary}); retrying since ${offline.since}`,

@@ -108,6 +108,20 @@ export function answered(
         ...executionData(executionId, f, entry),
       },
     );
+  if (f.errorCode === 'UPSTREAM_AUTHORIZATION_REQUIRED' || f.errorCode === 'UPSTREAM_AUTHORIZATION_FAILED')
+    return registered(
+      f.errorCode,
+      f.errorCode === 'UPSTREAM_AUTHORIZATION_REQUIRED'
+        ? 'the upstream needs an authorization the gateway cannot perform; an operator must visit authorization_url'
+        : 'the gateway could not get an access token the upstream accepts; nothing was sent',
+      {
+        call_id: callId,
+        disposition: f.disposition,
+        evidence,
+        ...('authorizationUrl' in o && o.authorizationUrl ? { authorization_url: o.authorizationUrl } : {}),
+        ...executionData(executionId, f, entry),
+      },
+    );
   return registered(
     f.errorCode ?? 'UPSTREAM_FAILED',
     o.boundary === 'not_sent'

@@ -18,6 +18,7 @@ import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { streamsSchema } from './streams.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
+import { upstreamOAuth } from './upstream-oauth.js';
 
 const hex64 = z
   .string()
@@ -69,6 +70,7 @@ const httpUpstream = z.strictObject({
   headers: upstreamHeaders,
   /** Pinned CA or server certificate, client certificate. */
   tls: upstreamTls,
+  oauth: upstreamOAuth, // OAuth 2.1 client of a protected upstream (./upstream-oauth.ts)
 });
 
 // ---- attestation (docs/spec/attestation.md; docs/attestation.md) ----

@@ -6,6 +6,7 @@
  * `env`, whose entries may be marked secret.
  */
 import { z } from 'zod';
+import { resolveOAuthSecretPaths, type UpstreamOAuthConfig } from './upstream-oauth.js';
 
 /** Headers the gateway or the MCP transport sets itself (RFC 9110 framing, MCP, tracing). */
 const RESERVED_HEADERS =
@@ -75,9 +76,10 @@ export type UpstreamHeadersConfig = NonNullable<z.infer<typeof upstreamHeaders>>
 
 /** Resolves the files named by the section against the config file's folder. */
 export function resolveCredentialPaths(
-  u: { headers?: UpstreamHeadersConfig; tls?: UpstreamTlsConfig },
+  u: { headers?: UpstreamHeadersConfig; tls?: UpstreamTlsConfig; oauth?: UpstreamOAuthConfig },
   abs: (p: string) => string,
 ): void {
+  resolveOAuthSecretPaths(u.oauth, abs);
   for (const s of Object.values(u.headers ?? {})) if ('file' in s) s.file = abs(s.file);
   const t = u.tls;
   if (!t) return;

@@ -368,6 +368,18 @@ export const GATEWAY_ERRORS = {
     summary:
       'The upstream has not been reachable since start-up; its tools are hidden and the call was not sent (retried with backoff).',
   },
+  UPSTREAM_AUTHORIZATION_REQUIRED: {
+    http: 503,
+    rpc: -32038,
+    summary:
+      "The upstream needs an interactive authorization (a user's consent) that the gateway cannot perform; `data.authorization_url` is where the operator must go. Not sent; not retried, and the upstream is not reported down.",
+  },
+  UPSTREAM_AUTHORIZATION_FAILED: {
+    http: 502,
+    rpc: -32039,
+    summary:
+      'The gateway could not get an access token the upstream accepts (discovery, registration or the token request failed, or the upstream refused the token): not sent. No token value is recorded.',
+  },
   UPSTREAM_CLIENT_CONNECTIONS_FULL: {
     http: 503,
     rpc: -32035,

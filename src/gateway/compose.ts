@@ -58,6 +58,7 @@ import type { Readiness } from './health/readiness.js';
 import type { Drain } from './lifecycle/drain.js';
 import { gatewayRefusals, recordClientSession } from './lifecycle/records.js';
 import type { OperatorApi } from './operator/plugin.js';
+import { upstreamOAuthPlugin } from './upstream-oauth/plugin.js';
 
 /**
  * The attestation provider (configured or auto-detected; `minimum_tier` refuses here,
@@ -176,6 +177,8 @@ export interface Serving {
   /** Signs the session chains' checkpoints, batched per window. */
   checkpoints: CheckpointSigner;
   receipts: ReceiptService;
+  /** The upstreams (the OAuth callback brings one in once authorized). */
+  upstreams: UpstreamPool;
 }
 
 /** Builds the call path, the refusal record, the relay, client sessions and the MCP layer. */
@@ -251,6 +254,7 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     tracer: i.tracing.enabled ? i.tracing.tracer : null,
     checkpoints,
     receipts,
+    upstreams,
   };
 }
 
@@ -314,5 +318,6 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
     ...(i.console ? { console: i.console(auth, (route) => s.refusals.authFailures.record(route)) } : {}),
   });
   if (oauth) app.addHook('onClose', () => oauth.close());
+  app.register(upstreamOAuthPlugin, { upstreams: s.upstreams });
   return app;
 }

@@ -22,6 +22,16 @@ export function backoffDelay(attempt: number): number {
 export interface Failure {
   reason: string;
   summary: string;
+  /**
+   * The upstream needs a user's authorization (./oauth/): it is not down, and not retried on a
+   * timer; a call naming it is refused with UPSTREAM_AUTHORIZATION_REQUIRED and tries it once.
+   */
+  needsUser?: { authorizationUrl?: string };
+  /**
+   * The gateway could not get a token the upstream accepts (./oauth/): not retried on a timer
+   * either (a refused client or scope does not heal by itself); a call naming it tries it once.
+   */
+  authorizationFailed?: boolean;
 }
 
 /** Why an upstream is unavailable. */
@@ -33,13 +43,39 @@ export interface Unavailable extends Failure {
 
 /** Told when an upstream goes unavailable or comes back (recorded in the gateway chain). */
 export type AvailabilityListener = (
-  event: 'upstream_unavailable' | 'upstream_available',
+  event: 'upstream_unavailable' | 'upstream_available' | 'upstream_authorization_required',
   detail: Record<string, unknown>,
 ) => void;
 
+/** An upstream that needs a user is tried again at most this often, on demand (ms). */
+export const USER_RETRY_MIN_MS = 5_000;
+
+/** Whether an upstream is tried again only when a call names it (never on a timer). */
+function onDemand(f: Failure | undefined): boolean {
+  return !!f && (f.needsUser !== undefined || f.authorizationFailed === true);
+}
+
+/** The record event of a failure: an upstream waiting for a user is not reported down. */
+function eventOf(f: Failure): 'upstream_unavailable' | 'upstream_authorization_required' {
+  return f.needsUser ? 'upstream_authorization_required' : 'upstream_unavailable';
+}
+
+/** What the record says of a failure. */
+function detailOf(name: string, f: Failure): Record<string, unknown> {
+  return {
+    upstream: name,
+    reason: f.reason,
+    summary: f.summary,
+    ...(f.needsUser ? { authorization_url: f.needsUser.authorizationUrl ?? null } : {}),
+  };
+}
+
 /** Unavailable upstreams and their retry timers. */
 export class AvailabilityTracker {
-  private readonly down = new Map<string, Unavailable & { timer: NodeJS.Timeout | null }>();
+  private readonly down = new Map<
+    string,
+    Unavailable & { timer: NodeJS.Timeout | null; trying: boolean; triedAt: number }
+  >();
   private listener: AvailabilityListener | null = null;
   private closed = false;
 
@@ -56,12 +92,7 @@ export class AvailabilityTracker {
   listen(listener: AvailabilityListener): void {
     this.listener = listener;
     for (const d of this.down.values())
-      listener('upstream_unavailable', {
-        upstream: d.upstream,
-        reason: d.reason,
-        summary: d.summary,
-        phase: 'start-up',
-      });
+      listener(eventOf(d), { ...detailOf(d.upstream, d), phase: 'start-up' });
   }
 
   /** Marks an upstream unavailable (start-up) and schedules its first retry. */
@@ -72,21 +103,54 @@ export class AvailabilityTracker {
       upstream: name,
       reason,
       summary,
+      ...(failure.needsUser ? { needsUser: failure.needsUser } : {}),
       since: new Date().toISOString(),
       attempts: 0,
       timer: null,
+      trying: false,
+      triedAt: Date.now(),
     });
-    this.log.warn(
-      { upstream: name, reason, retry_in_ms: backoffDelay(0) },
-      'upstream unavailable: its tools are hidden; retrying with backoff',
-    );
-    this.listener?.('upstream_unavailable', { upstream: name, reason, summary, phase: 'start-up' });
+    if (failure.needsUser)
+      this.log.warn(
+        { upstream: name, reason, authorization_url: failure.needsUser.authorizationUrl },
+        'upstream needs a user authorization: its tools are hidden until then; not retried on a timer',
+      );
+    else
+      this.log.warn(
+        { upstream: name, reason, retry_in_ms: backoffDelay(0) },
+        'upstream unavailable: its tools are hidden; retrying with backoff',
+      );
+    this.listener?.(eventOf(failure), { ...detailOf(name, failure), phase: 'start-up' });
     this.schedule(name);
+  }
+
+  /**
+   * Tries an upstream that waits for a user once more (a call named it), unless a try is under
+   * way or the last one was less than {@link USER_RETRY_MIN_MS} ago.
+   */
+  nudge(name: string): void {
+    const d = this.down.get(name);
+    if (!onDemand(d) || d?.trying || Date.now() - (d?.triedAt ?? 0) < USER_RETRY_MIN_MS || this.closed)
+      return;
+    void this.attempt(name);
+  }
+
+  /**
+   * Tries an upstream that waits for a user now (its authorization was just completed), and
+   * says whether it is available afterwards.
+   */
+  async retryNow(name: string): Promise<boolean> {
+    const d = this.down.get(name);
+    if (!d) return true;
+    if (!d.needsUser || d.trying || this.closed) return false;
+    await this.attempt(name);
+    return !this.down.has(name);
   }
 
   private schedule(name: string): void {
     const d = this.down.get(name);
-    if (!d || this.closed) return;
+    // An upstream waiting for a user or a working authorization is never retried on a timer (only on demand, nudge).
+    if (!d || this.closed || onDemand(d)) return;
     d.timer = setTimeout(
       detached(() => void this.attempt(name)),
       backoffDelay(d.attempts),
@@ -98,12 +162,15 @@ export class AvailabilityTracker {
     const d = this.down.get(name);
     if (!d || this.closed) return;
     d.attempts += 1;
+    d.trying = true;
     let r: true | Failure;
     try {
       r = await this.retry(name);
     } catch (e) {
       r = { reason: (e as Error).message, summary: 'not reachable' };
     }
+    d.trying = false;
+    d.triedAt = Date.now();
     if (this.closed) return;
     if (r === true) {
       this.down.delete(name);
@@ -111,8 +178,14 @@ export class AvailabilityTracker {
       this.listener?.('upstream_available', { upstream: name, attempts: d.attempts, down_since: d.since });
       return;
     }
+    const changed = !d.needsUser !== !r.needsUser;
     d.reason = r.reason;
     d.summary = r.summary;
+    if (r.needsUser) d.needsUser = r.needsUser;
+    else delete d.needsUser;
+    if (r.authorizationFailed) d.authorizationFailed = true;
+    else delete d.authorizationFailed;
+    if (changed) this.listener?.(eventOf(r), { ...detailOf(name, r), phase: 'retry' });
     this.log.debug({ upstream: name, reason: r.reason, attempts: d.attempts }, 'upstream still unavailable');
     this.schedule(name);
   }
@@ -121,7 +194,15 @@ export class AvailabilityTracker {
   get(name: string): Unavailable | null {
     const d = this.down.get(name);
     return d
-      ? { upstream: d.upstream, reason: d.reason, summary: d.summary, since: d.since, attempts: d.attempts }
+      ? {
+          upstream: d.upstream,
+          reason: d.reason,
+          summary: d.summary,
+          since: d.since,
+          attempts: d.attempts,
+          ...(d.needsUser ? { needsUser: d.needsUser } : {}),
+          ...(d.authorizationFailed ? { authorizationFailed: true } : {}),
+        }
       : null;
   }
 

@@ -19,6 +19,7 @@ import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import type { SecretSource, StdioEnvConfig } from '../config/upstream-credentials.js';
 import { CmcpError } from '../errors/index.js';
+import { authorizerFor, type UpstreamAuthorizer } from './oauth/index.js';
 import { registerPem, registerSecret } from './redact.js';
 
 /** What the Streamable HTTP transport of one upstream needs. */
@@ -27,6 +28,8 @@ export interface UpstreamCredentials {
   headers?: Record<string, string>;
   /** The upstream's own TLS dispatcher, for undici's request API (absent: undici's global one). */
   dispatcher?: Dispatcher;
+  /** Bearer tokens: the configured OAuth client, or (none configured) the refusal of a 401 (./oauth/). */
+  authorizer?: UpstreamAuthorizer;
   close(): Promise<void>;
 }
 
@@ -160,7 +163,11 @@ export function upstreamCredentials(cfg: UpstreamConfig): UpstreamCredentials {
   for (const [name, source] of Object.entries(cfg.headers ?? {}))
     headers[name] = readSecret(cfg.name, name, source);
   const t = cfg.tls;
-  const out: UpstreamCredentials = { ...none, ...(Object.keys(headers).length ? { headers } : {}) };
+  const out: UpstreamCredentials = {
+    ...none,
+    ...(Object.keys(headers).length ? { headers } : {}),
+    authorizer: authorizerFor(cfg),
+  };
   if (!t) return out;
   const pinned = t.server_cert ? new X509Certificate(readPem(cfg.name, 'server_cert', t.server_cert)) : null;
   const ca = [t.ca ? readPem(cfg.name, 'ca', t.ca) : null, pinned?.toString() ?? null].filter(

@@ -51,6 +51,22 @@ export interface HttpTransportOptions {
   maxResultBytes: number;
   /** Told when a POST's response passed the cap, with the call it belongs to (if any). */
   onOverflow: (ctx: CallContext | undefined) => void;
+  /** Bearer tokens of a protected upstream (./oauth/): sent on each request, renewed on a challenge. */
+  authorizer?: BearerAuthorizer;
+}
+
+/** What the transport asks of an upstream's OAuth client (src/upstream/oauth/authorizer.ts). */
+export interface BearerAuthorizer {
+  /** The `Authorization` value to send, or undefined. */
+  authorization(): Promise<string | undefined>;
+  /** Answers a 401 or a 403 `insufficient_scope` (resolves: send again once). @throws why not. */
+  challenged(status: number, wwwAuthenticate: string | undefined, sent: string | undefined): Promise<void>;
+}
+
+/** A 401, or a 403 whose challenge says `insufficient_scope` (RFC 6750 §3.1). */
+function challenge(res: Response): boolean {
+  if (res.statusCode === 401) return true;
+  return res.statusCode === 403 && /insufficient_scope/.test(header(res, 'www-authenticate') ?? '');
 }
 
 /** The DELETE that ends the upstream session on close waits this long at most, ms. */
@@ -341,6 +357,10 @@ export class UpstreamHttpTransport implements Transport {
     if (this.protocol) headers['mcp-protocol-version'] = this.protocol;
     Object.assign(headers, this.headers, extra);
     addTraceHeaders(headers);
+    const authorizer = this.o.authorizer;
+    let bearer = await authorizer?.authorization();
+    if (bearer) headers.authorization = bearer;
+    let challenged = false;
     let url = this.url;
     for (let followed = 0; ; followed++) {
       const res = await request(url, {
@@ -350,6 +370,16 @@ export class UpstreamHttpTransport implements Transport {
         ...(this.running ? { signal: this.running.signal } : {}),
         ...(this.o.dispatcher ? { dispatcher: this.o.dispatcher } : {}),
       });
+      // A challenged request is sent again once, with the token the challenge got.
+      if (authorizer && !challenged && challenge(res)) {
+        challenged = true;
+        await res.body.dump();
+        await authorizer.challenged(res.statusCode, header(res, 'www-authenticate'), bearer);
+        bearer = await authorizer.authorization();
+        if (bearer) headers.authorization = bearer;
+        followed--;
+        continue;
+      }
       const to = redirectTarget(res, url);
       const keepsMethod = res.statusCode === 307 || res.statusCode === 308 || method === 'GET';
       if (!to || followed === MAX_REDIRECTS || !keepsMethod || !withinOrigin(url, to)) return res;
@@ -379,6 +409,8 @@ export class UpstreamHttpTransport implements Transport {
     const headers: Record<string, string> = { ...this.headers, 'mcp-session-id': session };
     if (this.protocol) headers['mcp-protocol-version'] = this.protocol;
     try {
+      const bearer = await this.o.authorizer?.authorization();
+      if (bearer) headers.authorization = bearer;
       const res = await request(this.url, {
         method: 'DELETE',
         headers,

@@ -10,6 +10,7 @@ import type { UpstreamConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
 import { AvailabilityTracker, type Failure, type Unavailable } from './availability.js';
 import { UpstreamStartError } from './diagnose.js';
+import { authorizationErrorOf, UpstreamAuthorizationRequiredError } from './oauth/errors.js';
 import type { CallOutcome, RequestOptions, UpstreamHooks } from './request.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './result-cap.js';
 import { toolNameFault } from './tool-name.js';
@@ -21,6 +22,14 @@ export { type EffectBoundary, type RoutedTool, type ToolDefinition, Upstream } f
 /** The operator's and the caller's view of a failed connect or listing. */
 function failureOf(e: unknown): Failure {
   const reason = (e as Error).message;
+  const a = authorizationErrorOf(e);
+  if (a instanceof UpstreamAuthorizationRequiredError)
+    return {
+      reason: a.message,
+      summary: 'authorization required',
+      needsUser: { authorizationUrl: a.authorizationUrl },
+    };
+  if (a) return { reason: a.message, summary: 'authorization failed', authorizationFailed: true };
   return { reason, summary: e instanceof UpstreamStartError ? e.summary : 'not reachable' };
 }
 
@@ -112,10 +121,16 @@ export class UpstreamPool {
    * upstream whose prefix it carries (or `server`, when the catalog knows it), or null.
    */
   unavailableFor(exposedName: string, server?: string): Unavailable | null {
-    if (server !== undefined) return this.availability.get(server);
+    if (server !== undefined) {
+      this.availability.nudge(server);
+      return this.availability.get(server);
+    }
     for (const u of this.upstreams.values()) {
       const down = this.availability.get(u.cfg.name);
-      if (down && u.prefix && exposedName.startsWith(`${u.prefix}.`)) return down;
+      if (down && u.prefix && exposedName.startsWith(`${u.prefix}.`)) {
+        this.availability.nudge(u.cfg.name);
+        return down;
+      }
     }
     return null;
   }
@@ -267,7 +282,8 @@ export class UpstreamPool {
     await Promise.all(
       [...this.upstreams.values()].map(async (u) => {
         const down = this.availability.get(u.cfg.name);
-        out[u.cfg.name] = down ? `unavailable: ${down.summary}` : await u.ping(timeoutMs);
+        if (down?.needsUser) out[u.cfg.name] = 'authorization required (not down)';
+        else out[u.cfg.name] = down ? `unavailable: ${down.summary}` : await u.ping(timeoutMs);
       }),
     );
     return out;

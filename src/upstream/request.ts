@@ -13,6 +13,11 @@ import {
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Tracer } from '@opentelemetry/api';
+import {
+  authorizationErrorOf,
+  UpstreamAuthorizationFailedError,
+  UpstreamAuthorizationRequiredError,
+} from './oauth/errors.js';
 import type { CallContext } from './result-cap.js';
 import { upstreamRpcMessage } from './rpc-message.js';
 
@@ -50,6 +55,16 @@ function listFailure(o: CallOutcome): string {
   return 'answer over the result cap';
 }
 
+/** The authorization error a listing failed with (kept typed: availability tells it apart), or undefined. */
+function authorizationError(method: string, o: CallOutcome): Error | undefined {
+  if (!('failure' in o)) return undefined;
+  if (o.failure === 'UPSTREAM_AUTHORIZATION_REQUIRED')
+    return new UpstreamAuthorizationRequiredError(`${method}: ${o.failure}`, o.authorizationUrl);
+  if (o.failure === 'UPSTREAM_AUTHORIZATION_FAILED')
+    return new UpstreamAuthorizationFailedError(`${method}: ${o.failure}`);
+  return undefined;
+}
+
 /**
  * Every page of one upstream list (`tools/list`, `resources/list`, `resources/templates/list`,
  * `prompts/list`): follows `nextCursor` until the upstream stops. Nothing is cut short: past
@@ -69,7 +84,7 @@ export async function listAllPages(
   for (let page = 0; ; page++) {
     if (page >= MAX_LIST_PAGES) throw new Error(`${method}: more than ${MAX_LIST_PAGES} pages`);
     const o = await sender.request(method, cursor ? { cursor } : {}, opts);
-    if (!('result' in o)) throw new Error(`${method}: ${listFailure(o)}`);
+    if (!('result' in o)) throw authorizationError(method, o) ?? new Error(`${method}: ${listFailure(o)}`);
     const items = o.result[key];
     if (!Array.isArray(items)) throw new Error(`${method}: the result has no ${key} array`);
     for (const it of items)
@@ -97,7 +112,23 @@ export type CallOutcome =
   | { boundary: 'answered'; rpcError: { code: number; message: string; data?: unknown } }
   /** The upstream answered with more than the result cap; the read stopped at the cap. */
   | { boundary: 'answered'; tooLarge: { capBytes: number } }
-  | { boundary: 'not_sent' | 'maybe_sent'; failure: string };
+  | {
+      boundary: 'not_sent' | 'maybe_sent';
+      failure: string;
+      /** UPSTREAM_AUTHORIZATION_REQUIRED: where the operator must go to authorize. */
+      authorizationUrl?: string;
+    };
+
+/**
+ * The outcome of a request the gateway could not authorize (./oauth/): never sent, its
+ * `failure` the error code; undefined for any other error.
+ */
+export function authorizationOutcome(e: unknown): CallOutcome | undefined {
+  const a = authorizationErrorOf(e);
+  if (!a) return undefined;
+  const url = a instanceof UpstreamAuthorizationRequiredError ? a.authorizationUrl : undefined;
+  return { boundary: 'not_sent', failure: a.code, ...(url ? { authorizationUrl: url } : {}) };
+}
 
 /** Errors whose cause shows that no connection was ever made, so nothing was sent. */
 const NOT_SENT_CODES = new Set([
@@ -134,6 +165,8 @@ export function sessionExpired(e: unknown): boolean {
  * upstream's JSON-RPC error from the SDK's own -32000/-32001.
  */
 export function classifyFailure(e: unknown, ctx: CallContext, capBytes: number): CallOutcome {
+  const unauthorized = authorizationOutcome(e);
+  if (unauthorized) return unauthorized;
   // This call's own response was cut at the cap: the upstream did answer (completed), too
   // large. A call whose connection was cut for another call's response never got an answer.
   if (ctx.overflowed) return { boundary: 'answered', tooLarge: { capBytes } };

@@ -25,6 +25,7 @@ import { describeUpstreamFailure, failureSummary, UpstreamStartError, watchStdio
 import { UpstreamHttpTransport } from './http-transport.js';
 import { redactTransport } from './redact.js';
 import {
+  authorizationOutcome,
   type CallOutcome,
   causeCode,
   classifyFailure,
@@ -133,10 +134,11 @@ export class Upstream {
         stderr: 'pipe',
       });
     }
-    const { headers, dispatcher } = this.credentials;
+    const { headers, dispatcher, authorizer } = this.credentials;
     return new UpstreamHttpTransport(new URL(this.cfg.url), {
       ...(headers ? { headers } : {}),
       ...(dispatcher ? { dispatcher } : {}),
+      ...(authorizer ? { authorizer } : {}),
       maxResultBytes: this.maxResultBytes,
       onOverflow: (ctx) => this.overflowed(ctx),
     });
@@ -296,7 +298,12 @@ export class Upstream {
     try {
       client = await this.connect();
     } catch (e) {
-      return { boundary: 'not_sent', failure: `connect failed: ${causeCode(e) ?? (e as Error).message}` };
+      return (
+        authorizationOutcome(e) ?? {
+          boundary: 'not_sent',
+          failure: `connect failed: ${causeCode(e) ?? (e as Error).message}`,
+        }
+      );
     }
     // One controller stops the request for every reason (AbortSignal.any costs ~10 µs of CPU a
     // call): the transport dying under the call (stdio exit, HTTP body broken off), the result
