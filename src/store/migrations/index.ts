@@ -8,7 +8,7 @@
 import { CmcpError } from '../../errors/index.js';
 
 /** The schema version this code writes and reads. */
-export const LATEST_SCHEMA_VERSION = 7;
+export const LATEST_SCHEMA_VERSION = 8;
 
 /**
  * Each version's one-line description, in order from version 1, the same text in both engines
