@@ -116,7 +116,7 @@ const SRC_LAYERS = [
   { layer: 'call path', folders: ['call', 'relay'] },
   {
     layer: 'domain',
-    folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'measure', 'upstream'],
+    folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'tls', 'measure', 'upstream'],
   },
   // audit/ builds the next entry of a hash chain and maps it to its row, for both engines.
   { layer: 'storage port', folders: ['store', 'store/migrations', 'audit'] },

@@ -15,6 +15,7 @@ export type { AttestationConfig } from './attestation.js';
 
 import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
+import { refineListeners, resolveTlsPaths, tlsSchema } from './tls.js';
 import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
 
 const hex64 = z
@@ -221,6 +222,8 @@ export const configSchema = z
         allowed_hosts: z.array(z.string().regex(HOST_NAME, HOST_NAME_MESSAGE)).min(1).optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
+    /** TLS on the listeners (config/tls.ts); absent: plain HTTP, loopback only. */
+    tls: tlsSchema.optional(),
     /** Development mode: loopback only; allows the `software` provider and the `dev` agent. */
     dev_mode: z.boolean().default(false),
     /**
@@ -301,13 +304,7 @@ export const configSchema = z
         message: `has no effect with provider ${c.attestation.provider} without attestation.minimum_tier (sessions are served unbound anyway)`,
       });
     }
-    if (c.metrics.listen && !c.metrics.allow_remote && !isLoopback(c.metrics.listen.host)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['metrics', 'listen', 'host'],
-        message: `the metrics listener has no authentication: loopback only unless metrics.allow_remote is true; refusing ${c.metrics.listen.host}`,
-      });
-    }
+    refineListeners(c, ctx, isLoopback);
     if (c.limits.headers_timeout_ms > c.limits.request_timeout_ms) {
       ctx.addIssue({
         code: 'custom',
@@ -492,6 +489,7 @@ function resolveConfigPaths(cfg: GatewayConfig, file: string): GatewayConfig {
   for (const u of cfg.upstreams) if (u.transport === 'http') resolveCredentialPaths(u, abs);
   resolveAttestationPaths(cfg.attestation, abs);
   resolveOAuthPaths(cfg.oauth, abs);
+  resolveTlsPaths(cfg.tls, abs);
   if (cfg.policy) cfg.policy.bundle = abs(cfg.policy.bundle);
   if (cfg.catalog) cfg.catalog.file = abs(cfg.catalog.file);
   return cfg;

@@ -40,6 +40,7 @@ import { recoverOwnWork } from '../store/postgres/sealing.js';
 import { isConnectionLoss } from '../store/postgres/transaction.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { requiredBindingTier } from '../tee/tier.js';
+import { openListenerTls } from '../tls/listener.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
 import { composeApp, composeServing, measureGateway, startCommon, startMetrics } from './compose.js';
@@ -135,7 +136,8 @@ async function startCore(
   maybeDie('lease_acquired');
   const { selection, provider, tracing, metrics, upstreams } = await startCommon(cfg, log, opened, null);
   if (metrics) replicaGauges(metrics, pool);
-  return { storage, pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, log };
+  const tls = await openListenerTls(cfg);
+  return { storage, pool, key, gate, lease, selection, provider, tracing, metrics, upstreams, tls, log };
 }
 
 type Core = Awaited<ReturnType<typeof startCore>>;
@@ -241,7 +243,7 @@ async function startServing(
     measurer,
     chain,
   });
-  return { measurer, sessions, callStore, ...serving, relist, operator };
+  return { measurer, sessions, callStore, facts, ...serving, relist, operator };
 }
 
 /**
@@ -312,6 +314,7 @@ function buildReplicaApp(cfg: GatewayConfig, c: Core, s: Serving, drain: Drain):
     sessionAgent: (id) => s.sessions.agentOf(id),
     operator: s.operator,
     metrics: c.metrics,
+    tls: c.tls,
   });
   c.gate.attach(app);
   refuseConsole(app);
@@ -333,6 +336,7 @@ function stopping(
     closed = true;
     if (s.relist) clearInterval(s.relist);
     s.operator.stop();
+    await c.tls?.close();
     await metricsListener?.close();
     s.clientSessions.close();
     await app.close();
@@ -396,8 +400,9 @@ export async function startReplicaGateway(cfg: GatewayConfig, logger?: Logger): 
     maybeDie('listening');
     // Only a listening replica extends the measurement (the TPM provider: its PCR and event log).
     await serving.measurer.listening(cfg.instance_id);
-    const { metrics, upstreams, provider } = core;
-    const metricsListener = await startMetrics(cfg, metrics, serving.refusals);
+    const { metrics, upstreams, provider, tls } = core;
+    await tls?.bind({ instanceId: cfg.instance_id, key: core.key, facts: serving.facts, provider, log });
+    const metricsListener = await startMetrics(cfg, metrics, serving.refusals, tls);
     log.info(
       { url, provider: provider.name, tools: upstreams.listTools().length, replica: cfg.instance_id },
       'cmcp gateway replica listening (PostgreSQL)',

@@ -44,6 +44,7 @@ import { readSession, type SqliteSessionStore } from '../store/sqlite/session-st
 import { recordSelection } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { requiredBindingTier } from '../tee/tier.js';
+import { type ListenerTls, openListenerTls } from '../tls/listener.js';
 import type { Tracing } from '../tracing/index.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { recordAvailability } from '../upstream/record.js';
@@ -82,6 +83,8 @@ export interface Gateway {
   metricsUrl: string | null;
   /** Client sessions (`Mcp-Session-Id`) of the HTTP edge. */
   clientSessions: ClientSessions;
+  /** TLS of the listeners (null: plain HTTP). */
+  tls: ListenerTls | null;
   close(): Promise<void>;
   /**
    * Graceful shutdown (shutdown.ts): stop admitting, drain for `drainMs` (default
@@ -132,6 +135,8 @@ interface Observers {
   drain: Drain;
   /** The call path's side of the storage port. */
   callStore: CallStore;
+  /** TLS of the listeners (null: plain HTTP). */
+  tls: ListenerTls | null;
 }
 
 /**
@@ -277,6 +282,7 @@ function buildHttp(
     sessionAgent: (id) => readSession(db, id)?.agent_id ?? null,
     operator,
     metrics: obs.metrics,
+    tls: obs.tls,
     onTokenAgent: (id) => operator.noteAgent(id),
     console: (auth, recordAuthFailure) => ({
       auth,
@@ -337,6 +343,7 @@ export async function startGateway(
         log,
       });
     const drain = new Drain();
+    const tls = await openListenerTls(cfg);
     const { app, refusals, calls, relay, mcp, clientSessions } = buildHttp(
       cfg,
       { db, chain, sessionStore, sessions, upstreams, executions, log },
@@ -351,6 +358,7 @@ export async function startGateway(
         }),
         drain,
         callStore,
+        tls,
       },
     );
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });
@@ -359,7 +367,7 @@ export async function startGateway(
     const extended = measurer.listening(cfg.instance_id);
     extended.catch(() => undefined); // awaited below; observed here should a later step fail first
     await staleClosed;
-    const metricsListener = await startMetrics(cfg, metrics, refusals);
+    const metricsListener = await startMetrics(cfg, metrics, refusals, tls);
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =
       catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
@@ -367,12 +375,14 @@ export async function startGateway(
         : null;
     relist?.unref();
     await extended;
+    await tls?.bind({ instanceId: cfg.instance_id, key, facts, provider, log });
     log.info({ url, provider: provider.name, tools: upstreams.listTools().length }, 'cmcp gateway listening');
     let closed = false;
     const close = async () => {
       if (closed) return;
       closed = true;
       if (relist) clearInterval(relist);
+      await tls?.close();
       calls.pendingTerminals.close(); // what is still pending is sealed by the next start's recovery
       await metricsListener?.close();
       clientSessions.close();
@@ -414,6 +424,7 @@ export async function startGateway(
       url,
       metricsUrl: metricsListener?.url ?? null,
       clientSessions,
+      tls,
       close,
       shutdown: (drainMs = cfg.shutdown.drain_ms) => gracefulShutdown(parts, drainMs),
     };

@@ -1,6 +1,7 @@
 /**
  * @cmcp/verify — the relying party's library: verifies cmcp claims and audit bundles, and raw
- * TPM 2.0, SEV-SNP and TDX evidence, offline, trusting only the pinned roots it is given.
+ * TPM 2.0, SEV-SNP and TDX evidence, offline, trusting only the pinned roots it is given, and
+ * checks a server's attested-TLS certificate before a client speaks (./tls/).
  * Everything the browser entry offers (./browser.ts), plus the Node-only file loaders.
  *
  * The package's other entry points (package.json `exports`; nothing else is importable):
@@ -10,5 +11,18 @@
  * - `@cmcp/verify/cli`: the `cmcp-verify` commands, to embed in another commander program.
  */
 export * from './browser.js';
+export {
+  type AttestedTlsOptions,
+  type AttestedTlsResult,
+  TlsBindingMemory,
+  verifyAttestedCertificate,
+} from './tls/check.js';
+export {
+  AttestedHttpsAgent,
+  attestedCheckServerIdentity,
+  attestedConnect,
+  connectAttested,
+  type OnAttested,
+} from './tls/client.js';
 export { EMPTY_TRUST_STORE, PolicyFileError } from './trust.js';
 export { defaultAttestationDir, loadReferenceValues, loadTrustStore } from './trust-files.js';
