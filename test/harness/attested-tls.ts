@@ -72,11 +72,11 @@ export async function startAttestedGateway(tls: Record<string, unknown> = {}): P
   }
 }
 
-/** A TLS server that never answers and records what each client sent after the handshake. */
+/** A TLS server that records what each client sent after the handshake, and answers 418. */
 export interface RecordingServer {
   url: string;
-  /** Connections that completed a handshake. */
-  handshakes: number;
+  /** TCP connections the server accepted (a client refused after the handshake still counts). */
+  connections: number;
   /** Every byte received after a handshake, as latin1 text. */
   received(): string;
   close(): Promise<void>;
@@ -86,20 +86,25 @@ export interface RecordingServer {
 export async function recordingServer(certPem: string, keyPem: string): Promise<RecordingServer> {
   const chunks: Buffer[] = [];
   const sockets = new Set<TLSSocket>();
-  const state = { handshakes: 0 };
+  const state = { connections: 0 };
   const server: Server = createServer({ cert: certPem, key: keyPem, minVersion: 'TLSv1.3' }, (s) => {
-    state.handshakes += 1;
     sockets.add(s);
-    s.on('data', (d: Buffer) => chunks.push(d));
+    s.on('data', (d: Buffer) => {
+      chunks.push(d);
+      s.end('HTTP/1.1 418 I am a recorder\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+    });
     s.on('error', () => undefined);
     s.on('close', () => sockets.delete(s));
+  });
+  server.on('connection', () => {
+    state.connections += 1;
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
   return {
     url: `https://127.0.0.1:${port}`,
-    get handshakes() {
-      return state.handshakes;
+    get connections() {
+      return state.connections;
     },
     received: () => Buffer.concat(chunks).toString('latin1'),
     close: async () => {

@@ -88,7 +88,7 @@ interface UndiciConnectOptions {
  * its `cause`).
  */
 export function attestedConnect(o: AttestedTlsOptions, onAttested?: OnAttested) {
-  return (opts: UndiciConnectOptions, callback: (err: Error | null, socket: Socket | null) => void): void => {
+  return (opts: UndiciConnectOptions, callback: (...args: [null, Socket] | [Error, null]) => void): void => {
     if (opts.protocol !== 'https:') {
       callback(
         new CmcpError('TLS_EVIDENCE_MISSING', `attested TLS needs https:, not ${opts.protocol}`),
@@ -106,7 +106,8 @@ export function attestedConnect(o: AttestedTlsOptions, onAttested?: OnAttested) 
         ALPNProtocols: ['http/1.1'],
       },
       { ...o, origin: o.origin ?? `${opts.hostname}:${port}` },
-      callback,
+      (err, socket) =>
+        err || !socket ? callback(err ?? new Error('no socket'), null) : callback(null, socket),
       onAttested,
     );
   };
