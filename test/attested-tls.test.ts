@@ -15,6 +15,7 @@ import {
   TlsBindingMemory,
   verifyAttestedCertificate,
 } from '@cmcp/verify';
+import { runVerifyTls } from '@cmcp/verify/cli';
 import {
   decodeTlsEvidenceExtension,
   OID_TCG_DICE_CMW,
@@ -113,6 +114,24 @@ describe('attested TLS on the agent listener', () => {
         agent: new AttestedHttpsAgent({ ...g.pins, gatewayMeasurements: [`sha256:${'0'.repeat(64)}`] }),
       }),
     ).rejects.toMatchObject({ code: 'TLS_MEASUREMENT_MISMATCH' });
+  });
+
+  it('`cmcp-verify tls` accepts the gateway and refuses it under another measurement', async () => {
+    const run = async (measurement: string) => {
+      let out = '';
+      const code = await runVerifyTls(
+        g.gw.url,
+        { measurement: [measurement], trustStore: g.trustStorePath, json: true },
+        { stdout: (t) => (out += t), stderr: (t) => (out += t) },
+      );
+      return { code, report: JSON.parse(out) };
+    };
+    const ok = await run(String(g.gw.facts.gatewayMeasurement));
+    expect(ok.code).toBe(0);
+    expect(ok.report).toMatchObject({ accepted: true, verdict: 'hardware-attested' });
+    const refused = await run(`sha256:${'0'.repeat(64)}`);
+    expect(refused.code).toBe(1);
+    expect(refused.report).toMatchObject({ accepted: false, code: 'TLS_MEASUREMENT_MISMATCH' });
   });
 
   it('rotates to a fresh key and binding; an open connection drains on the old key', async () => {

@@ -1,5 +1,9 @@
 #!/usr/bin/env node
-import { registerVerifyCommand, registerVerifyEvidenceCommand } from '@cmcp/verify/cli';
+import {
+  registerVerifyCommand,
+  registerVerifyEvidenceCommand,
+  registerVerifyTlsCommand,
+} from '@cmcp/verify/cli';
 /**
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
  * `verify` exits 1 when the verdict is `invalid`, or when the claim is neither
@@ -35,6 +39,7 @@ registerConfigCommand(program);
 // The relying party's commands, defined once in @cmcp/verify (there: `cmcp-verify claim|evidence`).
 registerVerifyCommand(program, 'verify');
 registerVerifyEvidenceCommand(program, 'verify-evidence');
+registerVerifyTlsCommand(program, 'verify-tls');
 registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);

@@ -22,6 +22,8 @@ export interface AttestedGateway {
   cfg: TestConfig;
   /** Options a client pins: the test AK CA and the gateway's measurement. */
   pins: AttestedTlsOptions;
+  /** The trust store file pinning the test AK CA. */
+  trustStorePath: string;
   stop(): Promise<void>;
 }
 
@@ -35,7 +37,8 @@ export async function startAttestedGateway(tls: Record<string, unknown> = {}): P
   let gw: Gateway | undefined;
   try {
     const ca = await makeAkCa(dir);
-    const trustStore = loadTrustStore(writeTrustStore(dir, ca));
+    const trustStorePath = writeTrustStore(dir, ca);
+    const trustStore = loadTrustStore(trustStorePath);
     const cfg = await writeConfig({
       dir,
       attestation: {
@@ -58,6 +61,7 @@ export async function startAttestedGateway(tls: Record<string, unknown> = {}): P
       gw: started,
       cfg,
       pins: { trustStore, gatewayMeasurements: [measurement] },
+      trustStorePath,
       stop: async () => {
         await started.close();
         await sw.stop();

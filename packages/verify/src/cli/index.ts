@@ -4,6 +4,7 @@
  * `cmcp-verify` bin itself is ./main.ts. Node-only (reads files).
  * - `claim`: {@link registerVerifyCommand}, {@link runVerify} (./claim.ts);
  * - `evidence`: {@link registerVerifyEvidenceCommand}, {@link runVerifyEvidence} (./evidence.ts);
+ * - `tls`: {@link registerVerifyTlsCommand}, {@link runVerifyTls} (./tls.ts);
  * - {@link VerifyInputError}: unreadable or oversized input (exit code 2).
  */
 export { registerVerifyCommand, runVerify, type VerifyCliOptions } from './claim.js';
@@ -13,3 +14,4 @@ export {
   type VerifyEvidenceCliOptions,
 } from './evidence.js';
 export { VerifyInputError } from './input.js';
+export { registerVerifyTlsCommand, runVerifyTls, type VerifyTlsCliOptions } from './tls.js';

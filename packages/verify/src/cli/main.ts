@@ -2,7 +2,7 @@
 /**
  * The `cmcp-verify` command line of the relying party: `cmcp-verify claim <claim> [--audit
  * <bundle>] …` and `cmcp-verify evidence --tpm-quote … | --snp-report … | --tdx-quote … |
- * --event-log …`. Exit codes: 0 verified (verdict not `invalid`, and at least `--require`,
+ * --event-log …`, and `cmcp-verify tls https://host:port` (attested TLS). Exit codes: 0 verified (verdict not `invalid`, and at least `--require`,
  * default `hardware-attested`; for a claim, or signed by a key pinned with `--key`), 1 invalid or
  * not accepted, 2 unreadable input or usage error (one line on stderr, no stack trace).
  */
@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { registerVerifyCommand } from './claim.js';
 import { registerVerifyEvidenceCommand } from './evidence.js';
+import { registerVerifyTlsCommand } from './tls.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -26,5 +27,6 @@ program.exitOverride((err) => {
 
 registerVerifyCommand(program, 'claim');
 registerVerifyEvidenceCommand(program, 'evidence');
+registerVerifyTlsCommand(program, 'tls');
 
 await program.parseAsync(process.argv);
