@@ -25,6 +25,7 @@ import {
 import * as x509 from '@peculiar/x509';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectAttestedMcp } from '../examples/attested-tls-agent.js';
 import { type AttestedGateway, attestedPost, startAttestedGateway } from './harness/attested-tls.js';
 
 let g: AttestedGateway;
@@ -114,6 +115,21 @@ describe('attested TLS on the agent listener', () => {
         agent: new AttestedHttpsAgent({ ...g.pins, gatewayMeasurements: [`sha256:${'0'.repeat(64)}`] }),
       }),
     ).rejects.toMatchObject({ code: 'TLS_MEASUREMENT_MISMATCH' });
+  });
+
+  it('the worked example: an MCP SDK client lists tools over attested TLS, and is refused under another measurement', async () => {
+    const { client, close } = await connectAttestedMcp(g.gw.url, 'alice-token', g.pins);
+    try {
+      expect(Array.isArray((await client.listTools()).tools)).toBe(true);
+    } finally {
+      await close();
+    }
+    const wrong = { ...g.pins, gatewayMeasurements: [`sha256:${'0'.repeat(64)}`] };
+    await expect(connectAttestedMcp(g.gw.url, 'alice-token', wrong)).rejects.toSatisfy(
+      (e: unknown) =>
+        JSON.stringify(e, Object.getOwnPropertyNames(e)).includes('TLS_MEASUREMENT_MISMATCH') ||
+        String((e as { cause?: { code?: string } }).cause?.code).includes('TLS_MEASUREMENT_MISMATCH'),
+    );
   });
 
   it('`cmcp-verify tls` accepts the gateway and refuses it under another measurement', async () => {
