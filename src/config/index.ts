@@ -16,7 +16,7 @@ export type { AttestationConfig } from './attestation.js';
 import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { refineListeners, resolveTlsPaths, tlsSchema } from './tls.js';
-import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
+import { httpCredentialFields, resolveCredentialPaths, stdioEnv } from './upstream-credentials.js';
 
 const hex64 = z
   .string()
@@ -64,10 +64,8 @@ const httpUpstream = z.strictObject({
   ...upstreamCommon,
   transport: z.literal('http'),
   url: z.url({ protocol: /^https?$/ }),
-  /** Request headers whose values come from environment variables or files (src/config/upstream-credentials.ts). */
-  headers: upstreamHeaders,
-  /** Pinned CA or server certificate, client certificate. */
-  tls: upstreamTls,
+  /** headers, tls, attested_tls (src/config/upstream-credentials.ts). */
+  ...httpCredentialFields,
 });
 
 // ---- attestation (docs/spec/attestation.md; docs/attestation.md) ----
@@ -384,8 +382,9 @@ export const configSchema = z
       // Credentials travel only over TLS, or to a loopback upstream.
       if (u.transport === 'http' && !u.url.startsWith('https:') && URL.canParse(u.url)) {
         const host = new URL(u.url).hostname.replace(/^\[|\]$/g, '');
-        if (u.tls)
-          ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'tls'], message: 'needs an https: url' });
+        for (const k of ['tls', 'attested_tls'] as const)
+          if (u[k])
+            ctx.addIssue({ code: 'custom', path: ['upstreams', i, k], message: 'needs an https: url' });
         if (u.headers && Object.keys(u.headers).length && !isLoopback(host))
           ctx.addIssue({
             code: 'custom',

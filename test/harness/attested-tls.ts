@@ -31,7 +31,10 @@ export interface AttestedGateway {
  * Starts swtpm, enrolls its AK under a fresh test CA and starts a gateway with `tls` (generated
  * certificate by default).
  */
-export async function startAttestedGateway(tls: Record<string, unknown> = {}): Promise<AttestedGateway> {
+export async function startAttestedGateway(
+  tls: Record<string, unknown> = {},
+  upstreams: Record<string, unknown>[] = [],
+): Promise<AttestedGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'cmcp-atls-'));
   const sw = await startSwtpm();
   let gw: Gateway | undefined;
@@ -48,6 +51,7 @@ export async function startAttestedGateway(tls: Record<string, unknown> = {}): P
         pcrs: [0, 7],
         enrollment: await enrollmentSection(dir, ca),
       },
+      upstreams,
       extra: { tls },
     });
     let err = '';
