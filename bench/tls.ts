@@ -6,6 +6,7 @@
  * `tools/call` at concurrency 1 (interleaved, so drift hits both) and calls/s at concurrency 64
  * over keep-alive connections.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import { parseConfig } from '../src/config/index.js';
 import { type Gateway, startGateway } from '../src/gateway/runtime.js';
 import { stats, upstreamServer } from './execution-id.js';
 
+const TOKEN = 'bench-tls-token';
 const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
 
 async function gateway(dir: string, name: string, upstream: string, tls: boolean): Promise<Gateway> {
@@ -25,7 +27,16 @@ async function gateway(dir: string, name: string, upstream: string, tls: boolean
       database: join(dir, `${name}.db`),
       upstreams: [{ name: 'b', transport: 'http', url: upstream }],
       attestation: { provider: 'software' },
+      // An authenticated agent: dev mode's unauthenticated requests would have their keep-alive
+      // connections closed after limits.unauthenticated_timeout_ms.
+      agents: [{ agent_id: 'bench', token_sha256: createHash('sha256').update(TOKEN).digest('hex') }],
       sessions: { default_max_calls: 10_000_000 },
+      // One agent at full speed: the per-agent limits would refuse most calls (bench/compare/subjects.ts).
+      limits: {
+        agent_requests_per_s: 1_000_000,
+        agent_request_burst: 1_000_000,
+        agent_max_in_flight: 100_000,
+      },
       ...(tls ? { tls: { certificate: 'generated', rotation_interval_s: 0 } } : {}),
     }),
     pino({ level: 'silent' }),
@@ -37,7 +48,7 @@ async function call(url: string, dispatcher: Agent, i: number): Promise<number> 
   const t0 = process.hrtime.bigint();
   const r = await fetch(`${url}/mcp`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: i,
@@ -46,7 +57,13 @@ async function call(url: string, dispatcher: Agent, i: number): Promise<number> 
     }),
     dispatcher,
   });
-  const body = (await r.json()) as { result?: unknown };
+  const text = await r.text();
+  let body: { result?: unknown } = {};
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new Error(`call failed: ${r.status} ${text.slice(0, 200)}`);
+  }
   if (!body.result) throw new Error(`call failed: ${JSON.stringify(body)}`);
   return Number(process.hrtime.bigint() - t0) / 1000;
 }
@@ -58,7 +75,9 @@ async function throughput(url: string, dispatcher: Agent, concurrency: number, m
   await Promise.all(
     Array.from({ length: concurrency }, async (_, w) => {
       for (let i = 0; Date.now() < end; i++) {
-        await call(url, dispatcher, w * 1_000_000 + i);
+        await call(url, dispatcher, w * 1_000_000 + i).catch((e: Error) => {
+          throw new Error(`${url}: ${e.message} ${String((e.cause as Error | undefined)?.message)}`);
+        });
         done++;
       }
     }),

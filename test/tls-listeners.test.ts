@@ -145,4 +145,36 @@ describe('tls listeners', () => {
       cleanup(cfg.dir);
     }
   });
+
+  it('keeps an authenticated TLS connection past the unauthenticated-connection deadline', async () => {
+    const cfg = await writeConfig({
+      extra: { tls: { rotation_interval_s: 0 }, limits: { unauthenticated_timeout_ms: 300 } },
+    });
+    const gw = await startInProcess(cfg);
+    const connections: number[] = [];
+    const dispatcher = new Agent({
+      connections: 1,
+      keepAliveTimeout: 30_000,
+      connect: { rejectUnauthorized: false },
+    });
+    dispatcher.on('connect', () => connections.push(Date.now()));
+    try {
+      const post = () =>
+        fetch(`${gw.url}/sessions`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer alice-token', 'content-type': 'application/json' },
+          body: '{}',
+          dispatcher,
+        });
+      expect((await post()).status).toBe(201);
+      await new Promise((r) => setTimeout(r, 900));
+      expect((await post()).status).toBe(201);
+      // One connection throughout: the authenticated TLS socket was not closed at the deadline.
+      expect(connections).toHaveLength(1);
+    } finally {
+      await dispatcher.close();
+      await gw.close();
+      cleanup(cfg.dir);
+    }
+  });
 });
