@@ -15,17 +15,17 @@ import { join } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import pino from 'pino';
-import { AuditChain } from '../src/audit/chain.js';
 import { parseConfig } from '../src/config/index.js';
-import { startGateway } from '../src/gateway/runtime.js';
+import { startGateway } from '../src/gateway/lifecycle/start.js';
+import { AttemptLog } from '../src/store/sqlite/attempts.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
 import {
   groupCommitStats,
   immediate,
   immediateAsync,
   openDatabase,
   setGroupCommit,
-} from '../src/store/db.js';
-import { AttemptLog } from '../src/store/sqlite/attempts.js';
+} from '../src/store/sqlite/db.js';
 import { ExecutionRegistry } from '../src/store/sqlite/executions.js';
 
 export function stats(samples: number[]) {
@@ -133,7 +133,7 @@ export function storeBench(dir: string, n: number) {
  * Store level with calls in flight together: `concurrency` callers each record an attempt, hop
  * through the event loop (the upstream's stand-in), then commit the terminal entry with the
  * attempt's end, through immediateAsync, with group commit off (each write its own transaction)
- * and on (store/group-commit.ts). Commits per call are counted by the queue (off: 2 by
+ * and on (store/sqlite/group-commit.ts). Commits per call are counted by the queue (off: 2 by
  * construction); under synchronous=FULL each commit is one fsync of the WAL.
  */
 export async function storeConcurrentBench(dir: string, calls: number, concurrency: number) {

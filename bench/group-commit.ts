@@ -64,7 +64,7 @@ export async function runGroupCommitBench(
     warmMs: number;
     concurrencies: number[];
     fsyncCalls: number;
-    /** Also measure the store worker (store/write-worker.ts). */
+    /** Also measure the store worker (store/sqlite/write-worker.ts). */
     worker?: boolean;
   },
 ): Promise<GroupCommitResult> {

@@ -27,8 +27,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import pino from 'pino';
 import { parseConfig } from '../src/config/index.js';
-import { startReplicaGateway } from '../src/gateway/replica-runtime.js';
-import { startGateway } from '../src/gateway/runtime.js';
+import { startGateway, startReplicaGateway } from '../src/gateway/lifecycle/start.js';
 import {
   closeRemotely,
   exportRemotely,

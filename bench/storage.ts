@@ -22,9 +22,9 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { AuditChain } from '../src/audit/chain.js';
-import { immediate, immediateAsync, openDatabase } from '../src/store/db.js';
-import { startCheckpoints } from '../src/store/wal.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { immediate, immediateAsync, openDatabase } from '../src/store/sqlite/db.js';
+import { startCheckpoints } from '../src/store/sqlite/wal.js';
 
 const { values } = parseArgs({
   options: {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { Agent, fetch } from 'undici';
 import { parseConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { stats, upstreamServer } from './execution-id.js';
 
 const TOKEN = 'bench-tls-token';

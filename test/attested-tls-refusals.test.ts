@@ -12,7 +12,7 @@ import { OID_TCG_DICE_CMW, TLS_EVIDENCE_PATH, type TlsEvidence } from '@cmcp/ver
 import * as x509 from '@peculiar/x509';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newGatewayKey } from '../src/gateway/runtime.js';
+import { newGatewayKey } from '../src/gateway/lifecycle/start.js';
 import { attestTlsKey } from '../src/tls/binding.js';
 import { selfSignedCertificate } from '../src/tls/certificate.js';
 import { generateTlsKey, type TlsKey } from '../src/tls/key.js';

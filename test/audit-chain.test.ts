@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { verifyBundle } from '@cmcp/verify';
 import { sha256Hex } from '@cmcp/verify/formats';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import { immediate, openDatabase } from '../src/store/db.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { immediate, openDatabase } from '../src/store/sqlite/db.js';
 import { cleanup, REPO_ROOT } from './harness/gateway.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-chain-'));
@@ -82,8 +82,8 @@ describe('C-CHAIN-2 hash what you store', () => {
 
 describe('C-CHAIN-1 concurrent appends from two OS processes', () => {
   const script = (file: string, tag: string, n: number, go: number) => `
-    import { AuditChain } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'audit', 'chain.js'))};
-    import { openDatabase } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'db.js'))};
+    import { AuditChain } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'chain.js'))};
+    import { openDatabase } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'db.js'))};
     const chain = new AuditChain(openDatabase(${JSON.stringify(file)}, 10000));
     while (Date.now() < ${go}) {}
     for (let i = 0; i < ${n}; i++) chain.append('s', { entry_type: 'tool_call', call_id: '${tag}-' + i });

@@ -7,7 +7,7 @@
  * per 10-second window.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 const OP = 'body-refusals-operator';

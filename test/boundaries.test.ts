@@ -118,8 +118,7 @@ const SRC_LAYERS = [
     layer: 'domain',
     folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'tls', 'measure', 'upstream'],
   },
-  // audit/ builds the next entry of a hash chain and maps it to its row, for both engines.
-  { layer: 'storage port', folders: ['store', 'store/migrations', 'audit'] },
+  { layer: 'storage port', folders: ['store', 'store/migrations'] },
   { layer: 'adapters', folders: ['store/sqlite', 'store/postgres'] },
   { layer: 'foundation', folders: ['config', 'errors', 'tracing', 'offload'] },
 ] as const;
@@ -243,7 +242,10 @@ describe('import boundaries', () => {
 
   it('each rule reports a synthetic tree that breaks it', () => {
     const synthetic = new Map<string, string>([
-      [`${VERIFY}claim.ts`, "import { x } from '../../../src/gateway/runtime.js';\nimport k from 'koffi';"],
+      [
+        `${VERIFY}claim.ts`,
+        "import { x } from '../../../src/gateway/lifecycle/start.js';\nimport k from 'koffi';",
+      ],
       [`${VERIFY}x509.ts`, "import { y } from 'left-pad';\nimport { run } from './cli/claim.js';"],
       [`${VERIFY}format/claim.ts`, "import { verifyClaim } from '../claim.js';"],
       [`${VERIFY}tdx/quote.ts`, "export { z } from '../tpm/quote.js';"],

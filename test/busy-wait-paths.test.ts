@@ -8,9 +8,9 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import type { ClientChannel } from '../src/relay/channel.js';
-import { openReadOnlyDatabase } from '../src/store/db.js';
+import { openReadOnlyDatabase } from '../src/store/sqlite/db.js';
 import { measureStall, type Stall, showStall } from '../testing/stall.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';

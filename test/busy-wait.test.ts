@@ -1,6 +1,6 @@
 /**
  * A database whose write lock another process holds (issue 11 item 7): the request paths wait
- * for it by awaiting (store/db.ts immediateAsync), so the gateway keeps answering meanwhile;
+ * for it by awaiting (store/sqlite/db.ts immediateAsync), so the gateway keeps answering meanwhile;
  * a lock held past the busy timeout fails a call before its attempt as it always did
  * (AUDIT_WRITE_FAILED); a terminal entry meeting it is retried (test/busy-wait-terminal.test.ts).
  */
@@ -9,8 +9,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import { immediate, immediateAsync, openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { immediate, immediateAsync, openDatabase, openReadOnlyDatabase } from '../src/store/sqlite/db.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { holdLock } from './harness/lock-holder.js';

@@ -23,7 +23,7 @@ import {
   snapshotCatalog,
 } from '../src/catalog/catalog.js';
 import { parseConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 import {
   cleanup,

@@ -13,14 +13,14 @@ import { join } from 'node:path';
 import { verifyBundle } from '@cmcp/verify';
 import { type Claim, canonicalJson, sha256Hex, verifyClaimSignature } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
 import { ChainSummary } from '../src/claim/build.js';
 import { claimIssuer } from '../src/claim/issuer.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
+import { LoopSlice } from '../src/offload/loop-slice.js';
 import { claimInputsFor } from '../src/session/claim-binding.js';
-import { immediate, openDatabase } from '../src/store/db.js';
-import { LoopSlice } from '../src/store/loop-slice.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
 import { PART_BYTES, storedClaimText } from '../src/store/sqlite/claim-text.js';
+import { immediate, openDatabase } from '../src/store/sqlite/db.js';
 import { summarizePaged } from '../src/store/sqlite/paged.js';
 import { SqliteSessionStore } from '../src/store/sqlite/session-store.js';
 import { closeRemotely, exportRemotely, LONG_SESSION_ENTRIES, longSession } from '../testing/long-session.js';
@@ -56,7 +56,7 @@ const ALICE = { agentId: 'alice', token: 'alice-token' };
  * was most likely (not caught in this test itself) SQLite's own WAL checkpoint (~15 ms of CPU
  * per 1,000 pages) inside one of the close's commits, or the scheduled one in its turns: with the
  * checkpoints left to SQLite, 3 of 20 closes of `npm run bench -- --loop-block` held the loop
- * 7.8–10.2 ms; they now run in a worker thread (src/store/wal.ts). With that, the transcript
+ * 7.8–10.2 ms; they now run in a worker thread (src/store/sqlite/wal.ts). With that, the transcript
  * kept only as JCS bytes (no 10,000 live lines for a scavenge to copy) and each part's commit in
  * its own turn, the bench measures the distribution over 20+ runs against the 3 ms goal; this
  * test keeps the loose bound of 20 ms, which still fails the signing-inside-the-transaction

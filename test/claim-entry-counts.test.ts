@@ -10,7 +10,7 @@ import { verifyBundle, verifyClaim } from '@cmcp/verify';
 import { runVerify } from '@cmcp/verify/cli';
 import { type Claim, ed25519PublicJwk, signClaim } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import type { ClientChannel } from '../src/relay/channel.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { rest, startInProcess, writeConfig } from './harness/gateway.js';

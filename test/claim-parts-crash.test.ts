@@ -9,9 +9,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Claim, canonicalJson, sha256Hex, verifyClaimSignature } from '@cmcp/verify/formats';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import { type Db, immediate, openDatabase } from '../src/store/db.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
 import { storedClaimText } from '../src/store/sqlite/claim-text.js';
+import { type Db, immediate, openDatabase } from '../src/store/sqlite/db.js';
 import {
   type ChildGateway,
   cleanup,

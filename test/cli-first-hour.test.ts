@@ -10,8 +10,8 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { openDatabase } from '../src/store/db.js';
 import { LATEST_SCHEMA_VERSION } from '../src/store/migrations/index.js';
+import { openDatabase } from '../src/store/sqlite/db.js';
 import { cleanup, everythingUpstream, freePort, REPO_ROOT, writeConfig } from './harness/gateway.js';
 
 const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');

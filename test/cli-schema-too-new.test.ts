@@ -9,8 +9,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../src/store/db.js';
 import { LATEST_SCHEMA_VERSION } from '../src/store/migrations/index.js';
+import { openDatabase } from '../src/store/sqlite/db.js';
 import { cleanup, REPO_ROOT } from './harness/gateway.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cmcp-too-new-'));

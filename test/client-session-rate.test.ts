@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/index.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { cleanup, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 const PER_MIN = 3;

@@ -16,11 +16,11 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { AuditChain } from '../src/audit/chain.js';
-import { openDatabase } from '../src/store/db.js';
 import { LATEST_SCHEMA_VERSION, SchemaTooNewError } from '../src/store/migrations/index.js';
 import { migratePostgres, POSTGRES_MIGRATIONS } from '../src/store/migrations/postgres.js';
 import { SQLITE_MIGRATIONS, sqliteSchemaVersion } from '../src/store/migrations/sqlite.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { openDatabase } from '../src/store/sqlite/db.js';
 import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { cleanup, REPO_ROOT, writeConfig } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';
@@ -84,14 +84,14 @@ describe('SQLite', () => {
   });
 
   // The WAL switch of a new file got SQLITE_BUSY at once when another process held a lock (SQLite
-  // does not call its busy handler where waiting could deadlock; store/db.ts switchToWal): 6 of
+  // does not call its busy handler where waiting could deadlock; store/sqlite/db.ts switchToWal): 6 of
   // 150 such openings failed before it was retried. Five rounds of six, so that a regression shows.
   it('six processes opening one new file at the same instant, five times over, each succeed and apply each version once', async () => {
     for (let round = 0; round < 5; round++) {
       const path = freshPath();
       const go = Date.now() + 1500; // all six open at the same instant
       const script = `
-      import { openDatabase } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'db.js'))};
+      import { openDatabase } from ${JSON.stringify(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'db.js'))};
       while (Date.now() < ${go}) {}
       openDatabase(${JSON.stringify(path)}).close();`;
       const run = () =>

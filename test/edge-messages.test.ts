@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { cleanup, REPO_ROOT, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 import { hasVectors, vectorPath } from './harness/vectors.js';
 

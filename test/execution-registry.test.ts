@@ -6,7 +6,7 @@
  * execution-processes.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
@@ -95,7 +95,7 @@ describe('ingress (table-driven)', () => {
     it(`accepts ${label} and correlates it`, async () => {
       const r = await call('alice-token', 'c.record', { a: uniq('valid') }, { execution_id: value });
       expect(r.body.result).toBeDefined();
-      expect(gw.executions.get('alice', value)?.state).toBe('completed');
+      expect((await gw.executions.get('alice', value))?.state).toBe('completed');
     });
   }
   it('an absent key means no correlation', async () => {
@@ -268,7 +268,7 @@ describe('not_attempted', () => {
         execution_state: 'not_attempted',
       });
       expect(down.invocations).toHaveLength(0);
-      expect(g2.executions.get('alice', x)?.state).toBe('not_attempted');
+      expect((await g2.executions.get('alice', x))?.state).toBe('not_attempted');
     } finally {
       await g2.close();
       cleanup(c2.dir);

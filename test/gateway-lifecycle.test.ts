@@ -70,8 +70,8 @@ describe('unauthenticated requests', () => {
     const before = gw.chain.entries('gateway').length;
     for (let i = 0; i < 40; i++) await rpc(gw.url, 'wrong-token', { jsonrpc: '2.0', id: i, method: 'ping' });
     await gw.close(); // flushes the open window
-    const { openDatabase } = await import('../src/store/db.js');
-    const { AuditChain } = await import('../src/audit/chain.js');
+    const { openDatabase } = await import('../src/store/sqlite/db.js');
+    const { AuditChain } = await import('../src/store/sqlite/chain.js');
     const db = openDatabase(cfg.dbPath);
     const entries = new AuditChain(db)
       .entries('gateway')

@@ -1,5 +1,5 @@
 /**
- * Group commit (issue 12 item 5; store/group-commit.ts): the request paths' writes queued in the
+ * Group commit (issue 12 item 5; store/sqlite/group-commit.ts): the request paths' writes queued in the
  * same event-loop turn commit in one BEGIN IMMEDIATE transaction. Real SQLite throughout; commits
  * are counted from the WAL file itself (each committed transaction ends in one commit frame), and
  * a failing COMMIT is a real one (a deferred foreign key SQLite checks at COMMIT).
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { verifyBundle } from '@cmcp/verify';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
 import {
   type Db,
   groupCommitStats,
@@ -19,8 +19,8 @@ import {
   openReadOnlyDatabase,
   setGroupCommit,
   writesSettled,
-} from '../src/store/db.js';
-import { MAX_BATCH } from '../src/store/group-commit.js';
+} from '../src/store/sqlite/db.js';
+import { MAX_BATCH } from '../src/store/sqlite/group-commit.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
   cleanup,
@@ -64,7 +64,7 @@ const chainOk = (chain: AuditChain, id: string, sessionId: string | null = null)
   );
 
 /**
- * A write into an idle store commits at once, alone (store/group-commit.ts): `lead` is that
+ * A write into an idle store commits at once, alone (store/sqlite/group-commit.ts): `lead` is that
  * write, so that the writes a test queues after it in the same turn are the grouped ones.
  */
 const lead = (db: Db) =>
@@ -331,7 +331,7 @@ describe('gateway: concurrent tools/calls share commits', () => {
       sessions: { default_max_calls: 100_000 },
       extra: { limits: cfg.raw.limits },
     });
-    // The WAL's frames are counted: no checkpoint thread restarts the log meanwhile (src/store/wal.ts).
+    // The WAL's frames are counted: no checkpoint thread restarts the log meanwhile (src/store/sqlite/wal.ts).
     const gw = await startInProcess(child, { groupCommit: groupCommit === 'on', checkpointIntervalMs: 0 });
     try {
       await call(gw.url, 0, 'c.record', {}); // opens the default session

@@ -15,7 +15,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import {
   cleanup,
   freePort,
@@ -132,7 +132,7 @@ describe('tool names the gateway cannot serve', () => {
   it('an upstream tool whose name holds a control character or U+0000 is not listed nor callable, and warned once', async () => {
     const lines: string[] = [];
     const { loadConfig } = await import('../src/config/index.js');
-    const { startGateway } = await import('../src/gateway/runtime.js');
+    const { startGateway } = await import('../src/gateway/lifecycle/start.js');
     const pino = (await import('pino')).default;
     const c = await writeConfig({ upstreams: [{ name: 'h', transport: 'http', url: upstreamUrl }] });
     const g = await startGateway(
@@ -171,7 +171,7 @@ describe('tool names the gateway cannot serve', () => {
   it('a pinned catalog naming such a tool fails to load: CATALOG_INVALID naming the code point', async () => {
     const { definitionHash, loadCatalogFile } = await import('../src/catalog/catalog.js');
     const { loadConfig } = await import('../src/config/index.js');
-    const { startGateway } = await import('../src/gateway/runtime.js');
+    const { startGateway } = await import('../src/gateway/lifecycle/start.js');
     for (const [name, cp] of [
       [EVIL, 'U+001B'],
       [NUL, 'U+0000'],

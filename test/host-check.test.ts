@@ -6,7 +6,7 @@
  */
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 /** fetch() will not send a forged Host header: node:http does. */
@@ -107,8 +107,8 @@ describe('a dev-mode gateway (no token needed)', () => {
     expect(before.length).toBeGreaterThanOrEqual(1);
     expect(before[0]?.detail).toMatchObject({ count: 1 });
     await gw.close(); // flushes the open window
-    const { openDatabase } = await import('../src/store/db.js');
-    const { AuditChain } = await import('../src/audit/chain.js');
+    const { openDatabase } = await import('../src/store/sqlite/db.js');
+    const { AuditChain } = await import('../src/store/sqlite/chain.js');
     const db = openDatabase(cfg.dbPath);
     const after = new AuditChain(db).entries('gateway').filter((e) => e.error_code === 'HOST_NOT_ALLOWED');
     db.close();

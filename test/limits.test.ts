@@ -10,7 +10,7 @@
 import { connect, type Socket } from 'node:net';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import {
   cleanup,

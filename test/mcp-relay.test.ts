@@ -17,7 +17,7 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import type { ClientChannel, ClientMessage } from '../src/relay/channel.js';
 import { CursorCodec, CursorError } from '../src/relay/cursor.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';

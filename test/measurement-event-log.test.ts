@@ -13,7 +13,7 @@ import type { VerificationReport } from '@cmcp/verify';
 import { verifyClaim } from '@cmcp/verify';
 import { type Claim, type MeasurementJson, signClaim } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { pcrExtend } from '../src/measure/index.js';
 import { PcrEventLog } from '../src/measure/pcr-event-log.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';

@@ -15,9 +15,9 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import type { Gateway } from '../src/gateway/runtime.js';
-import { openDatabase } from '../src/store/db.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { openDatabase } from '../src/store/sqlite/db.js';
 import { cleanup, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 const OP = 'op-token-flood';

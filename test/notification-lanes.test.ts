@@ -16,7 +16,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { MAX_PENDING_URIS, NotificationBudget } from '../src/relay/notification-budget.js';
 import { cleanup, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotCatalog } from '../src/catalog/catalog.js';
 import { parseConfig } from '../src/config/index.js';
 import { ConsoleLogins, csrfMatches } from '../src/console/login.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { UpstreamPool } from '../src/upstream/pool.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { CHROMIUM, launchChromium } from './harness/chromium.js';

@@ -20,7 +20,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { loadBundleDir } from '../src/policy/bundle.js';
 import { type EnforcementMode, PolicyEngine } from '../src/policy/engine.js';
 import { decideRelay } from '../src/relay/policy.js';

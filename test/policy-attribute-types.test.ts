@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { loadBundleDir } from '../src/policy/bundle.js';
 import { PolicyEngine, type PolicyRequest } from '../src/policy/engine.js';
 import { configuredEntities, policyState } from '../src/policy/startup.js';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { verifyClaim } from '@cmcp/verify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';
 import {

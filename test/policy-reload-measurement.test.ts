@@ -15,7 +15,7 @@ import { verifyClaim } from '@cmcp/verify';
 import type { Claim, MeasurementJson } from '@cmcp/verify/formats';
 import { b64u, fromB64u } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { measurementDigest, pcrExtend } from '../src/measure/index.js';
 import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';

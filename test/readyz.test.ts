@@ -7,7 +7,7 @@
  */
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';

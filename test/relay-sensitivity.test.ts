@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotCatalog } from '../src/catalog/catalog.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { jsonChannel } from '../src/relay/channel.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { REPO_ROOT, startInProcess, writeConfig } from './harness/gateway.js';

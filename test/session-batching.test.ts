@@ -26,7 +26,7 @@ import {
 } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Tpm, TpmError } from '../native/tpm/index.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { TpmProvider } from '../src/tee/tpm-provider.js';
 import { startTpmLatencyProxy, type TpmLatencyProxy } from '../testing/tpm-latency-proxy.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';

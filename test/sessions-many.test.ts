@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { hashBundleDir, isBundleFile } from '../src/policy/bundle.js';
 import { generatePolicyKey, signBundleHash } from '../src/policy/signature.js';
 import {

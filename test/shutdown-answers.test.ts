@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, type TestConfig, writeConfig } from './harness/gateway.js';
 

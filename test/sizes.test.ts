@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 

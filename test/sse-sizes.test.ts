@@ -7,7 +7,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type FixtureServer, startFixtureServer } from '../testing/conformance/fixture-server.js';
 import { cleanup, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 

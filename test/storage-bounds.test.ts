@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { verifyBundle } from '@cmcp/verify';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import { openDatabase } from '../src/store/db.js';
-import { JOURNAL_SIZE_LIMIT_BYTES, startCheckpoints } from '../src/store/wal.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { openDatabase } from '../src/store/sqlite/db.js';
+import { JOURNAL_SIZE_LIMIT_BYTES, startCheckpoints } from '../src/store/sqlite/wal.js';
 
 const dirs: string[] = [];
 afterAll(() => {

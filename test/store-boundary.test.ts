@@ -6,7 +6,8 @@
  * re-exports, `import()`, type-only imports). The rule also runs on a small tree that breaks
  * it, so a checker that stopped seeing violations would fail here. Sessions and claims (src/session/,
  * src/claim/) know storage only through the port: of src/store/ they import port.ts and the
- * shared pure modules, never an adapter or the SQLite connection.
+ * shared pure modules, never an adapter or the SQLite connection. The two adapters import
+ * neither each other nor, outside the SQLite adapter and its migrations, the SQLite driver.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, relative } from 'node:path';
@@ -69,7 +70,7 @@ describe('the storage layer imports nothing from above it', () => {
 });
 
 /** What of src/store/ the sessions and claims may import: the port and shared pure modules. */
-const PORT_SIDE = ['src/store/port.ts', 'src/store/loop-slice.ts', 'src/store/entries/'];
+const PORT_SIDE = ['src/store/port.ts', 'src/store/entries/'];
 
 /** "importer → specifier" of every relative import into src/store/ past the port. */
 function pastThePort(files: Map<string, string>): string[] {
@@ -96,18 +97,60 @@ describe('sessions and claims reach storage only through the port', () => {
     const broken = new Map([
       [
         'src/session/service.ts',
-        "import type { Db } from '../store/db.js';\nimport type { SessionStore } from '../store/port.js';",
+        "import type { Db } from '../store/sqlite/db.js';\nimport type { SessionStore } from '../store/port.js';",
       ],
       ['src/claim/x.ts', "import { claimTip } from '../store/sqlite/claim-text.js';"],
       [
         'src/session/y.ts',
-        "export { a } from '../store/postgres/reads.js';\nimport { LoopSlice } from '../store/loop-slice.js';",
+        "export { a } from '../store/postgres/reads.js';\nimport { buildNextEntry } from '../store/entries/next-entry.js';",
       ],
     ]);
     expect(pastThePort(broken)).toEqual([
-      'src/session/service.ts → ../store/db.js',
+      'src/session/service.ts → ../store/sqlite/db.js',
       'src/claim/x.ts → ../store/sqlite/claim-text.js',
       'src/session/y.ts → ../store/postgres/reads.js',
+    ]);
+  });
+});
+
+/** Where an adapter's module leads when it imports the other adapter, or the SQLite driver from outside its adapter. */
+function acrossAdapters(files: Map<string, string>): string[] {
+  const out: string[] = [];
+  for (const [from, text] of files)
+    for (const { fileName: spec } of ts.preProcessFile(text, true, true).importedFiles) {
+      const to = spec.startsWith('.') ? posix.normalize(posix.join(posix.dirname(from), spec)) : spec;
+      const inSqlite = from.startsWith('src/store/sqlite/') || from === 'src/store/migrations/sqlite.ts';
+      const other = from.startsWith('src/store/postgres/')
+        ? 'src/store/sqlite/'
+        : from.startsWith('src/store/sqlite/')
+          ? 'src/store/postgres/'
+          : null;
+      if ((other !== null && to.startsWith(other)) || (to === 'better-sqlite3' && !inSqlite))
+        out.push(`${from} → ${spec}`);
+    }
+  return out;
+}
+
+describe('the two adapters stay apart', () => {
+  it('neither adapter imports the other, and only the SQLite adapter and its migrations import better-sqlite3', () => {
+    const files = sources('src/store');
+    expect([...files.keys()]).toContain('src/store/sqlite/db.ts');
+    expect(acrossAdapters(files)).toEqual([]);
+  });
+
+  it('a tree that breaks the rule is reported, import by import', () => {
+    const broken = new Map([
+      ['src/store/postgres/x.ts', "import { InstanceBusyError } from '../sqlite/instance-lock.js';"],
+      [
+        'src/store/sqlite/y.ts',
+        "import type { Fence } from '../postgres/leases.js';\nimport Database from 'better-sqlite3';",
+      ],
+      ['src/store/writes.ts', "import type Database from 'better-sqlite3';"],
+    ]);
+    expect(acrossAdapters(broken)).toEqual([
+      'src/store/postgres/x.ts → ../sqlite/instance-lock.js',
+      'src/store/sqlite/y.ts → ../postgres/leases.js',
+      'src/store/writes.ts → better-sqlite3',
     ]);
   });
 });

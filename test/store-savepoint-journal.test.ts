@@ -1,7 +1,7 @@
 /**
- * The group commit runs each write in its own SAVEPOINT (store/group-commit.ts), and SQLite keeps
+ * The group commit runs each write in its own SAVEPOINT (store/sqlite/group-commit.ts), and SQLite keeps
  * the pages a savepoint changes in a statement journal to roll it back alone. openDatabase puts
- * that journal in memory (`temp_store = MEMORY`, store/db.ts) instead of letting it spill to a
+ * that journal in memory (`temp_store = MEMORY`, store/sqlite/db.ts) instead of letting it spill to a
  * temporary file; a write that changes far more than the 64 KiB spill threshold and then throws
  * is still rolled back alone, and the writes around it in the same transaction commit.
  */
@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { groupCommitStats, immediateAsync, openDatabase } from '../src/store/db.js';
+import { groupCommitStats, immediateAsync, openDatabase } from '../src/store/sqlite/db.js';
 
 const ROWS = 40;
 const ROW_BYTES = 8000; // 40 rows × 8 KB: about 20 pages of 16 KiB, five times the spill threshold

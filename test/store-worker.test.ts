@@ -1,5 +1,5 @@
 /**
- * The store worker (src/store/write-worker.ts; config `store.worker`): the call path's writes
+ * The store worker (src/store/sqlite/write-worker.ts; config `store.worker`): the call path's writes
  * run in a worker thread behind a bounded queue. Real gateways, real SQLite, a real MCP
  * upstream. What it must keep: one terminal entry per call, no attempt left open, the session's
  * sensitivity raised with the attempt, a full queue refused with STORE_QUEUE_FULL (recorded),
@@ -12,10 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import { immediate, openDatabase, openReadOnlyDatabase } from '../src/store/db.js';
 import type { AttemptStart } from '../src/store/port.js';
 import { AttemptLog } from '../src/store/sqlite/attempts.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { immediate, openDatabase, openReadOnlyDatabase } from '../src/store/sqlite/db.js';
 import { ExecutionRegistry } from '../src/store/sqlite/executions.js';
 import { CallRecovery } from '../src/store/sqlite/recovery.js';
 import { sqliteWriteContext } from '../src/store/sqlite/writes.js';
@@ -48,7 +48,7 @@ const start = (callId: string): AttemptStart => ({
 
 let up: CountingServer;
 beforeAll(async () => {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'store', 'write-worker.js')))
+  if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'write-worker.js')))
     throw new Error('dist/ is missing: run `npm run build` first');
   up = await startCountingServer();
 });

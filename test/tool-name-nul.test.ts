@@ -17,7 +17,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/index.js';
-import { startReplicaGateway } from '../src/gateway/replica-runtime.js';
+import { startReplicaGateway } from '../src/gateway/lifecycle/start.js';
 import { createDatabase, type PostgresInstance, startPostgres } from '../testing/postgres.js';
 import { cleanup, startInProcess, writeConfig } from './harness/gateway.js';
 import { hasPostgres } from './harness/postgres.js';

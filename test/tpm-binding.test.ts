@@ -11,7 +11,7 @@ import { verifyClaim } from '@cmcp/verify';
 import type { AuditBundle } from '@cmcp/verify/formats';
 import { b64u, type Claim, fromB64u, signClaim } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { startSwtpm } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';

@@ -16,7 +16,7 @@ import {
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { cleanup, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 
 const MESSAGE = 'no such widget: w-42';

@@ -17,7 +17,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, parseConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { makeTlsPki, type TlsPki } from '../testing/tls-pki.js';
 import { cleanup, rest, rpc, type TestConfig, writeConfig } from './harness/gateway.js';
 

@@ -9,7 +9,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type ResettingServer, startResettingServer } from './fixtures/resetting-http-server.js';
 import { cleanup, REPO_ROOT, rpc, startInProcess, type TestConfig, writeConfig } from './harness/gateway.js';
 

@@ -20,7 +20,7 @@ import { jcsDigest } from '@cmcp/verify/formats';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import type { ClientChannel, ClientMessage } from '../src/relay/channel.js';
 import { envSecrets, SECRET_ENV_NAME, urlSecrets } from '../src/upstream/credentials.js';
 import { describeUpstreamFailure } from '../src/upstream/diagnose.js';

@@ -14,7 +14,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import pino from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { UpstreamConfig } from '../src/config/index.js';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { Upstream } from '../src/upstream/upstream.js';
 import { type RelayServer, startRelayServer } from './fixtures/relay-server.js';
 import { cleanup, startInProcess, writeConfig } from './harness/gateway.js';

@@ -18,7 +18,7 @@ import { runVerify } from '@cmcp/verify/cli';
 import type { Claim } from '@cmcp/verify/formats';
 import { fromB64u } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway/runtime.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { type SwtpmInstance, startSwtpm as startSwtpmCore } from '../testing/swtpm.js';
 import { startSwtpm, swtpmRunContext } from '../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';

@@ -1,5 +1,5 @@
 /**
- * Issue 11 item 7: the WAL's pages are checkpointed by a worker thread (src/store/wal.ts), not
+ * Issue 11 item 7: the WAL's pages are checkpointed by a worker thread (src/store/sqlite/wal.ts), not
  * only in the gateway connection's commits on the event loop. With SQLite's own checkpoint off
  * on the writing connection, the same appends let the WAL grow far past the journal size limit
  * without the worker and keep it under the limit with it: the worker's checkpoints copied the
@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AuditChain } from '../src/audit/chain.js';
-import { openDatabase } from '../src/store/db.js';
-import { JOURNAL_SIZE_LIMIT_BYTES, startCheckpoints } from '../src/store/wal.js';
+import { AuditChain } from '../src/store/sqlite/chain.js';
+import { openDatabase } from '../src/store/sqlite/db.js';
+import { JOURNAL_SIZE_LIMIT_BYTES, startCheckpoints } from '../src/store/sqlite/wal.js';
 import { cleanup, rest, startInProcess, writeConfig } from './harness/gateway.js';
 
 const dirs: string[] = [];

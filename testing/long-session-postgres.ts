@@ -7,7 +7,7 @@
  * or the export is what is measured, not the fill.
  */
 import { signEntryWriter } from '@cmcp/verify/formats';
-import type { ReplicaGateway } from '../src/gateway/replica-runtime.js';
+import type { ReplicaGateway } from '../src/gateway/lifecycle/start.js';
 import { formatMicros, systemMicroClock } from '../src/store/entries/clock.js';
 import { ENTRY_COLUMNS, entryRowValues } from '../src/store/entries/entry-row.js';
 import { buildNextEntry, type ChainTip } from '../src/store/entries/next-entry.js';

@@ -10,9 +10,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { sha256Hex } from '@cmcp/verify/formats';
 import { Agent, fetch as undiciFetch } from 'undici';
-import type { Gateway } from '../src/gateway/runtime.js';
-import { immediate } from '../src/store/db.js';
+import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import type { EntryInput } from '../src/store/entries/next-entry.js';
+import { immediate } from '../src/store/sqlite/db.js';
 import { startClient } from './client-process.js';
 import { measureStall, type Stall, type StallProbe } from './stall.js';
 

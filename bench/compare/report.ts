@@ -281,7 +281,7 @@ run (still in the turn that wrote: a notification whose result comes later is no
 writev per streamed call, and between the upstream's answer and the client's write the two paths
 now make the same system calls (SQLite's pwrite and fsync, a futex). In a trace of 200 streamed
 calls at load average 9 to 11, 7 still had the result in a second write, each time the group
-commit (src/store/group-commit.ts) queued the terminal entry to the check phase because the store
+commit (src/store/sqlite/group-commit.ts) queued the terminal entry to the check phase because the store
 had written in the previous turn; with group commit off (that build's CMCP_GROUP_COMMIT=off) none did. Four runs with the build
 before (faef576) beside it, at load averages of 2 to 14: cmcp's median excess 0.186, 0.128, 0.149
 and 0.227 ms against the baseline's 0.275, 0.321, 0.340 and 0.239 ms; the streamed call's added

@@ -10,7 +10,7 @@
  * - `cmcp-light` — `cmcp start`, software attestation, no policy, no catalog (dev mode);
  * - `cmcp-full` — `cmcp start`, TPM provider on a fresh swtpm (testing/swtpm.ts), the example
  *   Cedar bundle, a catalog pinning the upstream's tools, an agent token, and an execution_id on
- *   every call. SQLite runs with synchronous=FULL in every profile (src/store/db.ts).
+ *   every call. SQLite runs with synchronous=FULL in every profile (src/store/sqlite/db.ts).
  *
  * Each cmcp gateway has both upstreams (`h` over HTTP, `s` over stdio); a subject names which one
  * a call goes to through the tool name.

@@ -6,11 +6,11 @@
  * refuses; none writes anything.
  */
 
-import type { EntryInput } from '../audit/chain.js';
 import type { CatalogGuard } from '../catalog/guard.js';
 import { clip } from '../errors/index.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import type { SessionRow } from '../session/service.js';
+import type { EntryInput } from '../store/port.js';
 import type { RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import { offlineRefusal } from './offline.js';
 import type { SessionSensitivity } from './sensitivity.js';

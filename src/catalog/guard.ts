@@ -9,7 +9,7 @@
 
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
+import type { GatewayChainSink } from '../store/port.js';
 import { type Catalog, type CatalogTool, definitionHash } from './catalog.js';
 
 /** What triggered a re-check. */
@@ -34,7 +34,7 @@ export class CatalogGuard {
     readonly catalog: Catalog,
     readonly hash: string,
     /** Where drift records go: the SQLite AuditChain, or a replica's gateway chain on PostgreSQL. */
-    private readonly chain: Pick<AuditChain, 'appendAwaited'>,
+    private readonly chain: GatewayChainSink,
     private readonly log: Logger,
   ) {
     for (const t of catalog.tools) this.byKey.set(key(t.server, t.name), t);
@@ -81,7 +81,7 @@ export class CatalogGuard {
 
   private record(entryType: string, pin: CatalogTool, detail: Record<string, unknown>): void {
     // Written at once when the lock is free; a lock held by another process is waited for by
-    // awaiting (store/db.ts immediateAsync). The block itself is in effect already.
+    // awaiting (store/sqlite/db.ts immediateAsync). The block itself is in effect already.
     this.chain
       .appendAwaited(GATEWAY_CHAIN_ID, {
         entry_type: entryType,

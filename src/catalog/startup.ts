@@ -3,37 +3,16 @@
  * `catalog_load` in the gateway chain with its hash (which goes into every session binding and
  * claim), and compared with the upstreams' tools from first contact on.
  */
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
-import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../audit/chain.js';
 import type { GatewayConfig } from '../config/index.js';
+import type { EntryInput } from '../store/port.js';
 import type { ToolDefinition, UpstreamPool } from '../upstream/pool.js';
 import type { Catalog } from './catalog.js';
-import { CatalogGuard } from './guard.js';
+import type { CatalogGuard } from './guard.js';
 
 /** A catalog file read by `loadCatalogFile`. */
 export interface LoadedCatalog {
   catalog: Catalog;
   hash: string;
-}
-
-/**
- * Starts enforcing a loaded catalog: records `catalog_load` and observes every listing of
- * the upstreams' tools (the ones listed at start-up are compared with their pins now).
- * @throws what the append throws (SQLite).
- */
-export function startCatalog(
-  loaded: LoadedCatalog,
-  cfg: NonNullable<GatewayConfig['catalog']>,
-  upstreamNames: string[],
-  chain: AuditChain,
-  upstreams: UpstreamPool,
-  log: Logger,
-): CatalogGuard {
-  const guard = new CatalogGuard(loaded.catalog, loaded.hash, chain, log);
-  chain.append(GATEWAY_CHAIN_ID, catalogLoadEntry(loaded, cfg, upstreamNames));
-  watchCatalog(guard, upstreams);
-  return guard;
 }
 
 /**

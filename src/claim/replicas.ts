@@ -4,16 +4,9 @@
  * evidence, the verifier's challenge), and `replicas`, every writer's start-up evidence. A
  * chain with one writer (every single gateway's, on SQLite) keeps its `/1` claim unchanged.
  */
-import type { AuditEntry, UnsignedClaim } from '@cmcp/verify/formats';
+import type { UnsignedClaim } from '@cmcp/verify/formats';
 import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/formats';
 import type { SessionBindingRecord } from './build.js';
-
-/** The key thumbprints of the replicas that wrote `entries`, in order of their first entry. */
-export function chainWriters(entries: readonly AuditEntry[]): string[] {
-  const seen = new Set<string>();
-  for (const e of entries) if (e.replica) seen.add(e.replica.key_thumbprint);
-  return [...seen];
-}
 
 /**
  * The binding record the opening replica stored on the session row (`binding_json` of

@@ -15,7 +15,6 @@ import type { Command } from 'commander';
 import pg from 'pg';
 import { ConfigError, loadConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
-import { openDatabase } from '../store/db.js';
 import {
   DatabaseUnavailableError,
   isPostgresUrl,
@@ -26,6 +25,7 @@ import {
 } from '../store/migrations/index.js';
 import { migratePostgres, postgresSchemaVersion } from '../store/migrations/postgres.js';
 import { SQLITE_MIGRATIONS, sqliteSchemaVersion } from '../store/migrations/sqlite.js';
+import { openDatabase } from '../store/sqlite/db.js';
 
 interface Target {
   engine: 'sqlite' | 'postgres';
@@ -95,7 +95,7 @@ async function migrate(t: Target): Promise<MigrationReport> {
   const from = sqliteVersionReadOnly(t.location);
   let to: number;
   try {
-    // The gateway's own open: WAL, page size, then the migrations (store/db.ts).
+    // The gateway's own open: WAL, page size, then the migrations (store/sqlite/db.ts).
     const db = openDatabase(t.location);
     to = sqliteSchemaVersion(db) as number;
     db.close();

@@ -7,10 +7,10 @@
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { type Db, openReadOnlyDatabase } from '../store/db.js';
 import { isPostgresUrl, LATEST_SCHEMA_VERSION, SchemaTooNewError } from '../store/migrations/index.js';
 import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import type { ExecutionRow, ExecutionState } from '../store/port.js';
+import { type Db, openReadOnlyDatabase } from '../store/sqlite/db.js';
 import { assertRegistry, listExecutions, readExecution } from '../store/sqlite/executions.js';
 import { type ExecutionQuery, readPostgresExecutions } from './executions-postgres.js';
 import { terminalSafe } from './terminal.js';

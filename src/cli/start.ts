@@ -13,8 +13,7 @@
 import type { Command } from 'commander';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../config/index.js';
-import { startReplicaGateway } from '../gateway/replica-runtime.js';
-import { startGateway } from '../gateway/runtime.js';
+import { startGateway } from '../gateway/lifecycle/start.js';
 import { DatabaseUnavailableError, isPostgresUrl } from '../store/migrations/index.js';
 import { AttestationStartError } from '../tee/detect.js';
 import { ATTESTATION_EXIT_CODE } from '../tee/tier.js';
@@ -45,9 +44,7 @@ export function registerStartCommand(program: Command): void {
       }
       try {
         // The engine follows `database`: a file path is SQLite, a postgres:// URL a replica (docs/replicas.md).
-        const gw = isPostgresUrl(cfg.database)
-          ? await startReplicaGateway(cfg, log)
-          : await startGateway(cfg, log);
+        const gw = await startGateway(cfg, log);
         let stopping = false;
         const stop = async (signal: string) => {
           if (stopping) return;

@@ -267,7 +267,7 @@ export const configSchema = z
     // ---- store ----
     /**
      * SQLite database path (relative paths are relative to the config file), or a postgres://
-     * URL: `cmcp start` then serves as a replica on that PostgreSQL (gateway/replica-runtime.ts,
+     * URL: `cmcp start` then serves as a replica on that PostgreSQL (gateway/lifecycle/replica-engine.ts,
      * the `replicas` section; docs/replicas.md).
      */
     database: z.string().min(1),

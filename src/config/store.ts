@@ -1,7 +1,7 @@
 /**
  * The `store` section of the config (docs/spec/configuration.md#store): where the call path's
  * writes run — on the event loop's connection, or in the store worker thread
- * (src/store/write-worker.ts) behind a bounded queue.
+ * (src/store/sqlite/write-worker.ts) behind a bounded queue.
  */
 import { z } from 'zod';
 

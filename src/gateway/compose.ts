@@ -1,6 +1,6 @@
 /**
  * The composition steps a gateway takes on either engine, once its storage, sessions, policy and
- * catalog are up (runtime.ts on SQLite, replica-runtime.ts on PostgreSQL): the call path, the
+ * catalog are up (lifecycle/start.ts, on either engine): the call path, the
  * refusal record, the relay, client sessions and the MCP layer over them ({@link composeServing}),
  * and the HTTP app of the edge's plugins ({@link composeApp}). What differs by engine comes in as
  * ports (store/port.ts `CallStore`, session/ports.ts, the relay's `RelayEntrySink`, the gateway
@@ -26,8 +26,8 @@ import { notificationLimits } from '../relay/notification-budget.js';
 import { Relay } from '../relay/relay.js';
 import type { AgentSessions, ExecutionReads, RelaySessionReads } from '../session/ports.js';
 import type { SessionFacts } from '../session/types.js';
-import type { Db } from '../store/db.js';
-import type { CallStore } from '../store/port.js';
+import type { CallStore, GatewayChainSink } from '../store/port.js';
+import type { Db } from '../store/sqlite/db.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached } from '../tee/tier.js';
@@ -47,7 +47,7 @@ import { allowedHosts, hostCheck } from './edge/host-check.js';
 import type { GatewayRefusals } from './edge/refusals.js';
 import type { Readiness } from './health/readiness.js';
 import type { Drain } from './lifecycle/drain.js';
-import { type GatewayChainSink, gatewayRefusals, recordClientSession } from './lifecycle/records.js';
+import { gatewayRefusals, recordClientSession } from './lifecycle/records.js';
 import type { OperatorApi } from './operator/plugin.js';
 
 /**

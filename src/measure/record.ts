@@ -7,8 +7,8 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
 import type { PolicyBundle } from '../policy/bundle.js';
+import type { GatewayChainSink } from '../store/port.js';
 import {
   type GatewayMeasurement,
   type MeasurementInputs,
@@ -36,7 +36,7 @@ export class GatewayMeasurer {
   constructor(
     private readonly provider: MeasuredProvider,
     /** The gateway chain: AuditChain on SQLite, a replica's store on PostgreSQL (gateway/lifecycle/records.ts). */
-    private readonly chain: Pick<AuditChain, 'appendAwaited'>,
+    private readonly chain: GatewayChainSink,
     /** `gatewayMeasurement` is updated here: sessions bound from now on name the new digest. */
     private readonly facts: { gatewayMeasurement: string | null },
     private readonly log: Logger,

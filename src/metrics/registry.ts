@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { ERRORS } from '../errors/index.js';
-import type { Db } from '../store/db.js';
+import type { Db } from '../store/sqlite/db.js';
 
 /** MCP methods counted by name; anything else is counted as `other`. */
 const METHODS = new Set([

@@ -1,7 +1,7 @@
 /**
  * Work handed to a `node:worker_threads` thread so that it does not hold the event loop: the
- * claim signing thread (claim/sign-thread.ts), the store worker (store/write-client.ts) and the
- * WAL checkpoint thread (store/wal.ts) each run as one {@link OffloadThread}.
+ * claim signing thread (claim/sign-thread.ts), the store worker (store/sqlite/write-client.ts) and the
+ * WAL checkpoint thread (store/sqlite/wal.ts) each run as one {@link OffloadThread}.
  *
  * One policy for all of them:
  * - Start: {@link OffloadThread} runs either a module of this package (from its TypeScript

@@ -21,7 +21,7 @@
 import { lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { canonicalJson, jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
+import { jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
 import { CmcpError } from '../errors/index.js';
 
 /** `manifest.json` of a bundle. */
@@ -257,9 +257,4 @@ export function loadBundleFromFiles(files: Map<string, Buffer>): PolicyBundle {
  */
 export function loadBundleDir(dir: string): PolicyBundle {
   return loadBundleFromFiles(readBundleDir(dir));
-}
-
-/** The canonical text whose hash is the bundle hash (for documentation and tests). */
-export function bundleHashPreimage(files: Map<string, Buffer>): string {
-  return canonicalJson(bundleDigests(files).files);
 }

@@ -6,10 +6,10 @@
 
 import type { KeyObject } from 'node:crypto';
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
-import type { AuditChain } from '../audit/chain.js';
+import { b64u } from '@cmcp/verify/formats';
 import type { CatalogGuard } from '../catalog/guard.js';
 import type { GatewayConfig } from '../config/index.js';
+import type { EntryInput } from '../store/port.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { type PolicyBundle, PolicyBundleError } from './bundle.js';
 import {
@@ -101,29 +101,11 @@ export function tokenAttributeNames(cfg: GatewayConfig): string[] {
 }
 
 /**
- * Installs the configured bundle and records `policy_load` (source `config`).
+ * The configured bundle checked against the configured entities and installed, unrecorded (the
+ * start records its `policy_load`, {@link policyLoadEntry}; gateway/lifecycle/start.ts).
  * @param requiredEntities the configured agents and catalog tools, which must fit the schema
  *   now and after every reload.
  * @param tokenAttributes {@link tokenAttributeNames}: the schema must declare each of them.
- * @throws PolicyBundleError POLICY_BUNDLE_INVALID when they do not fit (the gateway never
- *   starts with a policy that cannot evaluate its own agents and tools).
- */
-export function startPolicy(
-  bundle: PolicyBundle,
-  signingKey: KeyObject | null,
-  cfg: NonNullable<GatewayConfig['policy']>,
-  requiredEntities: () => cedar.EntityJson[],
-  chain: AuditChain,
-  tokenAttributes: readonly string[] = [],
-): PolicyState {
-  const state = policyState(bundle, signingKey, cfg, requiredEntities, tokenAttributes);
-  chain.append(GATEWAY_CHAIN_ID, policyLoadEntry(bundle, signingKey, cfg));
-  return state;
-}
-
-/**
- * The configured bundle checked against the configured entities and installed, unrecorded (a
- * replica records its `policy_load` through its own store, gateway/replica-runtime.ts).
  * @throws PolicyBundleError when configured agents or tools do not fit the bundle's schema, or
  *   it does not declare an attribute access tokens carry.
  */
@@ -166,10 +148,10 @@ export function policyLoadEntry(
   };
 }
 
-/** Records `policy_load` (source `reload_resumed`) for a reload resumed from the gateway chain. */
-export function recordResumedPolicy(chain: AuditChain, bundle: PolicyBundle, state: PolicyState): void {
-  chain.append(GATEWAY_CHAIN_ID, {
+/** The `policy_load` entry (source `reload_resumed`) of a reload resumed from the gateway chain. */
+export function resumedPolicyEntry(bundle: PolicyBundle, state: PolicyState): EntryInput {
+  return {
     entry_type: 'policy_load',
     detail: { ...bundleDetail(bundle), source: 'reload_resumed', enforcement_mode: state.mode },
-  });
+  };
 }

@@ -13,9 +13,8 @@
 import { randomUUID } from 'node:crypto';
 import { type AuditEntry, jcsDigest } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { EntryInput } from '../audit/chain.js';
 import type { ErrorCode } from '../errors/index.js';
-import type { RelayEntrySink } from '../store/port.js';
+import type { EntryInput, RelayEntrySink } from '../store/port.js';
 
 export type { RelayEntrySink } from '../store/port.js';
 

@@ -20,12 +20,12 @@
  * adding the relay does not open a data path an existing policy never considered.
  */
 import type * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import type { EntryInput } from '../audit/chain.js';
 import type { Sensitivity } from '../catalog/catalog.js';
 import { agentEntity, CedarValueError, type PolicyEngine, toCedarValue } from '../policy/engine.js';
 import { onlyReferenced } from '../policy/referenced-attributes.js';
 import { type ActionId, type AttrsOf, type RelayResourceType, sessionFacts } from '../policy/vocabulary.js';
 import type { SessionRow } from '../session/types.js';
+import type { EntryInput } from '../store/port.js';
 
 /**
  * The Cedar resource of one relayed request: its type and attributes as src/policy/vocabulary.ts

@@ -5,15 +5,11 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
+import type { GatewayChainSink } from '../store/port.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 
 /** Starts recording renewals of every connection of the pool (shared and per client session). */
-export function recordRenewals(
-  upstreams: UpstreamPool,
-  chain: Pick<AuditChain, 'appendAwaited'>,
-  log: Logger,
-): void {
+export function recordRenewals(upstreams: UpstreamPool, chain: GatewayChainSink, log: Logger): void {
   upstreams.observeRenewals((upstream, failure) => {
     // At once when the lock is free; a lock held by another process is waited for by awaiting.
     chain

@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import { claimIssuer } from '../claim/issuer.js';
 import { warmClaimSigning } from '../claim/sign.js';
 import { CmcpError } from '../errors/index.js';
-import { LoopSlice } from '../store/loop-slice.js';
+import { LoopSlice } from '../offload/loop-slice.js';
 import type { Answer, ClaimTextPieces, SessionRef, SessionStore } from '../store/port.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
@@ -324,7 +324,7 @@ export class SessionService implements AgentSessions, RelaySessionReads {
    * switch, a policy reload (so no session's claim spans two policies), shutdown — without
    * holding the event loop: the sessions are made unusable at once (SESSION_CLOSED; the default
    * session is replaced), then closed one by one, yielding whenever ~0.5 ms of work has run
-   * (store/loop-slice.ts SLICE_MS).
+   * (offload/loop-slice.ts SLICE_MS).
    * @returns the closed sessions with the sequence of each claim.
    */
   async closeOpenInBatches(agentId: string | null, reason: string): Promise<BatchClosed[]> {

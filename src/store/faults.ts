@@ -3,7 +3,8 @@
  * list), read once at start-up and logged loudly when set:
  * - `terminal_commit` makes every terminal transaction throw after its writes, so it rolls
  *   back whole: the gateway fails closed (a fault reported, nothing recorded as done).
- * - `die_at:<step>` SIGKILLs the process itself when a replica's start-up reaches `<step>`
+ * - `die_at:<step>` SIGKILLs the process itself when its start-up reaches `<step>` (the one start,
+ *   gateway/lifecycle/start.ts; the lease and evidence steps are a replica's only)
  *   ({@link StartStep}): a crash at a known point of the start, without racing its log.
  */
 import { CmcpError } from '../errors/index.js';

@@ -6,7 +6,12 @@
 import type { Logger } from 'pino';
 import { isPostgresUrl } from './migrations/index.js';
 import { openPostgresStorage, type PostgresSettings, type PostgresStorage } from './postgres/open.js';
-import { openSqliteStorage, type SqliteSettings, type SqliteStorage } from './sqlite/open.js';
+import {
+  openSqliteStorage,
+  type SqliteSettings,
+  type SqliteStorage,
+  type SqliteStorageOptions,
+} from './sqlite/open.js';
 
 export type Storage = SqliteStorage | PostgresStorage;
 
@@ -15,9 +20,14 @@ export type Storage = SqliteStorage | PostgresStorage;
  * what was opened is closed again.
  * @throws (rejects) DatabaseUnavailableError; SchemaTooNewError; InstanceBusyError (SQLite: the
  *   instance runs elsewhere).
+ * @param sqliteOptions SQLite mechanisms turned off for a measurement (tests); none by default.
  */
-export async function openStorage(cfg: SqliteSettings & PostgresSettings, log: Logger): Promise<Storage> {
-  if (!isPostgresUrl(cfg.database)) return openSqliteStorage(cfg, log);
+export async function openStorage(
+  cfg: SqliteSettings & PostgresSettings,
+  log: Logger,
+  sqliteOptions?: SqliteStorageOptions,
+): Promise<Storage> {
+  if (!isPostgresUrl(cfg.database)) return openSqliteStorage(cfg, log, sqliteOptions);
   const storage = openPostgresStorage(cfg);
   try {
     await storage.migrate();

@@ -11,9 +11,11 @@
  */
 
 import type { AuditEntry, Claim, ReplicaMember } from '@cmcp/verify/formats';
-import type { ErrorCode } from '../errors/index.js';
+import { CmcpError, type ErrorCode } from '../errors/index.js';
 import type { ClaimPageEntry } from './entries/entry-row.js';
 import type { ChainTip, EntryInput } from './entries/next-entry.js';
+
+export type { ChainTip, EntryInput } from './entries/next-entry.js';
 
 /** A value now (SQLite on the event loop) or later (a worker, or PostgreSQL). */
 export type Answer<T> = T | Promise<T>;
@@ -442,6 +444,25 @@ export interface StorageCapabilities {
   writeProbe(writer: string): () => Promise<string | null>;
   /** Releases the lock or lease the adapter holds and closes its connections; idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Where the gateway chain's records of the domain go (availability changes, catalog drift,
+ * measurements, refusals): each call resolves once the entry is stored. SQLite: its chain of
+ * the connection; a replica: its session store's `appendEntries`.
+ * @throws (rejects) what the adapter throws when the entry cannot be stored.
+ */
+export interface GatewayChainSink {
+  appendAwaited(chainId: string, input: EntryInput): Promise<AuditEntry>;
+}
+
+/** Thrown when another live process holds the instance (its lock or lease). `code` is stable. */
+export class InstanceBusyError extends CmcpError {
+  declare readonly code: 'INSTANCE_RUNNING';
+  constructor(message: string) {
+    super('INSTANCE_RUNNING', message);
+    this.name = 'InstanceBusyError';
+  }
 }
 
 /**

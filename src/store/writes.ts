@@ -3,8 +3,8 @@
  * own, in the order it was sent, and is answered only once durable. {@link executeWrite} is the
  * one implementation of their meaning, over the domain objects (audit chain, execution
  * registry, attempt log, session counters); it runs inside the engine's write transaction
- * (SQLite: a SAVEPOINT of the group commit's `BEGIN IMMEDIATE`, store/group-commit.ts), either on
- * the event loop (in-process) or in the store worker (store/write-worker.ts). The commands
+ * (SQLite: a SAVEPOINT of the group commit's `BEGIN IMMEDIATE`, store/sqlite/group-commit.ts), either on
+ * the event loop (in-process) or in the store worker (store/sqlite/write-worker.ts). The commands
  * themselves are the storage port's (store/port.ts).
  *
  * Engine-neutral on purpose: commands and results are plain JSON-cloneable data, no statement,

@@ -7,10 +7,8 @@
  */
 
 import { existsSync, readFileSync } from 'node:fs';
-import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import { hasHclReport, Tpm } from '../../native/tpm/index.js';
 import { TSM_REPORT_ROOT, tsmProvider } from '../../native/tsm/configfs.js';
-import type { AuditChain } from '../audit/chain.js';
 import type { AttestationConfig } from '../config/index.js';
 import { CmcpError } from '../errors/index.js';
 import { AzureCvmProvider } from './azure-provider.js';
@@ -187,11 +185,6 @@ async function autoDetect(
       candidates,
     },
   };
-}
-
-/** Records the selection as `attestation_provider` in the gateway chain (start-up). */
-export function recordSelection(chain: AuditChain, selection: ProviderSelection): void {
-  chain.append(GATEWAY_CHAIN_ID, { entry_type: 'attestation_provider', detail: selection.detail });
 }
 
 /**

@@ -16,7 +16,7 @@
  */
 import { randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { b64u, fromB64u } from '@cmcp/verify/formats';
+import { b64u } from '@cmcp/verify/formats';
 import { z } from 'zod';
 import {
   type AkAlgorithm,
@@ -287,9 +287,4 @@ function tpmFailure(e: unknown, what: string, reason?: string): EnrollmentError 
       `${what}: ${e.message}`,
     );
   return new EnrollmentError(reason ?? 'ENROLLMENT_FAILED', `${what}: ${(e as Error).message}`);
-}
-
-/** The AK certificate chain of a record as DER buffers (leaf first). */
-export function recordChain(record: EnrollmentRecord): Buffer[] {
-  return record.ak_cert_chain.map((c) => fromB64u(c));
 }

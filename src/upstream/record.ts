@@ -5,15 +5,11 @@
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain } from '../audit/chain.js';
+import type { GatewayChainSink } from '../store/port.js';
 import type { UpstreamPool } from './pool.js';
 
 /** Starts recording; the unavailable upstreams found at start-up are recorded at once. */
-export function recordAvailability(
-  upstreams: UpstreamPool,
-  chain: Pick<AuditChain, 'appendAwaited'>,
-  log: Logger,
-): void {
+export function recordAvailability(upstreams: UpstreamPool, chain: GatewayChainSink, log: Logger): void {
   upstreams.availability.listen((entry_type, detail) => {
     // At once when the lock is free; a lock held by another process is waited for by awaiting.
     chain

@@ -11,7 +11,7 @@ import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { type AttestedTlsOptions, attestedConnect, loadTrustStore } from '@cmcp/verify';
 import { Agent, fetch } from 'undici';
 import { runEnroll } from '../../src/cli/tpm.js';
-import type { Gateway } from '../../src/gateway/runtime.js';
+import type { Gateway } from '../../src/gateway/lifecycle/start.js';
 import { enrollmentSection, makeAkCa, writeTrustStore } from '../../testing/attestation-ca.js';
 import { startSwtpm } from '../../testing/vitest-swtpm.js';
 import { startInProcess, type TestConfig, writeConfig } from './gateway.js';

@@ -4,7 +4,7 @@
  * counting upstream, closed. The claim verifies as hardware-unanchored (no AK certificate chain).
  */
 import type { AuditBundle, Claim } from '@cmcp/verify/formats';
-import type { Gateway } from '../../src/gateway/runtime.js';
+import type { Gateway } from '../../src/gateway/lifecycle/start.js';
 import { startSwtpm } from '../../testing/vitest-swtpm.js';
 import { type CountingServer, startCountingServer } from '../fixtures/counting-server.js';
 import { cleanup, rest, rpc, startInProcess, type TestConfig, writeConfig } from './gateway.js';

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { stringify } from 'yaml';
 import { parseConfig } from '../../src/config/index.js';
-import { type Gateway, startGateway } from '../../src/gateway/runtime.js';
+import { type Gateway, startGateway } from '../../src/gateway/lifecycle/start.js';
 import type { SqliteStorageOptions } from '../../src/store/sqlite/open.js';
 import { freeLoopbackPort } from '../../testing/process.js';
 

@@ -12,8 +12,6 @@ import { join } from 'node:path';
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
-import { AuditChain, type EntryInput } from '../../src/audit/chain.js';
-import { type Db, openDatabase } from '../../src/store/db.js';
 import { migratePostgres } from '../../src/store/migrations/postgres.js';
 import type { CallStore, ExecutionRow, OperatorRecords, SessionStore } from '../../src/store/port.js';
 import { appendEntry, chainBundle, chainBundleJson } from '../../src/store/postgres/chain.js';
@@ -24,6 +22,8 @@ import { PostgresSessionStore } from '../../src/store/postgres/session-store.js'
 import { fencedTransaction, openReplicaPool } from '../../src/store/postgres/transaction.js';
 import { PostgresWriteStore } from '../../src/store/postgres/write-store.js';
 import { sqliteCallStore } from '../../src/store/sqlite/call-store.js';
+import { AuditChain, type EntryInput } from '../../src/store/sqlite/chain.js';
+import { type Db, openDatabase } from '../../src/store/sqlite/db.js';
 import { ExecutionRegistry } from '../../src/store/sqlite/executions.js';
 import { sqliteOperatorRecords } from '../../src/store/sqlite/operator-records.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/session-store.js';

@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { parseConfig } from '../../src/config/index.js';
-import { startGateway } from '../../src/gateway/runtime.js';
+import { startGateway } from '../../src/gateway/lifecycle/start.js';
 import { EXPECTED_THROUGH_GATEWAY } from './expected.js';
 import { startFixtureServer } from './fixture-server.js';
 

@@ -45,7 +45,7 @@ export interface CrashSnapshot {
   integrity?: string[];
   /**
    * Sessions may be open at the end: a replica that stops leaves its sessions open for the other
-   * replicas to serve (gateway/replica-runtime.ts), where a SQLite gateway closes them.
+   * replicas to serve (gateway/lifecycle/replica-engine.ts), where a SQLite gateway closes them.
    */
   openSessionsStay?: boolean;
 }

@@ -6,7 +6,7 @@
 
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CmcpError, ERRORS, type ErrorCode } from '../../errors/index.js';
-import { isStoreWriteFailure } from '../../store/db.js';
+import { isStoreWriteFailure } from '../../store/sqlite/db.js';
 import { classifyBodyError } from './bodies.js';
 import type { RefusalSink } from './refusals.js';
 

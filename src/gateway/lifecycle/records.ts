@@ -7,12 +7,12 @@
 
 import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import type { AuditChain, EntryInput } from '../../audit/chain.js';
 import type { GatewayConfig } from '../../config/index.js';
 import { CmcpError, clip, type ErrorCode } from '../../errors/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
 import { activeFaults } from '../../store/faults.js';
+import type { EntryInput, GatewayChainSink } from '../../store/port.js';
 import type { AttestationProvider } from '../../tee/provider.js';
 import { tlsExposure } from '../../tls/exposure.js';
 import {
@@ -21,17 +21,6 @@ import {
   RefusalAggregator,
   type RefusalSink,
 } from '../edge/refusals.js';
-
-/** Records `gateway_start`: the key, provider, upstreams and tools this process serves with. */
-export function recordGatewayStart(
-  chain: AuditChain,
-  cfg: GatewayConfig,
-  key: GatewayKey,
-  provider: AttestationProvider,
-  tools: number,
-): void {
-  chain.append(GATEWAY_CHAIN_ID, gatewayStartEntry(cfg, key, provider, tools));
-}
 
 /** The `gateway_start` entry's body (both engines: a replica appends it through its store). */
 export function gatewayStartEntry(
@@ -54,13 +43,10 @@ export function gatewayStartEntry(
   };
 }
 
-/** Where the gateway chain's own records go: AuditChain on SQLite, a replica's store on PostgreSQL. */
-export type GatewayChainSink = Pick<AuditChain, 'appendAwaited'>;
-
 /**
  * Records a refused policy reload (`policy_reload_refused`, in the gateway chain) and throws it
  * to the operator: one builder for the SQLite gateway (operator/controls.ts) and a replica
- * (operator/replica-reload.ts). A record that cannot be written is logged; the refusal still stands.
+ * (operator/reloads.ts). A record that cannot be written is logged; the refusal still stands.
  * @throws CmcpError POLICY_RELOAD_REFUSED, always (message and diagnostics clipped).
  */
 export async function refuseReload(

@@ -1,24 +1,25 @@
 /**
  * Graceful shutdown (docs/spec/call-path.md#shutdown), on SIGTERM/SIGINT: stop admitting, let
- * what was admitted end within the drain time, record what did not as outcome_unknown (the
- * start-up recovery, run now), close every open session of this instance with a claim signed
- * by this process's key — so a session bound at open keeps its hardware binding, where a restart
- * would have ended it signed-only — then close everything.
+ * what was admitted end within the drain time, record what did not as outcome_unknown (SQLite:
+ * the start-up recovery, run now; a replica: its own calls sealed before its lease goes), and on
+ * SQLite close every open session of this instance with a claim signed by this process's key —
+ * so a session bound at open keeps its hardware binding, where a restart would have ended it
+ * signed-only; a replica's sessions stay open for the others — then close everything.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { PendingTerminals } from '../../call/pending-terminals.js';
 import type { SessionService } from '../../session/service.js';
-import type { CallRecovery, Recovered } from '../../store/sqlite/recovery.js';
 import type { Drain } from './drain.js';
+import type { Engine, Sealed } from './engine.js';
 
 /** What a shutdown did. */
 export interface ShutdownReport {
   /** True when every admitted request ended within the drain time. */
   drained: boolean;
   /** Calls still at an upstream after the drain time, recorded outcome_unknown. */
-  recovered: Recovered;
-  /** Sessions closed with a claim. */
+  recovered: Sealed;
+  /** Sessions closed with a claim (none on a replica). */
   sessionsClosed: number;
 }
 
@@ -30,12 +31,13 @@ export interface ShutdownParts {
    * every write sent before (the store worker's too) has settled.
    */
   calls: { closeAttempts(): Promise<void> };
-  /** Terminal entries whose commit failed: tried once more before recovery seals what is open. */
+  /** Terminal entries whose commit failed: tried once more before what is open is sealed. */
   pendingTerminals?: PendingTerminals;
-  recovery: CallRecovery;
+  /** The engine's sealing, its interrupted calls' entries and whether sessions close at a stop. */
+  engine: Pick<Engine, 'seal' | 'interrupted' | 'closesSessionsAtStop'>;
   sessions: SessionService;
   log: Logger;
-  /** Closes listeners, upstreams, provider, lock and database. */
+  /** Closes listeners, upstreams, provider, lock or lease, and database. */
   close: () => Promise<void>;
 }
 
@@ -48,30 +50,25 @@ export async function gracefulShutdown(p: ShutdownParts, drainMs: number): Promi
   p.drain.stop();
   const drained = await p.drain.idle(drainMs);
   // A call whose terminal write failed gets the outcome it knows if the store writes again now;
-  // else recovery below seals it outcome_unknown.
+  // else the sealing below records it outcome_unknown.
   if (p.pendingTerminals) {
     await p.pendingTerminals.flush();
     p.pendingTerminals.close();
   }
-  let recovered: Recovered = { attempts: 0, executions: 0 };
-  // Every attempt committed is durable before recovery reads them; none begins after.
+  // Every attempt committed is durable before the sealing reads them; none begins after.
   await p.calls
     .closeAttempts()
     .catch((e) => p.log.error({ err: (e as Error).message }, 'call attempts not closed'));
-  try {
-    recovered = await p.recovery.runAwaited(
-      'in flight at shutdown: the call did not end within the drain time',
-    );
-  } catch (e) {
-    p.log.error({ err: (e as Error).message }, 'could not record undrained calls (recovered at next start)');
-  }
+  const recovered = await p.engine.seal();
   if (!drained)
     p.log.warn({ pending: p.drain.pending, ...recovered, drain_ms: drainMs }, 'drain time elapsed');
   // What is still pending gets an answer (CALL_INTERRUPTED, as recorded) instead of a dropped
   // connection; written before sessions close and connections are closed.
-  if (!drained) await p.drain.answerPending((callId) => p.recovery.interrupted(callId));
+  if (!drained && p.engine.interrupted) await p.drain.answerPending(p.engine.interrupted);
   // Paged and awaited (store/sqlite/paged.ts): probes are answered while long sessions close.
-  const closed = await p.sessions.closeOpenInBatches(null, 'gateway_stopped');
+  const closed = p.engine.closesSessionsAtStop
+    ? await p.sessions.closeOpenInBatches(null, 'gateway_stopped')
+    : [];
   // Requests still running hold their sockets; their late terminal commits are refused (the
   // attempt is gone), so nothing they could still say belongs in the record.
   p.app.server.closeAllConnections();

@@ -3,7 +3,7 @@
  * served under /operator/* to operator credentials only, on either engine:
  *
  * - `POST /operator/policy/reload` — a signed bundle replaces the running policy without a
- *   restart, through the engine's {@link PolicyReloads} (sqlite-reload.ts, replica-reload.ts).
+ *   restart, through the engine's {@link PolicyReloads} (reloads.ts).
  * - `POST /operator/agents/{agent_id}/block` `{reason?}` — the kill switch: recorded as
  *   `agent_blocked` in the gateway chain; the agent's open sessions are closed with claims;
  *   every route refuses it from then on (also after a restart: blocks are read back from the

@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS sessions (
   owner         TEXT    NOT NULL DEFAULT 'gateway'  -- instance_id of the gateway that opened it
 );
 
--- One live process per instance_id (see store/instance-lock.ts).
+-- One live process per instance_id (see store/sqlite/instance-lock.ts).
 CREATE TABLE IF NOT EXISTS instances (
   instance_id  TEXT PRIMARY KEY,
   pid          INTEGER NOT NULL,
@@ -120,7 +120,7 @@ CREATE TABLE session_sensitivity (
 // The replicas' tables (docs/replicas.md), the same in both engines. Only the PostgreSQL store
 // (store/postgres/) maintains them: a chain's tip row, locked by every append to that chain, and
 // one fenced lease per replica. A SQLite gateway is one writer on one file (the write lock is the
-// serialisation, store/instance-lock.ts the lease), so here they stay empty.
+// serialisation, store/sqlite/instance-lock.ts the lease), so here they stay empty.
 const SCHEMA_REPLICAS = `
 CREATE TABLE chain_tips (
   chain_id      TEXT PRIMARY KEY,

@@ -93,7 +93,7 @@ export async function chainEntries(db: pg.Pool | pg.ClientBase, chainId: string)
 
 /**
  * Up to `limit` entries of a chain after sequence number `after`, in sequence order (one short
- * read), with only what a claim reads of each (audit/chain.ts AuditChain.claimPage, the same on
+ * read), with only what a claim reads of each (store/sqlite/chain.ts AuditChain.claimPage, the same on
  * SQLite): PostgreSQL takes the fields out of the stored text (jsonb), so ~0.2 KB per entry
  * crosses the socket rather than its ~1 KB text — bytes read are external memory, whose growth
  * brings on mark-compacts of the whole heap. An entry whose text holds a
@@ -151,7 +151,7 @@ export async function chainBundle(
 
 /**
  * The JSON text of {@link chainBundle}, in pieces, as the SQLite export makes it
- * (audit/chain.ts AuditChain.bundleJson) but for a newline after each page (JSON whitespace,
+ * (store/sqlite/chain.ts AuditChain.bundleJson) but for a newline after each page (JSON whitespace,
  * from COPY): the chain up to its tip when the export began, read
  * in pages of `pageSize` sequence numbers, each page one short `COPY (SELECT …) TO STDOUT`
  * whose text PostgreSQL builds (`to_json` escapes each stored text as a JSON string) and sends

@@ -16,7 +16,7 @@ import { ed25519PublicJwk, jwkThumbprint } from '@cmcp/verify/formats';
 import type pg from 'pg';
 import { CmcpError } from '../../errors/index.js';
 import type { EntryWriter } from '../entries/next-entry.js';
-import { InstanceBusyError } from '../instance-lock.js';
+import { InstanceBusyError } from '../port.js';
 
 /** The database's clock as epoch milliseconds (BIGINT). */
 export const DB_NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)::bigint';

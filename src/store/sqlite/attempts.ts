@@ -10,8 +10,8 @@
  * relayed data-carrying methods use the same log. Never synthesizes an execution_id.
  */
 import { ATTEMPT_COLUMNS, attemptRowValues } from '../attempt-row.js';
-import { type Db, inImmediate } from '../db.js';
 import type { AttemptRow, AttemptStart } from '../port.js';
+import { type Db, inImmediate } from './db.js';
 
 export class AttemptLog {
   private readonly insertStmt;

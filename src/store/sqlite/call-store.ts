@@ -1,13 +1,13 @@
 /**
  * The call path's side of the storage port on SQLite (store/port.ts CallStore): each write runs
  * on the event loop's connection through its group commit, or in the store worker when one is
- * running (store/write-client.ts) — the adapter's choice, the same commands either way.
+ * running (store/sqlite/write-client.ts) — the adapter's choice, the same commands either way.
  */
 
-import type { Db } from '../db.js';
 import type { CallStore, WriteCommand, WriteResults, WriteStore } from '../port.js';
-import { inProcessWrites } from '../write-client.js';
 import type { AuditChain } from './chain.js';
+import type { Db } from './db.js';
+import { inProcessWrites } from './write-client.js';
 import { type SqliteWriteContext, sqliteWriteContext } from './writes.js';
 
 /** What the store worker adds to a write store: closing its own attempt log in its queue. */

@@ -5,7 +5,6 @@
  * (chain_id, prev_entry_hash) make a forked chain impossible even across processes.
  */
 import type { AuditBundle, AuditEntry } from '@cmcp/verify/formats';
-import { type Db, immediate, immediateAsync, inImmediate } from '../db.js';
 import { formatMicros, type MicroClock, systemMicroClock } from '../entries/clock.js';
 import {
   type ClaimPageEntry,
@@ -17,6 +16,7 @@ import {
   storedEntry,
 } from '../entries/entry-row.js';
 import { buildNextEntry, type ChainTip, type EntryInput, type PreparedEntry } from '../entries/next-entry.js';
+import { type Db, immediate, immediateAsync, inImmediate } from './db.js';
 
 export type { ClaimPageEntry, ClaimPageRow } from '../entries/entry-row.js';
 export { claimPageEntry } from '../entries/entry-row.js';
@@ -76,7 +76,7 @@ export class AuditChain {
    */
   /**
    * {@link append} in its own IMMEDIATE transaction, for request paths: a write lock held by
-   * another process is waited for by awaiting (store/db.ts immediateAsync).
+   * another process is waited for by awaiting (store/sqlite/db.ts immediateAsync).
    * @throws (rejects) as {@link append}; SQLITE_BUSY once the busy timeout has passed.
    */
   appendAwaited(chainId: string, input: EntryInput): Promise<AuditEntry> {

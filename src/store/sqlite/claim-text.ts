@@ -16,9 +16,9 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout } from 'node:timers/promises';
 import type { Claim } from '@cmcp/verify/formats';
-import { type Db, immediateAsync } from '../db.js';
 import type { ClaimTextPieces, ClaimTip, IssuedClaim } from '../port.js';
-import { prepared } from '../statements.js';
+import { type Db, immediateAsync } from './db.js';
+import { prepared } from './statements.js';
 
 /** Bytes per stored part of a claim's text (claims.canonical holds the first). */
 export const PART_BYTES = 128 * 1024;

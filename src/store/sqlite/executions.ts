@@ -7,9 +7,9 @@
  * store/postgres/executions.ts.
  */
 
-import { type Db, inImmediate } from '../db.js';
 import { classifyExisting } from '../executions.js';
 import type { Admission, ExecutionRow, ExecutionState, Reservation, TerminalState } from '../port.js';
+import { type Db, inImmediate } from './db.js';
 
 export class ExecutionRegistry {
   private readonly getStmt;

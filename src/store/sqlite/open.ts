@@ -1,19 +1,19 @@
 /**
  * The SQLite storage of one gateway, opened in its start-up order: the database (migrated), the
- * WAL's checkpoints (store/wal.ts), the instance lock (store/instance-lock.ts) before anything
- * destructive, and the store worker when the config asks for it (store/write-client.ts).
+ * WAL's checkpoints (store/sqlite/wal.ts), the instance lock (store/sqlite/instance-lock.ts) before anything
+ * destructive, and the store worker when the config asks for it (store/sqlite/write-client.ts).
  */
 import type { Logger } from 'pino';
 import type { StoreConfig } from '../../config/store.js';
-import { type Db, openGatewayDatabase, setGroupCommit, writesSettled } from '../db.js';
-import { acquireInstance, type InstanceLock } from '../instance-lock.js';
 import type { OperatorRecords, StorageCapabilities } from '../port.js';
-import { startCheckpoints } from '../wal.js';
-import { type StoreWorker, startStoreWorker } from '../write-client.js';
 import { type SqliteCallStore, sqliteCallStore } from './call-store.js';
 import type { AuditChain } from './chain.js';
+import { type Db, openGatewayDatabase, setGroupCommit, writesSettled } from './db.js';
+import { acquireInstance, type InstanceLock } from './instance-lock.js';
 import { sqliteOperatorRecords } from './operator-records.js';
 import { SqliteSessionStore } from './session-store.js';
+import { startCheckpoints } from './wal.js';
+import { type StoreWorker, startStoreWorker } from './write-client.js';
 import { sqliteWriteProbe } from './write-probe.js';
 
 /** The settings SQLite storage reads from the gateway config. */
@@ -31,7 +31,7 @@ export interface SqliteSettings {
 export interface SqliteStorageOptions {
   /** False: every write its own transaction, on the loop and in the store worker (default true). */
   groupCommit?: boolean;
-  /** Milliseconds between the WAL checkpoint thread's checkpoints; 0: no thread (store/wal.ts). */
+  /** Milliseconds between the WAL checkpoint thread's checkpoints; 0: no thread (store/sqlite/wal.ts). */
   checkpointIntervalMs?: number;
 }
 
@@ -55,7 +55,7 @@ export interface SqliteStorage extends StorageCapabilities {
  * Opens the gateway's SQLite storage; on a failure what was opened is closed again.
  * @param options mechanisms turned off for a measurement ({@link SqliteStorageOptions}); none by default.
  * @throws InstanceBusyError when the instance runs elsewhere; DatabaseUnavailableError or
- *   SchemaTooNewError from the database's opening (store/db.ts).
+ *   SchemaTooNewError from the database's opening (store/sqlite/db.ts).
  */
 export function openSqliteStorage(
   cfg: SqliteSettings,
@@ -102,7 +102,7 @@ export function openSqliteStorage(
         instance.release();
         await checkpoints.stop(); // its connection closed first: the WAL is gone when close resolves
         await worker?.close();
-        await writesSettled(db); // the group commit's last writes (store/group-commit.ts)
+        await writesSettled(db); // the group commit's last writes (store/sqlite/group-commit.ts)
         db.close();
       })();
       return closed;

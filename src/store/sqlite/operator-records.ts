@@ -1,13 +1,13 @@
 /**
  * The operators' records on SQLite (store/port.ts OperatorRecords): agent blocks and policy
  * reloads as gateway-chain entries, each checked against the newest such entry and appended in
- * one `BEGIN IMMEDIATE` transaction, waited for by awaiting (store/db.ts immediateAsync).
+ * one `BEGIN IMMEDIATE` transaction, waited for by awaiting (store/sqlite/db.ts immediateAsync).
  */
 import { GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
-import { type Db, immediateAsync } from '../db.js';
 import type { BlockEntryType, BlockEvent, OperatorRecords, RecordedReload } from '../port.js';
-import { prepared } from '../statements.js';
 import { AuditChain } from './chain.js';
+import { type Db, immediateAsync } from './db.js';
+import { prepared } from './statements.js';
 
 /** The operator records of one SQLite connection. */
 export function sqliteOperatorRecords(db: Db, chain = new AuditChain(db)): OperatorRecords {

@@ -4,7 +4,7 @@
  * transcript line's JCS) happens outside the write transaction, which only catches up on the
  * entries appended meanwhile.
  */
-import type { LoopSlice } from '../loop-slice.js';
+import type { LoopSlice } from '../../offload/loop-slice.js';
 import type { ClaimPageEntry } from './chain.js';
 
 /** Entries read per page: ~0.3 ms of reading and parsing for ~1 KB entries. */

@@ -10,12 +10,12 @@
  * store/postgres/sealing.ts.
  */
 import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
-import { type Db, immediate, immediateAsync } from '../db.js';
 import type { EntryInput } from '../entries/next-entry.js';
 import { interruptedAttemptEntry, interruptedExecutionEntry, reservedByAttempt } from '../interrupted.js';
 import type { AttemptRow, ExecutionRow } from '../port.js';
 import type { AttemptLog } from './attempts.js';
 import type { AuditChain } from './chain.js';
+import { type Db, immediate, immediateAsync } from './db.js';
 import type { ExecutionRegistry } from './executions.js';
 
 /** What recovery needs of the sessions: where an entry may go, and the claim's call count. */
@@ -68,7 +68,7 @@ export class CallRecovery {
 
   /**
    * {@link run} for a shutdown (the event loop still serves probes and answers): each entry's
-   * transaction waits for a write lock held by another process by awaiting (store/db.ts
+   * transaction waits for a write lock held by another process by awaiting (store/sqlite/db.ts
    * immediateAsync). @throws (rejects) as {@link run}.
    */
   async runAwaited(reason: string): Promise<Recovered> {

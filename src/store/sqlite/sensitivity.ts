@@ -2,10 +2,11 @@
  * The SQLite {@link SensitivityReads}: a session's `session_sensitivity` row, and its chain's
  * tool calls for a session made before that table existed.
  */
-import type { Db } from '../db.js';
+
 import type { SensitivityReads } from '../port.js';
-import { prepared } from '../statements.js';
 import type { AuditChain } from './chain.js';
+import type { Db } from './db.js';
+import { prepared } from './statements.js';
 
 /** The sensitivity reads of one SQLite connection and its chain. */
 export function sqliteSensitivityReads(db: Db, chain: AuditChain): SensitivityReads {

@@ -18,9 +18,8 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import type { AuditEntry, Claim } from '@cmcp/verify/formats';
-import { type Db, immediate, immediateAsync } from '../db.js';
+import { LoopSlice } from '../../offload/loop-slice.js';
 import type { EntryInput } from '../entries/next-entry.js';
-import { LoopSlice } from '../loop-slice.js';
 import type {
   ClaimIssuer,
   ClaimTextPieces,
@@ -30,7 +29,6 @@ import type {
   SessionRow,
   SessionStore,
 } from '../port.js';
-import { prepared } from '../statements.js';
 import type { AuditChain } from './chain.js';
 import {
   claimPartsStored,
@@ -43,7 +41,9 @@ import {
   storedClaimText,
   writeClaimParts,
 } from './claim-text.js';
+import { type Db, immediate, immediateAsync } from './db.js';
 import { catchUp, summarizePaged } from './paged.js';
+import { prepared } from './statements.js';
 
 /** Tries with the work before the transaction before the close signs inside it. */
 const TRIES = 3;

@@ -5,7 +5,7 @@
  */
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { type Db, immediateAsync } from '../db.js';
+import { type Db, immediateAsync } from './db.js';
 
 /**
  * Free space below which the SQLite database counts as full, bytes. The write probe alone can
@@ -15,7 +15,7 @@ import { type Db, immediateAsync } from '../db.js';
 export const MIN_FREE_BYTES = 1024 * 1024;
 
 /**
- * How long the probe waits for the write lock, ms: awaited (store/db.ts immediateAsync, each
+ * How long the probe waits for the write lock, ms: awaited (store/sqlite/db.ts immediateAsync, each
  * try at most BUSY_STEP_MS of the event loop), so a probe never stalls the gateway.
  */
 const PROBE_WAIT_MS = 250;

@@ -1,15 +1,15 @@
 /**
  * The SQLite side of the call path's write commands (store/port.ts, store/writes.ts): the domain objects of
  * one connection that {@link executeWrite} runs a command over — the store worker's
- * (store/write-worker.ts) own connection, or any other that owns its writes the same way.
+ * (store/sqlite/write-worker.ts) own connection, or any other that owns its writes the same way.
  */
 
-import { type Db, immediate } from '../db.js';
-import { prepared } from '../statements.js';
 import type { WriteContext } from '../writes.js';
 import { AttemptLog } from './attempts.js';
 import { AuditChain } from './chain.js';
+import { type Db, immediate } from './db.js';
 import { ExecutionRegistry } from './executions.js';
+import { prepared } from './statements.js';
 
 /** A SQLite connection's write context, with its concrete log and registry. */
 export interface SqliteWriteContext extends WriteContext {

@@ -9,21 +9,12 @@
  * {@link STALE_AFTER_MS} (another host, or a hung process).
  */
 import { hostname } from 'node:os';
-import { CmcpError } from '../errors/index.js';
+import { InstanceBusyError } from '../port.js';
 import { type Db, immediate } from './db.js';
 
 /** A heartbeat older than this frees the lock, milliseconds. */
 export const STALE_AFTER_MS = 30_000;
 const HEARTBEAT_MS = 5_000;
-
-/** Thrown when another live process holds the instance. `code` is stable. */
-export class InstanceBusyError extends CmcpError {
-  declare readonly code: 'INSTANCE_RUNNING';
-  constructor(message: string) {
-    super('INSTANCE_RUNNING', message);
-    this.name = 'InstanceBusyError';
-  }
-}
 
 interface Row {
   pid: number;

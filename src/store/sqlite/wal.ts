@@ -1,7 +1,7 @@
 /**
  * Keeping the write-ahead log bounded (docs/operations.md#the-wal-and-the-disk): a
  * checkpoint cannot pass a reader's snapshot, and with no further writes nothing resets the
- * file. So: readers hold short transactions (paged export, audit/chain.ts), PASSIVE checkpoints
+ * file. So: readers hold short transactions (paged export, store/sqlite/chain.ts), PASSIVE checkpoints
  * run on a schedule (they never wait for a reader or a writer), and `journal_size_limit`
  * truncates the file each time the log restarts after a complete checkpoint.
  *
@@ -17,7 +17,7 @@
  * tests that count the WAL's frames (a restarted log has lost them).
  */
 import { createRequire } from 'node:module';
-import { OffloadThread } from '../offload/thread.js';
+import { OffloadThread } from '../../offload/thread.js';
 import type { Db } from './db.js';
 
 /** The WAL file is truncated to at most this many bytes whenever it restarts. */

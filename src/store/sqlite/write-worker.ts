@@ -1,15 +1,15 @@
 /**
  * The store worker: a thread (offload/thread.ts) that owns a write connection to the gateway's
  * database and runs the call path's write commands (store/writes.ts) there, through the same
- * group commit (store/group-commit.ts), so that the COMMIT, its fsync and the entries' JCS
+ * group commit (store/sqlite/group-commit.ts), so that the COMMIT, its fsync and the entries' JCS
  * hashing do not stop the event loop. A request is `{ cmd }`, or `{ close: true }` (no new
  * attempt after it).
  */
 import { workerData } from 'node:worker_threads';
-import { serveRequests } from '../offload/serve.js';
+import { serveRequests } from '../../offload/serve.js';
+import { executeWrite, type WriteCommand } from '../writes.js';
 import { immediateAsync, openDatabase, setGroupCommit } from './db.js';
-import { sqliteWriteContext } from './sqlite/writes.js';
-import { executeWrite, type WriteCommand } from './writes.js';
+import { sqliteWriteContext } from './writes.js';
 
 /** What the gateway hands the worker at start. */
 export interface WriteWorkerData {

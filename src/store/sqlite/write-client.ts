@@ -1,19 +1,19 @@
 /**
  * The call path's side of the store (store/writes.ts): {@link inProcessWrites} runs each
  * command on the event loop through the connection's group commit; {@link StoreWorker} sends it
- * to the store worker (store/write-worker.ts), an offload thread with a bounded queue.
+ * to the store worker (store/sqlite/write-worker.ts), an offload thread with a bounded queue.
  */
-import { DEFAULT_MAX_QUEUED_WRITES, type StoreConfig, storeWorkerEnabled } from '../config/store.js';
-import { OffloadThread } from '../offload/thread.js';
-import { type Db, immediateAsync } from './db.js';
-import type { WriteRequest, WriteWorkerData } from './write-worker.js';
+import { DEFAULT_MAX_QUEUED_WRITES, type StoreConfig, storeWorkerEnabled } from '../../config/store.js';
+import { OffloadThread } from '../../offload/thread.js';
 import {
   executeWrite,
   type WriteCommand,
   type WriteContext,
   type WriteResults,
   type WriteStore,
-} from './writes.js';
+} from '../writes.js';
+import { type Db, immediateAsync } from './db.js';
+import type { WriteRequest, WriteWorkerData } from './write-worker.js';
 
 /** The writes on the event loop, in this connection's group commit. */
 export function inProcessWrites(db: Db, ctx: WriteContext): WriteStore {

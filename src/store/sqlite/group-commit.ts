@@ -20,7 +20,7 @@
  *   when it was queued) has passed rejects with that SQLITE_BUSY.
  *
  * Grouping is always on in the gateway; code can turn it off for one connection
- * (store/db.ts `setGroupCommit`, the SQLite storage's `groupCommit` option) to compare the two.
+ * (store/sqlite/db.ts `setGroupCommit`, the SQLite storage's `groupCommit` option) to compare the two.
  */
 import { setTimeout } from 'node:timers/promises';
 
@@ -36,7 +36,7 @@ export const MAX_PAUSE_MS = 25;
 /** One try at the lock: the transaction's result, or the SQLITE_BUSY of a BEGIN that got none. */
 export type Attempt<T> = { ran: true; value: T } | { ran: false; busy: Error };
 
-/** What a queue needs from its connection (store/db.ts supplies them). */
+/** What a queue needs from its connection (store/sqlite/db.ts supplies them). */
 export interface CommitPrimitives {
   /** Runs `fn` in one BEGIN IMMEDIATE … COMMIT, or reports SQLITE_BUSY without running it. */
   attempt<T>(fn: () => T): Attempt<T>;

@@ -1,20 +1,22 @@
 /**
- * Signed policy reloads on replicas (docs/replicas.md#serving-as-a-replica): every replica runs
- * the newest accepted bundle, and no call is decided by another bundle than the one its
- * session's binding names.
+ * Signed policy reloads (docs/spec/policy.md#operator-controls, docs/replicas.md#serving-as-a-replica),
+ * on either engine through the storage port's OperatorRecords: a signed bundle replaces the
+ * running policy without a restart (rules in src/policy/state.ts), and no call is decided by
+ * another bundle than the one its session's binding names.
  *
- * - `POST /operator/policy/reload` on any replica checks the signed bundle as on SQLite
- *   (policy/state.ts; refusals recorded as `policy_reload_refused`), records `policy_reload`
- *   with the bundle's files only when its version is higher than the newest recorded one
- *   (through the storage port's OperatorRecords), installs it, measures the gateway again and
- *   closes every open session bound to another bundle, whichever replica opened it (reason `policy_reload`).
- * - Every replica reads the chain's new `policy_reload` entries with its block reads (every
- *   BLOCK_READ_MS, and before it serves), re-checks the newest one's signature against the
- *   pinned key and installs it when newer: within that interval plus one read.
- * - Until a replica has read a reload it decides with the bundle it runs; a session bound to
- *   another bundle than the running one is not used: the replica first reads the recorded
- *   reloads, and a session still bound to another bundle is closed (a named one refused
- *   SESSION_CLOSED, a default one replaced).
+ * - `POST /operator/policy/reload` checks the signed bundle (refusals recorded as
+ *   `policy_reload_refused`), records `policy_reload` *with the bundle's files* only when its
+ *   version is higher than the newest recorded one, installs it, measures the gateway again
+ *   (the next session binds the new hash and measurement) and closes the sessions of the
+ *   previous bundle (reason `policy_reload`): SQLite every open session of this instance, in
+ *   batches; a replica every open session bound to another bundle, whichever replica opened it.
+ * - A restart runs the newest recorded bundle when it is newer than the configured one and
+ *   still verifies under the pinned key ({@link resumeRecordedReload}).
+ * - A replica reads the chain's new `policy_reload` entries with its block reads (every
+ *   BLOCK_READ_MS, and before it serves) and installs the newest when newer. Until it has read
+ *   a reload it decides with the bundle it runs; a session bound to another bundle than the
+ *   running one is not used: the replica first reads the recorded reloads, and a session still
+ *   bound to another bundle is closed (a named one refused SESSION_CLOSED, a default one replaced).
  */
 import { fromB64u } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
@@ -23,35 +25,77 @@ import { reloadDetail } from '../../policy/startup.js';
 import { decodeReloadFiles, type PolicyState, ReloadRefusedError } from '../../policy/state.js';
 import type { SessionService } from '../../session/service.js';
 import type { SessionFacts, SessionRow } from '../../session/types.js';
-import type { OperatorRecords } from '../../store/port.js';
-import { type GatewayChainSink, refuseReload } from '../lifecycle/records.js';
+import type { GatewayChainSink, OperatorRecords } from '../../store/port.js';
+import { refuseReload } from '../lifecycle/records.js';
 import { reloadAnswer } from './controls.js';
 
 /** Sessions whose bound policy hash is remembered; past this the oldest is forgotten (read again). */
 const MAX_REMEMBERED = 10_000;
 
-export interface ReplicaReloadDeps {
-  /** The gateway chain's reload entries, through the storage port (fenced by the replica's lease). */
+export interface ReloadDeps {
+  /** The gateway chain's reload entries, through the storage port (a replica's fenced by its lease). */
   records: OperatorRecords;
   /** The running policy, or null: none configured (a reload is refused `no_policy_key`). */
   policy: PolicyState | null;
   facts: SessionFacts;
   sessions: SessionService;
   chain: GatewayChainSink;
-  /** Run after a bundle is installed (the replica's measurement taken again). */
+  /** Run after a bundle is installed (the gateway's measurement taken again). */
   onInstall: (bundle: PolicyBundle) => void;
+  /**
+   * Closes the sessions of the previous bundle once a newer one is installed (SQLite: every
+   * open session, in batches); absent: every open session bound to another bundle, one by one.
+   */
+  closeOpen?: (reason: string) => Promise<Closed[]>;
   log: Logger;
 }
 
 type Closed = { session_id: string; agent_id: string; claim_sequence: number };
 
-export class ReplicaReloads {
+/**
+ * The newest recorded reload when it is newer than the running bundle and verifies under the
+ * pinned key, installed; else null (the running bundle stays; a reload that no longer verifies
+ * is logged).
+ */
+export async function resumeRecordedReload(
+  records: OperatorRecords,
+  policy: PolicyState,
+  log: Logger,
+): Promise<PolicyBundle | null> {
+  const newest = (await records.reloadsSince(-1)).at(-1);
+  const running = policy.engine.bundle.manifest.version;
+  if (!newest?.detail.bundle_files || (newest.detail.version ?? 0) <= running) return null;
+  const bundle = verifiedReload(policy, newest.detail, running, log);
+  if (bundle) policy.install(bundle);
+  return bundle;
+}
+
+/** A recorded reload's bundle, its signature checked again under the pinned key, or null. */
+function verifiedReload(
+  policy: PolicyState,
+  detail: { bundle_files?: Record<string, string>; signature?: string },
+  running: number,
+  log: Logger,
+): PolicyBundle | null {
+  try {
+    const files = new Map(
+      Object.entries(detail.bundle_files ?? {}).map(([k, v]) => [k, fromB64u(v)] as const),
+    );
+    return policy.check(files, detail.signature, running);
+  } catch (e) {
+    const why = e instanceof ReloadRefusedError ? e.reason : (e as Error).message;
+    log.error({ reason: why }, 'a recorded policy reload does not verify here; not installed');
+    return null;
+  }
+}
+
+export class SignedReloads {
   private readSequence = -1;
   private reading: Promise<void> | null = null;
   /** Session id → the policy bundle hash its recorded binding names. */
   private readonly bound = new Map<string, string | null>();
 
-  constructor(private readonly d: ReplicaReloadDeps) {}
+  constructor(private readonly d: ReloadDeps) {}
 
   /** The recorded reloads since the last read; installs the newest when newer (one read at a time). */
   read(): Promise<void> {
@@ -65,7 +109,7 @@ export class ReplicaReloads {
         this.readSequence = newest.sequence;
         const running = policy.engine.bundle.manifest.version;
         if (typeof newest.detail.version !== 'number' || newest.detail.version <= running) return;
-        const bundle = this.verified(policy, newest.detail, running);
+        const bundle = verifiedReload(policy, newest.detail, running, this.d.log);
         if (!bundle) return;
         this.install(policy, bundle);
         this.d.log.info(
@@ -81,24 +125,6 @@ export class ReplicaReloads {
       }
     })();
     return this.reading;
-  }
-
-  /** A recorded reload's bundle, its signature checked again under the pinned key, or null. */
-  private verified(
-    policy: PolicyState,
-    detail: { bundle_files?: Record<string, string>; signature?: string },
-    running: number,
-  ) {
-    try {
-      const files = new Map(
-        Object.entries(detail.bundle_files ?? {}).map(([k, v]) => [k, fromB64u(v)] as const),
-      );
-      return policy.check(files, detail.signature, running);
-    } catch (e) {
-      const why = e instanceof ReloadRefusedError ? e.reason : (e as Error).message;
-      this.d.log.error({ reason: why }, 'a recorded policy reload does not verify here; not installed');
-      return null;
-    }
   }
 
   private install(policy: PolicyState, bundle: PolicyBundle): void {
@@ -130,8 +156,9 @@ export class ReplicaReloads {
     return hash === this.d.facts.policyBundleHash;
   }
 
-  /** Closes every open session bound to another bundle than the running one. */
+  /** Closes the sessions of the previous bundle ({@link ReloadDeps.closeOpen}). */
   private async closeStale(reason: string): Promise<Closed[]> {
+    if (this.d.closeOpen) return this.d.closeOpen(reason);
     const closed: Closed[] = [];
     for (const s of await this.d.records.sessionsBoundToOtherPolicy(this.d.facts.policyBundleHash ?? '')) {
       const claim = await this.d.sessions.closeAwaited(s.agent_id, s.session_id, reason);

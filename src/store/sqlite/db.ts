@@ -5,14 +5,14 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import { CmcpError } from '../errors/index.js';
-import { type Attempt, type CommitPrimitives, CommitQueue, MAX_PAUSE_MS } from './group-commit.js';
+import { CmcpError } from '../../errors/index.js';
 import {
   DatabaseUnavailableError,
   isPostgresUrl,
   PostgresFeatureUnavailableError,
-} from './migrations/index.js';
-import { migrateSqlite } from './migrations/sqlite.js';
+} from '../migrations/index.js';
+import { migrateSqlite } from '../migrations/sqlite.js';
+import { type Attempt, type CommitPrimitives, CommitQueue, MAX_PAUSE_MS } from './group-commit.js';
 
 export type Db = Database.Database;
 
@@ -127,7 +127,7 @@ export function immediate<T>(db: Db, fn: () => T): T {
 
 /**
  * {@link immediate} for the request paths, through the connection's group commit
- * (store/group-commit.ts): `fn` runs in a SAVEPOINT of a `BEGIN IMMEDIATE` transaction shared
+ * (store/sqlite/group-commit.ts): `fn` runs in a SAVEPOINT of a `BEGIN IMMEDIATE` transaction shared
  * with the other writes queued in the same event-loop turn, and the promise settles once that
  * transaction committed (one fsync for all of them). While another connection holds the write
  * lock, each try keeps the event loop at most {@link BUSY_STEP_MS} and the wait between tries is
