@@ -28,7 +28,7 @@ import {
 } from '../src/store/sqlite/db.js';
 import { ExecutionRegistry } from '../src/store/sqlite/executions.js';
 
-function stats(samples: number[]) {
+export function stats(samples: number[]) {
   const s = [...samples].sort((a, b) => a - b);
   const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))] as number;
   return {
@@ -185,7 +185,7 @@ export async function storeConcurrentBench(dir: string, calls: number, concurren
     );
 }
 
-async function upstreamServer() {
+export async function upstreamServer() {
   const http = createServer(async (req, res) => {
     if (req.method !== 'POST') {
       res.writeHead(405).end();

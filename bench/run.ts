@@ -21,6 +21,8 @@
  *                                  same way, 30 s) (./loop-block.ts; also part of the full run's sections)
  *   npm run bench -- --cpu-side-by-side --cmcp-root DIR   gateway CPU per call of cmcp full, the
  *                                  build in DIR against this one, alternating windows (./cpu-side-by-side.ts)
+ *   npm run bench -- --tls         only the TLS section (./tls.ts): tools/call p50 at c=1 and calls/s at
+ *                                  c=64, plain HTTP against TLS 1.3 on the agent listener
  *   npm run bench -- --replicas    only the replicas section (./replicas.ts): one gateway on SQLite, 1, 2, 3
  *                                  replicas on one PostgreSQL at concurrency 64; BENCHMARKS.md rendered
  *                                  again from the newest full comparison
@@ -51,6 +53,7 @@ import { runMemoryBench } from './memory.js';
 import { runRelayedProgressBench, saveRelayedProgress } from './relayed-progress.js';
 import { replicasTable, runReplicasBench } from './replicas.js';
 import { runSessionBindingBench } from './session-binding.js';
+import { runTlsBench } from './tls.js';
 import { runVerifyBench } from './verify.js';
 
 const int = (v: string) => {
@@ -85,6 +88,7 @@ const program = new Command('bench')
   .option('--cpu-side-by-side', 'CPU per call of cmcp full: the --cmcp-root build against this one')
   .option('--reps <n>', 'repetitions of the side-by-side mode', int, 6)
   .option('--replicas', 'only the replicas section (SQLite, 1-3 PostgreSQL replicas at concurrency 64)')
+  .option('--tls', 'only the TLS section: tools/call p50 at c=1 and calls/s at c=64, plain HTTP against TLS')
   .parse();
 const opts = program.opts<{
   quick?: boolean;
@@ -105,6 +109,7 @@ const opts = program.opts<{
   cpuSideBySide?: boolean;
   reps: number;
   replicas?: boolean;
+  tls?: boolean;
   sections: boolean;
 }>();
 
@@ -228,6 +233,8 @@ try {
     } finally {
       if (sbsDb) rmSync(sbsDb, { recursive: true, force: true });
     }
+  } else if (opts.tls) {
+    await runTlsBench(opts.quick ? 300 : 1000, opts.quick ? 2000 : 5000);
   } else if (opts.sessionBinding) {
     await sessionBinding(!!opts.quick);
   } else if (opts.loopBlock) {

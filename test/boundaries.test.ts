@@ -117,7 +117,7 @@ const SRC_LAYERS = [
   { layer: 'call path', folders: ['call', 'relay'] },
   {
     layer: 'domain',
-    folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'measure', 'upstream'],
+    folders: ['session', 'execution', 'policy', 'catalog', 'claim', 'tee', 'tls', 'measure', 'upstream'],
   },
   // audit/ exports the storage port's audit feed as lines and checks its chains, for both engines.
   { layer: 'storage port', folders: ['store', 'store/migrations', 'audit'] },

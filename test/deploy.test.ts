@@ -340,7 +340,8 @@ describe('OCI image definition (deploy/oci/Containerfile; read, not built)', () 
 
   it('exposes the configured port, checks /healthz, stops on SIGTERM, runs the installed cmcp start', () => {
     expect(one('EXPOSE')).toEqual([String(cfg.listen.port)]);
-    expect(one('HEALTHCHECK').join(' ')).toContain(`http://127.0.0.1:${cfg.listen.port}/healthz`);
+    // TLS ends in the gateway: liveness over https on loopback (identity is the agents' check, not this one).
+    expect(one('HEALTHCHECK').join(' ')).toContain(`https://127.0.0.1:${cfg.listen.port}/healthz`);
     expect(one('STOPSIGNAL')).toEqual(['SIGTERM']);
     expect(JSON.parse(one('ENTRYPOINT')[0] ?? '[]')).toEqual(['/opt/cmcp/bin/cmcp']);
     expect(JSON.parse(one('CMD')[0] ?? '[]')).toEqual(['start', '--config', '/etc/cmcp/cmcp.yaml']);

@@ -6,6 +6,7 @@
 import { jcsDigest, sha256Tagged } from '@cmcp/verify/formats';
 import type { ErrorCode } from '../errors/index.js';
 import type { Disposition } from '../store/port.js';
+import { attestedUpstreamBinding } from '../upstream/attested-tls.js';
 import type { CallOutcome, RoutedTool, UpstreamPool } from '../upstream/pool.js';
 import type { CallLink } from './types.js';
 
@@ -48,6 +49,9 @@ export async function forward(
     ? await link.link.forward(route, args, link.sessionId)
     : await upstreams.call(route, args);
   const detail: Record<string, unknown> = {};
+  // An upstream in a TEE: the attested-TLS binding its connections were accepted under.
+  const attested = attestedUpstreamBinding(route.upstream);
+  if (attested) detail.upstream_attested_tls = attested;
   let errorCode: ErrorCode | null = null;
   let responseHash: string | null = null;
   if ('result' in outcome) {

@@ -29,6 +29,7 @@ import { sqliteSchemaVersion } from '../store/migrations/sqlite.js';
 import { liveHolder } from '../store/sqlite/instance-lock.js';
 import { selectProvider } from '../tee/detect.js';
 import { ATTESTATION_EXIT_CODE, namedProviderRequired, requiredBindingTier } from '../tee/tier.js';
+import { tlsExposure } from '../tls/exposure.js';
 import { UpstreamPool } from '../upstream/pool.js';
 
 /**
@@ -192,6 +193,7 @@ export async function runStartCheck(
   lines.push(attestation);
   for (const u of cfg.upstreams) lines.push(await checkUpstream(u, cfg.limits.max_result_bytes));
   lines.push(await checkListen(cfg.listen.host, cfg.listen.port));
+  lines.push({ what: 'tls', ...tlsExposure(cfg) });
   const failed = lines.filter((l) => l.status === 'FAIL').length;
   const width = Math.max(...lines.map((l) => l.what.length));
   const text =

@@ -3,6 +3,7 @@ import {
   registerTransparencyCommands,
   registerVerifyCommand,
   registerVerifyEvidenceCommand,
+  registerVerifyTlsCommand,
 } from '@cmcp/verify/cli';
 /**
  * The `cmcp` command line. Usage errors and bad input print one clear line and exit 2;
@@ -43,6 +44,7 @@ registerConfigCommand(program);
 addExpectRelease(registerVerifyCommand(program, 'verify'), 'cmcp verify');
 registerVerifyEvidenceCommand(program, 'verify-evidence');
 registerTransparencyCommands(program, 'verify-receipt', 'verify-consistency');
+registerVerifyTlsCommand(program, 'verify-tls');
 registerExecutionsCommand(program);
 registerTpmCommand(program);
 registerPolicyCommand(program);

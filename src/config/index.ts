@@ -17,7 +17,8 @@ export type { AttestationConfig } from './attestation.js';
 import { isPostgresUrl } from './database.js';
 import { storeSchema } from './store.js';
 import { streamsSchema } from './streams.js';
-import { resolveCredentialPaths, stdioEnv, upstreamHeaders, upstreamTls } from './upstream-credentials.js';
+import { refineListeners, resolveTlsPaths, tlsSchema } from './tls.js';
+import { httpCredentialFields, resolveCredentialPaths, stdioEnv } from './upstream-credentials.js';
 import { upstreamOAuth } from './upstream-oauth.js';
 
 const hex64 = z
@@ -66,10 +67,8 @@ const httpUpstream = z.strictObject({
   ...upstreamCommon,
   transport: z.literal('http'),
   url: z.url({ protocol: /^https?$/ }),
-  /** Request headers whose values come from environment variables or files (src/config/upstream-credentials.ts). */
-  headers: upstreamHeaders,
-  /** Pinned CA or server certificate, client certificate. */
-  tls: upstreamTls,
+  /** headers, tls, attested_tls (src/config/upstream-credentials.ts). */
+  ...httpCredentialFields,
   oauth: upstreamOAuth, // OAuth 2.1 client of a protected upstream (./upstream-oauth.ts)
 });
 
@@ -225,6 +224,8 @@ export const configSchema = z
         allowed_hosts: z.array(z.string().regex(HOST_NAME, HOST_NAME_MESSAGE)).min(1).optional(),
       })
       .default({ host: '127.0.0.1', port: 8787 }),
+    /** TLS on the listeners (config/tls.ts); absent: plain HTTP, loopback only. */
+    tls: tlsSchema.optional(),
     /** Development mode: loopback only; allows the `software` provider and the `dev` agent. */
     dev_mode: z.boolean().default(false),
     /**
@@ -294,13 +295,7 @@ export const configSchema = z
         message: `has no effect with provider ${c.attestation.provider} without attestation.minimum_tier (sessions are served unbound anyway)`,
       });
     }
-    if (c.metrics.listen && !c.metrics.allow_remote && !isLoopback(c.metrics.listen.host)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['metrics', 'listen', 'host'],
-        message: `the metrics listener has no authentication: loopback only unless metrics.allow_remote is true; refusing ${c.metrics.listen.host}`,
-      });
-    }
+    refineListeners(c, ctx, isLoopback);
     if (c.limits.headers_timeout_ms > c.limits.request_timeout_ms) {
       ctx.addIssue({
         code: 'custom',
@@ -380,8 +375,9 @@ export const configSchema = z
       // Credentials travel only over TLS, or to a loopback upstream.
       if (u.transport === 'http' && !u.url.startsWith('https:') && URL.canParse(u.url)) {
         const host = new URL(u.url).hostname.replace(/^\[|\]$/g, '');
-        if (u.tls)
-          ctx.addIssue({ code: 'custom', path: ['upstreams', i, 'tls'], message: 'needs an https: url' });
+        for (const k of ['tls', 'attested_tls'] as const)
+          if (u[k])
+            ctx.addIssue({ code: 'custom', path: ['upstreams', i, k], message: 'needs an https: url' });
         if (u.headers && Object.keys(u.headers).length && !isLoopback(host))
           ctx.addIssue({
             code: 'custom',
@@ -485,6 +481,7 @@ function resolveConfigPaths(cfg: GatewayConfig, file: string): GatewayConfig {
   for (const u of cfg.upstreams) if (u.transport === 'http') resolveCredentialPaths(u, abs);
   resolveAttestationPaths(cfg.attestation, abs);
   resolveOAuthPaths(cfg.oauth, abs);
+  resolveTlsPaths(cfg.tls, abs);
   if (cfg.policy) cfg.policy.bundle = abs(cfg.policy.bundle);
   if (cfg.catalog) cfg.catalog.file = abs(cfg.catalog.file);
   return cfg;

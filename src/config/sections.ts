@@ -17,6 +17,7 @@ export const CONFIG_CONCERNS: readonly ConfigConcern[] = [
     sections: {
       listen:
         'Address and port of the gateway, and the Host/Origin names it accepts (DNS-rebinding protection).',
+      tls: 'TLS on the agent and metrics listeners: a generated certificate bound into the hardware evidence, or files.',
       dev_mode:
         'Development mode: loopback only; allows the software provider and the unauthenticated `dev` agent.',
       instance_id:

@@ -55,6 +55,40 @@ export const upstreamTls = z
   .optional();
 
 /**
+ * An upstream that runs in a TEE of its own and terminates attested TLS (docs/spec/attested-tls.md):
+ * every connection to it is checked like an agent checks the gateway, before any request is
+ * sent; the binding accepted is recorded with each call to it.
+ */
+export const upstreamAttestedTls = z
+  .strictObject({
+    /** Accepted `gateway_measurement` values of the upstream (`sha256:<64 hex>`). */
+    measurements: z.array(z.string().regex(/^sha256:[0-9a-f]{64}$/, 'not sha256:<64 lowercase hex>')).min(1),
+    /** Trust store YAML pinning the roots its evidence must chain to (relative to the config). */
+    trust_store: z.string().min(1),
+    /** Reference values YAML for its evidence (relative to the config). */
+    reference_values: z.string().min(1).optional(),
+    /** Pins on the upstream's policy bundle and catalog hashes. */
+    policy_hash: z.string().optional(),
+    catalog_hash: z.string().optional(),
+    /** Oldest acceptable binding, seconds (default 172800). */
+    max_age_s: z.number().int().min(60).optional(),
+    /** Accept evidence that chains to no pinned root (test TPMs only). */
+    allow_unanchored: z.boolean().default(false),
+  })
+  .optional();
+export type UpstreamAttestedTlsConfig = NonNullable<z.infer<typeof upstreamAttestedTls>>;
+
+/** An HTTP upstream's credential fields, spread into its schema. */
+export const httpCredentialFields = {
+  /** Request headers whose values come from environment variables or files. */
+  headers: upstreamHeaders,
+  /** Pinned CA or server certificate, client certificate. */
+  tls: upstreamTls,
+  /** Attested TLS to an upstream in a TEE of its own. */
+  attested_tls: upstreamAttestedTls,
+};
+
+/**
  * A stdio upstream's environment: each value as a string (whether it is a secret is decided by
  * its name and shape, src/upstream/credentials.ts) or `{ value, secret }` to say so explicitly.
  * A secret value is redacted from what every upstream sends back (src/upstream/redact.ts).
@@ -76,11 +110,21 @@ export type UpstreamHeadersConfig = NonNullable<z.infer<typeof upstreamHeaders>>
 
 /** Resolves the files named by the section against the config file's folder. */
 export function resolveCredentialPaths(
-  u: { headers?: UpstreamHeadersConfig; tls?: UpstreamTlsConfig; oauth?: UpstreamOAuthConfig },
+  u: {
+    headers?: UpstreamHeadersConfig;
+    tls?: UpstreamTlsConfig;
+    attested_tls?: UpstreamAttestedTlsConfig;
+    oauth?: UpstreamOAuthConfig;
+  },
   abs: (p: string) => string,
 ): void {
   resolveOAuthSecretPaths(u.oauth, abs);
   for (const s of Object.values(u.headers ?? {})) if ('file' in s) s.file = abs(s.file);
+  if (u.attested_tls) {
+    u.attested_tls.trust_store = abs(u.attested_tls.trust_store);
+    if (u.attested_tls.reference_values)
+      u.attested_tls.reference_values = abs(u.attested_tls.reference_values);
+  }
   const t = u.tls;
   if (!t) return;
   if (t.ca) t.ca = abs(t.ca);

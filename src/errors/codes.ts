@@ -247,6 +247,18 @@ export const GATEWAY_ERRORS = {
       "An HTTP upstream's credential (header value from an environment variable or file, TLS certificate or key) cannot be read at start-up.",
   },
   NOT_FOUND: { http: 404, rpc: -32601, summary: 'No such route or resource.' },
+  TLS_FILES_INVALID: {
+    http: 500,
+    rpc: -32603,
+    summary:
+      'The `tls.certificate` files cannot be used at start-up: unreadable, not a PEM private key, or the leaf certificate is not for that key.',
+  },
+  TLS_EVIDENCE_UNAVAILABLE: {
+    http: 503,
+    rpc: -32603,
+    summary:
+      "GET /.well-known/cmcp/tls-evidence before the listener's TLS key is bound (start-up, between listening and the first binding), or without TLS.",
+  },
   // Codes of the gateway's own error classes (src/). Start-up, CLI and internal codes never
   // travel in a JSON-RPC response: they carry -32603 and a 500 (or the HTTP status that names
   // the fault) for completeness.

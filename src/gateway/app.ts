@@ -7,6 +7,7 @@
  * check, the shutdown gate and the connection limits (edge/, lifecycle/drain.ts). Errors leave as
  * JSON with a stable `error_code`; never a stack trace.
  */
+import type { Server as TlsServer } from 'node:tls';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -16,6 +17,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import { type ConsoleDeps, consoleRoutes } from '../console/plugin.js';
+import type { ListenerTls } from '../tls/listener.js';
 import { oauthMetadataPlugin } from './agent/oauth/metadata.js';
 import { type AgentOptions, agentPlugin } from './agent/plugin.js';
 import { strictUtf8Json } from './edge/bodies.js';
@@ -24,6 +26,7 @@ import type { Authenticator } from './edge/credentials.js';
 import { hostCheck } from './edge/host-check.js';
 import type { GatewayRefusals } from './edge/refusals.js';
 import { errorHandler } from './edge/replies.js';
+import { tlsEvidenceRoute } from './edge/tls-evidence.js';
 import { type HealthOptions, healthPlugin } from './health/plugin.js';
 import type { Drain } from './lifecycle/drain.js';
 import { type OperatorOptions, operatorPlugin } from './operator/plugin.js';
@@ -47,6 +50,8 @@ export interface ServerOptions {
   allowedHosts?: ReadonlySet<string>;
   /** The shutdown gate: refuses new requests once stopped, counts those in flight. */
   drain?: Drain;
+  /** TLS of the listener (src/tls/listener.ts) and its evidence route; absent: plain HTTP. */
+  tls?: ListenerTls;
 }
 
 /** The edge of one gateway: the server, and each plugin's own options. */
@@ -69,6 +74,7 @@ export function buildApp(e: GatewayEdge): FastifyInstance {
   const refusals = server.refusals;
   const recordRefusal = refusals.refused;
   const app = Fastify({
+    ...(server.tls ? { https: server.tls.serverOptions() } : {}),
     ...(server.connections ? connectionOptions(server.connections, () => recordRefusal) : {}),
     loggerInstance: server.logger as unknown as FastifyBaseLogger,
     logController: new OneLineRequestLog(), // one info line per request (below)
@@ -110,6 +116,10 @@ export function buildApp(e: GatewayEdge): FastifyInstance {
 
   const operator = e.operator.operator;
   app.register(healthPlugin, e.health);
+  if (server.tls) {
+    server.tls.attach(app.server as unknown as TlsServer);
+    app.register(tlsEvidenceRoute(server.tls));
+  }
   if (e.agent.oauth) app.register(oauthMetadataPlugin, { oauth: e.agent.oauth });
   app.register(operatorPlugin, { ...e.operator, auth, recordRefusal });
   if (e.console) app.register(consoleRoutes(e.console), { prefix: '/operator/ui' });

@@ -41,6 +41,7 @@ import type { Db } from '../store/sqlite/db.js';
 import { selectProvider } from '../tee/detect.js';
 import type { AttestationProvider } from '../tee/provider.js';
 import { assertTierReached } from '../tee/tier.js';
+import type { ListenerTls } from '../tls/listener.js';
 import type { Tracing } from '../tracing/index.js';
 import { startTracing } from '../tracing/index.js';
 import { UpstreamPool } from '../upstream/pool.js';
@@ -134,11 +135,12 @@ export function startMetrics(
   cfg: GatewayConfig,
   metrics: GatewayMetrics | null,
   refusals: GatewayRefusals,
+  tls?: ListenerTls | null,
 ): Promise<{ url: string; close(): Promise<void> } | null> {
   const listen = cfg.metrics.listen;
   if (!metrics || !listen) return Promise.resolve(null);
   const check = hostCheck(allowedHosts(listen), (route) => refusals.hostRefusals.record(route));
-  return startMetricsListener(metrics, listen.host, listen.port, check);
+  return startMetricsListener(metrics, listen.host, listen.port, check, tls ?? undefined);
 }
 
 /** What the serving parts are built over. */
@@ -274,6 +276,8 @@ export interface AppInputs {
   onTokenAgent?: (agentId: string) => void;
   /** The operator console over the same credentials (absent: not served). */
   console?: (auth: Authenticator, recordAuthFailure: (route: string) => void) => ConsoleDeps;
+  /** TLS of the listeners (src/tls/listener.ts); absent: plain HTTP. */
+  tls?: ListenerTls | null;
 }
 
 /** Builds the HTTP app of the edge's plugins over the serving parts (not yet listening). */
@@ -289,6 +293,7 @@ export function composeApp(cfg: GatewayConfig, s: Serving, i: AppInputs): Fastif
       connections,
       allowedHosts: allowedHosts(cfg.listen),
       drain: i.drain,
+      ...(i.tls ? { tls: i.tls } : {}),
     },
     auth,
     health: { readiness: i.readiness },

@@ -19,6 +19,7 @@ import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/index.js';
 import type { SecretSource, StdioEnvConfig } from '../config/upstream-credentials.js';
 import { CmcpError } from '../errors/index.js';
+import { attestedUpstreamDispatcher } from './attested-tls.js';
 import { authorizerFor, type UpstreamAuthorizer } from './oauth/index.js';
 import { registerPem, registerSecret } from './redact.js';
 
@@ -168,6 +169,11 @@ export function upstreamCredentials(cfg: UpstreamConfig): UpstreamCredentials {
     ...(Object.keys(headers).length ? { headers } : {}),
     authorizer: authorizerFor(cfg),
   };
+  if (cfg.attested_tls) {
+    // An upstream in a TEE: its evidence, not a CA, says who it is (./attested-tls.ts).
+    const attested = attestedUpstreamDispatcher(cfg.name, cfg.attested_tls);
+    return { ...out, dispatcher: attested, close: () => attested.close() };
+  }
   if (!t) return out;
   const pinned = t.server_cert ? new X509Certificate(readPem(cfg.name, 'server_cert', t.server_cert)) : null;
   const ca = [t.ca ? readPem(cfg.name, 'ca', t.ca) : null, pinned?.toString() ?? null].filter(

@@ -195,3 +195,5 @@ export type ParsedClaim = Omit<z.infer<typeof claimBodySchema>, 'claim_version' 
 export type ParsedReplica = z.infer<typeof replicaMemberSchema>;
 /** The `evidence` member of a parsed claim. */
 export type ClaimEvidence = ParsedClaim['evidence'];
+/** zod schema of a claim's `evidence` section (also the evidence of a TLS binding). */
+export const claimEvidenceSchema = claimBodySchema.shape.evidence;

@@ -10,6 +10,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import type { ErrorCode } from '../../errors/index.js';
 import type { RefusalSink } from './refusals.js';
@@ -97,7 +98,10 @@ export function capConnections(app: FastifyInstance, s: ConnectionLimitSettings,
   app.server.on('drop', () => record(null, 'CONNECTION_LIMIT_REACHED', { route: 'connection' }));
   app.server.on('request', (req: IncomingMessage) => current.set(req.socket, req));
   const pending = new UnauthenticatedConnections(s, record);
-  app.server.on('connection', (socket: Socket) => pending.accept(socket));
+  // Over TLS a request's socket is the TLSSocket of 'secureConnection', not the TCP socket of
+  // 'connection': the budget tracks the socket the authentication hook will name.
+  const accepted = app.server instanceof TlsServer ? 'secureConnection' : 'connection';
+  app.server.on(accepted, (socket: Socket) => pending.accept(socket));
   app.server.on('request', (req: IncomingMessage, res: ServerResponse) =>
     pending.requestBegan(req.socket, res),
   );

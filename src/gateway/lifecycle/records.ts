@@ -7,13 +7,14 @@
 
 import { b64u, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { Logger } from 'pino';
-import { type GatewayConfig, isLoopback } from '../../config/index.js';
+import type { GatewayConfig } from '../../config/index.js';
 import { CmcpError, clip, type ErrorCode } from '../../errors/index.js';
 import type { ReloadRefusedError } from '../../policy/state.js';
 import type { GatewayKey } from '../../session/service.js';
 import { activeFaults } from '../../store/faults.js';
 import type { EntryInput, GatewayChainSink } from '../../store/port.js';
 import type { AttestationProvider } from '../../tee/provider.js';
+import { tlsExposure } from '../../tls/exposure.js';
 import {
   AuthFailureRecorder,
   type GatewayRefusals,
@@ -178,9 +179,6 @@ export function warnExposure(cfg: GatewayConfig, log: Logger): void {
     log.warn(
       'DEV MODE: loopback only; unauthenticated requests act as agent "dev"; do not use in production',
     );
-  else if (!isLoopback(cfg.listen.host))
-    log.warn(
-      { host: cfg.listen.host },
-      'listening beyond loopback without TLS: terminate TLS in front of the gateway',
-    );
+  const tls = tlsExposure(cfg);
+  if (tls.status === 'warn') log.warn({ host: cfg.listen.host }, tls.detail);
 }

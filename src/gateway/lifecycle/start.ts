@@ -42,6 +42,7 @@ import type { Db } from '../../store/sqlite/db.js';
 import type { SqliteStorageOptions } from '../../store/sqlite/open.js';
 import type { AttestationProvider } from '../../tee/provider.js';
 import { requiredBindingTier } from '../../tee/tier.js';
+import { type ListenerTls, openListenerTls } from '../../tls/listener.js';
 import type { UpstreamPool } from '../../upstream/pool.js';
 import { recordAvailability } from '../../upstream/record.js';
 import type { ClientSessions } from '../agent/mcp/client-sessions.js';
@@ -85,6 +86,8 @@ export interface Gateway {
   clientSessions: ClientSessions;
   /** Signs the session chains' checkpoints, batched per window (session/checkpoints.ts). */
   checkpoints: CheckpointSigner;
+  /** TLS of the listeners (null: plain HTTP). */
+  tls: ListenerTls | null;
   /** SQLite's connection (tests and tools). @throws Error on PostgreSQL. */
   readonly db: Db;
   /** SQLite's chain object (tests and tools). @throws Error on PostgreSQL. */
@@ -260,6 +263,7 @@ export async function startGateway(
       log,
     });
     const drain = new Drain();
+    const tls = await openListenerTls(cfg);
     const app = composeApp(cfg, serving, {
       log,
       drain,
@@ -272,6 +276,7 @@ export async function startGateway(
       operator,
       audit: engine.auditFeed,
       metrics,
+      tls,
       ...engine.edge(operator),
     });
     engine.attach(app);
@@ -282,7 +287,7 @@ export async function startGateway(
     const extended = measurer.listening(cfg.instance_id);
     extended.catch(() => undefined); // awaited below; observed here should a later step fail first
     await settled;
-    const metricsListener = await startMetrics(cfg, metrics, serving.refusals);
+    const metricsListener = await startMetrics(cfg, metrics, serving.refusals, tls);
     // Periodic re-list for drift checks (catches definitions changed without a notification).
     const relist =
       catalog && cfg.catalog && cfg.catalog.relist_interval_s > 0
@@ -290,6 +295,7 @@ export async function startGateway(
         : null;
     relist?.unref();
     await extended;
+    await tls?.bind({ instanceId: cfg.instance_id, key, facts, provider, log });
     log.info(
       { url, provider: provider.name, tools: upstreams.listTools().length, engine: storage.engine },
       'cmcp gateway listening',
@@ -301,6 +307,7 @@ export async function startGateway(
       closed = true;
       if (relist) clearInterval(relist);
       operator.stop();
+      await tls?.close();
       calls.pendingTerminals.close(); // what is still pending is sealed by the next start or another replica
       await metricsListener?.close();
       clientSessions.close();
@@ -344,6 +351,7 @@ export async function startGateway(
       metricsUrl: metricsListener?.url ?? null,
       clientSessions,
       checkpoints: serving.checkpoints,
+      tls,
       get db() {
         return sqlite?.db ?? notOnThisEngine('db');
       },

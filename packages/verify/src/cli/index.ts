@@ -6,6 +6,7 @@
  * - `evidence`: {@link registerVerifyEvidenceCommand}, {@link runVerifyEvidence} (./evidence.ts);
  * - `receipt`, `consistency`: {@link registerTransparencyCommands}, {@link runVerifyReceipt},
  *   {@link runVerifyConsistency} (./transparency.ts);
+ * - `tls`: {@link registerVerifyTlsCommand}, {@link runVerifyTls} (./tls.ts);
  * - {@link VerifyInputError}: unreadable or oversized input (exit code 2).
  */
 export { registerVerifyCommand, runVerify, type VerifyCliOptions } from './claim.js';
@@ -15,6 +16,7 @@ export {
   type VerifyEvidenceCliOptions,
 } from './evidence.js';
 export { VerifyInputError } from './input.js';
+export { registerVerifyTlsCommand, runVerifyTls, type VerifyTlsCliOptions } from './tls.js';
 export {
   type ConsistencyCliOptions,
   type ReceiptCliOptions,

@@ -3,7 +3,7 @@
  * The `cmcp-verify` command line of the relying party: `cmcp-verify claim <claim> [--audit
  * <bundle>] …` and `cmcp-verify evidence --tpm-quote … | --snp-report … | --tdx-quote … |
  * --event-log …`, `cmcp-verify receipt <receipt> …` and `cmcp-verify consistency <checkpoint>… …`
- * (./transparency.ts). Exit codes: 0 verified (verdict not `invalid`, and at least `--require`,
+ * (./transparency.ts), and `cmcp-verify tls https://host:port` (attested TLS). Exit codes: 0 verified (verdict not `invalid`, and at least `--require`,
  * default `hardware-attested`; for a claim, or signed by a key pinned with `--key`), 1 invalid or
  * not accepted, 2 unreadable input or usage error (one line on stderr, no stack trace).
  */
@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { registerVerifyCommand } from './claim.js';
 import { registerVerifyEvidenceCommand } from './evidence.js';
+import { registerVerifyTlsCommand } from './tls.js';
 import { registerTransparencyCommands } from './transparency.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -29,5 +30,6 @@ program.exitOverride((err) => {
 registerVerifyCommand(program, 'claim');
 registerVerifyEvidenceCommand(program, 'evidence');
 registerTransparencyCommands(program, 'receipt', 'consistency');
+registerVerifyTlsCommand(program, 'tls');
 
 await program.parseAsync(process.argv);

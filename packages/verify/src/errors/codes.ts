@@ -8,7 +8,8 @@
  * - Batched bindings' inclusion proofs, canonical JSON, and the `cmcp-verify` command line.
  *
  * JSON-RPC codes: -32080..-32084 for evidence the caller supplied (-32084: a batched binding's
- * proof); -32602 for input the verifier refuses.
+ * proof), -32085 for transparency formats, -32086 for attested-TLS refusals; -32602 for input
+ * the verifier refuses.
  */
 import type { ErrorSpec } from './spec.js';
 
@@ -226,6 +227,51 @@ export const TRANSPARENCY_ERRORS = {
   RECEIPT_MALFORMED: tlog('A receipt (docs/spec/transparency.md#receipts) does not have the receipt shape.'),
 } as const satisfies Record<string, ErrorSpec>;
 
+const tlsRefusal = (summary: string): ErrorSpec => ({ http: 400, rpc: -32086, summary });
+
+/**
+ * Attested TLS (docs/spec/attested-tls.md#client-checks): why a client refused a server before
+ * sending any request. Each is also the reason `cmcp-verify tls` reports.
+ */
+export const ATTESTED_TLS_ERRORS = {
+  TLS_EVIDENCE_MISSING: tlsRefusal(
+    'The server certificate carries no tcg-dice-conceptual-message-wrapper extension and no evidence document was given (e.g. a plain TLS server, whatever its chain).',
+  ),
+  TLS_EVIDENCE_MALFORMED: tlsRefusal(
+    'The evidence extension is not a DER UTF8String holding a JSON CMW record of application/vnd.cmcp.tls-evidence+json, or the document inside is not a cmcp.tls-evidence/1 document.',
+  ),
+  TLS_KEY_NOT_BOUND: tlsRefusal(
+    "The SHA-256 of the server certificate's SubjectPublicKeyInfo is not the spki_sha256 the evidence binds (evidence copied into another key's certificate, or a rotated key).",
+  ),
+  TLS_KEY_NOT_GENERATED: tlsRefusal(
+    'The bound TLS key came from files (key_origin "file"): it existed outside the gateway process; refused unless the client allows file keys.',
+  ),
+  TLS_BINDING_INVALID: tlsRefusal(
+    'The binding does not hold together: not a cmcp.tls-binding/1 preimage, key_thumbprint is not the RFC 7638 thumbprint of cnf.jwk, or evidence.report_data is not key_thumbprint ‖ SHA-256(JCS(preimage)).',
+  ),
+  TLS_EVIDENCE_ABSENT: tlsRefusal(
+    'The gateway could not bind its TLS key (evidence.status "absent", the provider\'s reason in the message).',
+  ),
+  TLS_EVIDENCE_INVALID: tlsRefusal(
+    "The hardware evidence does not verify over the binding's REPORT_DATA (e.g. a quote of another gateway, a bad signature or chain); the failed check and its reason are in the message.",
+  ),
+  TLS_EVIDENCE_UNANCHORED: tlsRefusal(
+    'The hardware evidence verifies but chains to no root the client pinned (hardware-unanchored); refused unless the client allows it.',
+  ),
+  TLS_MEASUREMENT_MISMATCH: tlsRefusal(
+    'The bound gateway_measurement is not one the client expects (or the client pinned none).',
+  ),
+  TLS_POLICY_MISMATCH: tlsRefusal('The bound policy_bundle_hash is not the one the client pinned.'),
+  TLS_CATALOG_MISMATCH: tlsRefusal('The bound catalog_hash is not the one the client pinned.'),
+  TLS_EVIDENCE_EXPIRED: tlsRefusal(
+    "The binding's not_after (or the certificate's notAfter) has passed, or its issued_at or notBefore lies in the future beyond the allowed clock skew.",
+  ),
+  TLS_EVIDENCE_STALE: tlsRefusal("The binding's issued_at is older than the client's maximum age."),
+  TLS_BINDING_REPLAYED: tlsRefusal(
+    'The binding is older than one this client already accepted from the same server and gateway instance (a replayed earlier binding).',
+  ),
+} as const satisfies Record<string, ErrorSpec>;
+
 /** Every code @cmcp/verify owns. */
 export const VERIFY_ERRORS = {
   ...VERIFIER_ERRORS,
@@ -233,4 +279,5 @@ export const VERIFY_ERRORS = {
   ...VERIFY_INPUT_ERRORS,
   ...BINDING_BATCH_ERRORS,
   ...TRANSPARENCY_ERRORS,
+  ...ATTESTED_TLS_ERRORS,
 } as const satisfies Record<string, ErrorSpec>;

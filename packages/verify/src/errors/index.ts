@@ -15,6 +15,7 @@ import type { ErrorSpec } from './spec.js';
 
 export {
   ABI_ERRORS,
+  ATTESTED_TLS_ERRORS,
   BINDING_BATCH_ERRORS,
   TRANSPARENCY_ERRORS,
   VERIFIER_ERRORS,

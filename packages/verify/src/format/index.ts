@@ -18,3 +18,4 @@ export * from './canonical.js';
 export * from './claim.js';
 export * from './entry.js';
 export * from './replica.js';
+export * from './tls.js';
