@@ -1,70 +1,13 @@
 /**
  * OpenTelemetry traces (docs/operations.md#metrics-traces-readiness): a real gateway exports
- * over OTLP/HTTP (JSON) to a receiver written here on 127.0.0.1; the test decodes what arrives
+ * over OTLP/HTTP (JSON) to a receiver on 127.0.0.1 (harness/otlp-receiver.ts); the test decodes what arrives
  * and checks the span names, their parentage, their attributes, that no argument value is
  * exported, and that the HTTP upstream received the upstream span's W3C traceparent.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CountingServer, startCountingServer } from './fixtures/counting-server.js';
 import { cleanup, rpc, startInProcess, writeConfig } from './harness/gateway.js';
-
-interface OtlpValue {
-  stringValue?: string;
-  intValue?: string | number;
-  boolValue?: boolean;
-}
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  /** OTLP SpanKind: 1 internal, 2 server, 3 client. */
-  kind?: number;
-  status?: { code?: number };
-  attributes?: { key: string; value: OtlpValue }[];
-}
-interface OtlpExport {
-  resourceSpans: {
-    resource: { attributes: { key: string; value: OtlpValue }[] };
-    scopeSpans: { spans: OtlpSpan[] }[];
-  }[];
-}
-
-/** An OTLP/HTTP traces receiver (JSON encoding, OTLP spec "OTLP/HTTP"): keeps every request body. */
-async function startReceiver(): Promise<{
-  url: string;
-  bodies: string[];
-  close: () => Promise<void>;
-  server: Server;
-}> {
-  const bodies: string[] = [];
-  const server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    if (
-      req.method === 'POST' &&
-      req.url === '/v1/traces' &&
-      req.headers['content-type'] === 'application/json'
-    ) {
-      bodies.push(Buffer.concat(chunks).toString('utf8'));
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      return;
-    }
-    res.writeHead(415).end();
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/v1/traces`,
-    bodies,
-    server,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
-}
-
-const attr = (s: OtlpSpan, key: string) => s.attributes?.find((a) => a.key === key)?.value.stringValue;
+import { attr, type OtlpExport, type OtlpSpan, startReceiver } from './harness/otlp-receiver.js';
 
 describe('traces over OTLP', () => {
   let up: CountingServer;

@@ -159,7 +159,12 @@ export class Upstream {
       this.answers = watchAnswers(transport);
       // Outermost: no configured secret in any message or error reaches the SDK or the relay.
       redactTransport(transport);
-      client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onListChanged());
+      // A list change can come on a call's own response stream (HTTP): the re-list it starts
+      // is the gateway's own work, not part of that call's trace.
+      client.setNotificationHandler(
+        ToolListChangedNotificationSchema,
+        detached(() => this.onListChanged()),
+      );
       this.hooks.onClient?.(client);
       client.onclose = () => {
         if (this.client === client) this.client = null;
