@@ -232,6 +232,34 @@ describe('an upstream that needs a user, to a client that declared URL-mode elic
         expect(pd?.error_code).toBe('UPSTREAM_AUTHORIZATION_REQUIRED');
         expect(typeof pd?.authorization_url).toBe('string');
       }
+      // A stateless 2026-07-28 request that declares URL-mode elicitation in its `_meta`: the
+      // whole error, with the call's id, evidence and the recorded reason beside the elicitation.
+      const stateless = await rpc(
+        gw.url,
+        'alice-token',
+        {
+          jsonrpc: '2.0',
+          id: 50,
+          method: 'tools/call',
+          params: {
+            name: 'plain.read',
+            arguments: {},
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } },
+            },
+          },
+        },
+        { accept: 'application/json' },
+      );
+      const err = stateless.body.error;
+      expect(err?.code, stateless.text).toBe(-32042);
+      expect(err.data.error_code).toBe('URL_ELICITATION_REQUIRED');
+      expect(err.data.reason).toBe('UPSTREAM_AUTHORIZATION_REQUIRED');
+      expect(err.data.elicitations).toEqual([
+        { mode: 'url', elicitationId: err.data.call_id, url: up.issuer, message: expect.any(String) },
+      ]);
+      expect(typeof err.data.evidence?.entry_hash).toBe('string');
     } finally {
       await urlClient.close();
       await formClient.close();
