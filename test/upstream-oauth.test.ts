@@ -11,6 +11,9 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/index.js';
@@ -190,6 +193,78 @@ describe('an upstream that needs a user', () => {
     const probe = await gw.upstreams.probe();
     expect(probe.plain).toMatch(/authorization required/);
   });
+});
+
+describe('an upstream that needs a user, to a client that declared URL-mode elicitation', () => {
+  it("gets MCP's URLElicitationRequiredError naming the URL; a client without it keeps the URL in data", async () => {
+    const connect = async (capabilities: Record<string, unknown>) => {
+      const c = new Client({ name: 'url-elicitation', version: '1.0.0' }, { capabilities });
+      await c.connect(
+        new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
+          requestInit: { headers: { Authorization: 'Bearer alice-token' } },
+        }),
+      );
+      return c;
+    };
+    const urlClient = await connect({ elicitation: { form: {}, url: {} } });
+    const formClient = await connect({ elicitation: { form: {} } });
+    try {
+      for (const name of ['plain', 'user']) {
+        const unauthorizedBefore = up.challenges.unauthorized;
+        const e = await urlClient.callTool({ name: `${name}.read`, arguments: {} }).catch((x: unknown) => x);
+        expect(e, name).toBeInstanceOf(UrlElicitationRequiredError);
+        const err = e as UrlElicitationRequiredError;
+        expect(err.code).toBe(-32042);
+        expect(err.elicitations).toHaveLength(1);
+        const [el] = err.elicitations;
+        expect(el?.mode).toBe('url');
+        const url = new URL(String(el?.url));
+        expect(url.origin).toBe(new URL(up.issuer).origin);
+        expect(typeof el?.elicitationId).toBe('string');
+        expect(el?.message).toMatch(/authorize/i);
+        // Refused once: the gateway asked the upstream at most once more for it, no loop.
+        expect(up.challenges.unauthorized - unauthorizedBefore).toBeLessThanOrEqual(1);
+        const plain = await formClient
+          .callTool({ name: `${name}.read`, arguments: {} })
+          .catch((x: unknown) => x);
+        expect(plain).not.toBeInstanceOf(UrlElicitationRequiredError);
+        const pd = (plain as { data?: Record<string, unknown> }).data;
+        expect(pd?.error_code).toBe('UPSTREAM_AUTHORIZATION_REQUIRED');
+        expect(typeof pd?.authorization_url).toBe('string');
+      }
+      // A stateless 2026-07-28 request that declares URL-mode elicitation in its `_meta`: the
+      // whole error, with the call's id, evidence and the recorded reason beside the elicitation.
+      const stateless = await rpc(
+        gw.url,
+        'alice-token',
+        {
+          jsonrpc: '2.0',
+          id: 50,
+          method: 'tools/call',
+          params: {
+            name: 'plain.read',
+            arguments: {},
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } },
+            },
+          },
+        },
+        { accept: 'application/json' },
+      );
+      const err = stateless.body.error;
+      expect(err?.code, stateless.text).toBe(-32042);
+      expect(err.data.error_code).toBe('URL_ELICITATION_REQUIRED');
+      expect(err.data.reason).toBe('UPSTREAM_AUTHORIZATION_REQUIRED');
+      expect(err.data.elicitations).toEqual([
+        { mode: 'url', elicitationId: err.data.call_id, url: up.issuer, message: expect.any(String) },
+      ]);
+      expect(typeof err.data.evidence?.entry_hash).toBe('string');
+    } finally {
+      await urlClient.close();
+      await formClient.close();
+    }
+  }, 30_000);
 });
 
 type ErrorBody = { error: { error_code: string } };

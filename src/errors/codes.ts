@@ -53,7 +53,7 @@ export const GATEWAY_ERRORS = {
   },
   CLIENT_REQUEST_FAILED: {
     http: 502,
-    rpc: -32042,
+    rpc: -32044,
     summary:
       'The client answered a server-to-client request (sampling, elicitation, roots) with a JSON-RPC error; its code is in data.rpc_code.',
   },
@@ -385,6 +385,12 @@ export const GATEWAY_ERRORS = {
     rpc: -32038,
     summary:
       "The upstream needs an interactive authorization (a user's consent) that the gateway cannot perform; `data.authorization_url` is where the operator must go. Not sent; not retried, and the upstream is not reported down.",
+  },
+  URL_ELICITATION_REQUIRED: {
+    http: 503,
+    rpc: -32042,
+    summary:
+      "MCP's URLElicitationRequiredError, to a client that declared URL-mode elicitation: the upstream needs a user to authorize the gateway at the URL in `data.elicitations` (`data.reason` is UPSTREAM_AUTHORIZATION_REQUIRED, as recorded). Not sent; not retried.",
   },
   UPSTREAM_AUTHORIZATION_FAILED: {
     http: 502,

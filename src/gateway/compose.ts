@@ -241,6 +241,10 @@ export function composeServing(cfg: GatewayConfig, i: ServingInputs): Serving {
     methods: relay.methods,
     capabilities: () => relay.capabilities(),
     callLink: (req) => callLink(relay, req),
+    declaredCapabilities: (channel) =>
+      channel.clientSessionId === undefined
+        ? channel.declaredCapabilities
+        : clientSessions.capabilities(channel.clientSessionId),
     onNotification: (caller, method, channel) => {
       if (method === 'notifications/roots/list_changed' && channel.clientSessionId !== undefined)
         relay.sessions.rootsChanged(caller.agentId, channel.clientSessionId);

@@ -7,6 +7,7 @@
 
 import type { CallOrchestrator } from '../../../call/orchestrator.js';
 import type { Caller, CallLink } from '../../../call/types.js';
+import { asUrlElicitation, declaresUrlElicitation } from '../../../call/url-elicitation.js';
 import { clip, ERRORS, type ErrorCode } from '../../../errors/index.js';
 import {
   type ClientChannel,
@@ -35,6 +36,11 @@ export interface McpControls {
   capabilities?: () => Promise<Record<string, unknown>>;
   /** How a tools/call reaches its upstream for this client (src/relay/calls.ts). */
   callLink?: (request: MethodRequest) => CallLink;
+  /**
+   * The client capabilities a request's client declared (its session's `initialize`, or a
+   * stateless request's `_meta`); absent: none known.
+   */
+  declaredCapabilities?: (channel: ClientChannel) => Record<string, unknown> | undefined;
   /** Told every notification a client sends (`notifications/roots/list_changed` is relayed). */
   onNotification?: (caller: Caller, method: string, channel: ClientChannel) => void;
 }
@@ -246,7 +252,16 @@ export class McpEndpoint {
         });
       case 'tools/call': {
         const { _meta: _ignored, ...callParams } = params ?? {};
-        const r = await this.calls.call(caller, callParams, startedAt, this.controls.callLink?.(request));
+        const answer = await this.calls.call(
+          caller,
+          callParams,
+          startedAt,
+          this.controls.callLink?.(request),
+        );
+        // A user's authorization an upstream needs reaches a client that can open URLs as one.
+        const r = declaresUrlElicitation(this.controls.declaredCapabilities?.(channel))
+          ? asUrlElicitation(answer)
+          : answer;
         if ('result' in r) return ok(r.result);
         return { status: 200, body: { jsonrpc: '2.0', id, error: r.error } };
       }
