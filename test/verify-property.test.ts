@@ -604,42 +604,46 @@ describe.skipIf(!hasVectors())('sweep: every signed region of every shipped vect
   const family = (r: SignedRegion) => r.name.split(/[/ ]/)[0] as string;
 
   for (const fam of ['tpm', 'snp', 'tdx', 'azure-hcl']) {
-    it(`${fam}: every mutation of every signed input is refused, none crashes`, () => {
-      if (!regions.length) regions = signedRegions();
-      for (const r of regions.filter((x) => family(x) === fam)) {
-        expect(r.accepted(r.base), `${r.name}: the original is accepted`).toBe(true);
-        let n = 0;
-        const t0 = performance.now();
-        const test = (b: Buffer, what: string) => {
-          n++;
-          let ok: boolean;
-          try {
-            ok = r.accepted(b);
-          } catch (err) {
-            throw new Error(`${r.name} ${what} crashed: ${(err as Error).message}`);
-          }
-          if (ok) accepts.push(`${r.name}: ${what}`);
-        };
-        for (const f of r.flips) {
-          const stride = f.stride ?? 1;
-          const mask = f.bitMask ?? 0xff;
-          const allowed = [0, 1, 2, 3, 4, 5, 6, 7].filter((x) => mask & (1 << x));
-          for (let i = f.lo, j = 0; i < f.hi; i += stride, j++) {
-            for (let k = 0; k < (f.bits === 8 ? allowed.length : 1); k++) {
-              const bit = (f.bits === 8 ? allowed[k] : allowed[j % allowed.length]) as number;
-              const b = Buffer.from(r.base);
-              b[i] = (b[i] as number) ^ (1 << bit);
-              test(b, `bit ${bit} of byte ${i}`);
+    it(
+      `${fam}: every mutation of every signed input is refused, none crashes`,
+      () => {
+        if (!regions.length) regions = signedRegions();
+        for (const r of regions.filter((x) => family(x) === fam)) {
+          expect(r.accepted(r.base), `${r.name}: the original is accepted`).toBe(true);
+          let n = 0;
+          const t0 = performance.now();
+          const test = (b: Buffer, what: string) => {
+            n++;
+            let ok: boolean;
+            try {
+              ok = r.accepted(b);
+            } catch (err) {
+              throw new Error(`${r.name} ${what} crashed: ${(err as Error).message}`);
+            }
+            if (ok) accepts.push(`${r.name}: ${what}`);
+          };
+          for (const f of r.flips) {
+            const stride = f.stride ?? 1;
+            const mask = f.bitMask ?? 0xff;
+            const allowed = [0, 1, 2, 3, 4, 5, 6, 7].filter((x) => mask & (1 << x));
+            for (let i = f.lo, j = 0; i < f.hi; i += stride, j++) {
+              for (let k = 0; k < (f.bits === 8 ? allowed.length : 1); k++) {
+                const bit = (f.bits === 8 ? allowed[k] : allowed[j % allowed.length]) as number;
+                const b = Buffer.from(r.base);
+                b[i] = (b[i] as number) ^ (1 << bit);
+                test(b, `bit ${bit} of byte ${i}`);
+              }
             }
           }
+          for (const c of r.cuts) test(Buffer.from(r.base.subarray(0, c)), `cut to ${c}`);
+          tried += n;
+          inputs++;
+          rows.push(`  ${r.name}: ${n} (${Math.round(performance.now() - t0)} ms)`);
         }
-        for (const c of r.cuts) test(Buffer.from(r.base.subarray(0, c)), `cut to ${c}`);
-        tried += n;
-        inputs++;
-        rows.push(`  ${r.name}: ${n} (${Math.round(performance.now() - t0)} ms)`);
-      }
-      expect(accepts.slice(0, 20)).toEqual([]);
-    }, SWEEP_TIMEOUT_MS);
+        expect(accepts.slice(0, 20)).toEqual([]);
+      },
+      SWEEP_TIMEOUT_MS,
+    );
   }
 
   it('totals: mutations tried and false accepts (0)', () => {
