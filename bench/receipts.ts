@@ -9,39 +9,20 @@
  * both); at concurrency 64 the section reports calls/s of both and the checkpoints signed per
  * second (CheckpointSigner.signatures over the run).
  */
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
 import { Agent, fetch } from 'undici';
-import { parseConfig } from '../src/config/index.js';
-import { type Gateway, startGateway } from '../src/gateway/lifecycle/start.js';
 import { stats, upstreamServer } from './execution-id.js';
+import { benchGateway } from './tls.js';
 
 const TOKEN = 'bench-receipts-token';
 const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
 
-async function gateway(dir: string, name: string, upstream: string, windowMs: number): Promise<Gateway> {
-  return startGateway(
-    parseConfig({
-      dev_mode: true,
-      listen: { host: '127.0.0.1', port: 0 },
-      database: join(dir, `${name}.db`),
-      upstreams: [{ name: 'b', transport: 'http', url: upstream }],
-      attestation: { provider: 'software' },
-      agents: [{ agent_id: 'bench', token_sha256: createHash('sha256').update(TOKEN).digest('hex') }],
-      sessions: { default_max_calls: 10_000_000, checkpoint_window_ms: windowMs },
-      // One agent at full speed: the per-agent limits would refuse most calls.
-      limits: {
-        agent_requests_per_s: 1_000_000,
-        agent_request_burst: 1_000_000,
-        agent_max_in_flight: 100_000,
-      },
-    }),
-    pino({ level: 'silent' }),
-  );
-}
+const gateway = (dir: string, name: string, upstream: string, windowMs: number) =>
+  benchGateway(dir, name, upstream, TOKEN, {
+    sessions: { default_max_calls: 10_000_000, checkpoint_window_ms: windowMs },
+  });
 
 /** One tools/call in `session`; microseconds. Throws unless the answer carries a receipt. */
 async function call(url: string, dispatcher: Agent, session: string, i: number): Promise<number> {
