@@ -126,8 +126,11 @@ try {
       exit_codes: r.exitCodes,
       load: r.load,
       ...r.check.counts,
+      receipts: r.receipts.receipts,
+      receipt_sessions: r.receipts.sessions,
+      consistency_proofs: r.receipts.consistencyProofs,
     };
-    violations = [...r.check.violations, ...r.restartFailures];
+    violations = [...r.check.violations, ...r.restartFailures, ...r.receipts.violations];
     r.exitCodes.forEach((c, i) => {
       if (c !== 0) violations.push(`replica ${i} exited ${c} after SIGTERM`);
     });

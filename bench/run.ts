@@ -23,6 +23,9 @@
  *                                  build in DIR against this one, alternating windows (./cpu-side-by-side.ts)
  *   npm run bench -- --tls         only the TLS section (./tls.ts): tools/call p50 at c=1 and calls/s at
  *                                  c=64, plain HTTP against TLS 1.3 on the agent listener
+ *   npm run bench -- --receipts  [--calls N]  only the receipts section (./receipts.ts): tools/call p50 at
+ *                                  c=1 with checkpoints signed per window against a 10 s window, calls/s
+ *                                  and checkpoint signatures per second at c=64
  *   npm run bench -- --replicas    only the replicas section (./replicas.ts): one gateway on SQLite, 1, 2, 3
  *                                  replicas on one PostgreSQL at concurrency 64; BENCHMARKS.md rendered
  *                                  again from the newest full comparison
@@ -50,6 +53,7 @@ import { runExecutionIdBench } from './execution-id.js';
 import { groupCommitTable, runGroupCommitBench } from './group-commit.js';
 import { REPO_ROOT } from './load/profile.js';
 import { runMemoryBench } from './memory.js';
+import { runReceiptsBench } from './receipts.js';
 import { runRelayedProgressBench, saveRelayedProgress } from './relayed-progress.js';
 import { replicasTable, runReplicasBench } from './replicas.js';
 import { runSessionBindingBench } from './session-binding.js';
@@ -65,7 +69,7 @@ const int = (v: string) => {
 const program = new Command('bench')
   .option('--quick', 'short repetitions (a few minutes)')
   .option('--memory', 'bounded-memory mode: many calls, RSS and heap sampled')
-  .option('--calls <n>', 'calls of the memory or profile mode', int)
+  .option('--calls <n>', 'calls of the memory, profile or receipts mode', int)
   .option('--profile', 'CPU profile of cmcp full under load')
   .option('--group-commit', 'cmcp full with group commit off and on, side by side')
   .option(
@@ -88,6 +92,7 @@ const program = new Command('bench')
   .option('--cpu-side-by-side', 'CPU per call of cmcp full: the --cmcp-root build against this one')
   .option('--reps <n>', 'repetitions of the side-by-side mode', int, 6)
   .option('--replicas', 'only the replicas section (SQLite, 1-3 PostgreSQL replicas at concurrency 64)')
+  .option('--receipts', 'only the receipts section: checkpoint signing p50 at c=1, signatures/s at c=64')
   .option('--tls', 'only the TLS section: tools/call p50 at c=1 and calls/s at c=64, plain HTTP against TLS')
   .parse();
 const opts = program.opts<{
@@ -110,6 +115,7 @@ const opts = program.opts<{
   reps: number;
   replicas?: boolean;
   tls?: boolean;
+  receipts?: boolean;
   sections: boolean;
 }>();
 
@@ -233,6 +239,8 @@ try {
     } finally {
       if (sbsDb) rmSync(sbsDb, { recursive: true, force: true });
     }
+  } else if (opts.receipts) {
+    await runReceiptsBench(opts.calls ?? (opts.quick ? 300 : 1000), opts.quick ? 2000 : 5000);
   } else if (opts.tls) {
     await runTlsBench(opts.quick ? 300 : 1000, opts.quick ? 2000 : 5000);
   } else if (opts.sessionBinding) {

@@ -19,7 +19,17 @@ import { stats, upstreamServer } from './execution-id.js';
 const TOKEN = 'bench-tls-token';
 const fmt = (us: number) => `${(us / 1000).toFixed(3)} ms`;
 
-async function gateway(dir: string, name: string, upstream: string, tls: boolean): Promise<Gateway> {
+/**
+ * An in-process bench gateway (software provider, dev mode) on the HTTP upstream `upstream` as
+ * `b`, with the agent of `token` at full speed; `extra` adds or replaces config sections.
+ */
+export async function benchGateway(
+  dir: string,
+  name: string,
+  upstream: string,
+  token: string,
+  extra: Record<string, unknown> = {},
+): Promise<Gateway> {
   return startGateway(
     parseConfig({
       dev_mode: true,
@@ -29,7 +39,7 @@ async function gateway(dir: string, name: string, upstream: string, tls: boolean
       attestation: { provider: 'software' },
       // An authenticated agent: dev mode's unauthenticated requests would have their keep-alive
       // connections closed after limits.unauthenticated_timeout_ms.
-      agents: [{ agent_id: 'bench', token_sha256: createHash('sha256').update(TOKEN).digest('hex') }],
+      agents: [{ agent_id: 'bench', token_sha256: createHash('sha256').update(token).digest('hex') }],
       sessions: { default_max_calls: 10_000_000 },
       // One agent at full speed: the per-agent limits would refuse most calls (bench/compare/subjects.ts).
       limits: {
@@ -37,11 +47,20 @@ async function gateway(dir: string, name: string, upstream: string, tls: boolean
         agent_request_burst: 1_000_000,
         agent_max_in_flight: 100_000,
       },
-      ...(tls ? { tls: { certificate: 'generated', rotation_interval_s: 0 } } : {}),
+      ...extra,
     }),
     pino({ level: 'silent' }),
   );
 }
+
+const gateway = (dir: string, name: string, upstream: string, tls: boolean) =>
+  benchGateway(
+    dir,
+    name,
+    upstream,
+    TOKEN,
+    tls ? { tls: { certificate: 'generated', rotation_interval_s: 0 } } : {},
+  );
 
 /** One tools/call over `dispatcher`; microseconds. */
 async function call(url: string, dispatcher: Agent, i: number): Promise<number> {

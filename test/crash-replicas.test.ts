@@ -53,6 +53,11 @@ describe.skipIf(!withPostgres)(
       expect(r.check.violations).toEqual([]);
       expect(r.restartFailures).toEqual([]);
       expect(r.exitCodes).toEqual([0, 0, 0]);
+      // Every answered call in a session has a receipt after the disruptions whose inclusion
+      // proof reaches its checkpoint's root, and each session's checkpoints are consistent.
+      expect(r.receipts.violations).toEqual([]);
+      expect(r.receipts.receipts).toBeGreaterThan(10);
+      expect(r.receipts.sessions).toBeGreaterThan(0);
       // Disruptions 2, 4, 6, 8 were the PostgreSQL faults, each once, every replica running after
       // each (else restartFailures names it); 1, 3, 5, 7 were kills, each followed by a start of
       // that replica; the fifth was a SIGSTOP past the lease first, whose resumed replica said

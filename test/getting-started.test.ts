@@ -182,6 +182,11 @@ describe('docs/getting-started.md', () => {
     if (process.env.CMCP_GUIDE_TRANSCRIPT) writeFileSync(process.env.CMCP_GUIDE_TRANSCRIPT, out);
     expect(out).toMatch(/binding bound \(tpm\)/);
     expect(out).toMatch(/verdict\W+hardware-attested/i);
+    // The agent's own receipt: fetched from the receipts route, checked offline with the claim
+    // (bound to the TPM quote) and with the pinned gateway key alone.
+    expect(out).toMatch(/receipt: leaf \d+, entry [0-9a-f]{16}/);
+    expect(out).toContain('receipt: hardware-attested');
+    expect(out).toContain('receipt with the pinned key: signed-only');
     expect(out).toContain('curl session: hardware-attested');
     expect(out).toMatch(/"error_code":"INVALID_REQUEST".*unknown member \\"chalenge\\"/);
     // The catalog and the policy decide: a hand-written forbid refuses a call, naming its rule;

@@ -28,6 +28,7 @@ import { postgresReplicaConfig, ReplicaSet } from '../replicas.js';
 import { type CheckResult, checkCrashSnapshot } from './check.js';
 import { CrashLoad, type LoadCounts } from './load.js';
 import { readPostgresSnapshot } from './postgres-snapshot.js';
+import { checkCrashReceipts, type ReceiptCheck } from './receipts.js';
 import { startLoggingUpstream } from './upstream.js';
 
 export interface ReplicaCrashOptions {
@@ -74,6 +75,8 @@ export interface ReplicaCrashReport {
   restartFailures: string[];
   load: LoadCounts;
   check: CheckResult;
+  /** The answered calls' receipts, fetched once every replica is back (receipts.ts). */
+  receipts: ReceiptCheck;
 }
 
 const TOKEN = 'crash-test-token';
@@ -278,6 +281,15 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
     await Promise.all(restarts.values());
     // Every replica is back: serve a little more (retries too), then stop them all gracefully.
     await sleep(maxUp);
+    let turn = 0;
+    const anyReplica = () => {
+      const up = replicas.running();
+      return replicas.url(up[turn++ % up.length] as number);
+    };
+    const receipts = await checkCrashReceipts(anyReplica, TOKEN, load.answered);
+    o.log?.(
+      `receipts: ${receipts.receipts} verified, ${receipts.sessions} sessions, ${receipts.consistencyProofs} consistency proofs`,
+    );
     const exitCodes = await replicas.stopAll();
     stop.stopped = true;
     await running;
@@ -292,6 +304,7 @@ export async function runReplicaCrashTest(o: ReplicaCrashOptions): Promise<Repli
       restartFailures,
       load: load.counts,
       check: checkCrashSnapshot(snapshot, 'up.work', upstream.ran, load.answered),
+      receipts,
     };
   } finally {
     await set?.stopAll();
