@@ -81,6 +81,10 @@ function writePolicy(): string {
     join(dir, '05-permit-all.cedar'),
     '@id("permit-all")\npermit (principal, action, resource);\n',
   );
+  writeFileSync(
+    join(dir, '06-no-big.cedar'),
+    '@id("console-no-big")\nforbid (principal, action == Action::"call_tool", resource == Tool::"c.big");\n',
+  );
   return dir;
 }
 
@@ -134,6 +138,8 @@ beforeAll(async () => {
     { session_id: closedSession, execution_id: 'job-1' },
   );
   expect(ex.body.result).toBeDefined();
+  const denied = await call('alice-token', 'c.big', { size: 1 }, { session_id: closedSession });
+  expect(denied.body.error.data.error_code).toBe('POLICY_DENY');
   expect((await rest(gw.url, 'alice-token', 'POST', `/sessions/${closedSession}/close`)).status).toBe(200);
   expect((await call('xss-token', 'c.record', { a: 3 })).body.result).toBeDefined();
   await call('alice-token', 'mut.mutate', {});
@@ -245,6 +251,12 @@ describe('the console in headless Chromium', () => {
       dialogs.push(d.message());
       void d.dismiss();
     });
+    // Console errors (a CSP refusal, a failed stylesheet) and uncaught page errors.
+    const consoleErrors: string[] = [];
+    tab.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+    tab.on('pageerror', (e) => consoleErrors.push(String(e)));
     await tab.goto(`${gw.url}/operator/ui/`);
     expect(new URL(tab.url()).pathname).toBe('/operator/ui/login');
     await tab.type('input[name=token]', 'not-a-token');
@@ -276,6 +288,16 @@ describe('the console in headless Chromium', () => {
     expect(types).toContain('tool_call');
     expect(types.at(-1)).toBe('session_close');
     expect(await tab.$$eval('[data-execution]', (es) => es.map((e) => e.textContent))).toContain('job-1');
+    // Each call shows its decision and the rule that decided it; the denied one names the forbid.
+    const calls = await tab.$$eval('[data-entry="tool_call"]', (es) =>
+      es.map((e) => ({
+        tool: e.querySelector('[data-tool]')?.textContent,
+        decision: e.querySelector('[data-decision]')?.textContent,
+        rule: e.querySelector('[data-rule]')?.textContent,
+      })),
+    );
+    expect(calls).toContainEqual({ tool: 'c.big', decision: 'deny', rule: 'console-no-big' });
+    expect(calls).toContainEqual({ tool: 'c.record', decision: 'allow', rule: 'permit-all' });
     await clickAndWait(tab, '[data-claim-link]');
     await tab.screenshot({ path: join(SHOTS, 'claim.png'), fullPage: true });
     const dir = defaultAttestationDir();
@@ -328,12 +350,26 @@ describe('the console in headless Chromium', () => {
     const codes = await tab.$$eval('[data-code]', (es) => es.map((e) => e.getAttribute('data-code')));
     expect(codes).toContain('UNAUTHENTICATED');
     expect(codes).toContain('AGENT_BLOCKED');
+    expect(codes).toContain('POLICY_DENY');
+    const denials = await tab.$$eval('[data-denial]', (es) =>
+      es.map((e) => ({
+        agent: e.querySelector('[data-agent]')?.textContent,
+        tool: e.querySelector('[data-tool]')?.textContent,
+        rule: e.querySelector('[data-rule]')?.textContent,
+        session: e.querySelector('a')?.textContent,
+      })),
+    );
+    expect(denials).toEqual([
+      { agent: 'alice', tool: 'c.big', rule: 'console-no-big', session: closedSession },
+    ]);
 
     await clickAndWait(tab, 'nav a[href="/operator/ui/agents"]');
     await clickAndWait(tab, '[data-agent-row="bob"] button');
     expect(await tab.$eval('[data-agent-row="bob"]', (e) => e.getAttribute('data-blocked'))).toBe('false');
     expect((await call('bob-token', 'c.record', { a: 5 })).body.result).toBeDefined();
     expect(dialogs).toEqual([]); // no injected script ever ran
+    // The one expected error is the refused login's 401 at the start.
+    expect(consoleErrors.filter((m) => !m.includes('401'))).toEqual([]);
     await tab.close();
   }, 120_000);
 });

@@ -43,7 +43,7 @@ declare module 'fastify' {
 const CSP =
   "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 /** Routes served without a login. */
-const OPEN = new Set([`${CONSOLE_PATH}/login`, `${CONSOLE_PATH}/console.css`]);
+const OPEN = new Set([`${CONSOLE_PATH}/login`, `${CONSOLE_PATH}/console.css`, `${CONSOLE_PATH}/favicon.svg`]);
 
 function securityHeaders(reply: FastifyReply): void {
   reply
@@ -95,6 +95,7 @@ export function consoleRoutes(d: ConsoleDeps) {
     });
 
     app.get('/console.css', async (_req, reply) => reply.type('text/css; charset=utf-8').send(v.CONSOLE_CSS));
+    app.get('/favicon.svg', async (_req, reply) => reply.type('image/svg+xml').send(v.CONSOLE_ICON));
     app.get('/login', async (_req, reply) => sendPage(reply, v.page('Log in', v.loginView(false))));
     // The login form is read before it authenticates anyone: a token (at most 512 characters)
     // and the form's fields fit well in LOGIN_BODY_BYTES; a longer body is refused (413) unread.

@@ -32,6 +32,29 @@ export interface ConsoleOperator {
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;
 
+/** How many refused entries one refusals page reads at most. */
+const REFUSALS_READ = 20_000;
+
+/** A call the policy refused, with the rules that denied it (`policy_rule_matched`). */
+export interface PolicyDenial {
+  at: string;
+  agentId: string;
+  tool: string | null;
+  code: string;
+  rules: string[];
+  /** The session whose chain holds the denial, null for the gateway chain. */
+  sessionId: string | null;
+}
+
+const policyDenial = (e: AuditEntry): PolicyDenial => ({
+  at: e.timestamp_utc,
+  agentId: e.agent_id ?? '',
+  tool: e.tool_name ?? null,
+  code: e.error_code ?? 'UNKNOWN',
+  rules: e.policy_rule_matched ?? [],
+  sessionId: e.chain_id === GATEWAY_CHAIN_ID ? null : e.session_id,
+});
+
 /** Refusal counts of one time bucket, by error code. */
 export interface RefusalBucket {
   /** Start of the bucket, RFC 3339 (UTC). */
@@ -109,17 +132,22 @@ export class ConsoleReadModel {
   }
 
   /**
-   * Refused requests in the gateway chain, counted by error code per minute (last hour) or per
-   * hour (last 48 hours). An entry of rate-bounded unauthenticated requests counts `detail.count`.
+   * Refused requests in every chain, counted by error code per minute (last hour) or per
+   * hour (last 48 hours), and the policy denials among them (newest first, with their rules). An entry of rate-bounded unauthenticated requests counts `detail.count`.
    */
-  refusals(size: BucketSize, now = Date.now()): { buckets: RefusalBucket[]; codes: string[] } {
+  refusals(
+    size: BucketSize,
+    now = Date.now(),
+  ): { buckets: RefusalBucket[]; codes: string[]; denials: PolicyDenial[] } {
     const { ms, span } = BUCKETS[size];
     const first = Math.floor(now / ms) * ms - (span - 1) * ms;
     // The chain's timestamps carry microseconds (store/entries/clock.ts); compare in the same format.
     const since = `${new Date(first).toISOString().slice(0, 23)}000Z`;
     const buckets = new Map<number, Record<string, number>>();
     const codes = new Set<string>();
-    for (const e of this.chain.refusedSince(GATEWAY_CHAIN_ID, since)) {
+    const denials: PolicyDenial[] = [];
+    for (const e of this.chain.refusedInAnyChainSince(since, REFUSALS_READ)) {
+      if (e.policy_decision === 'deny') denials.push(policyDenial(e));
       const at = Date.parse(e.timestamp_utc);
       if (Number.isNaN(at)) continue;
       const key = Math.floor(at / ms) * ms;
@@ -135,6 +163,7 @@ export class ConsoleReadModel {
         .sort(([a], [b]) => b - a)
         .map(([start, counts]) => ({ start: new Date(start).toISOString(), counts })),
       codes: [...codes].sort(),
+      denials: denials.reverse().slice(0, LIST_LIMIT),
     };
   }
 }

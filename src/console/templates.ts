@@ -6,7 +6,7 @@
 export const TEMPLATES = {
   layout: `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title><%= it.title %> · cmcp operator console</title>
-<link rel="stylesheet" href="<%= it.base %>/console.css"></head>
+<link rel="stylesheet" href="<%= it.base %>/console.css"><link rel="icon" href="<%= it.base %>/favicon.svg"></head>
 <body><header><strong>cmcp operator console</strong>
 <% if (it.nav) { %>
 <nav><a href="<%= it.base %>/">overview</a> · <a href="<%= it.href('sessions') %>">sessions</a> ·
@@ -54,11 +54,11 @@ export const TEMPLATES = {
   chain: `<p>agent <span data-agent><%= it.session.agent_id %></span>, <%= it.session.status %>
 <% if (it.session.status === 'closed') { %> · <a href="<%= it.href('sessions', it.session.session_id, 'claim') %>" data-claim-link>claim and verification</a><% } %></p>
 <table data-section="chain">
-<tr><th>#</th><th>time</th><th>type</th><th>tool</th><th>execution_id</th><th>decision</th><th>disposition</th><th>error</th><th>entry hash</th></tr>
+<tr><th>#</th><th>time</th><th>type</th><th>tool</th><th>execution_id</th><th>decision</th><th>rule</th><th>disposition</th><th>error</th><th>entry hash</th></tr>
 <% it.entries.forEach(function (e) { %><tr data-entry="<%= e.entry_type %>">
 <td><%= e.sequence_number %></td><td><%= e.timestamp_utc %></td><td><%= e.entry_type %></td>
 <td data-tool><%= e.tool_name ?? '' %></td><td data-execution><%= e.execution_id ?? '' %></td>
-<td><%= e.policy_decision ?? '' %></td><td><%= e.disposition ?? '' %></td><td><%= e.error_code ?? '' %></td>
+<td data-decision><%= e.policy_decision ?? '' %></td><td data-rule><%= (e.policy_rule_matched ?? []).join(', ') %></td><td><%= e.disposition ?? '' %></td><td><%= e.error_code ?? '' %></td>
 <td><code><%= e.entry_hash %></code></td></tr><% }) %></table>`,
 
   claim: `<p><a href="<%= it.href('sessions', it.sessionId) %>">back to the chain</a></p>
@@ -87,7 +87,15 @@ export const TEMPLATES = {
 <table data-section="refusals"><tr><th>from (UTC)</th><% it.codes.forEach(function (c) { %><th data-code="<%= c %>"><%= c %></th><% }) %></tr>
 <% it.buckets.forEach(function (b) { %><tr data-bucket="<%= b.start %>"><td><%= b.start %></td>
 <% it.codes.forEach(function (c) { %><td data-count="<%= c %>"><%= b.counts[c] ?? 0 %></td><% }) %></tr><% }) %>
-</table><% } %>`,
+</table><% } %>
+<h2>Policy denials</h2>
+<% if (!it.denials.length) { %><p>no policy denials in this window</p><% } else { %>
+<table data-section="denials"><tr><th>time (UTC)</th><th>agent</th><th>tool</th><th>code</th><th>rule</th><th>session</th></tr>
+<% it.denials.forEach(function (d) { %><tr data-denial="<%= d.code %>">
+<td><%= d.at %></td><td data-agent><%= d.agentId %></td><td data-tool><%= d.tool ?? '' %></td><td><%= d.code %></td>
+<td data-rule><%= d.rules.length ? d.rules.join(', ') : '(none matched)' %></td>
+<td><% if (d.sessionId) { %><a href="<%= it.href('sessions', d.sessionId) %>"><%= d.sessionId %></a><% } else { %>gateway<% } %></td>
+</tr><% }) %></table><% } %>`,
 
   agents: `<table data-section="agents"><tr><th>agent</th><th>state</th><th>action</th></tr>
 <% it.agents.forEach(function (a) { %><tr data-agent-row="<%= a.id %>" data-blocked="<%= a.blocked %>">

@@ -11,7 +11,7 @@ import type { AuditEntry } from '@cmcp/verify/formats';
 import { Eta } from 'eta';
 import type { SessionRow } from '../session/service.js';
 import type { ExecutionRow } from '../store/port.js';
-import type { BucketSize, RefusalBucket } from './read-model.js';
+import type { BucketSize, PolicyDenial, RefusalBucket } from './read-model.js';
 import { TEMPLATES } from './templates.js';
 
 const BASE = '/operator/ui';
@@ -36,6 +36,10 @@ td,th{border:1px solid #ccd;padding:.25em .5em;text-align:left;vertical-align:to
 code{font:12px ui-monospace,monospace;word-break:break-all}td:first-child code{word-break:normal;white-space:nowrap}.pass{color:#0a7a2f}.fail{color:#b00020}
 .absent,.not-applicable{color:#777}.verdict{font-size:1.3em;font-weight:bold}
 .error{color:#b00020;font-weight:bold}form.inline{display:inline}`;
+
+/** The tab icon, served from `${BASE}/favicon.svg` (without it a browser asks for /favicon.ico: a 404). */
+export const CONSOLE_ICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2330"/></svg>';
 
 /** A whole page: the layout (navigation when logged in) around the rendered view. */
 export function page(title: string, view: View, nav?: { csrf: string; operatorId: string }): string {
@@ -87,9 +91,12 @@ export const claimView = (
 export const executionsView = (rows: ExecutionRow[]): View => ({ template: 'executions', data: { rows } });
 
 /** Refusals by code per time bucket, newest first. */
-export const refusalsView = (size: BucketSize, r: { buckets: RefusalBucket[]; codes: string[] }): View => ({
+export const refusalsView = (
+  size: BucketSize,
+  r: { buckets: RefusalBucket[]; codes: string[]; denials: PolicyDenial[] },
+): View => ({
   template: 'refusals',
-  data: { size, buckets: r.buckets, codes: r.codes },
+  data: { size, buckets: r.buckets, codes: r.codes, denials: r.denials },
 });
 
 /** Every known agent with its block or unblock form. */

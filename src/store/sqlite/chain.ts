@@ -176,6 +176,19 @@ export class AuditChain {
   }
 
   /**
+   * Refused entries of every chain (the gateway chain's and each session's, where policy
+   * denials are recorded) stamped at or after `sinceUtc`, oldest first; at most `limit`.
+   */
+  refusedInAnyChainSince(sinceUtc: string, limit: number): AuditEntry[] {
+    return this.db
+      .prepare<[string, number], { canonical: string; entry_hash: string }>(
+        "SELECT canonical, entry_hash FROM audit_entries WHERE timestamp_utc >= ? AND json_extract(canonical, '$.disposition') = 'refused' ORDER BY timestamp_utc LIMIT ?",
+      )
+      .all(sinceUtc, limit)
+      .map(storedEntry);
+  }
+
+  /**
    * The JSON text of {@link bundle}, in pieces: the chain is read in pages of `pageSize`
    * entries, each page its own short read (so no reader holds the WAL back), and the event
    * loop is free between pages (no single read, no single serialisation of a whole chain).
