@@ -32,6 +32,7 @@ import {
   type TestConfig,
   writeConfig,
 } from './harness/gateway.js';
+import { type ProtectedUpstream, startProtectedUpstream } from './harness/oauth-upstream.js';
 
 const OP = 'console-operator-token';
 const XSS = '<script>alert(1)</script>';
@@ -40,6 +41,7 @@ const MUTATING = join(REPO_ROOT, 'test', 'fixtures', 'mutating-server.mjs');
 const mutUpstream = { name: 'mut', transport: 'stdio', command: process.execPath, args: [MUTATING] };
 
 let up: CountingServer;
+let guarded: ProtectedUpstream;
 let cfg: TestConfig;
 let gw: Gateway;
 let browser: Browser;
@@ -111,8 +113,20 @@ beforeAll(async () => {
     );
   mkdirSync(SHOTS, { recursive: true });
   up = await startCountingServer();
+  guarded = await startProtectedUpstream();
   cfg = await writeConfig({
-    upstreams: [{ name: 'c', transport: 'http', url: up.url }, mutUpstream],
+    upstreams: [
+      { name: 'c', transport: 'http', url: up.url },
+      mutUpstream,
+      // Nothing listens on port 1: unavailable, retried. The guarded one waits for a user.
+      { name: 'gone', transport: 'http', url: 'http://127.0.0.1:1/mcp' },
+      {
+        name: 'guarded',
+        transport: 'http',
+        url: guarded.url,
+        oauth: { grant: 'authorization_code', redirect_uri: 'https://gateway.example/oauth/callback' },
+      },
+    ],
     agents: [
       { agent_id: 'alice', token: 'alice-token' },
       { agent_id: 'bob', token: 'bob-token' },
@@ -152,6 +166,7 @@ afterAll(async () => {
   await browser?.close();
   await gw?.close();
   await up?.close();
+  await guarded?.close();
   if (cfg) cleanup(cfg.dir);
   rmSync(work, { recursive: true, force: true });
 });
@@ -331,6 +346,25 @@ describe('the console in headless Chromium', () => {
     ).toEqual(['completed']);
 
     // Block bob through the form: /mcp refuses him; unblock lets him back.
+    // Upstreams: available, down, and waiting for a user with the URL to send them to.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/upstreams"]');
+    await tab.screenshot({ path: join(SHOTS, 'upstreams.png'), fullPage: true });
+    const states = await tab.$$eval('[data-upstream]', (es) =>
+      es.map((e) => [e.getAttribute('data-upstream'), e.getAttribute('data-state')]),
+    );
+    expect(Object.fromEntries(states)).toEqual({
+      c: 'available',
+      mut: 'available',
+      gone: 'unavailable',
+      guarded: 'authorization required',
+    });
+    const authUrl = await tab.$eval(
+      '[data-upstream="guarded"] [data-authorization-url]',
+      (e) => e.textContent,
+    );
+    expect(authUrl).toBe(gw.upstreams.availability.get('guarded')?.needsUser?.authorizationUrl);
+    expect(authUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+
     await clickAndWait(tab, 'nav a[href="/operator/ui/agents"]');
     await tab.type('[data-agent-row="bob"] input[name=reason]', 'console test');
     await clickAndWait(tab, '[data-agent-row="bob"] button');

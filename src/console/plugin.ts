@@ -18,7 +18,12 @@ import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CmcpError } from '../errors/index.js';
 import { CONSOLE_COOKIE, CONSOLE_PATH, type ConsoleLogin, ConsoleLogins, csrfMatches } from './login.js';
-import type { BucketSize, ConsoleReadModel } from './read-model.js';
+import {
+  type BucketSize,
+  type ConsoleReadModel,
+  type ConsoleUpstreams,
+  upstreamStates,
+} from './read-model.js';
 import * as v from './views.js';
 
 export interface ConsoleDeps {
@@ -32,6 +37,8 @@ export interface ConsoleDeps {
   secureCookie: boolean;
   /** Records a refused login (the gateway's rate-bounded unauthenticated-request recorder). */
   recordAuthFailure: (route: string) => void;
+  /** The upstream pool's availability (upstream/pool.ts); the upstreams page is empty without it. */
+  upstreams?: ConsoleUpstreams;
 }
 
 declare module 'fastify' {
@@ -167,6 +174,9 @@ function pages(app: FastifyInstance, d: ConsoleDeps): void {
     const size: BucketSize = req.query.bucket === 'hour' ? 'hour' : 'minute';
     return sendPage(reply, v.page('Refusals by code', v.refusalsView(size, d.read.refusals(size)), nav(req)));
   });
+  app.get('/upstreams', async (req, reply) =>
+    sendPage(reply, v.page('Upstreams', v.upstreamsView(upstreamStates(d.upstreams)), nav(req))),
+  );
   app.get('/agents', async (req, reply) => {
     const agents = d.read.agents.map((id) => ({ id, blocked: d.read.isBlocked(id) }));
     return sendPage(reply, v.page('Agents', v.agentsView(agents, loginOf(req).csrf), nav(req)));

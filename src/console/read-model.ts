@@ -22,11 +22,51 @@ import { storedClaim } from '../store/sqlite/claim-text.js';
 import type { Db } from '../store/sqlite/db.js';
 import { listExecutions } from '../store/sqlite/executions.js';
 import { listSessions, readSession } from '../store/sqlite/session-store.js';
+import type { Unavailable } from '../upstream/availability.js';
 
 /** What the console reads of the operator controls (gateway/operator/controls.ts implements it). */
 export interface ConsoleOperator {
   status(): Record<string, unknown>;
   isBlocked(agentId: string): boolean;
+}
+
+/** What the console reads of the upstream pool (upstream/pool.ts implements it). */
+export interface ConsoleUpstreams {
+  names(): string[];
+  availability: { get(name: string): Unavailable | null };
+}
+
+/** One upstream as the console shows it. */
+export interface UpstreamState {
+  name: string;
+  state: 'available' | 'unavailable' | 'authorization required' | 'authorization failed';
+  /** Since when it is not available (RFC 3339), the retries so far and why. */
+  since: string | null;
+  attempts: number | null;
+  summary: string | null;
+  /** Where a user authorizes the gateway (an upstream that needs a user), shown as text. */
+  authorizationUrl: string | null;
+}
+
+/** Every configured upstream with its availability, in configuration order. */
+export function upstreamStates(pool: ConsoleUpstreams | undefined): UpstreamState[] {
+  return (pool?.names() ?? []).map((name) => {
+    const down = pool?.availability.get(name) ?? null;
+    if (!down)
+      return { name, state: 'available', since: null, attempts: null, summary: null, authorizationUrl: null };
+    return {
+      name,
+      state: down.needsUser
+        ? 'authorization required'
+        : down.authorizationFailed
+          ? 'authorization failed'
+          : 'unavailable',
+      since: down.since,
+      attempts: down.attempts,
+      summary: down.summary,
+      authorizationUrl: down.needsUser?.authorizationUrl ?? null,
+    };
+  });
 }
 
 /** How many rows a list page shows at most. */

@@ -11,7 +11,7 @@ export const TEMPLATES = {
 <% if (it.nav) { %>
 <nav><a href="<%= it.base %>/">overview</a> · <a href="<%= it.href('sessions') %>">sessions</a> ·
 <a href="<%= it.href('executions') %>">executions</a> · <a href="<%= it.href('refusals') %>">refusals</a> ·
-<a href="<%= it.href('agents') %>">agents</a></nav>
+<a href="<%= it.href('upstreams') %>">upstreams</a> · <a href="<%= it.href('agents') %>">agents</a></nav>
 <span data-operator><%= it.nav.operatorId %></span>
 <form class="inline" method="post" action="<%= it.href('logout') %>">
 <input type="hidden" name="_csrf" value="<%= it.nav.csrf %>"><button type="submit">log out</button></form>
@@ -105,6 +105,14 @@ export const TEMPLATES = {
 <% if (!a.blocked) { %><input name="reason" maxlength="200" placeholder="reason"><% } %>
 <button type="submit"><%= a.blocked ? 'unblock' : 'block' %></button></form></td></tr><% }) %>
 </table>`,
+
+  upstreams: `<% if (!it.rows.length) { %><p>no upstreams configured</p><% } else { %>
+<table data-section="upstreams"><tr><th>upstream</th><th>state</th><th>since</th><th>attempts</th><th>why</th><th>authorization URL</th></tr>
+<% it.rows.forEach(function (u) { %><tr data-upstream="<%= u.name %>" data-state="<%= u.state %>">
+<td><%= u.name %></td><td class="<%= u.state === 'available' ? 'pass' : 'error' %>"><%= u.state %></td>
+<td><%= u.since ?? '' %></td><td><%= u.attempts ?? '' %></td><td><%= u.summary ?? '' %></td>
+<td><% if (u.authorizationUrl) { %><code data-authorization-url><%= u.authorizationUrl %></code><% } %></td></tr><% }) %>
+</table><% } %>`,
 
   message: `<p class="error" data-message><%= it.text %></p>`,
 } as const;

@@ -11,7 +11,7 @@ import type { AuditEntry } from '@cmcp/verify/formats';
 import { Eta } from 'eta';
 import type { SessionRow } from '../session/service.js';
 import type { ExecutionRow } from '../store/port.js';
-import type { BucketSize, PolicyDenial, RefusalBucket } from './read-model.js';
+import type { BucketSize, PolicyDenial, RefusalBucket, UpstreamState } from './read-model.js';
 import { TEMPLATES } from './templates.js';
 
 const BASE = '/operator/ui';
@@ -98,6 +98,9 @@ export const refusalsView = (
   template: 'refusals',
   data: { size, buckets: r.buckets, codes: r.codes, denials: r.denials },
 });
+
+/** Every configured upstream and whether it is available, down, or waiting for a user. */
+export const upstreamsView = (rows: UpstreamState[]): View => ({ template: 'upstreams', data: { rows } });
 
 /** Every known agent with its block or unblock form. */
 export const agentsView = (agents: { id: string; blocked: boolean }[], csrf: string): View => ({
