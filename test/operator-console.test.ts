@@ -46,6 +46,7 @@ let cfg: TestConfig;
 let gw: Gateway;
 let browser: Browser;
 let closedSession = '';
+const startedAt = new Date(Date.now() - 1000).toISOString();
 const work = mkdtempSync(join(tmpdir(), 'cmcp-console-'));
 
 const call = (token: string, name: string, args: Record<string, unknown>, cmcp?: Record<string, unknown>) =>
@@ -234,6 +235,21 @@ describe('console access over HTTP', () => {
   });
 });
 
+describe('console search over HTTP', () => {
+  it('refuses an unknown disposition or a time that does not parse; echoes input escaped', async () => {
+    const cookie = await loginCookie();
+    const bad = await plain('/operator/ui/search?disposition=gone', { headers: { cookie } });
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain('disposition: one of');
+    expect((await plain('/operator/ui/search?from=yesterday', { headers: { cookie } })).status).toBe(400);
+    const xss = await plain(`/operator/ui/search?agent=${encodeURIComponent(XSS)}`, { headers: { cookie } });
+    const html = await xss.text();
+    expect(xss.status).toBe(200);
+    expect(html).not.toMatch(/<script/i);
+    expect(html).toMatch(/data-result-count="[1-9]\d*"/); // the agent's own entries, found by its id
+  });
+});
+
 describe('console logins', () => {
   it('expire, are bounded in number, and match only their own CSRF token', async () => {
     const short = new ConsoleLogins(20);
@@ -346,6 +362,37 @@ describe('the console in headless Chromium', () => {
     ).toEqual(['completed']);
 
     // Block bob through the form: /mcp refuses him; unblock lets him back.
+    // Search: alice's refused entries are the policy denial, with its rule.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/search"]');
+    await tab.type('#search input[name=agent]', 'alice');
+    await tab.select('#search select[name=disposition]', 'refused');
+    await clickAndWait(tab, '#search button');
+    await tab.screenshot({ path: join(SHOTS, 'search.png'), fullPage: true });
+    const found = await tab.$$eval('[data-result]', (es) =>
+      es.map((e) => ({
+        agent: e.querySelector('[data-agent]')?.textContent,
+        tool: e.querySelector('[data-tool]')?.textContent,
+        rule: e.querySelector('[data-rule]')?.textContent,
+        disposition: e.querySelector('[data-disposition]')?.textContent,
+      })),
+    );
+    expect(found).toEqual([
+      { agent: 'alice', tool: 'c.big', rule: 'console-no-big', disposition: 'refused' },
+    ]);
+    expect(await tab.$eval('#search input[name=agent]', (e) => e.getAttribute('value'))).toBe('alice');
+    // By tool and time: every c.record call is in the window since the test began, none after now.
+    const recorded = gw.chain
+      .entries(closedSession)
+      .filter((e) => e.tool_name === 'c.record' && e.entry_type === 'tool_call').length;
+    const window = (from: string) =>
+      `${gw.url}/operator/ui/search?tool=c.record&from=${encodeURIComponent(from)}`;
+    await tab.goto(window(startedAt.slice(0, 19)));
+    expect(Number(await tab.$eval('[data-result-count]', (e) => e.getAttribute('data-result-count')))).toBe(
+      recorded + 1, // and the XSS agent's call in its default session
+    );
+    await tab.goto(window(new Date(Date.now() + 3_600_000).toISOString().slice(0, 19)));
+    expect(await tab.$eval('[data-result-count]', (e) => e.getAttribute('data-result-count'))).toBe('0');
+
     // Upstreams: available, down, and waiting for a user with the URL to send them to.
     await clickAndWait(tab, 'nav a[href="/operator/ui/upstreams"]');
     await tab.screenshot({ path: join(SHOTS, 'upstreams.png'), fullPage: true });

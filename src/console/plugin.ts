@@ -24,6 +24,7 @@ import {
   type ConsoleUpstreams,
   upstreamStates,
 } from './read-model.js';
+import { type SearchFilter, searchAsked, searchFilter, searchForm } from './search.js';
 import * as v from './views.js';
 
 export interface ConsoleDeps {
@@ -173,6 +174,18 @@ function pages(app: FastifyInstance, d: ConsoleDeps): void {
   app.get<{ Querystring: { bucket?: string } }>('/refusals', async (req, reply) => {
     const size: BucketSize = req.query.bucket === 'hour' ? 'hour' : 'minute';
     return sendPage(reply, v.page('Refusals by code', v.refusalsView(size, d.read.refusals(size)), nav(req)));
+  });
+  app.get<{ Querystring: Record<string, unknown> }>('/search', async (req, reply) => {
+    const form = searchForm(req.query);
+    if (!searchAsked(form)) return sendPage(reply, v.page('Search', v.searchView(form, null), nav(req)));
+    let filter: SearchFilter;
+    try {
+      filter = searchFilter(form);
+    } catch (e) {
+      if (!(e instanceof CmcpError)) throw e;
+      return sendPage(reply, v.page('Search', v.messageView(e.message), nav(req)), 400);
+    }
+    return sendPage(reply, v.page('Search', v.searchView(form, d.read.search(filter)), nav(req)));
   });
   app.get('/upstreams', async (req, reply) =>
     sendPage(reply, v.page('Upstreams', v.upstreamsView(upstreamStates(d.upstreams)), nav(req))),

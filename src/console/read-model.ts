@@ -23,6 +23,7 @@ import type { Db } from '../store/sqlite/db.js';
 import { listExecutions } from '../store/sqlite/executions.js';
 import { listSessions, readSession } from '../store/sqlite/session-store.js';
 import type { Unavailable } from '../upstream/availability.js';
+import type { SearchFilter } from './search.js';
 
 /** What the console reads of the operator controls (gateway/operator/controls.ts implements it). */
 export interface ConsoleOperator {
@@ -165,6 +166,11 @@ export class ConsoleReadModel {
     const bundle = this.chain.bundle(sessionId, sessionId);
     const report = await verifyClaim(claim, { bundle, trustStore: this.trust.store });
     return { claim, report, trustNote: this.trust.note };
+  }
+
+  /** Entries of every chain matching a search, newest first (at most {@link LIST_LIMIT}). */
+  search(filter: SearchFilter): AuditEntry[] {
+    return this.chain.search(filter, LIST_LIMIT);
   }
 
   executions(): ExecutionRow[] {

@@ -11,7 +11,7 @@ export const TEMPLATES = {
 <% if (it.nav) { %>
 <nav><a href="<%= it.base %>/">overview</a> · <a href="<%= it.href('sessions') %>">sessions</a> ·
 <a href="<%= it.href('executions') %>">executions</a> · <a href="<%= it.href('refusals') %>">refusals</a> ·
-<a href="<%= it.href('upstreams') %>">upstreams</a> · <a href="<%= it.href('agents') %>">agents</a></nav>
+<a href="<%= it.href('search') %>">search</a> · <a href="<%= it.href('upstreams') %>">upstreams</a> · <a href="<%= it.href('agents') %>">agents</a></nav>
 <span data-operator><%= it.nav.operatorId %></span>
 <form class="inline" method="post" action="<%= it.href('logout') %>">
 <input type="hidden" name="_csrf" value="<%= it.nav.csrf %>"><button type="submit">log out</button></form>
@@ -113,6 +113,23 @@ export const TEMPLATES = {
 <td><%= u.since ?? '' %></td><td><%= u.attempts ?? '' %></td><td><%= u.summary ?? '' %></td>
 <td><% if (u.authorizationUrl) { %><code data-authorization-url><%= u.authorizationUrl %></code><% } %></td></tr><% }) %>
 </table><% } %>`,
+
+  search: `<form method="get" action="<%= it.href('search') %>" id="search">
+<label>agent <input name="agent" maxlength="200" value="<%= it.form.agent %>"></label>
+<label>tool <input name="tool" maxlength="200" value="<%= it.form.tool %>"></label>
+<label>disposition <select name="disposition"><option value="">any</option>
+<% it.dispositions.forEach(function (d) { %><option value="<%= d %>"<% if (d === it.form.disposition) { %> selected<% } %>><%= d %></option><% }) %></select></label>
+<label>from (UTC) <input type="datetime-local" step="1" name="from" value="<%= it.form.from %>"></label>
+<label>to (UTC) <input type="datetime-local" step="1" name="to" value="<%= it.form.to %>"></label>
+<button type="submit">search</button></form>
+<% if (it.entries) { %><p data-result-count="<%= it.entries.length %>"><%= it.entries.length %> entries<% if (it.entries.length >= it.limit) { %> (the newest <%= it.limit %>; narrow the search)<% } %></p>
+<table data-section="results"><tr><th>time (UTC)</th><th>chain</th><th>type</th><th>agent</th><th>tool</th><th>decision</th><th>rule</th><th>disposition</th><th>error</th></tr>
+<% it.entries.forEach(function (e) { %><tr data-result="<%= e.entry_type %>">
+<td><%= e.timestamp_utc %></td>
+<td><% if (e.session_id && e.chain_id === e.session_id) { %><a href="<%= it.href('sessions', e.session_id) %>"><%= e.chain_id %></a><% } else { %><%= e.chain_id %><% } %></td>
+<td><%= e.entry_type %></td><td data-agent><%= e.agent_id ?? '' %></td><td data-tool><%= e.tool_name ?? '' %></td>
+<td><%= e.policy_decision ?? '' %></td><td data-rule><%= (e.policy_rule_matched ?? []).join(', ') %></td>
+<td data-disposition><%= e.disposition ?? '' %></td><td><%= e.error_code ?? '' %></td></tr><% }) %></table><% } %>`,
 
   message: `<p class="error" data-message><%= it.text %></p>`,
 } as const;

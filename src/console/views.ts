@@ -11,7 +11,14 @@ import type { AuditEntry } from '@cmcp/verify/formats';
 import { Eta } from 'eta';
 import type { SessionRow } from '../session/service.js';
 import type { ExecutionRow } from '../store/port.js';
-import type { BucketSize, PolicyDenial, RefusalBucket, UpstreamState } from './read-model.js';
+import {
+  type BucketSize,
+  LIST_LIMIT,
+  type PolicyDenial,
+  type RefusalBucket,
+  type UpstreamState,
+} from './read-model.js';
+import { DISPOSITIONS, type SearchForm } from './search.js';
 import { TEMPLATES } from './templates.js';
 
 const BASE = '/operator/ui';
@@ -101,6 +108,12 @@ export const refusalsView = (
 
 /** Every configured upstream and whether it is available, down, or waiting for a user. */
 export const upstreamsView = (rows: UpstreamState[]): View => ({ template: 'upstreams', data: { rows } });
+
+/** The search form (as typed) and, once asked, the matching entries with their sessions. */
+export const searchView = (form: SearchForm, entries: AuditEntry[] | null): View => ({
+  template: 'search',
+  data: { form, entries, dispositions: DISPOSITIONS, limit: LIST_LIMIT },
+});
 
 /** Every known agent with its block or unblock form. */
 export const agentsView = (agents: { id: string; blocked: boolean }[], csrf: string): View => ({

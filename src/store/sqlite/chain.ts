@@ -189,6 +189,34 @@ export class AuditChain {
   }
 
   /**
+   * Entries of every chain matching each given field (null: any), newest first, at most
+   * `limit`. Times are RFC 3339 in the chain's own format (compared lexically); `from` is
+   * inclusive, `to` exclusive. Not indexed: a full scan bounded by `limit` matches (console).
+   */
+  search(
+    f: {
+      agentId: string | null;
+      tool: string | null;
+      disposition: string | null;
+      from: string | null;
+      to: string | null;
+    },
+    limit: number,
+  ): AuditEntry[] {
+    return this.db
+      .prepare<Record<string, string | number | null>, { canonical: string; entry_hash: string }>(
+        `SELECT canonical, entry_hash FROM audit_entries
+         WHERE (@agent IS NULL OR agent_id = @agent)
+           AND (@tool IS NULL OR json_extract(canonical, '$.tool_name') = @tool)
+           AND (@disposition IS NULL OR json_extract(canonical, '$.disposition') = @disposition)
+           AND (@from IS NULL OR timestamp_utc >= @from) AND (@to IS NULL OR timestamp_utc < @to)
+         ORDER BY timestamp_utc DESC, sequence_number DESC LIMIT @limit`,
+      )
+      .all({ agent: f.agentId, tool: f.tool, disposition: f.disposition, from: f.from, to: f.to, limit })
+      .map(storedEntry);
+  }
+
+  /**
    * The JSON text of {@link bundle}, in pieces: the chain is read in pages of `pageSize`
    * entries, each page its own short read (so no reader holds the WAL back), and the event
    * loop is free between pages (no single read, no single serialisation of a whole chain).
