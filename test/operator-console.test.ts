@@ -9,7 +9,7 @@
  * the CSRF token is 403, the cookie is HttpOnly and SameSite=Strict, every answer has a CSP
  * without script, and the bearer-token API does not take the console cookie.
  */
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultAttestationDir, loadTrustStore, verifyClaim } from '@cmcp/verify';
@@ -329,6 +329,17 @@ describe('the console in headless Chromium', () => {
     );
     expect(calls).toContainEqual({ tool: 'c.big', decision: 'deny', rule: 'console-no-big' });
     expect(calls).toContainEqual({ tool: 'c.record', decision: 'allow', rule: 'permit-all' });
+    // The bundle downloads as a file: the session's chain, against which the claim verifies.
+    const downloads = join(work, 'downloads');
+    const cdp = await tab.createCDPSession();
+    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+    await tab.click('[data-bundle-link]');
+    const saved = join(downloads, `cmcp-bundle-${closedSession}.json`);
+    for (let i = 0; i < 100 && !existsSync(saved); i++) await new Promise((r) => setTimeout(r, 100));
+    const bundle = JSON.parse(readFileSync(saved, 'utf8'));
+    expect(bundle.entries.map((e: { entry_hash: string }) => e.entry_hash)).toEqual(
+      gw.chain.entries(closedSession).map((e) => e.entry_hash),
+    );
     await clickAndWait(tab, '[data-claim-link]');
     await tab.screenshot({ path: join(SHOTS, 'claim.png'), fullPage: true });
     const dir = defaultAttestationDir();
@@ -340,6 +351,8 @@ describe('the console in headless Chromium', () => {
     // A software-provider claim is signed-only: the console says whose word it is and that the
     // default policy does not accept it, as `cmcp verify` does.
     expect(expected).toMatchObject({ verdict: 'signed-only', signer: 'self-asserted', accepted: false });
+    const fromDownload = await verifyClaim(await gw.sessions.claim('alice', closedSession), { bundle });
+    expect(fromDownload.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(await tab.$eval('[data-signer]', (e) => e.getAttribute('data-signer'))).toBe('self-asserted');
     expect(await tab.$eval('[data-self-asserted]', (e) => e.textContent)).toMatch(/^SELF-ASSERTED/);
     expect(await tab.$eval('[data-accepted]', (e) => e.getAttribute('data-accepted'))).toBe('no');

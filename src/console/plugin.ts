@@ -13,6 +13,7 @@
  * - Every answer has a Content-Security-Policy without script, `nosniff`, no framing, no caching.
  */
 
+import { Readable } from 'node:stream';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -156,6 +157,16 @@ function pages(app: FastifyInstance, d: ConsoleDeps): void {
     if (!s) return sendPage(reply, v.page('Not found', v.messageView('unknown session'), nav(req)), 404);
     const view = v.chainView(s, d.read.chainOf(s.session_id));
     return sendPage(reply, v.page(`Session ${s.session_id}`, view, nav(req)));
+  });
+  // The bundle as a download: the same JSON `GET /sessions/{id}/bundle` gives the session's agent.
+  app.get<{ Params: { id: string } }>('/sessions/:id/bundle', async (req, reply) => {
+    const s = d.read.session(req.params.id);
+    if (!s) return sendPage(reply, v.page('Not found', v.messageView('unknown session'), nav(req)), 404);
+    const file = `cmcp-bundle-${s.session_id.replace(/[^A-Za-z0-9._-]/g, '_')}.json`;
+    return reply
+      .type('application/json; charset=utf-8')
+      .header('content-disposition', `attachment; filename="${file}"`)
+      .send(Readable.from(d.read.bundleJson(s.session_id)));
   });
   app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req, reply) => {
     const s = d.read.session(req.params.id);

@@ -154,6 +154,11 @@ export class ConsoleReadModel {
     return this.chain.entries(sessionId);
   }
 
+  /** A session's audit bundle as JSON text, in pages (docs/spec/audit-entries.md#bundles). */
+  bundleJson(sessionId: string): AsyncGenerator<string> {
+    return this.chain.bundleJson(sessionId, sessionId);
+  }
+
   /**
    * A closed session's claim with the verifier's report over it and its bundle, or null while
    * the session is open.

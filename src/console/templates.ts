@@ -52,7 +52,8 @@ export const TEMPLATES = {
 </tr><% }) %></table>`,
 
   chain: `<p>agent <span data-agent><%= it.session.agent_id %></span>, <%= it.session.status %>
-<% if (it.session.status === 'closed') { %> · <a href="<%= it.href('sessions', it.session.session_id, 'claim') %>" data-claim-link>claim and verification</a><% } %></p>
+<% if (it.session.status === 'closed') { %> · <a href="<%= it.href('sessions', it.session.session_id, 'claim') %>" data-claim-link>claim and verification</a><% } %>
+ · <a href="<%= it.href('sessions', it.session.session_id, 'bundle') %>" data-bundle-link download>download the audit bundle</a></p>
 <table data-section="chain">
 <tr><th>#</th><th>time</th><th>type</th><th>tool</th><th>execution_id</th><th>decision</th><th>rule</th><th>disposition</th><th>error</th><th>entry hash</th></tr>
 <% it.entries.forEach(function (e) { %><tr data-entry="<%= e.entry_type %>">
