@@ -35,6 +35,11 @@ export interface ConsoleDeps {
   /** Block and unblock, as the operator API does them (gateway/operator/controls.ts). */
   block(operatorId: string, agentId: string, reason: string | null): unknown;
   unblock(operatorId: string, agentId: string): unknown;
+  /**
+   * A signed policy reload `{files: {name: base64url}, signature}`, as the operator API takes it
+   * (gateway/operator/reloads.ts: signature, version and bundle checks; refusals recorded).
+   */
+  reload?(operatorId: string, body: unknown): Promise<Record<string, unknown>>;
   /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */
   secureCookie: boolean;
   /** Records a refused login (the gateway's rate-bounded unauthenticated-request recorder). */
@@ -73,6 +78,9 @@ const field = (body: unknown, name: string): string | undefined => {
   const value = (body as Record<string, unknown> | null)?.[name];
   return typeof value === 'string' ? value : undefined;
 };
+
+/** The largest reload form read, in bytes (a bundle's files, base64url, in one field). */
+const RELOAD_BODY_BYTES = 4 * 1024 * 1024;
 
 /** The largest login form body read, in bytes. */
 const LOGIN_BODY_BYTES = 4096;
@@ -225,6 +233,30 @@ function actions(app: FastifyInstance, d: ConsoleDeps): void {
     '/agents/:id/block',
     act((req) => d.block(loginOf(req).operatorId, req.params.id, field(req.body, 'reason') || null)),
   );
+  app.get('/policy', async (req, reply) =>
+    sendPage(reply, v.page('Policy', v.policyView(d.read.status(), loginOf(req).csrf, null), nav(req))),
+  );
+  app.post('/policy/reload', { bodyLimit: RELOAD_BODY_BYTES }, async (req, reply) => {
+    const show = (result: { refused: string } | { installed: Record<string, unknown> }, code: number) =>
+      sendPage(
+        reply,
+        v.page('Policy', v.policyView(d.read.status(), loginOf(req).csrf, result), nav(req)),
+        code,
+      );
+    if (!d.reload) return show({ refused: 'policy reload is not available on this gateway' }, 400);
+    let request: unknown;
+    try {
+      request = JSON.parse(field(req.body, 'request') ?? '');
+    } catch {
+      return show({ refused: 'the reload request is not JSON ({"files": {…}, "signature": "…"})' }, 400);
+    }
+    try {
+      return show({ installed: await d.reload(loginOf(req).operatorId, request) }, 200);
+    } catch (e) {
+      if (!(e instanceof CmcpError)) throw e;
+      return show({ refused: `${e.code}: ${e.message}` }, 400);
+    }
+  });
   app.post<{ Params: { id: string } }>(
     '/agents/:id/unblock',
     act((req) => d.unblock(loginOf(req).operatorId, req.params.id)),

@@ -11,7 +11,7 @@ export const TEMPLATES = {
 <% if (it.nav) { %>
 <nav><a href="<%= it.base %>/">overview</a> · <a href="<%= it.href('sessions') %>">sessions</a> ·
 <a href="<%= it.href('executions') %>">executions</a> · <a href="<%= it.href('refusals') %>">refusals</a> ·
-<a href="<%= it.href('search') %>">search</a> · <a href="<%= it.href('upstreams') %>">upstreams</a> · <a href="<%= it.href('agents') %>">agents</a></nav>
+<a href="<%= it.href('search') %>">search</a> · <a href="<%= it.href('upstreams') %>">upstreams</a> · <a href="<%= it.href('policy') %>">policy</a> · <a href="<%= it.href('agents') %>">agents</a></nav>
 <span data-operator><%= it.nav.operatorId %></span>
 <form class="inline" method="post" action="<%= it.href('logout') %>">
 <input type="hidden" name="_csrf" value="<%= it.nav.csrf %>"><button type="submit">log out</button></form>
@@ -131,6 +131,17 @@ export const TEMPLATES = {
 <td><%= e.entry_type %></td><td data-agent><%= e.agent_id ?? '' %></td><td data-tool><%= e.tool_name ?? '' %></td>
 <td><%= e.policy_decision ?? '' %></td><td data-rule><%= (e.policy_rule_matched ?? []).join(', ') %></td>
 <td data-disposition><%= e.disposition ?? '' %></td><td><%= e.error_code ?? '' %></td></tr><% }) %></table><% } %>`,
+
+  policy: `<p>running bundle <code data-policy-hash><%= it.hash ?? 'none' %></code>, version <span data-policy-version><%= it.version %></span></p>
+<% if (it.refused) { %><p class="error" data-reload-refused><%= it.refused %></p><% } %>
+<% if (it.installed) { %><p class="pass" data-reload-installed>installed</p><pre><code><%= it.installed %></code></pre><% } %>
+<h2>Reload a signed bundle</h2>
+<p>The request <code>cmcp policy reload</code> posts: <code>{"files": {"name": "base64url"}, "signature": "…"}</code>
+(signature from <code>cmcp policy sign</code>). The gateway checks the signature against the pinned key, that the version is higher, and the bundle itself; a refusal is recorded.</p>
+<form method="post" action="<%= it.href('policy', 'reload') %>" id="reload">
+<input type="hidden" name="_csrf" value="<%= it.csrf %>">
+<textarea name="request" rows="10" cols="100" required></textarea><br>
+<button type="submit">reload</button></form>`,
 
   message: `<p class="error" data-message><%= it.text %></p>`,
 } as const;

@@ -115,6 +115,25 @@ export const searchView = (form: SearchForm, entries: AuditEntry[] | null): View
   data: { form, entries, dispositions: DISPOSITIONS, limit: LIST_LIMIT },
 });
 
+/** The running policy, the signed-reload form, and the last reload's outcome. */
+export function policyView(
+  status: Record<string, unknown>,
+  csrf: string,
+  result: { refused: string } | { installed: Record<string, unknown> } | null,
+): View {
+  const policy = status.policy as Record<string, unknown> | null;
+  return {
+    template: 'policy',
+    data: {
+      csrf,
+      hash: policy?.bundle_hash ?? null,
+      version: String(policy?.version ?? 'none'),
+      refused: result && 'refused' in result ? result.refused : null,
+      installed: result && 'installed' in result ? JSON.stringify(result.installed, null, 2) : null,
+    },
+  };
+}
+
 /** Every known agent with its block or unblock form. */
 export const agentsView = (agents: { id: string; blocked: boolean }[], csrf: string): View => ({
   template: 'agents',
