@@ -73,7 +73,7 @@ export function upstreamStates(pool: ConsoleUpstreams | undefined): UpstreamStat
 /** How many rows a list page shows at most. */
 export const LIST_LIMIT = 200;
 
-/** How many refused entries one refusals page reads at most. */
+/** How many refused entries one refusals page reads at most (the newest of its window). */
 const REFUSALS_READ = 20_000;
 
 /** A call the policy refused, with the rules that denied it (`policy_rule_matched`). */
@@ -214,7 +214,7 @@ export class ConsoleReadModel {
         .sort(([a], [b]) => b - a)
         .map(([start, counts]) => ({ start: new Date(start).toISOString(), counts })),
       codes: [...codes].sort(),
-      denials: denials.reverse().slice(0, LIST_LIMIT),
+      denials: denials.slice(0, LIST_LIMIT),
     };
   }
 }

@@ -177,12 +177,13 @@ export class AuditChain {
 
   /**
    * Refused entries of every chain (the gateway chain's and each session's, where policy
-   * denials are recorded) stamped at or after `sinceUtc`, oldest first; at most `limit`.
+   * denials are recorded) stamped at or after `sinceUtc`, newest first; at most `limit` (the
+   * newest). Not indexed by time: a scan of the audit table (console pages only).
    */
   refusedInAnyChainSince(sinceUtc: string, limit: number): AuditEntry[] {
     return this.db
       .prepare<[string, number], { canonical: string; entry_hash: string }>(
-        "SELECT canonical, entry_hash FROM audit_entries WHERE timestamp_utc >= ? AND json_extract(canonical, '$.disposition') = 'refused' ORDER BY timestamp_utc LIMIT ?",
+        "SELECT canonical, entry_hash FROM audit_entries WHERE timestamp_utc >= ? AND json_extract(canonical, '$.disposition') = 'refused' ORDER BY timestamp_utc DESC LIMIT ?",
       )
       .all(sinceUtc, limit)
       .map(storedEntry);
