@@ -9,7 +9,7 @@
  * the CSRF token is 403, the cookie is HttpOnly and SameSite=Strict, every answer has a CSP
  * without script, and the bearer-token API does not take the console cookie.
  */
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultAttestationDir, loadTrustStore, verifyClaim } from '@cmcp/verify';
@@ -32,6 +32,7 @@ import {
   type TestConfig,
   writeConfig,
 } from './harness/gateway.js';
+import { type ProtectedUpstream, startProtectedUpstream } from './harness/oauth-upstream.js';
 
 const OP = 'console-operator-token';
 const XSS = '<script>alert(1)</script>';
@@ -40,10 +41,12 @@ const MUTATING = join(REPO_ROOT, 'test', 'fixtures', 'mutating-server.mjs');
 const mutUpstream = { name: 'mut', transport: 'stdio', command: process.execPath, args: [MUTATING] };
 
 let up: CountingServer;
+let guarded: ProtectedUpstream;
 let cfg: TestConfig;
 let gw: Gateway;
 let browser: Browser;
 let closedSession = '';
+const startedAt = new Date(Date.now() - 1000).toISOString();
 const work = mkdtempSync(join(tmpdir(), 'cmcp-console-'));
 
 const call = (token: string, name: string, args: Record<string, unknown>, cmcp?: Record<string, unknown>) =>
@@ -81,6 +84,10 @@ function writePolicy(): string {
     join(dir, '05-permit-all.cedar'),
     '@id("permit-all")\npermit (principal, action, resource);\n',
   );
+  writeFileSync(
+    join(dir, '06-no-big.cedar'),
+    '@id("console-no-big")\nforbid (principal, action == Action::"call_tool", resource == Tool::"c.big");\n',
+  );
   return dir;
 }
 
@@ -107,8 +114,20 @@ beforeAll(async () => {
     );
   mkdirSync(SHOTS, { recursive: true });
   up = await startCountingServer();
+  guarded = await startProtectedUpstream();
   cfg = await writeConfig({
-    upstreams: [{ name: 'c', transport: 'http', url: up.url }, mutUpstream],
+    upstreams: [
+      { name: 'c', transport: 'http', url: up.url },
+      mutUpstream,
+      // Nothing listens on port 1: unavailable, retried. The guarded one waits for a user.
+      { name: 'gone', transport: 'http', url: 'http://127.0.0.1:1/mcp' },
+      {
+        name: 'guarded',
+        transport: 'http',
+        url: guarded.url,
+        oauth: { grant: 'authorization_code', redirect_uri: 'https://gateway.example/oauth/callback' },
+      },
+    ],
     agents: [
       { agent_id: 'alice', token: 'alice-token' },
       { agent_id: 'bob', token: 'bob-token' },
@@ -134,6 +153,8 @@ beforeAll(async () => {
     { session_id: closedSession, execution_id: 'job-1' },
   );
   expect(ex.body.result).toBeDefined();
+  const denied = await call('alice-token', 'c.big', { size: 1 }, { session_id: closedSession });
+  expect(denied.body.error.data.error_code).toBe('POLICY_DENY');
   expect((await rest(gw.url, 'alice-token', 'POST', `/sessions/${closedSession}/close`)).status).toBe(200);
   expect((await call('xss-token', 'c.record', { a: 3 })).body.result).toBeDefined();
   await call('alice-token', 'mut.mutate', {});
@@ -146,6 +167,7 @@ afterAll(async () => {
   await browser?.close();
   await gw?.close();
   await up?.close();
+  await guarded?.close();
   if (cfg) cleanup(cfg.dir);
   rmSync(work, { recursive: true, force: true });
 });
@@ -213,6 +235,21 @@ describe('console access over HTTP', () => {
   });
 });
 
+describe('console search over HTTP', () => {
+  it('refuses an unknown disposition or a time that does not parse; echoes input escaped', async () => {
+    const cookie = await loginCookie();
+    const bad = await plain('/operator/ui/search?disposition=gone', { headers: { cookie } });
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain('disposition: one of');
+    expect((await plain('/operator/ui/search?from=yesterday', { headers: { cookie } })).status).toBe(400);
+    const xss = await plain(`/operator/ui/search?agent=${encodeURIComponent(XSS)}`, { headers: { cookie } });
+    const html = await xss.text();
+    expect(xss.status).toBe(200);
+    expect(html).not.toMatch(/<script/i);
+    expect(html).toMatch(/data-result-count="[1-9]\d*"/); // the agent's own entries, found by its id
+  });
+});
+
 describe('console logins', () => {
   it('expire, are bounded in number, and match only their own CSRF token', async () => {
     const short = new ConsoleLogins(20);
@@ -245,6 +282,12 @@ describe('the console in headless Chromium', () => {
       dialogs.push(d.message());
       void d.dismiss();
     });
+    // Console errors (a CSP refusal, a failed stylesheet) and uncaught page errors.
+    const consoleErrors: string[] = [];
+    tab.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+    tab.on('pageerror', (e) => consoleErrors.push(String(e)));
     await tab.goto(`${gw.url}/operator/ui/`);
     expect(new URL(tab.url()).pathname).toBe('/operator/ui/login');
     await tab.type('input[name=token]', 'not-a-token');
@@ -276,6 +319,27 @@ describe('the console in headless Chromium', () => {
     expect(types).toContain('tool_call');
     expect(types.at(-1)).toBe('session_close');
     expect(await tab.$$eval('[data-execution]', (es) => es.map((e) => e.textContent))).toContain('job-1');
+    // Each call shows its decision and the rule that decided it; the denied one names the forbid.
+    const calls = await tab.$$eval('[data-entry="tool_call"]', (es) =>
+      es.map((e) => ({
+        tool: e.querySelector('[data-tool]')?.textContent,
+        decision: e.querySelector('[data-decision]')?.textContent,
+        rule: e.querySelector('[data-rule]')?.textContent,
+      })),
+    );
+    expect(calls).toContainEqual({ tool: 'c.big', decision: 'deny', rule: 'console-no-big' });
+    expect(calls).toContainEqual({ tool: 'c.record', decision: 'allow', rule: 'permit-all' });
+    // The bundle downloads as a file: the session's chain, against which the claim verifies.
+    const downloads = join(work, 'downloads');
+    const cdp = await tab.createCDPSession();
+    await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+    await tab.click('[data-bundle-link]');
+    const saved = join(downloads, `cmcp-bundle-${closedSession}.json`);
+    for (let i = 0; i < 100 && !existsSync(saved); i++) await new Promise((r) => setTimeout(r, 100));
+    const bundle = JSON.parse(readFileSync(saved, 'utf8'));
+    expect(bundle.entries.map((e: { entry_hash: string }) => e.entry_hash)).toEqual(
+      gw.chain.entries(closedSession).map((e) => e.entry_hash),
+    );
     await clickAndWait(tab, '[data-claim-link]');
     await tab.screenshot({ path: join(SHOTS, 'claim.png'), fullPage: true });
     const dir = defaultAttestationDir();
@@ -287,6 +351,8 @@ describe('the console in headless Chromium', () => {
     // A software-provider claim is signed-only: the console says whose word it is and that the
     // default policy does not accept it, as `cmcp verify` does.
     expect(expected).toMatchObject({ verdict: 'signed-only', signer: 'self-asserted', accepted: false });
+    const fromDownload = await verifyClaim(await gw.sessions.claim('alice', closedSession), { bundle });
+    expect(fromDownload.checks.filter((c) => c.status === 'fail')).toEqual([]);
     expect(await tab.$eval('[data-signer]', (e) => e.getAttribute('data-signer'))).toBe('self-asserted');
     expect(await tab.$eval('[data-self-asserted]', (e) => e.textContent)).toMatch(/^SELF-ASSERTED/);
     expect(await tab.$eval('[data-accepted]', (e) => e.getAttribute('data-accepted'))).toBe('no');
@@ -309,6 +375,56 @@ describe('the console in headless Chromium', () => {
     ).toEqual(['completed']);
 
     // Block bob through the form: /mcp refuses him; unblock lets him back.
+    // Search: alice's refused entries are the policy denial, with its rule.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/search"]');
+    await tab.type('#search input[name=agent]', 'alice');
+    await tab.select('#search select[name=disposition]', 'refused');
+    await clickAndWait(tab, '#search button');
+    await tab.screenshot({ path: join(SHOTS, 'search.png'), fullPage: true });
+    const found = await tab.$$eval('[data-result]', (es) =>
+      es.map((e) => ({
+        agent: e.querySelector('[data-agent]')?.textContent,
+        tool: e.querySelector('[data-tool]')?.textContent,
+        rule: e.querySelector('[data-rule]')?.textContent,
+        disposition: e.querySelector('[data-disposition]')?.textContent,
+      })),
+    );
+    expect(found).toEqual([
+      { agent: 'alice', tool: 'c.big', rule: 'console-no-big', disposition: 'refused' },
+    ]);
+    expect(await tab.$eval('#search input[name=agent]', (e) => e.getAttribute('value'))).toBe('alice');
+    // By tool and time: every c.record call is in the window since the test began, none after now.
+    const recorded = gw.chain
+      .entries(closedSession)
+      .filter((e) => e.tool_name === 'c.record' && e.entry_type === 'tool_call').length;
+    const window = (from: string) =>
+      `${gw.url}/operator/ui/search?tool=c.record&from=${encodeURIComponent(from)}`;
+    await tab.goto(window(startedAt.slice(0, 19)));
+    expect(Number(await tab.$eval('[data-result-count]', (e) => e.getAttribute('data-result-count')))).toBe(
+      recorded + 1, // and the XSS agent's call in its default session
+    );
+    await tab.goto(window(new Date(Date.now() + 3_600_000).toISOString().slice(0, 19)));
+    expect(await tab.$eval('[data-result-count]', (e) => e.getAttribute('data-result-count'))).toBe('0');
+
+    // Upstreams: available, down, and waiting for a user with the URL to send them to.
+    await clickAndWait(tab, 'nav a[href="/operator/ui/upstreams"]');
+    await tab.screenshot({ path: join(SHOTS, 'upstreams.png'), fullPage: true });
+    const states = await tab.$$eval('[data-upstream]', (es) =>
+      es.map((e) => [e.getAttribute('data-upstream'), e.getAttribute('data-state')]),
+    );
+    expect(Object.fromEntries(states)).toEqual({
+      c: 'available',
+      mut: 'available',
+      gone: 'unavailable',
+      guarded: 'authorization required',
+    });
+    const authUrl = await tab.$eval(
+      '[data-upstream="guarded"] [data-authorization-url]',
+      (e) => e.textContent,
+    );
+    expect(authUrl).toBe(gw.upstreams.availability.get('guarded')?.needsUser?.authorizationUrl);
+    expect(authUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+
     await clickAndWait(tab, 'nav a[href="/operator/ui/agents"]');
     await tab.type('[data-agent-row="bob"] input[name=reason]', 'console test');
     await clickAndWait(tab, '[data-agent-row="bob"] button');
@@ -328,12 +444,26 @@ describe('the console in headless Chromium', () => {
     const codes = await tab.$$eval('[data-code]', (es) => es.map((e) => e.getAttribute('data-code')));
     expect(codes).toContain('UNAUTHENTICATED');
     expect(codes).toContain('AGENT_BLOCKED');
+    expect(codes).toContain('POLICY_DENY');
+    const denials = await tab.$$eval('[data-denial]', (es) =>
+      es.map((e) => ({
+        agent: e.querySelector('[data-agent]')?.textContent,
+        tool: e.querySelector('[data-tool]')?.textContent,
+        rule: e.querySelector('[data-rule]')?.textContent,
+        session: e.querySelector('a')?.textContent,
+      })),
+    );
+    expect(denials).toEqual([
+      { agent: 'alice', tool: 'c.big', rule: 'console-no-big', session: closedSession },
+    ]);
 
     await clickAndWait(tab, 'nav a[href="/operator/ui/agents"]');
     await clickAndWait(tab, '[data-agent-row="bob"] button');
     expect(await tab.$eval('[data-agent-row="bob"]', (e) => e.getAttribute('data-blocked'))).toBe('false');
     expect((await call('bob-token', 'c.record', { a: 5 })).body.result).toBeDefined();
     expect(dialogs).toEqual([]); // no injected script ever ran
+    // The one expected error is the refused login's 401 at the start.
+    expect(consoleErrors.filter((m) => !m.includes('401'))).toEqual([]);
     await tab.close();
   }, 120_000);
 });

@@ -13,12 +13,19 @@
  * - Every answer has a Content-Security-Policy without script, `nosniff`, no framing, no caching.
  */
 
+import { Readable } from 'node:stream';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CmcpError } from '../errors/index.js';
 import { CONSOLE_COOKIE, CONSOLE_PATH, type ConsoleLogin, ConsoleLogins, csrfMatches } from './login.js';
-import type { BucketSize, ConsoleReadModel } from './read-model.js';
+import {
+  type BucketSize,
+  type ConsoleReadModel,
+  type ConsoleUpstreams,
+  upstreamStates,
+} from './read-model.js';
+import { type SearchFilter, searchAsked, searchFilter, searchForm } from './search.js';
 import * as v from './views.js';
 
 export interface ConsoleDeps {
@@ -28,10 +35,17 @@ export interface ConsoleDeps {
   /** Block and unblock, as the operator API does them (gateway/operator/controls.ts). */
   block(operatorId: string, agentId: string, reason: string | null): unknown;
   unblock(operatorId: string, agentId: string): unknown;
+  /**
+   * A signed policy reload `{files: {name: base64url}, signature}`, as the operator API takes it
+   * (gateway/operator/reloads.ts: signature, version and bundle checks; refusals recorded).
+   */
+  reload?(operatorId: string, body: unknown): Promise<Record<string, unknown>>;
   /** Sets `Secure` on the cookie: true unless the gateway listens on loopback. */
   secureCookie: boolean;
   /** Records a refused login (the gateway's rate-bounded unauthenticated-request recorder). */
   recordAuthFailure: (route: string) => void;
+  /** The upstream pool's availability (upstream/pool.ts); the upstreams page is empty without it. */
+  upstreams?: ConsoleUpstreams;
 }
 
 declare module 'fastify' {
@@ -43,7 +57,7 @@ declare module 'fastify' {
 const CSP =
   "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 /** Routes served without a login. */
-const OPEN = new Set([`${CONSOLE_PATH}/login`, `${CONSOLE_PATH}/console.css`]);
+const OPEN = new Set([`${CONSOLE_PATH}/login`, `${CONSOLE_PATH}/console.css`, `${CONSOLE_PATH}/favicon.svg`]);
 
 function securityHeaders(reply: FastifyReply): void {
   reply
@@ -64,6 +78,9 @@ const field = (body: unknown, name: string): string | undefined => {
   const value = (body as Record<string, unknown> | null)?.[name];
   return typeof value === 'string' ? value : undefined;
 };
+
+/** The largest reload form read, in bytes (a bundle's files, base64url, in one field). */
+const RELOAD_BODY_BYTES = 4 * 1024 * 1024;
 
 /** The largest login form body read, in bytes. */
 const LOGIN_BODY_BYTES = 4096;
@@ -95,6 +112,7 @@ export function consoleRoutes(d: ConsoleDeps) {
     });
 
     app.get('/console.css', async (_req, reply) => reply.type('text/css; charset=utf-8').send(v.CONSOLE_CSS));
+    app.get('/favicon.svg', async (_req, reply) => reply.type('image/svg+xml').send(v.CONSOLE_ICON));
     app.get('/login', async (_req, reply) => sendPage(reply, v.page('Log in', v.loginView(false))));
     // The login form is read before it authenticates anyone: a token (at most 512 characters)
     // and the form's fields fit well in LOGIN_BODY_BYTES; a longer body is refused (413) unread.
@@ -148,6 +166,16 @@ function pages(app: FastifyInstance, d: ConsoleDeps): void {
     const view = v.chainView(s, d.read.chainOf(s.session_id));
     return sendPage(reply, v.page(`Session ${s.session_id}`, view, nav(req)));
   });
+  // The bundle as a download: the same JSON `GET /sessions/{id}/bundle` gives the session's agent.
+  app.get<{ Params: { id: string } }>('/sessions/:id/bundle', async (req, reply) => {
+    const s = d.read.session(req.params.id);
+    if (!s) return sendPage(reply, v.page('Not found', v.messageView('unknown session'), nav(req)), 404);
+    const file = `cmcp-bundle-${s.session_id.replace(/[^A-Za-z0-9._-]/g, '_')}.json`;
+    return reply
+      .type('application/json; charset=utf-8')
+      .header('content-disposition', `attachment; filename="${file}"`)
+      .send(Readable.from(d.read.bundleJson(s.session_id)));
+  });
   app.get<{ Params: { id: string } }>('/sessions/:id/claim', async (req, reply) => {
     const s = d.read.session(req.params.id);
     const c = s ? await d.read.claim(s.session_id) : null;
@@ -166,6 +194,21 @@ function pages(app: FastifyInstance, d: ConsoleDeps): void {
     const size: BucketSize = req.query.bucket === 'hour' ? 'hour' : 'minute';
     return sendPage(reply, v.page('Refusals by code', v.refusalsView(size, d.read.refusals(size)), nav(req)));
   });
+  app.get<{ Querystring: Record<string, unknown> }>('/search', async (req, reply) => {
+    const form = searchForm(req.query);
+    if (!searchAsked(form)) return sendPage(reply, v.page('Search', v.searchView(form, null), nav(req)));
+    let filter: SearchFilter;
+    try {
+      filter = searchFilter(form);
+    } catch (e) {
+      if (!(e instanceof CmcpError)) throw e;
+      return sendPage(reply, v.page('Search', v.messageView(e.message), nav(req)), 400);
+    }
+    return sendPage(reply, v.page('Search', v.searchView(form, d.read.search(filter)), nav(req)));
+  });
+  app.get('/upstreams', async (req, reply) =>
+    sendPage(reply, v.page('Upstreams', v.upstreamsView(upstreamStates(d.upstreams)), nav(req))),
+  );
   app.get('/agents', async (req, reply) => {
     const agents = d.read.agents.map((id) => ({ id, blocked: d.read.isBlocked(id) }));
     return sendPage(reply, v.page('Agents', v.agentsView(agents, loginOf(req).csrf), nav(req)));
@@ -190,6 +233,30 @@ function actions(app: FastifyInstance, d: ConsoleDeps): void {
     '/agents/:id/block',
     act((req) => d.block(loginOf(req).operatorId, req.params.id, field(req.body, 'reason') || null)),
   );
+  app.get('/policy', async (req, reply) =>
+    sendPage(reply, v.page('Policy', v.policyView(d.read.status(), loginOf(req).csrf, null), nav(req))),
+  );
+  app.post('/policy/reload', { bodyLimit: RELOAD_BODY_BYTES }, async (req, reply) => {
+    const show = (result: { refused: string } | { installed: Record<string, unknown> }, code: number) =>
+      sendPage(
+        reply,
+        v.page('Policy', v.policyView(d.read.status(), loginOf(req).csrf, result), nav(req)),
+        code,
+      );
+    if (!d.reload) return show({ refused: 'policy reload is not available on this gateway' }, 400);
+    let request: unknown;
+    try {
+      request = JSON.parse(field(req.body, 'request') ?? '');
+    } catch {
+      return show({ refused: 'the reload request is not JSON ({"files": {…}, "signature": "…"})' }, 400);
+    }
+    try {
+      return show({ installed: await d.reload(loginOf(req).operatorId, request) }, 200);
+    } catch (e) {
+      if (!(e instanceof CmcpError)) throw e;
+      return show({ refused: `${e.code}: ${e.message}` }, 400);
+    }
+  });
   app.post<{ Params: { id: string } }>(
     '/agents/:id/unblock',
     act((req) => d.unblock(loginOf(req).operatorId, req.params.id)),

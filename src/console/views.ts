@@ -11,7 +11,14 @@ import type { AuditEntry } from '@cmcp/verify/formats';
 import { Eta } from 'eta';
 import type { SessionRow } from '../session/service.js';
 import type { ExecutionRow } from '../store/port.js';
-import type { BucketSize, RefusalBucket } from './read-model.js';
+import {
+  type BucketSize,
+  LIST_LIMIT,
+  type PolicyDenial,
+  type RefusalBucket,
+  type UpstreamState,
+} from './read-model.js';
+import { DISPOSITIONS, type SearchForm } from './search.js';
 import { TEMPLATES } from './templates.js';
 
 const BASE = '/operator/ui';
@@ -36,6 +43,10 @@ td,th{border:1px solid #ccd;padding:.25em .5em;text-align:left;vertical-align:to
 code{font:12px ui-monospace,monospace;word-break:break-all}td:first-child code{word-break:normal;white-space:nowrap}.pass{color:#0a7a2f}.fail{color:#b00020}
 .absent,.not-applicable{color:#777}.verdict{font-size:1.3em;font-weight:bold}
 .error{color:#b00020;font-weight:bold}form.inline{display:inline}`;
+
+/** The tab icon, served from `${BASE}/favicon.svg` (without it a browser asks for /favicon.ico: a 404). */
+export const CONSOLE_ICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2330"/></svg>';
 
 /** A whole page: the layout (navigation when logged in) around the rendered view. */
 export function page(title: string, view: View, nav?: { csrf: string; operatorId: string }): string {
@@ -87,10 +98,41 @@ export const claimView = (
 export const executionsView = (rows: ExecutionRow[]): View => ({ template: 'executions', data: { rows } });
 
 /** Refusals by code per time bucket, newest first. */
-export const refusalsView = (size: BucketSize, r: { buckets: RefusalBucket[]; codes: string[] }): View => ({
+export const refusalsView = (
+  size: BucketSize,
+  r: { buckets: RefusalBucket[]; codes: string[]; denials: PolicyDenial[] },
+): View => ({
   template: 'refusals',
-  data: { size, buckets: r.buckets, codes: r.codes },
+  data: { size, buckets: r.buckets, codes: r.codes, denials: r.denials },
 });
+
+/** Every configured upstream and whether it is available, down, or waiting for a user. */
+export const upstreamsView = (rows: UpstreamState[]): View => ({ template: 'upstreams', data: { rows } });
+
+/** The search form (as typed) and, once asked, the matching entries with their sessions. */
+export const searchView = (form: SearchForm, entries: AuditEntry[] | null): View => ({
+  template: 'search',
+  data: { form, entries, dispositions: DISPOSITIONS, limit: LIST_LIMIT },
+});
+
+/** The running policy, the signed-reload form, and the last reload's outcome. */
+export function policyView(
+  status: Record<string, unknown>,
+  csrf: string,
+  result: { refused: string } | { installed: Record<string, unknown> } | null,
+): View {
+  const policy = status.policy as Record<string, unknown> | null;
+  return {
+    template: 'policy',
+    data: {
+      csrf,
+      hash: policy?.bundle_hash ?? null,
+      version: String(policy?.version ?? 'none'),
+      refused: result && 'refused' in result ? result.refused : null,
+      installed: result && 'installed' in result ? JSON.stringify(result.installed, null, 2) : null,
+    },
+  };
+}
 
 /** Every known agent with its block or unblock form. */
 export const agentsView = (agents: { id: string; blocked: boolean }[], csrf: string): View => ({

@@ -112,6 +112,7 @@ export function sqliteEngine(
         read: new ConsoleReadModel(db, chain, operator, operator.agentIds()),
         block: (op, agent, reason) => operator.blockAgent(op, agent, reason ? { reason } : {}),
         unblock: (op, agent) => operator.unblockAgent(op, agent),
+        reload: (op, body) => operator.reloadPolicy(op, body),
         secureCookie: !isLoopback(cfg.listen.host),
         recordAuthFailure,
       }),

@@ -18,6 +18,7 @@ import { loadCatalogFile } from '../../catalog/catalog.js';
 import { CatalogGuard } from '../../catalog/guard.js';
 import { catalogLoadEntry, watchCatalog } from '../../catalog/startup.js';
 import type { GatewayConfig } from '../../config/index.js';
+import type { ConsoleDeps } from '../../console/plugin.js';
 import { loadBundleDir } from '../../policy/bundle.js';
 import { parsePolicyPublicKey } from '../../policy/signature.js';
 import {
@@ -140,6 +141,15 @@ async function engineOf(
 }
 
 /** Why `name` is not on this gateway: it belongs to the other engine. */
+/** The engine's console, given the upstream pool's availability (its upstreams page). */
+function withUpstreams<E extends { console?: (...a: never[]) => ConsoleDeps }>(
+  edge: E,
+  pool: UpstreamPool,
+): E {
+  const make = edge.console;
+  return make ? { ...edge, console: (...a: never[]) => ({ ...make(...a), upstreams: pool }) } : edge;
+}
+
 function notOnThisEngine(name: string): never {
   throw new Error(`gateway.${name} is SQLite's; this gateway runs on PostgreSQL`);
 }
@@ -277,7 +287,7 @@ export async function startGateway(
       audit: engine.auditFeed,
       metrics,
       tls,
-      ...engine.edge(operator),
+      ...withUpstreams(engine.edge(operator), upstreams),
     });
     engine.attach(app);
     const url = await app.listen({ host: cfg.listen.host, port: cfg.listen.port });

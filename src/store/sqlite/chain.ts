@@ -176,6 +176,48 @@ export class AuditChain {
   }
 
   /**
+   * Refused entries of every chain (the gateway chain's and each session's, where policy
+   * denials are recorded) stamped at or after `sinceUtc`, newest first; at most `limit` (the
+   * newest). Not indexed by time: a scan of the audit table (console pages only).
+   */
+  refusedInAnyChainSince(sinceUtc: string, limit: number): AuditEntry[] {
+    return this.db
+      .prepare<[string, number], { canonical: string; entry_hash: string }>(
+        "SELECT canonical, entry_hash FROM audit_entries WHERE timestamp_utc >= ? AND json_extract(canonical, '$.disposition') = 'refused' ORDER BY timestamp_utc DESC LIMIT ?",
+      )
+      .all(sinceUtc, limit)
+      .map(storedEntry);
+  }
+
+  /**
+   * Entries of every chain matching each given field (null: any), newest first, at most
+   * `limit`. Times are RFC 3339 in the chain's own format (compared lexically); `from` is
+   * inclusive, `to` exclusive. Not indexed: a full scan bounded by `limit` matches (console).
+   */
+  search(
+    f: {
+      agentId: string | null;
+      tool: string | null;
+      disposition: string | null;
+      from: string | null;
+      to: string | null;
+    },
+    limit: number,
+  ): AuditEntry[] {
+    return this.db
+      .prepare<Record<string, string | number | null>, { canonical: string; entry_hash: string }>(
+        `SELECT canonical, entry_hash FROM audit_entries
+         WHERE (@agent IS NULL OR agent_id = @agent)
+           AND (@tool IS NULL OR json_extract(canonical, '$.tool_name') = @tool)
+           AND (@disposition IS NULL OR json_extract(canonical, '$.disposition') = @disposition)
+           AND (@from IS NULL OR timestamp_utc >= @from) AND (@to IS NULL OR timestamp_utc < @to)
+         ORDER BY timestamp_utc DESC, sequence_number DESC LIMIT @limit`,
+      )
+      .all({ agent: f.agentId, tool: f.tool, disposition: f.disposition, from: f.from, to: f.to, limit })
+      .map(storedEntry);
+  }
+
+  /**
    * The JSON text of {@link bundle}, in pieces: the chain is read in pages of `pageSize`
    * entries, each page its own short read (so no reader holds the WAL back), and the event
    * loop is free between pages (no single read, no single serialisation of a whole chain).
