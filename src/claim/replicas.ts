@@ -4,7 +4,7 @@
  * evidence, the verifier's challenge), and `replicas`, every writer's start-up evidence. A
  * chain with one writer (every single gateway's, on SQLite) keeps its `/1` claim unchanged.
  */
-import type { AuditEntry, UnsignedTreeHeadClaim } from '@cmcp/verify/formats';
+import type { UnsignedTreeHeadClaim } from '@cmcp/verify/formats';
 import { CLAIM_PROFILE_REPLICAS, type ReplicaMember } from '@cmcp/verify/formats';
 import type { SessionBindingRecord } from './build.js';
 
