@@ -221,8 +221,10 @@ export async function runLoopBlockBench(o: {
       });
       const show = (s: Stall) =>
         `cpu ${s.cpuMs.toFixed(2)} ms (gc ${s.gcMs.toFixed(2)}, faults ${s.faults}, wall ${s.wallMs.toFixed(2)}, no-GC gap ${s.workCpuMs.toFixed(2)})`;
+      // Peak RSS of the whole process so far (the filling included): kB on Linux (resourceUsage).
+      const maxRssMb = (process.resourceUsage().maxRSS / 1024).toFixed(0);
       console.log(
-        `run ${Math.floor(i / 2) + 1}/${o.runs} ${probe.padEnd(5)} (load ${load1}): close ${show(closed.stall)}, again ${show(reclosed.stall)}, export ${show(exported.stall)}, baseline ${show(baseline)}`,
+        `run ${Math.floor(i / 2) + 1}/${o.runs} ${probe.padEnd(5)} (load ${load1}): close wall ${closed.ms.toFixed(0)} ms, peak RSS ${maxRssMb} MB, close ${show(closed.stall)}, again ${show(reclosed.stall)}, export ${show(exported.stall)}, baseline ${show(baseline)}`,
       );
     }
   } finally {

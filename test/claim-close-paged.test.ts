@@ -1,11 +1,10 @@
 /**
  * Closing a long session never holds the event loop long (issue 11 item 7): the chain is read
- * for the claim in pages with the loop free between them (src/session/paged.ts), and the claim's
- * transcript is canonicalised line by line as it is read (src/claim/build.ts ChainSummary); the
- * claim is built, signed and hashed, and a long text's parts written, before the closing
- * transaction, which checks that neither the session chain nor the claim chain moved
- * (src/session/close.ts) and links the parts (src/claim/parts.ts); the stored text is what both
- * routes send. The claim is the one a whole read gives: it verifies, its counts and
+ * for the claim in pages with the loop free between them (src/store/sqlite/paged.ts), and the
+ * claim's tree and counters are gathered entry by entry as it is read (src/claim/build.ts
+ * ChainSummary); the claim (a few KB) is built and signed before the closing transaction, which
+ * checks that neither the session chain nor the claim chain moved
+ * (src/store/sqlite/session-store.ts); the stored text is what both routes send. The claim is the one a whole read gives: it verifies, its counts and
  * chain tip are the chain's, and its stored text is canonicalJson of it.
  */
 import { readFileSync } from 'node:fs';
@@ -19,7 +18,7 @@ import type { Gateway } from '../src/gateway/lifecycle/start.js';
 import { LoopSlice } from '../src/offload/loop-slice.js';
 import { claimInputsFor } from '../src/session/claim-binding.js';
 import { AuditChain } from '../src/store/sqlite/chain.js';
-import { storedClaimText } from '../src/store/sqlite/claim-text.js';
+import { storedClaimText } from '../src/store/sqlite/claims.js';
 import { immediate, openDatabase } from '../src/store/sqlite/db.js';
 import { summarizePaged } from '../src/store/sqlite/paged.js';
 import { SqliteSessionStore } from '../src/store/sqlite/session-store.js';
@@ -37,8 +36,8 @@ const ALICE = { agentId: 'alice', token: 'alice-token' };
  * side alone: the client (probes, the close, reading the ~1.5 MB answer) is another process.
  * History: signing and hashing the claim inside the closing transaction held the loop 27–32 ms;
  * signing before it, 7–13 ms (the INSERT and COMMIT of the ~1.5 MB text in the closing
- * transaction, ~4–5 ms; 5 ms slices of the paged read). Now — the text's parts written before
- * the transaction (src/claim/parts.ts), 1 ms slices of 25 entries, the SHA-256 in slices, the
+ * transaction, ~4–5 ms; 5 ms slices of the paged read). Then — the text's parts written before
+ * the transaction (no longer: a version-2 claim is a few KB), 1 ms slices of 25 entries, the SHA-256 in slices, the
  * answer one chunk per turn, the page's fields taken out by SQLite and the transcript lines
  * sharing their repeated values (shorter young-generation GC pauses) — 2.7–5.6 ms were measured
  * with the 2-core machine at load 6–12, twice 7–8.2 ms (load 8 and 14; the largest pieces left:

@@ -4,15 +4,18 @@
  * replica as its writer (docs/spec/audit-entries.md#writers), as the replica's own calls write
  * them. The entries are built by the one shared builder (store/entries/next-entry.ts) and written 64 to
  * a fenced transaction, several rows per statement, so that 10,000 fill in seconds: the close
- * or the export is what is measured, not the fill.
+ * or the export is what is measured, not the fill. The chain's tree is kept as an append keeps
+ * it (its frontier on the tip row, its nodes in `tree_nodes`, store/postgres/tree.ts), so the
+ * close's append does not rebuild it.
  */
-import { signEntryWriter } from '@cmcp/verify/formats';
+import { MerkleFrontier, signEntryWriter, type TreeNode } from '@cmcp/verify/formats';
 import type { ReplicaGateway } from '../src/gateway/lifecycle/start.js';
 import { formatMicros, systemMicroClock } from '../src/store/entries/clock.js';
 import { ENTRY_COLUMNS, entryRowValues } from '../src/store/entries/entry-row.js';
 import { buildNextEntry, type ChainTip } from '../src/store/entries/next-entry.js';
 import { lockChainTip } from '../src/store/postgres/chain.js';
 import { fencedTransaction } from '../src/store/postgres/transaction.js';
+import { nodeColumns } from '../src/store/postgres/tree.js';
 import { type LongSessionAgent, longSessionEntry, openLongSession } from './long-session.js';
 
 /** Entries per transaction (as group commits write them). */
@@ -36,6 +39,15 @@ export async function longSessionPostgres(
   for (let from = 0; from < n; from += FILL_BATCH)
     await fencedTransaction(gw.pool, fence, async (client) => {
       let tip: ChainTip | undefined = await lockChainTip(client, sid);
+      const stored = await client.query<{ tree_frontier: Buffer | null }>(
+        'SELECT tree_frontier FROM chain_tips WHERE chain_id = $1',
+        [sid],
+      );
+      const saved = stored.rows[0]?.tree_frontier;
+      const frontier = saved ? MerkleFrontier.fromBytes(saved) : MerkleFrontier.empty();
+      if (frontier.size !== (tip?.sequence_number ?? -1) + 1)
+        throw new Error(`chain ${sid}: its tree frontier does not reach its tip`);
+      const nodes: TreeNode[] = [];
       const rows: (string | number | null)[][] = [];
       const signatures: string[][] = [];
       for (let i = from; i < Math.min(n, from + FILL_BATCH); i++) {
@@ -48,6 +60,7 @@ export async function longSessionPostgres(
         );
         rows.push(entryRowValues(e));
         signatures.push([e.entry_hash, writer.replicaId, signEntryWriter(e.entry_hash, writer.key)]);
+        nodes.push(...frontier.appendEntryHash(e.entry_hash));
         tip = {
           sequence_number: e.body.sequence_number,
           entry_hash: e.entry_hash,
@@ -65,8 +78,17 @@ export async function longSessionPostgres(
       );
       if (tip)
         await client.query(
-          'UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4 WHERE chain_id = $1',
-          [sid, tip.sequence_number, tip.entry_hash, tip.timestamp_utc],
+          `WITH n AS (INSERT INTO tree_nodes (chain_id, level, node_index, hash)
+             SELECT $1, l, i, h FROM unnest($6::bigint[], $7::bigint[], $8::bytea[]) AS t(l, i, h) ON CONFLICT DO NOTHING)
+           UPDATE chain_tips SET tip_sequence = $2, tip_hash = $3, tip_timestamp = $4, tree_frontier = $5 WHERE chain_id = $1`,
+          [
+            sid,
+            tip.sequence_number,
+            tip.entry_hash,
+            tip.timestamp_utc,
+            frontier.toBytes(),
+            ...nodeColumns(nodes),
+          ],
         );
     });
   return sid;

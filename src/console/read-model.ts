@@ -1,6 +1,6 @@
 /**
  * What the operator console shows, read through the owners' functions only: sessions
- * (store/sqlite/session-store.ts), chains and refusals (store/sqlite/chain.ts), claims (store/sqlite/claim-text.ts),
+ * (store/sqlite/session-store.ts), chains and refusals (store/sqlite/chain.ts), claims (store/sqlite/claims.ts),
  * executions (store/sqlite/executions.ts), the running policy, catalog and blocks (the operator
  * controls' status). Claims are verified here with @cmcp/verify, exactly as a relying party
  * would, against the package's pinned trust anchors.
@@ -18,7 +18,7 @@ import { type AuditEntry, GATEWAY_CHAIN_ID } from '@cmcp/verify/formats';
 import type { SessionRow } from '../session/types.js';
 import type { ExecutionRow } from '../store/port.js';
 import type { AuditChain } from '../store/sqlite/chain.js';
-import { storedClaim } from '../store/sqlite/claim-text.js';
+import { storedClaim } from '../store/sqlite/claims.js';
 import type { Db } from '../store/sqlite/db.js';
 import { listExecutions } from '../store/sqlite/executions.js';
 import { listSessions, readSession } from '../store/sqlite/session-store.js';

@@ -7,7 +7,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { ConsistencyProofJson, ReceiptJson } from '@cmcp/verify/formats';
-import type { Answer, ClaimTextPieces, ExecutionReads } from '../store/port.js';
+import type { Answer, ExecutionReads } from '../store/port.js';
 import type { SessionCreated, SessionRow } from './types.js';
 
 export type { Answer, ExecutionReads };
@@ -34,13 +34,12 @@ export interface AgentSessions extends CallSessions {
   openCount(agentId: string): Answer<number>;
   /**
    * Closes with a claim and answers its canonical text (UTF-8 JCS): the text just issued, or a
-   * closed session's stored text, not parsed (a long session's is ~1.5 MB: parsing it on every
-   * repeated close held the loop ~10 ms; only a close that loses a race with another still reads
-   * the stored claim whole). @throws CmcpError UNKNOWN_SESSION.
+   * closed session's stored text, not parsed (a version-1 claim of a long session is ~1.5 MB).
+   * @throws CmcpError UNKNOWN_SESSION.
    */
-  closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces>;
+  closeText(agentId: string, sessionId: string): Promise<Buffer>;
   /** The stored canonical text of a closed session's claim. @throws CmcpError UNKNOWN_SESSION | SESSION_OPEN. */
-  claimText(agentId: string, sessionId: string): Answer<Buffer | ClaimTextPieces>;
+  claimText(agentId: string, sessionId: string): Answer<Buffer>;
   /** The session's audit bundle as JSON text. @throws CmcpError UNKNOWN_SESSION. */
   bundle(agentId: string, sessionId: string): Answer<Readable>;
 }

@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import { claimIssuer } from '../claim/issuer.js';
 import { CmcpError } from '../errors/index.js';
 import { LoopSlice } from '../offload/loop-slice.js';
-import type { Answer, ClaimTextPieces, SessionRef, SessionStore } from '../store/port.js';
+import type { Answer, SessionRef, SessionStore } from '../store/port.js';
 import type { AttestationProvider, AttestationTier } from '../tee/provider.js';
 import { BindingBatcher, DEFAULT_BATCH_LIMIT } from './binding-batcher.js';
 import { bindingEntry, bindingRequiredError, bindSession, sessionPreimage } from './binding-record.js';
@@ -278,7 +278,7 @@ export class SessionService implements AgentSessions, RelaySessionReads {
    * the text just issued, or a closed session's stored text, unparsed.
    * @throws (rejects) CmcpError UNKNOWN_SESSION; the store's errors.
    */
-  async closeText(agentId: string, sessionId: string): Promise<Buffer | ClaimTextPieces> {
+  async closeText(agentId: string, sessionId: string): Promise<Buffer> {
     const row = await this.get(agentId, sessionId);
     if (!row) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
     if (row.status !== 'closed') {
@@ -298,10 +298,10 @@ export class SessionService implements AgentSessions, RelaySessionReads {
 
   /**
    * The stored canonical text (UTF-8 JCS) of a closed session's claim, exactly as signed and
-   * hashed: what `GET /sessions/{id}/claim` sends without parsing it, a long one part by part.
+   * hashed: what `GET /sessions/{id}/claim` sends without parsing it.
    * @throws (rejects) CmcpError UNKNOWN_SESSION | SESSION_OPEN.
    */
-  async claimText(agentId: string, sessionId: string): Promise<ClaimTextPieces> {
+  async claimText(agentId: string, sessionId: string): Promise<Buffer> {
     if (!(await this.get(agentId, sessionId))) throw new CmcpError('UNKNOWN_SESSION', 'unknown session');
     const text = await this.store.claimCanonical(sessionId);
     if (!text) throw new CmcpError('SESSION_OPEN', 'the session is still open; close it to get its claim');

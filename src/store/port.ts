@@ -44,12 +44,6 @@ export interface SessionRow {
   sensitivity_level?: number;
 }
 
-/** A claim's stored text as a route sends it: its length and its pieces, read as they are asked for. */
-export interface ClaimTextPieces {
-  textBytes: number;
-  pieces: Iterable<Buffer>;
-}
-
 /** The newest claim of the database (the next one's claim_sequence and prev_claim_hash follow it). */
 export interface ClaimTip {
   claim_sequence: number;
@@ -168,8 +162,8 @@ export interface SessionStore {
   session(sessionId: string): Answer<SessionRow | undefined>;
   /** A closed session's stored claim with its canonical text, or undefined. */
   claim(sessionId: string): Answer<{ claim: AnyClaim; canonical: Buffer } | undefined>;
-  /** A closed session's stored claim text as stored, not parsed, or undefined. */
-  claimCanonical(sessionId: string): Answer<ClaimTextPieces | undefined>;
+  /** A closed session's stored claim text (UTF-8 JCS) as stored, not parsed, or undefined. */
+  claimCanonical(sessionId: string): Answer<Buffer | undefined>;
   /** The newest open default session of `agentId`, or undefined. */
   openDefaultSession(agentId: string): Answer<string | undefined>;
   /** How many sessions of `agentId` are open. */

@@ -5,7 +5,7 @@
  * This file reads a SQLite file (read-only); ./postgres-snapshot.ts reads a PostgreSQL database.
  */
 import Database from 'better-sqlite3';
-import { storedClaimText } from '../../src/store/sqlite/claim-text.js';
+import { storedClaimText } from '../../src/store/sqlite/claims.js';
 
 /** One `audit_entries` row as the checks need it. */
 export interface SnapshotEntry {

@@ -14,7 +14,6 @@ import { resumedPolicyEntry } from '../../policy/startup.js';
 import { AttemptLog } from '../../store/sqlite/attempts.js';
 import { sqliteAuditFeed } from '../../store/sqlite/audit-feed.js';
 import { AuditChain } from '../../store/sqlite/chain.js';
-import { removeUnlinkedClaimParts } from '../../store/sqlite/claim-text.js';
 import type { SqliteStorage } from '../../store/sqlite/open.js';
 import { CallRecovery } from '../../store/sqlite/recovery.js';
 import { sqliteRelayEntries } from '../../store/sqlite/relay-entries.js';
@@ -68,10 +67,6 @@ export function sqliteEngine(
       );
       if (recovered.attempts || recovered.executions)
         log.warn(recovered, 'recorded calls in flight in a previous run as outcome_unknown');
-      // A close stopped between its claim text's parts and its closing transaction left parts no
-      // claim links (store/sqlite/claim-text.ts); its session is still open and closes again below.
-      const orphanParts = removeUnlinkedClaimParts(db, cfg.instance_id);
-      if (orphanParts) log.warn({ parts: orphanParts }, "removed a previous run's unlinked claim text parts");
       // Made unusable now, closed in batches while start-up goes on (awaited once listening).
       const settled = sessions.closeStale().then((stale) => {
         if (stale)

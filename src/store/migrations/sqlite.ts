@@ -140,10 +140,9 @@ CREATE TABLE replica_leases (
 ) WITHOUT ROWID;
 `;
 
-// A long claim's stored text in parts (src/store/sqlite/claim-text.ts): claims.canonical holds its first
-// part, claim_parts the rest, each written in a small transaction before the closing one, which
-// only adds the claim_part_links row. Parts no link names are a close that never committed (a
-// crash, a rebuilt claim) and are removed (at start-up for the instance that wrote them).
+// A long version-1 claim's stored text in parts, as earlier gateways wrote it: claims.canonical
+// holds its first part, claim_parts the rest, claim_part_links ties them to the claim. No longer
+// written (a version-2 claim is a few KB); still read (src/store/sqlite/claims.ts storedClaimText).
 const SCHEMA_V3 = `
 CREATE TABLE claim_parts (
   text_id TEXT    NOT NULL,      -- one claim text (one try of a close)

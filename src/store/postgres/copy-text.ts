@@ -1,15 +1,12 @@
 /**
- * Texts moved to and from PostgreSQL as bytes with COPY (pg-copy-streams), never as JavaScript
- * strings or one bind message: a replica's bundle export pages and stored claim texts are read
- * (`COPY (SELECT …) TO STDOUT`) and sent on as the Buffers they arrive in, and a claim's text is
- * written (`COPY … FROM STDIN`) in slices from the Buffer it was built in. Strings or a bind
- * message would decode, copy and re-encode megabytes on the event loop in one turn.
+ * Texts read from PostgreSQL as bytes with COPY (pg-copy-streams), never as JavaScript
+ * strings: a replica's bundle export pages and stored claim texts are read
+ * (`COPY (SELECT …) TO STDOUT`) as the Buffers they arrive in. Strings would decode, copy and
+ * re-encode megabytes on the event loop in one turn.
  */
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import pg from 'pg';
-import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { to as copyTo } from 'pg-copy-streams';
 
 /**
  * COPY's CSV options under which a field of JSON text is written and read as it is: a field is
@@ -65,63 +62,4 @@ export async function copyTextOut(
     // A COPY cut off midway leaves the connection's protocol state unknown: not reused.
     if (cl !== db) (cl as pg.PoolClient).release(failed);
   }
-}
-
-/** Bytes of a field written per piece of a COPY FROM: a socket write's worth, not the whole text. */
-export const COPY_IN_SLICE_BYTES = 64 * 1024;
-
-/** Bytes a field written under {@link VERBATIM_CSV} must not hold: its quote, delimiter, NULL string, LF, CR. */
-const UNSAFE_IN_CSV = [1, 2, 3, 0x0a, 0x0d] as const;
-const DELIMITER = Buffer.from([2]);
-const NEWLINE = Buffer.from('\n');
-
-/**
- * Inserts one row into `table` (`columns`, in order) by `COPY table (columns) FROM STDIN WITH
- * VERBATIM_CSV` on `client` (the caller's transaction): each field is written as its bytes, a
- * long one in {@link COPY_IN_SLICE_BYTES} slices of the Buffer it is in (subarrays, no copy),
- * each written when the socket has taken the one before, so no turn of the loop builds or sends
- * the whole row (PostgreSQL 15 docs, COPY, "CSV Format": an unquoted field is its text; the
- * NULL string here is a byte no field may hold, so an empty field is the empty string).
- * Identifiers are the caller's constants, never input.
- * @param fields one per column: strings are written as UTF-8; a JCS text (RFC 8785 §3.2: no
- *   whitespace, control characters escaped) qualifies as it is; a pretty-printed JSON text does not.
- * @throws Error code `COPY_FIELD_UNSAFE` before anything is sent when a field holds a byte
- *   {@link VERBATIM_CSV} would read as syntax (the row would not be the text); pg errors (the
- *   COPY's, e.g. 23505): the row is not inserted, and the connection is left ready for the
- *   transaction's ROLLBACK; Error code `COPY_ROW_COUNT` when the server counted other than one row.
- */
-export async function copyRowIn(
-  client: pg.ClientBase,
-  table: string,
-  columns: readonly string[],
-  fields: readonly (string | Buffer)[],
-): Promise<void> {
-  if (fields.length !== columns.length)
-    throw new Error(`copyRowIn: ${fields.length} fields for ${columns.length} columns of ${table}`);
-  const bytes = fields.map((f) => (typeof f === 'string' ? Buffer.from(f, 'utf8') : f));
-  const pieces: Buffer[] = [];
-  for (const [i, b] of bytes.entries()) {
-    if (i > 0) pieces.push(DELIMITER);
-    for (let at = 0; at < b.length; at += COPY_IN_SLICE_BYTES) {
-      const slice = b.subarray(at, at + COPY_IN_SLICE_BYTES);
-      if (UNSAFE_IN_CSV.some((c) => slice.includes(c)))
-        throw Object.assign(
-          new Error(`${table}.${columns[i]} holds a byte COPY would read as CSV syntax; nothing was written`),
-          { code: 'COPY_FIELD_UNSAFE' },
-        );
-      pieces.push(slice);
-      // Scanned a slice per turn of the loop (five passes each): a 1.5 MB text in one turn cost ~1 ms.
-      if (b.length > COPY_IN_SLICE_BYTES) await nextTurn();
-    }
-  }
-  pieces.push(NEWLINE);
-  const copy = client.query(
-    copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN WITH ${VERBATIM_CSV}`),
-  );
-  await pipeline(Readable.from(pieces, { objectMode: false }), copy);
-  // A line that is exactly `\.` ends CSV data before PostgreSQL 18: one row or an error, never none.
-  if (copy.rowCount !== 1)
-    throw Object.assign(new Error(`COPY into ${table} wrote ${copy.rowCount} rows, not one`), {
-      code: 'COPY_ROW_COUNT',
-    });
 }

@@ -18,7 +18,6 @@ import type { MicroClock } from '../entries/clock.js';
 import type { EntryInput } from '../entries/next-entry.js';
 import type {
   ClaimIssuer,
-  ClaimTextPieces,
   ClaimTip,
   ClosedSession,
   OpenSession,
@@ -27,7 +26,7 @@ import type {
   SessionStore,
 } from '../port.js';
 import { appendEntry, chainBundleJson, claimPage } from './chain.js';
-import { copyRowIn, copyTextOut, VERBATIM_CSV } from './copy-text.js';
+import { copyTextOut, VERBATIM_CSV } from './copy-text.js';
 import type { Fence } from './leases.js';
 import { openDefaultSession, openSessionCount } from './reads.js';
 import { replicaMembers } from './replica-evidence.js';
@@ -188,8 +187,8 @@ export class PostgresSessionStore implements SessionStore {
    * its stored claim. What grows with the chain stays off a single turn of the event loop:
    * the chain is summarised in pages before the transaction (each page a
    * short query, the loop free between them) and caught up inside it after `session_close`
-   * (which locks the chain's tip: nothing is appended after it); the claim is signed on the
-   * signing thread and its text assembled and hashed in slices (claim/sign.ts).
+   * (which locks the chain's tip: nothing is appended after it); the claim (a few KB) is signed
+   * and inserted in the transaction.
    * @param issuer builds and signs the claim from the pages it is fed (claim/issuer.ts).
    * @throws (rejects) LeaseLostError; Error when the session is unknown; what the issuer
    *   throws; pg errors — nothing written.
@@ -225,13 +224,9 @@ export class PostgresSessionStore implements SessionStore {
       await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [CLAIM_CHAIN_LOCK]);
       const prev = await claimChainTip(client);
       const signed = await issuer.issue(row, prev, (writers) => replicaMembers(client, writers));
-      // The text goes as the bytes it was built in, in slices (COPY FROM STDIN): as an INSERT's
-      // parameter node-postgres copied all of it into one bind message in one turn of the loop.
-      await copyRowIn(
-        client,
-        'claims',
-        ['claim_sequence', 'session_id', 'claim_hash', 'canonical'],
-        [String(signed.claim.claim_sequence), sessionId, signed.claimHash, signed.canonical],
+      await client.query(
+        'INSERT INTO claims (claim_sequence, session_id, claim_hash, canonical) VALUES ($1, $2, $3, $4)',
+        [signed.claim.claim_sequence, sessionId, signed.claimHash, signed.canonical.toString('utf8')],
       );
       await client.query("UPDATE sessions SET status = 'closed', closed_at = $1 WHERE session_id = $2", [
         new Date().toISOString(),
@@ -261,14 +256,13 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   /**
-   * A closed session's stored claim text (UTF-8 JCS) as stored, not parsed (a long session's
-   * is ~1.5 MB: parsing it would hold the loop ~10 ms) and not decoded: read as COPY's bytes
-   * (copy-text.ts; as a string and back, 4–6 ms of the loop) and kept as the pieces they came
-   * in (joined into one Buffer, a 1.5 MB text cost ~400 page faults in one turn), or undefined.
+   * A closed session's stored claim text (UTF-8 JCS) as stored, not parsed and not decoded: read
+   * as COPY's bytes (copy-text.ts), since a version-1 claim of a long session stored by an
+   * earlier gateway is ~1.5 MB (as a string and back, 4–6 ms of the loop), or undefined.
    * Reads only.
    * @throws (rejects) Error COPY_TEXT_QUOTED (a raw control byte in the stored text); pg errors.
    */
-  async claimCanonical(sessionId: string): Promise<ClaimTextPieces | undefined> {
+  async claimCanonical(sessionId: string): Promise<Buffer | undefined> {
     const chunks = await copyTextOut(
       this.pool,
       (cl) =>
@@ -281,7 +275,7 @@ export class PostgresSessionStore implements SessionStore {
     if (last[last.length - 1] !== 0x0a)
       throw new Error(`the claim text of session ${sessionId} came back from COPY without its row's end`);
     chunks[chunks.length - 1] = last.subarray(0, last.length - 1);
-    return { textBytes: chunks.reduce((n, b) => n + b.length, 0), pieces: chunks };
+    return Buffer.concat(chunks);
   }
 }
 

@@ -7,13 +7,11 @@
  * things only that transaction can be sure of: the session chain's tip (which `session_close`
  * follows), the claim chain's tip (claim_sequence, prev_claim_hash) and the session row. They
  * are read first and everything is built after them — the `session_close` entry with its hash,
- * the claim, its signature and its text's SHA-256 (off the loop: claim/issuer.ts), and a long
- * text's parts after the first written in small transactions of their own (./claim-text.ts) —
- * and the one IMMEDIATE transaction then checks that none of the three moved and writes
- * `session_close`, the session's status and the claim together
- * (docs/spec/claims.md#issuing-a-claim). If one moved (an entry appended by a call still in
- * flight, a claim issued by another process), nothing is written, the parts are removed and the
- * claim is built again; closes on one connection take turns, so they never make each other
+ * the claim and its signature (claim/issuer.ts) — and the one IMMEDIATE transaction then checks
+ * that none of the three moved and writes `session_close`, the session's status and the claim
+ * together (docs/spec/claims.md#issuing-a-claim). If one moved (an entry appended by a call
+ * still in flight, a claim issued by another process), nothing is written and the claim is
+ * built again; closes on one connection take turns, so they never make each other
  * build again. After {@link TRIES} such tries the close is one transaction signing on the loop.
  */
 import { setTimeout } from 'node:timers/promises';
@@ -22,7 +20,6 @@ import { LoopSlice } from '../../offload/loop-slice.js';
 import type { EntryInput } from '../entries/next-entry.js';
 import type {
   ClaimIssuer,
-  ClaimTextPieces,
   ClosedSession,
   OpenSession,
   SessionRef,
@@ -30,17 +27,7 @@ import type {
   SessionStore,
 } from '../port.js';
 import type { AuditChain } from './chain.js';
-import {
-  claimPartsStored,
-  claimTip,
-  discardClaimParts,
-  insertClaim,
-  linkClaimParts,
-  PART_BYTES,
-  storedClaimPieces,
-  storedClaimText,
-  writeClaimParts,
-} from './claim-text.js';
+import { claimTip, insertClaim, storedClaimText } from './claims.js';
 import { type Db, immediate, immediateAsync } from './db.js';
 import { catchUp, summarizePaged } from './paged.js';
 import { prepared } from './statements.js';
@@ -176,28 +163,17 @@ export class SqliteSessionStore implements SessionStore {
     const prev = claimTip(this.db);
     const close = this.chain.prepareNext(sessionId, closeEntry(row, reason), issuer.tip());
     const signed = await issuer.issue(row, prev, noMembers, { ...close.body, entry_hash: close.entry_hash });
-    const parts = await writeClaimParts(this.db, this.instanceId, signed.canonical);
-    let closed: ClosedSession | null = null;
-    try {
-      closed = await immediateAsync(this.db, () => {
-        const now = this.session(sessionId);
-        const storedNow = this.closedAnswer(now, sessionId);
-        if (storedNow || !now) return storedNow;
-        if (now.call_count !== row.call_count || now.binding_json !== row.binding_json) return null;
-        if (claimTip(this.db)?.claim_hash !== prev?.claim_hash) return null;
-        if (parts && !claimPartsStored(this.db, parts)) return null;
-        if (!this.chain.appendPrepared(close)) return null;
-        this.markClosed(sessionId);
-        insertClaim(this.db, sessionId, signed, parts ? PART_BYTES : signed.canonical.length);
-        if (parts) linkClaimParts(this.db, signed.claim.claim_sequence, parts);
-        return { claim: signed.claim, canonical: signed.canonical, issued: true };
-      });
-    } finally {
-      // Parts the closing transaction did not link (it found something moved, or failed); if
-      // even this fails, the next start removes them.
-      if (parts && !closed?.issued) await discardClaimParts(this.db, parts).catch(() => undefined);
-    }
-    return closed;
+    return immediateAsync(this.db, () => {
+      const now = this.session(sessionId);
+      const storedNow = this.closedAnswer(now, sessionId);
+      if (storedNow || !now) return storedNow;
+      if (now.call_count !== row.call_count || now.binding_json !== row.binding_json) return null;
+      if (claimTip(this.db)?.claim_hash !== prev?.claim_hash) return null;
+      if (!this.chain.appendPrepared(close)) return null;
+      this.markClosed(sessionId);
+      insertClaim(this.db, sessionId, signed);
+      return { claim: signed.claim, canonical: signed.canonical, issued: true };
+    });
   }
 
   /**
@@ -229,9 +205,9 @@ export class SqliteSessionStore implements SessionStore {
     return canonical && { claim: JSON.parse(canonical.toString('utf8')) as Claim, canonical };
   }
 
-  /** The stored text part by part, each read when it is asked for (./claim-text.ts). */
-  claimCanonical(sessionId: string): ClaimTextPieces | undefined {
-    return storedClaimPieces(this.db, sessionId);
+  /** The stored claim text, an earlier gateway's parts joined (./claims.ts). */
+  claimCanonical(sessionId: string): Buffer | undefined {
+    return storedClaimText(this.db, sessionId);
   }
 
   openDefaultSession(agentId: string): string | undefined {

@@ -7,7 +7,6 @@ import { Readable } from 'node:stream';
 import { setTimeout } from 'node:timers/promises';
 import { fromB64u } from '@cmcp/verify/formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ClaimTextPieces } from '../../../claim/parts.js';
 import { CmcpError } from '../../../errors/index.js';
 import type { AgentSessions, ExecutionReads, ReceiptReads } from '../../../session/ports.js';
 import { BODY_MEMBERS, strictBody } from '../../edge/bodies.js';
@@ -78,25 +77,23 @@ const CLAIM_CHUNK_BYTES = 64 * 1024;
 /**
  * Sends a stored claim's canonical text (UTF-8 JCS, docs/spec/claims.md) as the JSON body, in
  * chunks of {@link CLAIM_CHUNK_BYTES}: the bytes that were signed and hashed, with no parse and
- * no serialisation (a 10,000-call claim is ~1.5 MB; serialising it held the loop 5–11 ms), a
- * stored text's parts read one at a time as the socket takes them (store/sqlite/claim-text.ts).
+ * no serialisation. A version-2 claim is a few KB; a stored version-1 claim of a long session
+ * is ~1.5 MB (serialising it held the loop 5–11 ms), hence the chunks.
  */
-function sendClaimText(reply: FastifyReply, text: Buffer | ClaimTextPieces): FastifyReply {
-  const { textBytes, pieces } = Buffer.isBuffer(text) ? { textBytes: text.length, pieces: [text] } : text;
+function sendClaimText(reply: FastifyReply, text: Buffer): FastifyReply {
   const chunks = async function* () {
     // The reply's start (hooks, headers) and the first chunk's write in two turns of the loop.
     await setTimeout(0);
-    for (const piece of pieces)
-      for (let at = 0; at < piece.length; at += CLAIM_CHUNK_BYTES) {
-        yield piece.subarray(at, at + CLAIM_CHUNK_BYTES);
-        // A socket that takes every chunk at once (loopback) would get the whole text in one
-        // turn of the loop, ~4–5 ms for 1.5 MB: one chunk per turn instead.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+    for (let at = 0; at < text.length; at += CLAIM_CHUNK_BYTES) {
+      yield text.subarray(at, at + CLAIM_CHUNK_BYTES);
+      // A socket that takes every chunk at once (loopback) would get the whole text in one
+      // turn of the loop, ~4–5 ms for 1.5 MB: one chunk per turn instead.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   };
   return reply
     .type('application/json; charset=utf-8')
-    .header('content-length', textBytes)
+    .header('content-length', text.length)
     .send(Readable.from(chunks(), { objectMode: false }));
 }
 
