@@ -161,7 +161,7 @@ describe('deploy/kubernetes', () => {
     const secret = one(pg, 'Secret', 'cmcp-postgres');
     expect(secretRef?.name).toBe(secret.metadata.name);
     expect(Object.keys(secret.stringData as object)).toContain(secretRef?.key);
-    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'mcp' });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'mcp', scheme: 'HTTPS' });
     expect(c.securityContext).toMatchObject({
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,

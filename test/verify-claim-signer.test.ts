@@ -15,8 +15,10 @@ import {
   type AuditEntryBody,
   b64u,
   type Claim,
+  entryLeafHash,
   hashEntryBody,
   signClaim,
+  treeRoot,
   type UnsignedClaim,
 } from '@cmcp/verify/formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -266,7 +268,13 @@ describe('audit.agent: entries that always name an agent', () => {
       root: entries[0]?.entry_hash ?? '',
       tip: entries[entries.length - 1]?.entry_hash ?? '',
     };
-    const forged = forge(claim, { audit_chain });
+    // A version-2 claim also commits to the tree head: the forger recomputes it too.
+    const head = (claim as { tree_head?: { size: number } }).tree_head;
+    const tree_head = head && {
+      size: head.size,
+      root: treeRoot(entries.slice(0, head.size).map((e) => entryLeafHash(e.entry_hash))).toString('hex'),
+    };
+    const forged = forge(claim, { audit_chain, ...(tree_head ? { tree_head } : {}) });
     const r = verifyClaim(forged, { bundle: { ...bundle, entries }, require: 'signed-only' });
     expect(r.checks.filter((c) => c.status === 'fail').map((c) => c.reason_code)).toEqual([
       'BUNDLE_AGENT_MISMATCH',
