@@ -328,7 +328,9 @@ describe('gateway: concurrent tools/calls share commits', () => {
   async function loadGateway(groupCommit: 'on' | 'off', n: number) {
     const child = await writeConfig({
       upstreams: [{ name: 'c', transport: 'http', url: up.url }],
-      sessions: { default_max_calls: 100_000 },
+      // The longest checkpoint window: the burst's commits are the call path's own, not a signed
+      // checkpoint's row every 25 ms (a writer of its own, session/checkpoints.ts).
+      sessions: { default_max_calls: 100_000, checkpoint_window_ms: 10_000 },
       extra: { limits: cfg.raw.limits },
     });
     // The WAL's frames are counted: no checkpoint thread restarts the log meanwhile (src/store/sqlite/wal.ts).
