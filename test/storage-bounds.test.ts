@@ -119,13 +119,21 @@ describe('a database made with the old layout', () => {
       agent_id TEXT, timestamp_utc TEXT NOT NULL, canonical TEXT NOT NULL,
       PRIMARY KEY (chain_id, sequence_number), UNIQUE (chain_id, prev_entry_hash)) WITHOUT ROWID;
       CREATE UNIQUE INDEX audit_entries_hash ON audit_entries(entry_hash);`);
+    // Entries as the old layout held them: made by today's chain, copied over in the old columns.
+    const scratch = openDatabase(freshPath());
+    const made = new AuditChain(scratch);
+    for (let i = 0; i < 5; i++) made.append('s', { entry_type: 'tool_call', detail });
+    const texts = made.bundle('s', null).entries;
+    const cols =
+      'chain_id, sequence_number, prev_entry_hash, entry_hash, entry_type, session_id, execution_id, agent_id, timestamp_utc, canonical';
+    const insert = old.prepare(`INSERT INTO audit_entries (${cols}) VALUES (${cols.replace(/\w+/g, '?')})`);
+    for (const row of scratch
+      .prepare(`SELECT ${cols} FROM audit_entries ORDER BY sequence_number`)
+      .raw()
+      .all())
+      insert.run(...(row as unknown[]));
+    scratch.close();
     old.close();
-    // Entries written through the old table.
-    const before = openDatabaseWithoutMigration(path);
-    const chainBefore = new AuditChain(before);
-    for (let i = 0; i < 5; i++) chainBefore.append('s', { entry_type: 'tool_call', detail });
-    const texts = chainBefore.bundle('s', null).entries;
-    before.close();
 
     const db = openDatabase(path);
     const sql = (
@@ -158,10 +166,3 @@ describe('a database made with the old layout', () => {
     db.close();
   });
 });
-
-/** The old gateway's open: the schema as found, no migration (a plain WAL connection). */
-function openDatabaseWithoutMigration(path: string): Database.Database {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  return db;
-}

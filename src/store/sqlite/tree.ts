@@ -28,13 +28,16 @@ function insertNodes(db: Db, chainId: string, nodes: readonly TreeNode[]): void 
   for (const n of nodes) if (n.level > 0) stmt.run(chainId, n.level, n.index, n.hash);
 }
 
-/** A chain's frontier over its first `size` entries, computed from them. */
+/**
+ * A chain's frontier over its first `size` entries, computed from them. The hashes are read in
+ * full first: the node inserts cannot run on the connection while a read iterates it.
+ */
 function frontierFromEntries(db: Db, chainId: string, size: number, store: boolean): MerkleFrontier {
   const f = MerkleFrontier.empty();
   const rows = prepared<[string, number], { entry_hash: string }>(
     db,
     'SELECT entry_hash FROM audit_entries WHERE chain_id = ? AND sequence_number < ? ORDER BY sequence_number',
-  ).iterate(chainId, size);
+  ).all(chainId, size);
   for (const r of rows) {
     const nodes = f.appendEntryHash(r.entry_hash);
     if (store) insertNodes(db, chainId, nodes);
