@@ -5,7 +5,8 @@
  * listed, with their reason, in testing/conformance/expected.ts (a listed scenario that
  * starts passing fails this test until the list is updated). The client scenarios: every one
  * the SDK client passes alone passes with cmcp as the client (the SDK client through a gateway
- * whose upstream is the scenario's server) with the same check counts, `sse-retry` among them.
+ * whose upstream is the scenario's server) with the same check counts, `sse-retry` among them;
+ * the auth/* scenarios are compared against an SDK client doing OAuth in conformance-auth.test.ts.
  * Needs the build (the runner starts the compiled driver, dist/testing/conformance/).
  */
 import { describe, expect, it } from 'vitest';

@@ -335,6 +335,9 @@ describe('gateway: concurrent tools/calls share commits', () => {
     });
     // The WAL's frames are counted: no checkpoint thread restarts the log meanwhile (src/store/sqlite/wal.ts).
     const gw = await startInProcess(child, { groupCommit: groupCommit === 'on', checkpointIntervalMs: 0 });
+    // Nor does SQLite's own auto-checkpoint: each append also writes its tree's pages, and past
+    // 1000 pages the log would restart mid-burst.
+    gw.db.pragma('wal_autocheckpoint = 0');
     try {
       await call(gw.url, 0, 'c.record', {}); // opens the default session
       const wal0 = walCommits(child.dbPath);
